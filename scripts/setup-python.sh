@@ -1,0 +1,33 @@
+#!/usr/bin/env bash
+# Create (or refresh) the Python environment of kernels/ at <repo>/.venv.
+#
+# Idempotent: a stamp file inside .venv records the sha256 of kernels/requirements.txt and
+# of this script; when it matches, nothing is done. Usable on a fresh CI machine (needs
+# python3 >= 3.10 with the venv module and access to PyPI).
+#
+#   scripts/setup-python.sh            # create / update .venv
+#   PYTHON=python3.11 scripts/setup-python.sh
+#   KIDIOM_VENV=/some/dir scripts/setup-python.sh
+set -euo pipefail
+
+root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+req="$root/kernels/requirements.txt"
+venv="${KIDIOM_VENV:-$root/.venv}"
+py="${PYTHON:-python3}"
+stamp="$venv/.kidiom-requirements.sha256"
+
+want="$(cat "$req" "${BASH_SOURCE[0]}" | sha256sum | cut -d' ' -f1)"
+if [[ -x "$venv/bin/python" && -f "$stamp" && "$(cat "$stamp")" == "$want" ]]; then
+  echo "setup-python: $venv is up to date"
+  exit 0
+fi
+
+if [[ ! -x "$venv/bin/python" ]]; then
+  echo "setup-python: creating $venv with $($py --version 2>&1)"
+  "$py" -m venv "$venv"
+fi
+"$venv/bin/python" -m pip install --quiet --disable-pip-version-check --upgrade pip
+"$venv/bin/python" -m pip install --quiet --disable-pip-version-check -r "$req"
+"$venv/bin/python" -c "import numpy, triton; print('setup-python: numpy', numpy.__version__, 'triton', triton.__version__)"
+echo "$want" > "$stamp"
+echo "setup-python: $venv ready"
