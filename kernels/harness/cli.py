@@ -1,0 +1,217 @@
+"""Command line of the harness: the one process boundary the validator calls.
+
+    python -m kernels.harness compile|check|bench --kernel NAME [--source FILE] [--json]
+    python -m kernels.harness list [--json]
+
+Prints one JSON object on stdout (wire format in kernels/README.md, "Harness wire format";
+`--json` is accepted for symmetry with the Rust CLI: output is always JSON). Exit codes:
+0 ok, 1 the kernel failed the check, 2 harness error (bad arguments, crash, timeout),
+3 skipped (the command needs a GPU and there is none).
+"""
+import argparse
+import json
+import os
+import platform
+import signal
+import sys
+import time
+import traceback
+
+WIRE = "kidiom-harness"
+VERSION = 1
+EXIT_OK, EXIT_FAILED, EXIT_ERROR, EXIT_SKIPPED = 0, 1, 2, 3
+
+
+class Timeout(Exception):
+    pass
+
+
+def _has_cuda():
+    import importlib.util
+    if importlib.util.find_spec("torch") is None:
+        return False
+    try:
+        import torch
+        return bool(torch.cuda.is_available())
+    except Exception:
+        return False
+
+
+def _versions():
+    import numpy
+    v = {"python": platform.python_version(), "numpy": numpy.__version__}
+    try:
+        import triton
+        v["triton"] = triton.__version__
+    except Exception:
+        pass
+    if "torch" in sys.modules:
+        v["torch"] = sys.modules["torch"].__version__
+    return v
+
+
+def _git_commit():
+    import subprocess
+    from .manifest import REPO_ROOT
+    try:
+        r = subprocess.run(["git", "rev-parse", "HEAD"], cwd=REPO_ROOT, capture_output=True, text=True, timeout=5)
+        return r.stdout.strip() or None
+    except Exception:
+        return None
+
+
+def parse_args(argv):
+    p = argparse.ArgumentParser(prog="python -m kernels.harness", description=__doc__.split("\n")[0])
+    sub = p.add_subparsers(dest="command", required=True)
+    common = argparse.ArgumentParser(add_help=False)
+    common.add_argument("--kernel", required=True, help="kernel name from its manifest, e.g. kda.decode")
+    common.add_argument("--source", help="alternative source file (a rewritten variant, same entry points)")
+    common.add_argument("--json", action="store_true", help="JSON output (always on)")
+    common.add_argument("--device", choices=["auto", "cpu", "cuda"], default="auto")
+    common.add_argument("--timeout", type=float, default=1800, help="seconds before the harness gives up")
+    sub.add_parser("list", help="list the kernels").add_argument("--json", action="store_true")
+    c = sub.add_parser("check", parents=[common], help="correctness against the float64 reference")
+    c.add_argument("--seeds", type=int, default=3, help="number of fresh seeds")
+    c.add_argument("--seed", type=int, help="base seed (default: fresh from the OS)")
+    c.add_argument("--no-tf32", action="store_true", help="interpreter: do not round tl.dot operands like TF32")
+    c.add_argument("--no-curve", action="store_true")
+    c.add_argument("--no-consistency", action="store_true")
+    c.add_argument("--quick", action="store_true", help="one seed, no curve, no consistency")
+    k = sub.add_parser("compile", parents=[common], help="ahead-of-time compile for sm_90; instruction mix")
+    k.add_argument("--arch", type=int, default=90)
+    k.add_argument("--keep", help="directory to keep the PTX/cubin/SASS in")
+    b = sub.add_parser("bench", parents=[common], help="GPU only: interleaved A/B against the baseline")
+    b.add_argument("--baseline", help="baseline source (default: the manifest's source)")
+    b.add_argument("--iters", type=int, default=50)
+    b.add_argument("--warmup", type=int, default=10)
+    b.add_argument("--rotate", type=int, default=4, help="input sets rotated between timed calls")
+    b.add_argument("--peak-gbps", type=float, default=4300.0, help="measured copy bandwidth of the device")
+    b.add_argument("--against", help="dotted path of a third-party function to time as well (module:function)")
+    return p.parse_args(argv)
+
+
+def main(argv=None):
+    argv = sys.argv[1:] if argv is None else argv
+    t0 = time.time()
+    out = {"wire": WIRE, "version": VERSION}
+    try:
+        args = parse_args(argv)
+    except SystemExit as e:
+        if e.code in (0, None):
+            return 0
+        out.update(status="error", error=f"bad arguments: {' '.join(argv)}")
+        print(json.dumps(out))
+        return EXIT_ERROR
+    out["command"] = args.command
+    if args.command != "list":
+        out["kernel"] = args.kernel
+        out["source"] = args.source
+
+    def on_alarm(signum, frame):
+        raise Timeout(f"harness timed out after {args.timeout} s")
+
+    code = EXIT_ERROR
+    try:
+        if getattr(args, "timeout", None):
+            signal.signal(signal.SIGALRM, on_alarm)
+            signal.alarm(max(1, int(args.timeout)))
+        code = dispatch(args, out)
+    except Timeout as e:
+        out.update(status="error", error=str(e))
+        code = EXIT_ERROR
+    except Exception as e:  # every failure becomes JSON
+        out.update(status="error", error=f"{type(e).__name__}: {e}",
+                   traceback=traceback.format_exc(limit=8)[-4000:])
+        code = EXIT_ERROR
+    finally:
+        signal.alarm(0)
+    out["seconds"] = round(time.time() - t0, 3)
+    print(json.dumps(out, default=_default))
+    sys.stdout.flush()
+    return code
+
+
+def _default(x):
+    import numpy as np
+    if isinstance(x, np.generic):
+        return x.item()
+    if isinstance(x, np.ndarray):
+        return x.tolist()
+    return str(x)
+
+
+def _select_device(args):
+    if args.device == "cpu":
+        cuda = False
+    elif args.device == "cuda":
+        cuda = True
+    else:
+        cuda = _has_cuda()
+    if not cuda:
+        os.environ["TRITON_INTERPRET"] = "1"
+    return "cuda" if cuda else "cpu"
+
+
+def dispatch(args, out):
+    from .manifest import all_manifests, find_manifest
+    if args.command == "list":
+        out["status"] = "ok"
+        out["kernels"] = [{"name": m.name, "op": m.op, "language": m.language,
+                           "manifest": str(m.path), "source": str(m.source_path)}
+                          for m in all_manifests().values()]
+        return EXIT_OK
+    manifest = find_manifest(args.kernel)
+    out["manifest"] = str(manifest.path)
+    if args.command == "compile":
+        from . import aot
+        out["status"] = "ok"
+        out["device"] = "none (ahead-of-time)"
+        out.update(aot.compile_kernel(manifest, args.source, arch=args.arch, keep=args.keep))
+        out["versions"] = _versions()
+        return EXIT_OK
+
+    device = _select_device(args)
+    if args.command == "bench" and device != "cuda":
+        out.update(status="skipped", reason="bench needs a CUDA GPU with torch; none found", device="cpu")
+        out["versions"] = _versions()
+        return EXIT_SKIPPED
+
+    if device == "cuda":
+        from .backend import TorchBackend
+        backend = TorchBackend()
+        mode = "native"
+    else:
+        from .backend import NumpyBackend
+        from .interp import install_tf32_dot
+        backend = NumpyBackend()
+        mode = "interpreter"
+        if args.command == "check" and not args.no_tf32:
+            install_tf32_dot()
+            mode = "interpreter-tf32"
+    out["device"] = backend.describe()
+    out["mode"] = mode
+    out["versions"] = _versions()
+    out["commit"] = _git_commit()
+
+    from .loader import load_launcher
+    if args.command == "check":
+        from .check import run_check
+        fn = load_launcher(manifest, args.source)
+        base = args.seed if args.seed is not None else int.from_bytes(os.urandom(4), "little")
+        nseeds = 1 if args.quick else max(1, args.seeds)
+        seeds = [base + i for i in range(nseeds)]
+        out["seeds"] = seeds
+        res = run_check(manifest, fn, backend, seeds, device,
+                        with_curve=not (args.no_curve or args.quick),
+                        with_consistency=not (args.no_consistency or args.quick))
+        out.update(res)
+        out["tolerance"] = manifest.tolerance
+        out["status"] = "passed" if res["passed"] else "failed"
+        return EXIT_OK if res["passed"] else EXIT_FAILED
+
+    if args.command == "bench":
+        from .bench import run_bench
+        res = run_bench(manifest, args, backend)
+        out.update(res)
+        return EXIT_OK if res.get("status") == "ok" else EXIT_FAILED
+    raise ValueError(f"unknown command {args.command}")

@@ -1,0 +1,133 @@
+"""The two KDA operations as the harness sees them: random inputs, the float64 reference, and
+how to call a kernel's public function (destination passing) on a backend.
+
+Inputs are float32 and realistic for KDA: q and k L2-normalised, beta in (0, 1), g = log of a
+decay in (0.5, 1) (the `long_memory` variant: in (0.999, 1), beta < 0.1, v off-centre, which
+keeps information for thousands of tokens and is used for the error-versus-length curve).
+"""
+import numpy as np
+
+from ..kda import reference as ref
+from .backend import OUT_SENTINEL, tail_ok
+
+__all__ = ["DecodeOp", "PrefillOp", "OPS"]
+
+
+def _normed(rng, shape):
+    x = rng.standard_normal(shape)
+    return (x / np.linalg.norm(x, axis=-1, keepdims=True)).astype(np.float32)
+
+
+def _gates(rng, shape, long_memory):
+    lo = 0.999 if long_memory else 0.5
+    return np.log(rng.uniform(lo, 1.0, shape)).astype(np.float32)
+
+
+def _betas(rng, shape, long_memory):
+    return rng.uniform(0.0, 0.1 if long_memory else 1.0, shape).astype(np.float32)
+
+
+def _values(rng, shape, long_memory):
+    v = rng.standard_normal(shape)
+    return (v + 1.0 if long_memory else v).astype(np.float32)
+
+
+class Run:
+    """The outcome of one kernel call: outputs as numpy, and the padding checks."""
+
+    def __init__(self, outputs, padding, extra=None):
+        self.outputs = outputs    # name -> np.ndarray
+        self.padding = padding    # name -> bool (sentinel tail intact)
+        self.extra = extra or {}
+
+
+class DecodeOp:
+    """kda_decode(q, k, v, g, beta, state, slots, o, scale): one step on a slot pool."""
+    name = "kda_decode"
+    # output name -> number of leading axes that define a slice (sequence / slot, value head)
+    slice_axes = {"o": 2, "state": 2}
+
+    def make_inputs(self, shape, rng, long_memory=False):
+        N, H, HV, K, V, S = (shape[x] for x in ("N", "H", "HV", "K", "V", "S"))
+        return {
+            "q": _normed(rng, (N, H, K)), "k": _normed(rng, (N, H, K)),
+            "v": _values(rng, (N, HV, V), long_memory), "g": _gates(rng, (N, HV, K), long_memory),
+            "beta": _betas(rng, (N, HV), long_memory),
+            "state": (0.5 * rng.standard_normal((S, HV, K, V))).astype(np.float32),
+            "slots": rng.permutation(S)[:N].astype(np.int64),
+        }
+
+    def reference(self, x):
+        o, pool = ref.naive_decode_kda(x["q"], x["k"], x["v"], x["g"], x["beta"], x["state"], x["slots"])
+        return {"o": o, "state": pool}
+
+    def run(self, fn, backend, x):
+        t = {n: backend.put(x[n]) for n in ("q", "k", "v", "g", "beta", "slots")}
+        state = backend.put(x["state"], sentinel=OUT_SENTINEL)
+        o = backend.poisoned(x["v"].shape)
+        fn(t["q"], t["k"], t["v"], t["g"], t["beta"], state, t["slots"], o)
+        backend.sync()
+        padding = {n: tail_ok(backend, t[n], np.nan if n != "slots" else 0) for n in t}
+        padding["state"] = tail_ok(backend, state, OUT_SENTINEL)
+        padding["o"] = tail_ok(backend, o, OUT_SENTINEL)
+        out = {"o": backend.get(o), "state": backend.get(state)}
+        untouched = np.setdiff1d(np.arange(x["state"].shape[0]), x["slots"])
+        extra = {"untouched_slots_intact": bool(np.array_equal(out["state"][untouched], x["state"][untouched]))}
+        return Run(out, padding, extra)
+
+
+class PrefillOp:
+    """kda_prefill(q, k, v, g, beta, o, initial_state, final_state, scale)."""
+    name = "kda_prefill"
+    slice_axes = {"o": None, "final_state": 2}   # o is sliced by (sequence, value head) below
+
+    def make_inputs(self, shape, rng, long_memory=False, initial_state=True):
+        B, T, H, HV, K, V = (shape[x] for x in ("B", "T", "H", "HV", "K", "V"))
+        x = {
+            "q": _normed(rng, (B, T, H, K)), "k": _normed(rng, (B, T, H, K)),
+            "v": _values(rng, (B, T, HV, V), long_memory), "g": _gates(rng, (B, T, HV, K), long_memory),
+            "beta": _betas(rng, (B, T, HV), long_memory),
+        }
+        x["initial_state"] = (0.5 * rng.standard_normal((B, HV, K, V))).astype(np.float32) if initial_state else None
+        return x
+
+    def reference(self, x):
+        o, s = ref.naive_recurrent_kda(x["q"], x["k"], x["v"], x["g"], x["beta"], initial_state=x["initial_state"])
+        return {"o": o, "final_state": s}
+
+    def run(self, fn, backend, x):
+        names = ["q", "k", "v", "g", "beta"] + (["initial_state"] if x["initial_state"] is not None else [])
+        t = {n: backend.put(x[n]) for n in names}
+        B, T, H, K = x["q"].shape
+        HV, V = x["v"].shape[2:]
+        o = backend.poisoned((B, T, HV, V))
+        s = backend.poisoned((B, HV, K, V))
+        fn(t["q"], t["k"], t["v"], t["g"], t["beta"], o, t.get("initial_state"), s)
+        backend.sync()
+        padding = {n: tail_ok(backend, t[n], np.nan) for n in t}
+        padding["o"] = tail_ok(backend, o, OUT_SENTINEL)
+        padding["final_state"] = tail_ok(backend, s, OUT_SENTINEL)
+        return Run({"o": backend.get(o), "final_state": backend.get(s)}, padding)
+
+    @staticmethod
+    def slices(name, a):
+        """(index, sub-array) per slice: per (sequence, value head)."""
+        if name == "o":
+            B, T, HV, V = a.shape
+            for b in range(B):
+                for hv in range(HV):
+                    yield (b, hv), a[b, :, hv]
+        else:
+            for idx in np.ndindex(a.shape[:2]):
+                yield idx, a[idx]
+
+
+OPS = {"kda_decode": DecodeOp(), "kda_prefill": PrefillOp()}
+
+
+def slices(op, name, a):
+    if hasattr(op, "slices"):
+        yield from op.slices(name, a)
+    else:
+        for idx in np.ndindex(a.shape[: op.slice_axes[name]]):
+            yield idx, a[idx]
