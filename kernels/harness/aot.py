@@ -1,0 +1,208 @@
+"""`compile`: ahead-of-time compilation for an sm_90 GPU on a machine without one.
+
+Triton kernels: the kernel's own launcher is called on shape-only fake tensors (the manifest's
+bench shape) with the module's kernel swapped for a recorder, so the constexprs (block sizes,
+flags) are exactly those the launcher would pass; the recorded call is then specialised as
+Triton's JIT would (pointer alignment, integer divisibility) and compiled with `triton.compile`
+for `GPUTarget("cuda", 90, 32)`. CUDA C++ kernels: NVRTC to PTX, then ptxas.
+Both: `cuobjdump -sass` for the instruction mix, `-res-usage` and `ptxas -v` for registers,
+spills, shared and local memory.
+"""
+import inspect
+import os
+import time
+from pathlib import Path
+
+import numpy as np
+
+from . import cudatools
+from .arrays import NpDtype
+from .loader import import_file
+
+__all__ = ["compile_kernel"]
+
+
+class FakeTensor:
+    """Shape and dtype only: enough for a launcher and for Triton's specialisation."""
+
+    def __init__(self, shape, dtype=np.float32):
+        self.shape = tuple(shape)
+        self.dtype = NpDtype(dtype)
+        self.device = "cuda"
+
+    def data_ptr(self):
+        return 1 << 20  # 16-byte aligned, like any CUDA allocation
+
+    def stride(self, dim=None):
+        s, acc = [], 1
+        for n in reversed(self.shape):
+            s.append(acc)
+            acc *= n
+        s = tuple(reversed(s))
+        return s if dim is None else s[dim]
+
+    def size(self, dim=None):
+        return self.shape if dim is None else self.shape[dim]
+
+    def numel(self):
+        return int(np.prod(self.shape))
+
+    def is_contiguous(self):
+        return True
+
+
+def fake_call(op, shape):
+    """Positional arguments of the op's public function for one shape."""
+    f = FakeTensor
+    if op == "kda_decode":
+        N, H, HV, K, V, S = (shape[x] for x in ("N", "H", "HV", "K", "V", "S"))
+        return [f((N, H, K)), f((N, H, K)), f((N, HV, V)), f((N, HV, K)), f((N, HV)),
+                f((S, HV, K, V)), f((N,), np.int64), f((N, HV, V))]
+    if op == "kda_prefill":
+        B, T, H, HV, K, V = (shape[x] for x in ("B", "T", "H", "HV", "K", "V"))
+        return [f((B, T, H, K)), f((B, T, H, K)), f((B, T, HV, V)), f((B, T, HV, K)), f((B, T, HV)),
+                f((B, T, HV, V)), f((B, HV, K, V)), f((B, HV, K, V))]
+    raise ValueError(f"unknown op {op}")
+
+
+class _Recorder:
+    def __init__(self, kernel):
+        self.kernel = kernel
+        self.calls = []
+
+    def __getitem__(self, grid):
+        def launch(*args, **kwargs):
+            self.calls.append((grid, args, kwargs))
+        return launch
+
+    def __getattr__(self, name):
+        return getattr(self.kernel, name)
+
+
+def _unwrap(kernel):
+    """(JITFunction, extra constexprs from heuristics/autotune, launch options)."""
+    extra_fns, options = [], {}
+    k = kernel
+    while not hasattr(k, "arg_names") or not hasattr(k, "params"):
+        if hasattr(k, "values") and hasattr(k, "fn"):          # triton.heuristics
+            extra_fns.append(k.values)
+        elif hasattr(k, "configs") and hasattr(k, "fn"):       # triton.autotune: first config
+            cfg = k.configs[0]
+            extra_fns.append({n: (lambda args, v=v: v) for n, v in cfg.kwargs.items()})
+            options.update(num_warps=cfg.num_warps, num_stages=cfg.num_stages)
+        k = k.fn
+    return k, extra_fns, options
+
+
+def _specialise(jit_fn, bound):
+    """Triton's JIT specialisation of bound arguments -> (signature, constexprs, attrs)."""
+    from triton._C.libtriton import native_specialize_impl
+    from triton.backends.nvidia.compiler import CUDABackend
+    signature, constexprs, attrs = {}, {}, {}
+    for i, p in enumerate(jit_fn.params):
+        val = bound[p.name]
+        if p.is_constexpr or val is None:
+            signature[p.name] = "constexpr"
+            constexprs[(i,)] = val
+            continue
+        spec = native_specialize_impl(CUDABackend, val, False, not p.do_not_specialize,
+                                      not p.do_not_specialize_on_alignment)
+        ty, key = spec[0], spec[1]
+        if isinstance(val, float):
+            ty, key = "fp32", None
+        if ty == "constexpr":
+            signature[p.name] = "constexpr"
+            constexprs[(i,)] = val
+            continue
+        signature[p.name] = ty
+        if isinstance(key, str):
+            attrs[(i,)] = CUDABackend.parse_attr(key)
+    return signature, constexprs, attrs
+
+
+def compile_triton(manifest, source, arch):
+    import triton
+    from triton.backends.compiler import GPUTarget
+    from triton.compiler import ASTSource
+    mod = import_file(source)
+    kernel = getattr(mod, manifest.entry)
+    rec = _Recorder(kernel)
+    setattr(mod, manifest.entry, rec)
+    try:
+        getattr(mod, manifest.launcher)(*fake_call(manifest.op, manifest.shapes["bench"]))
+    finally:
+        setattr(mod, manifest.entry, kernel)
+    if len(rec.calls) != 1:
+        raise RuntimeError(f"launcher made {len(rec.calls)} launches of {manifest.entry}, expected 1")
+    grid, args, kwargs = rec.calls[0]
+    jit_fn, extra_fns, options = _unwrap(kernel)
+    bound = dict(zip(jit_fn.arg_names, args))
+    bound.update({k: v for k, v in kwargs.items() if k in jit_fn.arg_names})
+    for fns in extra_fns:
+        for name, fn in fns.items():
+            bound.setdefault(name, fn(bound))
+    for name in ("num_warps", "num_stages", "num_ctas", "maxnreg"):
+        if name in kwargs:
+            options[name] = kwargs[name]
+    for p in jit_fn.params:
+        default = getattr(p, "default", inspect.Parameter.empty)
+        if p.name not in bound and default is not inspect.Parameter.empty:
+            bound[p.name] = default
+    missing = [p.name for p in jit_fn.params if p.name not in bound]
+    if missing:
+        raise RuntimeError(f"launch of {manifest.entry} does not bind {', '.join(missing)}")
+    signature, constexprs, attrs = _specialise(jit_fn, bound)
+    t0 = time.perf_counter()
+    compiled = triton.compile(ASTSource(fn=jit_fn, signature=signature, constexprs=constexprs, attrs=attrs),
+                              target=GPUTarget("cuda", arch, 32), options=options or None)
+    seconds = time.perf_counter() - t0
+    md = compiled.metadata
+    grid_v = grid(bound) if callable(grid) else grid
+    info = {
+        "constexprs": {jit_fn.arg_names[k[0]]: v for k, v in constexprs.items()
+                       if isinstance(v, (int, float, bool, str)) or v is None},
+        "signature": {k: v for k, v in signature.items() if v != "constexpr"},
+        "grid": list(grid_v),
+        "num_warps": md.num_warps,
+        "num_stages": getattr(md, "num_stages", None),
+        "shared_bytes": md.shared,
+        "compile_seconds": round(seconds, 3),
+    }
+    return compiled.asm["ptx"], compiled.asm["cubin"], info
+
+
+def compile_cuda(manifest, source, arch):
+    ptx, log = cudatools.nvrtc_compile(Path(source).read_text(), name=Path(source).name, arch=arch)
+    if f".entry {manifest.entry}(" not in ptx and f".entry {manifest.entry} (" not in ptx:
+        raise RuntimeError(f"entry point {manifest.entry} not found in the PTX (is it extern \"C\" __global__?)")
+    return ptx, {"nvrtc_version": cudatools.nvrtc_version(), "nvrtc_log": log.strip()}
+
+
+def compile_kernel(manifest, source=None, arch=90, keep=None):
+    source = str(Path(source) if source else manifest.source_path)
+    target = f"sm_{arch}a" if arch == 90 else f"sm_{arch}"
+    out = {"arch": target, "shape": manifest.shapes["bench"], "language": manifest.language}
+    if manifest.language == "triton":
+        ptx, cubin, info = compile_triton(manifest, source, arch)
+        # ptxas -v on Triton's PTX for the spill report (Triton's cubin comes from the same ptxas)
+        _, log = cudatools.ptxas(ptx, arch=target)
+        out["triton"] = info
+    else:
+        ptx, info = compile_cuda(manifest, source, arch)
+        cubin, log = cudatools.ptxas(ptx, arch=target)
+        out["cuda"] = info
+    sass = cudatools.cuobjdump_sass(cubin)
+    out["resources"] = cudatools.resource_usage(cubin, log)
+    if "shared_bytes" in out.get("triton", {}):
+        out["resources"]["shared_dynamic_bytes"] = out["triton"]["shared_bytes"]
+    out["instructions"] = cudatools.instruction_mix(sass)
+    out["ptxas_log"] = log.strip()[-2000:]
+    out["ptx_lines"] = ptx.count("\n")
+    if keep:
+        os.makedirs(keep, exist_ok=True)
+        stem = manifest.name.replace(".", "_")
+        Path(keep, stem + ".ptx").write_text(ptx)
+        Path(keep, stem + ".cubin").write_bytes(cubin)
+        Path(keep, stem + ".sass").write_text(sass)
+        out["kept"] = keep
+    return out
