@@ -93,6 +93,8 @@ def parse_args(argv):
 def main(argv=None):
     argv = sys.argv[1:] if argv is None else argv
     t0 = time.time()
+    # Triton 3.9 warns unless this is set; "1" is its (and the GPU's) current default.
+    os.environ.setdefault("TRITON_DEFAULT_FP_FUSION", "1")
     out = {"wire": WIRE, "version": VERSION}
     try:
         args = parse_args(argv)
@@ -120,6 +122,14 @@ def main(argv=None):
         out.update(status="error", error=str(e))
         code = EXIT_ERROR
     except Exception as e:  # every failure becomes JSON
+        if type(e).__name__ == "NeedsGpu":
+            out.update(status="skipped", reason=str(e))
+            code = EXIT_SKIPPED
+        else:
+            out.update(status="error", error=f"{type(e).__name__}: {e}",
+                       traceback=traceback.format_exc(limit=8)[-4000:])
+            code = EXIT_ERROR
+    except BaseException as e:  # KeyboardInterrupt and the like: still JSON
         out.update(status="error", error=f"{type(e).__name__}: {e}",
                    traceback=traceback.format_exc(limit=8)[-4000:])
         code = EXIT_ERROR

@@ -52,7 +52,8 @@ def _nvrtc_lib():
     for base in sys.path:
         for sub in ("nvidia/cuda_nvrtc/lib", "nvidia/cu13/lib", "nvidia/cu12/lib"):
             cands += sorted(glob.glob(os.path.join(base, sub, "libnvrtc.so*")))
-    cands += ["libnvrtc.so", "libnvrtc.so.12", "libnvrtc.so.13"]
+    cands += sorted(glob.glob("/usr/local/cuda*/lib64/libnvrtc.so*"))
+    cands += ["libnvrtc.so", "libnvrtc.so.13", "libnvrtc.so.12"]
     errors = []
     for c in cands:
         if "builtins" in c or ".alt." in c:
