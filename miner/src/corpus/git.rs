@@ -1,0 +1,111 @@
+use git2::{ObjectType, Oid, Repository, TreeWalkMode, TreeWalkResult};
+
+use super::{CorpusFile, FileFilter, Location};
+use crate::Skip;
+use crate::error::{Error, Result};
+
+/// Opens a repository by path, or by URL through a bare clone in the cache,
+/// and resolves `rev` to a commit id.
+pub(super) fn open(source: &str, rev: Option<&str>) -> Result<(Repository, String)> {
+    let repo = if super::looks_like_url(source) {
+        open_url(source)?
+    } else {
+        Repository::open(source).map_err(|e| Error::git(source, e.message()))?
+    };
+    let rev = rev.unwrap_or("HEAD");
+    let obj = repo
+        .revparse_single(rev)
+        .map_err(|e| Error::git(source, format!("revision {rev:?}: {}", e.message())))?;
+    let commit = obj
+        .peel_to_commit()
+        .map_err(|e| Error::git(source, format!("revision {rev:?} is not a commit: {}", e.message())))?;
+    let id = commit.id().to_string();
+    drop(obj);
+    drop(commit);
+    Ok((repo, id))
+}
+
+/// The cache location of a URL's bare clone: `<cache>/git/<owner>+<name>`.
+pub fn mirror_path(url: &str) -> std::path::PathBuf {
+    let trimmed = url.trim_end_matches('/').trim_end_matches(".git");
+    let mut parts = trimmed.rsplit(['/', ':']);
+    let name = parts.next().unwrap_or("repo");
+    let owner = parts.next().unwrap_or("upstream");
+    super::cache_dir().join("git").join(format!("{owner}+{name}"))
+}
+
+fn open_url(url: &str) -> Result<Repository> {
+    let dir = mirror_path(url);
+    if let Ok(r) = Repository::open(&dir) {
+        return Ok(r);
+    }
+    // git2 is built without network transports; the git CLI brings its own.
+    let out = std::process::Command::new("git")
+        .args(["clone", "--bare", "--quiet", url])
+        .arg(&dir)
+        .output()
+        .map_err(|e| Error::git(url, format!("cannot run git to clone: {e}")))?;
+    if !out.status.success() {
+        let _ = std::fs::remove_dir_all(&dir);
+        let err = String::from_utf8_lossy(&out.stderr);
+        let tail: String = err.lines().last().unwrap_or("").chars().take(200).collect();
+        return Err(Error::git(
+            url,
+            format!("clone failed ({tail}); put a clone at {} or point `source` at a local path", dir.display()),
+        ));
+    }
+    Repository::open(&dir).map_err(|e| Error::git(url, e.message()))
+}
+
+pub(super) fn list(
+    repo: &Repository,
+    commit: &str,
+    filter: &FileFilter,
+) -> Result<(Vec<CorpusFile>, Vec<(String, Skip)>)> {
+    let oid = Oid::from_str(commit).map_err(|e| Error::git(commit, e.message()))?;
+    let tree = repo
+        .find_commit(oid)
+        .and_then(|c| c.tree())
+        .map_err(|e| Error::git(repo.path().display(), e.message()))?;
+    let mut files = Vec::new();
+    let mut skips = Vec::new();
+    let odb = repo.odb().map_err(|e| Error::git(repo.path().display(), e.message()))?;
+    tree.walk(TreeWalkMode::PreOrder, |dir, entry| {
+        if entry.kind() != Some(ObjectType::Blob) {
+            return TreeWalkResult::Ok;
+        }
+        let Some(name) = entry.name() else { return TreeWalkResult::Ok };
+        let path = format!("{dir}{name}");
+        let Some(lang) = filter.keep(&path) else { return TreeWalkResult::Ok };
+        if entry.filemode() == 0o120000 {
+            return TreeWalkResult::Ok; // symlinks point elsewhere in the tree or outside it
+        }
+        match odb.read_header(entry.id()) {
+            Ok((size, _)) => files.push(CorpusFile {
+                path,
+                lang,
+                size: size as u64,
+                blob: Some(entry.id().to_string()),
+                stat: None,
+                location: Location::Blob(entry.id()),
+            }),
+            Err(_) => skips.push((path, Skip::MissingObject)),
+        }
+        TreeWalkResult::Ok
+    })
+    .map_err(|e| Error::git(repo.path().display(), e.message()))?;
+    Ok((files, skips))
+}
+
+pub(super) fn read(repo: &Repository, oid: Oid) -> std::result::Result<Vec<u8>, Skip> {
+    match repo.find_blob(oid) {
+        Ok(b) => Ok(b.content().to_vec()),
+        Err(_) => Err(Skip::MissingObject),
+    }
+}
+
+/// The git blob id of some bytes, as `git hash-object` computes it.
+pub fn blob_id(bytes: &[u8]) -> String {
+    Oid::hash_object(ObjectType::Blob, bytes).map(|o| o.to_string()).unwrap_or_default()
+}
+

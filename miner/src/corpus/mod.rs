@@ -1,0 +1,266 @@
+//! Corpora: where source files come from.
+//!
+//! A corpus is described by a [`Manifest`] (TOML under `corpora/`) and
+//! opened into a [`Corpus`] that lists [`CorpusFile`]s. Listing is cheap:
+//! for git corpora the blob id comes from the tree, for directories from a
+//! stat cache the caller supplies, so unchanged files are never read.
+
+mod dir;
+mod git;
+mod pypi;
+
+use std::path::{Path, PathBuf};
+
+use globset::{Glob, GlobSet, GlobSetBuilder};
+use serde::{Deserialize, Serialize};
+
+use crate::error::{Error, Result};
+use crate::lang::Lang;
+
+pub use dir::StatKey;
+pub use git::{blob_id, mirror_path};
+
+/// Where a corpus comes from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum SourceKind {
+    /// A git repository (local path or URL) at a revision; files are read
+    /// from the object database, never checked out.
+    Git,
+    /// A plain directory.
+    Dir,
+    /// A PyPI source distribution `name==version`, fetched once into a cache.
+    Pypi,
+}
+
+/// A corpus manifest: which upstream, which revision, which files.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Manifest {
+    /// The corpus name used in the catalog.
+    pub name: String,
+    /// git, dir or pypi.
+    pub kind: SourceKind,
+    /// git: a path or URL; dir: a path; pypi: `name==version`.
+    pub source: String,
+    /// git only: commit, tag or branch (default `HEAD`).
+    #[serde(default)]
+    pub revision: Option<String>,
+    /// Globs of files to read (default: every file of a known language).
+    #[serde(default)]
+    pub include: Vec<String>,
+    /// Globs of files to leave out.
+    #[serde(default)]
+    pub exclude: Vec<String>,
+    /// Free text shown in listings.
+    #[serde(default)]
+    pub description: Option<String>,
+}
+
+impl Manifest {
+    /// Reads a manifest file; relative local sources are resolved against its folder.
+    pub fn load(path: &Path) -> Result<Manifest> {
+        let text = std::fs::read_to_string(path).map_err(|e| Error::io(path, e))?;
+        let mut m: Manifest = toml::from_str(&text).map_err(|e| Error::Manifest {
+            path: path.to_path_buf(),
+            message: e.message().to_string(),
+        })?;
+        if m.name.trim().is_empty() {
+            return Err(Error::Manifest { path: path.into(), message: "empty name".into() });
+        }
+        if m.kind != SourceKind::Pypi && !looks_like_url(&m.source) {
+            let base = path.parent().unwrap_or(Path::new("."));
+            m.source = resolve_local(base, &m.source).to_string_lossy().into_owned();
+        }
+        Ok(m)
+    }
+
+    /// A manifest for a plain path: a git repository (at `rev`, default HEAD) or a directory.
+    pub fn for_path(path: &Path, name: Option<&str>, rev: Option<&str>) -> Result<Manifest> {
+        let meta = std::fs::metadata(path).map_err(|e| Error::io(path, e))?;
+        if !meta.is_dir() {
+            return Err(Error::io(
+                path,
+                std::io::Error::new(std::io::ErrorKind::InvalidInput, "not a directory or manifest"),
+            ));
+        }
+        let abs = std::fs::canonicalize(path).map_err(|e| Error::io(path, e))?;
+        let default_name = abs
+            .file_name()
+            .map(|n| n.to_string_lossy().trim_end_matches(".git").to_string())
+            .unwrap_or_else(|| "corpus".to_string());
+        let is_git = git2::Repository::open_bare(&abs).is_ok() || abs.join(".git").exists();
+        Ok(Manifest {
+            name: name.map(str::to_string).unwrap_or(default_name),
+            kind: if is_git { SourceKind::Git } else { SourceKind::Dir },
+            source: abs.to_string_lossy().into_owned(),
+            revision: if is_git { Some(rev.unwrap_or("HEAD").to_string()) } else { None },
+            include: Vec::new(),
+            exclude: Vec::new(),
+            description: None,
+        })
+    }
+}
+
+fn looks_like_url(s: &str) -> bool {
+    s.contains("://") || s.starts_with("git@")
+}
+
+fn resolve_local(base: &Path, s: &str) -> PathBuf {
+    if let Some(rest) = s.strip_prefix("~/")
+        && let Some(home) = std::env::var_os("HOME")
+    {
+        return PathBuf::from(home).join(rest);
+    }
+    let p = Path::new(s);
+    if p.is_absolute() { p.to_path_buf() } else { base.join(p) }
+}
+
+/// Where kidiom keeps fetched corpora: `$KIDIOM_CACHE`, else
+/// `$XDG_CACHE_HOME/kidiom`, else `~/.cache/kidiom`.
+pub fn cache_dir() -> PathBuf {
+    if let Some(d) = std::env::var_os("KIDIOM_CACHE") {
+        return PathBuf::from(d);
+    }
+    if let Some(d) = std::env::var_os("XDG_CACHE_HOME") {
+        return PathBuf::from(d).join("kidiom");
+    }
+    match std::env::var_os("HOME") {
+        Some(h) => PathBuf::from(h).join(".cache").join("kidiom"),
+        None => std::env::temp_dir().join("kidiom-cache"),
+    }
+}
+
+/// One file of a corpus, listed but not yet read.
+#[derive(Debug, Clone)]
+pub struct CorpusFile {
+    /// Path relative to the corpus root, with `/` separators.
+    pub path: String,
+    /// Language by extension.
+    pub lang: Lang,
+    /// Size in bytes.
+    pub size: u64,
+    /// The git blob id, when known without reading (git corpora).
+    pub blob: Option<String>,
+    /// Size and modification time, for directory corpora's stat cache.
+    pub stat: Option<StatKey>,
+    location: Location,
+}
+
+#[derive(Debug, Clone)]
+enum Location {
+    Blob(git2::Oid),
+    Disk(PathBuf),
+}
+
+/// An opened corpus.
+pub struct Corpus {
+    /// The manifest it was opened from.
+    pub manifest: Manifest,
+    /// The resolved revision: a commit id for git, the version for pypi, empty for dir.
+    pub revision: String,
+    /// The commit summary, for git corpora.
+    pub root: Option<PathBuf>,
+    repo: Option<git2::Repository>,
+    filter: FileFilter,
+}
+
+impl std::fmt::Debug for Corpus {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Corpus")
+            .field("name", &self.manifest.name)
+            .field("revision", &self.revision)
+            .finish()
+    }
+}
+
+/// Include/exclude globs plus the language filter.
+#[derive(Debug, Clone)]
+pub(crate) struct FileFilter {
+    include: Option<GlobSet>,
+    exclude: GlobSet,
+}
+
+impl FileFilter {
+    pub(crate) fn new(include: &[String], exclude: &[String]) -> Result<FileFilter> {
+        Ok(FileFilter {
+            include: if include.is_empty() { None } else { Some(build_globs(include)?) },
+            exclude: build_globs(exclude)?,
+        })
+    }
+
+    /// The file's language when the filter keeps it.
+    pub(crate) fn keep(&self, path: &str) -> Option<Lang> {
+        let lang = Lang::from_path(Path::new(path))?;
+        if let Some(inc) = &self.include
+            && !inc.is_match(path)
+        {
+            return None;
+        }
+        if self.exclude.is_match(path) {
+            return None;
+        }
+        Some(lang)
+    }
+}
+
+fn build_globs(globs: &[String]) -> Result<GlobSet> {
+    let mut b = GlobSetBuilder::new();
+    for g in globs {
+        let glob = Glob::new(g).map_err(|e| Error::Glob { glob: g.clone(), message: e.to_string() })?;
+        b.add(glob);
+    }
+    b.build().map_err(|e| Error::Glob { glob: globs.join(","), message: e.to_string() })
+}
+
+impl Corpus {
+    /// Opens a corpus: resolves the git revision, or fetches and unpacks a
+    /// source distribution into the cache on first use.
+    pub fn open(manifest: Manifest) -> Result<Corpus> {
+        let filter = FileFilter::new(&manifest.include, &manifest.exclude)?;
+        match manifest.kind {
+            SourceKind::Git => {
+                let (repo, commit) = git::open(&manifest.source, manifest.revision.as_deref())?;
+                Ok(Corpus { manifest, revision: commit, root: None, repo: Some(repo), filter })
+            }
+            SourceKind::Dir => {
+                let root = PathBuf::from(&manifest.source);
+                if !root.is_dir() {
+                    return Err(Error::io(
+                        &root,
+                        std::io::Error::new(std::io::ErrorKind::NotFound, "not a directory"),
+                    ));
+                }
+                Ok(Corpus { manifest, revision: String::new(), root: Some(root), repo: None, filter })
+            }
+            SourceKind::Pypi => {
+                let (root, version) = pypi::fetch(&manifest.source, &cache_dir())?;
+                Ok(Corpus { manifest, revision: version, root: Some(root), repo: None, filter })
+            }
+        }
+    }
+
+    /// Lists the corpus's files of known languages that pass the globs.
+    /// Entries that cannot be listed (unreadable directories) come back as skips.
+    pub fn files(&self) -> Result<(Vec<CorpusFile>, Vec<(String, crate::Skip)>)> {
+        match (&self.repo, &self.root) {
+            (Some(repo), _) => git::list(repo, &self.revision, &self.filter),
+            (None, Some(root)) => Ok(dir::list(root, &self.filter)),
+            (None, None) => Ok((Vec::new(), Vec::new())),
+        }
+    }
+
+    /// Reads one file's bytes.
+    pub fn read(&self, file: &CorpusFile) -> std::result::Result<Vec<u8>, crate::Skip> {
+        match (&file.location, &self.repo) {
+            (Location::Blob(oid), Some(repo)) => git::read(repo, *oid),
+            (Location::Disk(p), _) => dir::read(p),
+            (Location::Blob(_), None) => Err(crate::Skip::MissingObject),
+        }
+    }
+
+    /// The git repository behind a git corpus.
+    pub fn repository(&self) -> Option<&git2::Repository> {
+        self.repo.as_ref()
+    }
+}

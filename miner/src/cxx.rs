@@ -1,0 +1,470 @@
+//! Usage facts from CUDA and C++ files: `__global__`/`__device__` functions
+//! (also when declared through macros), their qualifiers, pointer-parameter
+//! qualifiers, loop pragmas, intrinsics, inline PTX and vector casts, and in
+//! binding files (pybind11, torch) scoped guards and `.def` extras.
+
+use std::collections::{BTreeMap, HashSet};
+
+use tree_sitter::{Node, Tree};
+
+use crate::facts::{FactsBuilder, FamilyKey, Lines, Mechanism, normalize_value};
+use crate::lang::Lang;
+
+/// Macro name -> the tokens it expands to, for macros that declare device code.
+pub type DeviceMacros = BTreeMap<String, String>;
+
+/// Macros from libraries that corpora include but do not contain (CUTLASS,
+/// CuTe, PyTorch), with what they expand to on the device.
+pub const KNOWN_DEVICE_MACROS: &[(&str, &str)] = &[
+    ("CUTLASS_DEVICE", "__forceinline__ __device__"),
+    ("CUTLASS_HOST_DEVICE", "__forceinline__ __host__ __device__"),
+    ("CUTLASS_GLOBAL", "__global__"),
+    ("CUTE_DEVICE", "__forceinline__ __device__"),
+    ("CUTE_HOST_DEVICE", "__forceinline__ __host__ __device__"),
+    ("CUTE_HOST", "__forceinline__ __host__"),
+    ("C10_DEVICE", "__device__"),
+    ("C10_HOST_DEVICE", "__host__ __device__"),
+    ("C10_LAUNCH_BOUNDS_1", "__launch_bounds__"),
+];
+
+/// Scope: `__global__` functions.
+pub const CUDA_GLOBAL: &str = "cuda-global";
+/// Scope: `__device__` functions.
+pub const CUDA_DEVICE: &str = "cuda-device";
+/// Scope: host functions in binding files.
+pub const BINDING_FN: &str = "binding-fn";
+/// Scope: `.def(...)` calls in binding files.
+pub const BINDING_DEF: &str = "binding-def";
+/// Scope: any kernel function (global or device).
+pub const KERNEL: &str = "kernel";
+/// Scope: pointer parameters of kernel functions.
+pub const POINTER_PARAM: &str = "pointer-param";
+/// Scope: loops inside kernel functions.
+pub const LOOP: &str = "loop";
+
+const DEVICE_WORDS: [&str; 5] = ["__device__", "__global__", "__host__", "__forceinline__", "__launch_bounds__"];
+
+/// Finds `#define NAME ...` lines whose body declares device code.
+pub fn scan_device_macros(text: &str) -> Vec<(String, String)> {
+    let mut out = Vec::new();
+    for pos in memchr::memmem::find_iter(text.as_bytes(), b"#define") {
+        let line_end = text[pos..].find('\n').map(|e| pos + e).unwrap_or(text.len());
+        let line = &text[pos + 7..line_end];
+        let mut parts = line.trim_start().splitn(2, |c: char| c.is_whitespace());
+        let (Some(name), Some(body)) = (parts.next(), parts.next()) else { continue };
+        if name.contains('(') || !name.chars().all(|c| c.is_ascii_alphanumeric() || c == '_') {
+            continue;
+        }
+        if DEVICE_WORDS.iter().any(|w| body.split_whitespace().any(|t| t == *w)) {
+            out.push((name.to_string(), body.trim().to_string()));
+        }
+    }
+    out
+}
+
+/// The literal markers of device or binding code, for the prefilter.
+pub(crate) fn markers(macros: &DeviceMacros) -> Vec<String> {
+    let mut m: Vec<String> =
+        ["__global__", "__device__", "PYBIND11_MODULE", "TORCH_LIBRARY", "pybind11"].map(String::from).to_vec();
+    m.extend(macros.keys().cloned());
+    m
+}
+
+struct Ctx<'a> {
+    lang: Lang,
+    src: &'a str,
+    lines: Lines<'a>,
+    macros: &'a DeviceMacros,
+    binding_file: bool,
+    out: FactsBuilder,
+}
+
+impl<'a> Ctx<'a> {
+    fn text(&self, n: Node) -> &'a str {
+        self.src.get(n.byte_range()).unwrap_or("")
+    }
+    fn key(&self, mechanism: Mechanism, subject: &str, decoration: &str) -> FamilyKey {
+        FamilyKey { lang: self.lang, mechanism, subject: subject.into(), decoration: decoration.into() }
+    }
+}
+
+/// Tokens of a declaration prefix, with macros expanded (a few levels) and
+/// `__launch_bounds__(...)` arguments kept as the token's value.
+fn prefix_tokens(prefix: &str, macros: &DeviceMacros) -> Vec<(String, Option<String>)> {
+    let mut out = Vec::new();
+    expand(prefix, macros, 0, &mut out);
+    out
+}
+
+fn expand(text: &str, macros: &DeviceMacros, level: u8, out: &mut Vec<(String, Option<String>)>) {
+    let b = text.as_bytes();
+    let mut i = 0;
+    while i < b.len() {
+        let c = b[i];
+        if c.is_ascii_alphabetic() || c == b'_' {
+            let start = i;
+            while i < b.len() && (b[i].is_ascii_alphanumeric() || b[i] == b'_') {
+                i += 1;
+            }
+            let word = &text[start..i];
+            let mut args = None;
+            let mut j = i;
+            while j < b.len() && b[j].is_ascii_whitespace() {
+                j += 1;
+            }
+            if j < b.len() && b[j] == b'(' {
+                let mut depth = 0usize;
+                let open = j;
+                while j < b.len() {
+                    match b[j] {
+                        b'(' => depth += 1,
+                        b')' => {
+                            depth -= 1;
+                            if depth == 0 {
+                                break;
+                            }
+                        }
+                        _ => {}
+                    }
+                    j += 1;
+                }
+                args = Some(text[open + 1..j.min(b.len())].trim().to_string());
+                i = (j + 1).min(b.len());
+            }
+            match macros.get(word) {
+                Some(body) if level < 4 => expand(body, macros, level + 1, out),
+                _ => out.push((word.to_string(), args)),
+            }
+        } else {
+            i += 1;
+        }
+    }
+}
+
+/// Extracts usage facts from a parsed C++/CUDA file.
+pub(crate) fn extract(lang: Lang, src: &str, tree: &Tree, extra: &DeviceMacros) -> FactsBuilder {
+    let root = tree.root_node();
+    let own = scan_device_macros(src);
+    let mut macros: DeviceMacros = KNOWN_DEVICE_MACROS.iter().map(|(a, b)| (a.to_string(), b.to_string())).collect();
+    macros.extend(extra.iter().map(|(a, b)| (a.clone(), b.clone())));
+    macros.extend(own.iter().cloned());
+    let binding_file = src.contains("PYBIND11_MODULE") || src.contains("TORCH_LIBRARY");
+    let mut ctx = Ctx {
+        lang,
+        src,
+        lines: Lines::new(src),
+        macros: &macros,
+        binding_file,
+        out: FactsBuilder::with_errors(root.has_error()),
+    };
+    ctx.out.device_macros = own;
+    walk(&mut ctx, root);
+    ctx.out
+}
+
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum FnKind {
+    Global,
+    Device,
+    Binding,
+}
+
+struct Frame<'t> {
+    depth: usize,
+    kind: FnKind,
+    body: Node<'t>,
+    /// Decorations already counted for this function (per-unit mechanisms).
+    seen: HashSet<(Mechanism, String)>,
+}
+
+fn walk(ctx: &mut Ctx, root: Node) {
+    let mut cursor = root.walk();
+    let mut frames: Vec<Frame> = Vec::new();
+    let mut errors_at: Vec<usize> = Vec::new();
+    let mut depth = 0usize;
+    loop {
+        let node = cursor.node();
+        if node.is_error() {
+            errors_at.push(depth);
+        }
+        let in_error = !errors_at.is_empty();
+        match node.kind() {
+            "function_definition" if frames.is_empty() => {
+                if let Some(frame) = enter_function(ctx, node, depth, in_error) {
+                    frames.push(frame);
+                }
+            }
+            "call_expression" => {
+                visit_call(ctx, node, frames.last_mut(), in_error);
+            }
+            "for_statement" | "for_range_loop" | "while_statement" | "do_statement" => {
+                if let Some(f) = frames.last().filter(|f| f.kind != FnKind::Binding) {
+                    let _ = f;
+                    ctx.out.scope(LOOP, 1);
+                }
+            }
+            "preproc_call" => {
+                if frames.last().is_some_and(|f| f.kind != FnKind::Binding) {
+                    visit_pragma(ctx, node, in_error);
+                }
+            }
+            "gnu_asm_expression" | "asm_statement" => {
+                if let Some(f) = frames.last_mut().filter(|f| f.kind != FnKind::Binding) {
+                    let code = node
+                        .child_by_field_name("assembly_code")
+                        .map(|c| ctx.text(c))
+                        .unwrap_or("");
+                    let mnemonic = code
+                        .trim_matches(|c: char| c == '"' || c.is_whitespace())
+                        .split(|c: char| c.is_whitespace() || c == '\\' || c == '"')
+                        .next()
+                        .unwrap_or("")
+                        .to_string();
+                    let new = f.seen.insert((Mechanism::InlineAsm, String::new()));
+                    let ex = ctx.lines.example(node.start_position().row);
+                    let k = ctx.key(Mechanism::InlineAsm, KERNEL, "asm");
+                    ctx.out.site(k, Some(mnemonic), in_error, new, || ex);
+                }
+            }
+            "declaration" => {
+                if let Some(f) = frames.last()
+                    && f.kind == FnKind::Binding
+                {
+                    let body = f.body;
+                    visit_guard(ctx, node, body, in_error);
+                }
+            }
+            _ => {}
+        }
+        if cursor.goto_first_child() {
+            depth += 1;
+            continue;
+        }
+        loop {
+            if frames.last().is_some_and(|f| f.depth == depth) {
+                frames.pop();
+            }
+            if errors_at.last() == Some(&depth) {
+                errors_at.pop();
+            }
+            if cursor.goto_next_sibling() {
+                break;
+            }
+            if !cursor.goto_parent() {
+                return;
+            }
+            depth -= 1;
+        }
+    }
+}
+
+fn enter_function<'t>(ctx: &mut Ctx, node: Node<'t>, depth: usize, in_error: bool) -> Option<Frame<'t>> {
+    let declarator = node.child_by_field_name("declarator")?;
+    let body = node.child_by_field_name("body")?;
+    let prefix = ctx.src.get(node.start_byte()..declarator.start_byte()).unwrap_or("");
+    let tokens = prefix_tokens(prefix, ctx.macros);
+    let has = |w: &str| tokens.iter().any(|(t, _)| t == w);
+    let kind = if has("__global__") {
+        FnKind::Global
+    } else if has("__device__") {
+        FnKind::Device
+    } else if ctx.binding_file {
+        FnKind::Binding
+    } else {
+        return None;
+    };
+    ctx.out.kernels += 1;
+    let scope = match kind {
+        FnKind::Global => CUDA_GLOBAL,
+        FnKind::Device => CUDA_DEVICE,
+        FnKind::Binding => BINDING_FN,
+    };
+    ctx.out.scope(scope, 1);
+    if kind != FnKind::Binding {
+        ctx.out.scope(KERNEL, 1);
+        let row = node.start_position().row;
+        let mut seen = HashSet::new();
+        for (tok, args) in &tokens {
+            if !tok.starts_with("__") || matches!(tok.as_str(), "__global__" | "__device__" | "__host__") {
+                continue;
+            }
+            if !seen.insert(tok.clone()) {
+                continue;
+            }
+            let ex = ctx.lines.example(row);
+            let k = ctx.key(Mechanism::Qualifier, scope, tok);
+            let value = args.as_deref().map(normalize_value);
+            ctx.out.site(k, value, in_error, true, || ex);
+        }
+        visit_params(ctx, declarator, in_error);
+    }
+    Some(Frame { depth, kind, body, seen: HashSet::new() })
+}
+
+fn visit_params(ctx: &mut Ctx, declarator: Node, in_error: bool) {
+    // The parameter list of the (possibly nested) function declarator.
+    let mut d = declarator;
+    let mut params = None;
+    for _ in 0..8 {
+        if let Some(p) = d.child_by_field_name("parameters") {
+            params = Some(p);
+            break;
+        }
+        match d.child_by_field_name("declarator") {
+            Some(inner) => d = inner,
+            None => break,
+        }
+    }
+    let Some(params) = params else { return };
+    let mut c = params.walk();
+    for p in params.named_children(&mut c) {
+        let Some(decl) = p.child_by_field_name("declarator") else { continue };
+        if decl.kind() != "pointer_declarator" {
+            continue;
+        }
+        ctx.out.scope(POINTER_PARAM, 1);
+        let mut quals = Vec::new();
+        let mut c2 = decl.walk();
+        for q in decl.children(&mut c2) {
+            if q.kind() == "type_qualifier" {
+                quals.push(ctx.text(q).to_string());
+            }
+        }
+        for q in quals.into_iter().filter(|q| q.starts_with("__") || q == "restrict") {
+            let ex = ctx.lines.example(p.start_position().row);
+            let k = ctx.key(Mechanism::ParamQualifier, POINTER_PARAM, &q);
+            ctx.out.site(k, None, in_error, true, || ex);
+        }
+    }
+}
+
+fn callee_name(ctx: &Ctx, func: Node) -> Option<(String, Option<String>)> {
+    match func.kind() {
+        "identifier" | "qualified_identifier" => Some((ctx.text(func).to_string(), None)),
+        "template_function" => {
+            let name = func.child_by_field_name("name")?;
+            let args = func.child_by_field_name("arguments").map(|a| ctx.text(a).to_string());
+            Some((ctx.text(name).to_string(), args))
+        }
+        "field_expression" => {
+            let field = func.child_by_field_name("field")?;
+            Some((format!(".{}", ctx.text(field)), None))
+        }
+        _ => None,
+    }
+}
+
+fn visit_call(ctx: &mut Ctx, call: Node, frame: Option<&mut Frame>, in_error: bool) {
+    let Some(func) = call.child_by_field_name("function") else { return };
+    let Some((name, targs)) = callee_name(ctx, func) else { return };
+    let row = call.start_position().row;
+    if ctx.binding_file && name == ".def" {
+        ctx.out.scope(BINDING_DEF, 1);
+        let Some(args) = call.child_by_field_name("arguments") else { return };
+        let mut c = args.walk();
+        for a in args.named_children(&mut c) {
+            if a.kind() != "call_expression" {
+                continue;
+            }
+            let Some(f) = a.child_by_field_name("function") else { continue };
+            if let Some((n, Some(t))) = callee_name(ctx, f) {
+                let ex = ctx.lines.example(a.start_position().row);
+                let v = normalize_value(t.trim_start_matches('<').trim_end_matches('>'));
+                let k = ctx.key(Mechanism::BindingArg, BINDING_DEF, &n);
+                ctx.out.site(k, Some(v), in_error, true, || ex);
+            }
+        }
+        return;
+    }
+    let Some(frame) = frame else { return };
+    if frame.kind == FnKind::Binding {
+        return;
+    }
+    ctx.out.call(&name, || ctx.lines.example(row));
+    if name.starts_with("__") && !name.starts_with("__builtin") {
+        let new = frame.seen.insert((Mechanism::Intrinsic, name.clone()));
+        let ex = ctx.lines.example(row);
+        let k = ctx.key(Mechanism::Intrinsic, KERNEL, &name);
+        ctx.out.site(k, None, in_error, new, || ex);
+    }
+    if name == "reinterpret_cast"
+        && let Some(t) = targs
+    {
+        let ty: String = t.trim_start_matches('<').trim_end_matches('>').replace("const", "").split_whitespace().collect();
+        let base = ty.trim_end_matches(['*', '&']);
+        let base = base.rsplit("::").next().unwrap_or(base);
+        if base.ends_with(['2', '4', '8']) {
+            let new = frame.seen.insert((Mechanism::VectorCast, String::new()));
+            let ex = ctx.lines.example(row);
+            let k = ctx.key(Mechanism::VectorCast, KERNEL, "reinterpret_cast");
+            ctx.out.site(k, Some(ty.clone()), in_error, new, || ex);
+        }
+    }
+}
+
+fn visit_pragma(ctx: &mut Ctx, node: Node, in_error: bool) {
+    let directive = node.child_by_field_name("directive").map(|d| ctx.text(d)).unwrap_or("");
+    if directive.trim() != "#pragma" {
+        return;
+    }
+    let Some(next) = node.next_named_sibling() else { return };
+    if !matches!(next.kind(), "for_statement" | "for_range_loop" | "while_statement" | "do_statement") {
+        return;
+    }
+    let arg = node.child_by_field_name("argument").map(|a| ctx.text(a)).unwrap_or("").trim();
+    let mut words = arg.splitn(2, |c: char| c.is_whitespace() || c == '(');
+    let word = words.next().unwrap_or("").to_string();
+    if word.is_empty() {
+        return;
+    }
+    let rest = normalize_value(words.next().unwrap_or("").trim().trim_end_matches(')'));
+    let value = if rest.is_empty() { "(none)".to_string() } else { rest };
+    let ex = ctx.lines.example(node.start_position().row);
+    let k = ctx.key(Mechanism::Pragma, LOOP, &word);
+    ctx.out.site(k, Some(value), in_error, true, || ex);
+}
+
+/// A declaration whose variable is never mentioned again in its function
+/// is there for its constructor and destructor: a scoped guard.
+fn visit_guard(ctx: &mut Ctx, decl: Node, body: Node, in_error: bool) {
+    let Some(ty) = decl.child_by_field_name("type") else { return };
+    let Some(d) = decl.child_by_field_name("declarator") else { return };
+    let name_node = if d.kind() == "init_declarator" { d.child_by_field_name("declarator") } else { Some(d) };
+    let Some(name_node) = name_node.filter(|n| n.kind() == "identifier") else { return };
+    let name = ctx.text(name_node);
+    let rest = ctx.src.get(decl.end_byte()..body.end_byte()).unwrap_or("");
+    let used = rest.match_indices(name).any(|(i, _)| {
+        let before = rest[..i].chars().next_back();
+        let after = rest[i + name.len()..].chars().next();
+        let ident = |c: Option<char>| c.is_some_and(|c| c.is_alphanumeric() || c == '_');
+        !ident(before) && !ident(after)
+    });
+    if used {
+        return;
+    }
+    let ty: String = ctx.text(ty).split_whitespace().collect::<Vec<_>>().join(" ");
+    let ex = ctx.lines.example(decl.start_position().row);
+    let k = ctx.key(Mechanism::Guard, BINDING_FN, &ty);
+    ctx.out.site(k, None, in_error, true, || ex);
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn expands_macros_and_keeps_launch_bounds_args() {
+        let mut m = DeviceMacros::new();
+        m.insert("DG".into(), "__device__ __forceinline__".into());
+        let toks = prefix_tokens("static DG __launch_bounds__(256, 1) void ", &m);
+        let names: Vec<&str> = toks.iter().map(|(t, _)| t.as_str()).collect();
+        assert_eq!(names, ["static", "__device__", "__forceinline__", "__launch_bounds__", "void"]);
+        assert_eq!(toks[3].1.as_deref(), Some("256, 1"));
+    }
+
+    #[test]
+    fn scans_device_defines() {
+        let src = "#define A __device__ inline\n#define B(x) __device__ x\n#define C 3\n";
+        assert_eq!(scan_device_macros(src), vec![("A".to_string(), "__device__ inline".to_string())]);
+    }
+}

@@ -1,0 +1,537 @@
+//! Aggregation: the facts of many files become idioms.
+//!
+//! A decoration is an idiom when it recurs (thresholds in [`MineConfig`]) and
+//! the undecorated form also exists: that contrast is the rewrite. Value
+//! variants (`input_precision="ieee"`, `"tf32"`) are one idiom with a value
+//! histogram. Function choices (`exp2` over `exp`) are synthesized here from
+//! call counts, because only the whole corpus says which sibling forms exist.
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use serde::{Deserialize, Serialize};
+
+use crate::facts::{Example, FamilyKey, FileFacts, Mechanism};
+use crate::lang::Lang;
+
+/// What an idiom is for.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Category {
+    /// Numeric precision of products and accumulators.
+    Precision,
+    /// Memory traffic: caching, eviction, vector width, aliasing.
+    Memory,
+    /// Compile-time specialization and its limits.
+    Specialization,
+    /// Launch configuration: warps, stages, occupancy bounds.
+    Launch,
+    /// Cheaper or more accurate math functions.
+    Math,
+    /// Index arithmetic width and alignment.
+    Addressing,
+    /// Threads, warps and the GIL.
+    Concurrency,
+    /// Fusing separate steps.
+    Fusion,
+    /// Removing redundant work.
+    Redundancy,
+    /// Anything else.
+    Other,
+}
+
+impl Category {
+    /// Every category.
+    pub const ALL: [Category; 10] = [
+        Category::Precision,
+        Category::Memory,
+        Category::Specialization,
+        Category::Launch,
+        Category::Math,
+        Category::Addressing,
+        Category::Concurrency,
+        Category::Fusion,
+        Category::Redundancy,
+        Category::Other,
+    ];
+
+    /// The lowercase name.
+    pub fn name(self) -> &'static str {
+        match self {
+            Category::Precision => "precision",
+            Category::Memory => "memory",
+            Category::Specialization => "specialization",
+            Category::Launch => "launch",
+            Category::Math => "math",
+            Category::Addressing => "addressing",
+            Category::Concurrency => "concurrency",
+            Category::Fusion => "fusion",
+            Category::Redundancy => "redundancy",
+            Category::Other => "other",
+        }
+    }
+
+    /// Parses a lowercase name.
+    pub fn from_name(s: &str) -> Option<Category> {
+        Category::ALL.into_iter().find(|c| c.name() == s)
+    }
+
+    /// Guesses a category from the words of a decoration. Classification
+    /// only: which decorations are idioms is decided by the counts.
+    pub fn classify(text: &str) -> Category {
+        let t = text.to_ascii_lowercase();
+        let any = |ws: &[&str]| ws.iter().any(|w| t.contains(w));
+        if any(&["precision", "tf32", "ieee", "out_dtype", "acc_dtype"]) {
+            Category::Precision
+        } else if any(&["int64", "multiple_of", "max_contiguous", "block_ptr", "tensor_descriptor"]) {
+            Category::Addressing
+        } else if any(&["gil", "allow_threads", "detach", "shfl", "sync", "atomic", "barrier", "call_guard"]) {
+            Category::Concurrency
+        } else if any(&["num_warps", "num_stages", "num_ctas", "launch_bounds", "maxnreg", "$kernel[$grid]"]) {
+            Category::Launch
+        } else if any(&["constexpr", "specialize", "heuristics", "autotune", "static_range", "unroll", "inline"]) {
+            Category::Specialization
+        } else if any(&["eviction", "cache", "boundary_check", "padding", "restrict", "ldg", "reinterpret_cast", "asm", "ld.", "st."]) {
+            Category::Memory
+        } else if any(&["exp", "log", "sqrt", "rcp", "div", "fma", "sin", "cos", "tanh", "fast"]) {
+            Category::Math
+        } else {
+            Category::Other
+        }
+    }
+}
+
+/// Thresholds for calling a recurring decoration an idiom.
+#[derive(Debug, Clone)]
+pub struct MineConfig {
+    /// Decorated sites needed in all corpora together.
+    pub min_occurrences: u64,
+    /// Files with a decorated site needed in all corpora together.
+    pub min_files: u64,
+    /// Corpora with a decorated site needed.
+    pub min_corpora: u64,
+    /// Require the undecorated form to exist somewhere.
+    pub require_contrast: bool,
+    /// Examples kept per idiom.
+    pub max_examples: usize,
+}
+
+impl Default for MineConfig {
+    fn default() -> Self {
+        MineConfig { min_occurrences: 3, min_files: 2, min_corpora: 1, require_contrast: true, max_examples: 5 }
+    }
+}
+
+/// The facts of one file, with where they came from.
+#[derive(Debug, Clone, Copy)]
+pub struct FileInput<'a> {
+    /// Corpus name.
+    pub corpus: &'a str,
+    /// The corpus revision mined.
+    pub revision: &'a str,
+    /// Path within the corpus.
+    pub path: &'a str,
+    /// The file's language.
+    pub lang: Lang,
+    /// Its facts.
+    pub facts: &'a FileFacts,
+}
+
+/// How well an idiom is supported in one corpus.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Support {
+    /// Corpus name.
+    pub corpus: String,
+    /// Revision mined.
+    pub revision: String,
+    /// Decorated sites.
+    pub occurrences: u64,
+    /// Files with a decorated site.
+    pub files: u64,
+    /// Sites matching `before` that lack the idiom.
+    pub opportunities: u64,
+}
+
+/// One example of an idiom.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct IdiomExample {
+    /// Corpus name.
+    pub corpus: String,
+    /// Path within the corpus.
+    pub path: String,
+    /// 1-based line.
+    pub line: u32,
+    /// The source line.
+    pub snippet: String,
+}
+
+/// A mined usage idiom.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Idiom {
+    /// Stable readable slug.
+    pub id: String,
+    /// Its family.
+    pub key: FamilyKey,
+    /// What it is for.
+    pub category: Category,
+    /// One line.
+    pub title: String,
+    /// Why, with the numbers.
+    pub rationale: String,
+    /// Where it applies (ast-grep syntax; empty when it has no rewrite).
+    pub before: String,
+    /// Its shape and the rewrite template.
+    pub after: String,
+    /// Per corpus.
+    pub support: Vec<Support>,
+    /// Values seen in its hole, most frequent first.
+    pub values: Vec<(String, u64)>,
+    /// Examples.
+    pub examples: Vec<IdiomExample>,
+    /// Sites under parse-error nodes.
+    pub in_error: u64,
+    /// Ranking score (higher is stronger evidence).
+    pub score: f64,
+}
+
+impl Idiom {
+    /// Decorated sites over all corpora.
+    pub fn occurrences(&self) -> u64 {
+        self.support.iter().map(|s| s.occurrences).sum()
+    }
+    /// Opportunities over all corpora.
+    pub fn opportunities(&self) -> u64 {
+        self.support.iter().map(|s| s.opportunities).sum()
+    }
+}
+
+#[derive(Default)]
+struct Acc {
+    occurrences: u64,
+    units: u64,
+    files: u64,
+    in_error: u64,
+    values: BTreeMap<String, u64>,
+    examples: Vec<IdiomExample>,
+}
+
+/// Folds file facts into idioms, ordered by score (then id).
+pub fn aggregate<'a>(files: impl IntoIterator<Item = FileInput<'a>>, cfg: &MineConfig) -> Vec<Idiom> {
+    // (corpus, family) -> counts; (corpus, lang, scope) -> totals.
+    let mut fams: BTreeMap<(String, FamilyKey), Acc> = BTreeMap::new();
+    let mut scopes: BTreeMap<(String, Lang, String), (u64, u64)> = BTreeMap::new();
+    let mut revisions: BTreeMap<String, String> = BTreeMap::new();
+    let mut call_examples: BTreeMap<(Lang, String), IdiomExample> = BTreeMap::new();
+    for f in files {
+        revisions.entry(f.corpus.to_string()).or_insert_with(|| f.revision.to_string());
+        for (scope, n) in &f.facts.scopes {
+            let e = scopes.entry((f.corpus.to_string(), f.lang, scope.clone())).or_default();
+            e.0 += u64::from(*n);
+            e.1 += 1;
+        }
+        for (callee, ex) in &f.facts.call_examples {
+            call_examples.entry((f.lang, callee.clone())).or_insert_with(|| example(f, ex));
+        }
+        for (key, ff) in &f.facts.families {
+            let acc = fams.entry((f.corpus.to_string(), key.clone())).or_default();
+            acc.occurrences += u64::from(ff.occurrences);
+            acc.units += u64::from(ff.units);
+            acc.files += 1;
+            acc.in_error += u64::from(ff.in_error);
+            for (v, n) in &ff.values {
+                *acc.values.entry(v.clone()).or_default() += u64::from(*n);
+            }
+            // One example per file first, so examples span files.
+            if acc.examples.len() < cfg.max_examples
+                && let Some(ex) = ff.examples.first()
+            {
+                acc.examples.push(example(f, ex));
+            }
+        }
+    }
+    synthesize_variants(&scopes, &call_examples, &mut fams, cfg);
+
+    // Regroup per family across corpora.
+    let mut by_key: BTreeMap<FamilyKey, Vec<(String, Acc)>> = BTreeMap::new();
+    for ((corpus, key), acc) in fams {
+        by_key.entry(key).or_default().push((corpus, acc));
+    }
+    let mut out = Vec::new();
+    for (key, per_corpus) in by_key {
+        let scope = key.scope();
+        let mut support = Vec::new();
+        let mut values: BTreeMap<String, u64> = BTreeMap::new();
+        let mut examples = Vec::new();
+        let mut in_error = 0;
+        for (corpus, acc) in per_corpus {
+            let opportunities = if key.mechanism == Mechanism::Variant {
+                acc.units // synthesized: units holds the calls to the plain form
+            } else {
+                let total = scopes.get(&(corpus.clone(), key.lang, scope.clone())).map(|t| t.0).unwrap_or(0);
+                total.saturating_sub(acc.units)
+            };
+            for (v, n) in acc.values {
+                *values.entry(v).or_default() += n;
+            }
+            examples.extend(acc.examples);
+            in_error += acc.in_error;
+            support.push(Support {
+                revision: revisions.get(&corpus).cloned().unwrap_or_default(),
+                corpus,
+                occurrences: acc.occurrences,
+                files: acc.files,
+                opportunities,
+            });
+        }
+        let occ: u64 = support.iter().map(|s| s.occurrences).sum();
+        let nfiles: u64 = support.iter().map(|s| s.files).sum();
+        let ncorpora = support.iter().filter(|s| s.occurrences > 0).count() as u64;
+        let opp: u64 = support.iter().map(|s| s.opportunities).sum();
+        if occ < cfg.min_occurrences || nfiles < cfg.min_files || ncorpora < cfg.min_corpora {
+            continue;
+        }
+        if cfg.require_contrast && opp == 0 {
+            continue;
+        }
+        examples.truncate(cfg.max_examples);
+        let mut values: Vec<(String, u64)> = values.into_iter().collect();
+        values.sort_by(|a, b| b.1.cmp(&a.1).then_with(|| a.0.cmp(&b.0)));
+        out.push(describe(key, support, values, examples, in_error, occ, nfiles, ncorpora, opp));
+    }
+    out.sort_by(|a, b| b.score.total_cmp(&a.score).then_with(|| a.id.cmp(&b.id)));
+    out
+}
+
+fn example(f: FileInput, ex: &Example) -> IdiomExample {
+    IdiomExample { corpus: f.corpus.to_string(), path: f.path.to_string(), line: ex.line, snippet: ex.snippet.clone() }
+}
+
+fn last_segment(callee: &str) -> Option<&str> {
+    if callee.starts_with('.') || callee.starts_with('$') {
+        return None; // methods and launches have no sibling forms
+    }
+    callee.rsplit(['.', ':']).next().filter(|s| !s.is_empty())
+}
+
+/// `b` is a sibling form of `a`: a numeric-base suffix (`exp2`/`exp`), an
+/// intrinsic prefix (`__expf`/`expf`) or a one-word modifier prefix
+/// (`static_range`/`range`).
+fn is_variant(a: &str, b: &str) -> bool {
+    if a == b || a.is_empty() || a.starts_with('_') {
+        return false;
+    }
+    if let Some(suffix) = b.strip_prefix(a)
+        && !suffix.is_empty()
+        && suffix.chars().all(|c| c.is_ascii_digit())
+        && !a.ends_with(|c: char| c.is_ascii_digit())
+    {
+        return true;
+    }
+    if b.strip_prefix("__") == Some(a) {
+        return true;
+    }
+    if let Some(prefix) = b.strip_suffix(a).and_then(|p| p.strip_suffix('_')) {
+        return !prefix.is_empty() && prefix.len() <= 8 && prefix.chars().all(|c| c.is_ascii_lowercase());
+    }
+    false
+}
+
+#[allow(clippy::type_complexity)]
+fn synthesize_variants(
+    scopes: &BTreeMap<(String, Lang, String), (u64, u64)>,
+    call_examples: &BTreeMap<(Lang, String), IdiomExample>,
+    fams: &mut BTreeMap<(String, FamilyKey), Acc>,
+    cfg: &MineConfig,
+) {
+    // (corpus, lang, last segment) -> (calls, files, full callee names)
+    let mut calls: BTreeMap<(String, Lang, String), (u64, u64, BTreeMap<String, u64>)> = BTreeMap::new();
+    for ((corpus, lang, scope), (n, files)) in scopes {
+        let Some(callee) = scope.strip_prefix("call:") else { continue };
+        let Some(seg) = last_segment(callee) else { continue };
+        let e = calls.entry((corpus.clone(), *lang, seg.to_string())).or_default();
+        e.0 += n;
+        e.1 += files;
+        *e.2.entry(callee.to_string()).or_default() += n;
+    }
+    let segs: BTreeSet<(Lang, String)> = calls.keys().map(|(_, l, s)| (*l, s.clone())).collect();
+    for (lang, b) in &segs {
+        for (lang_a, a) in segs.range((*lang, String::new())..) {
+            if lang_a != lang {
+                break;
+            }
+            if !is_variant(a, b) {
+                continue;
+            }
+            let key = FamilyKey { lang: *lang, mechanism: Mechanism::Variant, subject: a.clone(), decoration: b.clone() };
+            for ((corpus, l, seg), (n, files, names)) in &calls {
+                if l != lang || seg != b {
+                    continue;
+                }
+                let plain = calls.get(&(corpus.clone(), *lang, a.clone())).map(|c| c.0).unwrap_or(0);
+                let mut examples = Vec::new();
+                for name in names.keys() {
+                    if let Some(ex) = call_examples.get(&(*lang, name.clone()))
+                        && examples.len() < cfg.max_examples
+                    {
+                        examples.push(ex.clone());
+                    }
+                }
+                fams.insert(
+                    (corpus.clone(), key.clone()),
+                    Acc {
+                        occurrences: *n,
+                        units: plain,
+                        files: *files,
+                        in_error: 0,
+                        values: names.clone(),
+                        examples,
+                    },
+                );
+            }
+        }
+    }
+}
+
+fn slug(parts: &[&str]) -> String {
+    let mut s = String::new();
+    for p in parts {
+        for c in p.chars() {
+            if c.is_ascii_alphanumeric() {
+                s.push(c.to_ascii_lowercase());
+            } else if !s.ends_with('-') && !s.is_empty() {
+                s.push('-');
+            }
+        }
+        if !s.ends_with('-') {
+            s.push('-');
+        }
+    }
+    s.trim_matches('-').to_string()
+}
+
+#[allow(clippy::too_many_arguments)]
+fn describe(
+    key: FamilyKey,
+    support: Vec<Support>,
+    values: Vec<(String, u64)>,
+    examples: Vec<IdiomExample>,
+    in_error: u64,
+    occ: u64,
+    nfiles: u64,
+    ncorpora: u64,
+    opp: u64,
+) -> Idiom {
+    let (s, d) = (key.subject.as_str(), key.decoration.as_str());
+    let top = values.first().map(|v| v.0.as_str()).unwrap_or("");
+    let dominant = |fallback: &str| if top.is_empty() { fallback.to_string() } else { top.to_string() };
+    let (title, before, after) = match key.mechanism {
+        Mechanism::Keyword => {
+            let what = if s == crate::python::LAUNCH { "kernel launches".to_string() } else { format!("`{s}`") };
+            (format!("`{d}=` on {what}"), format!("{s}($$$ARGS)"), format!("{s}($$$ARGS, {d}=$V)"))
+        }
+        Mechanism::MethodWrap => {
+            (format!("`{s}(...).{d}({top})`"), format!("{s}($$$ARGS)"), format!("{s}($$$ARGS).{d}($V)"))
+        }
+        Mechanism::Decorator => (
+            format!("`@{d}` on Triton kernels"),
+            "@triton.jit\ndef $F($$$PARAMS):\n    $$$BODY".to_string(),
+            format!("@{d}($$$ARGS)\n@triton.jit\ndef $F($$$PARAMS):\n    $$$BODY"),
+        ),
+        Mechanism::Annotation => {
+            (format!("`{d}` kernel parameters"), "def $F($$$A, $P, $$$B)".to_string(), format!("def $F($$$A, $P: {d}, $$$B)"))
+        }
+        Mechanism::Qualifier => {
+            let q = if s == crate::cxx::CUDA_GLOBAL { "__global__" } else { "__device__" };
+            let after = if d == "__launch_bounds__" {
+                format!("{q} void {d}($V) $F($$$PARAMS) {{ $$$BODY }}")
+            } else {
+                format!("{d} {q} void $F($$$PARAMS) {{ $$$BODY }}")
+            };
+            (format!("`{d}` on `{q}` functions"), format!("{q} void $F($$$PARAMS) {{ $$$BODY }}"), after)
+        }
+        Mechanism::ParamQualifier => (format!("`{d}` on kernel pointer parameters"), "$T* $P".to_string(), format!("$T* {d} $P")),
+        Mechanism::Pragma => (
+            format!("`#pragma {d}` on kernel loops"),
+            "for ($$$HEAD) $BODY".to_string(),
+            format!("#pragma {d}\nfor ($$$HEAD) $BODY"),
+        ),
+        Mechanism::Intrinsic => (format!("`{d}` intrinsic in kernels"), String::new(), format!("{d}($$$ARGS)")),
+        Mechanism::InlineAsm => ("inline PTX in kernels".to_string(), String::new(), "asm volatile($$$ASM)".to_string()),
+        Mechanism::VectorCast => {
+            ("vector-width `reinterpret_cast` in kernels".to_string(), String::new(), format!("reinterpret_cast<{}>($E)", dominant("$T")))
+        }
+        Mechanism::Guard => (format!("`{d}` guard in binding functions"), String::new(), format!("{d} $G;")),
+        Mechanism::BindingArg => (
+            format!("`{d}<{top}>` on binding definitions"),
+            "$M.def($$$ARGS)".to_string(),
+            format!("$M.def($$$ARGS, {d}<{}>())", dominant("$T")),
+        ),
+        Mechanism::Pyo3Call => (format!("`py.{d}` in PyO3 functions"), String::new(), format!("py.{d}(|| $$$BODY)")),
+        Mechanism::Variant => {
+            let b = dominant(d);
+            let a = match b.rsplit_once(d) {
+                Some((q, _)) => format!("{q}{s}"),
+                None => s.to_string(),
+            };
+            (format!("`{d}` over `{s}`"), format!("{a}($$$ARGS)"), format!("{b}($$$ARGS)"))
+        }
+    };
+    let category = Category::classify(&format!("{d} {s} {top}"));
+    let adoption = occ as f64 / (occ + opp).max(1) as f64;
+    let rationale = format!(
+        "{} in {} file{} across {} corp{}; {} site{} lack{} it ({:.0}% adoption).{}",
+        plural(occ, "occurrence"),
+        nfiles,
+        if nfiles == 1 { "" } else { "s" },
+        ncorpora,
+        if ncorpora == 1 { "us" } else { "ora" },
+        opp,
+        if opp == 1 { "" } else { "s" },
+        if opp == 1 { "s" } else { "" },
+        adoption * 100.0,
+        if values.len() > 1 { format!(" Values: {}.", top_values(&values)) } else { String::new() },
+    );
+    let score = ((occ as f64).ln_1p() * (1.0 + (nfiles as f64).ln_1p()) * ncorpora as f64 * (0.5 + adoption) * 1000.0).round()
+        / 1000.0;
+    let id = slug(&[key.lang.slug(), key.mechanism.name(), s, d]);
+    Idiom { id, key, category, title, rationale, before, after, support, values, examples, in_error, score }
+}
+
+fn plural(n: u64, word: &str) -> String {
+    format!("{n} {word}{}", if n == 1 { "" } else { "s" })
+}
+
+fn top_values(values: &[(String, u64)]) -> String {
+    values.iter().take(4).map(|(v, n)| format!("{v} ({n})")).collect::<Vec<_>>().join(", ")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn variant_morphology() {
+        assert!(is_variant("exp", "exp2"));
+        assert!(is_variant("log", "log2"));
+        assert!(is_variant("expf", "__expf"));
+        assert!(is_variant("range", "static_range"));
+        assert!(!is_variant("exp", "expand"));
+        assert!(!is_variant("exp2", "exp22"));
+        assert!(!is_variant("load", "load"));
+        assert!(!is_variant("_x", "__x"));
+    }
+
+    #[test]
+    fn classify_examples() {
+        assert_eq!(Category::classify("input_precision tl.dot \"ieee\""), Category::Precision);
+        assert_eq!(Category::classify("to tl.program_id tl.int64"), Category::Addressing);
+        assert_eq!(Category::classify("eviction_policy tl.load"), Category::Memory);
+        assert_eq!(Category::classify("exp2 exp"), Category::Math);
+        assert_eq!(Category::classify("py::gil_scoped_release binding-fn"), Category::Concurrency);
+    }
+
+    #[test]
+    fn slugs_are_readable() {
+        assert_eq!(slug(&["py", "keyword", "tl.dot", "input_precision"]), "py-keyword-tl-dot-input-precision");
+        assert_eq!(slug(&["cu", "qualifier", "cuda-global", "__launch_bounds__"]), "cu-qualifier-cuda-global-launch-bounds");
+    }
+}

@@ -1,0 +1,336 @@
+//! Usage facts from Python files: Triton kernels, their decorators,
+//! parameters, calls, keyword arguments and method wraps, and launches.
+
+use std::collections::{HashMap, HashSet};
+
+use tree_sitter::{Node, Tree};
+
+use crate::facts::{FactsBuilder, FamilyKey, Lines, Mechanism, normalize_value};
+use crate::lang::Lang;
+
+/// The scope counting Triton kernels.
+pub const TRITON_KERNEL: &str = "triton-kernel";
+/// The scope counting Triton kernel parameters.
+pub const TRITON_PARAM: &str = "triton-param";
+/// The callee name given to kernel launches `kernel[grid](...)`.
+pub const LAUNCH: &str = "$KERNEL[$GRID]";
+
+struct Ctx<'a> {
+    src: &'a str,
+    lines: Lines<'a>,
+    aliases: HashMap<String, String>,
+    /// Kernel name -> its parameter names, for telling launch options from arguments.
+    kernel_params: HashMap<String, HashSet<String>>,
+    out: FactsBuilder,
+}
+
+impl<'a> Ctx<'a> {
+    fn text(&self, n: Node) -> &'a str {
+        self.src.get(n.byte_range()).unwrap_or("")
+    }
+
+    /// Resolves import aliases and writes Triton's language module as `tl`.
+    fn canonical(&self, dotted: &str) -> String {
+        let dotted: String = dotted.chars().filter(|c| !c.is_whitespace()).collect();
+        let (head, rest) = match dotted.split_once('.') {
+            Some((h, r)) => (h, Some(r)),
+            None => (dotted.as_str(), None),
+        };
+        let full = match (self.aliases.get(head), rest) {
+            (Some(t), Some(r)) => format!("{t}.{r}"),
+            (Some(t), None) => t.clone(),
+            (None, _) => return dotted,
+        };
+        if let Some(r) = full.strip_prefix("triton.language.") {
+            format!("tl.{r}")
+        } else if full == "triton.language" {
+            "tl".to_string()
+        } else if full.starts_with("triton") {
+            full
+        } else {
+            dotted
+        }
+    }
+
+    /// The name a call's function is known by: a dotted name, `.method`
+    /// for methods on expressions, or the launch marker.
+    fn callee(&self, func: Node) -> Option<String> {
+        match func.kind() {
+            "identifier" => Some(self.canonical(self.text(func))),
+            "attribute" => {
+                let obj = func.child_by_field_name("object")?;
+                let attr = func.child_by_field_name("attribute")?;
+                if is_dotted(obj) {
+                    Some(self.canonical(self.text(func)))
+                } else {
+                    Some(format!(".{}", self.text(attr)))
+                }
+            }
+            _ => None,
+        }
+    }
+
+    fn is_kernel_decorator(&self, dec: Node) -> bool {
+        let Some(expr) = dec.named_child(0) else { return false };
+        let target = if expr.kind() == "call" { expr.child_by_field_name("function") } else { Some(expr) };
+        let Some(target) = target else { return false };
+        is_triton_kernel_decorator(&self.canonical(self.text(target)))
+    }
+}
+
+fn is_dotted(n: Node) -> bool {
+    let mut cur = n;
+    // Bounded walk down an attribute chain; deep chains are not names.
+    for _ in 0..64 {
+        match cur.kind() {
+            "identifier" => return true,
+            "attribute" => match cur.child_by_field_name("object") {
+                Some(o) => cur = o,
+                None => return false,
+            },
+            _ => return false,
+        }
+    }
+    false
+}
+
+/// `triton.jit`, `triton.autotune`, `triton.heuristics` (and their
+/// `triton.runtime` spellings) mark a function as a Triton kernel.
+pub fn is_triton_kernel_decorator(canonical: &str) -> bool {
+    canonical.starts_with("triton")
+        && matches!(canonical.rsplit('.').next(), Some("jit" | "autotune" | "heuristics"))
+}
+
+fn collect_aliases(root: Node, src: &str) -> HashMap<String, String> {
+    let text = |n: Node| src.get(n.byte_range()).unwrap_or("").to_string();
+    let mut map = HashMap::new();
+    let mut cursor = root.walk();
+    for stmt in root.named_children(&mut cursor) {
+        match stmt.kind() {
+            "import_statement" => {
+                let mut c = stmt.walk();
+                for name in stmt.children_by_field_name("name", &mut c) {
+                    if name.kind() == "aliased_import" {
+                        if let (Some(n), Some(a)) = (name.child_by_field_name("name"), name.child_by_field_name("alias")) {
+                            map.insert(text(a), text(n));
+                        }
+                    } else {
+                        let full = text(name);
+                        let head = full.split('.').next().unwrap_or("").to_string();
+                        map.insert(head.clone(), head);
+                    }
+                }
+            }
+            "import_from_statement" => {
+                let Some(module) = stmt.child_by_field_name("module_name") else { continue };
+                let module = text(module);
+                let mut c = stmt.walk();
+                for name in stmt.children_by_field_name("name", &mut c) {
+                    if name.kind() == "aliased_import" {
+                        if let (Some(n), Some(a)) = (name.child_by_field_name("name"), name.child_by_field_name("alias")) {
+                            map.insert(text(a), format!("{module}.{}", text(n)));
+                        }
+                    } else {
+                        let n = text(name);
+                        map.insert(n.clone(), format!("{module}.{n}"));
+                    }
+                }
+            }
+            _ => {}
+        }
+    }
+    map
+}
+
+fn parameter_name<'t>(p: Node<'t>) -> Option<Node<'t>> {
+    match p.kind() {
+        "identifier" => Some(p),
+        "typed_parameter" => p.named_child(0).filter(|n| n.kind() == "identifier"),
+        "default_parameter" | "typed_default_parameter" => p.child_by_field_name("name"),
+        _ => None,
+    }
+}
+
+/// Extracts usage facts from a parsed Python file.
+pub(crate) fn extract(src: &str, tree: &Tree) -> FactsBuilder {
+    let root = tree.root_node();
+    let mut ctx = Ctx {
+        src,
+        lines: Lines::new(src),
+        aliases: collect_aliases(root, src),
+        kernel_params: HashMap::new(),
+        out: FactsBuilder::with_errors(root.has_error()),
+    };
+    collect_kernels(&mut ctx, root);
+    walk(&mut ctx, root);
+    ctx.out
+}
+
+/// Top-level (and class-level) kernels, so that launches before or after the
+/// definition are recognised.
+fn collect_kernels(ctx: &mut Ctx, root: Node) {
+    let mut cursor = root.walk();
+    for item in root.named_children(&mut cursor) {
+        if item.kind() != "decorated_definition" {
+            continue;
+        }
+        let mut c = item.walk();
+        let is_kernel = item.named_children(&mut c).any(|d| d.kind() == "decorator" && ctx.is_kernel_decorator(d));
+        if !is_kernel {
+            continue;
+        }
+        let Some(def) = item.child_by_field_name("definition") else { continue };
+        let (Some(name), Some(params)) = (def.child_by_field_name("name"), def.child_by_field_name("parameters")) else {
+            continue;
+        };
+        let mut c = params.walk();
+        let names = params
+            .named_children(&mut c)
+            .filter_map(parameter_name)
+            .map(|n| ctx.text(n).to_string())
+            .collect();
+        ctx.kernel_params.insert(ctx.text(name).to_string(), names);
+    }
+}
+
+fn key(mechanism: Mechanism, subject: &str, decoration: &str) -> FamilyKey {
+    FamilyKey { lang: Lang::Python, mechanism, subject: subject.to_string(), decoration: decoration.to_string() }
+}
+
+/// One iterative depth-first pass (deeply nested input must not overflow the stack).
+fn walk(ctx: &mut Ctx, root: Node) {
+    let mut cursor = root.walk();
+    // Depth at which the current kernel began, and error-node nesting.
+    let mut kernel_at: Option<usize> = None;
+    let mut errors_at: Vec<usize> = Vec::new();
+    let mut depth = 0usize;
+    loop {
+        let node = cursor.node();
+        if node.is_error() {
+            errors_at.push(depth);
+        }
+        if node.kind() == "decorated_definition" && kernel_at.is_none() {
+            let mut c = node.walk();
+            let decorators: Vec<Node> = node.named_children(&mut c).filter(|d| d.kind() == "decorator").collect();
+            if decorators.iter().any(|d| ctx.is_kernel_decorator(*d)) {
+                kernel_at = Some(depth);
+                enter_kernel(ctx, node, &decorators, !errors_at.is_empty());
+            }
+        } else if node.kind() == "call" {
+            visit_call(ctx, node, kernel_at.is_some(), !errors_at.is_empty());
+        }
+        if cursor.goto_first_child() {
+            depth += 1;
+            continue;
+        }
+        loop {
+            if kernel_at == Some(depth) {
+                kernel_at = None;
+            }
+            if errors_at.last() == Some(&depth) {
+                errors_at.pop();
+            }
+            if cursor.goto_next_sibling() {
+                break;
+            }
+            if !cursor.goto_parent() {
+                return;
+            }
+            depth -= 1;
+        }
+    }
+}
+
+fn enter_kernel(ctx: &mut Ctx, node: Node, decorators: &[Node], in_error: bool) {
+    ctx.out.kernels += 1;
+    ctx.out.scope(TRITON_KERNEL, 1);
+    let mut seen = HashSet::new();
+    for d in decorators {
+        let Some(expr) = d.named_child(0) else { continue };
+        let target = if expr.kind() == "call" { expr.child_by_field_name("function") } else { Some(expr) };
+        let Some(target) = target else { continue };
+        let name = ctx.canonical(ctx.text(target));
+        if name.ends_with(".jit") || !seen.insert(name.clone()) {
+            continue;
+        }
+        let row = d.start_position().row;
+        let ex = ctx.lines.example(row);
+        ctx.out.site(key(Mechanism::Decorator, TRITON_KERNEL, &name), None, in_error, true, || ex);
+    }
+    let Some(def) = node.child_by_field_name("definition") else { return };
+    let Some(params) = def.child_by_field_name("parameters") else { return };
+    let mut c = params.walk();
+    for p in params.named_children(&mut c) {
+        if parameter_name(p).is_none() {
+            continue;
+        }
+        ctx.out.scope(TRITON_PARAM, 1);
+        if let Some(ty) = p.child_by_field_name("type") {
+            let ann = ctx.canonical(ctx.text(ty));
+            let ex = ctx.lines.example(p.start_position().row);
+            ctx.out.site(key(Mechanism::Annotation, TRITON_PARAM, &ann), None, in_error, true, || ex);
+        }
+    }
+}
+
+fn visit_call(ctx: &mut Ctx, call: Node, in_kernel: bool, in_error: bool) {
+    let Some(func) = call.child_by_field_name("function") else { return };
+    let callee = if in_kernel {
+        match ctx.callee(func) {
+            Some(c) => c,
+            None => return,
+        }
+    } else if func.kind() == "subscript" {
+        // A launch `kernel[grid](...)` of a kernel defined in this file.
+        let Some(value) = func.child_by_field_name("value") else { return };
+        let name = ctx.text(value);
+        if !ctx.kernel_params.contains_key(name) {
+            return;
+        }
+        let params = ctx.kernel_params.get(name).cloned().unwrap_or_default();
+        let row = call.start_position().row;
+        let ex = ctx.lines.example(row);
+        ctx.out.call(LAUNCH, || ex.clone());
+        for (kw, value) in keyword_args(ctx, call) {
+            if params.contains(kw) {
+                continue; // an argument of the kernel, not a launch option
+            }
+            let v = normalize_value(ctx.text(value));
+            let ex = ctx.lines.example(value.start_position().row);
+            ctx.out.site(key(Mechanism::Keyword, LAUNCH, kw), Some(v), in_error, true, || ex);
+        }
+        return;
+    } else {
+        return;
+    };
+    let row = call.start_position().row;
+    ctx.out.call(&callee, || ctx.lines.example(row));
+    for (kw, value) in keyword_args(ctx, call) {
+        let v = normalize_value(ctx.text(value));
+        let ex = ctx.lines.example(value.start_position().row);
+        ctx.out.site(key(Mechanism::Keyword, &callee, kw), Some(v), in_error, true, || ex);
+    }
+    // `callee(...).method(args)`: the call is the object of an attribute that is itself called.
+    if let Some(attr) = call.parent().filter(|p| p.kind() == "attribute")
+        && attr.child_by_field_name("object") == Some(call)
+        && let Some(outer) = attr.parent().filter(|p| p.kind() == "call")
+        && outer.child_by_field_name("function") == Some(attr)
+        && let Some(method) = attr.child_by_field_name("attribute")
+    {
+        let args = outer.child_by_field_name("arguments").map(|a| ctx.text(a)).unwrap_or("()");
+        let inner = args.trim().trim_start_matches('(').trim_end_matches(')');
+        let v = ctx.canonical(inner.trim());
+        let ex = ctx.lines.example(row);
+        let method = ctx.text(method).to_string();
+        ctx.out.site(key(Mechanism::MethodWrap, &callee, &method), Some(v), in_error, true, || ex);
+    }
+}
+
+fn keyword_args<'t>(ctx: &Ctx<'t>, call: Node<'t>) -> Vec<(&'t str, Node<'t>)> {
+    let Some(args) = call.child_by_field_name("arguments") else { return Vec::new() };
+    let mut c = args.walk();
+    args.named_children(&mut c)
+        .filter(|a| a.kind() == "keyword_argument")
+        .filter_map(|a| Some((ctx.text(a.child_by_field_name("name")?), a.child_by_field_name("value")?)))
+        .collect()
+}
