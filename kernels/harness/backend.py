@@ -20,15 +20,30 @@ class NumpyBackend:
     def describe(self):
         return "cpu (triton interpreter)"
 
-    def put(self, array, pad=PAD, sentinel=np.nan):
+    def __init__(self):
+        from .interp import MEMORY
+        self.memory = MEMORY   # extents of the tensors, for the interpreter's bounds check
+
+    def _register(self, t, name):
+        self.memory.register(name, t.data_ptr(), t.numel() * t.element_size())
+        return t
+
+    def begin(self):
+        """Forget the tensors and violations of the previous case."""
+        self.memory.clear()
+
+    def violations(self):
+        return self.memory.report()
+
+    def put(self, array, pad=PAD, sentinel=np.nan, name="input"):
         array = np.ascontiguousarray(array)
         if array.dtype.kind in "iu" and isinstance(sentinel, float):
             sentinel = 0
-        return NpTensor.from_numpy(array, pad=pad, sentinel=sentinel)
+        return self._register(NpTensor.from_numpy(array, pad=pad, sentinel=sentinel), name)
 
-    def poisoned(self, shape, dtype=np.float32, pad=PAD):
+    def poisoned(self, shape, dtype=np.float32, pad=PAD, name="output"):
         """An output: NaN inside (unwritten elements stay NaN), OUT_SENTINEL in the tail."""
-        return NpTensor.full(shape, np.nan, dtype=dtype, pad=pad, sentinel=OUT_SENTINEL)
+        return self._register(NpTensor.full(shape, np.nan, dtype=dtype, pad=pad, sentinel=OUT_SENTINEL), name)
 
     def get(self, t):
         return np.array(t.numpy())
@@ -62,13 +77,19 @@ class TorchBackend:
         t._kidiom_n = array.size
         return t
 
-    def put(self, array, pad=PAD, sentinel=np.nan):
+    def begin(self):
+        pass
+
+    def violations(self):
+        return []   # on a GPU, run compute-sanitizer for this
+
+    def put(self, array, pad=PAD, sentinel=np.nan, name="input"):
         array = np.ascontiguousarray(array)
         if array.dtype.kind in "iu" and isinstance(sentinel, float):
             sentinel = 0
         return self._alloc(array, pad, sentinel)
 
-    def poisoned(self, shape, dtype=np.float32, pad=PAD):
+    def poisoned(self, shape, dtype=np.float32, pad=PAD, name="output"):
         return self._alloc(np.full(shape, np.nan, dtype=dtype), pad, OUT_SENTINEL)
 
     def get(self, t):

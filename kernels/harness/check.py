@@ -60,9 +60,11 @@ def check_case(manifest, op, fn, backend, shape, seed, index):
     rng = np.random.default_rng(seed)
     kwargs = {"initial_state": index % 2 == 0} if op.name == "kda_prefill" else {}
     x = op.make_inputs(shape, rng, **kwargs)
+    backend.begin()
     t0 = time.perf_counter()
     run = op.run(fn, backend, x)
     seconds = time.perf_counter() - t0
+    violations = backend.violations()
     expect = op.reference(x)
     outputs, failures = {}, []
     for name, ref in expect.items():
@@ -72,11 +74,13 @@ def check_case(manifest, op, fn, backend, shape, seed, index):
     for name, ok in run.padding.items():
         if not ok:
             failures.append(f"{name}: sentinel padding after the tensor was overwritten (out-of-bounds write)")
+    for v in violations:
+        failures.append(f"out-of-bounds {v['kind']}: {v['count']} accesses outside every tensor (nearest {v['near']})")
     for name, ok in run.extra.items():
         if not ok:
             failures.append(f"{name} is false (a pool slot outside `slots` was written)")
     case = {"id": shape_id(shape), "shape": shape, "seed": seed, "passed": not failures,
-            "outputs": outputs, "padding": run.padding, "failures": failures,
+            "outputs": outputs, "padding": run.padding, "out_of_bounds": violations, "failures": failures,
             "seconds": round(seconds, 4)}
     case.update(run.extra)
     if op.name == "kda_prefill":

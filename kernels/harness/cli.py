@@ -173,6 +173,8 @@ def dispatch(args, out):
     manifest = find_manifest(args.kernel)
     out["manifest"] = str(manifest.path)
     if args.command == "compile":
+        # ahead-of-time: real compilation even where the interpreter is the default
+        os.environ.pop("TRITON_INTERPRET", None)
         from . import aot
         out["status"] = "ok"
         out["device"] = "none (ahead-of-time)"
@@ -192,7 +194,8 @@ def dispatch(args, out):
         mode = "native"
     else:
         from .backend import NumpyBackend
-        from .interp import install_tf32_dot
+        from .interp import install_bounds_check, install_tf32_dot
+        install_bounds_check()
         backend = NumpyBackend()
         mode = "interpreter"
         if args.command == "check" and not args.no_tf32:

@@ -77,3 +77,71 @@ def tf32_dot(enabled=True):
             install_tf32_dot()
         else:
             uninstall_tf32_dot()
+
+
+# Bounds checking ---------------------------------------------------------------------------------
+# Under the interpreter every load and store goes through `create_masked_load/store` with the
+# addresses of the active lanes. `MEMORY` records the extent of every tensor the harness
+# allocated (without its sentinel padding); an active lane outside all of them is recorded as an
+# out-of-bounds read or write: a CPU stand-in for compute-sanitizer's memcheck, which also sees
+# reads that happen not to change the results.
+
+class MemoryMap:
+    def __init__(self):
+        self.regions = []   # (start, end, name)
+        self.violations = {}
+
+    def clear(self):
+        self.regions.clear()
+        self.violations.clear()
+
+    def register(self, name, start, nbytes):
+        self.regions.append((int(start), int(start) + int(nbytes), name))
+
+    def check(self, kind, addrs, itemsize):
+        if not self.regions or addrs.size == 0:
+            return
+        regions = sorted(self.regions)
+        starts = np.array([r[0] for r in regions], dtype=np.uint64)
+        ends = np.array([r[1] for r in regions], dtype=np.uint64)
+        idx = np.searchsorted(starts, addrs, side="right") - 1
+        ok = idx >= 0
+        ok[ok] &= addrs[ok] + np.uint64(itemsize) <= ends[idx[ok]]
+        if ok.all():
+            return
+        bad = addrs[~ok]
+        near = idx[~ok]
+        name = regions[int(near[0])][2] if near[0] >= 0 else "below every tensor"
+        key = (kind, name)
+        v = self.violations.setdefault(key, {"kind": kind, "near": name, "count": 0})
+        v["count"] += int(bad.size)
+
+    def report(self):
+        return list(self.violations.values())
+
+
+MEMORY = MemoryMap()
+_ORIGINAL_MEM = None
+
+
+def install_bounds_check():
+    """Patch the interpreter's masked load and store to check addresses against MEMORY."""
+    global _ORIGINAL_MEM
+    from triton.runtime import interpreter as ti
+    if _ORIGINAL_MEM is not None:
+        return
+    load, store = ti.InterpreterBuilder.create_masked_load, ti.InterpreterBuilder.create_masked_store
+
+    def create_masked_load(self, ptrs, mask, other, cache_policy, is_volatile):
+        itemsize = ti._get_np_dtype(ptrs.get_element_ty()).itemsize
+        MEMORY.check("read", np.asarray(ptrs.data[np.broadcast_to(mask.data, ptrs.data.shape)]).ravel(), itemsize)
+        return load(self, ptrs, mask, other, cache_policy, is_volatile)
+
+    def create_masked_store(self, ptrs, value, mask, cache_policy):
+        itemsize = ti._get_np_dtype(ptrs.get_element_ty()).itemsize
+        MEMORY.check("write", np.asarray(ptrs.data[np.broadcast_to(mask.data, ptrs.data.shape)]).ravel(), itemsize)
+        return store(self, ptrs, value, mask, cache_policy)
+
+    ti.InterpreterBuilder.create_masked_load = create_masked_load
+    ti.InterpreterBuilder.create_masked_store = create_masked_store
+    _ORIGINAL_MEM = (load, store)

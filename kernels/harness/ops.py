@@ -62,9 +62,9 @@ class DecodeOp:
         return {"o": o, "state": pool}
 
     def run(self, fn, backend, x):
-        t = {n: backend.put(x[n]) for n in ("q", "k", "v", "g", "beta", "slots")}
-        state = backend.put(x["state"], sentinel=OUT_SENTINEL)
-        o = backend.poisoned(x["v"].shape)
+        t = {n: backend.put(x[n], name=n) for n in ("q", "k", "v", "g", "beta", "slots")}
+        state = backend.put(x["state"], sentinel=OUT_SENTINEL, name="state")
+        o = backend.poisoned(x["v"].shape, name="o")
         fn(t["q"], t["k"], t["v"], t["g"], t["beta"], state, t["slots"], o)
         backend.sync()
         padding = {n: tail_ok(backend, t[n], np.nan if n != "slots" else 0) for n in t}
@@ -97,11 +97,11 @@ class PrefillOp:
 
     def run(self, fn, backend, x):
         names = ["q", "k", "v", "g", "beta"] + (["initial_state"] if x["initial_state"] is not None else [])
-        t = {n: backend.put(x[n]) for n in names}
+        t = {n: backend.put(x[n], name=n) for n in names}
         B, T, H, K = x["q"].shape
         HV, V = x["v"].shape[2:]
-        o = backend.poisoned((B, T, HV, V))
-        s = backend.poisoned((B, HV, K, V))
+        o = backend.poisoned((B, T, HV, V), name="o")
+        s = backend.poisoned((B, HV, K, V), name="final_state")
         fn(t["q"], t["k"], t["v"], t["g"], t["beta"], o, t.get("initial_state"), s)
         backend.sync()
         padding = {n: tail_ok(backend, t[n], np.nan) for n in t}

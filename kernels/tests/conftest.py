@@ -1,0 +1,91 @@
+"""Shared fixtures of the kernels/ test suite.
+
+Without a CUDA GPU the kernels run under Triton's interpreter (TRITON_INTERPRET=1, set here before
+triton is imported) with TF32-faithful dots and the bounds check, as the harness runs them.
+GPU-only tests skip with a printed reason.
+"""
+import importlib.util
+import os
+import re
+import subprocess
+import sys
+import json
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def _cuda():
+    if importlib.util.find_spec("torch") is None:
+        return False
+    try:
+        import torch
+        return torch.cuda.is_available()
+    except Exception:
+        return False
+
+
+HAS_CUDA = _cuda()
+if not HAS_CUDA:
+    os.environ["TRITON_INTERPRET"] = "1"
+os.environ.setdefault("TRITON_DEFAULT_FP_FUSION", "1")
+
+needs_gpu = pytest.mark.skipif(not HAS_CUDA, reason="needs a CUDA GPU with torch (none here)")
+
+
+@pytest.fixture(scope="session")
+def backend():
+    if HAS_CUDA:
+        from kernels.harness.backend import TorchBackend
+        return TorchBackend()
+    from kernels.harness.backend import NumpyBackend
+    from kernels.harness.interp import install_bounds_check, install_tf32_dot
+    install_tf32_dot()
+    install_bounds_check()
+    return NumpyBackend()
+
+
+@pytest.fixture(scope="session")
+def device_kind():
+    return "cuda" if HAS_CUDA else "cpu"
+
+
+def harness(*args, timeout=600):
+    """Run `python -m kernels.harness ARGS` from the repo root; (exit code, parsed JSON)."""
+    r = subprocess.run([sys.executable, "-m", "kernels.harness", *args], cwd=ROOT, capture_output=True,
+                       text=True, timeout=timeout)
+    try:
+        out = json.loads(r.stdout)
+    except json.JSONDecodeError:
+        raise AssertionError(f"harness printed no JSON (rc {r.returncode}):\n{r.stdout[-2000:]}\n{r.stderr[-3000:]}")
+    return r.returncode, out
+
+
+def add_kwarg_to_calls(source, call, kwarg):
+    """Text substitution: add `kwarg` as the last argument of every `call(...)` in `source`."""
+    out, i = [], 0
+    pat = re.compile(re.escape(call) + r"\(")
+    while True:
+        m = pat.search(source, i)
+        if not m:
+            out.append(source[i:])
+            return "".join(out)
+        depth, j = 1, m.end()
+        while depth:
+            depth += {"(": 1, ")": -1}.get(source[j], 0)
+            j += 1
+        out.append(source[i:j - 1] + f", {kwarg})")
+        i = j
+
+
+def variant(tmp_path, original, replacements, name=None):
+    """Write an altered copy of a kernel source; every (old, new) must apply exactly once."""
+    text = Path(original).read_text()
+    for old, new in replacements:
+        assert text.count(old) == 1, f"{old!r} occurs {text.count(old)} times in {original}"
+        text = text.replace(old, new)
+    p = tmp_path / (name or Path(original).name)
+    p.write_text(text)
+    return p
