@@ -1,0 +1,99 @@
+#!/usr/bin/env bash
+# One command for a GPU machine: every kernel's correctness check (native, full GPU shape matrix,
+# error-vs-T curve, prefill/decode consistency) and its bench against the floor (and against
+# FLA's fused_recurrent_kda / chunk_kda when an fla-core wheel sits under .whl/), then a short
+# table. Designed to finish within 8 minutes on one H200.
+#
+#   scripts/device-check.sh                 # JSON logs under $OUT (or /tmp/kidiom-device-check)
+#   PYTHON=/path/to/python scripts/device-check.sh
+#
+# Python: the first of $PYTHON, python3, /opt/torch/.venv/bin/python3, .venv/bin/python that
+# imports torch (with CUDA), triton and numpy. Wheels under .whl/ (e.g. fla_core-*.whl,
+# nvidia_cuda_nvrtc_cu12-*.whl) are installed offline into a private directory first.
+# Exit status: 0 when every check passed and every bench ran, 1 otherwise.
+set -uo pipefail
+
+root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+cd "$root"
+out="${OUT:-/tmp/kidiom-device-check}"
+mkdir -p "$out"
+start=$(date +%s)
+
+py=""
+for c in ${PYTHON:-} python3 /opt/torch/.venv/bin/python3 "$root/.venv/bin/python"; do
+  if command -v "$c" >/dev/null 2>&1 && "$c" -c "import torch, triton, numpy; assert torch.cuda.is_available()" 2>/dev/null; then
+    py="$c"; break
+  fi
+done
+if [[ -z "$py" ]]; then
+  echo "device-check: no python with torch (CUDA), triton and numpy; on a machine with PyPI access run"
+  echo "              scripts/setup-python.sh and install a CUDA torch into .venv"
+  exit 1
+fi
+
+if compgen -G ".whl/*.whl" >/dev/null; then
+  site=/tmp/kidiom-site
+  "$py" -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target "$site" .whl/*.whl \
+    && export PYTHONPATH="$site${PYTHONPATH:+:$PYTHONPATH}" || echo "device-check: installing .whl/ failed, going on without"
+fi
+export PYTHONUNBUFFERED=1 TRITON_DEFAULT_FP_FUSION=1
+
+echo "== device-check: $("$py" -c 'import torch, triton; print(torch.cuda.get_device_name(), "| torch", torch.__version__, "| triton", triton.__version__)')"
+command -v nvidia-smi >/dev/null && nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.mem --format=csv,noheader
+
+against=()
+if "$py" -c "import fla.ops.kda" 2>/dev/null; then
+  against=(--against fla)
+  echo "== fla found: benches also time FLA's KDA"
+fi
+
+kernels=(kda.decode kda.prefill kda_cuda.decode)
+status=0
+for k in "${kernels[@]}"; do
+  echo "== check $k"
+  timeout 170 "$py" -m kernels.harness check --kernel "$k" --seeds 2 --json >"$out/check-$k.json" 2>"$out/check-$k.err"
+  rc=$?; [[ $rc -ne 0 ]] && status=1 && echo "   check $k: exit $rc (see $out/check-$k.json / .err)"
+done
+for k in "${kernels[@]}"; do
+  echo "== bench $k"
+  timeout 90 "$py" -m kernels.harness bench --kernel "$k" --iters 50 "${against[@]}" --json >"$out/bench-$k.json" 2>"$out/bench-$k.err"
+  rc=$?
+  if [[ $rc -ne 0 && ${#against[@]} -gt 0 ]]; then   # FLA's call may not fit: retry without it
+    timeout 60 "$py" -m kernels.harness bench --kernel "$k" --iters 50 --json >"$out/bench-$k.json" 2>"$out/bench-$k.err"
+    rc=$?
+  fi
+  [[ $rc -ne 0 ]] && status=1 && echo "   bench $k: exit $rc (see $out/bench-$k.json / .err)"
+done
+
+"$py" - "$out" "${kernels[@]}" <<'PY'
+import json, sys
+from pathlib import Path
+out, kernels = Path(sys.argv[1]), sys.argv[2:]
+def load(p):
+    try:
+        return json.loads(p.read_text())
+    except Exception as e:
+        return {"status": "error", "error": f"no JSON ({e})"}
+print()
+print(f"{'kernel':<17} {'check':<8} {'worst rel_l2':>12} {'consist.':>9} {'median us':>10} {'p10-p90 us':>15} {'GB/s':>7} {'%peak':>6} {'fla us':>8}")
+for k in kernels:
+    c, b = load(out / f"check-{k}.json"), load(out / f"bench-{k}.json")
+    worst = max((o["rel_l2"] or 0 for case in c.get("cases", []) for o in case["outputs"].values()
+                 if isinstance(o.get("rel_l2"), float)), default=float("nan"))
+    cons = c.get("consistency", {}).get("o_rel_l2")
+    r = b.get("results", {}).get("candidate", {})
+    fla = b.get("results", {}).get("against", {}).get("median_us")
+    print(f"{k:<17} {c.get('status','?'):<8} {worst:>12.2e} {cons if cons is None else format(cons, '.1e'):>9} "
+          f"{r.get('median_us', float('nan')):>10.1f} "
+          f"{(str(round(r['p10_us'],1)) + '-' + str(round(r['p90_us'],1))) if r else '-':>15} "
+          f"{r.get('achieved_gbps', float('nan')):>7.0f} {100 * r.get('fraction_of_peak_bw', float('nan')):>6.1f} "
+          f"{fla if fla is None else format(fla, '.1f'):>8}")
+    for f in (c.get("failures") or [])[:3] + ([c["error"]] if "error" in c else []) + ([b["error"]] if "error" in b else []):
+        print(f"   {f}")
+    if c.get("curve"):
+        print("   error vs T: " + ", ".join(f"T={p['T']}: {p['rel_l2']:.2e}" for p in c["curve"]))
+    for f in b.get("flags", []):
+        print(f"   flag: {f}")
+PY
+echo "== device-check: $(( $(date +%s) - start )) s, logs in $out"
+exit $status
