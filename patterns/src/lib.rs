@@ -1,1 +1,54 @@
-//! placeholder
+//! The kidiom pattern model and its SQLite catalog.
+//!
+//! # Brief overview
+//!
+//! A [`Pattern`] is one mined idiom (SPEC §4): a stable id, its kind, language
+//! and category, `before`/`after` structural patterns, support per corpus,
+//! a value histogram, examples, commits and a score. Usage idioms from the
+//! miner convert with `Pattern::from(idiom)`.
+//!
+//! A [`Catalog`] is one SQLite file holding the patterns (with an FTS5
+//! index), the corpora mined and a per-file mining cache. All writes of a
+//! run go through one [`MineTx`]: dropped without [`MineTx::commit`], it
+//! leaves the catalog as it was. The schema is versioned and documented in
+//! the crate README; it is an API boundary.
+//!
+//! ```
+//! use kidiom_patterns::{Catalog, Category, Filter, Kind, Lang, Pattern};
+//!
+//! let dir = tempfile::tempdir().unwrap();
+//! let mut cat = Catalog::open(&dir.path().join(".kidiom/catalog.sqlite")).unwrap();
+//! let p = Pattern {
+//!     id: "py-keyword-tl-dot-input-precision".into(),
+//!     kind: Kind::Usage,
+//!     language: Lang::Python,
+//!     category: Category::Precision,
+//!     title: "tl.dot with an explicit input_precision".into(),
+//!     rationale: "TF32 products lose precision on FP32 inputs".into(),
+//!     before: "tl.dot($A, $B)".into(),
+//!     after: "tl.dot($A, $B, input_precision=$P)".into(),
+//!     support: vec![],
+//!     values: vec![],
+//!     examples: vec![],
+//!     commits: vec![],
+//!     score: 1.0,
+//! };
+//! let tx = cat.begin().unwrap();
+//! tx.replace_patterns(Kind::Usage, &[p.clone()]).unwrap();
+//! tx.commit().unwrap();
+//!
+//! assert_eq!(cat.list(&Filter::default()).unwrap(), vec![p.clone()]);
+//! assert_eq!(cat.search("tl.dot(", &Filter::default()).unwrap()[0].id, p.id);
+//! ```
+#![deny(missing_docs)]
+
+mod catalog;
+mod error;
+mod model;
+
+pub use catalog::{
+    CachedFile, Catalog, CatalogStats, CorpusRow, DEFAULT_BUSY_TIMEOUT, FileOutcome, Filter, MineTx, SCHEMA_VERSION,
+    StoredFacts,
+};
+pub use error::{Error, Result};
+pub use model::{Category, CommitRef, IdiomExample, Kind, Lang, Pattern, Support, ValueCount};

@@ -1,0 +1,517 @@
+//! The SQLite catalog: corpora, the per-file mining cache and patterns.
+//!
+//! Writes go through a [`MineTx`] (one `BEGIN IMMEDIATE` transaction), so a
+//! run that fails or is killed leaves the catalog as it was, and two
+//! processes never interleave their writes. Reads never block on a writer
+//! (WAL mode).
+
+mod query;
+pub(crate) mod schema;
+
+use std::collections::{HashMap, HashSet};
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use kidiom_miner::{FileFacts, Lang, Skip, StatKey};
+use rusqlite::{Connection, OptionalExtension, Transaction, TransactionBehavior, params};
+
+use crate::error::{Error, Result};
+use crate::model::{Kind, Pattern};
+
+pub use query::{CatalogStats, Filter};
+pub use schema::SCHEMA_VERSION;
+
+/// How long [`Catalog::open`] waits for another process's lock.
+pub const DEFAULT_BUSY_TIMEOUT: Duration = Duration::from_secs(5);
+
+/// An open catalog file.
+#[derive(Debug)]
+pub struct Catalog {
+    conn: Connection,
+    path: PathBuf,
+}
+
+/// What the mining cache remembers of one file.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct CachedFile {
+    /// The git blob id of the content it was mined from.
+    pub blob: String,
+    /// Size and modification time when it was read from disk.
+    pub stat: Option<StatKey>,
+    /// The extraction settings it was mined with; a different fingerprint
+    /// means the cached outcome is stale.
+    pub fingerprint: String,
+}
+
+/// The facts of one parsed file, with where they came from.
+#[derive(Debug, Clone, PartialEq)]
+pub struct StoredFacts {
+    /// Corpus name.
+    pub corpus: String,
+    /// The corpus revision recorded by [`MineTx::put_corpus`] (empty when none).
+    pub revision: String,
+    /// Path within the corpus.
+    pub path: String,
+    /// The file's language.
+    pub lang: Lang,
+    /// Its facts.
+    pub facts: FileFacts,
+}
+
+/// One mined corpus.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
+pub struct CorpusRow {
+    /// Corpus name.
+    pub name: String,
+    /// git, dir or pypi.
+    pub kind: String,
+    /// Where it was read from.
+    pub source: String,
+    /// The revision mined.
+    pub revision: String,
+    /// When it was last mined (RFC 3339, UTC).
+    pub mined_at: String,
+    /// Files recorded (parsed, without kernels, or skipped).
+    pub files: u64,
+    /// Files skipped (binary, too large, unparsable, ...).
+    pub skipped: u64,
+}
+
+/// What mining made of one file.
+#[derive(Debug, Clone, PartialEq)]
+pub enum FileOutcome {
+    /// Parsed; these are its facts.
+    Parsed(FileFacts),
+    /// Rejected by the literal prefilter: no kernel marker, never parsed.
+    NoKernels,
+    /// Not mined, for this reason.
+    Skipped(Skip),
+}
+
+impl FileOutcome {
+    fn name(&self) -> &'static str {
+        match self {
+            FileOutcome::Parsed(_) => "parsed",
+            FileOutcome::NoKernels => "no-kernels",
+            FileOutcome::Skipped(_) => "skipped",
+        }
+    }
+}
+
+/// Maps SQLite errors to [`Error`] with the catalog path.
+pub(crate) trait At<T> {
+    fn at(self, path: &Path) -> Result<T>;
+}
+
+impl<T> At<T> for rusqlite::Result<T> {
+    fn at(self, path: &Path) -> Result<T> {
+        self.map_err(|e| Error::sqlite(path, e))
+    }
+}
+
+fn to_i64(n: u64) -> i64 {
+    i64::try_from(n).unwrap_or(i64::MAX)
+}
+
+impl Catalog {
+    /// Opens (creating it and its directory if needed) the catalog at
+    /// `path`, waiting up to [`DEFAULT_BUSY_TIMEOUT`] for other processes.
+    pub fn open(path: &Path) -> Result<Catalog> {
+        Catalog::open_with_timeout(path, DEFAULT_BUSY_TIMEOUT)
+    }
+
+    /// Like [`Catalog::open`], waiting up to `busy` for another process's
+    /// lock before failing with [`Error::Locked`].
+    ///
+    /// A file that is not a SQLite database, or is some other program's
+    /// database, is rejected with [`Error::NotACatalog`] and left untouched;
+    /// one written by a newer kidiom with [`Error::NewerSchema`].
+    pub fn open_with_timeout(path: &Path, busy: Duration) -> Result<Catalog> {
+        if let Some(dir) = path.parent()
+            && !dir.as_os_str().is_empty()
+        {
+            std::fs::create_dir_all(dir).map_err(|source| Error::Io { path: dir.to_path_buf(), source })?;
+        }
+        if path.is_dir() {
+            return Err(Error::NotACatalog { path: path.to_path_buf(), reason: "a directory".into() });
+        }
+        let conn = Connection::open(path).at(path)?;
+        Catalog::init(conn, path.to_path_buf(), busy, true)
+    }
+
+    /// An empty catalog in memory, for tests and dry runs.
+    pub fn open_in_memory() -> Result<Catalog> {
+        let path = PathBuf::from(":memory:");
+        let conn = Connection::open_in_memory().at(&path)?;
+        Catalog::init(conn, path, DEFAULT_BUSY_TIMEOUT, false)
+    }
+
+    fn init(conn: Connection, path: PathBuf, busy: Duration, wal: bool) -> Result<Catalog> {
+        conn.busy_timeout(busy).at(&path)?;
+        // Reading the schema is what detects a file that is not SQLite.
+        let tables: i64 =
+            conn.query_row("SELECT count(*) FROM sqlite_master WHERE type = 'table'", [], |r| r.get(0)).at(&path)?;
+        let app_id: i64 = conn.pragma_query_value(None, "application_id", |r| r.get(0)).at(&path)?;
+        let version: i64 = conn.pragma_query_value(None, "user_version", |r| r.get(0)).at(&path)?;
+        if app_id != 0 && app_id != schema::APPLICATION_ID {
+            let reason = format!("a SQLite database of another application, application_id {app_id:#x}");
+            return Err(Error::NotACatalog { path, reason });
+        }
+        if app_id == 0 && (tables > 0 || version != 0) {
+            let reason = "a SQLite database without kidiom tables".to_string();
+            return Err(Error::NotACatalog { path, reason });
+        }
+        if version > SCHEMA_VERSION {
+            return Err(Error::NewerSchema { path, found: version, supported: SCHEMA_VERSION });
+        }
+        if wal {
+            let _mode: String = conn.pragma_update_and_check(None, "journal_mode", "WAL", |r| r.get(0)).at(&path)?;
+        }
+        conn.pragma_update(None, "foreign_keys", true).at(&path)?;
+        let mut cat = Catalog { conn, path };
+        if version < SCHEMA_VERSION {
+            cat.migrate()?;
+        }
+        Ok(cat)
+    }
+
+    /// Applies the migrations this file lacks, in one transaction.
+    fn migrate(&mut self) -> Result<()> {
+        let path = &self.path;
+        let tx = self.conn.transaction_with_behavior(TransactionBehavior::Immediate).at(path)?;
+        // Another process may have migrated while we waited for the lock.
+        let version: i64 = tx.pragma_query_value(None, "user_version", |r| r.get(0)).at(path)?;
+        if version > SCHEMA_VERSION {
+            return Err(Error::NewerSchema { path: path.clone(), found: version, supported: SCHEMA_VERSION });
+        }
+        let start = usize::try_from(version).unwrap_or(0);
+        for step in schema::MIGRATIONS.get(start..).unwrap_or_default() {
+            tx.execute_batch(step).at(path)?;
+        }
+        tx.pragma_update(None, "application_id", schema::APPLICATION_ID).at(path)?;
+        tx.pragma_update(None, "user_version", SCHEMA_VERSION).at(path)?;
+        tx.commit().at(path)
+    }
+
+    /// The catalog file (`:memory:` for an in-memory catalog).
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    /// Starts the one write transaction of a run. Fails with
+    /// [`Error::Locked`] when another process holds the write lock for
+    /// longer than the busy timeout.
+    pub fn begin(&mut self) -> Result<MineTx<'_>> {
+        let tx = self.conn.transaction_with_behavior(TransactionBehavior::Immediate).at(&self.path)?;
+        Ok(MineTx { tx, path: &self.path })
+    }
+}
+
+/// The write transaction of a mining run. Dropping it without
+/// [`MineTx::commit`] rolls everything back.
+#[derive(Debug)]
+pub struct MineTx<'a> {
+    tx: Transaction<'a>,
+    path: &'a Path,
+}
+
+impl MineTx<'_> {
+    /// Records (or updates) a corpus and stamps it as mined now.
+    pub fn put_corpus(&self, name: &str, kind: &str, source: &str, revision: &str) -> Result<()> {
+        self.tx
+            .prepare_cached(
+                "INSERT INTO corpora (name, kind, source, revision, mined_at)
+                 VALUES (?1, ?2, ?3, ?4, strftime('%Y-%m-%dT%H:%M:%SZ', 'now'))
+                 ON CONFLICT (name) DO UPDATE SET kind = excluded.kind, source = excluded.source,
+                     revision = excluded.revision, mined_at = excluded.mined_at",
+            )
+            .and_then(|mut st| st.execute(params![name, kind, source, revision]))
+            .at(self.path)?;
+        Ok(())
+    }
+
+    /// Records what mining made of one file, replacing any earlier row for
+    /// `(corpus, path)`.
+    #[allow(clippy::too_many_arguments)]
+    pub fn put_file(
+        &self,
+        corpus: &str,
+        path: &str,
+        lang: Lang,
+        blob: &str,
+        stat: Option<StatKey>,
+        fingerprint: &str,
+        outcome: &FileOutcome,
+    ) -> Result<()> {
+        let (facts, skip_reason, skip) = match outcome {
+            FileOutcome::Parsed(f) => (Some(json(self.path, "files", path, f)?), None, None),
+            FileOutcome::NoKernels => (None, None, None),
+            FileOutcome::Skipped(s) => (None, Some(s.name()), Some(json(self.path, "files", path, s)?)),
+        };
+        self.tx
+            .prepare_cached(
+                "INSERT OR REPLACE INTO files
+                 (corpus, path, lang, blob, stat_size, stat_mtime_ns, fingerprint, outcome, skip_reason, skip, facts)
+                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11)",
+            )
+            .and_then(|mut st| {
+                st.execute(params![
+                    corpus,
+                    path,
+                    lang.name(),
+                    blob,
+                    stat.map(|s| to_i64(s.size)),
+                    stat.map(|s| s.mtime_ns),
+                    fingerprint,
+                    outcome.name(),
+                    skip_reason,
+                    skip,
+                    facts,
+                ])
+            })
+            .at(self.path)?;
+        Ok(())
+    }
+
+    /// Deletes the rows of `corpus`'s files that are not in `keep` (files
+    /// no longer in the corpus); returns how many were deleted.
+    pub fn retain_files(&self, corpus: &str, keep: &HashSet<String>) -> Result<u64> {
+        let paths: Vec<String> = self
+            .tx
+            .prepare_cached("SELECT path FROM files WHERE corpus = ?1")
+            .and_then(|mut st| st.query_map([corpus], |r| r.get(0))?.collect())
+            .at(self.path)?;
+        let mut del = self.tx.prepare_cached("DELETE FROM files WHERE corpus = ?1 AND path = ?2").at(self.path)?;
+        let mut n = 0;
+        for p in paths.iter().filter(|p| !keep.contains(*p)) {
+            n += del.execute(params![corpus, p]).at(self.path)? as u64;
+        }
+        Ok(n)
+    }
+
+    /// Replaces every pattern of `kind` (with its support, values, examples,
+    /// commits and search row) by `patterns`. Each pattern must have that
+    /// kind, a finite or infinite (not NaN) score, and an id not used by
+    /// another pattern.
+    pub fn replace_patterns(&self, kind: Kind, patterns: &[Pattern]) -> Result<()> {
+        let invalid = |id: &str, message: String| Error::InvalidPattern {
+            path: self.path.to_path_buf(),
+            id: id.to_string(),
+            message,
+        };
+        let mut seen = HashSet::new();
+        for p in patterns {
+            if p.kind != kind {
+                return Err(invalid(&p.id, format!("kind {} given to replace the {kind} patterns", p.kind)));
+            }
+            if p.score.is_nan() {
+                return Err(invalid(&p.id, "score is NaN".into()));
+            }
+            if !seen.insert(p.id.as_str()) {
+                return Err(invalid(&p.id, "duplicate id".into()));
+            }
+        }
+        let tx = &self.tx;
+        let k = kind.name();
+        tx.execute("DELETE FROM patterns_fts WHERE rowid IN (SELECT rowid FROM patterns WHERE kind = ?1)", [k])
+            .at(self.path)?;
+        for table in ["support", "pattern_values", "examples", "commits"] {
+            let sql = format!("DELETE FROM {table} WHERE pattern_id IN (SELECT id FROM patterns WHERE kind = ?1)");
+            tx.execute(&sql, [k]).at(self.path)?;
+        }
+        tx.execute("DELETE FROM patterns WHERE kind = ?1", [k]).at(self.path)?;
+
+        let mut taken = tx.prepare_cached("SELECT kind FROM patterns WHERE id = ?1").at(self.path)?;
+        let mut ins = tx
+            .prepare_cached(
+                "INSERT INTO patterns (id, kind, language, category, title, rationale, before, after, score)
+                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9)",
+            )
+            .at(self.path)?;
+        let mut sup = tx
+            .prepare_cached(
+                "INSERT INTO support (pattern_id, ord, corpus, revision, occurrences, files, opportunities)
+                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)",
+            )
+            .at(self.path)?;
+        let mut val = tx
+            .prepare_cached("INSERT INTO pattern_values (pattern_id, ord, value, count) VALUES (?1, ?2, ?3, ?4)")
+            .at(self.path)?;
+        let mut ex = tx
+            .prepare_cached(
+                "INSERT INTO examples (pattern_id, ord, corpus, path, line, snippet) VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
+            )
+            .at(self.path)?;
+        let mut com = tx
+            .prepare_cached(
+                "INSERT INTO commits (pattern_id, ord, commit_id, summary, date) VALUES (?1, ?2, ?3, ?4, ?5)",
+            )
+            .at(self.path)?;
+        let mut fts = tx
+            .prepare_cached(
+                "INSERT INTO patterns_fts (rowid, id, title, rationale, before, after, snippets)
+                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)",
+            )
+            .at(self.path)?;
+        for p in patterns {
+            let other: Option<String> = taken.query_row([&p.id], |r| r.get(0)).optional().at(self.path)?;
+            if let Some(other) = other {
+                return Err(invalid(&p.id, format!("the id is taken by a pattern of kind {other}")));
+            }
+            ins.execute(params![
+                p.id,
+                k,
+                p.language.name(),
+                p.category.name(),
+                p.title,
+                p.rationale,
+                p.before,
+                p.after,
+                p.score
+            ])
+            .at(self.path)?;
+            let rowid = tx.last_insert_rowid();
+            for (i, s) in p.support.iter().enumerate() {
+                sup.execute(params![
+                    p.id,
+                    i as i64,
+                    s.corpus,
+                    s.revision,
+                    to_i64(s.occurrences),
+                    to_i64(s.files),
+                    to_i64(s.opportunities)
+                ])
+                .at(self.path)?;
+            }
+            for (i, v) in p.values.iter().enumerate() {
+                val.execute(params![p.id, i as i64, v.value, to_i64(v.count)]).at(self.path)?;
+            }
+            for (i, e) in p.examples.iter().enumerate() {
+                ex.execute(params![p.id, i as i64, e.corpus, e.path, e.line, e.snippet]).at(self.path)?;
+            }
+            for (i, c) in p.commits.iter().enumerate() {
+                com.execute(params![p.id, i as i64, c.id, c.summary, c.date]).at(self.path)?;
+            }
+            let snippets: Vec<&str> = p.examples.iter().map(|e| e.snippet.as_str()).collect();
+            fts.execute(params![rowid, p.id, p.title, p.rationale, p.before, p.after, snippets.join("\n")])
+                .at(self.path)?;
+        }
+        Ok(())
+    }
+
+    /// Makes every write of this transaction visible and durable.
+    pub fn commit(self) -> Result<()> {
+        self.tx.commit().at(self.path)
+    }
+}
+
+fn json<T: serde::Serialize>(path: &Path, table: &'static str, row: &str, v: &T) -> Result<String> {
+    serde_json::to_string(v).map_err(|e| Error::Corrupt {
+        path: path.to_path_buf(),
+        table,
+        row: row.to_string(),
+        message: e.to_string(),
+    })
+}
+
+impl Catalog {
+    /// The mining cache of `corpus`: path -> what it was mined from.
+    pub fn cached_files(&self, corpus: &str) -> Result<HashMap<String, CachedFile>> {
+        let mut st = self
+            .conn
+            .prepare_cached("SELECT path, blob, stat_size, stat_mtime_ns, fingerprint FROM files WHERE corpus = ?1")
+            .at(&self.path)?;
+        let rows = st
+            .query_map([corpus], |r| {
+                let size: Option<i64> = r.get(2)?;
+                let mtime_ns: Option<i64> = r.get(3)?;
+                let stat = match (size, mtime_ns) {
+                    (Some(size), Some(mtime_ns)) => {
+                        Some(StatKey { size: u64::try_from(size).unwrap_or_default(), mtime_ns })
+                    }
+                    _ => None,
+                };
+                Ok((r.get::<_, String>(0)?, CachedFile { blob: r.get(1)?, stat, fingerprint: r.get(4)? }))
+            })
+            .and_then(|rows| rows.collect::<rusqlite::Result<HashMap<_, _>>>())
+            .at(&self.path)?;
+        Ok(rows)
+    }
+
+    /// The skipped files of `corpus`, by path, with why.
+    pub fn skipped_files(&self, corpus: &str) -> Result<Vec<(String, Skip)>> {
+        let mut st = self
+            .conn
+            .prepare_cached("SELECT path, skip FROM files WHERE corpus = ?1 AND outcome = 'skipped' ORDER BY path")
+            .at(&self.path)?;
+        let rows: Vec<(String, Option<String>)> =
+            st.query_map([corpus], |r| Ok((r.get(0)?, r.get(1)?))).and_then(|rows| rows.collect()).at(&self.path)?;
+        rows.into_iter()
+            .map(|(path, skip)| {
+                let skip = self.decode::<Skip>("files", &format!("{corpus}:{path}"), skip.as_deref())?;
+                Ok((path, skip))
+            })
+            .collect()
+    }
+
+    /// The corpora mined into this catalog, by name.
+    pub fn corpora(&self) -> Result<Vec<CorpusRow>> {
+        let mut st = self
+            .conn
+            .prepare_cached(
+                "SELECT c.name, c.kind, c.source, c.revision, c.mined_at,
+                    (SELECT count(*) FROM files f WHERE f.corpus = c.name),
+                    (SELECT count(*) FROM files f WHERE f.corpus = c.name AND f.outcome = 'skipped')
+                 FROM corpora c ORDER BY c.name",
+            )
+            .at(&self.path)?;
+        st.query_map([], |r| {
+            Ok(CorpusRow {
+                name: r.get(0)?,
+                kind: r.get(1)?,
+                source: r.get(2)?,
+                revision: r.get(3)?,
+                mined_at: r.get(4)?,
+                files: r.get::<_, i64>(5)?.max(0) as u64,
+                skipped: r.get::<_, i64>(6)?.max(0) as u64,
+            })
+        })
+        .and_then(|rows| rows.collect())
+        .at(&self.path)
+    }
+
+    /// The facts of every parsed file of every corpus, by corpus and path.
+    pub fn all_facts(&self) -> Result<Vec<StoredFacts>> {
+        let mut st = self
+            .conn
+            .prepare_cached(
+                "SELECT f.corpus, COALESCE(c.revision, ''), f.path, f.lang, f.facts
+                 FROM files f LEFT JOIN corpora c ON c.name = f.corpus
+                 WHERE f.outcome = 'parsed' ORDER BY f.corpus, f.path",
+            )
+            .at(&self.path)?;
+        type Row = (String, String, String, String, Option<String>);
+        let rows: Vec<Row> = st
+            .query_map([], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?, r.get(4)?)))
+            .and_then(|rows| rows.collect())
+            .at(&self.path)?;
+        rows.into_iter()
+            .map(|(corpus, revision, path, lang, facts)| {
+                let row = format!("{corpus}:{path}");
+                let lang = Lang::from_name(&lang)
+                    .ok_or_else(|| self.corrupt("files", &row, format!("unknown language {lang:?}")))?;
+                let facts = self.decode::<FileFacts>("files", &row, facts.as_deref())?;
+                Ok(StoredFacts { corpus, revision, path, lang, facts })
+            })
+            .collect()
+    }
+
+    pub(crate) fn corrupt(&self, table: &'static str, row: &str, message: String) -> Error {
+        Error::Corrupt { path: self.path.clone(), table, row: row.to_string(), message }
+    }
+
+    fn decode<T: serde::de::DeserializeOwned>(&self, table: &'static str, row: &str, text: Option<&str>) -> Result<T> {
+        let text = text.ok_or_else(|| self.corrupt(table, row, "missing JSON".into()))?;
+        serde_json::from_str(text).map_err(|e| self.corrupt(table, row, format!("bad JSON: {e}")))
+    }
+}

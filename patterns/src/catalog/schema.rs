@@ -1,0 +1,106 @@
+//! The catalog schema and its migrations.
+//!
+//! The schema is an API boundary: other tools may read the catalog with
+//! plain SQL. Version `n` of the schema is the result of applying the first
+//! `n` entries of [`MIGRATIONS`] in order; `PRAGMA user_version` records how
+//! many have been applied and `PRAGMA application_id` marks the file as a
+//! kidiom catalog. A migration is only ever appended, never edited.
+//!
+//! Version 1:
+//!
+//! | table | key | columns |
+//! |---|---|---|
+//! | `corpora` | `name` | `kind` (git/dir/pypi), `source`, `revision`, `mined_at` (RFC 3339, UTC) |
+//! | `files` | `(corpus, path)` | `lang`, `blob`, `stat_size`, `stat_mtime_ns` (both NULL when unknown), `fingerprint`, `outcome` (`parsed`/`no-kernels`/`skipped`), `skip_reason` (a [`kidiom_miner::Skip`] name), `skip` (the `Skip` as JSON), `facts` (the [`kidiom_miner::FileFacts`] as JSON, when parsed) |
+//! | `patterns` | `id` | `kind`, `language`, `category`, `title`, `rationale`, `before`, `after`, `score` |
+//! | `support` | `(pattern_id, ord)` | `corpus`, `revision`, `occurrences`, `files`, `opportunities` |
+//! | `pattern_values` | `(pattern_id, ord)` | `value`, `count` (most frequent first, by `ord`) |
+//! | `examples` | `(pattern_id, ord)` | `corpus`, `path`, `line`, `snippet` |
+//! | `commits` | `(pattern_id, ord)` | `commit_id`, `summary`, `date` |
+//! | `patterns_fts` | rowid = `patterns.rowid` | FTS5 over `id`, `title`, `rationale`, `before`, `after`, `snippets` (the examples' snippets, one per line) |
+//!
+//! Child tables reference `patterns(id)` with `ON DELETE CASCADE`. Enum
+//! columns hold the lowercase names printed by `name()` (`usage`, `python`,
+//! `precision`).
+
+/// Marks a SQLite file as a kidiom catalog (`PRAGMA application_id`): "kidm".
+pub(crate) const APPLICATION_ID: i64 = 0x6b69_646d;
+
+/// The migration steps; the schema version is the number applied.
+pub(crate) const MIGRATIONS: &[&str] = &[
+    // 1: corpora, the per-file mining cache, patterns and their search index.
+    r#"
+CREATE TABLE corpora (
+    name      TEXT PRIMARY KEY NOT NULL,
+    kind      TEXT NOT NULL,
+    source    TEXT NOT NULL,
+    revision  TEXT NOT NULL,
+    mined_at  TEXT NOT NULL
+);
+CREATE TABLE files (
+    corpus        TEXT NOT NULL,
+    path          TEXT NOT NULL,
+    lang          TEXT NOT NULL,
+    blob          TEXT NOT NULL,
+    stat_size     INTEGER,
+    stat_mtime_ns INTEGER,
+    fingerprint   TEXT NOT NULL,
+    outcome       TEXT NOT NULL CHECK (outcome IN ('parsed', 'no-kernels', 'skipped')),
+    skip_reason   TEXT,
+    skip          TEXT,
+    facts         TEXT,
+    PRIMARY KEY (corpus, path)
+);
+CREATE TABLE patterns (
+    id         TEXT PRIMARY KEY NOT NULL,
+    kind       TEXT NOT NULL,
+    language   TEXT NOT NULL,
+    category   TEXT NOT NULL,
+    title      TEXT NOT NULL,
+    rationale  TEXT NOT NULL,
+    before     TEXT NOT NULL,
+    after      TEXT NOT NULL,
+    score      REAL NOT NULL
+);
+CREATE INDEX patterns_kind ON patterns (kind);
+CREATE TABLE support (
+    pattern_id    TEXT NOT NULL REFERENCES patterns (id) ON DELETE CASCADE,
+    ord           INTEGER NOT NULL,
+    corpus        TEXT NOT NULL,
+    revision      TEXT NOT NULL,
+    occurrences   INTEGER NOT NULL,
+    files         INTEGER NOT NULL,
+    opportunities INTEGER NOT NULL,
+    PRIMARY KEY (pattern_id, ord)
+);
+CREATE INDEX support_corpus ON support (corpus);
+CREATE TABLE pattern_values (
+    pattern_id TEXT NOT NULL REFERENCES patterns (id) ON DELETE CASCADE,
+    ord        INTEGER NOT NULL,
+    value      TEXT NOT NULL,
+    count      INTEGER NOT NULL,
+    PRIMARY KEY (pattern_id, ord)
+);
+CREATE TABLE examples (
+    pattern_id TEXT NOT NULL REFERENCES patterns (id) ON DELETE CASCADE,
+    ord        INTEGER NOT NULL,
+    corpus     TEXT NOT NULL,
+    path       TEXT NOT NULL,
+    line       INTEGER NOT NULL,
+    snippet    TEXT NOT NULL,
+    PRIMARY KEY (pattern_id, ord)
+);
+CREATE TABLE commits (
+    pattern_id TEXT NOT NULL REFERENCES patterns (id) ON DELETE CASCADE,
+    ord        INTEGER NOT NULL,
+    commit_id  TEXT NOT NULL,
+    summary    TEXT NOT NULL,
+    date       TEXT NOT NULL,
+    PRIMARY KEY (pattern_id, ord)
+);
+CREATE VIRTUAL TABLE patterns_fts USING fts5 (id, title, rationale, before, after, snippets);
+"#,
+];
+
+/// The schema version this build writes and reads.
+pub const SCHEMA_VERSION: i64 = MIGRATIONS.len() as i64;
