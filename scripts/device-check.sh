@@ -83,11 +83,12 @@ for k in kernels:
     cons = c.get("consistency", {}).get("o_rel_l2")
     r = b.get("results", {}).get("candidate", {})
     fla = b.get("results", {}).get("against", {}).get("median_us")
-    print(f"{k:<17} {c.get('status','?'):<8} {worst:>12.2e} {cons if cons is None else format(cons, '.1e'):>9} "
+    fmt = lambda x, f: "-" if x is None else format(x, f)
+    print(f"{k:<17} {c.get('status','?'):<8} {worst:>12.2e} {fmt(cons, '.1e'):>9} "
           f"{r.get('median_us', float('nan')):>10.1f} "
           f"{(str(round(r['p10_us'],1)) + '-' + str(round(r['p90_us'],1))) if r else '-':>15} "
           f"{r.get('achieved_gbps', float('nan')):>7.0f} {100 * r.get('fraction_of_peak_bw', float('nan')):>6.1f} "
-          f"{fla if fla is None else format(fla, '.1f'):>8}")
+          f"{fmt(fla, '.1f'):>8}")
     for f in (c.get("failures") or [])[:3] + ([c["error"]] if "error" in c else []) + ([b["error"]] if "error" in b else []):
         print(f"   {f}")
     if c.get("curve"):
