@@ -515,3 +515,318 @@ impl Catalog {
         serde_json::from_str(text).map_err(|e| self.corrupt(table, row, format!("bad JSON: {e}")))
     }
 }
+
+#[cfg(test)]
+pub(crate) mod tests {
+    use super::*;
+    use crate::model::{Category, CommitRef, IdiomExample, Support, ValueCount};
+    use kidiom_miner::{FamilyFacts, FamilyKey, Mechanism};
+
+    /// A pattern with every field filled; `occ` occurrences in each corpus.
+    pub(crate) fn pattern(
+        id: &str,
+        kind: Kind,
+        lang: Lang,
+        cat: Category,
+        corpora: &[(&str, u64)],
+        score: f64,
+    ) -> Pattern {
+        Pattern {
+            id: id.to_string(),
+            kind,
+            language: lang,
+            category: cat,
+            title: format!("title of {id}"),
+            rationale: format!("rationale of {id}"),
+            before: "tl.dot($A, $B)".into(),
+            after: "tl.dot($A, $B, input_precision=$P)".into(),
+            support: corpora
+                .iter()
+                .map(|(c, n)| Support {
+                    corpus: c.to_string(),
+                    revision: format!("rev-{c}"),
+                    occurrences: *n,
+                    files: n / 2 + 1,
+                    opportunities: 7,
+                })
+                .collect(),
+            values: vec![
+                ValueCount { value: "\"ieee\"".into(), count: 5 },
+                ValueCount { value: "\"tf32\"".into(), count: 2 },
+            ],
+            examples: vec![IdiomExample {
+                corpus: corpora.first().map(|c| c.0).unwrap_or("x").to_string(),
+                path: format!("src/{id}.py"),
+                line: 42,
+                snippet: format!("b = tl.dot(q, k)  # {id}"),
+            }],
+            commits: if kind == Kind::Edit {
+                vec![CommitRef {
+                    id: "c0ffee".into(),
+                    summary: "[Perf] fuse".into(),
+                    date: "2025-01-02T03:04:05Z".into(),
+                }]
+            } else {
+                Vec::new()
+            },
+            score,
+        }
+    }
+
+    pub(crate) fn facts(kernels: u32) -> FileFacts {
+        let key = FamilyKey {
+            lang: Lang::Python,
+            mechanism: Mechanism::Keyword,
+            subject: "tl.dot".into(),
+            decoration: "input_precision".into(),
+        };
+        FileFacts {
+            kernels,
+            scopes: [("call:tl.dot".to_string(), 3)].into_iter().collect(),
+            families: vec![(key, FamilyFacts { occurrences: 1, units: 1, ..Default::default() })],
+            ..Default::default()
+        }
+    }
+
+    fn temp() -> (tempfile::TempDir, PathBuf) {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("sub/dir/catalog.sqlite");
+        (dir, path)
+    }
+
+    fn ids(ps: &[Pattern]) -> Vec<&str> {
+        ps.iter().map(|p| p.id.as_str()).collect()
+    }
+
+    fn stat(size: u64) -> Option<StatKey> {
+        Some(StatKey { size, mtime_ns: 1_700_000_000_123_456_789 })
+    }
+
+    #[test]
+    fn open_creates_directories_and_reopens() {
+        let (_d, path) = temp();
+        let mut cat = Catalog::open(&path).unwrap();
+        assert!(path.is_file());
+        assert_eq!(cat.path(), path);
+        let tx = cat.begin().unwrap();
+        tx.put_corpus("fla", "git", "https://x/fla", "abc").unwrap();
+        tx.commit().unwrap();
+        drop(cat);
+        let cat = Catalog::open(&path).unwrap();
+        assert_eq!(cat.corpora().unwrap().len(), 1);
+        let mode: String = cat.conn.pragma_query_value(None, "journal_mode", |r| r.get(0)).unwrap();
+        assert_eq!(mode, "wal");
+        let v: i64 = cat.conn.pragma_query_value(None, "user_version", |r| r.get(0)).unwrap();
+        assert_eq!(v, SCHEMA_VERSION);
+    }
+
+    #[test]
+    fn in_memory_catalog_works() {
+        let mut cat = Catalog::open_in_memory().unwrap();
+        let tx = cat.begin().unwrap();
+        tx.replace_patterns(Kind::Usage, &[pattern("a", Kind::Usage, Lang::Cuda, Category::Memory, &[], 1.0)]).unwrap();
+        tx.commit().unwrap();
+        assert_eq!(cat.get("a").unwrap().unwrap().language, Lang::Cuda);
+    }
+
+    #[test]
+    fn dropped_transaction_rolls_back() {
+        let (_d, path) = temp();
+        let mut cat = Catalog::open(&path).unwrap();
+        let old = pattern("old", Kind::Usage, Lang::Python, Category::Precision, &[("fla", 3)], 1.0);
+        let tx = cat.begin().unwrap();
+        tx.put_corpus("fla", "git", "src", "r1").unwrap();
+        tx.put_file("fla", "a.py", Lang::Python, "b1", None, "fp", &FileOutcome::Parsed(facts(1))).unwrap();
+        tx.replace_patterns(Kind::Usage, std::slice::from_ref(&old)).unwrap();
+        tx.commit().unwrap();
+
+        {
+            let tx = cat.begin().unwrap();
+            tx.put_corpus("fla", "git", "src", "r2").unwrap();
+            tx.put_file("fla", "a.py", Lang::Python, "b2", None, "fp", &FileOutcome::NoKernels).unwrap();
+            tx.put_file("fla", "b.py", Lang::Python, "b3", None, "fp", &FileOutcome::NoKernels).unwrap();
+            tx.replace_patterns(Kind::Usage, &[]).unwrap();
+            // dropped: a failed or killed run
+        }
+        assert_eq!(cat.list(&Filter::default()).unwrap(), vec![old.clone()]);
+        assert_eq!(cat.corpora().unwrap()[0].revision, "r1");
+        let cached = cat.cached_files("fla").unwrap();
+        assert_eq!(cached.len(), 1);
+        assert_eq!(cached["a.py"].blob, "b1");
+
+        let new = pattern("new", Kind::Usage, Lang::Python, Category::Precision, &[("fla", 3)], 1.0);
+        let tx = cat.begin().unwrap();
+        tx.replace_patterns(Kind::Usage, std::slice::from_ref(&new)).unwrap();
+        tx.commit().unwrap();
+        assert_eq!(cat.list(&Filter::default()).unwrap(), vec![new]);
+        // A second connection sees the committed state too.
+        assert_eq!(ids(&Catalog::open(&path).unwrap().list(&Filter::default()).unwrap()), ["new"]);
+    }
+
+    #[test]
+    fn second_writer_is_locked_out_until_commit() {
+        let (_d, path) = temp();
+        let mut first = Catalog::open(&path).unwrap();
+        let mut second = Catalog::open_with_timeout(&path, Duration::from_millis(200)).unwrap();
+        let tx = first.begin().unwrap();
+        tx.put_corpus("fla", "git", "src", "r1").unwrap();
+
+        let err = second.begin().unwrap_err();
+        assert!(matches!(err, Error::Locked { .. }), "{err:?}");
+        let msg = err.to_string();
+        assert!(msg.contains(&path.display().to_string()), "{msg}");
+        assert!(msg.contains("is locked by another kidiom process"), "{msg}");
+        // Readers are not blocked by the writer, and do not see its writes.
+        assert!(second.corpora().unwrap().is_empty());
+        // Opening is not blocked either.
+        Catalog::open_with_timeout(&path, Duration::from_millis(200)).unwrap();
+
+        tx.commit().unwrap();
+        let tx2 = second.begin().unwrap();
+        tx2.commit().unwrap();
+        assert_eq!(second.corpora().unwrap().len(), 1);
+    }
+
+    fn assert_not_a_catalog(bytes: &[u8]) {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("catalog.sqlite");
+        std::fs::write(&path, bytes).unwrap();
+        let err = Catalog::open(&path).unwrap_err();
+        assert!(matches!(err, Error::NotACatalog { .. }), "{err:?}");
+        let msg = err.to_string();
+        assert!(msg.starts_with(&format!("{} is not a kidiom catalog (", path.display())), "{msg}");
+        assert_eq!(std::fs::read(&path).unwrap(), bytes, "file must be untouched");
+        let names: Vec<_> = std::fs::read_dir(dir.path()).unwrap().map(|e| e.unwrap().file_name()).collect();
+        assert_eq!(names.len(), 1, "no journal files left behind: {names:?}");
+    }
+
+    #[test]
+    fn random_bytes_are_not_a_catalog() {
+        let mut x: u64 = 0x9e37_79b9_7f4a_7c15;
+        let bytes: Vec<u8> = (0..10_000)
+            .map(|_| {
+                x ^= x << 13;
+                x ^= x >> 7;
+                x ^= x << 17;
+                x as u8
+            })
+            .collect();
+        assert_not_a_catalog(&bytes);
+    }
+
+    #[test]
+    fn text_files_are_not_a_catalog() {
+        assert_not_a_catalog(b"hello\n");
+        assert_not_a_catalog("name = \"fla\"\nkind = \"git\"\n".repeat(200).as_bytes());
+    }
+
+    #[test]
+    fn other_sqlite_databases_are_not_a_catalog() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("other.sqlite");
+        let conn = Connection::open(&path).unwrap();
+        conn.execute_batch("CREATE TABLE t (x); INSERT INTO t VALUES (1);").unwrap();
+        drop(conn);
+        let err = Catalog::open(&path).unwrap_err();
+        assert!(err.to_string().contains("without kidiom tables"), "{err}");
+
+        let conn = Connection::open(&path).unwrap();
+        conn.pragma_update(None, "application_id", 42).unwrap();
+        drop(conn);
+        let err = Catalog::open(&path).unwrap_err();
+        assert!(err.to_string().contains("another application"), "{err}");
+    }
+
+    #[test]
+    fn a_directory_is_not_a_catalog() {
+        let dir = tempfile::tempdir().unwrap();
+        let err = Catalog::open(dir.path()).unwrap_err();
+        assert!(matches!(err, Error::NotACatalog { .. }), "{err:?}");
+    }
+
+    #[test]
+    fn newer_schema_is_refused() {
+        let (_d, path) = temp();
+        drop(Catalog::open(&path).unwrap());
+        let conn = Connection::open(&path).unwrap();
+        conn.pragma_update(None, "user_version", SCHEMA_VERSION + 1).unwrap();
+        drop(conn);
+        let err = Catalog::open(&path).unwrap_err();
+        match &err {
+            Error::NewerSchema { found, supported, .. } => {
+                assert_eq!((*found, *supported), (SCHEMA_VERSION + 1, SCHEMA_VERSION));
+            }
+            other => panic!("{other:?}"),
+        }
+        assert!(err.to_string().contains("upgrade kidiom"), "{err}");
+    }
+
+    #[test]
+    fn mining_cache_round_trips() {
+        let mut cat = Catalog::open_in_memory().unwrap();
+        let tx = cat.begin().unwrap();
+        tx.put_corpus("fla", "git", "https://x/fla", "abc").unwrap();
+        tx.put_corpus("dg", "dir", "/src/dg", "").unwrap();
+        tx.put_file("fla", "a.py", Lang::Python, "b-a", None, "fp1", &FileOutcome::Parsed(facts(2))).unwrap();
+        tx.put_file("fla", "b.py", Lang::Python, "b-b", None, "fp1", &FileOutcome::NoKernels).unwrap();
+        tx.put_file("fla", "c.cu", Lang::Cuda, "b-c", None, "fp1", &FileOutcome::Skipped(Skip::TooLarge(9_000_000)))
+            .unwrap();
+        tx.put_file("dg", "k.cu", Lang::Cuda, "b-k", stat(10), "fp1", &FileOutcome::Parsed(facts(1))).unwrap();
+        tx.put_file("dg", "bin.h", Lang::Cpp, "b-bin", stat(3), "fp1", &FileOutcome::Skipped(Skip::Binary)).unwrap();
+        // a file not in any recorded corpus is still cached
+        tx.put_file("loose", "x.rs", Lang::Rust, "b-x", None, "fp1", &FileOutcome::Parsed(facts(0))).unwrap();
+        tx.commit().unwrap();
+
+        let fla = cat.cached_files("fla").unwrap();
+        assert_eq!(fla.len(), 3);
+        assert_eq!(fla["a.py"], CachedFile { blob: "b-a".into(), stat: None, fingerprint: "fp1".into() });
+        assert_eq!(cat.cached_files("dg").unwrap()["k.cu"].stat, stat(10));
+        assert!(cat.cached_files("nope").unwrap().is_empty());
+
+        let all = cat.all_facts().unwrap();
+        let got: Vec<_> =
+            all.iter().map(|f| (f.corpus.as_str(), f.revision.as_str(), f.path.as_str(), f.lang)).collect();
+        assert_eq!(
+            got,
+            [("dg", "", "k.cu", Lang::Cuda), ("fla", "abc", "a.py", Lang::Python), ("loose", "", "x.rs", Lang::Rust)]
+        );
+        assert_eq!(all[1].facts, facts(2));
+
+        assert_eq!(cat.skipped_files("fla").unwrap(), [("c.cu".to_string(), Skip::TooLarge(9_000_000))]);
+
+        let corpora = cat.corpora().unwrap();
+        assert_eq!(corpora.len(), 2);
+        let fla_row = corpora.iter().find(|c| c.name == "fla").unwrap();
+        assert_eq!((fla_row.kind.as_str(), fla_row.files, fla_row.skipped), ("git", 3, 1));
+        assert_eq!(fla_row.mined_at.len(), "2026-01-01T00:00:00Z".len(), "{}", fla_row.mined_at);
+        assert!(fla_row.mined_at.ends_with('Z'));
+
+        // Overwrite: same (corpus, path) replaces the row.
+        let tx = cat.begin().unwrap();
+        tx.put_file("fla", "a.py", Lang::Python, "b-a2", None, "fp2", &FileOutcome::NoKernels).unwrap();
+        let keep: HashSet<String> = ["a.py".to_string(), "gone-already.py".to_string()].into();
+        assert_eq!(tx.retain_files("fla", &keep).unwrap(), 2);
+        assert_eq!(tx.retain_files("fla", &keep).unwrap(), 0);
+        tx.commit().unwrap();
+        let fla = cat.cached_files("fla").unwrap();
+        assert_eq!(fla.keys().collect::<Vec<_>>(), ["a.py"]);
+        assert_eq!(fla["a.py"].fingerprint, "fp2");
+        assert_eq!(cat.cached_files("dg").unwrap().len(), 2, "other corpora untouched");
+        assert!(cat.all_facts().unwrap().iter().all(|f| f.corpus != "fla"));
+    }
+
+    #[test]
+    fn bad_json_is_reported_with_its_row() {
+        let mut cat = Catalog::open_in_memory().unwrap();
+        let tx = cat.begin().unwrap();
+        tx.put_file("fla", "a.py", Lang::Python, "b", None, "fp", &FileOutcome::Parsed(facts(1))).unwrap();
+        tx.commit().unwrap();
+        cat.conn.execute("UPDATE files SET facts = '{not json'", []).unwrap();
+        let err = cat.all_facts().unwrap_err();
+        assert!(matches!(err, Error::Corrupt { table: "files", .. }), "{err:?}");
+        assert!(err.to_string().contains("fla:a.py"), "{err}");
+
+        cat.conn.execute("UPDATE files SET lang = 'cobol'", []).unwrap();
+        assert!(cat.all_facts().unwrap_err().to_string().contains("unknown language"));
+    }
+}
