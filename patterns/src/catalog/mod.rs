@@ -349,8 +349,8 @@ impl MineTx<'_> {
             .at(self.path)?;
         let mut fts = tx
             .prepare_cached(
-                "INSERT INTO patterns_fts (rowid, id, title, rationale, before, after, snippets)
-                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)",
+                "INSERT INTO patterns_fts (rowid, id, title, rationale, before, after, snippets, hole_values)
+                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)",
             )
             .at(self.path)?;
         for p in patterns {
@@ -393,8 +393,18 @@ impl MineTx<'_> {
                 com.execute(params![p.id, i as i64, c.id, c.summary, c.date]).at(self.path)?;
             }
             let snippets: Vec<&str> = p.examples.iter().map(|e| e.snippet.as_str()).collect();
-            fts.execute(params![rowid, p.id, p.title, p.rationale, p.before, p.after, snippets.join("\n")])
-                .at(self.path)?;
+            let values: Vec<&str> = p.values.iter().map(|v| v.value.as_str()).collect();
+            fts.execute(params![
+                rowid,
+                p.id,
+                p.title,
+                p.rationale,
+                p.before,
+                p.after,
+                snippets.join("\n"),
+                values.join("\n")
+            ])
+            .at(self.path)?;
         }
         Ok(())
     }

@@ -134,7 +134,7 @@ impl Catalog {
         let sql = format!(
             "SELECT {COLUMNS} FROM patterns_fts f JOIN patterns p ON p.rowid = f.rowid
              WHERE patterns_fts MATCH ?1 AND {cond}
-             ORDER BY bm25(patterns_fts, 2.0, 5.0, 1.0, 1.0, 1.0, 1.0), p.score DESC, p.id LIMIT ?{}",
+             ORDER BY bm25(patterns_fts, 2.0, 5.0, 1.0, 1.0, 1.0, 1.0, 1.0), p.score DESC, p.id LIMIT ?{}",
             params.len()
         );
         self.query_patterns(&sql, params)
@@ -269,5 +269,282 @@ impl Catalog {
             })
             .at(path)?;
         Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::Error;
+    use crate::catalog::tests::pattern;
+    use crate::model::Kind::{Edit, Usage};
+    use kidiom_miner::Skip;
+
+    fn catalog() -> (Catalog, Vec<Pattern>) {
+        use Category::*;
+        use Lang::*;
+        let usage = vec![
+            pattern("py-keyword-tl-dot-input-precision", Usage, Python, Precision, &[("fla", 40), ("sgl", 2)], 9.0),
+            pattern("cu-qualifier-launch-bounds", Usage, Cuda, Launch, &[("dg", 12)], 5.0),
+            pattern("py-decorator-autotune", Usage, Python, Specialization, &[("sgl", 3)], 5.0),
+            pattern("cpp-guard-gil-scoped-release", Usage, Cpp, Concurrency, &[("sgl", 1)], 0.5),
+        ];
+        let edit = vec![pattern("edit-py-tl-dot-ieee", Edit, Python, Precision, &[("fla", 2)], 7.0)];
+        let mut cat = Catalog::open_in_memory().unwrap();
+        let tx = cat.begin().unwrap();
+        tx.replace_patterns(Usage, &usage).unwrap();
+        tx.replace_patterns(Edit, &edit).unwrap();
+        tx.commit().unwrap();
+        let mut all = usage;
+        all.extend(edit);
+        (cat, all)
+    }
+
+    fn ids(ps: &[Pattern]) -> Vec<&str> {
+        ps.iter().map(|p| p.id.as_str()).collect()
+    }
+
+    #[test]
+    fn patterns_round_trip_with_every_field() {
+        let (cat, all) = catalog();
+        for p in &all {
+            assert_eq!(cat.get(&p.id).unwrap().as_ref(), Some(p));
+        }
+        assert_eq!(cat.get("nope").unwrap(), None);
+        let listed = cat.list(&Filter::default()).unwrap();
+        assert_eq!(listed.len(), all.len());
+        for p in &listed {
+            assert_eq!(all.iter().find(|q| q.id == p.id), Some(p));
+        }
+        assert!(!cat.get("edit-py-tl-dot-ieee").unwrap().unwrap().commits.is_empty());
+    }
+
+    #[test]
+    fn list_orders_by_score_then_id() {
+        let (cat, _) = catalog();
+        assert_eq!(
+            ids(&cat.list(&Filter::default()).unwrap()),
+            [
+                "py-keyword-tl-dot-input-precision",
+                "edit-py-tl-dot-ieee",
+                "cu-qualifier-launch-bounds",
+                "py-decorator-autotune",
+                "cpp-guard-gil-scoped-release",
+            ]
+        );
+    }
+
+    #[test]
+    fn filters_narrow() {
+        let (cat, _) = catalog();
+        let check = |f: Filter, want: &[&str]| {
+            assert_eq!(ids(&cat.list(&f).unwrap()), want, "{f:?}");
+        };
+        let none = Filter::default();
+        check(
+            Filter { language: Some(Lang::Python), ..none.clone() },
+            &["py-keyword-tl-dot-input-precision", "edit-py-tl-dot-ieee", "py-decorator-autotune"],
+        );
+        check(Filter { language: Some(Lang::Rust), ..none.clone() }, &[]);
+        check(
+            Filter { category: Some(Category::Precision), ..none.clone() },
+            &["py-keyword-tl-dot-input-precision", "edit-py-tl-dot-ieee"],
+        );
+        check(Filter { kind: Some(Edit), ..none.clone() }, &["edit-py-tl-dot-ieee"]);
+        check(
+            Filter { kind: Some(Usage), limit: Some(2), ..none.clone() },
+            &["py-keyword-tl-dot-input-precision", "cu-qualifier-launch-bounds"],
+        );
+        // min_support counts occurrences over all corpora: 42, 12, 3, 1, 2.
+        check(
+            Filter { min_support: Some(3), ..none.clone() },
+            &["py-keyword-tl-dot-input-precision", "cu-qualifier-launch-bounds", "py-decorator-autotune"],
+        );
+        check(Filter { min_support: Some(42), ..none.clone() }, &["py-keyword-tl-dot-input-precision"]);
+        check(Filter { min_support: Some(43), ..none.clone() }, &[]);
+        check(
+            Filter { corpus: Some("sgl".into()), ..none.clone() },
+            &["py-keyword-tl-dot-input-precision", "py-decorator-autotune", "cpp-guard-gil-scoped-release"],
+        );
+        check(
+            Filter { corpus: Some("fla".into()), kind: Some(Usage), ..none.clone() },
+            &["py-keyword-tl-dot-input-precision"],
+        );
+        check(Filter { limit: Some(0), ..none.clone() }, &[]);
+        // The corpus filter keeps the pattern's other support.
+        let p = cat.list(&Filter { corpus: Some("sgl".into()), ..none }).unwrap();
+        assert_eq!(p[0].support.len(), 2);
+    }
+
+    #[test]
+    fn search_finds_titles_snippets_and_ids() {
+        let (cat, _) = catalog();
+        let s = |q: &str, f: &Filter| ids(&cat.search(q, f).unwrap()).join(" ");
+        let all = Filter::default();
+        assert_eq!(s("title cu-qualifier-launch-bounds", &all), "cu-qualifier-launch-bounds");
+        assert_eq!(s("launch bounds", &all), "cu-qualifier-launch-bounds");
+        // prefix match
+        assert_eq!(s("autotu", &all), "py-decorator-autotune");
+        // snippet text: every example snippet holds `tl.dot(q, k)  # <id>`
+        assert_eq!(cat.search("tl.dot(q, k)", &all).unwrap().len(), 5);
+        assert_eq!(s("gil-scoped", &all), "cpp-guard-gil-scoped-release");
+        // rationale
+        assert_eq!(s("rationale of py-decorator", &all), "py-decorator-autotune");
+        // filters apply
+        assert_eq!(s("tl.dot", &Filter { kind: Some(Edit), ..all.clone() }), "edit-py-tl-dot-ieee");
+        assert_eq!(cat.search("tl.dot", &Filter { limit: Some(2), ..all.clone() }).unwrap().len(), 2);
+        // text that is only in one example's snippet
+        let mut p = pattern("snip", Usage, Lang::Cuda, Category::Memory, &[], 0.0);
+        p.examples[0].snippet = "auto v = *reinterpret_cast<const float4*>(kvcache_xfer + i);".into();
+        let mut cat2 = Catalog::open_in_memory().unwrap();
+        let tx = cat2.begin().unwrap();
+        tx.replace_patterns(Usage, &[p]).unwrap();
+        tx.commit().unwrap();
+        assert_eq!(ids(&cat2.search("kvcache_xfer", &all).unwrap()), ["snip"]);
+        assert_eq!(ids(&cat2.search("float4*>(", &all).unwrap()), ["snip"]);
+        // no match
+        assert_eq!(s("nonexistentword", &all), "");
+    }
+
+    #[test]
+    fn search_ranks_title_matches_first() {
+        let mut cat = Catalog::open_in_memory().unwrap();
+        let mut a = pattern("a", Usage, Lang::Python, Category::Other, &[], 100.0);
+        a.rationale = "mentions eviction once".into();
+        let mut b = pattern("b", Usage, Lang::Python, Category::Other, &[], 1.0);
+        b.title = "eviction_policy on tl.load".into();
+        let tx = cat.begin().unwrap();
+        tx.replace_patterns(Usage, &[a, b]).unwrap();
+        tx.commit().unwrap();
+        assert_eq!(ids(&cat.search("eviction", &Filter::default()).unwrap()), ["b", "a"]);
+    }
+
+    #[test]
+    fn search_text_is_never_fts_syntax() {
+        let (cat, _) = catalog();
+        let all = Filter::default();
+        for q in [
+            "tl.dot(",
+            "\"ieee\"",
+            "input_precision=",
+            "a AND OR",
+            "NOT",
+            "NEAR(a b)",
+            "col:umn",
+            "title:x",
+            "*",
+            "^start",
+            "\"",
+            "\"\"\"",
+            "(((",
+            "a OR",
+            "-x",
+            "'",
+            "{a b}",
+            "",
+            "   ",
+            "= ( ) .",
+            "tl.dot(a, b, input_precision=\"ieee\")",
+            "ünïcödé ☃",
+        ] {
+            if let Err(e) = cat.search(q, &all) {
+                panic!("search {q:?}: {e}");
+            }
+        }
+        // Quotes and operators are plain words: every fixture pattern has the
+        // value "ieee" and input_precision in its `after`.
+        assert_eq!(cat.search("\"ieee\"", &all).unwrap().len(), 5);
+        assert_eq!(cat.search("input_precision=", &all).unwrap().len(), 5);
+        assert_eq!(cat.search("tl.dot(", &all).unwrap().len(), 5);
+        assert!(cat.search("a AND OR", &all).unwrap().is_empty());
+        assert!(cat.search("= ( ) .", &all).unwrap().is_empty());
+    }
+
+    #[test]
+    fn fts_queries_are_quoted() {
+        let check = |q: &str, want: Option<&str>| assert_eq!(fts_query(q).as_deref(), want, "{q:?}");
+        check("tl.dot(", Some("\"tl.dot(\"*"));
+        check("\"ieee\"", Some("\"\"\"ieee\"\"\"*"));
+        check("a AND OR", Some("\"a\"* \"AND\"* \"OR\"*"));
+        check("= (", None);
+        check("", None);
+    }
+
+    #[test]
+    fn replace_patterns_replaces_only_its_kind() {
+        let (mut cat, _) = catalog();
+        let newer = pattern("py-new", Usage, Lang::Python, Category::Math, &[("fla", 4)], 3.0);
+        let tx = cat.begin().unwrap();
+        tx.replace_patterns(Usage, std::slice::from_ref(&newer)).unwrap();
+        tx.commit().unwrap();
+        assert_eq!(ids(&cat.list(&Filter::default()).unwrap()), ["edit-py-tl-dot-ieee", "py-new"]);
+        // old rows and their search entries are gone
+        assert!(cat.search("launch bounds", &Filter::default()).unwrap().is_empty());
+        for table in ["support", "pattern_values", "examples", "commits"] {
+            let n: i64 = cat
+                .conn
+                .query_row(
+                    &format!("SELECT count(*) FROM {table} WHERE pattern_id NOT IN (SELECT id FROM patterns)"),
+                    [],
+                    |r| r.get(0),
+                )
+                .unwrap();
+            assert_eq!(n, 0, "orphans in {table}");
+        }
+        let fts: i64 = cat.conn.query_row("SELECT count(*) FROM patterns_fts", [], |r| r.get(0)).unwrap();
+        assert_eq!(fts, 2);
+        // replacing with the same set again is idempotent
+        let tx = cat.begin().unwrap();
+        tx.replace_patterns(Usage, std::slice::from_ref(&newer)).unwrap();
+        tx.commit().unwrap();
+        assert_eq!(cat.get("py-new").unwrap(), Some(newer));
+    }
+
+    #[test]
+    fn invalid_patterns_are_refused() {
+        let (mut cat, _) = catalog();
+        let tx = cat.begin().unwrap();
+        let p = |id: &str, kind| pattern(id, kind, Lang::Python, Category::Other, &[], 1.0);
+        let check = |kind, ps: &[Pattern], want: &str| {
+            let err = tx.replace_patterns(kind, ps).unwrap_err();
+            assert!(matches!(err, Error::InvalidPattern { .. }), "{err:?}");
+            assert!(err.to_string().contains(want), "{err}");
+        };
+        check(Usage, &[p("x", Edit)], "kind edit given to replace the usage patterns");
+        check(Usage, &[p("x", Usage), p("x", Usage)], "duplicate id");
+        check(Usage, &[Pattern { score: f64::NAN, ..p("x", Usage) }], "NaN");
+        check(Usage, &[p("edit-py-tl-dot-ieee", Usage)], "taken by a pattern of kind edit");
+        drop(tx);
+        assert_eq!(cat.list(&Filter::default()).unwrap().len(), 5);
+    }
+
+    #[test]
+    fn stats_count_everything() {
+        let (mut cat, _) = catalog();
+        let tx = cat.begin().unwrap();
+        tx.put_corpus("fla", "git", "u", "r").unwrap();
+        let facts = crate::catalog::tests::facts(1);
+        use crate::FileOutcome::*;
+        tx.put_file("fla", "a.py", Lang::Python, "1", None, "f", &Parsed(facts)).unwrap();
+        tx.put_file("fla", "b.py", Lang::Python, "2", None, "f", &NoKernels).unwrap();
+        tx.put_file("fla", "c.py", Lang::Python, "3", None, "f", &NoKernels).unwrap();
+        tx.put_file("fla", "d.cu", Lang::Cuda, "4", None, "f", &Skipped(Skip::Binary)).unwrap();
+        tx.put_file("fla", "e.cu", Lang::Cuda, "5", None, "f", &Skipped(Skip::TooDeep(300))).unwrap();
+        tx.put_file("fla", "f.cu", Lang::Cuda, "6", None, "f", &Skipped(Skip::TooDeep(301))).unwrap();
+        tx.commit().unwrap();
+        let s = cat.stats().unwrap();
+        assert_eq!(s.schema_version, crate::SCHEMA_VERSION);
+        assert_eq!(s.patterns, 5);
+        let map = |kv: &[(&str, u64)]| kv.iter().map(|(k, v)| (k.to_string(), *v)).collect::<BTreeMap<_, _>>();
+        assert_eq!(s.by_kind, map(&[("usage", 4), ("edit", 1)]));
+        assert_eq!(s.by_language, map(&[("python", 3), ("cuda", 1), ("cpp", 1)]));
+        assert_eq!(s.by_category["precision"], 2);
+        assert_eq!((s.files, s.parsed, s.no_kernels, s.skipped), (6, 1, 2, 3));
+        assert_eq!(s.skipped_by_reason, map(&[("binary", 1), ("too-deep", 2)]));
+        assert_eq!(s.corpora.len(), 1);
+        assert_eq!((s.corpora[0].files, s.corpora[0].skipped), (6, 3));
+
+        let empty = Catalog::open_in_memory().unwrap().stats().unwrap();
+        assert_eq!((empty.patterns, empty.files), (0, 0));
     }
 }

@@ -17,7 +17,7 @@
 //! | `pattern_values` | `(pattern_id, ord)` | `value`, `count` (most frequent first, by `ord`) |
 //! | `examples` | `(pattern_id, ord)` | `corpus`, `path`, `line`, `snippet` |
 //! | `commits` | `(pattern_id, ord)` | `commit_id`, `summary`, `date` |
-//! | `patterns_fts` | rowid = `patterns.rowid` | FTS5 over `id`, `title`, `rationale`, `before`, `after`, `snippets` (the examples' snippets, one per line) |
+//! | `patterns_fts` | rowid = `patterns.rowid` | FTS5 over `id`, `title`, `rationale`, `before`, `after`, `snippets` (the examples' snippets, one per line), `hole_values` (the histogram's values, one per line) |
 //!
 //! Child tables reference `patterns(id)` with `ON DELETE CASCADE`. Enum
 //! columns hold the lowercase names printed by `name()` (`usage`, `python`,
@@ -98,7 +98,7 @@ CREATE TABLE commits (
     date       TEXT NOT NULL,
     PRIMARY KEY (pattern_id, ord)
 );
-CREATE VIRTUAL TABLE patterns_fts USING fts5 (id, title, rationale, before, after, snippets);
+CREATE VIRTUAL TABLE patterns_fts USING fts5 (id, title, rationale, before, after, snippets, hole_values);
 "#,
 ];
 
