@@ -102,3 +102,12 @@ impl Error {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn errors_work_with_anyhow() {
+        fn check<E: std::error::Error + Send + Sync + 'static>() {}
+        check::<super::Error>();
+    }
+}
