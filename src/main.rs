@@ -1,1 +1,12 @@
-fn main() {}
+//! The `kidiom` command line: glue over the miner, patterns, rewriter and
+//! validator crates. Each subcommand lives in `cmd/`.
+
+mod cli;
+mod cmd;
+mod config;
+mod driver;
+mod output;
+
+fn main() -> std::process::ExitCode {
+    cli::run(std::env::args_os())
+}

@@ -1,1 +1,10 @@
+//! End-to-end tests of the `kidiom` binary. One module per command; each
+//! test builds its own corpus in a temporary directory (no upstream code).
 
+#[macro_use]
+mod util;
+
+// `kidiom mine`: counts against an independent count, bad input, incrementality, locking.
+mod mine;
+// `kidiom catalog list|show|search|stats`.
+mod catalog;

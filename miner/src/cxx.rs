@@ -197,23 +197,13 @@ fn walk(ctx: &mut Ctx, root: Node) {
             "call_expression" => {
                 visit_call(ctx, node, frames.last_mut(), in_error);
             }
-            "for_statement" | "for_range_loop" | "while_statement" | "do_statement" => {
-                if let Some(f) = frames.last().filter(|f| f.kind != FnKind::Binding) {
-                    let _ = f;
-                    ctx.out.scope(LOOP, 1);
-                }
+            "for_statement" | "for_range_loop" | "while_statement" | "do_statement" if in_kernel(&frames) => {
+                ctx.out.scope(LOOP, 1);
             }
-            "preproc_call" => {
-                if frames.last().is_some_and(|f| f.kind != FnKind::Binding) {
-                    visit_pragma(ctx, node, in_error);
-                }
-            }
+            "preproc_call" if in_kernel(&frames) => visit_pragma(ctx, node, in_error),
             "gnu_asm_expression" | "asm_statement" => {
                 if let Some(f) = frames.last_mut().filter(|f| f.kind != FnKind::Binding) {
-                    let code = node
-                        .child_by_field_name("assembly_code")
-                        .map(|c| ctx.text(c))
-                        .unwrap_or("");
+                    let code = node.child_by_field_name("assembly_code").map(|c| ctx.text(c)).unwrap_or("");
                     let mnemonic = code
                         .trim_matches(|c: char| c == '"' || c.is_whitespace())
                         .split(|c: char| c.is_whitespace() || c == '\\' || c == '"')
@@ -256,6 +246,10 @@ fn walk(ctx: &mut Ctx, root: Node) {
             depth -= 1;
         }
     }
+}
+
+fn in_kernel(frames: &[Frame]) -> bool {
+    frames.last().is_some_and(|f| f.kind != FnKind::Binding)
 }
 
 fn enter_function<'t>(ctx: &mut Ctx, node: Node<'t>, depth: usize, in_error: bool) -> Option<Frame<'t>> {
@@ -340,7 +334,15 @@ fn visit_params(ctx: &mut Ctx, declarator: Node, in_error: bool) {
 
 fn callee_name(ctx: &Ctx, func: Node) -> Option<(String, Option<String>)> {
     match func.kind() {
-        "identifier" | "qualified_identifier" => Some((ctx.text(func).to_string(), None)),
+        "identifier" => Some((ctx.text(func).to_string(), None)),
+        "qualified_identifier" => {
+            // `py::call_guard<T>` parses as a qualified name ending in a template.
+            let text = ctx.text(func);
+            match text.find('<') {
+                Some(i) => Some((text[..i].trim().to_string(), Some(text[i..].to_string()))),
+                None => Some((text.to_string(), None)),
+            }
+        }
         "template_function" => {
             let name = func.child_by_field_name("name")?;
             let args = func.child_by_field_name("arguments").map(|a| ctx.text(a).to_string());
@@ -390,7 +392,8 @@ fn visit_call(ctx: &mut Ctx, call: Node, frame: Option<&mut Frame>, in_error: bo
     if name == "reinterpret_cast"
         && let Some(t) = targs
     {
-        let ty: String = t.trim_start_matches('<').trim_end_matches('>').replace("const", "").split_whitespace().collect();
+        let ty: String =
+            t.trim_start_matches('<').trim_end_matches('>').replace("const", "").split_whitespace().collect();
         let base = ty.trim_end_matches(['*', '&']);
         let base = base.rsplit("::").next().unwrap_or(base);
         if base.ends_with(['2', '4', '8']) {

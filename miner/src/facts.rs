@@ -42,6 +42,8 @@ pub enum Mechanism {
     BindingArg,
     /// A method called on the Python token in a PyO3 function (`py.allow_threads`).
     Pyo3Call,
+    /// A pass-through function around an expression (`tl.multiple_of(x, 16)`).
+    Wrapper,
     /// A choice of one function over a sibling form (`exp2` over `exp`);
     /// synthesized from call counts at aggregation time.
     Variant,
@@ -64,6 +66,7 @@ impl Mechanism {
             Mechanism::Guard => "guard",
             Mechanism::BindingArg => "binding-arg",
             Mechanism::Pyo3Call => "pyo3-call",
+            Mechanism::Wrapper => "wrapper",
             Mechanism::Variant => "variant",
         }
     }

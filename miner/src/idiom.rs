@@ -90,7 +90,18 @@ impl Category {
             Category::Launch
         } else if any(&["constexpr", "specialize", "heuristics", "autotune", "static_range", "unroll", "inline"]) {
             Category::Specialization
-        } else if any(&["eviction", "cache", "boundary_check", "padding", "restrict", "ldg", "reinterpret_cast", "asm", "ld.", "st."]) {
+        } else if any(&[
+            "eviction",
+            "cache",
+            "boundary_check",
+            "padding",
+            "restrict",
+            "ldg",
+            "reinterpret_cast",
+            "asm",
+            "ld.",
+            "st.",
+        ]) {
             Category::Memory
         } else if any(&["exp", "log", "sqrt", "rcp", "div", "fma", "sin", "cos", "tanh", "fast"]) {
             Category::Math
@@ -249,6 +260,12 @@ pub fn aggregate<'a>(files: impl IntoIterator<Item = FileInput<'a>>, cfg: &MineC
         }
     }
     synthesize_variants(&scopes, &call_examples, &mut fams, cfg);
+    // Wrapper candidates count only for functions seen as pass-throughs somewhere.
+    let passthrough: BTreeSet<(Lang, String)> = scopes
+        .keys()
+        .filter_map(|(_, l, s)| s.strip_prefix(crate::python::PASSTHROUGH).map(|w| (*l, w.to_string())))
+        .collect();
+    fams.retain(|(_, k), _| k.mechanism != Mechanism::Wrapper || passthrough.contains(&(k.lang, k.decoration.clone())));
 
     // Regroup per family across corpora.
     let mut by_key: BTreeMap<FamilyKey, Vec<(String, Acc)>> = BTreeMap::new();
@@ -361,7 +378,8 @@ fn synthesize_variants(
             if !is_variant(a, b) {
                 continue;
             }
-            let key = FamilyKey { lang: *lang, mechanism: Mechanism::Variant, subject: a.clone(), decoration: b.clone() };
+            let key =
+                FamilyKey { lang: *lang, mechanism: Mechanism::Variant, subject: a.clone(), decoration: b.clone() };
             for ((corpus, l, seg), (n, files, names)) in &calls {
                 if l != lang || seg != b {
                     continue;
@@ -377,14 +395,7 @@ fn synthesize_variants(
                 }
                 fams.insert(
                     (corpus.clone(), key.clone()),
-                    Acc {
-                        occurrences: *n,
-                        units: plain,
-                        files: *files,
-                        in_error: 0,
-                        values: names.clone(),
-                        examples,
-                    },
+                    Acc { occurrences: *n, units: plain, files: *files, in_error: 0, values: names.clone(), examples },
                 );
             }
         }
@@ -436,9 +447,11 @@ fn describe(
             "@triton.jit\ndef $F($$$PARAMS):\n    $$$BODY".to_string(),
             format!("@{d}($$$ARGS)\n@triton.jit\ndef $F($$$PARAMS):\n    $$$BODY"),
         ),
-        Mechanism::Annotation => {
-            (format!("`{d}` kernel parameters"), "def $F($$$A, $P, $$$B)".to_string(), format!("def $F($$$A, $P: {d}, $$$B)"))
-        }
+        Mechanism::Annotation => (
+            format!("`{d}` kernel parameters"),
+            "def $F($$$A, $P, $$$B)".to_string(),
+            format!("def $F($$$A, $P: {d}, $$$B)"),
+        ),
         Mechanism::Qualifier => {
             let q = if s == crate::cxx::CUDA_GLOBAL { "__global__" } else { "__device__" };
             let after = if d == "__launch_bounds__" {
@@ -448,23 +461,32 @@ fn describe(
             };
             (format!("`{d}` on `{q}` functions"), format!("{q} void $F($$$PARAMS) {{ $$$BODY }}"), after)
         }
-        Mechanism::ParamQualifier => (format!("`{d}` on kernel pointer parameters"), "$T* $P".to_string(), format!("$T* {d} $P")),
+        Mechanism::ParamQualifier => {
+            (format!("`{d}` on kernel pointer parameters"), "$T* $P".to_string(), format!("$T* {d} $P"))
+        }
         Mechanism::Pragma => (
             format!("`#pragma {d}` on kernel loops"),
             "for ($$$HEAD) $BODY".to_string(),
             format!("#pragma {d}\nfor ($$$HEAD) $BODY"),
         ),
         Mechanism::Intrinsic => (format!("`{d}` intrinsic in kernels"), String::new(), format!("{d}($$$ARGS)")),
-        Mechanism::InlineAsm => ("inline PTX in kernels".to_string(), String::new(), "asm volatile($$$ASM)".to_string()),
-        Mechanism::VectorCast => {
-            ("vector-width `reinterpret_cast` in kernels".to_string(), String::new(), format!("reinterpret_cast<{}>($E)", dominant("$T")))
+        Mechanism::InlineAsm => {
+            ("inline PTX in kernels".to_string(), String::new(), "asm volatile($$$ASM)".to_string())
         }
+        Mechanism::VectorCast => (
+            "vector-width `reinterpret_cast` in kernels".to_string(),
+            String::new(),
+            format!("reinterpret_cast<{}>($E)", dominant("$T")),
+        ),
         Mechanism::Guard => (format!("`{d}` guard in binding functions"), String::new(), format!("{d} $G;")),
         Mechanism::BindingArg => (
             format!("`{d}<{top}>` on binding definitions"),
             "$M.def($$$ARGS)".to_string(),
             format!("$M.def($$$ARGS, {d}<{}>())", dominant("$T")),
         ),
+        Mechanism::Wrapper => {
+            (format!("`{d}(...)` hints in Triton kernels"), String::new(), format!("$X = {d}($X, $V)"))
+        }
         Mechanism::Pyo3Call => (format!("`py.{d}` in PyO3 functions"), String::new(), format!("py.{d}(|| $$$BODY)")),
         Mechanism::Variant => {
             let b = dominant(d);
@@ -490,7 +512,8 @@ fn describe(
         adoption * 100.0,
         if values.len() > 1 { format!(" Values: {}.", top_values(&values)) } else { String::new() },
     );
-    let score = ((occ as f64).ln_1p() * (1.0 + (nfiles as f64).ln_1p()) * ncorpora as f64 * (0.5 + adoption) * 1000.0).round()
+    let score = ((occ as f64).ln_1p() * (1.0 + (nfiles as f64).ln_1p()) * ncorpora as f64 * (0.5 + adoption) * 1000.0)
+        .round()
         / 1000.0;
     let id = slug(&[key.lang.slug(), key.mechanism.name(), s, d]);
     Idiom { id, key, category, title, rationale, before, after, support, values, examples, in_error, score }
@@ -532,6 +555,9 @@ mod tests {
     #[test]
     fn slugs_are_readable() {
         assert_eq!(slug(&["py", "keyword", "tl.dot", "input_precision"]), "py-keyword-tl-dot-input-precision");
-        assert_eq!(slug(&["cu", "qualifier", "cuda-global", "__launch_bounds__"]), "cu-qualifier-cuda-global-launch-bounds");
+        assert_eq!(
+            slug(&["cu", "qualifier", "cuda-global", "__launch_bounds__"]),
+            "cu-qualifier-cuda-global-launch-bounds"
+        );
     }
 }

@@ -35,7 +35,7 @@ mod prefilter;
 mod python;
 mod rust;
 
-pub use corpus::{Corpus, CorpusFile, Manifest, SourceKind, StatKey, cache_dir, blob_id, mirror_path};
+pub use corpus::{Corpus, CorpusFile, Listing, Manifest, SourceKind, StatKey, blob_id, cache_dir, mirror_path};
 pub use cxx::{DeviceMacros, KNOWN_DEVICE_MACROS, scan_device_macros};
 pub use error::{Error, Result};
 pub use facts::{Example, FamilyFacts, FamilyKey, FileFacts, Mechanism, call_scope};
@@ -44,6 +44,9 @@ pub use lang::Lang;
 pub use parse::{Limits, Skip, decode, dump_tree};
 pub use prefilter::Prefilter;
 
+/// Version of the fact extractors: cached facts from another version are
+/// recomputed. Bump it whenever extraction changes what it records.
+pub const FACTS_VERSION: u32 = 1;
 
 /// Options for extracting one file.
 #[derive(Debug, Clone, Default)]

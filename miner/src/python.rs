@@ -21,6 +21,8 @@ struct Ctx<'a> {
     aliases: HashMap<String, String>,
     /// Kernel name -> its parameter names, for telling launch options from arguments.
     kernel_params: HashMap<String, HashSet<String>>,
+    /// Pass-through wrappers already counted in the current kernel.
+    kernel_wrappers: HashSet<String>,
     out: FactsBuilder,
 }
 
@@ -97,8 +99,7 @@ fn is_dotted(n: Node) -> bool {
 /// `triton.jit`, `triton.autotune`, `triton.heuristics` (and their
 /// `triton.runtime` spellings) mark a function as a Triton kernel.
 pub fn is_triton_kernel_decorator(canonical: &str) -> bool {
-    canonical.starts_with("triton")
-        && matches!(canonical.rsplit('.').next(), Some("jit" | "autotune" | "heuristics"))
+    canonical.starts_with("triton") && matches!(canonical.rsplit('.').next(), Some("jit" | "autotune" | "heuristics"))
 }
 
 fn collect_aliases(root: Node, src: &str) -> HashMap<String, String> {
@@ -111,7 +112,9 @@ fn collect_aliases(root: Node, src: &str) -> HashMap<String, String> {
                 let mut c = stmt.walk();
                 for name in stmt.children_by_field_name("name", &mut c) {
                     if name.kind() == "aliased_import" {
-                        if let (Some(n), Some(a)) = (name.child_by_field_name("name"), name.child_by_field_name("alias")) {
+                        if let (Some(n), Some(a)) =
+                            (name.child_by_field_name("name"), name.child_by_field_name("alias"))
+                        {
                             map.insert(text(a), text(n));
                         }
                     } else {
@@ -127,7 +130,9 @@ fn collect_aliases(root: Node, src: &str) -> HashMap<String, String> {
                 let mut c = stmt.walk();
                 for name in stmt.children_by_field_name("name", &mut c) {
                     if name.kind() == "aliased_import" {
-                        if let (Some(n), Some(a)) = (name.child_by_field_name("name"), name.child_by_field_name("alias")) {
+                        if let (Some(n), Some(a)) =
+                            (name.child_by_field_name("name"), name.child_by_field_name("alias"))
+                        {
                             map.insert(text(a), format!("{module}.{}", text(n)));
                         }
                     } else {
@@ -159,6 +164,7 @@ pub(crate) fn extract(src: &str, tree: &Tree) -> FactsBuilder {
         lines: Lines::new(src),
         aliases: collect_aliases(root, src),
         kernel_params: HashMap::new(),
+        kernel_wrappers: HashSet::new(),
         out: FactsBuilder::with_errors(root.has_error()),
     };
     collect_kernels(&mut ctx, root);
@@ -180,15 +186,12 @@ fn collect_kernels(ctx: &mut Ctx, root: Node) {
             continue;
         }
         let Some(def) = item.child_by_field_name("definition") else { continue };
-        let (Some(name), Some(params)) = (def.child_by_field_name("name"), def.child_by_field_name("parameters")) else {
+        let (Some(name), Some(params)) = (def.child_by_field_name("name"), def.child_by_field_name("parameters"))
+        else {
             continue;
         };
         let mut c = params.walk();
-        let names = params
-            .named_children(&mut c)
-            .filter_map(parameter_name)
-            .map(|n| ctx.text(n).to_string())
-            .collect();
+        let names = params.named_children(&mut c).filter_map(parameter_name).map(|n| ctx.text(n).to_string()).collect();
         ctx.kernel_params.insert(ctx.text(name).to_string(), names);
     }
 }
@@ -243,6 +246,7 @@ fn walk(ctx: &mut Ctx, root: Node) {
 
 fn enter_kernel(ctx: &mut Ctx, node: Node, decorators: &[Node], in_error: bool) {
     ctx.out.kernels += 1;
+    ctx.kernel_wrappers.clear();
     ctx.out.scope(TRITON_KERNEL, 1);
     let mut seen = HashSet::new();
     for d in decorators {
@@ -250,6 +254,11 @@ fn enter_kernel(ctx: &mut Ctx, node: Node, decorators: &[Node], in_error: bool) 
         let target = if expr.kind() == "call" { expr.child_by_field_name("function") } else { Some(expr) };
         let Some(target) = target else { continue };
         let name = ctx.canonical(ctx.text(target));
+        if expr.kind() != "call" {
+            // A bare `@triton.jit` is a call without keywords: the contrast for `@triton.jit(...)`.
+            let ex = ctx.lines.example(d.start_position().row);
+            ctx.out.call(&name, || ex);
+        }
         if name.ends_with(".jit") || !seen.insert(name.clone()) {
             continue;
         }
@@ -310,6 +319,7 @@ fn visit_call(ctx: &mut Ctx, call: Node, in_kernel: bool, in_error: bool) {
         let ex = ctx.lines.example(value.start_position().row);
         ctx.out.site(key(Mechanism::Keyword, &callee, kw), Some(v), in_error, true, || ex);
     }
+    visit_wrapper(ctx, call, &callee, in_error);
     // `callee(...).method(args)`: the call is the object of an attribute that is itself called.
     if let Some(attr) = call.parent().filter(|p| p.kind() == "attribute")
         && attr.child_by_field_name("object") == Some(call)
@@ -333,4 +343,34 @@ fn keyword_args<'t>(ctx: &Ctx<'t>, call: Node<'t>) -> Vec<(&'t str, Node<'t>)> {
         .filter(|a| a.kind() == "keyword_argument")
         .filter_map(|a| Some((ctx.text(a.child_by_field_name("name")?), a.child_by_field_name("value")?)))
         .collect()
+}
+
+/// The scope prefix recording that a function was seen as a pass-through
+/// (`x = f(x, ...)`): such a function decorates an expression without
+/// changing its value (`tl.multiple_of`, `tl.max_contiguous`).
+pub const PASSTHROUGH: &str = "passthrough:";
+
+/// `W(expr, hint...)` inside a kernel. Every such call is a candidate; the
+/// aggregation keeps only functions that some file uses as a pass-through.
+fn visit_wrapper(ctx: &mut Ctx, call: Node, callee: &str, in_error: bool) {
+    if callee.starts_with('.') {
+        return;
+    }
+    let Some(args) = call.child_by_field_name("arguments") else { return };
+    let mut c = args.walk();
+    let positional: Vec<Node> = args.named_children(&mut c).filter(|a| a.kind() != "keyword_argument").collect();
+    let [first, rest @ ..] = positional.as_slice() else { return };
+    if rest.is_empty() {
+        return;
+    }
+    if let Some(assign) = call.parent().filter(|p| p.kind() == "assignment")
+        && assign.child_by_field_name("right") == Some(call)
+        && assign.child_by_field_name("left").is_some_and(|l| ctx.text(l) == ctx.text(*first))
+    {
+        ctx.out.scope(&format!("{PASSTHROUGH}{callee}"), 1);
+    }
+    let value = normalize_value(&rest.iter().map(|n| ctx.text(*n)).collect::<Vec<_>>().join(", "));
+    let new = ctx.kernel_wrappers.insert(callee.to_string());
+    let ex = ctx.lines.example(call.start_position().row);
+    ctx.out.site(key(Mechanism::Wrapper, TRITON_KERNEL, callee), Some(value), in_error, new, || ex);
 }

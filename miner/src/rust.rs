@@ -51,7 +51,12 @@ impl Visitor<'_> {
         for (method, row) in calls.found {
             let new = seen.insert(method.clone());
             let ex = self.lines.example(row);
-            let k = FamilyKey { lang: Lang::Rust, mechanism: Mechanism::Pyo3Call, subject: PYO3_FN.into(), decoration: method };
+            let k = FamilyKey {
+                lang: Lang::Rust,
+                mechanism: Mechanism::Pyo3Call,
+                subject: PYO3_FN.into(),
+                decoration: method,
+            };
             self.out.site(k, None, false, new, || ex);
         }
     }

@@ -2,7 +2,7 @@ use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
 
-use super::{CorpusFile, FileFilter, Location};
+use super::{CorpusFile, FileFilter, Listing, Location};
 use crate::Skip;
 
 /// Size and modification time of a file on disk: when both match a cached
@@ -15,7 +15,7 @@ pub struct StatKey {
     pub mtime_ns: i64,
 }
 
-pub(super) fn list(root: &Path, filter: &FileFilter) -> (Vec<CorpusFile>, Vec<(String, Skip)>) {
+pub(super) fn list(root: &Path, filter: &FileFilter) -> Listing {
     let mut files = Vec::new();
     let mut skips = Vec::new();
     let walk = walkdir::WalkDir::new(root).follow_links(false).sort_by_file_name();
@@ -32,7 +32,8 @@ pub(super) fn list(root: &Path, filter: &FileFilter) -> (Vec<CorpusFile>, Vec<(S
                 continue;
             }
         };
-        if !entry.file_type().is_file() {
+        let is_link = entry.file_type().is_symlink();
+        if !entry.file_type().is_file() && !is_link {
             continue;
         }
         let Ok(rel) = entry.path().strip_prefix(root) else { continue };
@@ -41,7 +42,13 @@ pub(super) fn list(root: &Path, filter: &FileFilter) -> (Vec<CorpusFile>, Vec<(S
             continue;
         }
         let Some(lang) = filter.keep(&rel) else { continue };
-        match entry.metadata() {
+        // A symlinked source file is read through its link; a dangling one is reported.
+        let meta =
+            if is_link { std::fs::metadata(entry.path()) } else { entry.metadata().map_err(std::io::Error::other) };
+        if is_link && meta.as_ref().is_ok_and(|m| !m.is_file()) {
+            continue;
+        }
+        match meta {
             Ok(meta) => {
                 let mtime_ns = meta
                     .modified()
@@ -61,7 +68,7 @@ pub(super) fn list(root: &Path, filter: &FileFilter) -> (Vec<CorpusFile>, Vec<(S
             Err(e) => skips.push((rel, Skip::Unreadable(e.to_string()))),
         }
     }
-    (files, skips)
+    Listing { files, skipped: skips }
 }
 
 pub(super) fn read(path: &PathBuf) -> std::result::Result<Vec<u8>, Skip> {

@@ -1,6 +1,6 @@
 use git2::{ObjectType, Oid, Repository, TreeWalkMode, TreeWalkResult};
 
-use super::{CorpusFile, FileFilter, Location};
+use super::{CorpusFile, FileFilter, Listing, Location};
 use crate::Skip;
 use crate::error::{Error, Result};
 
@@ -13,9 +13,8 @@ pub(super) fn open(source: &str, rev: Option<&str>) -> Result<(Repository, Strin
         Repository::open(source).map_err(|e| Error::git(source, e.message()))?
     };
     let rev = rev.unwrap_or("HEAD");
-    let obj = repo
-        .revparse_single(rev)
-        .map_err(|e| Error::git(source, format!("revision {rev:?}: {}", e.message())))?;
+    let obj =
+        repo.revparse_single(rev).map_err(|e| Error::git(source, format!("revision {rev:?}: {}", e.message())))?;
     let commit = obj
         .peel_to_commit()
         .map_err(|e| Error::git(source, format!("revision {rev:?} is not a commit: {}", e.message())))?;
@@ -57,16 +56,10 @@ fn open_url(url: &str) -> Result<Repository> {
     Repository::open(&dir).map_err(|e| Error::git(url, e.message()))
 }
 
-pub(super) fn list(
-    repo: &Repository,
-    commit: &str,
-    filter: &FileFilter,
-) -> Result<(Vec<CorpusFile>, Vec<(String, Skip)>)> {
+pub(super) fn list(repo: &Repository, commit: &str, filter: &FileFilter) -> Result<Listing> {
     let oid = Oid::from_str(commit).map_err(|e| Error::git(commit, e.message()))?;
-    let tree = repo
-        .find_commit(oid)
-        .and_then(|c| c.tree())
-        .map_err(|e| Error::git(repo.path().display(), e.message()))?;
+    let tree =
+        repo.find_commit(oid).and_then(|c| c.tree()).map_err(|e| Error::git(repo.path().display(), e.message()))?;
     let mut files = Vec::new();
     let mut skips = Vec::new();
     let odb = repo.odb().map_err(|e| Error::git(repo.path().display(), e.message()))?;
@@ -94,7 +87,7 @@ pub(super) fn list(
         TreeWalkResult::Ok
     })
     .map_err(|e| Error::git(repo.path().display(), e.message()))?;
-    Ok((files, skips))
+    Ok(Listing { files, skipped: skips })
 }
 
 pub(super) fn read(repo: &Repository, oid: Oid) -> std::result::Result<Vec<u8>, Skip> {
@@ -108,4 +101,3 @@ pub(super) fn read(repo: &Repository, oid: Oid) -> std::result::Result<Vec<u8>, 
 pub fn blob_id(bytes: &[u8]) -> String {
     Oid::hash_object(ObjectType::Blob, bytes).map(|o| o.to_string()).unwrap_or_default()
 }
-

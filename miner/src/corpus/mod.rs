@@ -55,22 +55,27 @@ pub struct Manifest {
     /// Free text shown in listings.
     #[serde(default)]
     pub description: Option<String>,
+    /// Another manifest (path relative to this one) to use when this corpus
+    /// cannot be opened, e.g. the PyPI sdist of a repository not cloned here.
+    #[serde(default)]
+    pub fallback: Option<String>,
 }
 
 impl Manifest {
     /// Reads a manifest file; relative local sources are resolved against its folder.
     pub fn load(path: &Path) -> Result<Manifest> {
         let text = std::fs::read_to_string(path).map_err(|e| Error::io(path, e))?;
-        let mut m: Manifest = toml::from_str(&text).map_err(|e| Error::Manifest {
-            path: path.to_path_buf(),
-            message: e.message().to_string(),
-        })?;
+        let mut m: Manifest = toml::from_str(&text)
+            .map_err(|e| Error::Manifest { path: path.to_path_buf(), message: e.message().to_string() })?;
         if m.name.trim().is_empty() {
             return Err(Error::Manifest { path: path.into(), message: "empty name".into() });
         }
+        let base = path.parent().unwrap_or(Path::new("."));
         if m.kind != SourceKind::Pypi && !looks_like_url(&m.source) {
-            let base = path.parent().unwrap_or(Path::new("."));
             m.source = resolve_local(base, &m.source).to_string_lossy().into_owned();
+        }
+        if let Some(f) = &m.fallback {
+            m.fallback = Some(resolve_local(base, f).to_string_lossy().into_owned());
         }
         Ok(m)
     }
@@ -98,6 +103,7 @@ impl Manifest {
             include: Vec::new(),
             exclude: Vec::new(),
             description: None,
+            fallback: None,
         })
     }
 }
@@ -153,13 +159,33 @@ enum Location {
     Disk(PathBuf),
 }
 
+impl CorpusFile {
+    /// Reads a file that lives on disk (dir and pypi corpora) without the
+    /// corpus handle, so it can happen on any thread; `None` for git blobs.
+    pub fn read_from_disk(&self) -> Option<std::result::Result<Vec<u8>, crate::Skip>> {
+        match &self.location {
+            Location::Disk(p) => Some(dir::read(p)),
+            Location::Blob(_) => None,
+        }
+    }
+}
+
+/// The files of a corpus, and the entries that could not be listed.
+#[derive(Debug, Default)]
+pub struct Listing {
+    /// Files to read.
+    pub files: Vec<CorpusFile>,
+    /// Paths that could not be listed, with why.
+    pub skipped: Vec<(String, crate::Skip)>,
+}
+
 /// An opened corpus.
 pub struct Corpus {
     /// The manifest it was opened from.
     pub manifest: Manifest,
     /// The resolved revision: a commit id for git, the version for pypi, empty for dir.
     pub revision: String,
-    /// The commit summary, for git corpora.
+    /// The directory files are read from (dir and pypi corpora).
     pub root: Option<PathBuf>,
     repo: Option<git2::Repository>,
     filter: FileFilter,
@@ -167,10 +193,7 @@ pub struct Corpus {
 
 impl std::fmt::Debug for Corpus {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Corpus")
-            .field("name", &self.manifest.name)
-            .field("revision", &self.revision)
-            .finish()
+        f.debug_struct("Corpus").field("name", &self.manifest.name).field("revision", &self.revision).finish()
     }
 }
 
@@ -226,10 +249,7 @@ impl Corpus {
             SourceKind::Dir => {
                 let root = PathBuf::from(&manifest.source);
                 if !root.is_dir() {
-                    return Err(Error::io(
-                        &root,
-                        std::io::Error::new(std::io::ErrorKind::NotFound, "not a directory"),
-                    ));
+                    return Err(Error::io(&root, std::io::Error::new(std::io::ErrorKind::NotFound, "not a directory")));
                 }
                 Ok(Corpus { manifest, revision: String::new(), root: Some(root), repo: None, filter })
             }
@@ -242,11 +262,11 @@ impl Corpus {
 
     /// Lists the corpus's files of known languages that pass the globs.
     /// Entries that cannot be listed (unreadable directories) come back as skips.
-    pub fn files(&self) -> Result<(Vec<CorpusFile>, Vec<(String, crate::Skip)>)> {
+    pub fn files(&self) -> Result<Listing> {
         match (&self.repo, &self.root) {
             (Some(repo), _) => git::list(repo, &self.revision, &self.filter),
             (None, Some(root)) => Ok(dir::list(root, &self.filter)),
-            (None, None) => Ok((Vec::new(), Vec::new())),
+            (None, None) => Ok(Listing::default()),
         }
     }
 

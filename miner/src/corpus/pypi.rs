@@ -60,9 +60,8 @@ pub(super) fn fetch(spec: &str, cache: &Path) -> Result<(PathBuf, String)> {
 
 /// An sdist unpacks to one `name-version/` folder; mine from inside it.
 fn single_root(dir: &Path) -> PathBuf {
-    let entries: Vec<PathBuf> = std::fs::read_dir(dir)
-        .map(|rd| rd.filter_map(|e| e.ok().map(|e| e.path())).collect())
-        .unwrap_or_default();
+    let entries: Vec<PathBuf> =
+        std::fs::read_dir(dir).map(|rd| rd.filter_map(|e| e.ok().map(|e| e.path())).collect()).unwrap_or_default();
     match entries.as_slice() {
         [only] if only.is_dir() => only.clone(),
         _ => dir.to_path_buf(),

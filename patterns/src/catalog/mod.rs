@@ -424,13 +424,71 @@ fn json<T: serde::Serialize>(path: &Path, table: &'static str, row: &str, v: &T)
     })
 }
 
+/// Read access over a connection: the catalog's own, or a write
+/// transaction's (which sees its own uncommitted writes).
+struct Reader<'c> {
+    conn: &'c Connection,
+    path: &'c Path,
+}
+
 impl Catalog {
+    fn reader(&self) -> Reader<'_> {
+        Reader { conn: &self.conn, path: &self.path }
+    }
+
     /// The mining cache of `corpus`: path -> what it was mined from.
     pub fn cached_files(&self, corpus: &str) -> Result<HashMap<String, CachedFile>> {
+        self.reader().cached_files(corpus)
+    }
+
+    /// The skipped files of `corpus`, by path, with why.
+    pub fn skipped_files(&self, corpus: &str) -> Result<Vec<(String, Skip)>> {
+        self.reader().skipped_files(corpus)
+    }
+
+    /// The corpora mined into this catalog, by name.
+    pub fn corpora(&self) -> Result<Vec<CorpusRow>> {
+        self.reader().corpora()
+    }
+
+    /// The facts of every parsed file of every corpus, by corpus and path.
+    pub fn all_facts(&self) -> Result<Vec<StoredFacts>> {
+        self.reader().all_facts()
+    }
+
+    pub(crate) fn corrupt(&self, table: &'static str, row: &str, message: String) -> Error {
+        self.reader().corrupt(table, row, message)
+    }
+}
+
+impl MineTx<'_> {
+    fn reader(&self) -> Reader<'_> {
+        Reader { conn: &self.tx, path: self.path }
+    }
+
+    /// [`Catalog::cached_files`], inside the transaction.
+    pub fn cached_files(&self, corpus: &str) -> Result<HashMap<String, CachedFile>> {
+        self.reader().cached_files(corpus)
+    }
+
+    /// [`Catalog::skipped_files`], inside the transaction.
+    pub fn skipped_files(&self, corpus: &str) -> Result<Vec<(String, Skip)>> {
+        self.reader().skipped_files(corpus)
+    }
+
+    /// [`Catalog::all_facts`], inside the transaction.
+    pub fn all_facts(&self) -> Result<Vec<StoredFacts>> {
+        self.reader().all_facts()
+    }
+}
+
+impl Reader<'_> {
+    /// The mining cache of `corpus`: path -> what it was mined from.
+    fn cached_files(&self, corpus: &str) -> Result<HashMap<String, CachedFile>> {
         let mut st = self
             .conn
             .prepare_cached("SELECT path, blob, stat_size, stat_mtime_ns, fingerprint FROM files WHERE corpus = ?1")
-            .at(&self.path)?;
+            .at(self.path)?;
         let rows = st
             .query_map([corpus], |r| {
                 let size: Option<i64> = r.get(2)?;
@@ -444,18 +502,18 @@ impl Catalog {
                 Ok((r.get::<_, String>(0)?, CachedFile { blob: r.get(1)?, stat, fingerprint: r.get(4)? }))
             })
             .and_then(|rows| rows.collect::<rusqlite::Result<HashMap<_, _>>>())
-            .at(&self.path)?;
+            .at(self.path)?;
         Ok(rows)
     }
 
     /// The skipped files of `corpus`, by path, with why.
-    pub fn skipped_files(&self, corpus: &str) -> Result<Vec<(String, Skip)>> {
+    fn skipped_files(&self, corpus: &str) -> Result<Vec<(String, Skip)>> {
         let mut st = self
             .conn
             .prepare_cached("SELECT path, skip FROM files WHERE corpus = ?1 AND outcome = 'skipped' ORDER BY path")
-            .at(&self.path)?;
+            .at(self.path)?;
         let rows: Vec<(String, Option<String>)> =
-            st.query_map([corpus], |r| Ok((r.get(0)?, r.get(1)?))).and_then(|rows| rows.collect()).at(&self.path)?;
+            st.query_map([corpus], |r| Ok((r.get(0)?, r.get(1)?))).and_then(|rows| rows.collect()).at(self.path)?;
         rows.into_iter()
             .map(|(path, skip)| {
                 let skip = self.decode::<Skip>("files", &format!("{corpus}:{path}"), skip.as_deref())?;
@@ -465,7 +523,7 @@ impl Catalog {
     }
 
     /// The corpora mined into this catalog, by name.
-    pub fn corpora(&self) -> Result<Vec<CorpusRow>> {
+    fn corpora(&self) -> Result<Vec<CorpusRow>> {
         let mut st = self
             .conn
             .prepare_cached(
@@ -474,7 +532,7 @@ impl Catalog {
                     (SELECT count(*) FROM files f WHERE f.corpus = c.name AND f.outcome = 'skipped')
                  FROM corpora c ORDER BY c.name",
             )
-            .at(&self.path)?;
+            .at(self.path)?;
         st.query_map([], |r| {
             Ok(CorpusRow {
                 name: r.get(0)?,
@@ -487,11 +545,11 @@ impl Catalog {
             })
         })
         .and_then(|rows| rows.collect())
-        .at(&self.path)
+        .at(self.path)
     }
 
     /// The facts of every parsed file of every corpus, by corpus and path.
-    pub fn all_facts(&self) -> Result<Vec<StoredFacts>> {
+    fn all_facts(&self) -> Result<Vec<StoredFacts>> {
         let mut st = self
             .conn
             .prepare_cached(
@@ -499,12 +557,12 @@ impl Catalog {
                  FROM files f LEFT JOIN corpora c ON c.name = f.corpus
                  WHERE f.outcome = 'parsed' ORDER BY f.corpus, f.path",
             )
-            .at(&self.path)?;
+            .at(self.path)?;
         type Row = (String, String, String, String, Option<String>);
         let rows: Vec<Row> = st
             .query_map([], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?, r.get(4)?)))
             .and_then(|rows| rows.collect())
-            .at(&self.path)?;
+            .at(self.path)?;
         rows.into_iter()
             .map(|(corpus, revision, path, lang, facts)| {
                 let row = format!("{corpus}:{path}");
@@ -516,8 +574,8 @@ impl Catalog {
             .collect()
     }
 
-    pub(crate) fn corrupt(&self, table: &'static str, row: &str, message: String) -> Error {
-        Error::Corrupt { path: self.path.clone(), table, row: row.to_string(), message }
+    fn corrupt(&self, table: &'static str, row: &str, message: String) -> Error {
+        Error::Corrupt { path: self.path.to_path_buf(), table, row: row.to_string(), message }
     }
 
     fn decode<T: serde::de::DeserializeOwned>(&self, table: &'static str, row: &str, text: Option<&str>) -> Result<T> {

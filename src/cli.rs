@@ -1,0 +1,100 @@
+//! Argument parsing, dispatch, and the mapping from failures to exit codes.
+
+use std::ffi::OsString;
+use std::process::ExitCode;
+
+use clap::{Parser, Subcommand};
+
+use crate::cmd;
+
+/// Mine optimization idioms from GPU-inference code and apply them as validated rewrites.
+#[derive(Debug, Parser)]
+#[command(name = "kidiom", version, about, propagate_version = true)]
+pub(crate) struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Debug, Subcommand)]
+enum Command {
+    /// Mine usage idioms from corpora (manifests, git repositories or directories) into the catalog.
+    Mine(cmd::mine::Args),
+    /// Query and export the pattern catalog.
+    #[command(subcommand)]
+    Catalog(cmd::catalog::Command),
+    /// Run the whole loop on the defaults of kidiom.toml.
+    Run(cmd::run::Args),
+    /// Debugging aids (parse trees, extracted facts).
+    #[command(subcommand)]
+    Debug(cmd::debug::Command),
+}
+
+/// Exit codes: 0 success, 1 ran but found nothing / some input failed, 2 error.
+pub(crate) const EXIT_ERROR: u8 = 2;
+
+pub(crate) fn run(args: impl IntoIterator<Item = OsString>) -> ExitCode {
+    let cli = match Cli::try_parse_from(args) {
+        Ok(c) => c,
+        Err(e) => {
+            let code = if e.use_stderr() { EXIT_ERROR } else { 0 };
+            let _ = e.print();
+            return ExitCode::from(code);
+        }
+    };
+    let result = match cli.command {
+        Command::Mine(a) => cmd::mine::run(a),
+        Command::Catalog(c) => cmd::catalog::run(c),
+        Command::Run(a) => cmd::run::run(a),
+        Command::Debug(c) => cmd::debug::run(c),
+    };
+    match result {
+        Ok(code) => code,
+        Err(e) => {
+            if is_broken_pipe(&e) {
+                return ExitCode::SUCCESS;
+            }
+            // One line: the outermost context, then each cause.
+            let msg: Vec<String> = e.chain().map(|c| c.to_string()).collect();
+            eprintln!("kidiom: error: {}", msg.join(": "));
+            ExitCode::from(EXIT_ERROR)
+        }
+    }
+}
+
+fn is_broken_pipe(e: &anyhow::Error) -> bool {
+    e.chain().any(|c| c.downcast_ref::<std::io::Error>().is_some_and(|io| io.kind() == std::io::ErrorKind::BrokenPipe))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn parses(line: &str) -> bool {
+        Cli::try_parse_from(line.split_whitespace()).is_ok()
+    }
+
+    #[test]
+    fn grammar() {
+        for ok in [
+            "kidiom mine corpora/fla.toml",
+            "kidiom mine . --name x --rev HEAD~1 --db /tmp/c.sqlite --json",
+            "kidiom catalog list --language python --category precision --kind usage --min-support 3 --json",
+            "kidiom catalog show py-keyword-tl-dot-input-precision",
+            "kidiom catalog search tl.dot --limit 5",
+            "kidiom catalog stats --json",
+            "kidiom run --json",
+            "kidiom debug tree a.py",
+        ] {
+            assert!(parses(ok), "{ok}");
+        }
+        for bad in [
+            "kidiom",
+            "kidiom mine --min-occurrences x",
+            "kidiom catalog list --category nope",
+            "kidiom catalog show",
+            "kidiom frobnicate",
+        ] {
+            assert!(!parses(bad), "{bad}");
+        }
+    }
+}

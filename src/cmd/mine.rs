@@ -1,0 +1,151 @@
+//! `kidiom mine`: corpora into the catalog.
+
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+
+use anyhow::{Context, Result};
+use kidiom_miner::Manifest;
+
+use super::{CatalogArgs, OutputArgs};
+use crate::config::Config;
+use crate::driver::{self, MineOptions, MineReport};
+use crate::output;
+
+#[derive(Debug, clap::Args)]
+pub(crate) struct Args {
+    /// Corpus manifests (.toml), git repositories or directories (default: kidiom.toml's corpora).
+    #[arg(value_name = "MANIFEST|REPO|DIR")]
+    inputs: Vec<PathBuf>,
+    /// Corpus name for a path input (default: the directory's name).
+    #[arg(long)]
+    name: Option<String>,
+    /// Revision of a git repository input (default: HEAD).
+    #[arg(long)]
+    rev: Option<String>,
+    /// Only files matching these globs (path inputs).
+    #[arg(long, value_name = "GLOB")]
+    include: Vec<String>,
+    /// Leave out files matching these globs (path inputs).
+    #[arg(long, value_name = "GLOB")]
+    exclude: Vec<String>,
+    /// Decorated sites an idiom needs over all corpora.
+    #[arg(long, value_name = "N")]
+    min_occurrences: Option<u64>,
+    /// Files an idiom needs over all corpora.
+    #[arg(long, value_name = "N")]
+    min_files: Option<u64>,
+    /// Corpora an idiom needs.
+    #[arg(long, value_name = "N")]
+    min_corpora: Option<u64>,
+    #[command(flatten)]
+    catalog: CatalogArgs,
+    #[command(flatten)]
+    output: OutputArgs,
+}
+
+pub(crate) fn manifests_for(inputs: &[PathBuf], args: Option<&Args>) -> Result<Vec<Manifest>> {
+    let mut out = Vec::new();
+    for input in inputs {
+        let is_manifest = input.extension().is_some_and(|e| e == "toml") && input.is_file();
+        let m = if is_manifest {
+            Manifest::load(input).with_context(|| format!("reading manifest {}", input.display()))?
+        } else {
+            let (name, rev) = args.map(|a| (a.name.as_deref(), a.rev.as_deref())).unwrap_or((None, None));
+            let mut m = Manifest::for_path(input, name, rev).with_context(|| format!("corpus {}", input.display()))?;
+            if let Some(a) = args {
+                m.include = a.include.clone();
+                m.exclude = a.exclude.clone();
+            }
+            m
+        };
+        out.push(m);
+    }
+    Ok(out)
+}
+
+pub(crate) fn run(args: Args) -> Result<ExitCode> {
+    let cfg = Config::load()?;
+    let inputs: Vec<PathBuf> = if args.inputs.is_empty() {
+        cfg.mine.corpora.iter().map(|p| cfg.resolve(p)).collect()
+    } else {
+        args.inputs.clone()
+    };
+    if inputs.is_empty() {
+        anyhow::bail!("nothing to mine: name a manifest, repository or directory, or list corpora in kidiom.toml");
+    }
+    let manifests = manifests_for(&inputs, Some(&args))?;
+    let mut config = cfg.mine_config();
+    if let Some(n) = args.min_occurrences {
+        config.min_occurrences = n;
+    }
+    if let Some(n) = args.min_files {
+        config.min_files = n;
+    }
+    if let Some(n) = args.min_corpora {
+        config.min_corpora = n;
+    }
+    let opts = MineOptions { limits: cfg.limits(), config, progress: !args.output.quiet && !args.output.json };
+    let mut catalog = args.catalog.open(&cfg)?;
+    let report = driver::mine(&mut catalog, manifests, &opts)?;
+    print_report(&report, args.output.json)?;
+    Ok(exit_code(&report))
+}
+
+/// 0: every corpus mined; 1: some corpus could not be opened (the others were).
+pub(crate) fn exit_code(report: &MineReport) -> ExitCode {
+    if report.corpora.iter().any(|c| c.error.is_some()) { ExitCode::from(1) } else { ExitCode::SUCCESS }
+}
+
+pub(crate) fn print_report(report: &MineReport, json: bool) -> Result<()> {
+    if json {
+        return output::json(report);
+    }
+    let mut rows = vec![
+        ["corpus", "kind", "revision", "files", "cached", "parsed", "no-kernels", "skipped", "kernels", "time"]
+            .map(String::from)
+            .to_vec(),
+    ];
+    for c in &report.corpora {
+        if let Some(e) = &c.error {
+            eprintln!("kidiom: corpus {} not mined: {e}", c.name);
+            continue;
+        }
+        if let Some(n) = &c.note {
+            eprintln!("kidiom: corpus {}: {n}", c.name);
+        }
+        let skipped: u64 = c.skipped.values().sum();
+        rows.push(vec![
+            c.name.clone(),
+            c.kind.clone(),
+            c.revision.chars().take(12).collect(),
+            c.files.to_string(),
+            c.cached.to_string(),
+            c.parsed.to_string(),
+            c.no_kernels.to_string(),
+            skipped.to_string(),
+            c.kernels.to_string(),
+            format!("{:.2}s", c.seconds),
+        ]);
+    }
+    output::table(&rows)?;
+    for c in &report.corpora {
+        if c.skipped.is_empty() {
+            continue;
+        }
+        let reasons: Vec<String> = c.skipped.iter().map(|(r, n)| format!("{r} {n}")).collect();
+        output::line(&format!("{}: skipped {}", c.name, reasons.join(", ")))?;
+        for s in c.skipped_files.iter().take(5) {
+            output::line(&format!("  {}: {}", s.path, s.reason))?;
+        }
+    }
+    output::line(&format!(
+        "catalog {}: {} usage patterns ({:.2}s)",
+        display(&report.catalog),
+        report.patterns,
+        report.seconds
+    ))
+}
+
+fn display(p: &Path) -> String {
+    p.display().to_string()
+}

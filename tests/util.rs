@@ -1,0 +1,96 @@
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+
+/// A temporary workspace for one test: its own directory, cache and catalog.
+pub struct Env {
+    pub dir: tempfile::TempDir,
+}
+
+impl Env {
+    pub fn new() -> Env {
+        Env { dir: tempfile::tempdir().expect("tempdir") }
+    }
+
+    pub fn path(&self) -> &Path {
+        self.dir.path()
+    }
+
+    pub fn db(&self) -> PathBuf {
+        self.path().join("catalog.sqlite")
+    }
+
+    /// Writes a file (creating folders) and returns its path.
+    pub fn write(&self, rel: &str, content: impl AsRef<[u8]>) -> PathBuf {
+        let p = self.path().join(rel);
+        std::fs::create_dir_all(p.parent().expect("parent")).expect("mkdir");
+        std::fs::write(&p, content).expect("write");
+        p
+    }
+
+    pub fn cmd(&self) -> Command {
+        let mut c = Command::new(env!("CARGO_BIN_EXE_kidiom"));
+        c.current_dir(self.path()).env("KIDIOM_CACHE", self.path().join("cache"));
+        c
+    }
+
+    /// Runs kidiom with `args`, returning the output.
+    pub fn run(&self, args: &[&str]) -> Output {
+        self.cmd().args(args).output().expect("spawn kidiom")
+    }
+
+    /// Runs kidiom and parses its stdout as JSON; panics with stderr on failure.
+    pub fn json(&self, args: &[&str]) -> serde_json::Value {
+        let out = self.run(args);
+        assert!(
+            out.status.success(),
+            "kidiom {args:?} failed ({:?}):\n{}",
+            out.status.code(),
+            String::from_utf8_lossy(&out.stderr)
+        );
+        serde_json::from_slice(&out.stdout)
+            .unwrap_or_else(|e| panic!("kidiom {args:?}: not JSON ({e}):\n{}", String::from_utf8_lossy(&out.stdout)))
+    }
+}
+
+/// Creates a git repository at `dir` with one commit holding `files`.
+pub fn git_repo(dir: &Path, files: &[(&str, &[u8])]) -> git2::Oid {
+    let repo = git2::Repository::init(dir).expect("init");
+    let mut index = repo.index().expect("index");
+    for (rel, content) in files {
+        let p = dir.join(rel);
+        std::fs::create_dir_all(p.parent().expect("parent")).expect("mkdir");
+        std::fs::write(&p, content).expect("write");
+        index.add_path(Path::new(rel)).expect("add");
+    }
+    index.write().expect("write index");
+    let tree_id = index.write_tree().expect("tree");
+    let tree = repo.find_tree(tree_id).expect("find tree");
+    let sig = git2::Signature::now("kidiom test", "test@kidiom.invalid").expect("sig");
+    repo.commit(Some("HEAD"), &sig, &sig, "corpus", &tree, &[]).expect("commit")
+}
+
+/// Looks up a pattern by id in a `--json` list.
+pub fn find<'a>(patterns: &'a serde_json::Value, id: &str) -> Option<&'a serde_json::Value> {
+    patterns.as_array()?.iter().find(|p| p["id"] == id)
+}
+
+/// Total occurrences of a pattern over its support rows.
+pub fn occurrences(p: &serde_json::Value) -> u64 {
+    p["support"].as_array().map(|s| s.iter().filter_map(|r| r["occurrences"].as_u64()).sum()).unwrap_or(0)
+}
+
+/// A tiny deterministic generator, so generated corpora are reproducible.
+pub struct Lcg(pub u64);
+
+impl Lcg {
+    pub fn next(&mut self) -> u64 {
+        self.0 = self.0.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
+        self.0 >> 33
+    }
+    pub fn below(&mut self, n: u64) -> u64 {
+        self.next() % n
+    }
+    pub fn pick<'a, T>(&mut self, xs: &'a [T]) -> &'a T {
+        &xs[self.below(xs.len() as u64) as usize]
+    }
+}
