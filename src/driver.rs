@@ -15,7 +15,7 @@ use anyhow::{Context, Result};
 use indicatif::{ProgressBar, ProgressStyle};
 use kidiom_miner::{
     Corpus, CorpusFile, DeviceMacros, ExtractOptions, FACTS_VERSION, FileFacts, FileInput, KNOWN_DEVICE_MACROS, Lang,
-    Limits, Manifest, MineConfig, Prefilter, Skip, SourceKind, blob_id, scan_device_macros,
+    Limits, Manifest, MineConfig, Prefilter, Skip, SourceKind, blob_id, merge_device_macro, scan_device_macros,
 };
 use kidiom_patterns::{Catalog, FileOutcome, Kind, Pattern};
 use rayon::prelude::*;
@@ -207,7 +207,9 @@ fn mine_corpus(
     let mut macros: DeviceMacros = KNOWN_DEVICE_MACROS.iter().map(|(a, b)| (a.to_string(), b.to_string())).collect();
     for f in &reuse {
         if let Some(s) = stored.get(&(name.to_string(), f.path.clone())) {
-            macros.extend(s.facts.device_macros.iter().cloned());
+            for (name, body) in &s.facts.device_macros {
+                merge_device_macro(&mut macros, name.clone(), body.clone());
+            }
         }
     }
     for (f, bytes) in &texts {
@@ -215,7 +217,9 @@ fn mine_corpus(
             && let Ok(bytes) = bytes
             && let Ok(text) = std::str::from_utf8(bytes)
         {
-            macros.extend(scan_device_macros(text));
+            for (name, body) in scan_device_macros(text) {
+                merge_device_macro(&mut macros, name, body);
+            }
         }
     }
     let fp: HashMap<Lang, String> = Lang::ALL.iter().map(|l| (*l, fingerprint(*l, &opts.limits, &macros))).collect();
@@ -325,7 +329,13 @@ fn process(lang: Lang, bytes: &[u8], limits: &Limits, prefilter: &Prefilter, opt
         return FileOutcome::NoKernels;
     }
     match kidiom_miner::extract(lang, text, opts) {
-        Ok(facts) if facts.kernels == 0 && facts.families.is_empty() && facts.scopes.is_empty() => {
+        // A header that only defines device macros keeps its facts: re-runs need the macros.
+        Ok(facts)
+            if facts.kernels == 0
+                && facts.families.is_empty()
+                && facts.scopes.is_empty()
+                && facts.device_macros.is_empty() =>
+        {
             FileOutcome::NoKernels
         }
         Ok(facts) => FileOutcome::Parsed(facts),

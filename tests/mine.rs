@@ -464,3 +464,23 @@ fn a_corrupt_catalog_is_a_clear_error_and_is_left_alone() {
     assert!(err.contains("not a kidiom catalog"), "{err}");
     assert_eq!(std::fs::read(&db).expect("read"), before);
 }
+
+#[test]
+fn corpus_macros_declare_kernels_and_reruns_stay_cached() {
+    let env = Env::new();
+    // A header that only defines the macro (no functions), as DeepGEMM's compile.cuh does.
+    env.write("c/compile.cuh", "#pragma once\n#ifdef __CUDACC_RTC__\n#define MY_DEV __device__\n#else\n#define MY_DEV __forceinline__ __device__\n#endif\n");
+    for i in 0..3 {
+        env.write(&format!("c/k{i}.cu"), "#include \"compile.cuh\"\nMY_DEV float f(float x) { return __expf(x); }\nMY_DEV float g(float x) { return expf(x); }\n");
+    }
+    let db = env.db();
+    let db = db.to_str().expect("utf8");
+    let args = ["mine", "c", "--db", db, "--min-occurrences", "1", "--min-files", "1", "--json"];
+    env.write("c/plain.cu", "__device__ float h(float x) { return x; }\n");
+    let first = env.json(&args);
+    assert_eq!(first["corpora"][0]["kernels"], 7, "{first}");
+    let pats = env.json(&["catalog", "list", "--db", db, "--json"]);
+    assert_eq!(occurrences(find(&pats, "cu-qualifier-cuda-device-forceinline").expect("forceinline via macro")), 6);
+    let second = env.json(&args);
+    assert_eq!(second["corpora"][0]["parsed"], 0, "{second}");
+}

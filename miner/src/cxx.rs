@@ -44,6 +44,19 @@ pub const LOOP: &str = "loop";
 
 const DEVICE_WORDS: [&str; 5] = ["__device__", "__global__", "__host__", "__forceinline__", "__launch_bounds__"];
 
+/// Adds a macro definition. A name defined differently in several files
+/// (`#ifdef` branches) keeps the most device-like body, so the result does
+/// not depend on the order files were read in.
+pub fn merge_device_macro(macros: &mut DeviceMacros, name: String, body: String) {
+    let rank = |b: &str| (b.contains("__global__"), b.contains("__device__"), b.len(), b.to_string());
+    match macros.get(&name) {
+        Some(old) if rank(old) >= rank(&body) => {}
+        _ => {
+            macros.insert(name, body);
+        }
+    }
+}
+
 /// Finds `#define NAME ...` lines whose body declares device code.
 pub fn scan_device_macros(text: &str) -> Vec<(String, String)> {
     let mut out = Vec::new();
@@ -64,8 +77,10 @@ pub fn scan_device_macros(text: &str) -> Vec<(String, String)> {
 
 /// The literal markers of device or binding code, for the prefilter.
 pub(crate) fn markers(macros: &DeviceMacros) -> Vec<String> {
+    // Every device word is a marker, so a file that defines a device macro is
+    // always parsed and its macros land in the cached facts.
     let mut m: Vec<String> =
-        ["__global__", "__device__", "PYBIND11_MODULE", "TORCH_LIBRARY", "pybind11"].map(String::from).to_vec();
+        DEVICE_WORDS.iter().chain(&["PYBIND11_MODULE", "TORCH_LIBRARY", "pybind11"]).map(|s| s.to_string()).collect();
     m.extend(macros.keys().cloned());
     m
 }
@@ -146,8 +161,9 @@ pub(crate) fn extract(lang: Lang, src: &str, tree: &Tree, extra: &DeviceMacros) 
     let root = tree.root_node();
     let own = scan_device_macros(src);
     let mut macros: DeviceMacros = KNOWN_DEVICE_MACROS.iter().map(|(a, b)| (a.to_string(), b.to_string())).collect();
-    macros.extend(extra.iter().map(|(a, b)| (a.clone(), b.clone())));
-    macros.extend(own.iter().cloned());
+    for (name, body) in extra.iter().chain(own.iter().map(|(a, b)| (a, b))) {
+        merge_device_macro(&mut macros, name.clone(), body.clone());
+    }
     let binding_file = src.contains("PYBIND11_MODULE") || src.contains("TORCH_LIBRARY");
     let mut ctx = Ctx {
         lang,

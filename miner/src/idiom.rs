@@ -455,11 +455,11 @@ fn describe(
         Mechanism::Qualifier => {
             let q = if s == crate::cxx::CUDA_GLOBAL { "__global__" } else { "__device__" };
             let after = if d == "__launch_bounds__" {
-                format!("{q} void {d}($V) $F($$$PARAMS) {{ $$$BODY }}")
+                format!("{q} $R {d}($V) $F($$$PARAMS) {{ $$$BODY }}")
             } else {
-                format!("{d} {q} void $F($$$PARAMS) {{ $$$BODY }}")
+                format!("{d} {q} $R $F($$$PARAMS) {{ $$$BODY }}")
             };
-            (format!("`{d}` on `{q}` functions"), format!("{q} void $F($$$PARAMS) {{ $$$BODY }}"), after)
+            (format!("`{d}` on `{q}` functions"), format!("{q} $R $F($$$PARAMS) {{ $$$BODY }}"), after)
         }
         Mechanism::ParamQualifier => {
             (format!("`{d}` on kernel pointer parameters"), "$T* $P".to_string(), format!("$T* {d} $P"))
@@ -494,9 +494,17 @@ fn describe(
                 Some((q, _)) => format!("{q}{s}"),
                 None => s.to_string(),
             };
-            (format!("`{d}` over `{s}`"), format!("{a}($$$ARGS)"), format!("{b}($$$ARGS)"))
+            match exact_variant(key.lang, s, d) {
+                // Exact identities are rewritten through `tl.`, Triton's own spelling.
+                Some((before, after)) => (format!("`{d}` over `{s}`"), before, after),
+                None => (format!("`{d}` over `{s}`"), format!("{a}($$$ARGS)"), format!("{b}($$$ARGS)")),
+            }
         }
     };
+    // A rewrite is offered only where it keeps the program's meaning (SPEC §7);
+    // the others keep their `after` shape as evidence and get an empty `before`.
+    let not_applicable = unsafe_rewrite(&key);
+    let before = if not_applicable.is_some() { String::new() } else { before };
     let category = Category::classify(&format!("{d} {s} {top}"));
     let adoption = occ as f64 / (occ + opp).max(1) as f64;
     let rationale = format!(
@@ -512,11 +520,69 @@ fn describe(
         adoption * 100.0,
         if values.len() > 1 { format!(" Values: {}.", top_values(&values)) } else { String::new() },
     );
+    let rationale = match not_applicable {
+        Some(why) => format!("{rationale} Not rewritten automatically: {why}."),
+        None => rationale,
+    };
     let score = ((occ as f64).ln_1p() * (1.0 + (nfiles as f64).ln_1p()) * ncorpora as f64 * (0.5 + adoption) * 1000.0)
         .round()
         / 1000.0;
     let id = slug(&[key.lang.slug(), key.mechanism.name(), s, d]);
     Idiom { id, key, category, title, rationale, before, after, support, values, examples, in_error, score }
+}
+
+/// Variant pairs with an exact identity, as (before, after) templates:
+/// `exp(x) = exp2(x * log2(e))` and `log(x) = log2(x) * ln(2)`. A plain
+/// rename would change the result, so other pairs are not rewritten.
+fn exact_variant(lang: Lang, plain: &str, variant: &str) -> Option<(String, String)> {
+    match (lang, plain, variant) {
+        (Lang::Python, "exp", "exp2") => Some(("tl.exp($X)".into(), "tl.exp2($X * 1.4426950408889634)".into())),
+        (Lang::Python, "log", "log2") => Some(("tl.log($X)".into(), "(tl.log2($X) * 0.6931471805599453)".into())),
+        _ => None,
+    }
+}
+
+/// Why adding this decoration where it is missing could change what the
+/// program computes (or cannot be written without a human choice); `None`
+/// for decorations that are pure hints, exact identities, or widen index
+/// arithmetic. Precision keywords are rewrites by design: they change
+/// rounding, are category `precision`, and the validator gates them.
+pub(crate) fn unsafe_rewrite(key: &FamilyKey) -> Option<&'static str> {
+    let (s, d) = (key.subject.as_str(), key.decoration.as_str());
+    match key.mechanism {
+        Mechanism::Keyword => {
+            let callee = s.rsplit('.').next().unwrap_or(s);
+            let hint = matches!(
+                (callee, d),
+                ("dot", "input_precision")
+                    | ("load" | "store", "eviction_policy" | "cache_modifier")
+                    | ("range", "num_stages" | "loop_unroll_factor")
+            );
+            if s == crate::python::LAUNCH {
+                Some("launch options live in host code")
+            } else if hint && s.starts_with("tl.") {
+                None
+            } else {
+                Some("the keyword changes what the call computes, or needs a site-specific value")
+            }
+        }
+        Mechanism::MethodWrap => {
+            if matches!(s, "tl.program_id" | "tl.num_programs") && d == "to" {
+                None
+            } else {
+                Some("the method changes the value's type")
+            }
+        }
+        Mechanism::Qualifier if d == "__forceinline__" && s == crate::cxx::CUDA_DEVICE => None,
+        Mechanism::Qualifier => Some("the qualifier needs a value chosen for the launch, or changes linkage"),
+        Mechanism::ParamQualifier => Some("`__restrict__` asserts that pointers never alias"),
+        Mechanism::Pragma if d == "unroll" => None,
+        Mechanism::Pragma => Some("the pragma is not a pure hint"),
+        Mechanism::Variant if exact_variant(key.lang, s, d).is_some() => None,
+        Mechanism::Variant => Some("the sibling function is not an exact identity"),
+        Mechanism::Decorator | Mechanism::Annotation => Some("it needs configurations or changes specialization"),
+        _ => Some("the idiom has no local rewrite"),
+    }
 }
 
 fn plural(n: u64, word: &str) -> String {

@@ -29,6 +29,7 @@ mod cxx;
 mod error;
 mod facts;
 mod idiom;
+mod kernels;
 mod lang;
 mod parse;
 mod prefilter;
@@ -36,12 +37,13 @@ mod python;
 mod rust;
 
 pub use corpus::{Corpus, CorpusFile, Listing, Manifest, SourceKind, StatKey, blob_id, cache_dir, mirror_path};
-pub use cxx::{DeviceMacros, KNOWN_DEVICE_MACROS, scan_device_macros};
+pub use cxx::{DeviceMacros, KNOWN_DEVICE_MACROS, merge_device_macro, scan_device_macros};
 pub use error::{Error, Result};
 pub use facts::{Example, FamilyFacts, FamilyKey, FileFacts, Mechanism, call_scope};
 pub use idiom::{Category, FileInput, Idiom, IdiomExample, MineConfig, Support, aggregate};
+pub use kernels::{KernelKind, KernelRange, kernel_ranges};
 pub use lang::Lang;
-pub use parse::{Limits, Skip, decode, dump_tree};
+pub use parse::{Limits, Skip, decode, dump_tree, parse_tree};
 pub use prefilter::Prefilter;
 
 /// Version of the fact extractors: cached facts from another version are

@@ -374,3 +374,42 @@ fn visit_wrapper(ctx: &mut Ctx, call: Node, callee: &str, in_error: bool) {
     let ex = ctx.lines.example(call.start_position().row);
     ctx.out.site(key(Mechanism::Wrapper, TRITON_KERNEL, callee), Some(value), in_error, new, || ex);
 }
+
+/// Byte ranges of the Triton kernels of a parsed file (the decorated
+/// definitions whose decorators resolve, through the file's imports, to
+/// `triton.jit`, `triton.autotune` or `triton.heuristics`), outermost only.
+pub(crate) fn kernel_ranges(src: &str, tree: &Tree) -> Vec<std::ops::Range<usize>> {
+    let root = tree.root_node();
+    let ctx = Ctx {
+        src,
+        lines: Lines::new(src),
+        aliases: collect_aliases(root, src),
+        kernel_params: HashMap::new(),
+        kernel_wrappers: HashSet::new(),
+        out: FactsBuilder::default(),
+    };
+    let mut out: Vec<std::ops::Range<usize>> = Vec::new();
+    let mut cursor = root.walk();
+    loop {
+        let node = cursor.node();
+        let mut descend = true;
+        if node.kind() == "decorated_definition" {
+            let mut c = node.walk();
+            if node.named_children(&mut c).any(|d| d.kind() == "decorator" && ctx.is_kernel_decorator(d)) {
+                out.push(node.byte_range());
+                descend = false;
+            }
+        }
+        if descend && cursor.goto_first_child() {
+            continue;
+        }
+        loop {
+            if cursor.goto_next_sibling() {
+                break;
+            }
+            if !cursor.goto_parent() {
+                return out;
+            }
+        }
+    }
+}
