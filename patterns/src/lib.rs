@@ -44,6 +44,7 @@
 
 mod catalog;
 mod error;
+pub mod matcher;
 mod model;
 
 pub use catalog::{

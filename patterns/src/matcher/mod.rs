@@ -1,0 +1,372 @@
+//! The structural matcher (SPEC §5).
+//!
+//! Patterns use ast-grep's syntax — `$A` one node, `$$$ARGS` a run of
+//! nodes, `$_` one node not captured — with two extensions: keyword
+//! arguments match in any order and position, and a sequence hole matches
+//! anywhere in an argument list. Sites must lie inside a kernel (Triton
+//! kernel, `__global__`/`__device__` function) and outside parse errors.
+//!
+//! [`Template`] parses a pattern with the target's own grammar; [`find`]
+//! lists the sites of a parsed file that match it; [`Rewrite`] turns a
+//! catalog pattern's `before`/`after` pair into [`Edit`]s at each site that
+//! lacks the idiom.
+
+mod rewrite;
+mod template;
+
+use std::collections::BTreeMap;
+use std::ops::Range;
+
+use kidiom_miner::{KernelKind, Lang, kernel_ranges};
+use tree_sitter::{Node, Tree};
+
+pub use rewrite::{Edit, Rewrite, SiteEdits, usable_value};
+pub use template::Template;
+
+use template::{Hole, PNode, Shape, is_comment};
+
+/// Why a pattern cannot be used.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum MatchError {
+    /// The pattern text is not a valid pattern in its language.
+    #[error("pattern {pattern:?} does not parse: {message}")]
+    Pattern {
+        /// The pattern as written.
+        pattern: String,
+        /// What is wrong.
+        message: String,
+    },
+    /// The catalog pattern offers no rewrite (empty `before`), or its
+    /// `after` is not a rewrite of its `before`.
+    #[error("pattern {id} has no automatic rewrite: {message}")]
+    NoRewrite {
+        /// The pattern id.
+        id: String,
+        /// Why.
+        message: String,
+    },
+}
+
+/// What a metavariable captured.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Capture {
+    /// Bytes of the captured nodes (for a sequence, first start to last
+    /// end; empty at the position of an empty sequence).
+    pub range: Range<usize>,
+    /// Kind of the captured node (the first node of a sequence; empty for
+    /// an empty sequence).
+    pub kind: String,
+    /// How many nodes (1 for `$A`).
+    pub nodes: usize,
+}
+
+/// One site that matches a template.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Match {
+    /// The matched node's bytes.
+    pub range: Range<usize>,
+    /// Captures by metavariable name (without `$`).
+    pub captures: BTreeMap<String, Capture>,
+    /// Target bytes of each template leaf, by leaf index (`None` for leaves
+    /// with no single counterpart, such as commas between arguments).
+    pub(crate) leaves: Vec<Option<Range<usize>>>,
+}
+
+/// Where matches may be.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Scope {
+    /// Inside Triton kernels and `__global__`/`__device__` functions.
+    Kernels,
+    /// Anywhere in the file.
+    Anywhere,
+}
+
+/// The sites of `tree` (parsed from `src`) that match `t`, in source order
+/// (outer before inner), skipping sites under error nodes and, with
+/// [`Scope::Kernels`], outside kernels.
+pub fn find(t: &Template, src: &str, tree: &Tree, scope: Scope) -> Vec<Match> {
+    let mut out = Vec::new();
+    for_each_site(t, src, tree, scope, |_, m| out.push(m));
+    out
+}
+
+/// Calls `f` with each node of `tree` that matches `t`, as [`find`] lists them.
+pub(crate) fn for_each_site<'t>(
+    t: &Template,
+    src: &str,
+    tree: &'t Tree,
+    scope: Scope,
+    mut f: impl FnMut(Node<'t>, Match),
+) {
+    let kernels: Vec<Range<usize>> = match scope {
+        Scope::Kernels => kernel_ranges(t.lang, src, tree)
+            .into_iter()
+            .filter(|k| k.kind != KernelKind::Binding)
+            .map(|k| k.range)
+            .collect(),
+        Scope::Anywhere => vec![0..src.len()],
+    };
+    let root = tree.root_node();
+    let mut cursor = root.walk();
+    loop {
+        let node = cursor.node();
+        let inside = kernels.iter().any(|k| k.start <= node.start_byte() && node.end_byte() <= k.end);
+        let overlaps = kernels.iter().any(|k| k.start < node.end_byte() && node.start_byte() < k.end);
+        if inside
+            && !node.is_error()
+            && !node.is_missing()
+            && let Some(m) = match_at(t, src, node)
+        {
+            f(node, m);
+        }
+        // Error subtrees are not matched into; subtrees with no kernel are skipped.
+        if (overlaps || node == root) && !node.is_error() && cursor.goto_first_child() {
+            continue;
+        }
+        loop {
+            if cursor.goto_next_sibling() {
+                break;
+            }
+            if !cursor.goto_parent() {
+                return;
+            }
+        }
+    }
+}
+
+/// Matches `t` at exactly `node`.
+pub(crate) fn match_at(t: &Template, src: &str, node: Node) -> Option<Match> {
+    match &t.shape {
+        Shape::Tree(p) => {
+            if p.hole == Hole::No && p.kind != node.kind() {
+                return None; // the cheap test first
+            }
+            let mut st = State { captures: BTreeMap::new(), leaves: vec![None; t.leaves.len()] };
+            if match_node(p, node, src, &mut st) {
+                Some(Match { range: node.byte_range(), captures: st.captures, leaves: st.leaves })
+            } else {
+                None
+            }
+        }
+        Shape::Loop => matches!(node.kind(), "for_statement" | "for_range_loop").then(|| Match {
+            range: node.byte_range(),
+            captures: BTreeMap::new(),
+            leaves: Vec::new(),
+        }),
+        Shape::Function(q) => {
+            if node.kind() != "function_definition" {
+                return None;
+            }
+            let decl = node.child_by_field_name("declarator")?;
+            let prefix = src.get(node.start_byte()..decl.start_byte())?;
+            let at = word_offset(prefix, q)?;
+            let start = node.start_byte() + at;
+            let mut captures = BTreeMap::new();
+            captures
+                .insert("QUALIFIER".to_string(), Capture { range: start..start + q.len(), kind: q.clone(), nodes: 1 });
+            Some(Match { range: node.byte_range(), captures, leaves: Vec::new() })
+        }
+    }
+}
+
+/// Byte offset of `word` as a whole word in `text`.
+pub(crate) fn word_offset(text: &str, word: &str) -> Option<usize> {
+    let ident = |c: Option<char>| c.is_some_and(|c| c.is_ascii_alphanumeric() || c == '_');
+    text.match_indices(word)
+        .find(|(i, _)| !ident(text[..*i].chars().next_back()) && !ident(text[i + word.len()..].chars().next()))
+        .map(|(i, _)| i)
+}
+
+#[derive(Clone)]
+struct State {
+    captures: BTreeMap<String, Capture>,
+    leaves: Vec<Option<Range<usize>>>,
+}
+
+fn text<'s>(src: &'s str, n: Node) -> &'s str {
+    src.get(n.byte_range()).unwrap_or("")
+}
+
+fn bind(st: &mut State, name: &str, cap: Capture, src: &str) -> bool {
+    if let Some(prev) = st.captures.get(name) {
+        // A name used twice must capture equal text.
+        let a = src.get(prev.range.clone()).unwrap_or("");
+        let b = src.get(cap.range.clone()).unwrap_or("");
+        return a == b;
+    }
+    st.captures.insert(name.to_string(), cap);
+    true
+}
+
+fn match_node(p: &PNode, t: Node, src: &str, st: &mut State) -> bool {
+    match &p.hole {
+        Hole::Any => {
+            st.leaves[p.leaf] = Some(t.byte_range());
+            return t.is_named();
+        }
+        Hole::Single(name) => {
+            if !t.is_named() {
+                return false;
+            }
+            st.leaves[p.leaf] = Some(t.byte_range());
+            let cap = Capture { range: t.byte_range(), kind: t.kind().to_string(), nodes: 1 };
+            return bind(st, name, cap, src);
+        }
+        Hole::Seq(_) => {
+            // A sequence hole in a single-node position captures that node.
+            return match_seq(std::slice::from_ref(p), &[t], t.start_byte(), src, st);
+        }
+        Hole::No => {}
+    }
+    if p.kind != t.kind() || p.named != t.is_named() {
+        return false;
+    }
+    if p.is_leaf() {
+        if text(src, t) != p.text {
+            return false;
+        }
+        st.leaves[p.leaf] = Some(t.byte_range());
+        return true;
+    }
+    let mut c = t.walk();
+    let children: Vec<Node> = t.children(&mut c).filter(|n| !is_comment(*n)).collect();
+    if p.kind == "argument_list" {
+        return match_args(p, t, &children, src, st);
+    }
+    match_seq(&p.children, &children, t.start_byte(), src, st)
+}
+
+/// Matches template children against target children; sequence holes take
+/// any run, tried shortest first. `pos` is where an empty run would sit.
+fn match_seq(ps: &[PNode], ts: &[Node], pos: usize, src: &str, st: &mut State) -> bool {
+    let Some((p0, prest)) = ps.split_first() else { return ts.is_empty() };
+    if let Hole::Seq(name) = &p0.hole {
+        for k in 0..=ts.len() {
+            let mut trial = st.clone();
+            let range = if k == 0 {
+                let at = ts.first().map(|n| n.start_byte()).unwrap_or(pos);
+                at..at
+            } else {
+                ts[0].start_byte()..ts[k - 1].end_byte()
+            };
+            trial.leaves[p0.leaf] = Some(range.clone());
+            let kind = if k == 0 { String::new() } else { ts[0].kind().to_string() };
+            let ok_bind = name == "_" || bind(&mut trial, name, Capture { range: range.clone(), kind, nodes: k }, src);
+            let next = if k == 0 { pos } else { range.end };
+            if ok_bind && match_seq(prest, &ts[k..], next, src, &mut trial) {
+                *st = trial;
+                return true;
+            }
+        }
+        return false;
+    }
+    let Some((t0, trest)) = ts.split_first() else { return false };
+    let mut trial = st.clone();
+    if match_node(p0, *t0, src, &mut trial) && match_seq(prest, trest, t0.end_byte(), src, &mut trial) {
+        *st = trial;
+        return true;
+    }
+    false
+}
+
+/// Argument lists: keyword arguments of the template match keyword
+/// arguments of the target in any position; the other items match the
+/// remaining target items in order, sequence holes taking any run.
+fn match_args(p: &PNode, t: Node, children: &[Node], src: &str, st: &mut State) -> bool {
+    let open = p.children.first().filter(|c| !c.named);
+    let close = p.children.last().filter(|c| !c.named && p.children.len() > 1);
+    if let (Some(o), Some(first)) = (open, children.first()) {
+        if text(src, *first) != o.text {
+            return false;
+        }
+        st.leaves[o.leaf] = Some(first.byte_range());
+    }
+    if let (Some(c), Some(last)) = (close, children.last()) {
+        if text(src, *last) != c.text {
+            return false;
+        }
+        st.leaves[c.leaf] = Some(last.byte_range());
+    }
+    let items: Vec<Node> = children.iter().copied().filter(|n| n.is_named()).collect();
+    let pitems: Vec<&PNode> = p.children.iter().filter(|c| c.named).collect();
+    let mut claimed = vec![false; items.len()];
+    let mut rest_p: Vec<PNode> = Vec::new();
+    for pi in pitems {
+        if pi.kind == "keyword_argument" && pi.hole == Hole::No {
+            let mut found = false;
+            for (j, ti) in items.iter().enumerate() {
+                if claimed[j] || ti.kind() != "keyword_argument" {
+                    continue;
+                }
+                let mut trial = st.clone();
+                if match_node(pi, *ti, src, &mut trial) {
+                    *st = trial;
+                    claimed[j] = true;
+                    found = true;
+                    break;
+                }
+            }
+            if !found {
+                return false;
+            }
+        } else {
+            rest_p.push(pi.clone());
+        }
+    }
+    let rest_t: Vec<Node> = items.iter().zip(&claimed).filter(|(_, c)| !**c).map(|(n, _)| *n).collect();
+    let pos = children.first().map(|n| n.end_byte()).unwrap_or(t.start_byte());
+    match_seq(&rest_p, &rest_t, pos, src, st)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The texts of the sites `pattern` matches in `src` (Python, anywhere).
+    fn check(src: &str, pattern: &str) -> Vec<String> {
+        let t = Template::parse(Lang::Python, pattern).unwrap();
+        let tree = kidiom_miner::parse_tree(Lang::Python, src).unwrap().unwrap();
+        find(&t, src, &tree, Scope::Anywhere).into_iter().map(|m| src[m.range].to_string()).collect()
+    }
+
+    #[test]
+    fn keyword_arguments_match_in_any_order() {
+        let src = "tl.dot(a, b, out_dtype=f, input_precision='ieee')\ntl.dot(input_precision='tf32', a=x, b=y)\ntl.dot(a, b)\n";
+        assert_eq!(check(src, "tl.dot($$$ARGS, input_precision=$V)").len(), 2);
+        assert_eq!(check(src, "tl.dot(input_precision=$V, $$$ARGS)").len(), 2);
+        assert_eq!(check(src, "tl.dot($A, $B)"), ["tl.dot(a, b)"]);
+        assert_eq!(check(src, "tl.dot($$$ARGS)").len(), 3);
+    }
+
+    #[test]
+    fn sequence_holes_anywhere() {
+        let src = "f(1, 2, 3)\nf(3)\nf(1, 3, 2)\n";
+        assert_eq!(check(src, "f($$$A, 3)"), ["f(1, 2, 3)", "f(3)"]);
+        assert_eq!(check(src, "f($$$A, 3, $$$B)").len(), 3);
+        assert_eq!(check(src, "f(1, $$$REST)"), ["f(1, 2, 3)", "f(1, 3, 2)"]);
+    }
+
+    #[test]
+    fn repeated_metavariables_must_agree() {
+        let src = "x = f(x, 1)\ny = f(z, 1)\n";
+        assert_eq!(check(src, "$X = f($X, $V)"), ["x = f(x, 1)"]);
+        assert_eq!(check(src, "$_ = f($_, 1)").len(), 2);
+    }
+
+    #[test]
+    fn comments_and_strings_are_not_sites() {
+        let src = "# tl.exp(x)\ns = 'tl.exp(x)'\ny = tl.exp(x)  # tl.exp(z)\n";
+        assert_eq!(check(src, "tl.exp($X)"), ["tl.exp(x)"]);
+    }
+
+    #[test]
+    fn only_inside_kernels_by_default() {
+        let src = "import triton\nimport triton.language as tl\n@triton.jit\ndef k(x):\n    y = tl.exp(x)\n\ndef host(x):\n    return tl.exp(x)\n";
+        let t = Template::parse(Lang::Python, "tl.exp($X)").unwrap();
+        let tree = kidiom_miner::parse_tree(Lang::Python, src).unwrap().unwrap();
+        let ms = find(&t, src, &tree, Scope::Kernels);
+        assert_eq!(ms.len(), 1);
+        assert!(ms[0].range.start < src.find("def host").unwrap());
+    }
+}

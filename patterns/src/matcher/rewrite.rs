@@ -1,0 +1,535 @@
+//! From a catalog pattern's `before`/`after` pair to edits at each site.
+//!
+//! The two templates are aligned leaf by leaf (longest common
+//! subsequence). Leaves of `after` missing from `before` are inserted next
+//! to the target bytes of their aligned neighbour; leaves of `before`
+//! missing from `after` are deleted. Everything else — whitespace,
+//! comments, trailing commas, line breaks — stays byte for byte as the
+//! target has it. A captured expression that becomes an operand of an
+//! inserted operator is parenthesized unless it is atomic.
+
+use std::ops::Range;
+
+use kidiom_miner::Lang;
+use tree_sitter::{Node, Tree};
+
+use super::template::{Hole, Shape, render};
+use super::{Match, MatchError, Scope, Template, for_each_site, match_at, word_offset};
+use crate::model::Pattern;
+
+/// Replace `range` of the target by `text` (an insertion when empty).
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub struct Edit {
+    /// Bytes replaced.
+    pub range: Range<usize>,
+    /// Their replacement.
+    pub text: String,
+}
+
+/// The edits for one site: applied together or not at all.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SiteEdits {
+    /// The matched site.
+    pub site: Range<usize>,
+    /// Its edits, in order.
+    pub edits: Vec<Edit>,
+}
+
+#[derive(Debug, Clone)]
+enum Op {
+    Keep(usize, usize),
+    Del(usize),
+    Ins(usize),
+}
+
+#[derive(Debug, Clone)]
+enum Mode {
+    /// Leaf-aligned rewrite between two tree templates.
+    Tree { after: Template, ops: Vec<Op> },
+    /// `after` is a new line followed by `before` (`#pragma unroll`).
+    LinePrefix { line: String },
+    /// `after` is a token followed by `before` (`__forceinline__`).
+    TokenPrefix { token: String },
+}
+
+/// Keywords that must not be added where another one is present: Triton
+/// rejects `input_precision=` together with the older `allow_tf32=`.
+const CONFLICTING_KEYWORDS: &[(&str, &str)] = &[("input_precision", "allow_tf32")];
+
+/// A compiled rewrite: where (`before`), what (`after`), with which value.
+#[derive(Debug, Clone)]
+pub struct Rewrite {
+    /// The pattern id.
+    pub id: String,
+    before: Template,
+    mode: Mode,
+    /// The value for metavariables that only `after` has (`$V`).
+    value: Option<String>,
+    scope: Scope,
+}
+
+/// Whether a hole value from a histogram can be written at any site: a
+/// literal, or a name from Triton's language module. Names local to the
+/// upstream file (`DOT_PRECISION`) cannot.
+pub fn usable_value(lang: Lang, v: &str) -> bool {
+    let v = v.trim();
+    if v.is_empty() || v.contains('\n') {
+        return false;
+    }
+    let quoted = |q: char| v.len() >= 2 && v.starts_with(q) && v.ends_with(q) && !v[1..v.len() - 1].contains(q);
+    let numeric = v.chars().all(|c| c.is_ascii_digit() || c == '.') && v.chars().any(|c| c.is_ascii_digit());
+    match lang {
+        Lang::Python => {
+            quoted('"')
+                || quoted('\'')
+                || numeric
+                || matches!(v, "True" | "False" | "None")
+                || (v.starts_with("tl.") && v[3..].chars().all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '.'))
+        }
+        Lang::Cuda | Lang::Cpp => numeric,
+        Lang::Rust => false,
+    }
+}
+
+impl Rewrite {
+    /// Compiles `pattern`'s rewrite. `value` overrides the histogram's
+    /// dominant usable value for `$V`.
+    pub fn new(pattern: &Pattern, value: Option<&str>) -> Result<Rewrite, MatchError> {
+        let no = |message: String| MatchError::NoRewrite { id: pattern.id.clone(), message };
+        if pattern.before.trim().is_empty() {
+            let why = pattern
+                .rationale
+                .split_once("Not rewritten automatically: ")
+                .map(|(_, w)| w.trim_end_matches('.').to_string())
+                .unwrap_or_else(|| "it has no `before` pattern".into());
+            return Err(no(why));
+        }
+        let lang = pattern.language;
+        let before = Template::parse(lang, &pattern.before)?;
+        let squash = |s: &str| s.split_whitespace().collect::<Vec<_>>().join(" ");
+        let (b, a) = (squash(&pattern.before), squash(&pattern.after));
+        if a == b {
+            return Err(no("`after` equals `before`".into()));
+        }
+        let after_text = pattern.after.trim();
+        let mode = if let Some(prefix) = a.strip_suffix(&b).filter(|p| !p.trim().is_empty()) {
+            let line_break = after_text.len() > pattern.before.trim().len()
+                && after_text[..after_text.len() - pattern.before.trim().len()]
+                    .trim_end_matches([' ', '\t'])
+                    .ends_with('\n');
+            if line_break {
+                if lang == Lang::Python {
+                    return Err(no("adding a decorator needs arguments chosen by a person".into()));
+                }
+                Mode::LinePrefix { line: prefix.trim().to_string() }
+            } else if !prefix.trim().contains(' ') {
+                Mode::TokenPrefix { token: prefix.trim().to_string() }
+            } else {
+                return Err(no(format!("cannot insert {prefix:?}")));
+            }
+        } else {
+            let after = Template::parse(lang, &pattern.after)?;
+            if !matches!(before.shape, Shape::Tree(_)) || !matches!(after.shape, Shape::Tree(_)) {
+                return Err(no("`after` is not a rewrite of `before`".into()));
+            }
+            let ops = align(&before, &after);
+            Mode::Tree { after, ops }
+        };
+        let mut rw = Rewrite { id: pattern.id.clone(), before, mode, value: None, scope: Scope::Kernels };
+        let needs_value = rw.after_only_holes();
+        if !needs_value.is_empty() {
+            let v = match value {
+                Some(v) => Some(v.to_string()),
+                None => pattern.values.iter().map(|v| v.value.clone()).find(|v| usable_value(lang, v)),
+            };
+            match v {
+                Some(v) => rw.value = Some(v),
+                None => {
+                    return Err(no(format!(
+                        "no value of ${} in its histogram can be written at any site; pass --value",
+                        needs_value.join(", $")
+                    )));
+                }
+            }
+        }
+        Ok(rw)
+    }
+
+    /// Where sites may be (default: inside kernels).
+    pub fn with_scope(mut self, scope: Scope) -> Rewrite {
+        self.scope = scope;
+        self
+    }
+
+    /// The value written for `$V`, if the rewrite has one.
+    pub fn value(&self) -> Option<&str> {
+        self.value.as_deref()
+    }
+
+    /// The `before` template.
+    pub fn before(&self) -> &Template {
+        &self.before
+    }
+
+    fn after_only_holes(&self) -> Vec<String> {
+        let Mode::Tree { after, .. } = &self.mode else { return Vec::new() };
+        let have = self.before.metavariables();
+        after.metavariables().into_iter().filter(|n| !have.contains(n)).collect()
+    }
+
+    /// The edits at each site of `tree` (parsed from `src`) that matches
+    /// `before` and lacks the idiom, in source order. Sites may nest;
+    /// resolving overlaps is the caller's business.
+    pub fn site_edits(&self, src: &str, tree: &Tree) -> Vec<SiteEdits> {
+        let mut out = Vec::new();
+        for_each_site(&self.before, src, tree, self.scope, |node, m| {
+            if self.present(src, node) {
+                return;
+            }
+            if let Some(edits) = self.edits_for(src, node, &m) {
+                out.push(SiteEdits { site: m.range.clone(), edits });
+            }
+        });
+        out
+    }
+
+    /// Whether the idiom is already at (or around) this site.
+    fn present(&self, src: &str, node: Node) -> bool {
+        match &self.mode {
+            Mode::Tree { after, .. } => {
+                let mut cur = Some(node);
+                for _ in 0..3 {
+                    let Some(n) = cur else { break };
+                    if match_at(after, src, n).is_some() {
+                        return true;
+                    }
+                    cur = n.parent();
+                }
+                let inserted = after.text.as_str();
+                CONFLICTING_KEYWORDS.iter().any(|(add, other)| {
+                    inserted.contains(&format!("{add}=")) && has_keyword(src, node, other)
+                        || inserted.contains(&format!("{other}=")) && has_keyword(src, node, add)
+                })
+            }
+            Mode::LinePrefix { line } => {
+                let Some(prev) = node.prev_sibling() else { return false };
+                let squash = |s: &str| s.split_whitespace().collect::<Vec<_>>().join(" ");
+                let prev_text = squash(src.get(prev.byte_range()).unwrap_or(""));
+                let want = squash(line);
+                // `#pragma unroll 4` counts as `#pragma unroll`.
+                let word = want.split(['(', ' ']).take(2).collect::<Vec<_>>().join(" ");
+                prev_text.starts_with(&word)
+            }
+            Mode::TokenPrefix { token } => {
+                let decl = node.child_by_field_name("declarator").map(|d| d.start_byte()).unwrap_or(node.end_byte());
+                word_offset(src.get(node.start_byte()..decl).unwrap_or(""), token).is_some()
+            }
+        }
+    }
+
+    fn edits_for(&self, src: &str, node: Node, m: &Match) -> Option<Vec<Edit>> {
+        match &self.mode {
+            Mode::LinePrefix { line } => {
+                let start = node.start_byte();
+                let line_start = src[..start].rfind('\n').map(|i| i + 1).unwrap_or(0);
+                let indent = &src[line_start..start];
+                if !indent.chars().all(|c| c == ' ' || c == '\t') {
+                    return None; // not first on its line
+                }
+                let text = render(line, |_| self.value.clone()).ok()?;
+                Some(vec![Edit { range: start..start, text: format!("{text}\n{indent}") }])
+            }
+            Mode::TokenPrefix { token } => {
+                let q = m.captures.get("QUALIFIER")?;
+                Some(vec![Edit { range: q.range.start..q.range.start, text: format!("{token} ") }])
+            }
+            Mode::Tree { after, ops } => self.tree_edits(src, m, after, ops),
+        }
+    }
+
+    fn tree_edits(&self, src: &str, m: &Match, after: &Template, ops: &[Op]) -> Option<Vec<Edit>> {
+        let lookup = |name: &str| -> Option<String> {
+            match m.captures.get(name) {
+                Some(c) => src.get(c.range.clone()).map(str::to_string),
+                None => self.value.clone(),
+            }
+        };
+        let mut edits = Vec::new();
+        // Parentheses around captures that become operands of inserted operators.
+        for (k, op) in ops.iter().enumerate() {
+            let Op::Keep(bi, ai) = op else { continue };
+            let Hole::Single(name) = &self.before.leaves[*bi].hole else { continue };
+            let Some(cap) = m.captures.get(name) else { continue };
+            let next_ins = matches!(ops.get(k + 1), Some(Op::Ins(_)));
+            let prev_ins = k > 0 && matches!(ops.get(k - 1), Some(Op::Ins(_)));
+            let span = &after.leaves[*ai].span;
+            let right = after.text[span.end..].trim_start().chars().next();
+            let left = after.text[..span.start].trim_end().chars().next_back();
+            let op_char = |c: Option<char>| c.is_some_and(|c| "*+-/%@&|^<>~".contains(c));
+            if ((next_ins && op_char(right)) || (prev_ins && op_char(left))) && !atomic(&cap.kind) {
+                edits.push(Edit { range: cap.range.start..cap.range.start, text: "(".into() });
+                edits.push(Edit { range: cap.range.end..cap.range.end, text: ")".into() });
+            }
+        }
+        let mut k = 0;
+        while k < ops.len() {
+            if matches!(ops[k], Op::Keep(..)) {
+                k += 1;
+                continue;
+            }
+            let run_start = k;
+            while k < ops.len() && !matches!(ops[k], Op::Keep(..)) {
+                k += 1;
+            }
+            let run = &ops[run_start..k];
+            let prev = run_start.checked_sub(1).and_then(|i| match ops[i] {
+                Op::Keep(b, a) => Some((b, a)),
+                _ => None,
+            });
+            let next = ops.get(k).and_then(|o| match o {
+                Op::Keep(b, a) => Some((*b, *a)),
+                _ => None,
+            });
+            let dels: Vec<usize> =
+                run.iter().filter_map(|o| if let Op::Del(b) = o { Some(*b) } else { None }).collect();
+            let ins: Vec<usize> = run.iter().filter_map(|o| if let Op::Ins(a) = o { Some(*a) } else { None }).collect();
+            let del_ranges: Vec<Range<usize>> =
+                dels.iter().filter_map(|b| m.leaves.get(*b).cloned().flatten()).collect();
+            let ins_text = if ins.is_empty() {
+                String::new()
+            } else if !del_ranges.is_empty() {
+                let (first, last) = (ins[0], ins[ins.len() - 1]);
+                after.text[after.leaves[first].span.start..after.leaves[last].span.end].to_string()
+            } else {
+                let from = prev.map(|(_, a)| after.leaves[a].span.end).unwrap_or(0);
+                let to = next.map(|(_, a)| after.leaves[a].span.start).unwrap_or(after.text.len());
+                after.text[from..to].to_string()
+            };
+            let mut text = render(&ins_text, lookup).ok()?;
+            if !del_ranges.is_empty() {
+                let start = del_ranges.iter().map(|r| r.start).min()?;
+                let end = del_ranges.iter().map(|r| r.end).max()?;
+                edits.push(Edit { range: start..end, text });
+                continue;
+            }
+            if text.is_empty() {
+                continue;
+            }
+            let pos = match (prev, next) {
+                (Some((b, _)), _) => {
+                    let r = m.leaves.get(b).cloned().flatten()?;
+                    if r.is_empty() && text.trim_start().starts_with(',') {
+                        // After an empty sequence, no separator.
+                        text = text.trim_start().trim_start_matches(',').trim_start().to_string();
+                    }
+                    r.end
+                }
+                (None, Some((b, _))) => m.leaves.get(b).cloned().flatten()?.start,
+                (None, None) => return None,
+            };
+            edits.push(Edit { range: pos..pos, text });
+        }
+        Some(edits)
+    }
+}
+
+fn has_keyword(src: &str, node: Node, name: &str) -> bool {
+    let Some(args) = node.child_by_field_name("arguments") else { return false };
+    let mut c = args.walk();
+    args.named_children(&mut c).any(|a| {
+        a.kind() == "keyword_argument"
+            && a.child_by_field_name("name").and_then(|n| src.get(n.byte_range())) == Some(name)
+    })
+}
+
+/// Node kinds that never need parentheses as an operand.
+fn atomic(kind: &str) -> bool {
+    matches!(
+        kind,
+        "identifier"
+            | "attribute"
+            | "call"
+            | "subscript"
+            | "parenthesized_expression"
+            | "integer"
+            | "float"
+            | "string"
+            | "true"
+            | "false"
+            | "none"
+            | "list"
+            | "tuple"
+            | "dictionary"
+            | "call_expression"
+            | "field_expression"
+            | "subscript_expression"
+            | "number_literal"
+    )
+}
+
+/// Aligns the leaves of two templates (longest common subsequence; holes
+/// align by name, other leaves by text).
+fn align(before: &Template, after: &Template) -> Vec<Op> {
+    let key = |l: &super::template::PNode| match &l.hole {
+        Hole::Single(n) => format!("$:{n}"),
+        Hole::Seq(n) => format!("$$$:{n}"),
+        Hole::Any => "$_".to_string(),
+        Hole::No => format!("t:{}", l.text),
+    };
+    let b: Vec<String> = before.leaves.iter().map(key).collect();
+    let a: Vec<String> = after.leaves.iter().map(key).collect();
+    let (n, m) = (b.len(), a.len());
+    let mut dp = vec![vec![0u32; m + 1]; n + 1];
+    for i in (0..n).rev() {
+        for j in (0..m).rev() {
+            dp[i][j] = if b[i] == a[j] { dp[i + 1][j + 1] + 1 } else { dp[i + 1][j].max(dp[i][j + 1]) };
+        }
+    }
+    let (mut i, mut j) = (0, 0);
+    let mut ops = Vec::new();
+    while i < n || j < m {
+        if i < n && j < m && b[i] == a[j] {
+            ops.push(Op::Keep(i, j));
+            i += 1;
+            j += 1;
+        } else if i < n && (j == m || dp[i + 1][j] >= dp[i][j + 1]) {
+            ops.push(Op::Del(i));
+            i += 1;
+        } else {
+            ops.push(Op::Ins(j));
+            j += 1;
+        }
+    }
+    ops
+}
+
+/// Applies non-overlapping edits (sorted by position; insertions at one
+/// position keep their order).
+pub(crate) fn apply_edits(src: &str, edits: &[Edit]) -> Option<String> {
+    let mut sorted: Vec<(usize, &Edit)> = edits.iter().enumerate().collect();
+    sorted.sort_by_key(|(i, e)| (e.range.start, e.range.end, *i));
+    let mut out = String::with_capacity(src.len() + 64);
+    let mut at = 0;
+    for (_, e) in sorted {
+        if e.range.start < at || e.range.end > src.len() {
+            return None;
+        }
+        out.push_str(src.get(at..e.range.start)?);
+        out.push_str(&e.text);
+        at = e.range.end;
+    }
+    out.push_str(src.get(at..)?);
+    Some(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::model::{Category, Kind, ValueCount};
+
+    fn pattern(lang: Lang, before: &str, after: &str, values: &[&str]) -> Pattern {
+        Pattern {
+            id: "t".into(),
+            kind: Kind::Usage,
+            language: lang,
+            category: Category::Other,
+            title: String::new(),
+            rationale: String::new(),
+            before: before.into(),
+            after: after.into(),
+            support: vec![],
+            values: values.iter().map(|v| ValueCount { value: v.to_string(), count: 1 }).collect(),
+            examples: vec![],
+            commits: vec![],
+            score: 0.0,
+        }
+    }
+
+    /// Rewrites `src` (anywhere, one round) and returns the result.
+    fn check(lang: Lang, src: &str, before: &str, after: &str, values: &[&str]) -> String {
+        let rw = Rewrite::new(&pattern(lang, before, after, values), None).unwrap().with_scope(Scope::Anywhere);
+        let tree = kidiom_miner::parse_tree(lang, src).unwrap().unwrap();
+        let edits: Vec<Edit> = rw.site_edits(src, &tree).into_iter().flat_map(|s| s.edits).collect();
+        apply_edits(src, &edits).unwrap()
+    }
+
+    const KW: (&str, &str) = ("tl.dot($$$ARGS)", "tl.dot($$$ARGS, input_precision=$V)");
+
+    #[test]
+    fn inserts_keywords_keeping_layout() {
+        let v = &["DOT_PRECISION", "\"ieee\""];
+        let cases = [
+            ("x = tl.dot(a, b)\n", "x = tl.dot(a, b, input_precision=\"ieee\")\n"),
+            ("x = tl.dot(a, b,)\n", "x = tl.dot(a, b, input_precision=\"ieee\",)\n"),
+            (
+                "x = tl.dot(\n    a,  # left\n    b,  # right\n)\n",
+                "x = tl.dot(\n    a,  # left\n    b, input_precision=\"ieee\",  # right\n)\n",
+            ),
+            ("x = tl.dot(a, b, input_precision='tf32')\n", "x = tl.dot(a, b, input_precision='tf32')\n"),
+            ("x = tl.dot(a, b, allow_tf32=False)\n", "x = tl.dot(a, b, allow_tf32=False)\n"),
+            (
+                "x = tl.dot(a, tl.dot(b, c))\n",
+                "x = tl.dot(a, tl.dot(b, c, input_precision=\"ieee\"), input_precision=\"ieee\")\n",
+            ),
+        ];
+        for (src, want) in cases {
+            assert_eq!(check(Lang::Python, src, KW.0, KW.1, v), want, "{src}");
+        }
+    }
+
+    #[test]
+    fn wraps_and_variants() {
+        let wrap = ("tl.program_id($$$ARGS)", "tl.program_id($$$ARGS).to($V)");
+        assert_eq!(
+            check(
+                Lang::Python,
+                "i, j = tl.program_id(0), tl.program_id(1).to(tl.int64)\n",
+                wrap.0,
+                wrap.1,
+                &["tl.int64"]
+            ),
+            "i, j = tl.program_id(0).to(tl.int64), tl.program_id(1).to(tl.int64)\n"
+        );
+        let exp = ("tl.exp($X)", "tl.exp2($X * 1.4426950408889634)");
+        assert_eq!(
+            check(Lang::Python, "y = tl.exp(a - b) * tl.exp(g)[:, None]\n", exp.0, exp.1, &[]),
+            "y = tl.exp2((a - b) * 1.4426950408889634) * tl.exp2(g * 1.4426950408889634)[:, None]\n"
+        );
+        let log = ("tl.log($X)", "(tl.log2($X) * 0.6931471805599453)");
+        assert_eq!(
+            check(Lang::Python, "y = 2 ** tl.log(x)\n", log.0, log.1, &[]),
+            "y = 2 ** (tl.log2(x) * 0.6931471805599453)\n"
+        );
+    }
+
+    #[test]
+    fn cuda_prefixes() {
+        let src = "__global__ void k(int n) {\n    for (int i = 0; i < n; i++) {}\n    #pragma unroll\n    for (int j = 0; j < 4; j++) {}\n}\n";
+        let got = check(Lang::Cuda, src, "for ($$$HEAD) $BODY", "#pragma unroll\nfor ($$$HEAD) $BODY", &[]);
+        assert_eq!(got, src.replacen("    for (int i", "    #pragma unroll\n    for (int i", 1));
+        let src = "__device__ float f(float x) { return x; }\n__forceinline__ __device__ float g() { return 1; }\n";
+        let got = check(
+            Lang::Cuda,
+            src,
+            "__device__ $R $F($$$PARAMS) { $$$BODY }",
+            "__forceinline__ __device__ $R $F($$$PARAMS) { $$$BODY }",
+            &[],
+        );
+        assert_eq!(got, format!("__forceinline__ {src}"));
+    }
+
+    #[test]
+    fn values_must_be_usable() {
+        assert!(usable_value(Lang::Python, "'ieee'"));
+        assert!(usable_value(Lang::Python, "tl.int64"));
+        assert!(!usable_value(Lang::Python, "DOT_PRECISION"));
+        assert!(!usable_value(Lang::Python, "b_k.dtype"));
+        let p = pattern(Lang::Python, KW.0, KW.1, &["DOT_PRECISION"]);
+        assert!(matches!(Rewrite::new(&p, None), Err(MatchError::NoRewrite { .. })));
+        assert_eq!(Rewrite::new(&p, Some("'tf32'")).unwrap().value(), Some("'tf32'"));
+        let empty = pattern(Lang::Python, "", "x", &[]);
+        assert!(Rewrite::new(&empty, None).is_err());
+        let broken = pattern(Lang::Python, "tl.dot(", "tl.dot()", &[]);
+        assert!(matches!(Rewrite::new(&broken, None), Err(MatchError::Pattern { .. })));
+    }
+}
