@@ -48,8 +48,8 @@ pub mod matcher;
 mod model;
 
 pub use catalog::{
-    CachedFile, Catalog, CatalogStats, CorpusRow, DEFAULT_BUSY_TIMEOUT, FileOutcome, Filter, MineTx, SCHEMA_VERSION,
-    StoredFacts,
+    CachedFile, Candidate, CandidateStatus, Catalog, CatalogStats, CorpusRow, DEFAULT_BUSY_TIMEOUT, FileOutcome,
+    Filter, MineTx, SCHEMA_VERSION, StoredFacts,
 };
 pub use error::{Error, Result};
 pub use model::{Category, CommitRef, IdiomExample, Kind, Lang, Pattern, Support, ValueCount};

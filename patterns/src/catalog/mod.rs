@@ -5,6 +5,7 @@
 //! processes never interleave their writes. Reads never block on a writer
 //! (WAL mode).
 
+mod candidates;
 mod query;
 pub(crate) mod schema;
 
@@ -18,6 +19,7 @@ use rusqlite::{Connection, OptionalExtension, Transaction, TransactionBehavior, 
 use crate::error::{Error, Result};
 use crate::model::{Kind, Pattern};
 
+pub use candidates::{Candidate, CandidateStatus};
 pub use query::{CatalogStats, Filter};
 pub use schema::SCHEMA_VERSION;
 

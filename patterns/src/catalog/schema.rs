@@ -100,6 +100,27 @@ CREATE TABLE commits (
 );
 CREATE VIRTUAL TABLE patterns_fts USING fts5 (id, title, rationale, before, after, snippets, hole_values);
 "#,
+    // 2: rewrite candidates (`kidiom apply`), their diffs and review status.
+    r#"
+CREATE TABLE candidates (
+    id          TEXT PRIMARY KEY NOT NULL,
+    pattern_id  TEXT NOT NULL,
+    path        TEXT NOT NULL,
+    base_blob   TEXT NOT NULL,
+    result_blob TEXT NOT NULL,
+    value       TEXT,
+    sites       INTEGER NOT NULL,
+    diff        TEXT NOT NULL,
+    status      TEXT NOT NULL CHECK (status IN ('proposed', 'applied', 'accepted', 'rejected', 'stale', 'validated')),
+    provenance  TEXT NOT NULL,
+    evidence    TEXT NOT NULL DEFAULT '{}',
+    commit_id   TEXT,
+    created_at  TEXT NOT NULL,
+    updated_at  TEXT NOT NULL
+);
+CREATE INDEX candidates_path ON candidates (path);
+CREATE INDEX candidates_pattern ON candidates (pattern_id);
+"#,
 ];
 
 /// The schema version this build writes and reads.

@@ -17,7 +17,7 @@ mod template;
 use std::collections::BTreeMap;
 use std::ops::Range;
 
-use kidiom_miner::{KernelKind, Lang, kernel_ranges};
+use kidiom_miner::{KernelKind, kernel_ranges};
 use tree_sitter::{Node, Tree};
 
 pub use rewrite::{Edit, Rewrite, SiteEdits, usable_value};
@@ -105,7 +105,7 @@ pub(crate) fn for_each_site<'t>(
             .filter(|k| k.kind != KernelKind::Binding)
             .map(|k| k.range)
             .collect(),
-        Scope::Anywhere => vec![0..src.len()],
+        Scope::Anywhere => std::iter::once(0..src.len()).collect(),
     };
     let root = tree.root_node();
     let mut cursor = root.walk();
@@ -322,6 +322,7 @@ fn match_args(p: &PNode, t: Node, children: &[Node], src: &str, st: &mut State) 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use kidiom_miner::Lang;
 
     /// The texts of the sites `pattern` matches in `src` (Python, anywhere).
     fn check(src: &str, pattern: &str) -> Vec<String> {

@@ -45,7 +45,7 @@ enum Op {
 #[derive(Debug, Clone)]
 enum Mode {
     /// Leaf-aligned rewrite between two tree templates.
-    Tree { after: Template, ops: Vec<Op> },
+    Tree { after: Box<Template>, ops: Vec<Op> },
     /// `after` is a new line followed by `before` (`#pragma unroll`).
     LinePrefix { line: String },
     /// `after` is a token followed by `before` (`__forceinline__`).
@@ -133,7 +133,7 @@ impl Rewrite {
                 return Err(no("`after` is not a rewrite of `before`".into()));
             }
             let ops = align(&before, &after);
-            Mode::Tree { after, ops }
+            Mode::Tree { after: Box::new(after), ops }
         };
         let mut rw = Rewrite { id: pattern.id.clone(), before, mode, value: None, scope: Scope::Kernels };
         let needs_value = rw.after_only_holes();
@@ -405,6 +405,7 @@ fn align(before: &Template, after: &Template) -> Vec<Op> {
 
 /// Applies non-overlapping edits (sorted by position; insertions at one
 /// position keep their order).
+#[cfg(test)]
 pub(crate) fn apply_edits(src: &str, edits: &[Edit]) -> Option<String> {
     let mut sorted: Vec<(usize, &Edit)> = edits.iter().enumerate().collect();
     sorted.sort_by_key(|(i, e)| (e.range.start, e.range.end, *i));

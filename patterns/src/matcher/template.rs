@@ -82,10 +82,10 @@ impl Template {
             return Err(bad("empty pattern".into()));
         }
         let text = substitute(trimmed).map_err(bad)?;
-        if matches!(lang, Lang::Cuda | Lang::Cpp) {
-            if let Some(shape) = cxx_shape(trimmed) {
-                return Ok(Template { lang, source: pattern.into(), text, shape, leaves: Vec::new() });
-            }
+        if matches!(lang, Lang::Cuda | Lang::Cpp)
+            && let Some(shape) = cxx_shape(trimmed)
+        {
+            return Ok(Template { lang, source: pattern.into(), text, shape, leaves: Vec::new() });
         }
         if lang == Lang::Rust {
             return Err(bad("Rust patterns are not supported by the structural matcher".into()));

@@ -1,0 +1,287 @@
+//! Rewrite candidates: one per (pattern, target file), with the unified
+//! diff, the git blob it applies to and its review status.
+
+use rusqlite::params;
+use serde::{Deserialize, Serialize};
+
+use super::{At, Catalog};
+use crate::error::Result;
+
+/// Where a candidate stands in review.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum CandidateStatus {
+    /// Proposed by a dry run; nothing written.
+    Proposed,
+    /// Written to the working tree by `apply --write`.
+    Applied,
+    /// Committed on the review branch by `accept`.
+    Accepted,
+    /// Rejected by a reviewer or the validator.
+    Rejected,
+    /// Its target changed since it was proposed.
+    Stale,
+    /// Every validation gate passed.
+    Validated,
+}
+
+impl CandidateStatus {
+    /// Every status.
+    pub const ALL: [CandidateStatus; 6] = [
+        CandidateStatus::Proposed,
+        CandidateStatus::Applied,
+        CandidateStatus::Accepted,
+        CandidateStatus::Rejected,
+        CandidateStatus::Stale,
+        CandidateStatus::Validated,
+    ];
+
+    /// The lowercase name stored in the catalog.
+    pub fn name(self) -> &'static str {
+        match self {
+            CandidateStatus::Proposed => "proposed",
+            CandidateStatus::Applied => "applied",
+            CandidateStatus::Accepted => "accepted",
+            CandidateStatus::Rejected => "rejected",
+            CandidateStatus::Stale => "stale",
+            CandidateStatus::Validated => "validated",
+        }
+    }
+
+    /// Parses a name as printed by [`CandidateStatus::name`].
+    pub fn from_name(s: &str) -> Option<CandidateStatus> {
+        CandidateStatus::ALL.into_iter().find(|c| c.name() == s)
+    }
+}
+
+impl std::fmt::Display for CandidateStatus {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+/// One rewrite candidate (table `candidates`).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Candidate {
+    /// `<pattern-id>@<path>#<8 hex digits of the diff's blob id>`.
+    pub id: String,
+    /// The pattern it applies.
+    pub pattern_id: String,
+    /// The target, relative to the repository root (or as given outside one).
+    pub path: String,
+    /// Git blob id of the file the diff applies to.
+    pub base_blob: String,
+    /// Git blob id of the rewritten file.
+    pub result_blob: String,
+    /// The value written for `$V`, if any.
+    pub value: Option<String>,
+    /// Sites rewritten.
+    pub sites: u64,
+    /// Unified diff (`git apply` accepts it from the repository root).
+    pub diff: String,
+    /// Review status.
+    pub status: CandidateStatus,
+    /// The pattern's provenance (support, examples, commits) when proposed.
+    pub provenance: serde_json::Value,
+    /// Validation evidence (free JSON, filled in by the validator).
+    pub evidence: serde_json::Value,
+    /// The review-branch commit, once accepted.
+    pub commit_id: Option<String>,
+    /// RFC 3339, UTC.
+    pub created_at: String,
+    /// RFC 3339, UTC.
+    pub updated_at: String,
+}
+
+const COLS: &str = "id, pattern_id, path, base_blob, result_blob, value, sites, diff, status, provenance, evidence, \
+                    commit_id, created_at, updated_at";
+
+impl Catalog {
+    /// Stores a candidate, replacing one with the same id (its creation
+    /// time is kept). `created_at`/`updated_at` are set by the catalog.
+    pub fn put_candidate(&self, c: &Candidate) -> Result<()> {
+        let json = |v: &serde_json::Value| serde_json::to_string(v).unwrap_or_else(|_| "{}".into());
+        self.conn
+            .prepare_cached(
+                "INSERT INTO candidates (id, pattern_id, path, base_blob, result_blob, value, sites, diff, status,
+                     provenance, evidence, commit_id, created_at, updated_at)
+                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12,
+                     strftime('%Y-%m-%dT%H:%M:%SZ', 'now'), strftime('%Y-%m-%dT%H:%M:%SZ', 'now'))
+                 ON CONFLICT (id) DO UPDATE SET pattern_id = excluded.pattern_id, path = excluded.path,
+                     base_blob = excluded.base_blob, result_blob = excluded.result_blob, value = excluded.value,
+                     sites = excluded.sites, diff = excluded.diff, status = excluded.status,
+                     provenance = excluded.provenance, evidence = excluded.evidence,
+                     commit_id = excluded.commit_id, updated_at = excluded.updated_at",
+            )
+            .and_then(|mut st| {
+                st.execute(params![
+                    c.id,
+                    c.pattern_id,
+                    c.path,
+                    c.base_blob,
+                    c.result_blob,
+                    c.value,
+                    i64::try_from(c.sites).unwrap_or(i64::MAX),
+                    c.diff,
+                    c.status.name(),
+                    json(&c.provenance),
+                    json(&c.evidence),
+                    c.commit_id,
+                ])
+            })
+            .at(&self.path)?;
+        Ok(())
+    }
+
+    /// Candidates, newest first (then by id), optionally of one status.
+    pub fn candidates(&self, status: Option<CandidateStatus>) -> Result<Vec<Candidate>> {
+        let sql = format!("SELECT {COLS} FROM candidates WHERE ?1 IS NULL OR status = ?1 ORDER BY created_at DESC, id");
+        self.query_candidates(&sql, params![status.map(CandidateStatus::name)])
+    }
+
+    /// The candidate with this id, or else the only one whose id starts
+    /// with it; `Ok(None)` when none does, and every match when several do.
+    pub fn find_candidates(&self, id: &str) -> Result<Vec<Candidate>> {
+        let exact = self.query_candidates(&format!("SELECT {COLS} FROM candidates WHERE id = ?1"), params![id])?;
+        if !exact.is_empty() {
+            return Ok(exact);
+        }
+        let like = format!("{}%", id.replace('\\', "\\\\").replace('%', "\\%").replace('_', "\\_"));
+        self.query_candidates(
+            &format!("SELECT {COLS} FROM candidates WHERE id LIKE ?1 ESCAPE '\\' ORDER BY id"),
+            params![like],
+        )
+    }
+
+    /// Sets a candidate's status (and review commit); false when no such id.
+    pub fn set_candidate_status(&self, id: &str, status: CandidateStatus, commit_id: Option<&str>) -> Result<bool> {
+        let n = self
+            .conn
+            .execute(
+                "UPDATE candidates SET status = ?2, commit_id = COALESCE(?3, commit_id),
+                     updated_at = strftime('%Y-%m-%dT%H:%M:%SZ', 'now') WHERE id = ?1",
+                params![id, status.name(), commit_id],
+            )
+            .at(&self.path)?;
+        Ok(n > 0)
+    }
+
+    /// Replaces a candidate's evidence JSON; false when no such id.
+    pub fn set_candidate_evidence(&self, id: &str, evidence: &serde_json::Value) -> Result<bool> {
+        let text = serde_json::to_string(evidence).unwrap_or_else(|_| "{}".into());
+        let n = self
+            .conn
+            .execute(
+                "UPDATE candidates SET evidence = ?2, updated_at = strftime('%Y-%m-%dT%H:%M:%SZ', 'now') WHERE id = ?1",
+                params![id, text],
+            )
+            .at(&self.path)?;
+        Ok(n > 0)
+    }
+
+    fn query_candidates(&self, sql: &str, p: impl rusqlite::Params) -> Result<Vec<Candidate>> {
+        type Row = (String, String, String, String, String, Option<String>, i64, String, String, String, String);
+        let mut st = self.conn.prepare_cached(sql).at(&self.path)?;
+        let rows: Vec<(Row, Option<String>, String, String)> = st
+            .query_map(p, |r| {
+                Ok((
+                    (
+                        r.get(0)?,
+                        r.get(1)?,
+                        r.get(2)?,
+                        r.get(3)?,
+                        r.get(4)?,
+                        r.get(5)?,
+                        r.get(6)?,
+                        r.get(7)?,
+                        r.get(8)?,
+                        r.get(9)?,
+                        r.get(10)?,
+                    ),
+                    r.get(11)?,
+                    r.get(12)?,
+                    r.get(13)?,
+                ))
+            })
+            .and_then(|rows| rows.collect())
+            .at(&self.path)?;
+        rows.into_iter()
+            .map(
+                |(
+                    (id, pattern_id, path, base_blob, result_blob, value, sites, diff, status, prov, ev),
+                    commit_id,
+                    created_at,
+                    updated_at,
+                )| {
+                    let status = CandidateStatus::from_name(&status)
+                        .ok_or_else(|| self.corrupt("candidates", &id, format!("unknown status {status:?}")))?;
+                    let provenance = serde_json::from_str(&prov)
+                        .map_err(|e| self.corrupt("candidates", &id, format!("bad provenance JSON: {e}")))?;
+                    let evidence = serde_json::from_str(&ev)
+                        .map_err(|e| self.corrupt("candidates", &id, format!("bad evidence JSON: {e}")))?;
+                    Ok(Candidate {
+                        id,
+                        pattern_id,
+                        path,
+                        base_blob,
+                        result_blob,
+                        value,
+                        sites: u64::try_from(sites).unwrap_or(0),
+                        diff,
+                        status,
+                        provenance,
+                        evidence,
+                        commit_id,
+                        created_at,
+                        updated_at,
+                    })
+                },
+            )
+            .collect()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn cand(id: &str, status: CandidateStatus) -> Candidate {
+        Candidate {
+            id: id.into(),
+            pattern_id: "p".into(),
+            path: "k.py".into(),
+            base_blob: "a".repeat(40),
+            result_blob: "b".repeat(40),
+            value: Some("'ieee'".into()),
+            sites: 2,
+            diff: "--- a/k.py\n+++ b/k.py\n".into(),
+            status,
+            provenance: serde_json::json!({"support": []}),
+            evidence: serde_json::json!({}),
+            commit_id: None,
+            created_at: String::new(),
+            updated_at: String::new(),
+        }
+    }
+
+    #[test]
+    fn candidates_round_trip_and_change_status() {
+        let cat = Catalog::open_in_memory().unwrap();
+        cat.put_candidate(&cand("p@k.py#0001", CandidateStatus::Proposed)).unwrap();
+        cat.put_candidate(&cand("p@k.py#0002", CandidateStatus::Applied)).unwrap();
+        let all = cat.candidates(None).unwrap();
+        assert_eq!(all.len(), 2);
+        assert_eq!(all[0].value.as_deref(), Some("'ieee'"));
+        assert!(!all[0].created_at.is_empty());
+        assert_eq!(cat.candidates(Some(CandidateStatus::Applied)).unwrap().len(), 1);
+        assert_eq!(cat.find_candidates("p@k.py#0001").unwrap().len(), 1);
+        assert_eq!(cat.find_candidates("p@k.py#000").unwrap().len(), 2);
+        assert!(cat.find_candidates("nope").unwrap().is_empty());
+        assert!(cat.set_candidate_status("p@k.py#0001", CandidateStatus::Accepted, Some("c0ffee")).unwrap());
+        let c = &cat.find_candidates("p@k.py#0001").unwrap()[0];
+        assert_eq!((c.status, c.commit_id.as_deref()), (CandidateStatus::Accepted, Some("c0ffee")));
+        assert!(!cat.set_candidate_status("missing", CandidateStatus::Rejected, None).unwrap());
+        assert!(cat.set_candidate_evidence("p@k.py#0002", &serde_json::json!({"verdict": "needs-gpu"})).unwrap());
+        assert_eq!(cat.find_candidates("p@k.py#0002").unwrap()[0].evidence["verdict"], "needs-gpu");
+    }
+}
