@@ -128,7 +128,7 @@ pub struct MineConfig {
 
 impl Default for MineConfig {
     fn default() -> Self {
-        MineConfig { min_occurrences: 3, min_files: 2, min_corpora: 1, require_contrast: true, max_examples: 5 }
+        MineConfig { min_occurrences: 2, min_files: 1, min_corpora: 1, require_contrast: true, max_examples: 5 }
     }
 }
 
@@ -260,12 +260,30 @@ pub fn aggregate<'a>(files: impl IntoIterator<Item = FileInput<'a>>, cfg: &MineC
         }
     }
     synthesize_variants(&scopes, &call_examples, &mut fams, cfg);
-    // Wrapper candidates count only for functions seen as pass-throughs somewhere.
-    let passthrough: BTreeSet<(Lang, String)> = scopes
-        .keys()
-        .filter_map(|(_, l, s)| s.strip_prefix(crate::python::PASSTHROUGH).map(|w| (*l, w.to_string())))
-        .collect();
-    fams.retain(|(_, k), _| k.mechanism != Mechanism::Wrapper || passthrough.contains(&(k.lang, k.decoration.clone())));
+    // A wrapper is a hint when some file uses it as a pass-through (`x = W(x, 16)`)
+    // and its trailing arguments are constants in at least 95% of its calls.
+    let count = |prefix: &str| {
+        let mut m: BTreeMap<(Lang, String), u64> = BTreeMap::new();
+        for ((_, l, s), (n, _)) in &scopes {
+            if let Some(w) = s.strip_prefix(prefix) {
+                *m.entry((*l, w.to_string())).or_default() += n;
+            }
+        }
+        m
+    };
+    let (passthrough, varying) = (count(crate::python::PASSTHROUGH), count(crate::python::VARYING));
+    let mut calls: BTreeMap<(Lang, String), u64> = BTreeMap::new();
+    for ((_, k), acc) in &fams {
+        if k.mechanism == Mechanism::Wrapper {
+            *calls.entry((k.lang, k.decoration.clone())).or_default() += acc.occurrences;
+        }
+    }
+    fams.retain(|(_, k), _| {
+        let w = (k.lang, k.decoration.clone());
+        k.mechanism != Mechanism::Wrapper
+            || (passthrough.contains_key(&w)
+                && varying.get(&w).copied().unwrap_or(0) * 20 <= calls.get(&w).copied().unwrap_or(0))
+    });
 
     // Regroup per family across corpora.
     let mut by_key: BTreeMap<FamilyKey, Vec<(String, Acc)>> = BTreeMap::new();
@@ -329,16 +347,25 @@ fn last_segment(callee: &str) -> Option<&str> {
     callee.rsplit(['.', ':']).next().filter(|s| !s.is_empty())
 }
 
+/// Words that make a sibling form of a function: `static_range`, `fast_expf`,
+/// `safe_exp`. In C++ `static_` would pair `static_cast` with unrelated `cast`s.
+fn variant_modifiers(lang: Lang) -> &'static [&'static str] {
+    match lang {
+        Lang::Python => &["static", "fast", "safe", "approx"],
+        _ => &["fast", "safe", "approx"],
+    }
+}
+
 /// `b` is a sibling form of `a`: a numeric-base suffix (`exp2`/`exp`), an
 /// intrinsic prefix (`__expf`/`expf`) or a one-word modifier prefix
 /// (`static_range`/`range`).
-fn is_variant(a: &str, b: &str) -> bool {
+fn is_variant(lang: Lang, a: &str, b: &str) -> bool {
     if a == b || a.is_empty() || a.starts_with('_') {
         return false;
     }
-    if let Some(suffix) = b.strip_prefix(a)
-        && !suffix.is_empty()
-        && suffix.chars().all(|c| c.is_ascii_digit())
+    // Another base (`exp2`, `log10`), an intrinsic (`__expf`), or a modifier word.
+    if let Some(base) = b.strip_prefix(a)
+        && matches!(base, "2" | "10")
         && !a.ends_with(|c: char| c.is_ascii_digit())
     {
         return true;
@@ -347,7 +374,7 @@ fn is_variant(a: &str, b: &str) -> bool {
         return true;
     }
     if let Some(prefix) = b.strip_suffix(a).and_then(|p| p.strip_suffix('_')) {
-        return !prefix.is_empty() && prefix.len() <= 8 && prefix.chars().all(|c| c.is_ascii_lowercase());
+        return variant_modifiers(lang).contains(&prefix);
     }
     false
 }
@@ -375,7 +402,7 @@ fn synthesize_variants(
             if lang_a != lang {
                 break;
             }
-            if !is_variant(a, b) {
+            if !is_variant(*lang, a, b) {
                 continue;
             }
             let key =
@@ -599,14 +626,19 @@ mod tests {
 
     #[test]
     fn variant_morphology() {
-        assert!(is_variant("exp", "exp2"));
-        assert!(is_variant("log", "log2"));
-        assert!(is_variant("expf", "__expf"));
-        assert!(is_variant("range", "static_range"));
-        assert!(!is_variant("exp", "expand"));
-        assert!(!is_variant("exp2", "exp22"));
-        assert!(!is_variant("load", "load"));
-        assert!(!is_variant("_x", "__x"));
+        let py = Lang::Python;
+        assert!(is_variant(py, "exp", "exp2"));
+        assert!(is_variant(py, "log", "log2"));
+        assert!(is_variant(Lang::Cuda, "expf", "__expf"));
+        assert!(is_variant(py, "range", "static_range"));
+        assert!(is_variant(py, "exp", "safe_exp"));
+        assert!(!is_variant(Lang::Cuda, "cast", "static_cast"));
+        assert!(!is_variant(py, "exp", "expand"));
+        assert!(!is_variant(Lang::Cpp, "scale", "scale4"));
+        assert!(!is_variant(Lang::Cuda, "max", "reduce_max"));
+        assert!(!is_variant(py, "exp2", "exp22"));
+        assert!(!is_variant(py, "load", "load"));
+        assert!(!is_variant(py, "_x", "__x"));
     }
 
     #[test]

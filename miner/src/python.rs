@@ -47,9 +47,11 @@ impl<'a> Ctx<'a> {
             format!("tl.{r}")
         } else if full == "triton.language" {
             "tl".to_string()
-        } else if full.starts_with("triton") {
+        } else if full.starts_with("triton") && full.split('.').count() <= 3 {
             full
         } else {
+            // Deep module paths (`triton.experimental.gluon.language.load`) read
+            // better under the alias their authors chose (`gl.load`).
             dotted
         }
     }
@@ -62,8 +64,11 @@ impl<'a> Ctx<'a> {
             "attribute" => {
                 let obj = func.child_by_field_name("object")?;
                 let attr = func.child_by_field_name("attribute")?;
-                if is_dotted(obj) {
-                    Some(self.canonical(self.text(func)))
+                let text = self.text(func);
+                let head = text.split('.').next().unwrap_or("").trim();
+                // A dotted name counts when it starts at an import; `b_A.to` is a method on a local.
+                if is_dotted(obj) && self.aliases.contains_key(head) {
+                    Some(self.canonical(text))
                 } else {
                     Some(format!(".{}", self.text(attr)))
                 }
@@ -350,6 +355,26 @@ fn keyword_args<'t>(ctx: &Ctx<'t>, call: Node<'t>) -> Vec<(&'t str, Node<'t>)> {
 /// changing its value (`tl.multiple_of`, `tl.max_contiguous`).
 pub const PASSTHROUGH: &str = "passthrough:";
 
+/// The scope prefix counting calls whose trailing arguments are not
+/// compile-time constants: a hint's are (`16`, `(1, BD)`, `BLOCK`).
+pub const VARYING: &str = "varying:";
+
+/// Literals, UPPERCASE (constexpr) names, and tuples or arithmetic of them.
+fn constant_like(ctx: &Ctx, n: Node, depth: usize) -> bool {
+    if depth > 8 {
+        return false;
+    }
+    match n.kind() {
+        "integer" | "float" | "true" | "false" | "none" | "string" => true,
+        "identifier" => ctx.text(n).chars().all(|c| c.is_ascii_uppercase() || c.is_ascii_digit() || c == '_'),
+        "tuple" | "list" | "parenthesized_expression" | "binary_operator" | "unary_operator" => {
+            let mut c = n.walk();
+            n.named_children(&mut c).all(|ch| constant_like(ctx, ch, depth + 1))
+        }
+        _ => false,
+    }
+}
+
 /// `W(expr, hint...)` inside a kernel. Every such call is a candidate; the
 /// aggregation keeps only functions that some file uses as a pass-through.
 fn visit_wrapper(ctx: &mut Ctx, call: Node, callee: &str, in_error: bool) {
@@ -368,6 +393,9 @@ fn visit_wrapper(ctx: &mut Ctx, call: Node, callee: &str, in_error: bool) {
         && assign.child_by_field_name("left").is_some_and(|l| ctx.text(l) == ctx.text(*first))
     {
         ctx.out.scope(&format!("{PASSTHROUGH}{callee}"), 1);
+    }
+    if !rest.iter().all(|n| constant_like(ctx, *n, 0)) {
+        ctx.out.scope(&format!("{VARYING}{callee}"), 1);
     }
     let value = normalize_value(&rest.iter().map(|n| ctx.text(*n)).collect::<Vec<_>>().join(", "));
     let new = ctx.kernel_wrappers.insert(callee.to_string());
