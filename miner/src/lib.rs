@@ -28,6 +28,7 @@ mod corpus;
 mod cxx;
 mod error;
 mod facts;
+pub mod history;
 mod idiom;
 mod kernels;
 mod lang;

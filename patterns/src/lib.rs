@@ -49,7 +49,7 @@ mod model;
 
 pub use catalog::{
     CachedFile, Candidate, CandidateStatus, Catalog, CatalogStats, CorpusRow, DEFAULT_BUSY_TIMEOUT, FileOutcome,
-    Filter, MineTx, SCHEMA_VERSION, StoredFacts,
+    Filter, HistoryState, MineTx, SCHEMA_VERSION, StoredFacts,
 };
 pub use error::{Error, Result};
 pub use model::{Category, CommitRef, IdiomExample, Kind, Lang, Pattern, Support, ValueCount};

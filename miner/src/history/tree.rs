@@ -224,6 +224,7 @@ impl<'s> Tree<'s> {
     }
 
     /// Depth of the subtree of `n` (1 for a leaf), computed without recursion.
+    #[cfg(test)]
     pub(crate) fn depth(&self, n: u32) -> u32 {
         let size = self.nodes[n as usize].size;
         let mut depth = vec![0u32; size as usize];

@@ -6,6 +6,7 @@
 //! (WAL mode).
 
 mod candidates;
+mod history;
 mod query;
 pub(crate) mod schema;
 
@@ -20,6 +21,7 @@ use crate::error::{Error, Result};
 use crate::model::{Kind, Pattern};
 
 pub use candidates::{Candidate, CandidateStatus};
+pub use history::HistoryState;
 pub use query::{CatalogStats, Filter};
 pub use schema::SCHEMA_VERSION;
 

@@ -121,6 +121,24 @@ CREATE TABLE candidates (
 CREATE INDEX candidates_path ON candidates (path);
 CREATE INDEX candidates_pattern ON candidates (pattern_id);
 "#,
+    // 3: the history-mining cache: per corpus the extraction fingerprint
+    // and newest commit mined, and per mined commit its concrete edits.
+    r#"
+CREATE TABLE history (
+    corpus       TEXT PRIMARY KEY NOT NULL,
+    fingerprint  TEXT NOT NULL,
+    last_commit  TEXT NOT NULL,
+    mined_at     TEXT NOT NULL
+);
+CREATE TABLE history_commits (
+    corpus     TEXT NOT NULL,
+    commit_id  TEXT NOT NULL,
+    time       INTEGER NOT NULL,
+    edits      INTEGER NOT NULL,
+    data       TEXT NOT NULL,
+    PRIMARY KEY (corpus, commit_id)
+);
+"#,
 ];
 
 /// The schema version this build writes and reads.

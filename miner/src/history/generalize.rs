@@ -1,0 +1,359 @@
+//! Generalization: concrete edits become templates.
+//!
+//! 1. **Buckets** (Revisar): edits are grouped by the 1-cap of their before
+//!    and after trees (root kind, child kinds, punctuation) plus the tokens
+//!    the edit removes and adds. Only edits in one bucket are compared.
+//! 2. **Groups**: edits with identical before and after tokens are one group.
+//! 3. **Clusters** (Getafix): groups are merged greedily, most frequent
+//!    first, into the cluster whose anti-unified template stays most
+//!    concrete. Anti-unification walks all examples in lockstep: equal
+//!    subtrees stay concrete, same-kind nodes are descended into, child
+//!    lists of different lengths keep their common ends and put the middle
+//!    in a sequence hole (`$$$A`), and anything else becomes a hole (`$A`).
+//!    Holes are keyed by the values they take in every example, so one hole
+//!    can appear on both sides; an after-side difference that no before-side
+//!    hole explains makes the merge fail.
+//! 4. **Validation**: every example is re-matched by the before template
+//!    and the after template, instantiated with its bindings, must give the
+//!    example's after tokens.
+
+use std::collections::{BTreeMap, HashMap};
+
+use super::pattern::{Binds, Pat};
+use super::tree::{Tree, mix};
+
+/// One training example: an edit's before and after trees (roots at 0).
+#[derive(Debug)]
+pub(crate) struct Ex<'a> {
+    pub before: Tree<'a>,
+    pub after: Tree<'a>,
+}
+
+/// A generalized edit.
+#[derive(Debug, Clone, PartialEq)]
+pub(crate) struct Template {
+    pub before: Pat,
+    pub after: Pat,
+    /// Hole count; `seq[h]` says whether hole `h` is a sequence hole.
+    pub seq: Vec<bool>,
+}
+
+impl Template {
+    pub(crate) fn holes(&self) -> usize {
+        self.seq.len()
+    }
+
+    /// Concrete tokens on both sides: higher is more specific.
+    pub(crate) fn specificity(&self) -> usize {
+        self.before.concrete_tokens() + self.after.concrete_tokens()
+    }
+
+    /// Re-matches an example and reproduces its after tokens; returns the
+    /// bindings on success.
+    pub(crate) fn validate(&self, ex: &Ex<'_>) -> Option<Binds> {
+        let mut b = Binds::new(self.holes());
+        if !self.before.matches(&ex.before, 0, &mut b) {
+            return None;
+        }
+        let mut toks = Vec::new();
+        self.after.instantiate(&ex.before, &b, &mut toks)?;
+        (toks == ex.after.tokens(0)).then_some(b)
+    }
+
+    /// Usable as a rule: rooted in a concrete kind, anchored by a concrete
+    /// identifier, not too many holes.
+    pub(crate) fn usable(&self, max_holes: usize) -> bool {
+        self.before.kind().is_some() && self.before.has_anchor() && self.holes() <= max_holes
+    }
+}
+
+/// The bucket of an edit: the 1-caps of both sides and the token change.
+pub(crate) fn bucket_key(ex: &Ex<'_>) -> u64 {
+    let cap = |t: &Tree<'_>| {
+        let root = t.nodes[0];
+        let mut h = mix(u64::from(root.kind), u64::from(root.nkids));
+        for k in t.kids(0) {
+            let n = t.nodes[k as usize];
+            h = mix(h, u64::from(n.kind));
+            if !n.named && n.nkids == 0 {
+                h = super::tree::hash_bytes(h, t.text(k).as_bytes());
+            }
+        }
+        h
+    };
+    let (bt, at) = (ex.before.tokens(0), ex.after.tokens(0));
+    let mut count: BTreeMap<&str, i64> = BTreeMap::new();
+    for t in &bt {
+        *count.entry(t).or_default() -= 1;
+    }
+    for t in &at {
+        *count.entry(t).or_default() += 1;
+    }
+    let mut h = mix(cap(&ex.before), cap(&ex.after));
+    for (tok, c) in count {
+        if c != 0 {
+            h = mix(super::tree::hash_bytes(h, tok.as_bytes()), c as u64);
+        }
+    }
+    h
+}
+
+/// The key of an edit's group: its exact before and after tokens.
+pub(crate) fn group_key(ex: &Ex<'_>) -> u64 {
+    mix(ex.before.nodes[0].hash, ex.after.nodes[0].hash)
+}
+
+struct Au<'e, 'a> {
+    exs: &'e [&'e Ex<'a>],
+    one: HashMap<Vec<u64>, u16>,
+    seqs: HashMap<Vec<u64>, u16>,
+    seq: Vec<bool>,
+}
+
+impl Au<'_, '_> {
+    fn tree(&self, i: usize, after: bool) -> &Tree<'_> {
+        if after { &self.exs[i].after } else { &self.exs[i].before }
+    }
+
+    fn new_hole(&mut self, seq: bool) -> Option<u16> {
+        let h = u16::try_from(self.seq.len()).ok()?;
+        self.seq.push(seq);
+        Some(h)
+    }
+
+    fn au(&mut self, after: bool, ns: &[u32]) -> Option<Pat> {
+        let n = ns.len();
+        let hashes: Vec<u64> = (0..n).map(|i| self.tree(i, after).nodes[ns[i] as usize].hash).collect();
+        if hashes.iter().all(|h| *h == hashes[0]) {
+            return Some(Pat::concrete(self.tree(0, after), ns[0]));
+        }
+        if after && let Some(&h) = self.one.get(&hashes) {
+            return Some(Pat::Hole(h));
+        }
+        let kind = self.tree(0, after).nodes[ns[0] as usize].kind;
+        let same_kind = (0..n).all(|i| {
+            let x = self.tree(i, after).nodes[ns[i] as usize];
+            x.kind == kind && x.nkids > 0
+        });
+        if same_kind {
+            let kids: Vec<Vec<u32>> = (0..n).map(|i| self.tree(i, after).kids(ns[i])).collect();
+            let len = kids[0].len();
+            if kids.iter().all(|k| k.len() == len) {
+                let mut pats = Vec::with_capacity(len);
+                let mut ok = true;
+                for j in 0..len {
+                    let col: Vec<u32> = kids.iter().map(|k| k[j]).collect();
+                    match self.au(after, &col) {
+                        Some(p) => pats.push(p),
+                        None => {
+                            ok = false;
+                            break;
+                        }
+                    }
+                }
+                if ok {
+                    return Some(Pat::Node { kind, kids: pats });
+                }
+            } else if let Some(p) = self.sequence(after, kind, &kids) {
+                return Some(p);
+            }
+        }
+        if after {
+            return None;
+        }
+        let h = match self.one.get(&hashes) {
+            Some(&h) => h,
+            None => {
+                let h = self.new_hole(false)?;
+                self.one.insert(hashes, h);
+                h
+            }
+        };
+        Some(Pat::Hole(h))
+    }
+
+    /// Child lists of different lengths: common ends stay, the middle is a
+    /// sequence hole.
+    fn sequence(&mut self, after: bool, kind: u16, kids: &[Vec<u32>]) -> Option<Pat> {
+        let min = kids.iter().map(Vec::len).min()?;
+        let h = |i: usize, k: u32| self.tree(i, after).nodes[k as usize].hash;
+        let mut pre = 0;
+        while pre < min && (0..kids.len()).all(|i| h(i, kids[i][pre]) == h(0, kids[0][pre])) {
+            pre += 1;
+        }
+        let mut suf = 0;
+        while suf < min - pre
+            && (0..kids.len()).all(|i| h(i, kids[i][kids[i].len() - 1 - suf]) == h(0, kids[0][kids[0].len() - 1 - suf]))
+        {
+            suf += 1;
+        }
+        let key: Vec<u64> = (0..kids.len())
+            .map(|i| {
+                let mid = &kids[i][pre..kids[i].len() - suf];
+                mid.iter().fold(mix(0x5e9, mid.len() as u64), |acc, &k| mix(acc, h(i, k)))
+            })
+            .collect();
+        let id = match self.seqs.get(&key) {
+            Some(&id) => id,
+            None if after => return None,
+            None => {
+                let id = self.new_hole(true)?;
+                self.seqs.insert(key, id);
+                id
+            }
+        };
+        let t0 = self.tree(0, after);
+        let mut pats: Vec<Pat> = kids[0][..pre].iter().map(|&k| Pat::concrete(t0, k)).collect();
+        pats.push(Pat::Seq(id));
+        pats.extend(kids[0][kids[0].len() - suf..].iter().map(|&k| Pat::concrete(t0, k)));
+        Some(Pat::Node { kind, kids: pats })
+    }
+}
+
+/// Anti-unifies examples into one template; `None` when the after side
+/// differs in a way no before-side hole explains.
+pub(crate) fn anti_unify(exs: &[&Ex<'_>]) -> Option<Template> {
+    if exs.is_empty() {
+        return None;
+    }
+    let mut au = Au { exs, one: HashMap::new(), seqs: HashMap::new(), seq: Vec::new() };
+    let roots = vec![0u32; exs.len()];
+    let before = au.au(false, &roots)?;
+    let after = au.au(true, &roots)?;
+    Some(Template { before, after, seq: au.seq })
+}
+
+/// A cluster: a template and the groups it covers.
+#[derive(Debug)]
+pub(crate) struct Cluster {
+    pub template: Template,
+    /// Indices into the group list given to [`cluster`].
+    pub groups: Vec<usize>,
+}
+
+/// Greedy clustering of one bucket's groups (each given by a
+/// representative example), most important first.
+pub(crate) fn cluster(reps: &[&Ex<'_>], max_holes: usize, max_clusters: usize) -> Vec<Cluster> {
+    let mut clusters: Vec<Cluster> = Vec::new();
+    for (g, rep) in reps.iter().enumerate() {
+        let mut best: Option<(usize, Template)> = None;
+        for (ci, c) in clusters.iter().enumerate() {
+            let mut members: Vec<&Ex<'_>> = c.groups.iter().map(|&i| reps[i]).collect();
+            members.push(rep);
+            let Some(t) = anti_unify(&members) else { continue };
+            if !t.usable(max_holes) {
+                continue;
+            }
+            if best.as_ref().is_none_or(|(_, b)| t.specificity() > b.specificity()) {
+                best = Some((ci, t));
+            }
+        }
+        match best {
+            Some((ci, t)) => {
+                clusters[ci].template = t;
+                clusters[ci].groups.push(g);
+            }
+            None if clusters.len() < max_clusters => {
+                if let Some(t) = anti_unify(&[rep]) {
+                    clusters.push(Cluster { template: t, groups: vec![g] });
+                }
+            }
+            None => {}
+        }
+    }
+    clusters
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::history::tree::Tree;
+    use crate::lang::Lang;
+    use crate::parse::Limits;
+
+    /// Parses `before => after` statement pairs and cuts each to its edit.
+    fn owned(pairs: &[(&str, &str)]) -> Vec<(String, String, Vec<u32>, Vec<u32>)> {
+        let l = Limits::default();
+        pairs
+            .iter()
+            .map(|(b, a)| {
+                let tb = Tree::parse(Lang::Python, b, &l).unwrap();
+                let ta = Tree::parse(Lang::Python, a, &l).unwrap();
+                let (e, _) = crate::history::edit::cut(
+                    Lang::Python,
+                    "k.py",
+                    ("x", "y"),
+                    &tb,
+                    &ta,
+                    &crate::history::HistoryConfig::default(),
+                );
+                let e = e.into_iter().next().unwrap();
+                (e.before, e.after, e.before_tree, e.after_tree)
+            })
+            .collect()
+    }
+
+    fn exs(o: &[(String, String, Vec<u32>, Vec<u32>)]) -> Vec<Ex<'_>> {
+        o.iter()
+            .map(|(b, a, bt, at)| Ex {
+                before: Tree::from_flat(b, bt).unwrap(),
+                after: Tree::from_flat(a, at).unwrap(),
+            })
+            .collect()
+    }
+
+    fn render(t: &Template, ex: &Ex<'_>) -> (String, String) {
+        let b = t.validate(ex).unwrap();
+        let before = crate::history::pattern::render(&ex.before, 0, &b, &t.seq);
+        let mut ba = Binds::new(t.holes());
+        assert!(t.after.matches(&ex.after, 0, &mut ba));
+        let after = crate::history::pattern::render(&ex.after, 0, &ba, &t.seq);
+        (before, after)
+    }
+
+    #[test]
+    fn shared_holes_between_sides() {
+        let o = owned(&[("x = exp(b_g)\n", "x = exp2(b_g)\n"), ("y = exp(b_a - b_b)\n", "y = exp2(b_a - b_b)\n")]);
+        let e = exs(&o);
+        let refs: Vec<&Ex<'_>> = e.iter().collect();
+        assert_eq!(bucket_key(&e[0]), bucket_key(&e[1]));
+        let t = anti_unify(&refs).unwrap();
+        assert!(t.usable(8));
+        assert_eq!(render(&t, &e[0]), ("exp($A)".into(), "exp2($A)".into()));
+        assert!(t.validate(&e[1]).is_some());
+    }
+
+    #[test]
+    fn unbound_after_holes_fail() {
+        let o = owned(&[("x = f(a)\n", "x = f(a, mask=m)\n"), ("x = f(b)\n", "x = f(b, mask=n)\n")]);
+        let e = exs(&o);
+        assert!(anti_unify(&[&e[0], &e[1]]).is_none());
+    }
+
+    #[test]
+    fn sequence_holes_for_argument_lists() {
+        let o = owned(&[
+            ("x = tl.load(p)\n", "x = tl.load(p, eviction_policy=\"evict_last\")\n"),
+            ("x = tl.load(q, mask=m, other=0)\n", "x = tl.load(q, mask=m, other=0, eviction_policy=\"evict_last\")\n"),
+        ]);
+        let e = exs(&o);
+        let t = anti_unify(&[&e[0], &e[1]]).unwrap();
+        assert_eq!(render(&t, &e[1]), ("tl.load($$$A)".into(), "tl.load($$$A, eviction_policy=\"evict_last\")".into()));
+    }
+
+    #[test]
+    fn clustering_keeps_different_changes_apart() {
+        let o = owned(&[
+            ("x = tl.exp(a)\n", "x = tl.exp2(a)\n"),
+            ("x = foo(a)\n", "x = bar(a)\n"),
+            ("x = tl.exp(b)\n", "x = tl.exp2(b)\n"),
+        ]);
+        let e = exs(&o);
+        let refs: Vec<&Ex<'_>> = e.iter().collect();
+        let c = cluster(&refs, 8, 100);
+        assert_eq!(c.len(), 2);
+        assert_eq!(c[0].groups, [0, 2]);
+        // An anchorless merge (`$F($A)`) is not made.
+        assert_eq!(c[1].groups, [1]);
+    }
+}

@@ -1,0 +1,200 @@
+//! Safety (spdiff, Spinfer): a candidate rule is replayed on the
+//! before-files of its training commits. Every site it matches is either an
+//! edit the commit made (the commit turned that node into exactly what the
+//! rule produces) or a false edit. Rules with false edits are specialized —
+//! a hole is fixed to one of its training values when that removes every
+//! false edit and keeps enough commits — or, failing that, kept only above
+//! a minimum precision, with the false edits recorded.
+
+use std::collections::{BTreeSet, HashMap};
+
+use super::generalize::Template;
+use super::pattern::{Binds, Pat};
+use super::tree::{NONE, Tree};
+use super::treediff;
+
+/// A site where a rule would edit but the commit did not.
+#[derive(Debug, Clone)]
+pub(crate) struct FalseSite {
+    /// Hash of the node bound to each single-node hole.
+    pub holes: Vec<Option<u64>>,
+}
+
+/// What replaying one rule on one file found.
+#[derive(Debug, Clone, Default)]
+pub(crate) struct Replay {
+    pub true_edits: u64,
+    pub false_sites: Vec<FalseSite>,
+}
+
+/// Replays `rules` on one training file pair (its before and after trees).
+pub(crate) fn replay(a: &Tree<'_>, b: &Tree<'_>, rules: &[&Template]) -> Vec<Replay> {
+    let d = treediff::diff(a, b);
+    let mut by_kind: HashMap<u16, Vec<usize>> = HashMap::new();
+    for (i, r) in rules.iter().enumerate() {
+        if let Some(k) = r.before.kind() {
+            by_kind.entry(k).or_default().push(i);
+        }
+    }
+    let mut out = vec![Replay::default(); rules.len()];
+    for n in 0..a.nodes.len() as u32 {
+        let Some(rs) = by_kind.get(&a.nodes[n as usize].kind) else { continue };
+        for &ri in rs {
+            let rule = rules[ri];
+            let mut bind = Binds::new(rule.holes());
+            if !rule.before.matches(a, n, &mut bind) {
+                continue;
+            }
+            let mut toks = Vec::new();
+            if rule.after.instantiate(a, &bind, &mut toks).is_none() {
+                continue;
+            }
+            if made_by_commit(a, b, &d, n, &toks) {
+                out[ri].true_edits += 1;
+            } else {
+                let holes = bind.one.iter().map(|o| o.map(|x| a.nodes[x as usize].hash)).collect();
+                out[ri].false_sites.push(FalseSite { holes });
+            }
+        }
+    }
+    out
+}
+
+fn made_by_commit(a: &Tree<'_>, b: &Tree<'_>, d: &treediff::Diff, n: u32, toks: &[String]) -> bool {
+    let m = d.map[n as usize];
+    if m != NONE {
+        return b.tokens(m) == toks;
+    }
+    // Inside a changed region whose counterpart is not mapped node for node:
+    // the commit made the edit when its after side holds the rule's output.
+    d.edits.iter().any(|&(x, y)| a.contains(x, n) && contains_run(&b.tokens(y), toks))
+}
+
+fn contains_run(hay: &[&str], needle: &[String]) -> bool {
+    !needle.is_empty()
+        && hay.len() >= needle.len()
+        && hay.windows(needle.len()).any(|w| w.iter().zip(needle).all(|(x, y)| *x == y))
+}
+
+/// One way to specialize a rule: fix hole `hole` to a training value.
+#[derive(Debug, Clone)]
+pub(crate) struct Specialization {
+    pub template: Template,
+    /// Indices (into the rule's examples) that the specialized rule keeps.
+    pub keep: Vec<usize>,
+}
+
+/// Specializes an unsafe rule. `values[e][h]` is the hash and concrete
+/// pattern bound to hole `h` in example `e`; `commit_of[e]` its commit.
+/// Returns the specializations of the best hole (most examples kept), each
+/// with no false edit and at least `min_commits` commits.
+pub(crate) fn specialize(
+    t: &Template,
+    values: &[Vec<Option<(u64, Pat)>>],
+    commit_of: &[usize],
+    false_sites: &[FalseSite],
+    min_commits: usize,
+) -> Vec<Specialization> {
+    let mut best: Vec<Specialization> = Vec::new();
+    let mut best_kept = 0;
+    for h in 0..t.holes() {
+        if t.seq[h] {
+            continue;
+        }
+        let mut groups: HashMap<u64, Vec<usize>> = HashMap::new();
+        for (e, v) in values.iter().enumerate() {
+            if let Some(Some((hash, _))) = v.get(h) {
+                groups.entry(*hash).or_default().push(e);
+            }
+        }
+        let mut specs = Vec::new();
+        let mut kept = 0;
+        let mut keys: Vec<&u64> = groups.keys().collect();
+        keys.sort_unstable();
+        for hash in keys {
+            let members = &groups[hash];
+            let commits: BTreeSet<usize> = members.iter().map(|&e| commit_of[e]).collect();
+            let falses = false_sites.iter().filter(|f| f.holes.get(h).copied().flatten() == Some(*hash)).count();
+            if commits.len() < min_commits || falses > 0 {
+                continue;
+            }
+            let Some(Some((_, pat))) = values[members[0]].get(h) else { continue };
+            let template = Template {
+                before: t.before.substitute(h as u16, pat),
+                after: t.after.substitute(h as u16, pat),
+                seq: t.seq.clone(),
+            };
+            kept += members.len();
+            specs.push(Specialization { template, keep: members.clone() });
+        }
+        if kept > best_kept {
+            best_kept = kept;
+            best = specs;
+        }
+    }
+    best
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::history::generalize::{Ex, anti_unify};
+    use crate::lang::Lang;
+    use crate::parse::Limits;
+
+    #[test]
+    fn false_edits_are_found_and_specialization_removes_them() {
+        let l = Limits::default();
+        // Training: two commits each turn `f(a)` into `g(a)`, but the first
+        // left `f(b)` alone: `f($A) -> g($A)` is unsafe there, `f(a) -> g(a)` is safe.
+        let before = "x = f(a)\ny = f(b)\n";
+        let after = "x = g(a)\ny = f(b)\n";
+        let ta = Tree::parse(Lang::Python, before, &l).unwrap();
+        let tb = Tree::parse(Lang::Python, after, &l).unwrap();
+        let e1_b = "f(a)";
+        let e1 = Ex {
+            before: Tree::parse(Lang::Python, "f(a)\n", &l).unwrap(),
+            after: Tree::parse(Lang::Python, "g(a)\n", &l).unwrap(),
+        };
+        let e2 = Ex {
+            before: Tree::parse(Lang::Python, "f(c)\n", &l).unwrap(),
+            after: Tree::parse(Lang::Python, "g(c)\n", &l).unwrap(),
+        };
+        // Cut the module wrappers off: re-root at the call.
+        let call = |t: &Tree<'_>| {
+            (0..t.nodes.len() as u32)
+                .rev()
+                .find(|&i| t.text(i).starts_with(['f', 'g']) && t.text(i).ends_with(')'))
+                .unwrap()
+        };
+        let reroot = |t: &Tree<'static>| {
+            let n = call(t);
+            Tree::from_flat(t.text(n), &t.flat(n)).unwrap()
+        };
+        let e1 = Ex { before: reroot(&e1.before), after: reroot(&e1.after) };
+        let e2 = Ex { before: reroot(&e2.before), after: reroot(&e2.after) };
+        assert_eq!(e1.before.text(0), e1_b);
+        let t = anti_unify(&[&e1, &e2]).unwrap();
+        let r = replay(&ta, &tb, &[&t]);
+        assert_eq!(r[0].true_edits, 1);
+        assert_eq!(r[0].false_sites.len(), 1);
+
+        // Both examples bound to different values: no value has two commits.
+        let values: Vec<Vec<Option<(u64, Pat)>>> = [&e1, &e2]
+            .iter()
+            .map(|e| {
+                let b = t.validate(e).unwrap();
+                b.one
+                    .iter()
+                    .map(|o| o.map(|n| (e.before.nodes[n as usize].hash, Pat::concrete(&e.before, n))))
+                    .collect()
+            })
+            .collect();
+        assert!(specialize(&t, &values, &[0, 1], &r[0].false_sites, 2).is_empty());
+        // With one commit required, `a` is a safe specialization and `c` too.
+        let s = specialize(&t, &values, &[0, 1], &r[0].false_sites, 1);
+        assert_eq!(s.len(), 2);
+        let r2 = replay(&ta, &tb, &[&s[0].template, &s[1].template]);
+        assert!(r2.iter().all(|r| r.false_sites.is_empty()));
+    }
+}
