@@ -1,0 +1,185 @@
+//! Applying edits and finding a rewrite's fixed point.
+
+use std::ops::Range;
+
+use kidiom_miner::{Lang, parse_tree};
+use kidiom_patterns::matcher::{Edit, Rewrite};
+
+use crate::conflict::resolve;
+use crate::error::{Error, Result};
+
+/// Rounds of rewriting before a rewrite is declared non-convergent.
+const MAX_ROUNDS: usize = 8;
+
+/// The result of applying one rewrite to one text.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Outcome {
+    /// The rewritten text.
+    pub text: String,
+    /// Sites rewritten (over all rounds).
+    pub sites: usize,
+    /// Rounds needed to reach the fixed point (nested sites that
+    /// conflicted in one round are rewritten in the next).
+    pub rounds: usize,
+    /// The byte ranges of the original text that changed, merged and
+    /// sorted; every byte outside them is kept.
+    pub spans: Vec<Range<usize>>,
+}
+
+/// Applies non-overlapping edits; insertions at one position keep their
+/// order. `None` when edits overlap or fall outside the text.
+pub fn apply_edits(src: &str, edits: &[Edit]) -> Option<String> {
+    let mut sorted: Vec<(usize, &Edit)> = edits.iter().enumerate().collect();
+    sorted.sort_by_key(|(i, e)| (e.range.start, e.range.end, *i));
+    let mut out = String::with_capacity(src.len() + 64);
+    let mut at = 0;
+    for (_, e) in sorted {
+        if e.range.start < at || e.range.end > src.len() {
+            return None;
+        }
+        out.push_str(src.get(at..e.range.start)?);
+        out.push_str(&e.text);
+        at = e.range.end;
+    }
+    out.push_str(src.get(at..)?);
+    Some(out)
+}
+
+/// Error and missing nodes in a parse of `src` (0 for Rust, which
+/// tree-sitter does not parse here).
+pub fn parse_errors(lang: Lang, src: &str) -> Result<usize> {
+    let tree = parse_tree(lang, src).map_err(|s| Error::Unparsable { path: String::new(), reason: s.to_string() })?;
+    let Some(tree) = tree else { return Ok(0) };
+    let mut n = 0;
+    let mut cursor = tree.walk();
+    loop {
+        let node = cursor.node();
+        if node.is_error() || node.is_missing() {
+            n += 1;
+        }
+        if node.has_error() && cursor.goto_first_child() {
+            continue;
+        }
+        loop {
+            if cursor.goto_next_sibling() {
+                break;
+            }
+            if !cursor.goto_parent() {
+                return Ok(n);
+            }
+        }
+    }
+}
+
+/// Applies `rw` to `src` until nothing changes. `Ok(None)` when no site
+/// lacks the idiom. The result re-parses with no more error nodes than
+/// `src` had, and applying `rw` to it changes nothing; otherwise the
+/// rewrite is dropped with an error. `path` only labels errors.
+pub fn rewrite(rw: &Rewrite, lang: Lang, src: &str, path: &str) -> Result<Option<Outcome>> {
+    let errors_before = parse_errors(lang, src)?;
+    let mut cur = src.to_string();
+    let mut rounds: Vec<Vec<Edit>> = Vec::new();
+    let mut sites = 0;
+    loop {
+        let tree = parse_tree(lang, &cur)
+            .map_err(|s| Error::Unparsable { path: path.into(), reason: s.to_string() })?
+            .ok_or_else(|| Error::Unparsable { path: path.into(), reason: "no grammar".into() })?;
+        let (edits, n) = resolve(rw.site_edits(&cur, &tree));
+        if edits.is_empty() {
+            break;
+        }
+        if rounds.len() == MAX_ROUNDS {
+            return Err(Error::NotIdempotent { pattern: rw.id.clone(), path: path.into() });
+        }
+        cur = apply_edits(&cur, &edits)
+            .ok_or_else(|| Error::NotIdempotent { pattern: rw.id.clone(), path: path.into() })?;
+        sites += n;
+        rounds.push(edits);
+    }
+    if rounds.is_empty() {
+        return Ok(None);
+    }
+    if parse_errors(lang, &cur)? > errors_before {
+        return Err(Error::NewParseError { pattern: rw.id.clone(), path: path.into() });
+    }
+    let spans = original_spans(&rounds);
+    Ok(Some(Outcome { text: cur, sites, rounds: rounds.len(), spans }))
+}
+
+/// Maps the edits of every round back to byte ranges of the original.
+fn original_spans(rounds: &[Vec<Edit>]) -> Vec<Range<usize>> {
+    let mut spans: Vec<Range<usize>> = Vec::new();
+    for (k, edits) in rounds.iter().enumerate() {
+        for e in edits {
+            let (mut s, mut t) = (e.range.start, e.range.end);
+            for earlier in rounds[..k].iter().rev() {
+                s = back(earlier, s, true);
+                t = back(earlier, t, false);
+            }
+            spans.push(s..t.max(s));
+        }
+    }
+    spans.sort_by_key(|r| (r.start, r.end));
+    let mut merged: Vec<Range<usize>> = Vec::new();
+    for r in spans {
+        match merged.last_mut() {
+            Some(last) if r.start <= last.end => last.end = last.end.max(r.end),
+            _ => merged.push(r),
+        }
+    }
+    merged
+}
+
+/// A position in the text after `edits` mapped to the text before them;
+/// a position inside replacement text maps to the replaced range's start
+/// (`start`) or end.
+fn back(edits: &[Edit], pos: usize, start: bool) -> usize {
+    let mut sorted: Vec<&Edit> = edits.iter().collect();
+    sorted.sort_by_key(|e| (e.range.start, e.range.end));
+    let mut delta: isize = 0; // new - old before the current edit
+    for e in sorted {
+        let new_start = (e.range.start as isize + delta) as usize;
+        let new_end = new_start + e.text.len();
+        if pos < new_start {
+            break;
+        }
+        if pos <= new_end && (pos < new_end || !start) {
+            return if start { e.range.start } else { e.range.end };
+        }
+        delta += e.text.len() as isize - (e.range.end - e.range.start) as isize;
+    }
+    (pos as isize - delta).max(0) as usize
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn e(r: Range<usize>, t: &str) -> Edit {
+        Edit { range: r, text: t.into() }
+    }
+
+    #[test]
+    fn applies_and_refuses_overlaps() {
+        assert_eq!(apply_edits("abcdef", &[e(1..2, "X"), e(4..4, "+"), e(4..4, "-")]).unwrap(), "aXcd+-ef");
+        assert!(apply_edits("abcdef", &[e(1..3, "X"), e(2..4, "Y")]).is_none());
+        assert!(apply_edits("abc", &[e(2..9, "")]).is_none());
+    }
+
+    #[test]
+    fn maps_positions_back() {
+        // "abcdef" -> "aXXcdef" (b replaced by XX)
+        let r = vec![e(1..2, "XX")];
+        assert_eq!(back(&r, 0, true), 0);
+        assert_eq!(back(&r, 2, true), 1);
+        assert_eq!(back(&r, 3, true), 2);
+        assert_eq!(back(&r, 6, false), 5);
+        assert_eq!(original_spans(&[r.clone(), vec![e(4..4, "!")]]), vec![1..2, 3..3]);
+    }
+
+    #[test]
+    fn counts_parse_errors() {
+        assert_eq!(parse_errors(Lang::Python, "x = f(1)\n").unwrap(), 0);
+        assert!(parse_errors(Lang::Python, "x = f(1\ny = )\n").unwrap() > 0);
+    }
+}
