@@ -44,6 +44,7 @@
 
 mod catalog;
 mod error;
+pub mod export;
 pub mod matcher;
 mod model;
 

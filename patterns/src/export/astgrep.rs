@@ -1,0 +1,178 @@
+//! ast-grep rules (`ast-grep scan --rule FILE`) for the catalog's
+//! rewritable patterns, with the catalog's data under `metadata`.
+//!
+//! ast-grep's pattern syntax cannot say "this call lacks keyword `k`, in
+//! any position" or "inside a Triton kernel"; the rules say it with the
+//! `has`/`not`/`inside`/`follows` combinators, so that `ast-grep scan`
+//! reports the same sites as `kidiom apply`.
+
+use crate::matcher::Rewrite;
+use crate::model::{Lang, Pattern};
+
+/// One exported rule.
+#[derive(Debug, Clone, PartialEq)]
+pub struct AstGrepRule {
+    /// The pattern id (also the rule id).
+    pub id: String,
+    /// The rule as one YAML document.
+    pub yaml: String,
+}
+
+/// A YAML scalar as a JSON string (JSON strings are YAML).
+fn q(s: &str) -> String {
+    serde_json::Value::String(s.to_string()).to_string()
+}
+
+const TRITON_KERNEL: &str = "  - inside:\n      kind: decorated_definition\n      stopBy: end\n      has:\n        kind: decorator\n        regex: '^@\\s*[A-Za-z_][\\w.]*\\.(jit|autotune|heuristics)\\s*(\\(|$)'\n";
+const CUDA_KERNEL: &str = "  - inside:\n      kind: function_definition\n      stopBy: end\n      regex: '^[^{]*\\b(__global__|__device__)\\b'\n";
+
+/// Rules for the patterns that have an automatic rewrite (others are
+/// skipped: ast-grep would only report them).
+pub fn astgrep_rules(patterns: &[Pattern]) -> Vec<AstGrepRule> {
+    patterns.iter().filter_map(rule).collect()
+}
+
+fn rule(p: &Pattern) -> Option<AstGrepRule> {
+    let rw = Rewrite::new(p, None).ok()?;
+    let value = rw.value().unwrap_or("").to_string();
+    let (lang, ctx) = match p.language {
+        Lang::Python => ("python", TRITON_KERNEL),
+        Lang::Cuda | Lang::Cpp => ("cpp", CUDA_KERNEL),
+        Lang::Rust => return None,
+    };
+    let before = p.before.trim();
+    let after = p.after.trim();
+    let mut conds = String::new();
+    let mut fix = Some(after.replace("$V", &value));
+    if let Some(inner) = after.strip_prefix(before.trim_end_matches(')')).and_then(|r| r.strip_suffix(")")) {
+        // `f($$$ARGS)` -> `f($$$ARGS, kw=$V)`: the call lacks keyword `kw` anywhere.
+        let kw = inner.trim_start_matches(',').trim().split('=').next()?.trim().to_string();
+        conds.push_str(&format!("  - pattern: {}\n", q(before)));
+        let mut kws = vec![kw.clone()];
+        kws.extend(conflicting(&kw).map(str::to_string));
+        for k in &kws {
+            conds.push_str(&format!(
+                "  - not:\n      has:\n        kind: argument_list\n        has:\n          kind: keyword_argument\n          has:\n            field: name\n            regex: {}\n",
+                q(&format!("^{k}$"))
+            ));
+        }
+    } else if let Some(wrap) = after.strip_prefix(before).filter(|w| w.starts_with('.')) {
+        // `f($$$ARGS)` -> `f($$$ARGS).m($V)`: the call is not already the object of `.m`.
+        let method = wrap.trim_start_matches('.').split('(').next()?.to_string();
+        conds.push_str(&format!("  - pattern: {}\n", q(before)));
+        conds.push_str(&format!(
+            "  - not:\n      inside:\n        kind: attribute\n        regex: {}\n",
+            q(&format!("\\.{method}$"))
+        ));
+    } else if before == "for ($$$HEAD) $BODY" {
+        let line = after.lines().next()?.trim().to_string();
+        let words: Vec<&str> = line.split_whitespace().take(2).collect();
+        conds.push_str("  - any:\n      - kind: for_statement\n      - kind: for_range_loop\n");
+        conds.push_str(&format!(
+            "  - not:\n      follows:\n        kind: preproc_call\n        regex: {}\n",
+            q(&format!("^{}\\s+{}", regex_escape(words.first()?), regex_escape(words.get(1)?)))
+        ));
+        fix = None;
+    } else if let Some(qual) = before.strip_suffix(" $R $F($$$PARAMS) { $$$BODY }") {
+        let token = after.strip_suffix(before)?.trim().to_string();
+        conds.push_str("  - kind: function_definition\n");
+        conds.push_str(&format!("  - regex: {}\n", q(&format!("^[^{{]*\\b{}\\b", regex_escape(qual)))));
+        conds.push_str(&format!("  - not:\n      regex: {}\n", q(&format!("^[^{{]*\\b{}\\b", regex_escape(&token)))));
+        fix = None;
+    } else {
+        // A replacement (`tl.exp($X)` -> `tl.exp2($X * ...)`): every match is a site.
+        conds.push_str(&format!("  - pattern: {}\n", q(before)));
+    }
+    let ctx = if matches!(p.language, Lang::Cuda | Lang::Cpp) && before.contains("$F($$$PARAMS)") { "" } else { ctx };
+    let mut y = String::new();
+    y.push_str(&format!("id: {}\n", q(&p.id)));
+    y.push_str(&format!("language: {lang}\n"));
+    y.push_str("severity: hint\n");
+    y.push_str(&format!(
+        "message: {}\n",
+        q(&format!("this site lacks idiom {}, seen {} times upstream", p.title, p.occurrences()))
+    ));
+    y.push_str(&format!("note: {}\n", q(&p.rationale)));
+    y.push_str("rule:\n  all:\n");
+    y.push_str(&conds);
+    y.push_str(ctx);
+    if let Some(f) = fix {
+        y.push_str(&format!("fix: {}\n", q(&f)));
+    }
+    y.push_str("metadata:\n");
+    for (k, v) in [
+        ("kidiom_id", q(&p.id)),
+        ("kind", q(p.kind.name())),
+        ("category", q(p.category.name())),
+        ("title", q(&p.title)),
+        ("before", q(&p.before)),
+        ("after", q(&p.after)),
+        ("value", q(&value)),
+        ("occurrences", p.occurrences().to_string()),
+        ("files", p.files().to_string()),
+        ("opportunities", p.opportunities().to_string()),
+        ("score", format!("{}", p.score)),
+    ] {
+        y.push_str(&format!("  {k}: {v}\n"));
+    }
+    Some(AstGrepRule { id: p.id.clone(), yaml: y })
+}
+
+fn conflicting(kw: &str) -> impl Iterator<Item = &'static str> + '_ {
+    [("input_precision", "allow_tf32")].into_iter().filter(move |(a, _)| *a == kw).map(|(_, b)| b)
+}
+
+fn regex_escape(s: &str) -> String {
+    let mut out = String::new();
+    for c in s.chars() {
+        if "\\.+*?()|[]{}^$#".contains(c) {
+            out.push('\\');
+        }
+        out.push(c);
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::model::{Category, Kind, ValueCount};
+
+    fn p(id: &str, lang: Lang, before: &str, after: &str, value: &str) -> Pattern {
+        Pattern {
+            id: id.into(),
+            kind: Kind::Usage,
+            language: lang,
+            category: Category::Precision,
+            title: "t".into(),
+            rationale: "r".into(),
+            before: before.into(),
+            after: after.into(),
+            support: vec![],
+            values: vec![ValueCount { value: value.into(), count: 2 }],
+            examples: vec![],
+            commits: vec![],
+            score: 1.0,
+        }
+    }
+
+    #[test]
+    fn keyword_rules_use_not_has() {
+        let r =
+            astgrep_rules(&[p("kw", Lang::Python, "tl.dot($$$ARGS)", "tl.dot($$$ARGS, input_precision=$V)", "'ieee'")]);
+        assert_eq!(r.len(), 1);
+        let y = &r[0].yaml;
+        assert!(y.contains("regex: \"^input_precision$\""), "{y}");
+        assert!(y.contains("regex: \"^allow_tf32$\""), "{y}");
+        assert!(y.contains("fix: \"tl.dot($$$ARGS, input_precision='ieee')\""), "{y}");
+        assert!(y.contains("kidiom_id: \"kw\""));
+    }
+
+    #[test]
+    fn patterns_without_rewrite_are_skipped() {
+        assert!(astgrep_rules(&[p("none", Lang::Python, "", "x", "")]).is_empty());
+        let pr =
+            astgrep_rules(&[p("pr", Lang::Cuda, "for ($$$HEAD) $BODY", "#pragma unroll\nfor ($$$HEAD) $BODY", "")]);
+        assert!(pr[0].yaml.contains("follows"), "{}", pr[0].yaml);
+    }
+}
