@@ -24,6 +24,9 @@ pub(super) fn open(source: &str, rev: Option<&str>) -> Result<(Repository, Strin
     Ok((repo, id))
 }
 
+/// How long a clone may take before the corpus is reported unavailable.
+const CLONE_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(600);
+
 /// The cache location of a URL's bare clone: `<cache>/git/<owner>+<name>`.
 pub fn mirror_path(url: &str) -> std::path::PathBuf {
     let trimmed = url.trim_end_matches('/').trim_end_matches(".git");
@@ -39,20 +42,51 @@ fn open_url(url: &str) -> Result<Repository> {
         return Ok(r);
     }
     // git2 is built without network transports; the git CLI brings its own.
-    let out = std::process::Command::new("git")
+    // A machine that cannot reach the host must not hang the run: give up after a while.
+    if let Some(parent) = dir.parent() {
+        std::fs::create_dir_all(parent).map_err(|e| Error::io(parent, e))?;
+    }
+    let partial = dir.with_extension("partial");
+    let _ = std::fs::remove_dir_all(&partial);
+    let mut child = std::process::Command::new("git")
         .args(["clone", "--bare", "--quiet", url])
-        .arg(&dir)
-        .output()
+        .arg(&partial)
+        .env("GIT_TERMINAL_PROMPT", "0")
+        .stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
         .map_err(|e| Error::git(url, format!("cannot run git to clone: {e}")))?;
-    if !out.status.success() {
-        let _ = std::fs::remove_dir_all(&dir);
-        let err = String::from_utf8_lossy(&out.stderr);
-        let tail: String = err.lines().last().unwrap_or("").chars().take(200).collect();
+    let deadline = std::time::Instant::now() + CLONE_TIMEOUT;
+    let status = loop {
+        match child.try_wait() {
+            Ok(Some(status)) => break Some(status),
+            Ok(None) if std::time::Instant::now() < deadline => std::thread::sleep(std::time::Duration::from_millis(100)),
+            _ => {
+                let _ = child.kill();
+                let _ = child.wait();
+                break None;
+            }
+        }
+    };
+    let mut err = String::new();
+    if let Some(mut e) = child.stderr.take() {
+        use std::io::Read;
+        let _ = e.read_to_string(&mut err);
+    }
+    let failure = match status {
+        Some(s) if s.success() => None,
+        Some(_) => Some(err.lines().last().unwrap_or("").chars().take(200).collect::<String>()),
+        None => Some(format!("no answer in {} s", CLONE_TIMEOUT.as_secs())),
+    };
+    if let Some(why) = failure {
+        let _ = std::fs::remove_dir_all(&partial);
         return Err(Error::git(
             url,
-            format!("clone failed ({tail}); put a clone at {} or point `source` at a local path", dir.display()),
+            format!("clone failed ({why}); put a clone at {} or point `source` at a local path", dir.display()),
         ));
     }
+    std::fs::rename(&partial, &dir).map_err(|e| Error::io(&dir, e))?;
     Repository::open(&dir).map_err(|e| Error::git(url, e.message()))
 }
 

@@ -1,0 +1,21 @@
+#!/usr/bin/env bash
+# The whole test suite, as CI runs it: formatting, lints, the Rust workspace
+# (unit, integration and doc tests) and the kernel tests under Triton's
+# interpreter. Installs what it needs (the Python environment in .venv/).
+set -euo pipefail
+root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+cd "$root"
+
+scripts/setup-python.sh
+# Tests that run Python tools (ast-grep, the harness) find them here.
+export KIDIOM_PYTHON="$root/.venv/bin/python"
+export PATH="$root/.venv/bin:$PATH"
+
+echo "== cargo fmt --check"
+cargo fmt --all -- --check
+echo "== cargo clippy"
+cargo clippy --workspace --all-targets --locked -- -D warnings
+echo "== cargo test"
+cargo test --workspace --locked
+echo "== pytest kernels/tests"
+.venv/bin/python -m pytest kernels/tests -q
