@@ -61,7 +61,9 @@ fn open_url(url: &str) -> Result<Repository> {
     let status = loop {
         match child.try_wait() {
             Ok(Some(status)) => break Some(status),
-            Ok(None) if std::time::Instant::now() < deadline => std::thread::sleep(std::time::Duration::from_millis(100)),
+            Ok(None) if std::time::Instant::now() < deadline => {
+                std::thread::sleep(std::time::Duration::from_millis(100))
+            }
             _ => {
                 let _ = child.kill();
                 let _ = child.wait();
