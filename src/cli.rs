@@ -22,6 +22,12 @@ enum Command {
     /// Query and export the pattern catalog.
     #[command(subcommand)]
     Catalog(cmd::catalog::Command),
+    /// Apply catalog patterns to targets as rewrite candidates (dry run: diffs; --write: atomic writes).
+    Apply(cmd::apply::Args),
+    /// List rewrite candidates, or show one's diff beside its evidence.
+    Review(cmd::review::Args),
+    /// Commit a candidate on the review branch (kidiom/review).
+    Accept(cmd::accept::Args),
     /// Run the whole loop on the defaults of kidiom.toml.
     Run(cmd::run::Args),
     /// Debugging aids (parse trees, extracted facts).
@@ -44,6 +50,9 @@ pub(crate) fn run(args: impl IntoIterator<Item = OsString>) -> ExitCode {
     let result = match cli.command {
         Command::Mine(a) => cmd::mine::run(a),
         Command::Catalog(c) => cmd::catalog::run(c),
+        Command::Apply(a) => cmd::apply::run(a),
+        Command::Review(a) => cmd::review::run(a),
+        Command::Accept(a) => cmd::accept::run(a),
         Command::Run(a) => cmd::run::run(a),
         Command::Debug(c) => cmd::debug::run(c),
     };

@@ -43,3 +43,10 @@ pub(crate) fn table(rows: &[Vec<String>]) -> Result<()> {
     }
     Ok(())
 }
+
+/// Text as is on stdout (diffs).
+pub(crate) fn raw(s: &str) -> Result<()> {
+    let mut out = std::io::stdout().lock();
+    out.write_all(s.as_bytes())?;
+    Ok(())
+}

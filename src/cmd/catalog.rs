@@ -19,6 +19,8 @@ pub(crate) enum Command {
     Search(SearchArgs),
     /// Counts by kind, language and category; corpora and skipped files.
     Stats(StatsArgs),
+    /// Export the catalog: ast-grep rules, SARIF findings on targets, or JSON.
+    Export(super::export::Args),
 }
 
 #[derive(Debug, Clone, clap::Args)]
@@ -151,6 +153,7 @@ pub(crate) fn run(cmd: Command) -> Result<ExitCode> {
             }
             Ok(ExitCode::SUCCESS)
         }
+        Command::Export(a) => super::export::run(a),
     }
 }
 

@@ -1,9 +1,13 @@
 //! One module per subcommand: each has an `Args` (or `Command`) type and a
 //! `run` returning the exit code.
 
+pub(crate) mod accept;
+pub(crate) mod apply;
 pub(crate) mod catalog;
 pub(crate) mod debug;
+pub(crate) mod export;
 pub(crate) mod mine;
+pub(crate) mod review;
 pub(crate) mod run;
 
 use std::path::PathBuf;

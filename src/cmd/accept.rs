@@ -1,0 +1,102 @@
+//! `kidiom accept`: commit a candidate on the review branch.
+//!
+//! The working tree, the index and `HEAD` are left alone: the commit goes
+//! on `kidiom/review` (created at `HEAD` the first time), one commit per
+//! accepted rewrite, with the pattern, its provenance and the evidence as
+//! trailers. The target on disk must still be the blob the candidate was
+//! computed from; otherwise nothing happens and `apply` must be re-run.
+
+use std::process::ExitCode;
+
+use anyhow::{Context, Result, bail};
+use kidiom_miner::blob_id;
+use kidiom_patterns::{Candidate, CandidateStatus};
+use kidiom_rewriter::{DEFAULT_BRANCH, ReviewCommit};
+
+use super::{CatalogArgs, OutputArgs};
+use crate::config::Config;
+use crate::output;
+
+#[derive(Debug, clap::Args)]
+pub(crate) struct Args {
+    /// The candidate id (or a unique prefix).
+    id: String,
+    /// The review branch.
+    #[arg(long, default_value = DEFAULT_BRANCH)]
+    branch: String,
+    #[command(flatten)]
+    catalog: CatalogArgs,
+    #[command(flatten)]
+    output: OutputArgs,
+}
+
+/// The commit message: subject, rationale, then `Kidiom-*` trailers.
+pub(crate) fn message(c: &Candidate) -> String {
+    let p = &c.provenance;
+    let s = |k: &str| p[k].as_str().unwrap_or("").replace('\n', " ");
+    let mut m = format!("kidiom: {} in {}\n\n{}\n\n", s("title"), c.path, s("rationale"));
+    m.push_str(&format!("Kidiom-Pattern: {}\n", c.pattern_id));
+    m.push_str(&format!("Kidiom-Candidate: {}\n", c.id));
+    m.push_str(&format!("Kidiom-Category: {}\n", s("category")));
+    m.push_str(&format!("Kidiom-Kind: {}\n", s("kind")));
+    if let Some(v) = &c.value {
+        m.push_str(&format!("Kidiom-Value: {v}\n"));
+    }
+    m.push_str(&format!("Kidiom-Sites: {}\n", c.sites));
+    m.push_str(&format!("Kidiom-Base-Blob: {}\n", c.base_blob));
+    for sup in p["support"].as_array().into_iter().flatten() {
+        m.push_str(&format!(
+            "Kidiom-Support: {}@{} occurrences={} files={} opportunities={}\n",
+            sup["corpus"].as_str().unwrap_or(""),
+            sup["revision"].as_str().unwrap_or(""),
+            sup["occurrences"],
+            sup["files"],
+            sup["opportunities"]
+        ));
+    }
+    for e in p["examples"].as_array().into_iter().flatten() {
+        m.push_str(&format!(
+            "Kidiom-Example: {}:{}:{}\n",
+            e["corpus"].as_str().unwrap_or(""),
+            e["path"].as_str().unwrap_or(""),
+            e["line"]
+        ));
+    }
+    for k in p["commits"].as_array().into_iter().flatten() {
+        m.push_str(&format!("Kidiom-Provenance-Commit: {}\n", k["id"].as_str().unwrap_or("")));
+    }
+    m.push_str(&format!("Kidiom-Evidence: {}\n", c.evidence));
+    m
+}
+
+pub(crate) fn run(a: Args) -> Result<ExitCode> {
+    let cfg = Config::load()?;
+    let cat = a.catalog.open_existing(&cfg)?;
+    let c = super::review::find_one(&cat, &a.id)?;
+    if c.status == CandidateStatus::Accepted {
+        bail!("{} is already accepted ({})", c.id, c.commit_id.as_deref().unwrap_or("no commit recorded"));
+    }
+    let root = super::apply::root()?;
+    if kidiom_rewriter::repo_root(&root).is_none() {
+        bail!("{} is not in a git repository; `accept` commits on a review branch", root.display());
+    }
+    let abs = root.join(&c.path);
+    let now = std::fs::read(&abs).with_context(|| format!("reading {}", abs.display()))?;
+    let found = blob_id(&now);
+    // An applied candidate's base is the file before --write; its result is what is on disk now.
+    let expected = if c.status == CandidateStatus::Applied { &c.result_blob } else { &c.base_blob };
+    if &found != expected {
+        cat.set_candidate_status(&c.id, CandidateStatus::Stale, None)?;
+        return Err(kidiom_rewriter::Error::Stale { path: abs, expected: expected.clone(), found }.into());
+    }
+    let msg = message(&c);
+    let commit =
+        kidiom_rewriter::commit_review(&root, &ReviewCommit { branch: &a.branch, diff: &c.diff, message: &msg })?;
+    cat.set_candidate_status(&c.id, CandidateStatus::Accepted, Some(&commit))?;
+    if a.output.json {
+        output::json(&serde_json::json!({ "candidate": c.id, "branch": a.branch, "commit": commit }))?;
+    } else {
+        output::line(&format!("accepted {} as {} on {}", c.id, &commit[..12.min(commit.len())], a.branch))?;
+    }
+    Ok(ExitCode::SUCCESS)
+}

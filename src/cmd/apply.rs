@@ -1,0 +1,349 @@
+//! `kidiom apply`: catalog patterns as rewrite candidates on target files.
+//!
+//! Dry run by default: each (pattern, file) with at least one site becomes
+//! a candidate — computed against the file as it is on disk — stored in the
+//! catalog (status `proposed`) and printed as a unified diff. With
+//! `--write`, the candidates of one file are chained (each computed on the
+//! previous one's result), every target is checked first (clean in git
+//! unless `--force`, writable, unchanged since it was read), and only then
+//! are files replaced, each atomically; the candidates are stored as
+//! `applied`.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+
+use anyhow::{Context, Result, bail};
+use kidiom_miner::{Lang, Limits, blob_id, decode};
+use kidiom_patterns::matcher::Rewrite;
+use kidiom_patterns::{Candidate, CandidateStatus, Catalog, Category, Filter, Kind, Pattern};
+use serde::Serialize;
+
+use super::{CatalogArgs, OutputArgs};
+use crate::config::Config;
+use crate::output;
+
+#[derive(Debug, clap::Args)]
+pub(crate) struct Args {
+    /// Files or directories to rewrite (default: kernels/).
+    #[arg(value_name = "TARGET")]
+    targets: Vec<PathBuf>,
+    /// Only this pattern (repeatable).
+    #[arg(long = "pattern", value_name = "ID")]
+    patterns: Vec<String>,
+    /// Only patterns of this category.
+    #[arg(long, value_parser = parse_category)]
+    category: Option<Category>,
+    /// Only patterns of this kind (usage or edit).
+    #[arg(long, value_parser = parse_kind)]
+    kind: Option<Kind>,
+    /// The value written into the pattern's hole (default: the most frequent usable value upstream).
+    #[arg(long, value_name = "V")]
+    value: Option<String>,
+    /// Write the rewrites to the files (atomically), instead of printing diffs.
+    #[arg(long)]
+    write: bool,
+    /// With --write: also rewrite files with uncommitted changes.
+    #[arg(long)]
+    force: bool,
+    #[command(flatten)]
+    catalog: CatalogArgs,
+    #[command(flatten)]
+    output: OutputArgs,
+}
+
+pub(crate) fn parse_category(s: &str) -> Result<Category, String> {
+    Category::from_name(s).ok_or_else(|| format!("unknown category {s:?}"))
+}
+
+pub(crate) fn parse_kind(s: &str) -> Result<Kind, String> {
+    Kind::from_name(s).ok_or_else(|| format!("unknown kind {s:?} (usage, edit)"))
+}
+
+/// A file to rewrite.
+pub(crate) struct Target {
+    /// Where it is on disk.
+    pub(crate) abs: PathBuf,
+    /// Relative to the root, `/`-separated (diff headers, candidate ids).
+    pub(crate) rel: String,
+    pub(crate) lang: Lang,
+    pub(crate) text: String,
+}
+
+/// The root that target paths are relative to: the git working directory
+/// holding the current directory, else the current directory.
+pub(crate) fn root() -> Result<PathBuf> {
+    let cwd = std::env::current_dir().context("reading the current directory")?;
+    let root = kidiom_rewriter::repo_root(&cwd).unwrap_or(cwd);
+    root.canonicalize().with_context(|| format!("resolving {}", root.display()))
+}
+
+/// Expands targets into files. A named file that cannot be rewritten is an
+/// error; files met while walking a directory are skipped with a warning
+/// (symlinks, binary, unknown language).
+pub(crate) fn collect_targets(targets: &[PathBuf], root: &Path, quiet: bool) -> Result<Vec<Target>> {
+    let targets = if targets.is_empty() { vec![PathBuf::from("kernels")] } else { targets.to_vec() };
+    let mut out: BTreeMap<String, Target> = BTreeMap::new();
+    for t in &targets {
+        let meta = std::fs::symlink_metadata(t).with_context(|| format!("target {}", t.display()))?;
+        if meta.is_dir() {
+            for entry in walkdir_sorted(t)? {
+                match load(&entry, root) {
+                    Ok(Some(target)) => {
+                        out.insert(target.rel.clone(), target);
+                    }
+                    Ok(None) => {}
+                    Err(e) => {
+                        if !quiet {
+                            eprintln!("kidiom: skipping {}: {e:#}", entry.display());
+                        }
+                    }
+                }
+            }
+        } else {
+            match load(t, root)? {
+                Some(target) => {
+                    out.insert(target.rel.clone(), target);
+                }
+                None => {
+                    bail!("{}: not a language kidiom rewrites (.py, .cu, .cuh, .cpp, .cc, .cxx, .h, .hpp)", t.display())
+                }
+            }
+        }
+    }
+    Ok(out.into_values().collect())
+}
+
+fn walkdir_sorted(dir: &Path) -> Result<Vec<PathBuf>> {
+    let mut files = Vec::new();
+    let mut stack = vec![dir.to_path_buf()];
+    while let Some(d) = stack.pop() {
+        let rd = std::fs::read_dir(&d).with_context(|| format!("reading {}", d.display()))?;
+        for e in rd {
+            let e = e.with_context(|| format!("reading {}", d.display()))?;
+            let ft = e.file_type().with_context(|| format!("reading {}", e.path().display()))?;
+            let name = e.file_name();
+            if name.to_string_lossy().starts_with('.') || name == "__pycache__" {
+                continue;
+            }
+            if ft.is_dir() {
+                stack.push(e.path());
+            } else if (ft.is_file() || ft.is_symlink()) && Lang::from_path(&e.path()).is_some_and(|l| l != Lang::Rust) {
+                files.push(e.path());
+            }
+        }
+    }
+    files.sort();
+    Ok(files)
+}
+
+/// Reads one file; `Ok(None)` for languages kidiom does not rewrite.
+fn load(path: &Path, root: &Path) -> Result<Option<Target>> {
+    let Some(lang) = Lang::from_path(path).filter(|l| *l != Lang::Rust) else { return Ok(None) };
+    let meta = std::fs::symlink_metadata(path).with_context(|| format!("reading {}", path.display()))?;
+    let abs = path.canonicalize().with_context(|| format!("resolving {}", path.display()))?;
+    if meta.file_type().is_symlink() && !abs.starts_with(root) {
+        bail!("{} is a symlink to {}, outside {}; refusing it", path.display(), abs.display(), root.display());
+    }
+    if !abs.starts_with(root) {
+        bail!("{} is outside {}; run kidiom from the tree that holds it", path.display(), root.display());
+    }
+    if !abs.is_file() {
+        bail!("{} is not a regular file", path.display());
+    }
+    let bytes = std::fs::read(&abs).with_context(|| format!("reading {}", path.display()))?;
+    let text = decode(&bytes, &Limits::default())
+        .map_err(|s| anyhow::anyhow!("{}: {s}; not a text file kidiom rewrites", path.display()))?
+        .to_string();
+    let rel = abs.strip_prefix(root).unwrap_or(&abs).to_string_lossy().replace('\\', "/");
+    Ok(Some(Target { abs, rel, lang, text }))
+}
+
+/// The patterns selected by `--pattern`/`--category`/`--kind`, compiled.
+/// Named patterns that cannot be compiled are errors; others are reported
+/// as not applicable.
+pub(crate) fn rewrites(cat: &Catalog, ids: &[String], filter: Filter, value: Option<&str>) -> Result<Compiled> {
+    let mut pats = Vec::new();
+    if ids.is_empty() {
+        pats = cat.list(&filter)?;
+    } else {
+        for id in ids {
+            match cat.get(id)? {
+                Some(p) => pats.push(p),
+                None => bail!("no pattern {id:?} in the catalog (see `kidiom catalog list`)"),
+            }
+        }
+    }
+    let mut ok = Vec::new();
+    let mut skipped = Vec::new();
+    for p in pats {
+        match Rewrite::new(&p, value) {
+            Ok(rw) => ok.push((p, rw)),
+            // A pattern asked for by name must work; the rest are reported.
+            Err(e) if !ids.is_empty() => return Err(e.into()),
+            Err(e) => skipped.push(NotApplicable { pattern: p.id.clone(), reason: e.to_string() }),
+        }
+    }
+    Ok((ok, skipped))
+}
+
+/// The compiled rewrites, and the patterns without one.
+pub(crate) type Compiled = (Vec<(Pattern, Rewrite)>, Vec<NotApplicable>);
+
+#[derive(Debug, Serialize)]
+pub(crate) struct NotApplicable {
+    pub(crate) pattern: String,
+    pub(crate) reason: String,
+}
+
+#[derive(Debug, Serialize)]
+struct Dropped {
+    pattern: String,
+    path: String,
+    reason: String,
+}
+
+#[derive(Debug, Serialize)]
+struct Report {
+    write: bool,
+    candidates: Vec<Candidate>,
+    dropped: Vec<Dropped>,
+    not_applicable: Vec<NotApplicable>,
+    files: usize,
+    patterns: usize,
+    seconds: f64,
+}
+
+fn provenance(p: &Pattern, value: Option<&str>) -> serde_json::Value {
+    serde_json::json!({
+        "pattern": p.id,
+        "kind": p.kind.name(),
+        "category": p.category.name(),
+        "title": p.title,
+        "rationale": p.rationale,
+        "before": p.before,
+        "after": p.after,
+        "value": value,
+        "score": p.score,
+        "support": p.support,
+        "examples": p.examples,
+        "commits": p.commits,
+    })
+}
+
+pub(crate) fn run(a: Args) -> Result<ExitCode> {
+    let started = std::time::Instant::now();
+    let cfg = Config::load()?;
+    let cat = a.catalog.open_existing(&cfg)?;
+    let filter = Filter { category: a.category, kind: a.kind, ..Default::default() };
+    let (rws, not_applicable) = rewrites(&cat, &a.patterns, filter, a.value.as_deref())?;
+    let root = root()?;
+    let targets = collect_targets(&a.targets, &root, a.output.quiet)?;
+    let mut candidates = Vec::new();
+    let mut dropped = Vec::new();
+    let mut results: Vec<(usize, String)> = Vec::new(); // (target index, final text) for --write
+    for (ti, t) in targets.iter().enumerate() {
+        let mut cur = t.text.clone();
+        for (p, rw) in rws.iter().filter(|(p, _)| p.language == t.lang) {
+            let base = if a.write { cur.clone() } else { t.text.clone() };
+            match kidiom_rewriter::rewrite(rw, t.lang, &base, &t.rel) {
+                Ok(Some(out)) => {
+                    let diff = kidiom_rewriter::unified(&t.rel, &base, &out.text, 3);
+                    let hash = blob_id(diff.as_bytes());
+                    let c = Candidate {
+                        id: format!("{}@{}#{}", p.id, t.rel, &hash[..8.min(hash.len())]),
+                        pattern_id: p.id.clone(),
+                        path: t.rel.clone(),
+                        base_blob: blob_id(base.as_bytes()),
+                        result_blob: blob_id(out.text.as_bytes()),
+                        value: rw.value().map(str::to_string),
+                        sites: out.sites as u64,
+                        diff,
+                        status: if a.write { CandidateStatus::Applied } else { CandidateStatus::Proposed },
+                        provenance: provenance(p, rw.value()),
+                        evidence: serde_json::json!({}),
+                        commit_id: None,
+                        created_at: String::new(),
+                        updated_at: String::new(),
+                    };
+                    candidates.push(c);
+                    if a.write {
+                        cur = out.text;
+                    }
+                }
+                Ok(None) => {}
+                Err(e) => dropped.push(Dropped { pattern: p.id.clone(), path: t.rel.clone(), reason: e.to_string() }),
+            }
+        }
+        if a.write && cur != t.text {
+            results.push((ti, cur));
+        }
+    }
+    if a.write {
+        // Check every file before writing any: nothing is half-written.
+        for (ti, _) in &results {
+            let t = &targets[*ti];
+            if !a.force
+                && let Some(status) = kidiom_rewriter::uncommitted(&root, Path::new(&t.rel)).ok().flatten()
+            {
+                return Err(kidiom_rewriter::Error::Uncommitted { path: t.abs.clone(), status }.into());
+            }
+            kidiom_rewriter::check_writable(&t.abs)?;
+            let now = std::fs::read(&t.abs).with_context(|| format!("reading {}", t.abs.display()))?;
+            let (expected, found) = (blob_id(t.text.as_bytes()), blob_id(&now));
+            if expected != found {
+                return Err(kidiom_rewriter::Error::Stale { path: t.abs.clone(), expected, found }.into());
+            }
+        }
+        for (ti, text) in &results {
+            kidiom_rewriter::atomic_write(&targets[*ti].abs, text.as_bytes())?;
+        }
+    }
+    for c in &candidates {
+        cat.put_candidate(c)?;
+    }
+    let report = Report {
+        write: a.write,
+        files: targets.len(),
+        patterns: rws.len(),
+        seconds: started.elapsed().as_secs_f64(),
+        candidates,
+        dropped,
+        not_applicable,
+    };
+    let found = !report.candidates.is_empty();
+    if a.output.json {
+        output::json(&report)?;
+    } else {
+        for c in &report.candidates {
+            if !a.write {
+                output::raw(&c.diff)?;
+            }
+        }
+        for d in &report.dropped {
+            eprintln!("kidiom: dropped {} on {}: {}", d.pattern, d.path, d.reason);
+        }
+        if !a.output.quiet {
+            let sites: u64 = report.candidates.iter().map(|c| c.sites).sum();
+            eprintln!(
+                "kidiom: {} candidate{} ({} site{}) from {} pattern{} on {} file{}{}; {} pattern{} without an automatic rewrite ({:.2}s)",
+                report.candidates.len(),
+                if report.candidates.len() == 1 { "" } else { "s" },
+                sites,
+                if sites == 1 { "" } else { "s" },
+                report.patterns,
+                if report.patterns == 1 { "" } else { "s" },
+                report.files,
+                if report.files == 1 { "" } else { "s" },
+                if a.write { ", written" } else { "" },
+                report.not_applicable.len(),
+                if report.not_applicable.len() == 1 { "" } else { "s" },
+                report.seconds,
+            );
+            for c in &report.candidates {
+                eprintln!("  {}  {} site{}", c.id, c.sites, if c.sites == 1 { "" } else { "s" });
+            }
+        }
+    }
+    Ok(if found { ExitCode::SUCCESS } else { ExitCode::from(1) })
+}

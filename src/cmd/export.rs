@@ -1,0 +1,94 @@
+//! `kidiom catalog export`: ast-grep rules, SARIF findings or JSON.
+
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use anyhow::{Context, Result};
+use kidiom_patterns::export::{Finding, astgrep_rules, sarif_report};
+use kidiom_patterns::matcher::Rewrite;
+use kidiom_patterns::{Filter, Pattern};
+
+use super::CatalogArgs;
+use crate::config::Config;
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub(crate) enum Format {
+    /// ast-grep YAML rules (`ast-grep scan --rule FILE`).
+    AstGrep,
+    /// SARIF 2.1.0 findings on the targets.
+    Sarif,
+    /// The patterns as JSON.
+    Json,
+}
+
+#[derive(Debug, clap::Args)]
+pub(crate) struct Args {
+    /// ast-grep, sarif or json.
+    #[arg(long, value_enum)]
+    format: Format,
+    /// Write here instead of stdout.
+    #[arg(long, value_name = "PATH")]
+    out: Option<PathBuf>,
+    /// SARIF: files or directories to scan (default: kernels/).
+    #[arg(value_name = "TARGET")]
+    targets: Vec<PathBuf>,
+    #[command(flatten)]
+    catalog: CatalogArgs,
+}
+
+/// 1-based line and column (in characters) of byte `at`.
+fn line_col(text: &str, at: usize) -> (usize, usize) {
+    let before = &text[..at.min(text.len())];
+    let line = before.matches('\n').count() + 1;
+    let col = before.rsplit('\n').next().unwrap_or("").chars().count() + 1;
+    (line, col)
+}
+
+pub(crate) fn run(a: Args) -> Result<ExitCode> {
+    let cfg = Config::load()?;
+    let cat = a.catalog.open_existing(&cfg)?;
+    let patterns: Vec<Pattern> = cat.list(&Filter::default())?;
+    let (text, n) = match a.format {
+        Format::Json => (serde_json::to_string_pretty(&patterns)? + "\n", patterns.len()),
+        Format::AstGrep => {
+            let rules = astgrep_rules(&patterns);
+            let docs: Vec<String> = rules.iter().map(|r| r.yaml.clone()).collect();
+            (docs.join("---\n"), rules.len())
+        }
+        Format::Sarif => {
+            let root = super::apply::root()?;
+            let targets = super::apply::collect_targets(&a.targets, &root, false)?;
+            let mut findings = Vec::new();
+            for (p, rw) in patterns.iter().filter_map(|p| Rewrite::new(p, None).ok().map(|rw| (p, rw))) {
+                for t in targets.iter().filter(|t| t.lang == p.language) {
+                    let Some(tree) = kidiom_miner::parse_tree(t.lang, &t.text).ok().flatten() else { continue };
+                    for s in rw.site_edits(&t.text, &tree) {
+                        findings.push(Finding {
+                            pattern_id: p.id.clone(),
+                            path: t.rel.clone(),
+                            start: line_col(&t.text, s.site.start),
+                            end: line_col(&t.text, s.site.end),
+                            snippet: t.text[s.site.clone()].lines().next().unwrap_or("").to_string(),
+                        });
+                    }
+                }
+            }
+            let n = findings.len();
+            (serde_json::to_string_pretty(&sarif_report(&patterns, &findings))? + "\n", n)
+        }
+    };
+    match &a.out {
+        Some(p) => std::fs::write(p, text).with_context(|| format!("writing {}", p.display()))?,
+        None => crate::output::raw(&text)?,
+    }
+    Ok(if n == 0 { ExitCode::from(1) } else { ExitCode::SUCCESS })
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn line_columns() {
+        assert_eq!(super::line_col("ab\ncd", 0), (1, 1));
+        assert_eq!(super::line_col("ab\ncd", 4), (2, 2));
+    }
+}

@@ -1,0 +1,127 @@
+//! `kidiom review`: candidates with their status, and one candidate's diff
+//! beside the evidence for it (support, examples, commits, validation).
+
+use std::process::ExitCode;
+
+use anyhow::{Result, bail};
+use kidiom_patterns::{Candidate, CandidateStatus, Catalog};
+
+use super::{CatalogArgs, OutputArgs};
+use crate::config::Config;
+use crate::output;
+
+#[derive(Debug, clap::Args)]
+pub(crate) struct Args {
+    /// A candidate id (or a unique prefix); without it, list the candidates.
+    id: Option<String>,
+    /// Only candidates with this status (proposed, applied, accepted, rejected, stale, validated).
+    #[arg(long, value_parser = parse_status)]
+    status: Option<CandidateStatus>,
+    #[command(flatten)]
+    catalog: CatalogArgs,
+    #[command(flatten)]
+    output: OutputArgs,
+}
+
+fn parse_status(s: &str) -> Result<CandidateStatus, String> {
+    CandidateStatus::from_name(s).ok_or_else(|| format!("unknown status {s:?}"))
+}
+
+/// The one candidate `id` names (exactly or as a unique prefix).
+pub(crate) fn find_one(cat: &Catalog, id: &str) -> Result<Candidate> {
+    let mut found = cat.find_candidates(id)?;
+    match found.len() {
+        0 => bail!("no candidate {id:?} (see `kidiom review`)"),
+        1 => Ok(found.remove(0)),
+        n => {
+            let ids: Vec<&str> = found.iter().take(5).map(|c| c.id.as_str()).collect();
+            bail!(
+                "{id:?} names {n} candidates ({}{}); give more of the id",
+                ids.join(", "),
+                if n > 5 { ", ..." } else { "" }
+            )
+        }
+    }
+}
+
+pub(crate) fn run(a: Args) -> Result<ExitCode> {
+    let cfg = Config::load()?;
+    let cat = a.catalog.open_existing(&cfg)?;
+    let Some(id) = &a.id else {
+        let cands = cat.candidates(a.status)?;
+        if a.output.json {
+            output::json(&cands)?;
+        } else {
+            let mut rows = vec![vec!["id".to_string(), "status".into(), "sites".into(), "created".into()]];
+            for c in &cands {
+                rows.push(vec![c.id.clone(), c.status.to_string(), c.sites.to_string(), c.created_at.clone()]);
+            }
+            output::table(&rows)?;
+        }
+        return Ok(if cands.is_empty() { ExitCode::from(1) } else { ExitCode::SUCCESS });
+    };
+    let c = find_one(&cat, id)?;
+    let pattern = cat.get(&c.pattern_id)?;
+    if a.output.json {
+        output::json(&serde_json::json!({ "candidate": c, "pattern": pattern }))?;
+        return Ok(ExitCode::SUCCESS);
+    }
+    output::line(&format!("candidate {}", c.id))?;
+    output::line(&format!(
+        "  status:    {}{}",
+        c.status,
+        c.commit_id.as_deref().map(|x| format!(" ({x})")).unwrap_or_default()
+    ))?;
+    output::line(&format!("  target:    {} (blob {})", c.path, c.base_blob))?;
+    output::line(&format!("  sites:     {}", c.sites))?;
+    if let Some(v) = &c.value {
+        output::line(&format!("  value:     {v}"))?;
+    }
+    let prov = &c.provenance;
+    output::line(&format!(
+        "  pattern:   {} [{}] {}",
+        c.pattern_id,
+        prov["category"].as_str().unwrap_or(""),
+        prov["title"].as_str().unwrap_or("")
+    ))?;
+    output::line(&format!("  rationale: {}", prov["rationale"].as_str().unwrap_or("")))?;
+    output::line("  evidence upstream:")?;
+    for s in prov["support"].as_array().into_iter().flatten() {
+        output::line(&format!(
+            "    {}@{}: {} occurrences in {} files, {} opportunities",
+            s["corpus"].as_str().unwrap_or(""),
+            s["revision"].as_str().unwrap_or("").get(..12).unwrap_or(s["revision"].as_str().unwrap_or("")),
+            s["occurrences"],
+            s["files"],
+            s["opportunities"]
+        ))?;
+    }
+    for e in prov["examples"].as_array().into_iter().flatten() {
+        output::line(&format!(
+            "    e.g. {}:{}:{}  {}",
+            e["corpus"].as_str().unwrap_or(""),
+            e["path"].as_str().unwrap_or(""),
+            e["line"],
+            e["snippet"].as_str().unwrap_or("")
+        ))?;
+    }
+    for k in prov["commits"].as_array().into_iter().flatten() {
+        output::line(&format!(
+            "    commit {} {}",
+            k["id"].as_str().unwrap_or(""),
+            k["summary"].as_str().unwrap_or("")
+        ))?;
+    }
+    if pattern.is_none() {
+        output::line("    (the pattern is no longer in the catalog; the evidence above is from when it was proposed)")?;
+    }
+    let ev = if c.evidence.as_object().is_some_and(|o| o.is_empty()) {
+        "none yet".to_string()
+    } else {
+        c.evidence.to_string()
+    };
+    output::line(&format!("  validation: {ev}"))?;
+    output::line("")?;
+    output::raw(&c.diff)?;
+    Ok(ExitCode::SUCCESS)
+}
