@@ -8,3 +8,5 @@ mod util;
 mod mine;
 // `kidiom catalog list|show|search|stats`.
 mod catalog;
+// `kidiom apply|review|accept` and `catalog export`: golden diffs, properties, bad input, ast-grep.
+mod apply;

@@ -44,7 +44,11 @@ fn rule(p: &Pattern) -> Option<AstGrepRule> {
     let after = p.after.trim();
     let mut conds = String::new();
     let mut fix = Some(after.replace("$V", &value));
-    if let Some(inner) = after.strip_prefix(before.trim_end_matches(')')).and_then(|r| r.strip_suffix(")")) {
+    if let Some(inner) = after
+        .strip_prefix(before.trim_end_matches(')'))
+        .and_then(|r| r.strip_suffix(")"))
+        .filter(|r| r.trim_start().starts_with(','))
+    {
         // `f($$$ARGS)` -> `f($$$ARGS, kw=$V)`: the call lacks keyword `kw` anywhere.
         let kw = inner.trim_start_matches(',').trim().split('=').next()?.trim().to_string();
         conds.push_str(&format!("  - pattern: {}\n", q(before)));
