@@ -481,6 +481,39 @@ mod tests {
         assert_eq!(toks[3].1.as_deref(), Some("256, 1"));
     }
 
+    fn facts(lang: Lang, src: &str) -> crate::FileFacts {
+        crate::extract(lang, src, &crate::ExtractOptions::default()).expect("parses")
+    }
+
+    #[test]
+    fn kernels_through_known_macros_and_templates() {
+        let f = facts(
+            Lang::Cuda,
+            "template <int N> __global__ void k(float* x) {}\nCUTLASS_DEVICE void d(int a) {}\nvoid host() {}\n",
+        );
+        assert_eq!(f.kernels, 2);
+        assert_eq!(f.scopes.get(CUDA_GLOBAL), Some(&1));
+        assert_eq!(f.scopes.get(CUDA_DEVICE), Some(&1));
+    }
+
+    #[test]
+    fn binding_guards_are_unused_declarations() {
+        let f = facts(
+            Lang::Cpp,
+            "#include <pybind11/pybind11.h>\nvoid a() { py::gil_scoped_release r; work(); }\nvoid b() { Foo used; used.go(); }\nPYBIND11_MODULE(m, mod) { mod.def(\"a\", &a, py::call_guard<py::gil_scoped_release>()); }\n",
+        );
+        let guards: Vec<&str> = f
+            .families
+            .iter()
+            .filter(|(k, _)| k.mechanism == Mechanism::Guard)
+            .map(|(k, _)| k.decoration.as_str())
+            .collect();
+        assert_eq!(guards, ["py::gil_scoped_release"]);
+        let arg = f.families.iter().find(|(k, _)| k.mechanism == Mechanism::BindingArg).expect("call_guard");
+        assert_eq!(arg.0.decoration, "py::call_guard");
+        assert_eq!(arg.1.values.get("py::gil_scoped_release"), Some(&1));
+    }
+
     #[test]
     fn scans_device_defines() {
         let src = "#define A __device__ inline\n#define B(x) __device__ x\n#define C 3\n";

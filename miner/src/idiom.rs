@@ -551,9 +551,11 @@ fn describe(
         Some(why) => format!("{rationale} Not rewritten automatically: {why}."),
         None => rationale,
     };
-    let score = ((occ as f64).ln_1p() * (1.0 + (nfiles as f64).ln_1p()) * ncorpora as f64 * (0.5 + adoption) * 1000.0)
-        .round()
-        / 1000.0;
+    // Evidence grows with occurrences, files and corpora; uncategorized
+    // decorations (`dtype=` on `tl.zeros`) are usage, rarely optimization.
+    let weight = if category == Category::Other { 0.5 } else { 1.0 };
+    let evidence = (occ as f64).ln_1p() * (1.0 + (nfiles as f64).ln_1p()) * ncorpora as f64 * (0.5 + adoption);
+    let score = (evidence * weight * 1000.0).round() / 1000.0;
     let id = slug(&[key.lang.slug(), key.mechanism.name(), s, d]);
     Idiom { id, key, category, title, rationale, before, after, support, values, examples, in_error, score }
 }

@@ -441,3 +441,75 @@ pub(crate) fn kernel_ranges(src: &str, tree: &Tree) -> Vec<std::ops::Range<usize
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use crate::facts::{FileFacts, Mechanism};
+    use crate::{ExtractOptions, Lang, extract};
+
+    fn facts(src: &str) -> FileFacts {
+        extract(Lang::Python, src, &ExtractOptions::default()).expect("parses")
+    }
+
+    fn occ(f: &FileFacts, mechanism: Mechanism, subject: &str, decoration: &str) -> u32 {
+        f.families
+            .iter()
+            .find(|(k, _)| k.mechanism == mechanism && k.subject == subject && k.decoration == decoration)
+            .map_or(0, |(_, v)| v.occurrences)
+    }
+
+    #[test]
+    fn kernels_are_found_under_any_alias() {
+        let cases = [
+            ("import triton\n@triton.jit\ndef k(x): pass\n", 1),
+            ("import triton as tr\n@tr.jit\ndef k(x): pass\n", 1),
+            ("from triton import jit\n@jit\ndef k(x): pass\n", 1),
+            ("import triton\n@triton.autotune(configs=[], key=[])\ndef k(x): pass\n", 1),
+            ("import triton\n@triton.heuristics({})\n@triton.jit(do_not_specialize=['T'])\ndef k(x, T): pass\n", 1),
+            ("import numba\n@numba.jit\ndef k(x): pass\n", 0),
+            ("def jit(f): return f\n@jit\ndef k(x): pass\n", 0),
+        ];
+        for (src, kernels) in cases {
+            assert_eq!(facts(src).kernels, kernels, "{src}");
+        }
+    }
+
+    #[test]
+    fn aliases_resolve_to_tl() {
+        let f = facts(
+            "import triton\nfrom triton import language as T\n@triton.jit\ndef k(a):\n    T.dot(a, a, input_precision='ieee')\n",
+        );
+        assert_eq!(occ(&f, Mechanism::Keyword, "tl.dot", "input_precision"), 1);
+        assert_eq!(f.scopes.get("call:tl.dot"), Some(&1));
+    }
+
+    #[test]
+    fn host_code_and_comments_are_not_sites() {
+        let f = facts(
+            "import triton\nimport triton.language as tl\n# tl.dot(a, b, input_precision='ieee')\ndef host(a):\n    return tl.dot(a, a, input_precision='ieee')\n",
+        );
+        assert_eq!(occ(&f, Mechanism::Keyword, "tl.dot", "input_precision"), 0);
+        assert_eq!(f.kernels, 0);
+    }
+
+    #[test]
+    fn method_wraps_on_locals_are_methods() {
+        let f = facts(
+            "import triton\nimport triton.language as tl\n@triton.jit\ndef k(a):\n    b_A = a\n    b_A.to(tl.float32, fp_downcast_rounding='rtne')\n    tl.program_id(0).to(tl.int64)\n",
+        );
+        assert_eq!(occ(&f, Mechanism::Keyword, ".to", "fp_downcast_rounding"), 1);
+        let wrap = f.families.iter().find(|(k, _)| k.mechanism == Mechanism::MethodWrap).expect("wrap");
+        assert_eq!(wrap.0.subject, "tl.program_id");
+        assert_eq!(wrap.1.values.get("tl.int64"), Some(&1));
+    }
+
+    #[test]
+    fn hints_record_pass_through_and_constant_arguments() {
+        let f = facts(
+            "import triton\nimport triton.language as tl\n@triton.jit\ndef k(p, BD: tl.constexpr):\n    p = tl.multiple_of(p, 16)\n    m = tl.maximum(m, x)\n",
+        );
+        assert_eq!(f.scopes.get("passthrough:tl.multiple_of"), Some(&1));
+        assert_eq!(f.scopes.get("varying:tl.multiple_of"), None);
+        assert_eq!(f.scopes.get("varying:tl.maximum"), Some(&1));
+    }
+}

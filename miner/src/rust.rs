@@ -113,3 +113,34 @@ pub(crate) fn extract(src: &str) -> Result<FactsBuilder, Skip> {
     v.visit_file(&file);
     Ok(v.out)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn pyo3_functions_and_gil_release() {
+        let src = r#"
+use pyo3::prelude::*;
+#[pyfunction]
+fn transfer(py: Python<'_>, n: usize) -> usize { py.allow_threads(|| n * 2) }
+#[pyfunction]
+fn blocking(n: usize) -> usize { n }
+struct S;
+#[pymethods]
+impl S { fn get(&self, py: Python<'_>) -> usize { py.allow_threads(|| 1) } }
+impl S { fn not_bound(&self, py: Python<'_>) -> usize { py.allow_threads(|| 1) } }
+"#;
+        let f = extract(src).expect("parses").finish();
+        assert_eq!(f.kernels, 3);
+        let (_, fam) = f.families.iter().find(|(k, _)| k.decoration == "allow_threads").expect("allow_threads");
+        assert_eq!(fam.occurrences, 2);
+        assert_eq!(f.scopes.get(PYO3_FN), Some(&3));
+    }
+
+    #[test]
+    fn deep_nesting_is_refused_not_overflowed() {
+        let src = format!("fn f() {{ {}1{} }}", "(".repeat(5000), ")".repeat(5000));
+        assert_eq!(extract(&src).err(), Some(Skip::TooDeep(SYN_MAX_DEPTH)));
+    }
+}
