@@ -28,6 +28,8 @@ enum Command {
     Review(cmd::review::Args),
     /// Commit a candidate on the review branch (kidiom/review).
     Accept(cmd::accept::Args),
+    /// Serve the catalog, rewrites and validation to an agent over MCP (stdio).
+    Mcp(crate::mcp::Args),
     /// Run the whole loop on the defaults of kidiom.toml.
     Run(cmd::run::Args),
     /// Debugging aids (parse trees, extracted facts).
@@ -53,6 +55,7 @@ pub(crate) fn run(args: impl IntoIterator<Item = OsString>) -> ExitCode {
         Command::Apply(a) => cmd::apply::run(a),
         Command::Review(a) => cmd::review::run(a),
         Command::Accept(a) => cmd::accept::run(a),
+        Command::Mcp(a) => crate::mcp::run(a),
         Command::Run(a) => cmd::run::run(a),
         Command::Debug(c) => cmd::debug::run(c),
     };

@@ -5,6 +5,8 @@ mod cli;
 mod cmd;
 mod config;
 mod driver;
+mod history;
+mod mcp;
 mod output;
 
 fn main() -> std::process::ExitCode {
