@@ -1,0 +1,290 @@
+//! The Python harness (`python -m kernels.harness`) as a subprocess with a
+//! time limit.
+//!
+//! Each call spawns the harness in its own process group, waits until it
+//! exits or the deadline passes, and on timeout kills the whole group
+//! (the interpreter and whatever it started: ptxas, cuobjdump). The exit
+//! status, the one JSON object the harness prints on stdout (wire format v1,
+//! kernels/README.md) and the tail of its stderr are kept.
+
+use std::io::Read;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+use serde::{Deserialize, Serialize};
+
+use crate::error::{Error, Result};
+
+/// How much of stderr is kept (the end of it).
+pub const STDERR_TAIL: usize = 4000;
+
+/// The outcome of one subprocess.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ProcessOutcome {
+    /// The exact command line (shell-quoted).
+    pub command: String,
+    /// The working directory.
+    pub cwd: String,
+    /// The exit code; `None` when killed (timeout) or ended by a signal.
+    pub code: Option<i32>,
+    /// Whether the deadline passed and the process group was killed.
+    pub timed_out: bool,
+    /// Wall time.
+    pub seconds: f64,
+    /// Standard output.
+    pub stdout: String,
+    /// The last [`STDERR_TAIL`] bytes of standard error.
+    pub stderr_tail: String,
+}
+
+fn quote(s: &str) -> String {
+    if !s.is_empty() && s.chars().all(|c| c.is_ascii_alphanumeric() || "-_./=:,+@%".contains(c)) {
+        s.to_string()
+    } else {
+        format!("'{}'", s.replace('\'', "'\\''"))
+    }
+}
+
+/// The tail of `s`, at most `n` bytes, cut at a character boundary.
+pub(crate) fn tail(s: &str, n: usize) -> String {
+    if s.len() <= n {
+        return s.to_string();
+    }
+    let mut start = s.len() - n;
+    while !s.is_char_boundary(start) {
+        start += 1;
+    }
+    format!("...{}", &s[start..])
+}
+
+fn kill_group(pid: u32) {
+    let Ok(pid) = libc::pid_t::try_from(pid) else { return };
+    // SAFETY: kill(2) with a negative pid signals the process group that
+    // `process_group(0)` made for the child; it touches no memory of ours.
+    unsafe {
+        libc::kill(-pid, libc::SIGKILL);
+    }
+}
+
+/// Runs `program args` in `cwd` with `env`, killing its process group after `limit`.
+pub fn run_with_deadline(
+    program: &Path,
+    args: &[String],
+    cwd: &Path,
+    env: &[(String, String)],
+    limit: Duration,
+) -> Result<ProcessOutcome> {
+    use std::os::unix::process::CommandExt;
+    let command =
+        std::iter::once(program.to_string_lossy().to_string()).chain(args.iter().cloned()).map(|s| quote(&s)).collect::<Vec<_>>().join(" ");
+    let started = Instant::now();
+    let mut cmd = Command::new(program);
+    cmd.args(args).current_dir(cwd).stdin(Stdio::null()).stdout(Stdio::piped()).stderr(Stdio::piped()).process_group(0);
+    for (k, v) in env {
+        cmd.env(k, v);
+    }
+    let mut child = cmd.spawn().map_err(|source| Error::Spawn { command: command.clone(), source })?;
+    let pid = child.id();
+    let reader = |pipe: Option<Box<dyn Read + Send>>| {
+        std::thread::spawn(move || {
+            let mut buf = Vec::new();
+            if let Some(mut p) = pipe {
+                let _ = p.read_to_end(&mut buf);
+            }
+            String::from_utf8_lossy(&buf).into_owned()
+        })
+    };
+    let out_t = reader(child.stdout.take().map(|p| Box::new(p) as Box<dyn Read + Send>));
+    let err_t = reader(child.stderr.take().map(|p| Box::new(p) as Box<dyn Read + Send>));
+    let deadline = started + limit;
+    let mut timed_out = false;
+    let status = loop {
+        match child.try_wait() {
+            Ok(Some(s)) => break Some(s),
+            Ok(None) => {}
+            Err(_) => break None,
+        }
+        if Instant::now() >= deadline {
+            timed_out = true;
+            kill_group(pid);
+            break child.wait().ok();
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    };
+    // The child is gone; kill any leftovers of its group so the pipes close.
+    kill_group(pid);
+    let stdout = out_t.join().unwrap_or_default();
+    let stderr = err_t.join().unwrap_or_default();
+    Ok(ProcessOutcome {
+        command,
+        cwd: cwd.to_string_lossy().into_owned(),
+        code: if timed_out { None } else { status.and_then(|s| s.code()) },
+        timed_out,
+        seconds: started.elapsed().as_secs_f64(),
+        stdout,
+        stderr_tail: tail(&stderr, STDERR_TAIL),
+    })
+}
+
+/// The harness's exit codes (kernels/README.md).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum HarnessStatus {
+    /// 0: ok, or the check passed.
+    Ok,
+    /// 1: the kernel failed (check failed, or bench's correctness gate).
+    Failed,
+    /// 2: harness error (bad arguments, crash, its own timeout).
+    Error,
+    /// 3: skipped, needs a GPU.
+    Skipped,
+    /// Killed by the validator's deadline.
+    TimedOut,
+    /// Any other ending (a signal, an unknown code, no JSON).
+    Crashed,
+}
+
+/// One harness call: the process outcome and the JSON it printed.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct HarnessRun {
+    /// How it ended.
+    pub status: HarnessStatus,
+    /// The process.
+    pub process: ProcessOutcome,
+    /// The harness's JSON object (`Null` when it printed none).
+    pub json: serde_json::Value,
+}
+
+impl HarnessRun {
+    /// A one-paragraph log of a failed call: its error, traceback tail, stderr tail.
+    pub fn log(&self) -> String {
+        let mut parts = Vec::new();
+        if self.process.timed_out {
+            parts.push(format!("killed after {:.1} s (time limit)", self.process.seconds));
+        } else if self.status == HarnessStatus::Crashed {
+            parts.push(format!("exit {:?}", self.process.code));
+        }
+        if let Some(e) = self.json.get("error").and_then(|v| v.as_str()) {
+            parts.push(e.to_string());
+        }
+        if let Some(t) = self.json.get("traceback").and_then(|v| v.as_str()) {
+            parts.push(tail(t, 1500));
+        }
+        if !self.process.stderr_tail.trim().is_empty() {
+            parts.push(format!("stderr: {}", tail(self.process.stderr_tail.trim(), 1500)));
+        }
+        parts.join("\n")
+    }
+}
+
+/// Where and how to run the harness.
+#[derive(Debug, Clone)]
+pub struct Harness {
+    /// The Python interpreter.
+    pub python: PathBuf,
+    /// The directory holding the `kernels` package (the baseline tree).
+    pub root: PathBuf,
+}
+
+impl Harness {
+    /// Runs `python -m kernels.harness <args> --json --timeout <limit>` with a deadline
+    /// slightly after the harness's own, so that the harness normally reports its own
+    /// timeout as JSON and the kill is the backstop.
+    pub fn call(&self, args: &[String], limit: Duration) -> Result<HarnessRun> {
+        let secs = limit.as_secs_f64().max(1.0);
+        let inner = (secs - 3.0).max(1.0).floor();
+        let mut full: Vec<String> = vec!["-m".into(), "kernels.harness".into()];
+        full.extend(args.iter().cloned());
+        full.extend(["--json".into(), "--timeout".into(), format!("{inner}")]);
+        let env = vec![
+            ("PYTHONDONTWRITEBYTECODE".to_string(), "1".to_string()),
+            ("PYTHONUNBUFFERED".to_string(), "1".to_string()),
+            ("TRITON_DEFAULT_FP_FUSION".to_string(), "1".to_string()),
+        ];
+        let process = run_with_deadline(&self.python, &full, &self.root, &env, Duration::from_secs_f64(secs))?;
+        let json = process
+            .stdout
+            .lines()
+            .rev()
+            .find_map(|l| serde_json::from_str::<serde_json::Value>(l.trim()).ok().filter(|v| v.is_object()))
+            .unwrap_or(serde_json::Value::Null);
+        let status = if process.timed_out {
+            HarnessStatus::TimedOut
+        } else if json.is_null() {
+            HarnessStatus::Crashed
+        } else {
+            match process.code {
+                Some(0) => HarnessStatus::Ok,
+                Some(1) => HarnessStatus::Failed,
+                Some(2) => HarnessStatus::Error,
+                Some(3) => HarnessStatus::Skipped,
+                _ => HarnessStatus::Crashed,
+            }
+        };
+        Ok(HarnessRun { status, process, json })
+    }
+}
+
+/// The first usable Python: `$KIDIOM_PYTHON`, `<root>/.venv/bin/python`, `python3`.
+pub fn find_python(root: &Path) -> PathBuf {
+    if let Some(p) = std::env::var_os("KIDIOM_PYTHON").filter(|p| !p.is_empty()) {
+        return PathBuf::from(p);
+    }
+    let venv = root.join(".venv/bin/python");
+    if venv.exists() {
+        return venv;
+    }
+    PathBuf::from("python3")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn sh(script: &str, limit: f64) -> ProcessOutcome {
+        run_with_deadline(
+            Path::new("/bin/sh"),
+            &["-c".into(), script.into()],
+            Path::new("/"),
+            &[],
+            Duration::from_secs_f64(limit),
+        )
+        .unwrap()
+    }
+
+    #[test]
+    fn keeps_exit_status_stdout_and_stderr_tail() {
+        let o = sh("echo out; echo err >&2; exit 3", 10.0);
+        assert_eq!((o.code, o.timed_out), (Some(3), false));
+        assert_eq!(o.stdout, "out\n");
+        assert_eq!(o.stderr_tail, "err\n");
+        assert!(o.command.starts_with("/bin/sh -c 'echo out;"), "{}", o.command);
+        let long = sh("i=0; while [ $i -lt 3000 ]; do echo line$i >&2; i=$((i+1)); done", 20.0);
+        assert!(long.stderr_tail.len() <= STDERR_TAIL + 3);
+        assert!(long.stderr_tail.ends_with("line2999\n"));
+    }
+
+    #[test]
+    fn kills_the_whole_group_on_timeout() {
+        let started = Instant::now();
+        // the grandchild holds the pipes open; it must die with the group
+        let o = sh("sleep 30 & trap '' TERM; echo started; while true; do :; done", 1.0);
+        assert!(o.timed_out);
+        assert_eq!(o.code, None);
+        assert_eq!(o.stdout, "started\n");
+        assert!(started.elapsed() < Duration::from_secs(10), "{:?}", started.elapsed());
+    }
+
+    #[test]
+    fn a_missing_program_is_a_spawn_error() {
+        let e = run_with_deadline(Path::new("/nonexistent/python"), &[], Path::new("/"), &[], Duration::from_secs(1));
+        assert!(matches!(e, Err(Error::Spawn { .. })));
+    }
+
+    #[test]
+    fn tails_cut_at_char_boundaries() {
+        assert_eq!(tail("abc", 10), "abc");
+        assert_eq!(tail("ééé", 3), "...é");
+    }
+}

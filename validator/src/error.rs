@@ -1,0 +1,68 @@
+//! The validator's errors. Failures of a *candidate* (a gate that fails, a
+//! kernel that hangs) are not errors: they are verdicts. These are failures
+//! to run the validation at all.
+
+use std::path::PathBuf;
+
+/// Why a validation could not run.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum Error {
+    /// A file could not be read or written.
+    #[error("{path}: {source}")]
+    Io {
+        /// The file.
+        path: PathBuf,
+        /// The cause.
+        source: std::io::Error,
+    },
+    /// A kernel manifest is not valid TOML or lacks a key.
+    #[error("manifest {path}: {message}")]
+    Manifest {
+        /// The manifest.
+        path: PathBuf,
+        /// What is wrong.
+        message: String,
+    },
+    /// A unified diff could not be parsed.
+    #[error("bad diff: {0}")]
+    Diff(String),
+    /// A diff does not apply to the file it names.
+    #[error("diff does not apply to {path}: {message}")]
+    Patch {
+        /// The target, relative to the root.
+        path: String,
+        /// Where it failed.
+        message: String,
+    },
+    /// A subprocess could not be started.
+    #[error("cannot run {command}: {source}")]
+    Spawn {
+        /// The command line.
+        command: String,
+        /// The cause.
+        source: std::io::Error,
+    },
+}
+
+/// The validator's result type.
+pub type Result<T, E = Error> = std::result::Result<T, E>;
+
+impl Error {
+    pub(crate) fn io(path: impl Into<PathBuf>, source: std::io::Error) -> Error {
+        Error::Io { path: path.into(), source }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn errors_are_send_sync_and_lowercase() {
+        fn assert_send_sync<T: Send + Sync>() {}
+        assert_send_sync::<Error>();
+        let e = Error::Patch { path: "k.py".into(), message: "hunk 1 does not match".into() };
+        assert_eq!(e.to_string(), "diff does not apply to k.py: hunk 1 does not match");
+    }
+}

@@ -1,0 +1,110 @@
+//! Evidence: one record per gate that ran, and the whole validation of a
+//! candidate (what is stored in the catalog next to its diff).
+
+use serde::{Deserialize, Serialize};
+
+use crate::gate::Gate;
+use crate::verdict::Verdict;
+
+/// The version of the evidence JSON; fields are only added within a version.
+pub const EVIDENCE_FORMAT: u32 = 1;
+
+/// How one gate ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum GateStatus {
+    /// It passed.
+    Passed,
+    /// It failed: the candidate is rejected here.
+    Failed,
+    /// It did not run here (speed on a CPU; a CUDA variant the CPU emulation cannot run).
+    Skipped,
+    /// It could not finish (timeout, crash, broken environment).
+    Error,
+}
+
+/// What one gate measured.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct GateRecord {
+    /// The gate.
+    pub gate: Gate,
+    /// How it ended.
+    pub status: GateStatus,
+    /// One line with the deciding numbers.
+    pub summary: String,
+    /// The gate's numbers (gate-specific keys).
+    pub metrics: serde_json::Value,
+    /// The baseline's numbers, where the gate compares.
+    pub before: Option<serde_json::Value>,
+    /// The candidate's numbers, where the gate compares.
+    pub after: Option<serde_json::Value>,
+    /// Where it ran (`cpu (triton interpreter)`, `none (ahead-of-time)`, `cuda (NVIDIA H200)`).
+    pub device: Option<String>,
+    /// Tool versions (python, numpy, triton, torch, ...).
+    pub versions: serde_json::Value,
+    /// The exact commands run, in order.
+    pub commands: Vec<String>,
+    /// Wall time of the gate.
+    pub seconds: f64,
+    /// The log of a failure or error (harness error, traceback, stderr tail).
+    pub log: Option<String>,
+}
+
+impl GateRecord {
+    /// A record with no numbers yet.
+    pub fn new(gate: Gate, status: GateStatus, summary: impl Into<String>) -> GateRecord {
+        GateRecord {
+            gate,
+            status,
+            summary: summary.into(),
+            metrics: serde_json::Value::Object(Default::default()),
+            before: None,
+            after: None,
+            device: None,
+            versions: serde_json::Value::Null,
+            commands: Vec::new(),
+            seconds: 0.0,
+            log: None,
+        }
+    }
+}
+
+/// The validation of one candidate.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Evidence {
+    /// [`EVIDENCE_FORMAT`].
+    pub format: u32,
+    /// The candidate's id.
+    pub candidate: String,
+    /// Its pattern.
+    pub pattern: String,
+    /// The pattern's category (`precision`, `memory`, ...).
+    pub category: Option<String>,
+    /// The target file, relative to the root.
+    pub target: String,
+    /// The kernel (manifest name) it changes, if any.
+    pub kernel: Option<String>,
+    /// The verdict.
+    pub verdict: Verdict,
+    /// One record per gate that ran, in order.
+    pub gates: Vec<GateRecord>,
+    /// The device the validation asked for (`auto`, `cpu`, `cuda`).
+    pub device: String,
+    /// `git rev-parse HEAD` of the root, if it is a repository.
+    pub commit: Option<String>,
+    /// The seeds of the correctness gate.
+    pub seeds: Vec<u64>,
+    /// When it started (seconds since the Unix epoch).
+    pub started_at: u64,
+    /// Wall time of the whole validation.
+    pub seconds: f64,
+    /// The validator's version.
+    pub validator: String,
+}
+
+impl Evidence {
+    /// The record of `gate`, if it ran.
+    pub fn gate(&self, gate: Gate) -> Option<&GateRecord> {
+        self.gates.iter().find(|r| r.gate == gate)
+    }
+}
