@@ -10,3 +10,5 @@ mod mine;
 mod catalog;
 // `kidiom apply|review|accept` and `catalog export`: golden diffs, properties, bad input, ast-grep.
 mod apply;
+// `kidiom mine --history`: planted edits, noise, safety, bad input, resumption.
+mod history;

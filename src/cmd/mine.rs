@@ -37,6 +37,18 @@ pub(crate) struct Args {
     /// Corpora an idiom needs.
     #[arg(long, value_name = "N")]
     min_corpora: Option<u64>,
+    /// Mine edit idioms from the commits of git corpora instead of usage idioms.
+    #[arg(long)]
+    history: bool,
+    /// With --history: only commits authored on or after this date (YYYY-MM-DD or epoch seconds).
+    #[arg(long, value_name = "DATE", requires = "history")]
+    since: Option<String>,
+    /// With --history: mine at most the newest N commits of each corpus.
+    #[arg(long, value_name = "N", requires = "history")]
+    max_commits: Option<usize>,
+    /// With --history, for benchmarks: parse both versions of every changed file and cut nothing (the floor).
+    #[arg(long, hide = true, requires = "history")]
+    parse_only_floor: bool,
     #[command(flatten)]
     catalog: CatalogArgs,
     #[command(flatten)]
@@ -74,6 +86,9 @@ pub(crate) fn run(args: Args) -> Result<ExitCode> {
         anyhow::bail!("nothing to mine: name a manifest, repository or directory, or list corpora in kidiom.toml");
     }
     let manifests = manifests_for(&inputs, Some(&args))?;
+    if args.history {
+        return run_history(&args, &cfg, manifests);
+    }
     let mut config = cfg.mine_config();
     if let Some(n) = args.min_occurrences {
         config.min_occurrences = n;
@@ -148,4 +163,17 @@ pub(crate) fn print_report(report: &MineReport, json: bool) -> Result<()> {
 
 fn display(p: &Path) -> String {
     p.display().to_string()
+}
+
+fn run_history(args: &Args, cfg: &Config, manifests: Vec<Manifest>) -> Result<ExitCode> {
+    let mut config = kidiom_miner::history::HistoryConfig { limits: cfg.limits(), ..Default::default() };
+    config.max_commits = args.max_commits;
+    config.parse_only = args.parse_only_floor;
+    config.since = args.since.as_deref().map(crate::history::parse_since).transpose()?;
+    let batch = std::env::var("KIDIOM_HISTORY_BATCH").ok().and_then(|v| v.parse().ok()).unwrap_or(256);
+    let opts = crate::history::HistoryOptions { config, progress: !args.output.quiet && !args.output.json, batch };
+    let mut catalog = args.catalog.open(cfg)?;
+    let report = crate::history::mine(&mut catalog, manifests, &opts)?;
+    crate::history::print_report(&report, args.output.json)?;
+    Ok(crate::history::exit_code(&report))
 }

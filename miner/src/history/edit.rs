@@ -21,6 +21,9 @@ pub struct ConcreteEdit {
     pub lang: Lang,
     /// 1-based line of the edit in the before version.
     pub line: u32,
+    /// Byte offset of the before subtree in the before version.
+    #[serde(default)]
+    pub start: u32,
     /// The before subtree's text.
     pub before: String,
     /// The after subtree's text.
@@ -146,6 +149,7 @@ pub(crate) fn cut(
             path: path.to_string(),
             lang,
             line: a.line_of(nx.start),
+            start: nx.start,
             before: a.text(x).to_string(),
             after: b.text(y).to_string(),
             before_tree: a.flat(x),
@@ -157,40 +161,141 @@ pub(crate) fn cut(
     (out, drops)
 }
 
-/// Whether every changed line of a textual diff is blank or a comment, so
-/// the trees need not be parsed (the textual hunk prefilter).
-pub(crate) fn comment_only(lang: Lang, old: &[u8], new: &[u8]) -> Option<bool> {
-    let patch = git2::Patch::from_buffers(old, None, new, None, None).ok()?;
+/// Whether every changed line is blank or a comment, so the trees need
+/// not be parsed (the textual hunk prefilter).
+pub(crate) fn comment_only(lang: Lang, old: &str, new: &str, hunks: &[Hunk]) -> bool {
     let comment = match lang {
         Lang::Python => &["#"][..],
         _ => &["//", "/*", "*"][..],
     };
-    for h in 0..patch.num_hunks() {
-        let n = patch.num_lines_in_hunk(h).ok()?;
-        for l in 0..n {
-            let line = patch.line_in_hunk(h, l).ok()?;
-            if !matches!(line.origin(), '+' | '-') {
-                continue;
-            }
-            let t = String::from_utf8_lossy(line.content());
-            let t = t.trim();
-            if !t.is_empty() && !comment.iter().any(|c| t.starts_with(c)) {
-                return Some(false);
-            }
-        }
-    }
-    Some(true)
+    let (o, n): (Vec<&str>, Vec<&str>) = (old.lines().collect(), new.lines().collect());
+    hunks.iter().all(|h| {
+        let changed = o.iter().skip(h.old_start).take(h.old_len).chain(n.iter().skip(h.new_start).take(h.new_len));
+        changed.map(|l| l.trim()).all(|t| t.is_empty() || comment.iter().any(|c| t.starts_with(c)))
+    })
 }
 
-/// Changed lines (added + deleted) between two texts.
-pub(crate) fn changed_lines(old: &[u8], new: &[u8]) -> Option<usize> {
-    let patch = git2::Patch::from_buffers(old, None, new, None, None).ok()?;
-    let (_, add, del) = patch.line_stats().ok()?;
-    Some(add + del)
+/// One hunk of a line diff without context: 0-based line ranges.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Hunk {
+    pub old_start: usize,
+    pub old_len: usize,
+    pub new_start: usize,
+    pub new_len: usize,
+}
+
+/// The hunks of a line diff between two texts (no context lines).
+pub(crate) fn hunks(old: &[u8], new: &[u8]) -> Option<Vec<Hunk>> {
+    let mut opts = git2::DiffOptions::new();
+    opts.context_lines(0);
+    let patch = git2::Patch::from_buffers(old, None, new, None, Some(&mut opts)).ok()?;
+    let mut out = Vec::with_capacity(patch.num_hunks());
+    for h in 0..patch.num_hunks() {
+        let (hunk, _) = patch.hunk(h).ok()?;
+        let (os, ol, ns, nl) = (
+            hunk.old_start() as usize,
+            hunk.old_lines() as usize,
+            hunk.new_start() as usize,
+            hunk.new_lines() as usize,
+        );
+        // A side with no lines names the line after which the change happens.
+        out.push(Hunk {
+            old_start: if ol == 0 { os } else { os.saturating_sub(1) },
+            old_len: ol,
+            new_start: if nl == 0 { ns } else { ns.saturating_sub(1) },
+            new_len: nl,
+        });
+    }
+    Some(out)
+}
+
+/// A pair of corresponding fragments: byte ranges of whole top-level
+/// blocks in the old and new text, and the old fragment's first line (0-based).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct Segment {
+    pub old: std::ops::Range<usize>,
+    pub new: std::ops::Range<usize>,
+    pub old_line: u32,
+}
+
+fn line_starts(s: &str) -> Vec<usize> {
+    let mut v = vec![0];
+    v.extend(memchr::memchr_iter(b'\n', s.as_bytes()).map(|i| i + 1));
+    if v.last() == Some(&s.len()) && !s.is_empty() {
+        v.pop();
+    }
+    v
+}
+
+/// A Python line that starts a top-level statement.
+fn is_top(line: &str) -> bool {
+    let Some(c) = line.chars().next() else { return false };
+    !(c.is_whitespace() || matches!(c, '#' | ')' | ']' | '}'))
+}
+
+/// Grows each hunk to the top-level Python blocks around it and pairs the
+/// old and new fragments; `None` when the mapping is not consistent.
+pub(crate) fn segments(old: &str, new: &str, hunks: &[Hunk]) -> Option<Vec<Segment>> {
+    let (lo, ln) = (line_starts(old), line_starts(new));
+    let line = |starts: &[usize], text: &str, i: usize| -> String {
+        let s = starts.get(i).copied().unwrap_or(text.len());
+        let e = starts.get(i + 1).copied().unwrap_or(text.len());
+        text.get(s..e).unwrap_or("").to_string()
+    };
+    // (old start, old end, new start, new end) in lines, before growing.
+    let mut raw: Vec<(usize, usize, usize, usize)> = Vec::new();
+    for h in hunks {
+        let (os, oe, ns, ne) = (h.old_start, h.old_start + h.old_len, h.new_start, h.new_start + h.new_len);
+        // Grow up in the old text to a top-level line, then over its decorators.
+        let mut s = os.min(lo.len());
+        while s > 0 && !(s < lo.len() && is_top(&line(&lo, old, s))) {
+            s -= 1;
+        }
+        while s > 0 && line(&lo, old, s - 1).starts_with('@') {
+            s -= 1;
+        }
+        let up = os - s;
+        // Grow down to the next top-level line after the hunk.
+        let mut e = oe.max(s + 1).min(lo.len());
+        while e < lo.len() && !is_top(&line(&lo, old, e)) {
+            e += 1;
+        }
+        let down = e.saturating_sub(oe);
+        let (sn, en) = (ns.checked_sub(up)?, (ne + down).min(ln.len()));
+        match raw.last_mut() {
+            Some(last) if s < last.1 || sn < last.3 => {
+                last.1 = last.1.max(e);
+                last.3 = last.3.max(en);
+            }
+            _ => raw.push((s, e, sn, en)),
+        }
+    }
+    let byte = |starts: &[usize], text: &str, i: usize| starts.get(i).copied().unwrap_or(text.len());
+    Some(
+        raw.into_iter()
+            .map(|(s, e, sn, en)| Segment {
+                old: byte(&lo, old, s)..byte(&lo, old, e),
+                new: byte(&ln, new, sn)..byte(&ln, new, en),
+                old_line: s as u32,
+            })
+            .collect(),
+    )
 }
 
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn segments_cover_whole_top_level_blocks() {
+        let old = "import x\n\n@jit\ndef f(a):\n    return exp(a)\n\n\ndef g():\n    pass\n";
+        let new = "import x\nimport y\n\n@jit\ndef f(a):\n    return exp2(a)\n\n\ndef g():\n    pass\n";
+        let hs = hunks(old.as_bytes(), new.as_bytes()).unwrap();
+        let segs = segments(old, new, &hs).unwrap();
+        let texts: Vec<(&str, &str)> = segs.iter().map(|s| (&old[s.old.clone()], &new[s.new.clone()])).collect();
+        assert_eq!(texts[0], ("import x\n\n", "import x\nimport y\n\n"), "{texts:?}");
+        assert_eq!(texts[1], ("@jit\ndef f(a):\n    return exp(a)\n\n\n", "@jit\ndef f(a):\n    return exp2(a)\n\n\n"));
+        assert_eq!(segs[1].old_line, 2);
+    }
+
     use super::*;
     use crate::parse::Limits;
 
@@ -232,8 +337,10 @@ mod tests {
 
     #[test]
     fn textual_prefilter() {
-        assert_eq!(comment_only(Lang::Python, b"x = 1\n# a\n", b"x = 1\n# b\n\n"), Some(true));
-        assert_eq!(comment_only(Lang::Python, b"x = 1\n", b"x = 2\n"), Some(false));
-        assert_eq!(changed_lines(b"a\nb\n", b"a\nc\n"), Some(2));
+        let (a, b) = ("x = 1\n# a\n", "x = 1\n# b\n\n");
+        assert!(comment_only(Lang::Python, a, b, &hunks(a.as_bytes(), b.as_bytes()).unwrap()));
+        let (a, b) = ("x = 1\n", "x = 2\n");
+        assert!(!comment_only(Lang::Python, a, b, &hunks(a.as_bytes(), b.as_bytes()).unwrap()));
+        assert_eq!(hunks(b"a\nb\n", b"a\nc\n").unwrap(), [Hunk { old_start: 1, old_len: 1, new_start: 1, new_len: 1 }]);
     }
 }

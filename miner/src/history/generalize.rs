@@ -108,6 +108,9 @@ struct Au<'e, 'a> {
     one: HashMap<Vec<u64>, u16>,
     seqs: HashMap<Vec<u64>, u16>,
     seq: Vec<bool>,
+    /// Kinds never descended into (string literals: a hole inside a string
+    /// token is no pattern).
+    atoms: &'e [u16],
 }
 
 impl Au<'_, '_> {
@@ -131,10 +134,12 @@ impl Au<'_, '_> {
             return Some(Pat::Hole(h));
         }
         let kind = self.tree(0, after).nodes[ns[0] as usize].kind;
-        let same_kind = (0..n).all(|i| {
-            let x = self.tree(i, after).nodes[ns[i] as usize];
-            x.kind == kind && x.nkids > 0
-        });
+        let atom = self.atoms.contains(&kind);
+        let same_kind = !atom
+            && (0..n).all(|i| {
+                let x = self.tree(i, after).nodes[ns[i] as usize];
+                x.kind == kind && x.nkids > 0
+            });
         if same_kind {
             let kids: Vec<Vec<u32>> = (0..n).map(|i| self.tree(i, after).kids(ns[i])).collect();
             let len = kids[0].len();
@@ -216,11 +221,33 @@ pub(crate) fn anti_unify(exs: &[&Ex<'_>]) -> Option<Template> {
     if exs.is_empty() {
         return None;
     }
-    let mut au = Au { exs, one: HashMap::new(), seqs: HashMap::new(), seq: Vec::new() };
+    let atoms = atom_kinds();
+    let mut au = Au { exs, one: HashMap::new(), seqs: HashMap::new(), seq: Vec::new(), atoms: &atoms };
     let roots = vec![0u32; exs.len()];
     let before = au.au(false, &roots)?;
     let after = au.au(true, &roots)?;
     Some(Template { before, after, seq: au.seq })
+}
+
+/// String and character literal kinds of every tree-sitter language.
+fn atom_kinds() -> Vec<u16> {
+    use crate::lang::Lang;
+    static ATOMS: std::sync::OnceLock<Vec<u16>> = std::sync::OnceLock::new();
+    ATOMS
+        .get_or_init(|| {
+            let mut out = Vec::new();
+            for lang in [Lang::Python, Lang::Cuda, Lang::Cpp] {
+                let Some(l) = super::edit::language(lang) else { continue };
+                for name in ["string", "concatenated_string", "string_literal", "raw_string_literal", "char_literal"] {
+                    let id = l.id_for_node_kind(name, true);
+                    if id != 0 {
+                        out.push(id);
+                    }
+                }
+            }
+            out
+        })
+        .clone()
 }
 
 /// A cluster: a template and the groups it covers.
@@ -321,6 +348,17 @@ mod tests {
         assert!(t.usable(8));
         assert_eq!(render(&t, &e[0]), ("exp($A)".into(), "exp2($A)".into()));
         assert!(t.validate(&e[1]).is_some());
+    }
+
+    #[test]
+    fn strings_are_atoms() {
+        let o = owned(&[
+            ("x = f(\"fused_a\")\n", "x = g(\"fused_a\")\n"),
+            ("x = f(\"fused_b\")\n", "x = g(\"fused_b\")\n"),
+        ]);
+        let e = exs(&o);
+        let t = anti_unify(&[&e[0], &e[1]]).unwrap();
+        assert_eq!(render(&t, &e[0]), ("f($A)".into(), "g($A)".into()));
     }
 
     #[test]

@@ -86,6 +86,8 @@ pub struct HistoryConfig {
     pub max_holes: usize,
     /// File size and nesting limits.
     pub limits: Limits,
+    /// Benchmark floor: parse both versions of every file, cut nothing.
+    pub parse_only: bool,
 }
 
 impl Default for HistoryConfig {
@@ -100,6 +102,7 @@ impl Default for HistoryConfig {
             min_precision: 0.5,
             max_holes: 8,
             limits: Limits::default(),
+            parse_only: false,
         }
     }
 }
@@ -339,22 +342,57 @@ fn mine_one(repo: &Repository, meta: &CommitMeta, filter: &FileFilter, cfg: &His
 type FileResult = std::result::Result<(Vec<ConcreteEdit>, Vec<EditDrop>), String>;
 
 /// The concrete edits between two versions of one file.
+///
+/// Python files are parsed only where they changed: each hunk is grown to
+/// the top-level blocks around it (unchanged lines map one to one), and the
+/// old and new blocks are parsed and diffed as fragments. A fragment with a
+/// parse error (a hunk inside a multi-line string, say) falls back to
+/// parsing both whole files.
 fn file_edits(lang: Lang, path: &str, blobs: (&str, &str), a: &[u8], b: &[u8], cfg: &HistoryConfig) -> FileResult {
     let ta = crate::parse::decode(a, &cfg.limits).map_err(|s| s.name().to_string())?;
     let tb = crate::parse::decode(b, &cfg.limits).map_err(|s| s.name().to_string())?;
-    match edit::changed_lines(a, b) {
-        Some(n) if n > cfg.max_changed_lines => return Err("huge-diff".into()),
-        None => return Err("diff-failed".into()),
-        _ => {}
+    if cfg.parse_only {
+        Tree::parse(lang, ta, &cfg.limits).map_err(|s| s.name().to_string())?;
+        Tree::parse(lang, tb, &cfg.limits).map_err(|s| s.name().to_string())?;
+        return Ok((Vec::new(), Vec::new()));
     }
-    if edit::comment_only(lang, a, b) == Some(true) {
+    let hunks = edit::hunks(a, b).ok_or("diff-failed")?;
+    let changed: usize = hunks.iter().map(|h| h.old_len + h.new_len).sum();
+    if changed > cfg.max_changed_lines {
+        return Err("huge-diff".into());
+    }
+    if edit::comment_only(lang, ta, tb, &hunks) {
         return Err("comments-only".into());
+    }
+    if lang == Lang::Python
+        && let Some(segs) = edit::segments(ta, tb, &hunks)
+    {
+        let mut out = (Vec::new(), Vec::new());
+        let mut clean = true;
+        for seg in &segs {
+            let (fa, fb) = (&ta[seg.old.clone()], &tb[seg.new.clone()]);
+            let (Ok(x), Ok(y)) = (Tree::parse(lang, fa, &cfg.limits), Tree::parse(lang, fb, &cfg.limits)) else {
+                clean = false;
+                break;
+            };
+            if x.nodes.first().is_some_and(|n| n.err) || y.nodes.first().is_some_and(|n| n.err) {
+                clean = false;
+                break;
+            }
+            let (mut edits, drops) = edit::cut(lang, path, blobs, &x, &y, cfg);
+            for e in &mut edits {
+                e.line += seg.old_line;
+                e.start += seg.old.start as u32;
+            }
+            out.0.extend(edits);
+            out.1.extend(drops);
+        }
+        if clean {
+            return Ok(out);
+        }
     }
     let x = Tree::parse(lang, ta, &cfg.limits).map_err(|s| s.name().to_string())?;
     let y = Tree::parse(lang, tb, &cfg.limits).map_err(|s| s.name().to_string())?;
-    if x.nodes.first().is_some_and(|n| n.err) && y.nodes.first().is_some_and(|n| n.err) && x.nodes.len() < 3 {
-        return Err("parse-failed".into());
-    }
     Ok(edit::cut(lang, path, blobs, &x, &y, cfg))
 }
 
@@ -433,6 +471,12 @@ pub struct GeneralizeStats {
     pub unsafe_dropped: u64,
     /// Training file pairs replayed.
     pub replayed_files: u64,
+    /// Seconds spent clustering, replaying and counting opportunities.
+    pub cluster_seconds: f64,
+    /// Seconds spent in the safety replay.
+    pub replay_seconds: f64,
+    /// Seconds spent counting opportunities at the corpora's revisions.
+    pub opportunity_seconds: f64,
 }
 
 /// What [`generalize`] produced.
@@ -452,6 +496,12 @@ struct Item {
     edit: usize,
 }
 
+/// A bucket's clusters: language, bucket key, (template, edit indices).
+type Clustered = (Lang, u64, Vec<(Template, Vec<usize>)>);
+
+/// A training file pair: path, language and the candidates trained on it.
+type TrainingFile = (String, Lang, Vec<usize>);
+
 struct Candidate {
     template: Template,
     items: Vec<usize>,
@@ -463,6 +513,7 @@ struct Candidate {
 /// Generalizes the concrete edits of `corpora` into safe, recurring rules.
 pub fn generalize(corpora: &[CorpusHistory<'_>], cfg: &HistoryConfig) -> HistoryResult {
     let mut stats = GeneralizeStats::default();
+    let t0 = std::time::Instant::now();
     let mut items = Vec::new();
     for (ci, c) in corpora.iter().enumerate() {
         for (ki, k) in c.commits.iter().enumerate() {
@@ -499,7 +550,7 @@ pub fn generalize(corpora: &[CorpusHistory<'_>], cfg: &HistoryConfig) -> History
     let commit_key = |i: usize| (items[i].corpus, items[i].commit);
     let mut bucket_list: Vec<_> = buckets.into_iter().collect();
     bucket_list.sort_by_key(|(k, _)| *k);
-    let clustered: Vec<(Lang, u64, Vec<(Template, Vec<usize>)>)> = bucket_list
+    let clustered: Vec<Clustered> = bucket_list
         .par_iter()
         .filter_map(|((lang, b), groups)| {
             let commits: BTreeSet<(usize, usize)> = groups.values().flatten().map(|&i| commit_key(i)).collect();
@@ -549,8 +600,10 @@ pub fn generalize(corpora: &[CorpusHistory<'_>], cfg: &HistoryConfig) -> History
             cands.push(Candidate { template, items: valid, bucket, lang, safety });
         }
     }
+    stats.cluster_seconds = t0.elapsed().as_secs_f64();
+    let t1 = std::time::Instant::now();
     // Safety replay on the training file pairs.
-    let mut pairs: BTreeMap<(usize, String, String), (String, Lang, Vec<usize>)> = BTreeMap::new();
+    let mut pairs: BTreeMap<(usize, String, String), TrainingFile> = BTreeMap::new();
     for (ci, c) in cands.iter().enumerate() {
         for &i in &c.items {
             let e = edit_of(&items[i]);
@@ -563,13 +616,33 @@ pub fn generalize(corpora: &[CorpusHistory<'_>], cfg: &HistoryConfig) -> History
         }
     }
     stats.replayed_files = pairs.len() as u64;
+    // Every concrete edit of each training file pair: what the commit made.
+    let mut made: HashMap<(usize, &str, &str), Vec<usize>> = HashMap::new();
+    for (i, it) in items.iter().enumerate() {
+        let e = edit_of(it);
+        made.entry((it.corpus, e.before_blob.as_str(), e.after_blob.as_str())).or_default().push(i);
+    }
     let repo_paths: Vec<Option<PathBuf>> =
         corpora.iter().map(|c| c.corpus.repository().map(|r| r.path().to_path_buf())).collect();
     let pair_list: Vec<_> = pairs.into_iter().collect();
     let replays: Vec<(usize, Vec<(usize, safety::Replay)>)> = pair_list
         .par_iter()
         .map(|((corpus, ob, nb), (_path, lang, cis))| {
-            let res = replay_pair(repo_paths[*corpus].as_deref(), ob, nb, *lang, cis, &cands, &cfg.limits);
+            let changes: Vec<safety::Change<'_>> = made
+                .get(&(*corpus, ob.as_str(), nb.as_str()))
+                .into_iter()
+                .flatten()
+                .filter_map(|&i| {
+                    let e = edit_of(&items[i]);
+                    let ex = exs[i].as_ref()?;
+                    Some(safety::Change {
+                        start: e.start,
+                        end: e.start + e.before.len() as u32,
+                        after: ex.after.tokens(0),
+                    })
+                })
+                .collect();
+            let res = replay_file(repo_paths[*corpus].as_deref(), ob, *lang, cis, &cands, &changes, &cfg.limits);
             (*corpus, res)
         })
         .collect();
@@ -581,6 +654,7 @@ pub fn generalize(corpora: &[CorpusHistory<'_>], cfg: &HistoryConfig) -> History
             false_sites[ci].extend(r.false_sites);
         }
     }
+    stats.replay_seconds = t1.elapsed().as_secs_f64();
     // Specialize or drop unsafe candidates.
     let mut safe: Vec<Candidate> = Vec::new();
     for (ci, c) in cands.into_iter().enumerate() {
@@ -643,7 +717,9 @@ pub fn generalize(corpora: &[CorpusHistory<'_>], cfg: &HistoryConfig) -> History
             .map(|(&(co, b, a), &n)| by_file_bucket.get(&(co, b, a, c.bucket)).copied().unwrap_or(0).saturating_sub(n))
             .sum();
     }
+    let t2 = std::time::Instant::now();
     let opportunities = count_opportunities(corpora, &safe, &cfg.limits);
+    stats.opportunity_seconds = t2.elapsed().as_secs_f64();
     let mut rules = assemble(corpora, &items, &exs, safe, &opportunities);
     rules.sort_by(|a, b| b.score.total_cmp(&a.score).then_with(|| a.id.cmp(&b.id)));
     HistoryResult { rules, stats }
@@ -652,30 +728,31 @@ pub fn generalize(corpora: &[CorpusHistory<'_>], cfg: &HistoryConfig) -> History
 const MAX_GROUPS_PER_BUCKET: usize = 1_500;
 const MAX_CLUSTERS_PER_BUCKET: usize = 200;
 
-fn replay_pair(
+fn replay_file(
     repo: Option<&Path>,
     old: &str,
-    new: &str,
     lang: Lang,
     cis: &[usize],
     cands: &[Candidate],
+    changes: &[safety::Change<'_>],
     limits: &Limits,
 ) -> Vec<(usize, safety::Replay)> {
     let Some(repo) = repo else { return Vec::new() };
-    let (Ok(o), Ok(n)) = (Oid::from_str(old), Oid::from_str(new)) else { return Vec::new() };
-    let Some((Some(a), Some(b))) = with_repo(repo, |r| (read_blob(r, o), read_blob(r, n))) else {
-        return Vec::new();
-    };
-    let (Ok(ta), Ok(tb)) = (std::str::from_utf8(&a), std::str::from_utf8(&b)) else { return Vec::new() };
-    let (Ok(x), Ok(y)) = (Tree::parse(lang, ta, limits), Tree::parse(lang, tb, limits)) else { return Vec::new() };
+    let Ok(o) = Oid::from_str(old) else { return Vec::new() };
+    let Some(Some(a)) = with_repo(repo, |r| read_blob(r, o)) else { return Vec::new() };
+    let Ok(ta) = std::str::from_utf8(&a) else { return Vec::new() };
+    let Ok(x) = Tree::parse(lang, ta, limits) else { return Vec::new() };
     let rules: Vec<&Template> = cis.iter().map(|&ci| &cands[ci].template).collect();
-    cis.iter().copied().zip(safety::replay(&x, &y, &rules)).collect()
+    cis.iter().copied().zip(safety::replay(&x, changes, &rules)).collect()
 }
 
 /// Sites matching each rule's `before` at each corpus's revision.
 fn count_opportunities(corpora: &[CorpusHistory<'_>], rules: &[Candidate], limits: &Limits) -> Vec<Vec<u64>> {
     let mut out = vec![vec![0u64; corpora.len()]; rules.len()];
     let langs: BTreeSet<Lang> = rules.iter().map(|r| r.lang).collect();
+    // A file can only match a rule if it holds the rule's longest word.
+    let words: Vec<&str> = rules.iter().filter_map(|r| r.template.before.longest_word()).collect();
+    let ac = aho_corasick::AhoCorasick::new(&words).ok();
     for (ci, c) in corpora.iter().enumerate() {
         let Ok(listing) = c.corpus.files() else { continue };
         let texts: Vec<(Lang, Vec<u8>)> = listing
@@ -683,6 +760,7 @@ fn count_opportunities(corpora: &[CorpusHistory<'_>], rules: &[Candidate], limit
             .iter()
             .filter(|f| langs.contains(&f.lang) && f.size <= limits.max_bytes)
             .filter_map(|f| c.corpus.read(f).ok().map(|b| (f.lang, b)))
+            .filter(|(_, b)| ac.as_ref().is_none_or(|ac| ac.is_match(b)))
             .collect();
         let counts: Vec<Vec<u64>> = texts
             .par_iter()

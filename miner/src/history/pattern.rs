@@ -76,6 +76,19 @@ impl Pat {
         }
     }
 
+    /// The longest identifier-like concrete token: every match's text holds it.
+    pub(crate) fn longest_word(&self) -> Option<&str> {
+        match self {
+            Pat::Concrete { tokens, .. } => tokens
+                .iter()
+                .filter(|t| t.chars().next().is_some_and(|c| c.is_alphabetic() || c == '_'))
+                .max_by_key(|t| t.len())
+                .map(String::as_str),
+            Pat::Node { kids, .. } => kids.iter().filter_map(Pat::longest_word).max_by_key(|t| t.len()),
+            _ => None,
+        }
+    }
+
     /// Concrete tokens in the template.
     pub(crate) fn concrete_tokens(&self) -> usize {
         match self {

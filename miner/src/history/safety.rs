@@ -10,8 +10,7 @@ use std::collections::{BTreeSet, HashMap};
 
 use super::generalize::Template;
 use super::pattern::{Binds, Pat};
-use super::tree::{NONE, Tree};
-use super::treediff;
+use super::tree::Tree;
 
 /// A site where a rule would edit but the commit did not.
 #[derive(Debug, Clone)]
@@ -27,9 +26,19 @@ pub(crate) struct Replay {
     pub false_sites: Vec<FalseSite>,
 }
 
-/// Replays `rules` on one training file pair (its before and after trees).
-pub(crate) fn replay(a: &Tree<'_>, b: &Tree<'_>, rules: &[&Template]) -> Vec<Replay> {
-    let d = treediff::diff(a, b);
+/// An edit the commit made in the file: the before byte range and the
+/// after tokens.
+#[derive(Debug, Clone)]
+pub(crate) struct Change<'a> {
+    pub start: u32,
+    pub end: u32,
+    pub after: Vec<&'a str>,
+}
+
+/// Replays `rules` on one training before-file, given the edits the commit
+/// made in it. A match is an edit the commit made when a recorded change
+/// spans it and the change's after side holds exactly the rule's output.
+pub(crate) fn replay(a: &Tree<'_>, changes: &[Change<'_>], rules: &[&Template]) -> Vec<Replay> {
     let mut by_kind: HashMap<u16, Vec<usize>> = HashMap::new();
     for (i, r) in rules.iter().enumerate() {
         if let Some(k) = r.before.kind() {
@@ -49,7 +58,10 @@ pub(crate) fn replay(a: &Tree<'_>, b: &Tree<'_>, rules: &[&Template]) -> Vec<Rep
             if rule.after.instantiate(a, &bind, &mut toks).is_none() {
                 continue;
             }
-            if made_by_commit(a, b, &d, n, &toks) {
+            let node = a.nodes[n as usize];
+            let made =
+                changes.iter().any(|c| c.start <= node.start && node.end <= c.end && contains_run(&c.after, &toks));
+            if made {
                 out[ri].true_edits += 1;
             } else {
                 let holes = bind.one.iter().map(|o| o.map(|x| a.nodes[x as usize].hash)).collect();
@@ -58,16 +70,6 @@ pub(crate) fn replay(a: &Tree<'_>, b: &Tree<'_>, rules: &[&Template]) -> Vec<Rep
         }
     }
     out
-}
-
-fn made_by_commit(a: &Tree<'_>, b: &Tree<'_>, d: &treediff::Diff, n: u32, toks: &[String]) -> bool {
-    let m = d.map[n as usize];
-    if m != NONE {
-        return b.tokens(m) == toks;
-    }
-    // Inside a changed region whose counterpart is not mapped node for node:
-    // the commit made the edit when its after side holds the rule's output.
-    d.edits.iter().any(|&(x, y)| a.contains(x, n) && contains_run(&b.tokens(y), toks))
 }
 
 fn contains_run(hay: &[&str], needle: &[String]) -> bool {
@@ -142,6 +144,26 @@ mod tests {
     use crate::lang::Lang;
     use crate::parse::Limits;
 
+    fn changes_of<'a>(a: &Tree<'a>, b: &Tree<'a>) -> Vec<Change<'a>> {
+        let (edits, _) = crate::history::edit::cut(
+            Lang::Python,
+            "k.py",
+            ("x", "y"),
+            a,
+            b,
+            &crate::history::HistoryConfig::default(),
+        );
+        let leaked: &'a [crate::history::ConcreteEdit] = Box::leak(edits.into_boxed_slice());
+        leaked
+            .iter()
+            .map(|e| Change {
+                start: e.start,
+                end: e.start + e.before.len() as u32,
+                after: Tree::from_flat(&e.after, &e.after_tree).unwrap().tokens(0),
+            })
+            .collect()
+    }
+
     #[test]
     fn false_edits_are_found_and_specialization_removes_them() {
         let l = Limits::default();
@@ -175,7 +197,8 @@ mod tests {
         let e2 = Ex { before: reroot(&e2.before), after: reroot(&e2.after) };
         assert_eq!(e1.before.text(0), e1_b);
         let t = anti_unify(&[&e1, &e2]).unwrap();
-        let r = replay(&ta, &tb, &[&t]);
+        let changes = changes_of(&ta, &tb);
+        let r = replay(&ta, &changes, &[&t]);
         assert_eq!(r[0].true_edits, 1);
         assert_eq!(r[0].false_sites.len(), 1);
 
@@ -194,7 +217,7 @@ mod tests {
         // With one commit required, `a` is a safe specialization and `c` too.
         let s = specialize(&t, &values, &[0, 1], &r[0].false_sites, 1);
         assert_eq!(s.len(), 2);
-        let r2 = replay(&ta, &tb, &[&s[0].template, &s[1].template]);
+        let r2 = replay(&ta, &changes, &[&s[0].template, &s[1].template]);
         assert!(r2.iter().all(|r| r.false_sites.is_empty()));
     }
 }

@@ -78,7 +78,7 @@ impl<'s> Tree<'s> {
         let mut stack: Vec<u32> = Vec::new();
         loop {
             let n = cur.node();
-            if !(n.is_extra() && !n.is_error()) {
+            if !n.is_extra() || n.is_error() {
                 let parent = stack.last().copied().unwrap_or(NONE);
                 let idx = nodes.len() as u32;
                 nodes.push(Node {
@@ -115,7 +115,7 @@ impl<'s> Tree<'s> {
     /// Rebuilds a tree from its [`Tree::flat`] form over `src` (the
     /// subtree's own text). Returns `None` when the encoding is inconsistent.
     pub(crate) fn from_flat(src: &'s str, flat: &[u32]) -> Option<Tree<'s>> {
-        if flat.len() % 4 != 0 || flat.is_empty() {
+        if !flat.len().is_multiple_of(4) || flat.is_empty() {
             return None;
         }
         let mut nodes = Vec::with_capacity(flat.len() / 4);

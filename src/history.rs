@@ -1,0 +1,353 @@
+//! `kidiom mine --history`: edit idioms from the commits of git corpora.
+//!
+//! Per corpus: list the first-parent commits (`--since`, `--max-commits`),
+//! reuse the cached concrete edits of commits mined before, mine the rest
+//! in parallel in batches, each batch committed to the cache on its own (an
+//! interrupted run resumes after the last batch). Then the concrete edits
+//! of every corpus of the run are generalized into rules, and the catalog's
+//! edit patterns are replaced by them in one transaction.
+
+use std::collections::BTreeMap;
+use std::io::IsTerminal;
+use std::path::PathBuf;
+use std::time::Instant;
+
+use anyhow::{Context, Result};
+use indicatif::{ProgressBar, ProgressStyle};
+use kidiom_miner::history::{self, CommitEdits, CorpusHistory, GeneralizeStats, HistoryConfig, Rule};
+use kidiom_miner::{Corpus, Manifest, SourceKind};
+use kidiom_patterns::{Catalog, CommitRef, Kind, Pattern, ValueCount};
+use serde::Serialize;
+
+/// What to mine and how.
+pub(crate) struct HistoryOptions {
+    pub(crate) config: HistoryConfig,
+    pub(crate) progress: bool,
+    /// Commits per cache batch.
+    pub(crate) batch: usize,
+}
+
+#[derive(Debug, Default, Serialize)]
+pub(crate) struct HistoryCorpusReport {
+    pub(crate) name: String,
+    pub(crate) revision: String,
+    /// Commits selected (first-parent chain, after --since/--max-commits).
+    pub(crate) commits: u64,
+    /// Commits whose edits came from the cache.
+    pub(crate) cached: u64,
+    /// Commits mined in this run.
+    pub(crate) mined: u64,
+    /// Concrete edits over the selected commits.
+    pub(crate) edits: u64,
+    /// File pairs whose trees were diffed.
+    pub(crate) files: u64,
+    /// Files (or whole commits, path `*`) not mined, by reason.
+    pub(crate) skipped: BTreeMap<String, u64>,
+    /// Changes cut but dropped, by reason.
+    pub(crate) dropped: BTreeMap<String, u64>,
+    /// The first few skips, with their commit.
+    pub(crate) skipped_files: Vec<SkippedFile>,
+    pub(crate) seconds: f64,
+    /// Set when the corpus could not be mined; the run went on without it.
+    pub(crate) error: Option<String>,
+}
+
+#[derive(Debug, Serialize)]
+pub(crate) struct SkippedFile {
+    pub(crate) commit: String,
+    pub(crate) path: String,
+    pub(crate) reason: String,
+}
+
+#[derive(Debug, Serialize)]
+pub(crate) struct RuleSummary {
+    pub(crate) id: String,
+    pub(crate) commits: usize,
+    pub(crate) occurrences: u64,
+    pub(crate) true_edits: u64,
+    pub(crate) false_edits: u64,
+    pub(crate) before: String,
+    pub(crate) after: String,
+}
+
+#[derive(Debug, Serialize)]
+pub(crate) struct HistoryReport {
+    pub(crate) catalog: PathBuf,
+    pub(crate) corpora: Vec<HistoryCorpusReport>,
+    pub(crate) stats: GeneralizeStats,
+    /// Edit patterns in the catalog after the run.
+    pub(crate) patterns: usize,
+    pub(crate) rules: Vec<RuleSummary>,
+    pub(crate) generalize_seconds: f64,
+    pub(crate) seconds: f64,
+}
+
+const MAX_LISTED_SKIPS: usize = 20;
+
+fn bar(opts: &HistoryOptions, len: u64, name: &str) -> ProgressBar {
+    if !opts.progress || !std::io::stderr().is_terminal() {
+        return ProgressBar::hidden();
+    }
+    let pb = ProgressBar::new(len);
+    let style = ProgressStyle::with_template("{prefix:>10} [{bar:30}] {pos}/{len} commits {per_sec} {msg}")
+        .map(|s| s.progress_chars("=> "))
+        .unwrap_or_else(|_| ProgressStyle::default_bar());
+    pb.set_style(style);
+    pb.set_prefix(name.to_string());
+    pb
+}
+
+pub(crate) fn mine(catalog: &mut Catalog, manifests: Vec<Manifest>, opts: &HistoryOptions) -> Result<HistoryReport> {
+    let start = Instant::now();
+    let path = catalog.path().to_path_buf();
+    let fingerprint = history::history_fingerprint(&opts.config);
+    let mut reports = Vec::new();
+    let mut opened: Vec<(Corpus, Vec<CommitEdits>)> = Vec::new();
+    for manifest in manifests {
+        let t = Instant::now();
+        let mut report = HistoryCorpusReport { name: manifest.name.clone(), ..Default::default() };
+        if manifest.kind != SourceKind::Git {
+            report.error = Some(format!(
+                "history mining needs a git corpus; {} is a {} corpus (point it at a git repository)",
+                manifest.name,
+                if manifest.kind == SourceKind::Dir { "directory" } else { "pypi" }
+            ));
+            reports.push(report);
+            continue;
+        }
+        let corpus = match Corpus::open(manifest) {
+            Ok(c) => c,
+            Err(e) => {
+                report.error = Some(e.to_string());
+                reports.push(report);
+                continue;
+            }
+        };
+        report.revision = corpus.revision.clone();
+        let commits = mine_corpus(catalog, &corpus, &fingerprint, opts, &mut report)
+            .with_context(|| format!("mining the history of corpus {}", corpus.manifest.name))?;
+        report.seconds = t.elapsed().as_secs_f64();
+        reports.push(report);
+        opened.push((corpus, commits));
+    }
+    let g = Instant::now();
+    let inputs: Vec<CorpusHistory<'_>> =
+        opened.iter().map(|(corpus, commits)| CorpusHistory { corpus, commits }).collect();
+    let result = history::generalize(&inputs, &opts.config);
+    let generalize_seconds = g.elapsed().as_secs_f64();
+    let patterns: Vec<Pattern> = result.rules.iter().map(to_pattern).collect();
+    let tx = catalog.begin()?;
+    tx.replace_patterns(Kind::Edit, &patterns)?;
+    for (corpus, commits) in &opened {
+        if let Some(newest) = commits.first() {
+            tx.set_history_state(&corpus.manifest.name, &fingerprint, &newest.commit.id)?;
+        }
+    }
+    tx.commit()?;
+    let rules = result
+        .rules
+        .iter()
+        .map(|r| RuleSummary {
+            id: r.id.clone(),
+            commits: r.commits.len(),
+            occurrences: r.support.iter().map(|s| s.occurrences).sum(),
+            true_edits: r.safety.true_edits,
+            false_edits: r.safety.false_edits,
+            before: r.before.clone(),
+            after: r.after.clone(),
+        })
+        .collect();
+    Ok(HistoryReport {
+        catalog: path,
+        corpora: reports,
+        stats: result.stats,
+        patterns: patterns.len(),
+        rules,
+        generalize_seconds,
+        seconds: start.elapsed().as_secs_f64(),
+    })
+}
+
+/// Mines one corpus's selected commits, reusing and filling the cache;
+/// returns every selected commit's edits, newest first.
+fn mine_corpus(
+    catalog: &mut Catalog,
+    corpus: &Corpus,
+    fingerprint: &str,
+    opts: &HistoryOptions,
+    report: &mut HistoryCorpusReport,
+) -> Result<Vec<CommitEdits>> {
+    let name = corpus.manifest.name.as_str();
+    if catalog.history_state(name)?.is_some_and(|s| s.fingerprint != fingerprint) {
+        let tx = catalog.begin()?;
+        tx.clear_history(name)?;
+        tx.commit()?;
+    }
+    let (mut cached, _bad) = catalog.history_commits(name)?;
+    let selected = history::commits(corpus, &opts.config)?;
+    report.commits = selected.len() as u64;
+    let todo: Vec<_> = selected.iter().filter(|c| !cached.contains_key(&c.id)).cloned().collect();
+    report.cached = (selected.len() - todo.len()) as u64;
+    let pb = bar(opts, todo.len() as u64, name);
+    let abort_after = std::env::var("KIDIOM_HISTORY_ABORT_AFTER_BATCHES").ok().and_then(|v| v.parse::<usize>().ok());
+    for (i, batch) in todo.chunks(opts.batch.max(1)).enumerate() {
+        let mined = history::mine_commits(corpus, batch, &opts.config, &|| pb.inc(1))?;
+        let tx = catalog.begin()?;
+        tx.put_history_commits(name, &mined)?;
+        tx.commit()?;
+        report.mined += mined.len() as u64;
+        for c in mined {
+            cached.insert(c.commit.id.clone(), c);
+        }
+        if abort_after == Some(i + 1) {
+            // Test seam: simulates a run killed between batches.
+            eprintln!("kidiom: aborting after {} batches (KIDIOM_HISTORY_ABORT_AFTER_BATCHES)", i + 1);
+            std::process::exit(3);
+        }
+    }
+    pb.finish_and_clear();
+    let mut out = Vec::with_capacity(selected.len());
+    for c in &selected {
+        if let Some(e) = cached.remove(&c.id) {
+            out.push(e);
+        }
+    }
+    for c in &out {
+        report.edits += c.edits.len() as u64;
+        report.files += c.files;
+        for s in &c.skipped {
+            let reason = s.reason.split(' ').next().unwrap_or("").to_string();
+            *report.skipped.entry(reason).or_default() += 1;
+            if report.skipped_files.len() < MAX_LISTED_SKIPS && !matches!(s.reason.as_str(), "added" | "deleted") {
+                report.skipped_files.push(SkippedFile {
+                    commit: c.commit.id.clone(),
+                    path: s.path.clone(),
+                    reason: s.reason.clone(),
+                });
+            }
+        }
+        for (d, n) in &c.dropped {
+            let key = serde_json::to_value(d).ok().and_then(|v| v.as_str().map(str::to_string)).unwrap_or_default();
+            *report.dropped.entry(key).or_default() += n;
+        }
+    }
+    Ok(out)
+}
+
+fn to_pattern(r: &Rule) -> Pattern {
+    Pattern {
+        id: r.id.clone(),
+        kind: Kind::Edit,
+        language: r.lang,
+        category: r.category,
+        title: r.title.clone(),
+        rationale: r.rationale.clone(),
+        before: r.before.clone(),
+        after: r.after.clone(),
+        support: r.support.clone(),
+        values: r.values.iter().map(|(value, count)| ValueCount { value: value.clone(), count: *count }).collect(),
+        examples: r.examples.clone(),
+        commits: r
+            .commits
+            .iter()
+            .map(|c| CommitRef { id: c.id.clone(), summary: c.summary.clone(), date: c.date.clone() })
+            .collect(),
+        score: r.score,
+    }
+}
+
+/// Parses `--since`: `YYYY-MM-DD`, or seconds since the epoch.
+pub(crate) fn parse_since(s: &str) -> Result<i64> {
+    if let Ok(n) = s.parse::<i64>() {
+        return Ok(n);
+    }
+    let parts: Vec<&str> = s.get(..10).unwrap_or(s).split('-').collect();
+    let bad = || anyhow::anyhow!("--since {s:?}: expected YYYY-MM-DD or seconds since the epoch");
+    let [y, m, d] = parts.as_slice() else { return Err(bad()) };
+    let (y, m, d): (i64, i64, i64) =
+        (y.parse().map_err(|_| bad())?, m.parse().map_err(|_| bad())?, d.parse().map_err(|_| bad())?);
+    if !(1..=12).contains(&m) || !(1..=31).contains(&d) {
+        return Err(bad());
+    }
+    // Days from civil (H. Hinnant).
+    let y = if m <= 2 { y - 1 } else { y };
+    let era = y.div_euclid(400);
+    let yoe = y - era * 400;
+    let mp = (m + 9) % 12;
+    let doy = (153 * mp + 2) / 5 + d - 1;
+    let doe = yoe * 365 + yoe / 4 - yoe / 100 + doy;
+    Ok((era * 146_097 + doe - 719_468) * 86_400)
+}
+
+pub(crate) fn print_report(report: &HistoryReport, json: bool) -> Result<()> {
+    if json {
+        return crate::output::json(report);
+    }
+    let mut rows = vec![
+        ["corpus", "revision", "commits", "cached", "mined", "files", "edits", "skipped", "time"]
+            .map(String::from)
+            .to_vec(),
+    ];
+    for c in &report.corpora {
+        if let Some(e) = &c.error {
+            eprintln!("kidiom: corpus {} not mined: {e}", c.name);
+            continue;
+        }
+        rows.push(vec![
+            c.name.clone(),
+            c.revision.chars().take(12).collect(),
+            c.commits.to_string(),
+            c.cached.to_string(),
+            c.mined.to_string(),
+            c.files.to_string(),
+            c.edits.to_string(),
+            c.skipped.values().sum::<u64>().to_string(),
+            format!("{:.2}s", c.seconds),
+        ]);
+    }
+    crate::output::table(&rows)?;
+    for c in &report.corpora {
+        if !c.skipped.is_empty() {
+            let reasons: Vec<String> = c.skipped.iter().map(|(r, n)| format!("{r} {n}")).collect();
+            crate::output::line(&format!("{}: skipped {}", c.name, reasons.join(", ")))?;
+        }
+    }
+    let s = &report.stats;
+    crate::output::line(&format!(
+        "generalized {} edits in {} buckets into {} clusters, {} candidates; {} specialized, {} dropped as unsafe ({:.2}s)",
+        s.edits, s.buckets, s.clusters, s.candidates, s.specialized, s.unsafe_dropped, report.generalize_seconds
+    ))?;
+    for r in report.rules.iter().take(15) {
+        crate::output::line(&format!("  {} ({} commits, {} edits)", r.id, r.commits, r.occurrences))?;
+    }
+    crate::output::line(&format!(
+        "catalog {}: {} edit patterns ({:.2}s)",
+        report.catalog.display(),
+        report.patterns,
+        report.seconds
+    ))
+}
+
+/// 0: every corpus mined; 1: some corpus could not be (the others were).
+pub(crate) fn exit_code(report: &HistoryReport) -> std::process::ExitCode {
+    if report.corpora.iter().any(|c| c.error.is_some()) {
+        std::process::ExitCode::from(1)
+    } else {
+        std::process::ExitCode::SUCCESS
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn since_parses_dates_and_seconds() {
+        assert_eq!(parse_since("1970-01-01").unwrap(), 0);
+        assert_eq!(parse_since("2000-03-01").unwrap(), 951_868_800);
+        assert_eq!(parse_since("2023-11-14T22:13:20Z").unwrap(), 1_699_920_000);
+        assert_eq!(parse_since("12345").unwrap(), 12345);
+        assert!(parse_since("yesterday").is_err());
+        assert!(parse_since("2024-13-01").is_err());
+    }
+}

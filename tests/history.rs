@@ -1,0 +1,293 @@
+//! `kidiom mine --history`: planted recurring edits are found, one-off noise
+//! and unsafe generalizations are not, bad input is skipped with reasons,
+//! and re-runs and interrupted runs resume from the cache.
+
+use std::path::Path;
+
+use crate::util::Env;
+
+/// Builds a git history in `dir`: each step writes (or deletes, with
+/// `None`) files and commits with a message. Returns the commit ids.
+fn history(dir: &Path, steps: &[(&str, Vec<(&str, Option<Vec<u8>>)>)]) -> Vec<git2::Oid> {
+    let repo = git2::Repository::init(dir).expect("init");
+    let sig =
+        git2::Signature::new("kidiom test", "test@kidiom.invalid", &git2::Time::new(1_700_000_000, 0)).expect("sig");
+    let mut out = Vec::new();
+    for (i, (message, files)) in steps.iter().enumerate() {
+        let mut index = repo.index().expect("index");
+        for (rel, content) in files {
+            let p = dir.join(rel);
+            match content {
+                Some(bytes) => {
+                    std::fs::create_dir_all(p.parent().expect("parent")).expect("mkdir");
+                    std::fs::write(&p, bytes).expect("write");
+                    index.add_path(Path::new(rel)).expect("add");
+                }
+                None => {
+                    let _ = std::fs::remove_file(&p);
+                    index.remove_path(Path::new(rel)).expect("remove");
+                }
+            }
+        }
+        index.write().expect("write index");
+        let tree = repo.find_tree(index.write_tree().expect("tree")).expect("find tree");
+        let parents: Vec<git2::Commit<'_>> =
+            out.last().map(|id| repo.find_commit(*id).expect("parent")).into_iter().collect();
+        let parent_refs: Vec<&git2::Commit<'_>> = parents.iter().collect();
+        let sig = git2::Signature::new(
+            "kidiom test",
+            "test@kidiom.invalid",
+            &git2::Time::new(1_700_000_000 + i as i64 * 3600, 0),
+        )
+        .unwrap_or_else(|_| sig.clone());
+        let id = repo.commit(Some("HEAD"), &sig, &sig, message, &tree, &parent_refs).expect("commit");
+        out.push(id);
+    }
+    out
+}
+
+/// A Triton file with a kernel whose body is `body` (indented by the caller).
+fn kernel(name: &str, body: &str) -> Vec<u8> {
+    format!(
+        "import triton\nimport triton.language as tl\n\n\n@triton.jit\ndef {name}(q, k, o, T: tl.constexpr):\n{body}\n\n\ndef helper_{name}(x):\n    return x\n"
+    )
+    .into_bytes()
+}
+
+fn s(b: &str) -> Option<Vec<u8>> {
+    Some(b.as_bytes().to_vec())
+}
+
+fn edit_patterns(env: &Env) -> Vec<serde_json::Value> {
+    let v = env.json(&["catalog", "list", "--kind", "edit", "--json", "--db", env.db().to_str().expect("utf8")]);
+    v.as_array().cloned().unwrap_or_default()
+}
+
+fn mine(env: &Env, repo: &Path, extra: &[&str]) -> serde_json::Value {
+    let db = env.db();
+    let mut args =
+        vec!["mine", "--history", repo.to_str().expect("utf8"), "--json", "--db", db.to_str().expect("utf8")];
+    args.extend_from_slice(extra);
+    env.json(&args)
+}
+
+#[test]
+fn recurring_edits_are_found_and_noise_is_not() {
+    let env = Env::new();
+    let repo = env.path().join("repo");
+    let a0 = "    b_a = tl.load(q)\n    b_o = tl.exp(b_a)\n    tl.store(o, b_o)";
+    let b0 = "    b_b = tl.load(k)\n    b_o = tl.exp(b_b * 2.0)\n    tl.store(o, b_o)";
+    let c0 = "    b_q = tl.load(q)\n    b_o = tl.exp(b_q - 1.0)\n    tl.store(o, b_o)";
+    let d0 = "    b_q = tl.load(q)\n    b_k = tl.load(k)\n    b_s = tl.dot(b_q, b_k)\n    tl.store(o, b_s)";
+    let e0 = "    b_v = tl.load(k)\n    b_s = tl.dot(b_v, b_v)\n    tl.store(o, b_s)";
+    history(
+        &repo,
+        &[
+            (
+                "initial kernels",
+                vec![
+                    ("a.py", Some(kernel("ka", a0))),
+                    ("b.py", Some(kernel("kb", b0))),
+                    ("c.py", Some(kernel("kc", c0))),
+                    ("d.py", Some(kernel("kd", d0))),
+                    ("e.py", Some(kernel("ke", e0))),
+                ],
+            ),
+            ("[Perf] exp2 in ka", vec![("a.py", Some(kernel("ka", &a0.replace("tl.exp(", "tl.exp2("))))]),
+            ("use exp2 in kb for speed", vec![("b.py", Some(kernel("kb", &b0.replace("tl.exp(", "tl.exp2("))))]),
+            ("kc: exp2", vec![("c.py", Some(kernel("kc", &c0.replace("tl.exp(", "tl.exp2("))))]),
+            // One-off noise: a rename made once.
+            (
+                "rename helper",
+                vec![(
+                    "a.py",
+                    Some(kernel("ka", &a0.replace("tl.exp(", "tl.exp2(").replace("tl.store(o", "tl.store(o + 1"))),
+                )],
+            ),
+            (
+                "fix precision of dot",
+                vec![(
+                    "d.py",
+                    Some(kernel("kd", &d0.replace("tl.dot(b_q, b_k)", "tl.dot(b_q, b_k, input_precision=\"ieee\")"))),
+                )],
+            ),
+            (
+                "precision: ieee dot in ke",
+                vec![(
+                    "e.py",
+                    Some(kernel("ke", &e0.replace("tl.dot(b_v, b_v)", "tl.dot(b_v, b_v, input_precision=\"ieee\")"))),
+                )],
+            ),
+        ],
+    );
+    let report = mine(&env, &repo, &[]);
+    assert_eq!(report["corpora"][0]["commits"], 7, "{report:#}");
+    let pats = edit_patterns(&env);
+    let exp = pats
+        .iter()
+        .find(|p| p["before"] == "tl.exp($A)" && p["after"] == "tl.exp2($A)")
+        .unwrap_or_else(|| panic!("no exp -> exp2 rule in {pats:#?}"));
+    assert_eq!(exp["kind"], "edit");
+    assert_eq!(exp["commits"].as_array().map(Vec::len), Some(3));
+    assert_eq!(exp["commits"][0]["summary"], "[Perf] exp2 in ka", "oldest first");
+    assert!(exp["commits"][0]["date"].as_str().is_some_and(|d| d.starts_with("2023-11-14T")));
+    assert_eq!(exp["support"][0]["occurrences"], 3);
+    assert_eq!(exp["support"][0]["files"], 3);
+    assert_eq!(exp["category"], "math");
+    let values: Vec<&str> = exp["values"].as_array().unwrap().iter().filter_map(|v| v["value"].as_str()).collect();
+    assert!(values.contains(&"b_b * 2.0"), "{values:?}");
+
+    let dot = pats
+        .iter()
+        .find(|p| {
+            p["after"] == "tl.dot($A, $B, input_precision=\"ieee\")"
+                || p["after"] == "tl.dot($A, $A, input_precision=\"ieee\")"
+        })
+        .unwrap_or_else(|| panic!("no dot precision rule in {pats:#?}"));
+    assert_eq!(dot["category"], "precision");
+    assert_eq!(dot["commits"].as_array().map(Vec::len), Some(2));
+
+    // The one-off edit recurs in no other commit: no rule.
+    assert!(!pats.iter().any(|p| p["after"].as_str().is_some_and(|a| a.contains("o + 1"))), "{pats:#?}");
+}
+
+#[test]
+fn unsafe_generalizations_are_rejected_or_specialized() {
+    let env = Env::new();
+    let repo = env.path().join("repo");
+    // Each commit turns one `scale(...)` into `fast_scale(...)` and leaves
+    // two other calls alone: `scale($A) -> fast_scale($A)` would make edits
+    // the authors did not. Two commits agree on `b_x`: that specialization is safe.
+    let body = |a: &str, b: &str| format!("    y = {a}(b_x)\n    z = {b}(b_y)\n    w = scale(b_w)\n    v = scale(b_v)");
+    let body2 = |a: &str| format!("    y = {a}(b_r)\n    z = scale(b_y)\n    w = scale(b_w)");
+    history(
+        &repo,
+        &[
+            (
+                "init",
+                vec![
+                    ("a.py", Some(kernel("ka", &body("scale", "scale")))),
+                    ("b.py", Some(kernel("kb", &body("scale", "scale")))),
+                    ("c.py", Some(kernel("kc", &body2("scale")))),
+                ],
+            ),
+            ("a", vec![("a.py", Some(kernel("ka", &body("fast_scale", "scale"))))]),
+            ("b", vec![("b.py", Some(kernel("kb", &body("fast_scale", "scale"))))]),
+            ("c", vec![("c.py", Some(kernel("kc", &body2("fast_scale"))))]),
+        ],
+    );
+    mine(&env, &repo, &[]);
+    let pats = edit_patterns(&env);
+    let fast: Vec<&serde_json::Value> =
+        pats.iter().filter(|p| p["after"].as_str().is_some_and(|a| a.contains("fast_scale"))).collect();
+    assert!(!fast.iter().any(|p| p["before"] == "scale($A)"), "unsafe rule kept: {fast:#?}");
+    let spec = fast.iter().find(|p| p["before"] == "scale(b_x)").unwrap_or_else(|| panic!("{pats:#?}"));
+    assert_eq!(spec["after"], "fast_scale(b_x)");
+    assert_eq!(spec["commits"].as_array().map(Vec::len), Some(2));
+    assert!(spec["rationale"].as_str().is_some_and(|r| r.contains("specialized")), "{spec:#}");
+}
+
+#[test]
+fn bad_input_is_skipped_with_reasons() {
+    let env = Env::new();
+    let repo = env.path().join("repo");
+    let base = "    b_o = tl.exp(q)";
+    let mut big: Vec<(String, Option<Vec<u8>>)> =
+        (0..401).map(|i| (format!("many/m{i}.py"), s(&format!("x = {}\n", i + 1)))).collect();
+    let huge_before: String = (0..2500).map(|i| format!("v{i} = {i}\n")).collect();
+    let huge_after: String = (0..2500).map(|i| format!("v{i} = {}\n", i + 1)).collect();
+    let first: Vec<(&str, Option<Vec<u8>>)> = vec![
+        ("k.py", Some(kernel("k", base))),
+        ("gone.py", Some(kernel("g", base))),
+        ("moved.py", Some(kernel("m", base))),
+        ("bin.py", Some(b"x = 1\n".to_vec())),
+        ("huge.py", s(&huge_before)),
+        ("broken.py", s("def f(:\n    return tl.exp(x)\n")),
+    ];
+    let mut first = first;
+    let mut small: Vec<(String, Option<Vec<u8>>)> =
+        (0..401).map(|i| (format!("many/m{i}.py"), s(&format!("x = {i}\n")))).collect();
+    first.extend(small.iter_mut().map(|(p, c)| (p.as_str(), c.take())));
+    let mut many: Vec<(&str, Option<Vec<u8>>)> = big.iter_mut().map(|(p, c)| (p.as_str(), c.take())).collect();
+    many.push(("k.py", Some(kernel("k", &base.replace("exp(", "exp2(")))));
+    history(
+        &repo,
+        &[
+            ("init", first),
+            (
+                "assorted",
+                vec![
+                    ("gone.py", None),
+                    ("moved.py", None),
+                    ("moved2.py", Some(kernel("m", base))),
+                    ("bin.py", Some(b"\x00\x01binary\x00".to_vec())),
+                    ("huge.py", s(&huge_after)),
+                    ("broken.py", s("def f(:\n    return tl.exp2(x)\n")),
+                ],
+            ),
+            ("enormous", many),
+        ],
+    );
+    let report = mine(&env, &repo, &[]);
+    let c = &report["corpora"][0];
+    let skipped = c["skipped"].as_object().expect("skipped");
+    for reason in ["deleted", "added", "binary", "huge-diff", "enormous-commit", "root-commit"] {
+        assert!(skipped.contains_key(reason), "no {reason} in {c:#}");
+    }
+    assert!(c["error"].is_null());
+}
+
+#[test]
+fn a_directory_corpus_gets_a_clear_message() {
+    let env = Env::new();
+    env.write("plain/k.py", "x = 1\n");
+    let out = env.run(&["mine", "--history", "plain", "--db", env.db().to_str().expect("utf8")]);
+    assert_eq!(out.status.code(), Some(1));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("history mining needs a git corpus"), "{err}");
+}
+
+#[test]
+fn reruns_mine_only_new_commits_and_interrupted_runs_resume() {
+    let env = Env::new();
+    let repo = env.path().join("repo");
+    let mut steps = vec![("init", vec![("k.py", Some(kernel("k", "    b = tl.exp(q)\n    c = tl.exp(k)")))])];
+    steps.push(("one", vec![("k.py", Some(kernel("k", "    b = tl.exp2(q)\n    c = tl.exp(k)")))]));
+    steps.push(("two", vec![("k.py", Some(kernel("k", "    b = tl.exp2(q)\n    c = tl.exp2(k)")))]));
+    steps.push(("three", vec![("l.py", Some(kernel("l", "    b = 1")))]));
+    history(&repo, &steps);
+    let db = env.db();
+    let args = ["mine", "--history", repo.to_str().expect("utf8"), "--json", "--db", db.to_str().expect("utf8")];
+    // Killed after two batches of one commit.
+    let out = env
+        .cmd()
+        .args(args)
+        .env("KIDIOM_HISTORY_BATCH", "1")
+        .env("KIDIOM_HISTORY_ABORT_AFTER_BATCHES", "2")
+        .output()
+        .expect("spawn");
+    assert_eq!(out.status.code(), Some(3), "{}", String::from_utf8_lossy(&out.stderr));
+    let r = env.json(&args);
+    assert_eq!((r["corpora"][0]["cached"].as_u64(), r["corpora"][0]["mined"].as_u64()), (Some(2), Some(2)), "{r:#}");
+    let first = edit_patterns(&env);
+    assert!(first.iter().any(|p| p["before"] == "tl.exp($A)"), "{first:#?}");
+    // Nothing new: everything cached, same patterns.
+    let r = env.json(&args);
+    assert_eq!((r["corpora"][0]["cached"].as_u64(), r["corpora"][0]["mined"].as_u64()), (Some(4), Some(0)));
+    assert_eq!(edit_patterns(&env), first);
+    // One new commit: only it is mined.
+    let repo2 = git2::Repository::open(&repo).expect("open");
+    std::fs::write(repo.join("m.py"), kernel("m", "    b = 2")).expect("write");
+    let mut index = repo2.index().expect("index");
+    index.add_path(Path::new("m.py")).expect("add");
+    index.write().expect("write");
+    let tree = repo2.find_tree(index.write_tree().expect("tree")).expect("tree");
+    let head = repo2.head().expect("head").peel_to_commit().expect("commit");
+    let sig = git2::Signature::now("t", "t@kidiom.invalid").expect("sig");
+    repo2.commit(Some("HEAD"), &sig, &sig, "four", &tree, &[&head]).expect("commit");
+    let r = env.json(&args);
+    assert_eq!((r["corpora"][0]["cached"].as_u64(), r["corpora"][0]["mined"].as_u64()), (Some(4), Some(1)));
+    // --max-commits limits the walk to the newest commits.
+    let r = mine(&env, &repo, &["--max-commits", "2"]);
+    assert_eq!(r["corpora"][0]["commits"], 2);
+}
