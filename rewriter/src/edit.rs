@@ -4,6 +4,7 @@ use std::ops::Range;
 
 use kidiom_miner::{Lang, parse_tree};
 use kidiom_patterns::matcher::{Edit, Rewrite};
+use tree_sitter::Tree;
 
 use crate::conflict::resolve;
 use crate::error::{Error, Result};
@@ -49,7 +50,10 @@ pub fn apply_edits(src: &str, edits: &[Edit]) -> Option<String> {
 /// tree-sitter does not parse here).
 pub fn parse_errors(lang: Lang, src: &str) -> Result<usize> {
     let tree = parse_tree(lang, src).map_err(|s| Error::Unparsable { path: String::new(), reason: s.to_string() })?;
-    let Some(tree) = tree else { return Ok(0) };
+    Ok(tree.as_ref().map(count_errors).unwrap_or(0))
+}
+
+fn count_errors(tree: &Tree) -> usize {
     let mut n = 0;
     let mut cursor = tree.walk();
     loop {
@@ -65,7 +69,7 @@ pub fn parse_errors(lang: Lang, src: &str) -> Result<usize> {
                 break;
             }
             if !cursor.goto_parent() {
-                return Ok(n);
+                return n;
             }
         }
     }
@@ -76,15 +80,34 @@ pub fn parse_errors(lang: Lang, src: &str) -> Result<usize> {
 /// `src` had, and applying `rw` to it changes nothing; otherwise the
 /// rewrite is dropped with an error. `path` only labels errors.
 pub fn rewrite(rw: &Rewrite, lang: Lang, src: &str, path: &str) -> Result<Option<Outcome>> {
-    let errors_before = parse_errors(lang, src)?;
+    let tree = parse_tree(lang, src)
+        .map_err(|s| Error::Unparsable { path: path.into(), reason: s.to_string() })?
+        .ok_or_else(|| Error::Unparsable { path: path.into(), reason: "no grammar".into() })?;
+    rewrite_parsed(rw, lang, src, &tree, path)
+}
+
+/// [`rewrite`] on a text already parsed into `tree` (so that many
+/// patterns share one parse; files without a site are never parsed again).
+pub fn rewrite_parsed(rw: &Rewrite, lang: Lang, src: &str, tree: &Tree, path: &str) -> Result<Option<Outcome>> {
+    let first = resolve(rw.site_edits(src, tree));
+    if first.0.is_empty() {
+        return Ok(None);
+    }
+    let errors_before = count_errors(tree);
     let mut cur = src.to_string();
     let mut rounds: Vec<Vec<Edit>> = Vec::new();
     let mut sites = 0;
+    let mut pending = Some(first);
     loop {
-        let tree = parse_tree(lang, &cur)
-            .map_err(|s| Error::Unparsable { path: path.into(), reason: s.to_string() })?
-            .ok_or_else(|| Error::Unparsable { path: path.into(), reason: "no grammar".into() })?;
-        let (edits, n) = resolve(rw.site_edits(&cur, &tree));
+        let (edits, n) = match pending.take() {
+            Some(r) => r,
+            None => {
+                let tree = parse_tree(lang, &cur)
+                    .map_err(|s| Error::Unparsable { path: path.into(), reason: s.to_string() })?
+                    .ok_or_else(|| Error::Unparsable { path: path.into(), reason: "no grammar".into() })?;
+                resolve(rw.site_edits(&cur, &tree))
+            }
+        };
         if edits.is_empty() {
             break;
         }

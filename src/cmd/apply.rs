@@ -14,9 +14,10 @@ use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
 use anyhow::{Context, Result, bail};
-use kidiom_miner::{Lang, Limits, blob_id, decode};
+use kidiom_miner::{KNOWN_DEVICE_MACROS, Lang, Limits, blob_id, decode, parse_tree};
 use kidiom_patterns::matcher::Rewrite;
 use kidiom_patterns::{Candidate, CandidateStatus, Catalog, Category, Filter, Kind, Pattern};
+use rayon::prelude::*;
 use serde::Serialize;
 
 use super::{CatalogArgs, OutputArgs};
@@ -231,6 +232,70 @@ fn provenance(p: &Pattern, value: Option<&str>) -> serde_json::Value {
     })
 }
 
+/// Whether a file can hold a kernel at all: the literal test that spares
+/// parsing most host-only files.
+fn may_hold_kernels(t: &Target) -> bool {
+    match t.lang {
+        Lang::Python => t.text.contains("triton"),
+        _ => {
+            t.text.contains("__global__")
+                || t.text.contains("__device__")
+                || t.text.contains("#define")
+                || KNOWN_DEVICE_MACROS.iter().any(|(m, _)| t.text.contains(m))
+        }
+    }
+}
+
+/// The candidates of one file (dry run: each against the file as it is;
+/// `write`: chained), what was dropped, and the final text when it changed.
+fn rewrite_file(t: &Target, rws: &[(Pattern, Rewrite)], write: bool) -> (Vec<Candidate>, Vec<Dropped>, Option<String>) {
+    let (mut cands, mut dropped) = (Vec::new(), Vec::new());
+    if !may_hold_kernels(t) || !rws.iter().any(|(p, _)| p.language == t.lang) {
+        return (cands, dropped, None);
+    }
+    let Some(mut tree) = parse_tree(t.lang, &t.text).ok().flatten() else {
+        dropped.push(Dropped { pattern: String::new(), path: t.rel.clone(), reason: "cannot parse".into() });
+        return (cands, dropped, None);
+    };
+    let mut cur = t.text.clone();
+    for (p, rw) in rws.iter().filter(|(p, _)| p.language == t.lang) {
+        let base = if write { cur.as_str() } else { t.text.as_str() };
+        match kidiom_rewriter::rewrite_parsed(rw, t.lang, base, &tree, &t.rel) {
+            Ok(Some(out)) => {
+                let diff = kidiom_rewriter::unified(&t.rel, base, &out.text, 3);
+                let hash = blob_id(diff.as_bytes());
+                cands.push(Candidate {
+                    id: format!("{}@{}#{}", p.id, t.rel, &hash[..8.min(hash.len())]),
+                    pattern_id: p.id.clone(),
+                    path: t.rel.clone(),
+                    base_blob: blob_id(base.as_bytes()),
+                    result_blob: blob_id(out.text.as_bytes()),
+                    value: rw.value().map(str::to_string),
+                    sites: out.sites as u64,
+                    diff,
+                    status: if write { CandidateStatus::Applied } else { CandidateStatus::Proposed },
+                    provenance: provenance(p, rw.value()),
+                    evidence: serde_json::json!({}),
+                    commit_id: None,
+                    created_at: String::new(),
+                    updated_at: String::new(),
+                });
+                if write {
+                    cur = out.text;
+                    match parse_tree(t.lang, &cur).ok().flatten() {
+                        Some(next) => tree = next,
+                        None => break,
+                    }
+                }
+            }
+            Ok(None) => {}
+            Err(e) => dropped.push(Dropped { pattern: p.id.clone(), path: t.rel.clone(), reason: e.to_string() }),
+        }
+    }
+    let changed = (write && cur != t.text).then_some(cur);
+    (cands, dropped, changed)
+}
+
 pub(crate) fn run(a: Args) -> Result<ExitCode> {
     let started = std::time::Instant::now();
     let cfg = Config::load()?;
@@ -239,44 +304,16 @@ pub(crate) fn run(a: Args) -> Result<ExitCode> {
     let (rws, not_applicable) = rewrites(&cat, &a.patterns, filter, a.value.as_deref())?;
     let root = root()?;
     let targets = collect_targets(&a.targets, &root, a.output.quiet)?;
+    let per_file: Vec<(Vec<Candidate>, Vec<Dropped>, Option<String>)> =
+        targets.par_iter().map(|t| rewrite_file(t, &rws, a.write)).collect();
     let mut candidates = Vec::new();
     let mut dropped = Vec::new();
     let mut results: Vec<(usize, String)> = Vec::new(); // (target index, final text) for --write
-    for (ti, t) in targets.iter().enumerate() {
-        let mut cur = t.text.clone();
-        for (p, rw) in rws.iter().filter(|(p, _)| p.language == t.lang) {
-            let base = if a.write { cur.clone() } else { t.text.clone() };
-            match kidiom_rewriter::rewrite(rw, t.lang, &base, &t.rel) {
-                Ok(Some(out)) => {
-                    let diff = kidiom_rewriter::unified(&t.rel, &base, &out.text, 3);
-                    let hash = blob_id(diff.as_bytes());
-                    let c = Candidate {
-                        id: format!("{}@{}#{}", p.id, t.rel, &hash[..8.min(hash.len())]),
-                        pattern_id: p.id.clone(),
-                        path: t.rel.clone(),
-                        base_blob: blob_id(base.as_bytes()),
-                        result_blob: blob_id(out.text.as_bytes()),
-                        value: rw.value().map(str::to_string),
-                        sites: out.sites as u64,
-                        diff,
-                        status: if a.write { CandidateStatus::Applied } else { CandidateStatus::Proposed },
-                        provenance: provenance(p, rw.value()),
-                        evidence: serde_json::json!({}),
-                        commit_id: None,
-                        created_at: String::new(),
-                        updated_at: String::new(),
-                    };
-                    candidates.push(c);
-                    if a.write {
-                        cur = out.text;
-                    }
-                }
-                Ok(None) => {}
-                Err(e) => dropped.push(Dropped { pattern: p.id.clone(), path: t.rel.clone(), reason: e.to_string() }),
-            }
-        }
-        if a.write && cur != t.text {
-            results.push((ti, cur));
+    for (ti, (c, d, text)) in per_file.into_iter().enumerate() {
+        candidates.extend(c);
+        dropped.extend(d);
+        if let Some(text) = text {
+            results.push((ti, text));
         }
     }
     if a.write {
