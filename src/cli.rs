@@ -28,6 +28,8 @@ enum Command {
     Review(cmd::review::Args),
     /// Commit a candidate on the review branch (kidiom/review).
     Accept(cmd::accept::Args),
+    /// Validate candidates: syntax, static, correctness and speed gates, with the evidence stored.
+    Validate(cmd::validate::Args),
     /// Serve the catalog, rewrites and validation to an agent over MCP (stdio).
     Mcp(crate::mcp::Args),
     /// Run the whole loop on the defaults of kidiom.toml.
@@ -55,6 +57,7 @@ pub(crate) fn run(args: impl IntoIterator<Item = OsString>) -> ExitCode {
         Command::Apply(a) => cmd::apply::run(a),
         Command::Review(a) => cmd::review::run(a),
         Command::Accept(a) => cmd::accept::run(a),
+        Command::Validate(a) => cmd::validate::run(a),
         Command::Mcp(a) => crate::mcp::run(a),
         Command::Run(a) => cmd::run::run(a),
         Command::Debug(c) => cmd::debug::run(c),
@@ -96,6 +99,8 @@ mod tests {
             "kidiom catalog stats --json",
             "kidiom run --json",
             "kidiom debug tree a.py",
+            "kidiom validate --pending --device cpu --timeout 60 --json",
+            "kidiom validate abc def --seeds 1 --seed 7 --no-consistency",
         ] {
             assert!(parses(ok), "{ok}");
         }
@@ -105,6 +110,8 @@ mod tests {
             "kidiom catalog list --category nope",
             "kidiom catalog show",
             "kidiom frobnicate",
+            "kidiom validate --device tpu",
+            "kidiom validate abc --pending",
         ] {
             assert!(!parses(bad), "{bad}");
         }

@@ -12,3 +12,5 @@ mod catalog;
 mod apply;
 // `kidiom mine --history`: planted edits, noise, safety, bad input, resumption.
 mod history;
+// `kidiom validate`: the gates on a copy of our kernels (CPU), planted bugs, a hanging kernel.
+mod validate;

@@ -9,6 +9,7 @@ pub(crate) mod export;
 pub(crate) mod mine;
 pub(crate) mod review;
 pub(crate) mod run;
+pub(crate) mod validate;
 
 use std::path::PathBuf;
 

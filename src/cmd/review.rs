@@ -52,9 +52,11 @@ pub(crate) fn run(a: Args) -> Result<ExitCode> {
         if a.output.json {
             output::json(&cands)?;
         } else {
-            let mut rows = vec![vec!["id".to_string(), "status".into(), "sites".into(), "created".into()]];
+            let mut rows =
+                vec![vec!["id".to_string(), "status".into(), "sites".into(), "created".into(), "verdict".into()]];
             for c in &cands {
-                rows.push(vec![c.id.clone(), c.status.to_string(), c.sites.to_string(), c.created_at.clone()]);
+                let verdict = c.evidence["verdict"]["kind"].as_str().unwrap_or("-").to_string();
+                rows.push(vec![c.id.clone(), c.status.to_string(), c.sites.to_string(), c.created_at.clone(), verdict]);
             }
             output::table(&rows)?;
         }
@@ -120,7 +122,16 @@ pub(crate) fn run(a: Args) -> Result<ExitCode> {
     } else {
         c.evidence.to_string()
     };
-    output::line(&format!("  validation: {ev}"))?;
+    match super::validate::review_lines(&c.evidence) {
+        // evidence written by `kidiom validate`: the verdict, then one line per gate
+        Some(lines) => {
+            output::line("  validation:")?;
+            for l in lines {
+                output::line(&format!("    {l}"))?;
+            }
+        }
+        None => output::line(&format!("  validation: {ev}"))?,
+    }
     output::line("")?;
     output::raw(&c.diff)?;
     Ok(ExitCode::SUCCESS)

@@ -363,8 +363,14 @@ fn worst_errors(check: &Value) -> Value {
     for case in check["cases"].as_array().into_iter().flatten() {
         for (name, m) in case["outputs"].as_object().into_iter().flatten() {
             let num = |v: &Value| v.as_f64().or_else(|| v.as_str().map(|_| f64::INFINITY));
-            let e = worst.entry(name.clone()).or_insert_with(|| json!({"rel_l2": 0.0, "max_abs_rel": 0.0, "slice_rel_l2": 0.0, "nonfinite": 0}));
-            for (key, src) in [("rel_l2", &m["rel_l2"]), ("max_abs_rel", &m["max_abs_rel"]), ("slice_rel_l2", &m["worst_slice"]["rel_l2"])] {
+            let e = worst
+                .entry(name.clone())
+                .or_insert_with(|| json!({"rel_l2": 0.0, "max_abs_rel": 0.0, "slice_rel_l2": 0.0, "nonfinite": 0}));
+            for (key, src) in [
+                ("rel_l2", &m["rel_l2"]),
+                ("max_abs_rel", &m["max_abs_rel"]),
+                ("slice_rel_l2", &m["worst_slice"]["rel_l2"]),
+            ] {
                 let v = num(src).unwrap_or(f64::INFINITY);
                 if v > e[key].as_f64().unwrap_or(0.0) || !v.is_finite() {
                     e[key] = if v.is_finite() { json!(v) } else { json!("inf") };
@@ -393,12 +399,15 @@ fn judge_curve(base: &Value, cand: &Value) -> std::result::Result<String, String
     let mut parts = Vec::new();
     for ((t, eb), (_, ec)) in b.iter().zip(&c) {
         parts.push(format!("T={t}: {eb:.2e} -> {ec:.2e}"));
-        if !(*ec <= eb * (1.0 + CURVE_RTOL) + CURVE_ATOL) {
+        // NaN compares false: it is never "no worse"
+        let no_worse = *ec <= eb * (1.0 + CURVE_RTOL) + CURVE_ATOL;
+        if !no_worse {
             return Err(format!("error at T={t} is worse than the baseline: {ec:.2e} > {eb:.2e}"));
         }
     }
     let ((t, eb), (_, ec)) = (b[b.len() - 1], c[c.len() - 1]);
-    if !(ec < eb) {
+    let better = ec < eb;
+    if !better {
         return Err(format!("error at the longest T={t} is not better than the baseline: {ec:.2e} >= {eb:.2e}"));
     }
     Ok(format!("error curve improved: {}", parts.join(", ")))
@@ -508,7 +517,8 @@ impl Validator {
         // 2. static: contract, numeric flags, ahead-of-time compile
         let t0 = Instant::now();
         let mut rec = GateRecord::new(Gate::Static, GateStatus::Passed, "");
-        let contract: Vec<&str> = touched.iter().map(|t| t.path.as_str()).filter(|p| self.kernels.is_contract(p)).collect();
+        let contract: Vec<&str> =
+            touched.iter().map(|t| t.path.as_str()).filter(|p| self.kernels.is_contract(p)).collect();
         if !contract.is_empty() {
             rec.status = GateStatus::Failed;
             rec.summary = format!("touches the frozen contract: {}", contract.join(", "));
@@ -565,7 +575,10 @@ impl Validator {
         let t = &touched[0];
 
         // the baseline tree with its contract, and the candidate source beside it
-        let tmp = tempfile::Builder::new().prefix("kidiom-validate-").tempdir().map_err(|e| Error::io(std::env::temp_dir(), e))?;
+        let tmp = tempfile::Builder::new()
+            .prefix("kidiom-validate-")
+            .tempdir()
+            .map_err(|e| Error::io(std::env::temp_dir(), e))?;
         let tree = tmp.path().join("tree");
         copy_tree(&self.opts.root.join(&self.kernels.dir), &tree.join(&self.kernels.dir))?;
         // the baseline source in the tree is the baseline text (the file on disk may be the candidate)
@@ -649,7 +662,11 @@ impl Validator {
         rec.metrics = Value::Object(m);
         rec.summary = format!(
             "{}compiled for {}: before {}; after {}",
-            if flag_text.is_empty() { String::new() } else { format!("numeric flags {} (precision pattern); ", flag_text.join(", ")) },
+            if flag_text.is_empty() {
+                String::new()
+            } else {
+                format!("numeric flags {} (precision pattern); ", flag_text.join(", "))
+            },
             after.arch,
             before.summary(),
             after.summary()
@@ -848,9 +865,21 @@ impl Validator {
             "--iters".into(),
             self.opts.bench_iters.to_string(),
         ];
-        let b = match harness.call(&args, limit) {
-            Ok(b) => b,
-            Err(e) => return Verdict::error(Some(Gate::Speed), e.to_string(), ""),
+        // CUDA C++ kernels: timed in-process through cudarc when the feature is on and a
+        // device answers (the kernel already ran natively in the correctness gate's
+        // subprocess, so a hang would have been caught there); otherwise the harness.
+        #[cfg(feature = "cuda")]
+        let via_cudarc = (manifest.language == crate::manifest::KernelLanguage::Cuda)
+            .then(|| cudarc_bench(harness, manifest, cand_src, self.opts.bench_iters as usize))
+            .flatten();
+        #[cfg(not(feature = "cuda"))]
+        let via_cudarc: Option<HarnessRun> = None;
+        let b = match via_cudarc {
+            Some(b) => b,
+            None => match harness.call(&args, limit) {
+                Ok(b) => b,
+                Err(e) => return Verdict::error(Some(Gate::Speed), e.to_string(), ""),
+            },
         };
         stamp(&mut rec, &b);
         rec.seconds = t0.elapsed().as_secs_f64();
@@ -901,7 +930,8 @@ impl Validator {
             if significant { "significant" } else { "within noise" }
         );
         let summary = rec.summary.clone();
-        if !precision && !(significant && speedup > 1.0) {
+        let faster = significant && speedup > 1.0;
+        if !precision && !faster {
             rec.status = GateStatus::Failed;
             run.records.push(rec);
             return Verdict::rejected(Gate::Speed, format!("no significant speedup: {summary}"));
@@ -913,6 +943,61 @@ impl Validator {
         }
         Verdict::accepted(summary)
     }
+}
+
+/// The speed gate of a CUDA C++ decode kernel through cudarc, shaped like the
+/// harness's `bench` JSON; `None` when no device answers (the harness then runs).
+#[cfg(feature = "cuda")]
+fn cudarc_bench(harness: &Harness, manifest: &Manifest, cand_src: &str, iters: usize) -> Option<HarnessRun> {
+    use crate::backend::cuda;
+    use crate::backend::python::ProcessOutcome;
+    let device = cuda::probe().ok()?;
+    let started = Instant::now();
+    let base_path = harness.root.join(manifest.source_path());
+    let threads = manifest.block_threads.unwrap_or(128);
+    let result = (|| -> std::result::Result<Value, String> {
+        let base_text = std::fs::read_to_string(&base_path).map_err(|e| format!("{}: {e}", base_path.display()))?;
+        let cand_text = std::fs::read_to_string(cand_src).map_err(|e| format!("{cand_src}: {e}"))?;
+        let base = cuda::DecodeKernel::compile(&base_text, &manifest.entry, threads)?;
+        let cand = cuda::DecodeKernel::compile(&cand_text, &manifest.entry, threads)?;
+        let x = cuda::DecodeInputs::random(&manifest.shapes.bench, fresh_seed())?;
+        let (ok, eo, es) = cand.check(&x, &manifest.tolerance)?;
+        if !ok {
+            return Ok(
+                json!({"status": "failed", "failures": [format!("o rel_l2 {eo:.2e}, state rel_l2 {es:.2e} against float64")]}),
+            );
+        }
+        let (tb, tc) = cuda::bench_interleaved(&base, &cand, &x, 10, iters)?;
+        let speedup = tb.median_us / tc.median_us;
+        let noise = [&tb, &tc].iter().map(|t| (t.p90_us - t.p10_us) / (2.0 * t.median_us)).fold(0.0f64, f64::max);
+        Ok(json!({
+            "status": "ok", "device": format!("cuda ({}, cudarc)", device.name), "speedup": speedup,
+            "noise_floor": noise, "significant": (speedup - 1.0).abs() > noise, "shape": manifest.shapes.bench,
+            "iters": iters, "flags": [], "results": {"baseline": tb, "candidate": tc},
+        }))
+    })();
+    let (status, json) = match result {
+        Ok(j) if j["status"] == "ok" => (HarnessStatus::Ok, j),
+        Ok(j) => (HarnessStatus::Failed, j),
+        Err(e) => (HarnessStatus::Error, json!({"status": "error", "error": e})),
+    };
+    Some(HarnessRun {
+        status,
+        process: ProcessOutcome {
+            command: format!(
+                "kidiom-validator cudarc bench {} (baseline {}, candidate {cand_src})",
+                manifest.name,
+                base_path.display()
+            ),
+            cwd: harness.root.to_string_lossy().into_owned(),
+            code: Some(0),
+            timed_out: false,
+            seconds: started.elapsed().as_secs_f64(),
+            stdout: String::new(),
+            stderr_tail: String::new(),
+        },
+        json,
+    })
 }
 
 #[cfg(test)]

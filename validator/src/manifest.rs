@@ -151,7 +151,8 @@ impl Kernels {
         let abs = root.join(dir);
         let mut manifests = Vec::new();
         let entries = std::fs::read_dir(&abs).map_err(|e| Error::io(&abs, e))?;
-        let mut subdirs: Vec<PathBuf> = entries.filter_map(|e| e.ok()).map(|e| e.path()).filter(|p| p.is_dir()).collect();
+        let mut subdirs: Vec<PathBuf> =
+            entries.filter_map(|e| e.ok()).map(|e| e.path()).filter(|p| p.is_dir()).collect();
         subdirs.sort();
         for sub in subdirs {
             let files = std::fs::read_dir(&sub).map_err(|e| Error::io(&sub, e))?;

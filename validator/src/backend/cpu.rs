@@ -41,7 +41,9 @@ impl StaticMetrics {
         let r = &v["resources"];
         let int = |x: &serde_json::Value| x.as_i64();
         let map = |x: &serde_json::Value| -> BTreeMap<String, i64> {
-            x.as_object().map(|o| o.iter().filter_map(|(k, v)| Some((k.clone(), v.as_i64()?))).collect()).unwrap_or_default()
+            x.as_object()
+                .map(|o| o.iter().filter_map(|(k, v)| Some((k.clone(), v.as_i64()?))).collect())
+                .unwrap_or_default()
         };
         StaticMetrics {
             arch: v["arch"].as_str().unwrap_or("").to_string(),

@@ -76,8 +76,11 @@ pub fn run_with_deadline(
     limit: Duration,
 ) -> Result<ProcessOutcome> {
     use std::os::unix::process::CommandExt;
-    let command =
-        std::iter::once(program.to_string_lossy().to_string()).chain(args.iter().cloned()).map(|s| quote(&s)).collect::<Vec<_>>().join(" ");
+    let command = std::iter::once(program.to_string_lossy().to_string())
+        .chain(args.iter().cloned())
+        .map(|s| quote(&s))
+        .collect::<Vec<_>>()
+        .join(" ");
     let started = Instant::now();
     let mut cmd = Command::new(program);
     cmd.args(args).current_dir(cwd).stdin(Stdio::null()).stdout(Stdio::piped()).stderr(Stdio::piped()).process_group(0);

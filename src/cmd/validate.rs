@@ -1,0 +1,316 @@
+//! `kidiom validate`: every rewrite candidate through the syntax, static,
+//! correctness and speed gates, with the evidence stored next to its diff.
+//!
+//! Each candidate is checked in a temporary copy of the baseline `kernels/`
+//! tree (the contract comes from there, never from the candidate), every
+//! kernel run is a harness subprocess under the candidate's time limit, and
+//! a candidate that hangs or crashes gets the verdict `error` while the run
+//! goes on. The evidence (one record per gate, and the verdict) is stored in
+//! the candidate's `evidence` column; `accepted` sets its status to
+//! `validated`, `rejected` to `rejected`; `needs-gpu` and `error` leave it
+//! pending, so that a later run (e.g. on a GPU machine) picks it up again.
+//!
+//! Exit codes: 0 every candidate `accepted` or `needs-gpu`; 1 some candidate
+//! `rejected` or `error`, or none to validate; 2 the command failed.
+
+use std::path::PathBuf;
+use std::process::ExitCode;
+use std::time::{Duration, Instant};
+
+use anyhow::{Context, Result, bail};
+use kidiom_patterns::{Candidate, CandidateStatus, Catalog};
+use kidiom_validator::{CandidateInput, Device, Evidence, Gate, GateStatus, ValidatorBuilder, VerdictKind};
+use serde::Serialize;
+
+use super::{CatalogArgs, OutputArgs};
+use crate::config::Config;
+use crate::output;
+
+/// The version of `kidiom validate --json`'s top-level object.
+const JSON_VERSION: u32 = 1;
+
+#[derive(Debug, clap::Args)]
+pub(crate) struct Args {
+    /// Candidate ids (or unique prefixes).
+    #[arg(value_name = "ID")]
+    ids: Vec<String>,
+    /// Every pending candidate (status proposed or applied).
+    #[arg(long, conflicts_with = "ids")]
+    pending: bool,
+    /// Where kernels run: auto (a GPU if the harness finds one), cpu, or cuda.
+    #[arg(long, default_value = "auto", value_parser = parse_device)]
+    device: Device,
+    /// Time limit of one candidate, all its gates together, in seconds.
+    #[arg(long, value_name = "SECS", default_value_t = 600)]
+    timeout: u64,
+    /// Fresh random seeds of the correctness gate.
+    #[arg(long, default_value_t = 3)]
+    seeds: u32,
+    /// Base seed of the correctness gate (default: fresh per candidate).
+    #[arg(long)]
+    seed: Option<u64>,
+    /// Leave out the prefill(T) + decode(M) == prefill(T + M) check (faster).
+    #[arg(long)]
+    no_consistency: bool,
+    /// The Python that runs the harness (default: $KIDIOM_PYTHON, .venv/bin/python, python3).
+    #[arg(long, value_name = "PATH")]
+    python: Option<PathBuf>,
+    #[command(flatten)]
+    catalog: CatalogArgs,
+    #[command(flatten)]
+    output: OutputArgs,
+}
+
+fn parse_device(s: &str) -> Result<Device, String> {
+    Device::from_name(s).ok_or_else(|| format!("unknown device {s:?} (auto, cpu, cuda)"))
+}
+
+/// Whether a candidate still awaits a verdict that settles it.
+pub(crate) fn is_pending(c: &Candidate) -> bool {
+    matches!(c.status, CandidateStatus::Proposed | CandidateStatus::Applied)
+}
+
+#[derive(Debug, Default, Serialize)]
+pub(crate) struct Counts {
+    pub(crate) accepted: usize,
+    pub(crate) rejected: usize,
+    pub(crate) needs_gpu: usize,
+    pub(crate) error: usize,
+}
+
+impl Counts {
+    fn add(&mut self, k: VerdictKind) {
+        match k {
+            VerdictKind::Accepted => self.accepted += 1,
+            VerdictKind::Rejected => self.rejected += 1,
+            VerdictKind::NeedsGpu => self.needs_gpu += 1,
+            VerdictKind::Error => self.error += 1,
+        }
+    }
+}
+
+#[derive(Debug, Serialize)]
+pub(crate) struct Report {
+    pub(crate) version: u32,
+    pub(crate) device: String,
+    pub(crate) python: String,
+    pub(crate) summary: Counts,
+    pub(crate) candidates: Vec<Evidence>,
+    pub(crate) seconds: f64,
+}
+
+/// Options shared with `kidiom run`.
+pub(crate) struct Options {
+    pub(crate) device: Device,
+    pub(crate) timeout: Duration,
+    pub(crate) seeds: u32,
+    pub(crate) seed: Option<u64>,
+    pub(crate) consistency: bool,
+    pub(crate) python: Option<PathBuf>,
+    pub(crate) progress: bool,
+}
+
+/// Validates `cands`, storing each one's evidence as soon as it is known.
+pub(crate) fn validate_all(cat: &Catalog, cands: &[Candidate], opts: &Options) -> Result<Report> {
+    let started = Instant::now();
+    let root = super::apply::root()?;
+    let validator = ValidatorBuilder::new(&root)
+        .python(opts.python.clone())
+        .device(opts.device)
+        .timeout(opts.timeout)
+        .seeds(opts.seeds)
+        .seed(opts.seed)
+        .consistency(opts.consistency)
+        .build()
+        .with_context(|| format!("reading the kernel manifests under {}", root.join("kernels").display()))?;
+    let mut report = Report {
+        version: JSON_VERSION,
+        device: opts.device.name().to_string(),
+        python: validator.python().display().to_string(),
+        summary: Counts::default(),
+        candidates: Vec::new(),
+        seconds: 0.0,
+    };
+    for (i, c) in cands.iter().enumerate() {
+        if opts.progress {
+            eprintln!("kidiom: validating {} ({}/{})", c.id, i + 1, cands.len());
+        }
+        let category = cat.get(&c.pattern_id).ok().flatten().map(|p| p.category);
+        let input = CandidateInput::from_candidate(c, category);
+        let ev = validator.validate(&input).with_context(|| format!("validating {}", c.id))?;
+        let value = serde_json::to_value(&ev).context("serialising evidence")?;
+        cat.set_candidate_evidence(&c.id, &value)?;
+        let status = match ev.verdict.kind {
+            VerdictKind::Accepted => Some(CandidateStatus::Validated),
+            VerdictKind::Rejected => Some(CandidateStatus::Rejected),
+            VerdictKind::NeedsGpu | VerdictKind::Error => None,
+        };
+        if let Some(s) = status
+            && is_pending(c)
+        {
+            cat.set_candidate_status(&c.id, s, None)?;
+        }
+        if opts.progress {
+            eprintln!("  {} ({:.1}s)", ev.verdict.describe(), ev.seconds);
+        }
+        report.summary.add(ev.verdict.kind);
+        report.candidates.push(ev);
+    }
+    report.seconds = started.elapsed().as_secs_f64();
+    Ok(report)
+}
+
+fn clip(s: &str, n: usize) -> String {
+    let one = s.lines().next().unwrap_or("");
+    if one.chars().count() <= n { one.to_string() } else { format!("{}...", one.chars().take(n).collect::<String>()) }
+}
+
+/// The verdict table, then the static figures and error curves.
+pub(crate) fn print_report(r: &Report) -> Result<()> {
+    let mut rows = vec![vec![
+        "candidate".to_string(),
+        "verdict".into(),
+        "gate".into(),
+        "seconds".into(),
+        "gates (s)".into(),
+        "reason".into(),
+    ]];
+    for e in &r.candidates {
+        let gates: Vec<String> = e
+            .gates
+            .iter()
+            .map(|g| {
+                let mark = match g.status {
+                    GateStatus::Passed => "ok",
+                    GateStatus::Failed => "FAIL",
+                    GateStatus::Skipped => "skip",
+                    GateStatus::Error => "ERR",
+                };
+                format!("{} {mark} {:.1}", g.gate, g.seconds)
+            })
+            .collect();
+        rows.push(vec![
+            e.candidate.clone(),
+            e.verdict.kind.to_string(),
+            e.verdict.gate.map(|g| g.to_string()).unwrap_or_else(|| "-".into()),
+            format!("{:.1}", e.seconds),
+            gates.join(", "),
+            clip(&e.verdict.reason, 140),
+        ]);
+    }
+    output::table(&rows)?;
+    for e in &r.candidates {
+        for line in evidence_lines(e) {
+            output::line(&format!("  {}: {line}", e.candidate))?;
+        }
+    }
+    output::line(&format!(
+        "{} accepted, {} rejected, {} needs-gpu, {} error ({:.1}s)",
+        r.summary.accepted, r.summary.rejected, r.summary.needs_gpu, r.summary.error, r.seconds
+    ))?;
+    Ok(())
+}
+
+/// Lines of detail for one validation: static figures of candidates that
+/// passed the CPU gates, the curve of precision rewrites, flags and logs.
+pub(crate) fn evidence_lines(e: &Evidence) -> Vec<String> {
+    let mut out = Vec::new();
+    if matches!(e.verdict.kind, VerdictKind::Accepted | VerdictKind::NeedsGpu)
+        && let Some(s) = e.gate(Gate::Static)
+    {
+        out.push(format!("static: {}", s.summary));
+    }
+    if let Some(c) = e.gate(Gate::Correctness)
+        && c.status == GateStatus::Passed
+    {
+        out.push(format!("correctness: {}", c.summary));
+    }
+    if let Some(s) = e.gate(Gate::Speed)
+        && s.status != GateStatus::Skipped
+    {
+        out.push(format!("speed: {}", s.summary));
+    }
+    for f in &e.verdict.flags {
+        out.push(format!("flag: {f}"));
+    }
+    if let Some(log) = &e.verdict.log {
+        out.push(format!("log: {}", clip(log.trim().lines().last().unwrap_or(""), 200)));
+    }
+    out
+}
+
+/// A candidate's stored evidence for `kidiom review`: the verdict, then each gate.
+pub(crate) fn review_lines(evidence: &serde_json::Value) -> Option<Vec<String>> {
+    let e: Evidence = serde_json::from_value(evidence.clone()).ok()?;
+    let mut out = vec![format!(
+        "{} (validated at {}, {:.1}s, device {})",
+        e.verdict.describe(),
+        e.started_at,
+        e.seconds,
+        e.device
+    )];
+    for g in &e.gates {
+        out.push(format!(
+            "{:<11} {:<7} {:>6.1}s  {}",
+            g.gate.name(),
+            format!("{:?}", g.status).to_lowercase(),
+            g.seconds,
+            g.summary
+        ));
+    }
+    for f in &e.verdict.flags {
+        out.push(format!("flag: {f}"));
+    }
+    if let Some(log) = &e.verdict.log {
+        out.extend(log.lines().rev().take(8).collect::<Vec<_>>().into_iter().rev().map(|l| format!("log: {l}")));
+    }
+    Some(out)
+}
+
+pub(crate) fn run(a: Args) -> Result<ExitCode> {
+    let cfg = Config::load()?;
+    let cat = a.catalog.open_existing(&cfg)?;
+    let cands: Vec<Candidate> = if a.pending {
+        cat.candidates(None)?.into_iter().filter(is_pending).collect()
+    } else if a.ids.is_empty() {
+        bail!("name candidate ids or pass --pending (see `kidiom review`)");
+    } else {
+        let mut v = Vec::new();
+        for id in &a.ids {
+            v.push(super::review::find_one(&cat, id)?);
+        }
+        v
+    };
+    if cands.is_empty() {
+        if a.output.json {
+            output::json(&Report {
+                version: JSON_VERSION,
+                device: a.device.name().into(),
+                python: String::new(),
+                summary: Counts::default(),
+                candidates: Vec::new(),
+                seconds: 0.0,
+            })?;
+        } else if !a.output.quiet {
+            eprintln!("kidiom: no pending candidates (run `kidiom apply` first)");
+        }
+        return Ok(ExitCode::from(1));
+    }
+    let opts = Options {
+        device: a.device,
+        timeout: Duration::from_secs(a.timeout.max(1)),
+        seeds: a.seeds,
+        seed: a.seed,
+        consistency: !a.no_consistency,
+        python: a.python,
+        progress: !a.output.quiet && !a.output.json,
+    };
+    let report = validate_all(&cat, &cands, &opts)?;
+    if a.output.json {
+        output::json(&report)?;
+    } else {
+        print_report(&report)?;
+    }
+    let settled = report.summary.rejected == 0 && report.summary.error == 0;
+    Ok(if settled { ExitCode::SUCCESS } else { ExitCode::from(1) })
+}

@@ -1,0 +1,363 @@
+//! `kidiom validate`: rewrites of a copy of our KDA kernels, on a CPU, through
+//! the gates. A precision rewrite mined from a self-made corpus and applied
+//! with `kidiom apply`; planted wrong rewrites (a changed sign, a dropped
+//! mask, a skipped store, a broken parse, a manifest edit, numeric flags
+//! under a non-precision pattern); a kernel that hangs.
+//!
+//! The harness runs under the project's `.venv` (scripts/setup-python.sh);
+//! without it these tests skip with a printed reason.
+
+use std::path::{Path, PathBuf};
+use std::time::Instant;
+
+use kidiom_patterns::{Candidate, CandidateStatus, Catalog};
+use serde_json::Value;
+
+use crate::util::Env;
+
+fn repo() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+}
+
+/// The project's harness Python, or a printed reason to skip.
+fn python() -> Option<PathBuf> {
+    let py = std::env::var_os("KIDIOM_PYTHON").map(PathBuf::from).unwrap_or_else(|| repo().join(".venv/bin/python"));
+    let ok = std::process::Command::new(&py)
+        .args(["-c", "import numpy, triton"])
+        .output()
+        .map(|o| o.status.success())
+        .unwrap_or(false);
+    if !ok {
+        eprintln!("skipping: no Python with numpy and triton at {} (run scripts/setup-python.sh)", py.display());
+        return None;
+    }
+    Some(py)
+}
+
+fn copy_dir(from: &Path, to: &Path) {
+    std::fs::create_dir_all(to).expect("mkdir");
+    for e in std::fs::read_dir(from).expect("read_dir") {
+        let e = e.expect("entry");
+        let name = e.file_name();
+        if name == "__pycache__" || name.to_string_lossy().starts_with('.') {
+            continue;
+        }
+        if e.file_type().expect("type").is_dir() {
+            copy_dir(&e.path(), &to.join(&name));
+        } else {
+            std::fs::copy(e.path(), to.join(&name)).expect("copy");
+        }
+    }
+}
+
+/// A project holding a copy of kernels/ and an empty catalog.
+fn project() -> Env {
+    let env = Env::new();
+    copy_dir(&repo().join("kernels"), &env.path().join("kernels"));
+    Catalog::open(&env.db()).expect("catalog");
+    env
+}
+
+fn read(env: &Env, rel: &str) -> String {
+    std::fs::read_to_string(env.path().join(rel)).expect("read")
+}
+
+/// Stores a candidate rewriting `rel` from its current text to `new`.
+fn plant(env: &Env, id: &str, category: &str, rel: &str, new: &str) {
+    let old = read(env, rel);
+    assert_ne!(old, new, "{id}: the planted edit changed nothing");
+    let cat = Catalog::open(&env.db()).expect("catalog");
+    cat.put_candidate(&Candidate {
+        id: id.into(),
+        pattern_id: format!("test-{category}"),
+        path: rel.into(),
+        base_blob: kidiom_miner::blob_id(old.as_bytes()),
+        result_blob: kidiom_miner::blob_id(new.as_bytes()),
+        value: None,
+        sites: 1,
+        diff: kidiom_rewriter::unified(rel, &old, new, 3),
+        status: CandidateStatus::Proposed,
+        provenance: serde_json::json!({"category": category}),
+        evidence: serde_json::json!({}),
+        commit_id: None,
+        created_at: String::new(),
+        updated_at: String::new(),
+    })
+    .expect("put");
+}
+
+fn edit(env: &Env, rel: &str, from: &str, to: &str) -> String {
+    let text = read(env, rel);
+    assert_eq!(text.matches(from).count(), 1, "{from:?} must occur once in {rel}");
+    text.replace(from, to)
+}
+
+fn validate(env: &Env, py: &Path, args: &[&str]) -> (Value, std::process::Output) {
+    let db = env.db();
+    let mut all = vec!["validate", "--db", db.to_str().expect("utf8"), "--device", "cpu", "--json"];
+    all.extend_from_slice(args);
+    let out = env.cmd().env("KIDIOM_PYTHON", py).args(&all).output().expect("spawn");
+    let json = serde_json::from_slice(&out.stdout).unwrap_or_else(|e| {
+        panic!(
+            "not JSON ({e}):\n{}\nstderr:\n{}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        )
+    });
+    (json, out)
+}
+
+fn by_id<'a>(report: &'a Value, id: &str) -> &'a Value {
+    report["candidates"]
+        .as_array()
+        .and_then(|a| a.iter().find(|c| c["candidate"] == id))
+        .unwrap_or_else(|| panic!("no evidence for {id} in {report:#}"))
+}
+
+fn gate<'a>(ev: &'a Value, name: &str) -> &'a Value {
+    ev["gates"].as_array().and_then(|g| g.iter().find(|r| r["gate"] == name)).unwrap_or(&Value::Null)
+}
+
+fn verdict(ev: &Value) -> (String, String) {
+    (
+        ev["verdict"]["kind"].as_str().unwrap_or("").to_string(),
+        ev["verdict"]["gate"].as_str().unwrap_or("-").to_string(),
+    )
+}
+
+/// An upstream corpus where `tl.dot` carries an explicit precision, and a
+/// dot without one: mined, it yields the precision pattern.
+const UPSTREAM: &str = r#"import triton
+import triton.language as tl
+
+
+@triton.jit
+def up_a(x, y, BT: tl.constexpr):
+    a = tl.load(x + tl.arange(0, BT))
+    b = tl.dot(a, a, input_precision="ieee")
+    c = tl.dot(a, b, input_precision="ieee")
+    d = tl.dot(b, c)
+    tl.store(y + tl.arange(0, BT), d)
+"#;
+
+#[test]
+fn ieee_prefill_is_needs_gpu_with_its_error_curve_improved() {
+    let Some(py) = python() else { return };
+    let env = project();
+    let up = env.write("upstream/up.py", UPSTREAM);
+    let db = env.db();
+    let dbs = db.to_str().expect("utf8");
+    let out = env.run(&["mine", up.parent().and_then(Path::to_str).expect("utf8"), "--name", "up", "--db", dbs, "-q"]);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let applied = env.json(&[
+        "apply",
+        "kernels/kda/prefill.py",
+        "--pattern",
+        "py-keyword-tl-dot-input-precision",
+        "--value",
+        "\"ieee\"",
+        "--db",
+        dbs,
+        "--json",
+    ]);
+    let cands = applied["candidates"].as_array().expect("candidates");
+    assert_eq!(cands.len(), 1, "{applied:#}");
+    let id = cands[0]["id"].as_str().expect("id").to_string();
+    assert!(cands[0]["diff"].as_str().expect("diff").contains("input_precision=\"ieee\""));
+
+    let started = Instant::now();
+    let (report, out) = validate(&env, &py, &[&id, "--seeds", "2", "--no-consistency", "--timeout", "400"]);
+    let ev = by_id(&report, &id);
+    assert_eq!(verdict(ev), ("needs-gpu".into(), "-".into()), "{ev:#}");
+    assert_eq!(out.status.code(), Some(0));
+    eprintln!("ieee candidate validated in {:.1}s", started.elapsed().as_secs_f64());
+
+    // syntax: no new error nodes
+    assert_eq!(gate(ev, "syntax")["status"], "passed");
+    // static: the flag change is allowed under a precision pattern; figures before and after
+    let st = gate(ev, "static");
+    assert_eq!(st["status"], "passed", "{st:#}");
+    assert_eq!(st["metrics"]["numeric_flags"][0]["mention"]["flag"], "input_precision");
+    for side in ["before", "after"] {
+        assert!(st[side]["registers"].as_i64().is_some_and(|r| r > 0), "{side}: {st:#}");
+        assert!(st[side]["instructions"].as_i64().is_some_and(|n| n > 0), "{side}: {st:#}");
+        assert!(st[side]["spill_store_bytes"].is_i64(), "{side}: {st:#}");
+        assert!(st[side]["by_class"]["fp32"].as_i64().is_some_and(|n| n > 0), "{side}: {st:#}");
+    }
+    // IEEE dots leave the tensor cores: the instruction mix must show it
+    assert_ne!(st["before"]["by_class"]["tensor"], st["after"]["by_class"]["tensor"], "{st:#}");
+    eprintln!("static: {}", st["summary"]);
+    // correctness: the error curve, no worse anywhere and better at the longest T
+    let cr = gate(ev, "correctness");
+    assert_eq!(cr["status"], "passed", "{cr:#}");
+    let before = cr["before"]["curve"].as_array().expect("baseline curve");
+    let after = cr["after"]["curve"].as_array().expect("candidate curve");
+    assert_eq!(before.len(), 3);
+    for (b, a) in before.iter().zip(after) {
+        let (eb, ea) = (b["rel_l2"].as_f64().expect("f64"), a["rel_l2"].as_f64().expect("f64"));
+        assert!(ea * 10.0 < eb, "T={}: {ea:e} is not well below the TF32 baseline {eb:e}", b["T"]);
+    }
+    assert!(cr["summary"].as_str().expect("summary").contains("error curve improved"), "{cr:#}");
+    assert_eq!(ev["seeds"].as_array().map(Vec::len), Some(2));
+    assert_eq!(gate(ev, "speed")["status"], "skipped");
+    for g in ev["gates"].as_array().expect("gates") {
+        assert!(g["seconds"].as_f64().is_some(), "{g:#}");
+    }
+    assert!(gate(ev, "correctness")["commands"][0].as_str().expect("cmd").contains("kernels.harness check"));
+
+    // stored: review shows the evidence next to the diff; the candidate stays pending
+    let shown = env.json(&["review", &id, "--db", dbs, "--json"]);
+    assert_eq!(shown["candidate"]["evidence"]["verdict"]["kind"], "needs-gpu");
+    assert_eq!(shown["candidate"]["status"], "proposed");
+    let text = env.run(&["review", &id, "--db", dbs]);
+    let text = String::from_utf8_lossy(&text.stdout);
+    assert!(text.contains("needs-gpu"), "{text}");
+    assert!(text.contains("static") && text.contains("regs"), "{text}");
+    assert!(text.contains("input_precision=\"ieee\""), "{text}");
+}
+
+#[test]
+fn planted_wrong_rewrites_are_rejected_at_the_right_gate() {
+    let Some(py) = python() else { return };
+    let env = project();
+    let dec = "kernels/kda/decode.py";
+    plant(&env, "sign", "math", dec, &edit(&env, dec, "b_beta * (b_v - b_p)", "b_beta * (b_v + b_p)"));
+    plant(
+        &env,
+        "mask",
+        "memory",
+        dec,
+        &edit(
+            &env,
+            dec,
+            "tl.store(p_o, b_o.to(p_o.dtype.element_ty), mask=m_v)",
+            "tl.store(p_o, b_o.to(p_o.dtype.element_ty))",
+        ),
+    );
+    plant(&env, "store", "redundancy", dec, &edit(&env, dec, "    tl.store(p_s, b_s, mask=m_s)\n", ""));
+    plant(
+        &env,
+        "parse",
+        "other",
+        dec,
+        &edit(&env, dec, "b_p = tl.sum(b_s * b_k[:, None], axis=0)", "b_p = tl.sum(b_s * b_k[:, None], axis=0"),
+    );
+    plant(
+        &env,
+        "flags",
+        "memory",
+        "kernels/kda/prefill.py",
+        &edit(&env, "kernels/kda/prefill.py", "tl.dot(b_T, b_v)", "tl.dot(b_T, b_v, input_precision=\"tf32x3\")"),
+    );
+    plant(
+        &env,
+        "manifest",
+        "other",
+        "kernels/kda/decode.toml",
+        &edit(&env, "kernels/kda/decode.toml", "rel_l2 = 5e-3", "rel_l2 = 5e-1"),
+    );
+    plant(
+        &env,
+        "reference",
+        "other",
+        "kernels/kda/reference.py",
+        &format!("{}\n# touched\n", read(&env, "kernels/kda/reference.py")),
+    );
+
+    let (report, out) = validate(&env, &py, &["--pending", "--seeds", "1", "--timeout", "300"]);
+    assert_eq!(out.status.code(), Some(1), "rejections exit 1");
+    assert_eq!(report["summary"]["rejected"], 7, "{report:#}");
+    let expect = [
+        ("sign", "correctness"),
+        ("mask", "correctness"),
+        ("store", "correctness"),
+        ("parse", "syntax"),
+        ("flags", "static"),
+        ("manifest", "static"),
+        ("reference", "static"),
+    ];
+    for (id, g) in expect {
+        let ev = by_id(&report, id);
+        assert_eq!(verdict(ev), ("rejected".to_string(), g.to_string()), "{id}: {ev:#}");
+        // no later gate ran
+        let last = ev["gates"].as_array().and_then(|a| a.last()).expect("gates");
+        assert_eq!(last["gate"], g, "{id}");
+        assert_eq!(last["status"], "failed", "{id}");
+    }
+    let reason = |id: &str| by_id(&report, id)["verdict"]["reason"].as_str().unwrap_or("").to_string();
+    // the numbers are in the verdict
+    assert!(reason("sign").contains("rel_l2"), "{}", reason("sign"));
+    let sign = gate(by_id(&report, "sign"), "correctness");
+    assert!(sign["metrics"]["worst"]["o"]["rel_l2"].as_f64().is_some_and(|e| e > 5e-3), "{sign:#}");
+    assert!(reason("mask").contains("out-of-bounds") || reason("mask").contains("padding"), "{}", reason("mask"));
+    assert!(reason("store").contains("state"), "{}", reason("store"));
+    assert!(reason("parse").contains("error nodes"), "{}", reason("parse"));
+    assert!(reason("flags").contains("input_precision=\"tf32x3\""), "{}", reason("flags"));
+    assert!(reason("manifest").contains("frozen contract: kernels/kda/decode.toml"), "{}", reason("manifest"));
+    assert!(reason("reference").contains("kernels/kda/reference.py"), "{}", reason("reference"));
+    // statuses stored
+    let cat = Catalog::open(&env.db()).expect("catalog");
+    for (id, _) in expect {
+        let c = &cat.find_candidates(id).expect("find")[0];
+        assert_eq!(c.status, CandidateStatus::Rejected, "{id}");
+        assert_eq!(c.evidence["verdict"]["kind"], "rejected", "{id}");
+    }
+    // nothing pending is left
+    let (_, out) = validate(&env, &py, &["--pending"]);
+    assert_eq!(out.status.code(), Some(1));
+}
+
+#[test]
+fn a_hanging_kernel_is_an_error_after_its_time_limit_and_the_run_goes_on() {
+    let Some(py) = python() else { return };
+    let env = project();
+    let dec = "kernels/kda/decode.py";
+    // an endless loop the compiler accepts: i_h never changes
+    let hang = edit(
+        &env,
+        dec,
+        "    i_h = i_hv // (HV // H)\n",
+        "    i_h = i_hv // (HV // H)\n    while i_h >= 0:\n        i_h += 0\n",
+    );
+    plant(&env, "hang", "other", dec, &hang);
+    plant(
+        &env,
+        "manifest",
+        "other",
+        "kernels/kda/decode.toml",
+        &edit(&env, "kernels/kda/decode.toml", "bench = { N = 64,", "bench = { N = 8,"),
+    );
+    let started = Instant::now();
+    let (report, out) = validate(&env, &py, &["hang", "manifest", "--seeds", "1", "--timeout", "25"]);
+    let secs = started.elapsed().as_secs_f64();
+    assert_eq!(out.status.code(), Some(1));
+    let ev = by_id(&report, "hang");
+    assert_eq!(verdict(ev), ("error".into(), "correctness".into()), "{ev:#}");
+    assert!(ev["verdict"]["reason"].as_str().unwrap_or("").contains("timed out"), "{ev:#}");
+    assert!(ev["verdict"]["log"].as_str().is_some_and(|l| !l.is_empty()), "{ev:#}");
+    assert!(ev["seconds"].as_f64().is_some_and(|s| s < 40.0), "{ev:#}");
+    // the run went on
+    assert_eq!(verdict(by_id(&report, "manifest")), ("rejected".into(), "static".into()));
+    assert!(secs < 90.0, "{secs}");
+    // an error leaves the candidate pending, with its evidence
+    let cat = Catalog::open(&env.db()).expect("catalog");
+    let c = &cat.find_candidates("hang").expect("find")[0];
+    assert_eq!(c.status, CandidateStatus::Proposed);
+    assert_eq!(c.evidence["verdict"]["kind"], "error");
+}
+
+#[test]
+fn bad_invocations_fail_with_one_line() {
+    let env = project();
+    let db = env.db();
+    let out = env.run(&["validate", "--db", db.to_str().expect("utf8")]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("--pending"));
+    let out = env.run(&["validate", "nope", "--db", db.to_str().expect("utf8")]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("no candidate \"nope\""));
+    let out = env.run(&["validate", "--pending", "--db", db.to_str().expect("utf8"), "--json"]);
+    assert_eq!(out.status.code(), Some(1));
+    let v: Value = serde_json::from_slice(&out.stdout).expect("json");
+    assert_eq!(v["candidates"], serde_json::json!([]));
+}
