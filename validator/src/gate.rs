@@ -15,6 +15,7 @@
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use std::sync::Mutex;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
 use kidiom_miner::{Lang, blob_id};
@@ -602,14 +603,50 @@ impl Validator {
             }
             a
         };
+        // The correctness check starts with the compiles (it does not depend on them) and is
+        // killed if the candidate fails to compile: the gates are still judged in order, and a
+        // failed gate leaves no record of the later ones.
+        let seed = self.opts.seed.unwrap_or_else(fresh_seed);
+        run.seeds = (0..self.opts.seeds as u64).map(|i| seed + i).collect();
+        let curve = precision && manifest.curve.is_some();
+        let check_args = |source: Option<&str>, seeds: u32, with_curve: bool, consistency: bool| -> Vec<String> {
+            let mut a = vec!["check".to_string(), "--kernel".into(), name.clone()];
+            if let Some(s) = source {
+                a.extend(["--source".into(), s.to_string()]);
+            }
+            a.extend(["--seeds".into(), seeds.to_string(), "--seed".into(), seed.to_string()]);
+            a.extend(["--device".into(), self.opts.device.name().into()]);
+            if !with_curve {
+                a.push("--no-curve".into());
+            }
+            if !consistency {
+                a.push("--no-consistency".into());
+            }
+            a
+        };
+        let cand_args = check_args(Some(&cand_src), self.opts.seeds, curve, self.opts.consistency);
         let limit = run.remaining();
-        let (base_run, cand_run) = std::thread::scope(|s| {
-            let b = s.spawn(|| match &cached {
-                Some(r) => Ok(r.clone()),
-                None => harness.call(&compile_args(None), limit),
+        let cancel = AtomicBool::new(false);
+        let panicked = |what: &str| Error::Diff(format!("the {what} thread panicked"));
+        let (base_run, cand_run, cand_check, base_check) = std::thread::scope(|s| {
+            let b = s.spawn(|| {
+                let compiled = match &cached {
+                    Some(r) => Ok(r.clone()),
+                    None => harness.call(&compile_args(None), limit),
+                };
+                let ok = matches!(&compiled, Ok(r) if r.status == HarnessStatus::Ok);
+                let check =
+                    (curve && ok).then(|| harness.call_cancellable(&check_args(None, 1, true, false), limit, &cancel));
+                (compiled, check)
             });
+            let c = s.spawn(|| harness.call_cancellable(&cand_args, limit, &cancel));
             let cr = harness.call(&compile_args(Some(&cand_src)), limit);
-            (b.join().unwrap_or_else(|_| Err(Error::Diff("baseline compile thread panicked".into()))), cr)
+            if !matches!(&cr, Ok(r) if r.status == HarnessStatus::Ok) {
+                cancel.store(true, Ordering::Relaxed);
+            }
+            let (compiled, check) = b.join().unwrap_or_else(|_| (Err(panicked("baseline")), None));
+            let cc = c.join().unwrap_or_else(|_| Err(panicked("check")));
+            (compiled, cr, cc, check)
         });
         let (base_run, cand_run) = (base_run?, cand_run?);
         if cached.is_none()
@@ -620,7 +657,8 @@ impl Validator {
         }
         rec.commands.push(base_run.process.command.clone());
         stamp(&mut rec, &cand_run);
-        rec.seconds = t0.elapsed().as_secs_f64();
+        // the compiles' own wall time (they overlap the correctness check)
+        rec.seconds = cand_run.process.seconds.max(if cached.is_some() { 0.0 } else { base_run.process.seconds });
         if base_run.status != HarnessStatus::Ok {
             rec.status = GateStatus::Error;
             rec.summary = format!("the baseline {} does not compile ahead of time", name);
@@ -675,44 +713,15 @@ impl Validator {
         rec.after = Some(json!(after));
         run.records.push(rec);
 
-        // 3. correctness
-        let t0 = Instant::now();
+        // 3. correctness (its processes ran alongside the compiles; the times are their own)
         let mut rec = GateRecord::new(Gate::Correctness, GateStatus::Passed, "");
-        let seed = self.opts.seed.unwrap_or_else(fresh_seed);
-        run.seeds = (0..self.opts.seeds as u64).map(|i| seed + i).collect();
-        let curve = precision && manifest.curve.is_some();
-        let check_args = |source: Option<&str>, seeds: u32, with_curve: bool, consistency: bool| -> Vec<String> {
-            let mut a = vec!["check".to_string(), "--kernel".into(), name.clone()];
-            if let Some(s) = source {
-                a.extend(["--source".into(), s.to_string()]);
-            }
-            a.extend(["--seeds".into(), seeds.to_string(), "--seed".into(), seed.to_string()]);
-            a.extend(["--device".into(), self.opts.device.name().into()]);
-            if !with_curve {
-                a.push("--no-curve".into());
-            }
-            if !consistency {
-                a.push("--no-consistency".into());
-            }
-            a
-        };
-        let limit = run.remaining();
-        if limit.is_zero() {
-            return Ok(self.timed_out(run, rec, t0));
-        }
-        let cand_args = check_args(Some(&cand_src), self.opts.seeds, curve, self.opts.consistency);
-        let (cand_check, base_check) = std::thread::scope(|s| {
-            let b = curve.then(|| s.spawn(|| harness.call(&check_args(None, 1, true, false), limit)));
-            let cr = harness.call(&cand_args, limit);
-            (cr, b.map(|h| h.join().unwrap_or_else(|_| Err(Error::Diff("baseline check thread panicked".into())))))
-        });
         let cand_check = cand_check?;
         let base_check = base_check.transpose()?;
         stamp(&mut rec, &cand_check);
         if let Some(b) = &base_check {
             rec.commands.push(b.process.command.clone());
         }
-        rec.seconds = t0.elapsed().as_secs_f64();
+        rec.seconds = base_check.as_ref().map(|b| b.process.seconds).unwrap_or(0.0).max(cand_check.process.seconds);
         let mode = cand_check.json["mode"].as_str().unwrap_or("").to_string();
         let worst = worst_errors(&cand_check.json);
         rec.metrics = json!({
@@ -723,6 +732,7 @@ impl Validator {
             "tolerance": manifest.tolerance,
             "consistency": cand_check.json["consistency"],
             "failures": cand_check.json["failures"],
+            "ran_alongside_static": true,
         });
         match cand_check.status {
             HarnessStatus::Ok => {}
@@ -992,6 +1002,7 @@ fn cudarc_bench(harness: &Harness, manifest: &Manifest, cand_src: &str, iters: u
             cwd: harness.root.to_string_lossy().into_owned(),
             code: Some(0),
             timed_out: false,
+            cancelled: false,
             seconds: started.elapsed().as_secs_f64(),
             stdout: String::new(),
             stderr_tail: String::new(),

@@ -10,6 +10,7 @@
 use std::io::Read;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
 use serde::{Deserialize, Serialize};
@@ -30,6 +31,9 @@ pub struct ProcessOutcome {
     pub code: Option<i32>,
     /// Whether the deadline passed and the process group was killed.
     pub timed_out: bool,
+    /// Whether it was killed because its result was no longer needed.
+    #[serde(default)]
+    pub cancelled: bool,
     /// Wall time.
     pub seconds: f64,
     /// Standard output.
@@ -75,6 +79,19 @@ pub fn run_with_deadline(
     env: &[(String, String)],
     limit: Duration,
 ) -> Result<ProcessOutcome> {
+    run_cancellable(program, args, cwd, env, limit, &AtomicBool::new(false))
+}
+
+/// [`run_with_deadline`], also killing the group as soon as `cancel` is set
+/// (the outcome then has `cancelled` set and no exit code).
+pub fn run_cancellable(
+    program: &Path,
+    args: &[String],
+    cwd: &Path,
+    env: &[(String, String)],
+    limit: Duration,
+    cancel: &AtomicBool,
+) -> Result<ProcessOutcome> {
     use std::os::unix::process::CommandExt;
     let command = std::iter::once(program.to_string_lossy().to_string())
         .chain(args.iter().cloned())
@@ -102,6 +119,7 @@ pub fn run_with_deadline(
     let err_t = reader(child.stderr.take().map(|p| Box::new(p) as Box<dyn Read + Send>));
     let deadline = started + limit;
     let mut timed_out = false;
+    let mut cancelled = false;
     let status = loop {
         match child.try_wait() {
             Ok(Some(s)) => break Some(s),
@@ -110,6 +128,11 @@ pub fn run_with_deadline(
         }
         if Instant::now() >= deadline {
             timed_out = true;
+            kill_group(pid);
+            break child.wait().ok();
+        }
+        if cancel.load(Ordering::Relaxed) {
+            cancelled = true;
             kill_group(pid);
             break child.wait().ok();
         }
@@ -122,8 +145,9 @@ pub fn run_with_deadline(
     Ok(ProcessOutcome {
         command,
         cwd: cwd.to_string_lossy().into_owned(),
-        code: if timed_out { None } else { status.and_then(|s| s.code()) },
+        code: if timed_out || cancelled { None } else { status.and_then(|s| s.code()) },
         timed_out,
+        cancelled,
         seconds: started.elapsed().as_secs_f64(),
         stdout,
         stderr_tail: tail(&stderr, STDERR_TAIL),
@@ -195,6 +219,11 @@ impl Harness {
     /// slightly after the harness's own, so that the harness normally reports its own
     /// timeout as JSON and the kill is the backstop.
     pub fn call(&self, args: &[String], limit: Duration) -> Result<HarnessRun> {
+        self.call_cancellable(args, limit, &AtomicBool::new(false))
+    }
+
+    /// [`Harness::call`], killed early when `cancel` is set.
+    pub fn call_cancellable(&self, args: &[String], limit: Duration, cancel: &AtomicBool) -> Result<HarnessRun> {
         let secs = limit.as_secs_f64().max(1.0);
         let inner = (secs - 3.0).max(1.0).floor();
         let mut full: Vec<String> = vec!["-m".into(), "kernels.harness".into()];
@@ -205,7 +234,7 @@ impl Harness {
             ("PYTHONUNBUFFERED".to_string(), "1".to_string()),
             ("TRITON_DEFAULT_FP_FUSION".to_string(), "1".to_string()),
         ];
-        let process = run_with_deadline(&self.python, &full, &self.root, &env, Duration::from_secs_f64(secs))?;
+        let process = run_cancellable(&self.python, &full, &self.root, &env, Duration::from_secs_f64(secs), cancel)?;
         let json = process
             .stdout
             .lines()
@@ -277,6 +306,30 @@ mod tests {
         assert_eq!(o.code, None);
         assert_eq!(o.stdout, "started\n");
         assert!(started.elapsed() < Duration::from_secs(10), "{:?}", started.elapsed());
+    }
+
+    #[test]
+    fn cancelling_kills_the_group_early() {
+        let cancel = AtomicBool::new(false);
+        let started = Instant::now();
+        let o = std::thread::scope(|s| {
+            let h = s.spawn(|| {
+                run_cancellable(
+                    Path::new("/bin/sh"),
+                    &["-c".into(), "sleep 30".into()],
+                    Path::new("/"),
+                    &[],
+                    Duration::from_secs(60),
+                    &cancel,
+                )
+            });
+            std::thread::sleep(Duration::from_millis(300));
+            cancel.store(true, Ordering::Relaxed);
+            h.join().unwrap().unwrap()
+        });
+        assert!(o.cancelled && !o.timed_out);
+        assert_eq!(o.code, None);
+        assert!(started.elapsed() < Duration::from_secs(10));
     }
 
     #[test]
