@@ -2,7 +2,8 @@
 # One command for a GPU machine: every kernel's correctness check (native, full GPU shape matrix,
 # error-vs-T curve, prefill/decode consistency) and its bench against the floor (and against
 # FLA's fused_recurrent_kda / chunk_kda when an fla-core wheel sits under .whl/), then a short
-# table. Designed to finish within 8 minutes on one H200.
+# table; then `kidiom validate --pending` on the catalog's rewrite candidates and its verdict table.
+# Designed to finish within 8 minutes on one H200 (plus the candidates' validation).
 #
 #   scripts/device-check.sh                 # JSON logs under $OUT (or /tmp/kidiom-device-check)
 #   PYTHON=/path/to/python scripts/device-check.sh
@@ -96,5 +97,31 @@ for k in kernels:
     for f in b.get("flags", []):
         print(f"   flag: {f}")
 PY
+
+# Every pending rewrite candidate in the catalog through `kidiom validate` on this GPU: the
+# correctness gate natively over the GPU shape matrix, then the interleaved A/B bench. The
+# verdicts (accepted / rejected with the gate / error) are stored in the catalog and printed.
+# KIDIOM_DB names the catalog (default .kidiom/catalog.sqlite); KIDIOM names the binary (default
+# target/release/kidiom, else target/debug/kidiom, else a cargo build when cargo is here).
+db="${KIDIOM_DB:-$root/.kidiom/catalog.sqlite}"
+kid="${KIDIOM:-}"
+for c in "$root/target/release/kidiom" "$root/target/debug/kidiom"; do
+  [[ -z "$kid" && -x "$c" ]] && kid="$c"
+done
+if [[ -z "$kid" ]] && command -v cargo >/dev/null 2>&1; then
+  timeout 300 cargo build -q --release --bin kidiom && kid="$root/target/release/kidiom"
+fi
+if [[ ! -f "$db" ]]; then
+  echo "== validate: no catalog at $db; skipping (run kidiom mine and kidiom apply first)"
+elif [[ -z "$kid" ]]; then
+  echo "== validate: no kidiom binary and no cargo; skipping"
+else
+  echo "== validate: every pending candidate in $db"
+  timeout "${VALIDATE_TIMEOUT:-900}" "$kid" validate --pending --device cuda --python "$py" --seeds 2 \
+    --timeout "${VALIDATE_CANDIDATE_TIMEOUT:-300}" --db "$db" 2>"$out/validate.err" | tee "$out/validate.txt"
+  rc=${PIPESTATUS[0]}
+  # exit 1 is a verdict (a rejection, an error, or nothing pending), not a broken run
+  [[ $rc -ne 0 && $rc -ne 1 ]] && status=1 && echo "   validate: exit $rc (see $out/validate.err)"
+fi
 echo "== device-check: $(( $(date +%s) - start )) s, logs in $out"
 exit $status
