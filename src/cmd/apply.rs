@@ -299,7 +299,7 @@ fn rewrite_file(t: &Target, rws: &[(Pattern, Rewrite)], write: bool) -> (Vec<Can
 pub(crate) fn run(a: Args) -> Result<ExitCode> {
     let started = std::time::Instant::now();
     let cfg = Config::load()?;
-    let cat = a.catalog.open_existing(&cfg)?;
+    let mut cat = a.catalog.open_existing(&cfg)?;
     let filter = Filter { category: a.category, kind: a.kind, ..Default::default() };
     let (rws, not_applicable) = rewrites(&cat, &a.patterns, filter, a.value.as_deref())?;
     let root = root()?;
@@ -336,9 +336,7 @@ pub(crate) fn run(a: Args) -> Result<ExitCode> {
             kidiom_rewriter::atomic_write(&targets[*ti].abs, text.as_bytes())?;
         }
     }
-    for c in &candidates {
-        cat.put_candidate(c)?;
-    }
+    cat.put_candidates(&candidates)?;
     let report = Report {
         write: a.write,
         files: targets.len(),

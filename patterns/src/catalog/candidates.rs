@@ -100,37 +100,16 @@ impl Catalog {
     /// Stores a candidate, replacing one with the same id (its creation
     /// time is kept). `created_at`/`updated_at` are set by the catalog.
     pub fn put_candidate(&self, c: &Candidate) -> Result<()> {
-        let json = |v: &serde_json::Value| serde_json::to_string(v).unwrap_or_else(|_| "{}".into());
-        self.conn
-            .prepare_cached(
-                "INSERT INTO candidates (id, pattern_id, path, base_blob, result_blob, value, sites, diff, status,
-                     provenance, evidence, commit_id, created_at, updated_at)
-                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12,
-                     strftime('%Y-%m-%dT%H:%M:%SZ', 'now'), strftime('%Y-%m-%dT%H:%M:%SZ', 'now'))
-                 ON CONFLICT (id) DO UPDATE SET pattern_id = excluded.pattern_id, path = excluded.path,
-                     base_blob = excluded.base_blob, result_blob = excluded.result_blob, value = excluded.value,
-                     sites = excluded.sites, diff = excluded.diff, status = excluded.status,
-                     provenance = excluded.provenance, evidence = excluded.evidence,
-                     commit_id = excluded.commit_id, updated_at = excluded.updated_at",
-            )
-            .and_then(|mut st| {
-                st.execute(params![
-                    c.id,
-                    c.pattern_id,
-                    c.path,
-                    c.base_blob,
-                    c.result_blob,
-                    c.value,
-                    i64::try_from(c.sites).unwrap_or(i64::MAX),
-                    c.diff,
-                    c.status.name(),
-                    json(&c.provenance),
-                    json(&c.evidence),
-                    c.commit_id,
-                ])
-            })
-            .at(&self.path)?;
-        Ok(())
+        put(&self.conn, &self.path, c)
+    }
+
+    /// Stores many candidates in one transaction (one sync, not one per row).
+    pub fn put_candidates(&mut self, cands: &[Candidate]) -> Result<()> {
+        let tx = self.conn.transaction().at(&self.path)?;
+        for c in cands {
+            put(&tx, &self.path, c)?;
+        }
+        tx.commit().at(&self.path)
     }
 
     /// Candidates, newest first (then by id), optionally of one status.
@@ -241,6 +220,39 @@ impl Catalog {
     }
 }
 
+fn put(conn: &rusqlite::Connection, path: &std::path::Path, c: &Candidate) -> Result<()> {
+    let json = |v: &serde_json::Value| serde_json::to_string(v).unwrap_or_else(|_| "{}".into());
+    conn.prepare_cached(
+        "INSERT INTO candidates (id, pattern_id, path, base_blob, result_blob, value, sites, diff, status,
+                     provenance, evidence, commit_id, created_at, updated_at)
+                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12,
+                     strftime('%Y-%m-%dT%H:%M:%SZ', 'now'), strftime('%Y-%m-%dT%H:%M:%SZ', 'now'))
+                 ON CONFLICT (id) DO UPDATE SET pattern_id = excluded.pattern_id, path = excluded.path,
+                     base_blob = excluded.base_blob, result_blob = excluded.result_blob, value = excluded.value,
+                     sites = excluded.sites, diff = excluded.diff, status = excluded.status,
+                     provenance = excluded.provenance, evidence = excluded.evidence,
+                     commit_id = excluded.commit_id, updated_at = excluded.updated_at",
+    )
+    .and_then(|mut st| {
+        st.execute(params![
+            c.id,
+            c.pattern_id,
+            c.path,
+            c.base_blob,
+            c.result_blob,
+            c.value,
+            i64::try_from(c.sites).unwrap_or(i64::MAX),
+            c.diff,
+            c.status.name(),
+            json(&c.provenance),
+            json(&c.evidence),
+            c.commit_id,
+        ])
+    })
+    .at(path)?;
+    Ok(())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -275,6 +287,9 @@ mod tests {
         assert!(!all[0].created_at.is_empty());
         assert_eq!(cat.candidates(Some(CandidateStatus::Applied)).unwrap().len(), 1);
         assert_eq!(cat.find_candidates("p@k.py#0001").unwrap().len(), 1);
+        let mut cat2 = Catalog::open_in_memory().unwrap();
+        cat2.put_candidates(&all).unwrap();
+        assert_eq!(cat2.candidates(None).unwrap().len(), 2);
         assert_eq!(cat.find_candidates("p@k.py#000").unwrap().len(), 2);
         assert!(cat.find_candidates("nope").unwrap().is_empty());
         assert!(cat.set_candidate_status("p@k.py#0001", CandidateStatus::Accepted, Some("c0ffee")).unwrap());
