@@ -61,7 +61,7 @@ pub(crate) struct Args {
     output: OutputArgs,
 }
 
-fn parse_device(s: &str) -> Result<Device, String> {
+pub(crate) fn parse_device(s: &str) -> Result<Device, String> {
     Device::from_name(s).ok_or_else(|| format!("unknown device {s:?} (auto, cpu, cuda)"))
 }
 
