@@ -14,3 +14,5 @@ mod apply;
 mod history;
 // `kidiom validate`: the gates on a copy of our kernels (CPU), planted bugs, a hanging kernel.
 mod validate;
+// `kidiom mcp`: a client session over stdio, write refusal, the Python SDK as an independent client.
+mod mcp;

@@ -6,11 +6,12 @@
 //! trailers. The target on disk must still be the blob the candidate was
 //! computed from; otherwise nothing happens and `apply` must be re-run.
 
+use std::path::Path;
 use std::process::ExitCode;
 
 use anyhow::{Context, Result, bail};
 use kidiom_miner::blob_id;
-use kidiom_patterns::{Candidate, CandidateStatus};
+use kidiom_patterns::{Candidate, CandidateStatus, Catalog};
 use kidiom_rewriter::{DEFAULT_BRANCH, ReviewCommit};
 
 use super::{CatalogArgs, OutputArgs};
@@ -69,15 +70,14 @@ pub(crate) fn message(c: &Candidate) -> String {
     m
 }
 
-pub(crate) fn run(a: Args) -> Result<ExitCode> {
-    let cfg = Config::load()?;
-    let cat = a.catalog.open_existing(&cfg)?;
-    let c = super::review::find_one(&cat, &a.id)?;
+/// Commits candidate `id` on `branch` in the repository holding `root`;
+/// returns the candidate id and the commit id.
+pub(crate) fn accept(cat: &Catalog, root: &Path, id: &str, branch: &str) -> Result<(String, String)> {
+    let c = super::review::find_one(cat, id)?;
     if c.status == CandidateStatus::Accepted {
         bail!("{} is already accepted ({})", c.id, c.commit_id.as_deref().unwrap_or("no commit recorded"));
     }
-    let root = super::apply::root()?;
-    if kidiom_rewriter::repo_root(&root).is_none() {
+    if kidiom_rewriter::repo_root(root).is_none() {
         bail!("{} is not in a git repository; `accept` commits on a review branch", root.display());
     }
     let abs = root.join(&c.path);
@@ -90,13 +90,20 @@ pub(crate) fn run(a: Args) -> Result<ExitCode> {
         return Err(kidiom_rewriter::Error::Stale { path: abs, expected: expected.clone(), found }.into());
     }
     let msg = message(&c);
-    let commit =
-        kidiom_rewriter::commit_review(&root, &ReviewCommit { branch: &a.branch, diff: &c.diff, message: &msg })?;
+    let commit = kidiom_rewriter::commit_review(root, &ReviewCommit { branch, diff: &c.diff, message: &msg })?;
     cat.set_candidate_status(&c.id, CandidateStatus::Accepted, Some(&commit))?;
+    Ok((c.id, commit))
+}
+
+pub(crate) fn run(a: Args) -> Result<ExitCode> {
+    let cfg = Config::load()?;
+    let cat = a.catalog.open_existing(&cfg)?;
+    let root = super::apply::root()?;
+    let (id, commit) = accept(&cat, &root, &a.id, &a.branch)?;
     if a.output.json {
-        output::json(&serde_json::json!({ "candidate": c.id, "branch": a.branch, "commit": commit }))?;
+        output::json(&serde_json::json!({ "candidate": id, "branch": a.branch, "commit": commit }))?;
     } else {
-        output::line(&format!("accepted {} as {} on {}", c.id, &commit[..12.min(commit.len())], a.branch))?;
+        output::line(&format!("accepted {} as {} on {}", id, &commit[..12.min(commit.len())], a.branch))?;
     }
     Ok(ExitCode::SUCCESS)
 }

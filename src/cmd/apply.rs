@@ -198,21 +198,33 @@ pub(crate) struct NotApplicable {
 }
 
 #[derive(Debug, Serialize)]
-struct Dropped {
-    pattern: String,
-    path: String,
-    reason: String,
+pub(crate) struct Dropped {
+    pub(crate) pattern: String,
+    pub(crate) path: String,
+    pub(crate) reason: String,
 }
 
+/// What one `apply` did; also the JSON of `apply --json` and of the MCP tools.
 #[derive(Debug, Serialize)]
-struct Report {
-    write: bool,
-    candidates: Vec<Candidate>,
-    dropped: Vec<Dropped>,
-    not_applicable: Vec<NotApplicable>,
-    files: usize,
-    patterns: usize,
-    seconds: f64,
+pub(crate) struct Report {
+    pub(crate) write: bool,
+    pub(crate) candidates: Vec<Candidate>,
+    pub(crate) dropped: Vec<Dropped>,
+    pub(crate) not_applicable: Vec<NotApplicable>,
+    pub(crate) files: usize,
+    pub(crate) patterns: usize,
+    pub(crate) seconds: f64,
+}
+
+/// What to apply, where, and how.
+pub(crate) struct Request<'a> {
+    pub(crate) targets: &'a [PathBuf],
+    pub(crate) patterns: &'a [String],
+    pub(crate) filter: Filter,
+    pub(crate) value: Option<&'a str>,
+    pub(crate) write: bool,
+    pub(crate) force: bool,
+    pub(crate) quiet: bool,
 }
 
 fn provenance(p: &Pattern, value: Option<&str>) -> serde_json::Value {
@@ -296,16 +308,14 @@ fn rewrite_file(t: &Target, rws: &[(Pattern, Rewrite)], write: bool) -> (Vec<Can
     (cands, dropped, changed)
 }
 
-pub(crate) fn run(a: Args) -> Result<ExitCode> {
+/// Proposes (or, with `write`, applies) the selected patterns on the
+/// targets under `root`, and stores the candidates in the catalog.
+pub(crate) fn apply(cat: &mut Catalog, root: &Path, req: &Request) -> Result<Report> {
     let started = std::time::Instant::now();
-    let cfg = Config::load()?;
-    let mut cat = a.catalog.open_existing(&cfg)?;
-    let filter = Filter { category: a.category, kind: a.kind, ..Default::default() };
-    let (rws, not_applicable) = rewrites(&cat, &a.patterns, filter, a.value.as_deref())?;
-    let root = root()?;
-    let targets = collect_targets(&a.targets, &root, a.output.quiet)?;
+    let (rws, not_applicable) = rewrites(cat, req.patterns, req.filter.clone(), req.value)?;
+    let targets = collect_targets(req.targets, root, req.quiet)?;
     let per_file: Vec<(Vec<Candidate>, Vec<Dropped>, Option<String>)> =
-        targets.par_iter().map(|t| rewrite_file(t, &rws, a.write)).collect();
+        targets.par_iter().map(|t| rewrite_file(t, &rws, req.write)).collect();
     let mut candidates = Vec::new();
     let mut dropped = Vec::new();
     let mut results: Vec<(usize, String)> = Vec::new(); // (target index, final text) for --write
@@ -316,12 +326,12 @@ pub(crate) fn run(a: Args) -> Result<ExitCode> {
             results.push((ti, text));
         }
     }
-    if a.write {
+    if req.write {
         // Check every file before writing any: nothing is half-written.
         for (ti, _) in &results {
             let t = &targets[*ti];
-            if !a.force
-                && let Some(status) = kidiom_rewriter::uncommitted(&root, Path::new(&t.rel)).ok().flatten()
+            if !req.force
+                && let Some(status) = kidiom_rewriter::uncommitted(root, Path::new(&t.rel)).ok().flatten()
             {
                 return Err(kidiom_rewriter::Error::Uncommitted { path: t.abs.clone(), status }.into());
             }
@@ -337,15 +347,31 @@ pub(crate) fn run(a: Args) -> Result<ExitCode> {
         }
     }
     cat.put_candidates(&candidates)?;
-    let report = Report {
-        write: a.write,
+    Ok(Report {
+        write: req.write,
         files: targets.len(),
         patterns: rws.len(),
         seconds: started.elapsed().as_secs_f64(),
         candidates,
         dropped,
         not_applicable,
+    })
+}
+
+pub(crate) fn run(a: Args) -> Result<ExitCode> {
+    let cfg = Config::load()?;
+    let mut cat = a.catalog.open_existing(&cfg)?;
+    let root = root()?;
+    let req = Request {
+        targets: &a.targets,
+        patterns: &a.patterns,
+        filter: Filter { category: a.category, kind: a.kind, ..Default::default() },
+        value: a.value.as_deref(),
+        write: a.write,
+        force: a.force,
+        quiet: a.output.quiet,
     };
+    let report = apply(&mut cat, &root, &req)?;
     let found = !report.candidates.is_empty();
     if a.output.json {
         output::json(&report)?;

@@ -1,12 +1,158 @@
-//! The tools that act: proposing, validating and accepting rewrites.
+//! The tools that act: proposing, applying, validating and accepting rewrites.
 
-use serde_json::Value;
+use std::path::PathBuf;
+use std::time::Duration;
+
+use kidiom_patterns::{Category, Filter, Kind};
+use serde_json::{Value, json};
 
 use super::Ctx;
-use super::tools::{Tool, ToolError, ToolResult};
+use super::tools::{Tool, ToolError, ToolResult, one_candidate, open, str_arg};
+use crate::cmd::{accept, apply, validate};
 
-pub(crate) const TOOLS: &[Tool] = &[];
+fn rewrite_schema() -> Value {
+    json!({
+        "type": "object",
+        "properties": {
+            "pattern_ids": {"type": "array", "items": {"type": "string"}, "description": "patterns to apply (default: every pattern with a rewrite, after the filters)"},
+            "targets": {"type": "array", "items": {"type": "string"}, "description": "files or directories, relative to the workspace root (default: kernels)"},
+            "category": {"type": "string", "enum": Category::ALL.iter().map(|c| c.name()).collect::<Vec<_>>()},
+            "kind": {"type": "string", "enum": ["usage", "edit"]},
+            "value": {"type": "string", "description": "the value to write into the pattern's hole (default: the dominant upstream value)"}
+        },
+        "additionalProperties": false
+    })
+}
 
-pub(crate) fn call(name: &str, _args: &Value, _ctx: &Ctx, _progress: &mut dyn FnMut(u64, u64, &str)) -> ToolResult {
-    Err(ToolError(format!("unknown tool {name:?}")))
+pub(crate) const TOOLS: &[Tool] = &[
+    Tool {
+        name: "propose_rewrite",
+        title: "Propose rewrites (dry run)",
+        description: "Applies catalog patterns to target files without writing them; returns each candidate's \
+                      unified diff and stores the candidates for validation.",
+        writes: false,
+        input: rewrite_schema,
+    },
+    Tool {
+        name: "validate_candidate",
+        title: "Validate a rewrite candidate",
+        description: "Runs the syntax, static, correctness and (on a GPU) speed gates on candidates; returns the \
+                      gate records and the verdict. Reports progress notifications.",
+        writes: false,
+        input: || {
+            json!({
+                "type": "object",
+                "properties": {
+                    "ids": {"type": "array", "items": {"type": "string"}, "description": "candidate ids or unique prefixes"},
+                    "device": {"type": "string", "enum": ["auto", "cpu", "cuda"], "default": "auto"},
+                    "timeout_seconds": {"type": "integer", "minimum": 1, "maximum": 3600, "default": 600}
+                },
+                "required": ["ids"],
+                "additionalProperties": false
+            })
+        },
+    },
+    Tool {
+        name: "apply_rewrite",
+        title: "Write rewrites into the tree",
+        description: "Like propose_rewrite, but writes the rewritten files (atomically; refuses files with \
+                      uncommitted changes).",
+        writes: true,
+        input: rewrite_schema,
+    },
+    Tool {
+        name: "accept_candidate",
+        title: "Accept a candidate",
+        description: "Commits a candidate on the review branch (kidiom/review), with its pattern, provenance and \
+                      evidence as trailers; the working tree and HEAD are left alone.",
+        writes: true,
+        input: || {
+            json!({
+                "type": "object",
+                "properties": {"id": {"type": "string"}, "branch": {"type": "string", "default": kidiom_rewriter::DEFAULT_BRANCH}},
+                "required": ["id"],
+                "additionalProperties": false
+            })
+        },
+    },
+];
+
+pub(crate) fn call(name: &str, args: &Value, ctx: &Ctx, progress: &mut dyn FnMut(u64, u64, &str)) -> ToolResult {
+    match name {
+        "propose_rewrite" => rewrite(args, ctx, false),
+        "apply_rewrite" => rewrite(args, ctx, true),
+        "validate_candidate" => validate_candidates(args, ctx, progress),
+        "accept_candidate" => accept_candidate(args, ctx),
+        other => Err(ToolError(format!("unknown tool {other:?}"))),
+    }
+}
+
+fn strings(args: &Value, key: &str) -> Vec<String> {
+    args.get(key)
+        .and_then(Value::as_array)
+        .map(|a| a.iter().filter_map(|v| v.as_str().map(str::to_string)).collect())
+        .unwrap_or_default()
+}
+
+fn rewrite(args: &Value, ctx: &Ctx, write: bool) -> ToolResult {
+    let mut cat = open(ctx)?;
+    let mut targets = Vec::new();
+    for t in strings(args, "targets") {
+        targets.push(super::tools::confine(ctx, &t)?);
+    }
+    if targets.is_empty() {
+        targets.push(super::tools::confine(ctx, "kernels")?);
+    }
+    let targets: Vec<PathBuf> = targets;
+    let patterns = strings(args, "pattern_ids");
+    let req = apply::Request {
+        targets: &targets,
+        patterns: &patterns,
+        filter: Filter {
+            category: str_arg(args, "category").and_then(Category::from_name),
+            kind: str_arg(args, "kind").and_then(Kind::from_name),
+            ..Default::default()
+        },
+        value: str_arg(args, "value"),
+        write,
+        force: false,
+        quiet: true,
+    };
+    let report = apply::apply(&mut cat, &ctx.root, &req).map_err(|e| ToolError(format!("{e:#}")))?;
+    Ok(serde_json::to_value(report)?)
+}
+
+fn validate_candidates(args: &Value, ctx: &Ctx, progress: &mut dyn FnMut(u64, u64, &str)) -> ToolResult {
+    let cat = open(ctx)?;
+    let mut cands = Vec::new();
+    for id in strings(args, "ids") {
+        cands.push(one_candidate(&cat, &id)?);
+    }
+    if cands.is_empty() {
+        return Err(ToolError("no candidate ids given; list_candidates lists them".into()));
+    }
+    let device = validate::parse_device(str_arg(args, "device").unwrap_or("auto")).map_err(ToolError)?;
+    let timeout = Duration::from_secs(args.get("timeout_seconds").and_then(Value::as_u64).unwrap_or(600).max(1));
+    let opts =
+        validate::Options { device, timeout, seeds: 3, seed: None, consistency: true, python: None, progress: false };
+    let total = cands.len() as u64;
+    let mut results = Vec::new();
+    for (i, c) in cands.iter().enumerate() {
+        progress(i as u64, total, &format!("validating {}", c.id));
+        let report =
+            validate::validate_all(&cat, std::slice::from_ref(c), &opts).map_err(|e| ToolError(format!("{e:#}")))?;
+        for ev in report.candidates {
+            progress(i as u64 + 1, total, &format!("{}: {}", c.id, ev.verdict.describe()));
+            results.push(serde_json::to_value(ev)?);
+        }
+    }
+    Ok(json!({"candidates": results}))
+}
+
+fn accept_candidate(args: &Value, ctx: &Ctx) -> ToolResult {
+    let cat = open(ctx)?;
+    let id = str_arg(args, "id").unwrap_or("");
+    let branch = str_arg(args, "branch").unwrap_or(kidiom_rewriter::DEFAULT_BRANCH);
+    let (id, commit) = accept::accept(&cat, &ctx.root, id, branch).map_err(|e| ToolError(format!("{e:#}")))?;
+    Ok(json!({"candidate": id, "branch": branch, "commit": commit}))
 }

@@ -55,6 +55,8 @@ pub(crate) fn run(args: Args) -> Result<ExitCode> {
         Some(p) => root.join(p),
         None => cfg.resolve(&cfg.catalog.path),
     };
+    // Commands resolve paths against the current directory: make it the root.
+    std::env::set_current_dir(&root).with_context(|| format!("entering {}", root.display()))?;
     let ctx = Ctx { root, db, allow_write: args.allow_write };
     let stdin = std::io::stdin();
     let stdout = std::io::stdout();

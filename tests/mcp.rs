@@ -1,0 +1,249 @@
+use std::io::{BufRead, BufReader, Write};
+use std::process::{Child, ChildStdin, ChildStdout, Stdio};
+
+use serde_json::{Value, json};
+
+use crate::util::{Env, git_repo};
+
+const KERNEL: &str = "import triton\nimport triton.language as tl\n\n\n@triton.jit\ndef k(a, b, o, BT: tl.constexpr):\n    i = tl.program_id(0)\n    x = tl.load(a + i)\n    y = tl.load(b + i)\n    tl.store(o + i, tl.dot(x, y))\n";
+
+/// A workspace: a git repository holding kernels/k.py, and a catalog mined
+/// from a small corpus where `tl.dot` carries `input_precision`.
+fn workspace() -> (Env, String) {
+    let env = Env::new();
+    git_repo(&env.path().join("ws"), &[("kernels/k.py", KERNEL.as_bytes())]);
+    let corpus = "import triton\nimport triton.language as tl\n@triton.jit\ndef c(a):\n    x = tl.dot(a, a, input_precision=\"ieee\")\n    y = tl.dot(a, a)\n";
+    for i in 0..3 {
+        env.write(&format!("corpus/c{i}.py"), corpus);
+    }
+    let db = env.path().join("catalog.sqlite").to_string_lossy().into_owned();
+    env.json(&["mine", "corpus", "--db", &db, "--json"]);
+    (env, db)
+}
+
+struct Session {
+    child: Child,
+    stdin: ChildStdin,
+    stdout: BufReader<ChildStdout>,
+    next: u64,
+    /// Notifications received while waiting for responses.
+    notifications: Vec<Value>,
+}
+
+impl Session {
+    fn start(env: &Env, db: &str, write: bool) -> Session {
+        let mut cmd = env.cmd();
+        cmd.arg("mcp").arg("--root").arg(env.path().join("ws")).arg("--db").arg(db);
+        if write {
+            cmd.arg("--allow-write");
+        }
+        let mut child =
+            cmd.stdin(Stdio::piped()).stdout(Stdio::piped()).stderr(Stdio::inherit()).spawn().expect("spawn");
+        let stdin = child.stdin.take().expect("stdin");
+        let stdout = BufReader::new(child.stdout.take().expect("stdout"));
+        let mut s = Session { child, stdin, stdout, next: 1, notifications: Vec::new() };
+        let init = s.request(
+            "initialize",
+            json!({"protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "kidiom-test", "version": "0"}}),
+        );
+        assert_eq!(init["result"]["protocolVersion"], "2025-06-18", "{init}");
+        assert_eq!(init["result"]["serverInfo"]["name"], "kidiom");
+        assert!(init["result"]["capabilities"]["tools"].is_object());
+        s.send_line(&json!({"jsonrpc": "2.0", "method": "notifications/initialized"}).to_string());
+        s
+    }
+
+    fn send_line(&mut self, line: &str) {
+        writeln!(self.stdin, "{line}").expect("write");
+        self.stdin.flush().expect("flush");
+    }
+
+    /// Reads messages until the response with `id`.
+    fn response(&mut self, id: &Value) -> Value {
+        loop {
+            let mut line = String::new();
+            let n = self.stdout.read_line(&mut line).expect("read");
+            assert!(n > 0, "server closed its stdout");
+            let v: Value = serde_json::from_str(&line).expect("server sends JSON lines");
+            assert_eq!(v["jsonrpc"], "2.0");
+            if v.get("method").is_some() {
+                self.notifications.push(v);
+            } else if &v["id"] == id {
+                return v;
+            }
+        }
+    }
+
+    fn request(&mut self, method: &str, params: Value) -> Value {
+        let id = json!(self.next);
+        self.next += 1;
+        self.send_line(&json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params}).to_string());
+        self.response(&id)
+    }
+
+    /// A tools/call; returns the result object.
+    fn call(&mut self, name: &str, args: Value) -> Value {
+        let r = self.request("tools/call", json!({"name": name, "arguments": args}));
+        assert!(r.get("error").is_none(), "{name}: protocol error {r}");
+        r["result"].clone()
+    }
+
+    fn ok(&mut self, name: &str, args: Value) -> Value {
+        let r = self.call(name, args);
+        assert_eq!(r["isError"], false, "{name}: {r}");
+        assert!(r["content"][0]["text"].is_string());
+        r["structuredContent"].clone()
+    }
+}
+
+impl Drop for Session {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+#[test]
+fn a_client_session_over_stdio() {
+    let (env, db) = workspace();
+    let kernel_path = env.path().join("ws/kernels/k.py");
+    let mut s = Session::start(&env, &db, false);
+
+    let tools = s.request("tools/list", json!({}));
+    let names: Vec<&str> =
+        tools["result"]["tools"].as_array().expect("tools").iter().filter_map(|t| t["name"].as_str()).collect();
+    for want in [
+        "search_patterns",
+        "get_pattern",
+        "list_targets",
+        "list_candidates",
+        "get_evidence",
+        "propose_rewrite",
+        "validate_candidate",
+        "apply_rewrite",
+        "accept_candidate",
+    ] {
+        assert!(names.contains(&want), "{want} missing from {names:?}");
+    }
+    for t in tools["result"]["tools"].as_array().expect("tools") {
+        assert_eq!(t["inputSchema"]["type"], "object", "{t}");
+    }
+
+    let found = s.ok("search_patterns", json!({"query": "input_precision", "language": "python"}));
+    let id = "py-keyword-tl-dot-input-precision";
+    assert!(found["patterns"].as_array().expect("patterns").iter().any(|p| p["id"] == id), "{found}");
+    let p = s.ok("get_pattern", json!({"id": id}));
+    assert_eq!(p["values"][0]["value"], "\"ieee\"");
+    assert_eq!(s.call("get_pattern", json!({"id": "no-such"}))["isError"], true);
+
+    let targets = s.ok("list_targets", json!({}));
+    assert_eq!(targets["targets"][0]["path"], "kernels/k.py");
+    assert_eq!(targets["targets"][0]["kernels"], 1);
+    let outside = s.call("list_targets", json!({"path": "../corpus"}));
+    assert_eq!(outside["isError"], true);
+    assert!(outside["content"][0]["text"].as_str().expect("text").contains("outside the workspace"));
+
+    let proposed = s.ok("propose_rewrite", json!({"pattern_ids": [id]}));
+    let cand = &proposed["candidates"][0];
+    assert!(
+        cand["diff"].as_str().expect("diff").contains("+    tl.store(o + i, tl.dot(x, y, input_precision=\"ieee\"))"),
+        "{cand}"
+    );
+    let cand_id = cand["id"].as_str().expect("id").to_string();
+    assert_eq!(std::fs::read_to_string(&kernel_path).expect("read"), KERNEL, "a dry run writes nothing");
+    let listed = s.ok("list_candidates", json!({"status": "proposed"}));
+    assert_eq!(listed["candidates"][0]["id"], cand_id.as_str());
+    let ev = s.ok("get_evidence", json!({"id": cand_id}));
+    assert_eq!(ev["pattern_id"], id);
+
+    // Validation reports progress notifications before its answer.
+    let r = s.request(
+        "tools/call",
+        json!({"name": "validate_candidate", "arguments": {"ids": [cand_id], "device": "cpu", "timeout_seconds": 60}, "_meta": {"progressToken": "v1"}}),
+    );
+    assert!(r["result"].is_object(), "{r}");
+    let progress: Vec<&Value> = s
+        .notifications
+        .iter()
+        .filter(|n| n["method"] == "notifications/progress" && n["params"]["progressToken"] == "v1")
+        .collect();
+    assert!(progress.len() >= 2, "{:?}", s.notifications);
+    let text = r["result"]["content"][0]["text"].as_str().expect("text");
+    if r["result"]["isError"] == false {
+        assert!(r["result"]["structuredContent"]["candidates"][0]["verdict"].is_object(), "{r}");
+    } else {
+        assert!(!text.is_empty());
+    }
+
+    // A read-only server refuses writes, and nothing changes on disk.
+    for (tool, args) in [("apply_rewrite", json!({"pattern_ids": [id]})), ("accept_candidate", json!({"id": cand_id}))]
+    {
+        let refused = s.call(tool, args);
+        assert_eq!(refused["isError"], true, "{tool}");
+        assert!(refused["content"][0]["text"].as_str().expect("text").contains("--allow-write"), "{refused}");
+    }
+    assert_eq!(std::fs::read_to_string(&kernel_path).expect("read"), KERNEL);
+    let repo = git2::Repository::open(env.path().join("ws")).expect("repo");
+    assert!(repo.find_branch("kidiom/review", git2::BranchType::Local).is_err());
+
+    // Protocol errors: the server answers and keeps serving.
+    s.send_line("this is not json");
+    let parse = s.response(&Value::Null);
+    assert_eq!(parse["error"]["code"], -32700);
+    assert_eq!(s.request("tools/call", json!({"name": "no_such_tool", "arguments": {}}))["error"]["code"], -32602);
+    assert_eq!(s.request("tools/call", json!({"name": "get_pattern", "arguments": {}}))["error"]["code"], -32602);
+    assert_eq!(
+        s.request("tools/call", json!({"name": "get_pattern", "arguments": {"id": 3}}))["error"]["code"],
+        -32602
+    );
+    assert_eq!(s.request("no/such/method", json!({}))["error"]["code"], -32601);
+    let stats = s.request("resources/read", json!({"uri": "kidiom://catalog/stats"}));
+    let text = stats["result"]["contents"][0]["text"].as_str().expect("stats text");
+    assert!(serde_json::from_str::<Value>(text).expect("stats JSON")["patterns"].is_number(), "{text}");
+    assert_eq!(s.request("ping", json!({}))["result"], json!({}));
+}
+
+#[test]
+fn a_write_server_accepts_onto_the_review_branch() {
+    let (env, db) = workspace();
+    let mut s = Session::start(&env, &db, true);
+    let proposed = s.ok("propose_rewrite", json!({"pattern_ids": ["py-keyword-tl-dot-input-precision"]}));
+    let cand_id = proposed["candidates"][0]["id"].as_str().expect("id").to_string();
+    let accepted = s.ok("accept_candidate", json!({"id": cand_id}));
+    let repo = git2::Repository::open(env.path().join("ws")).expect("repo");
+    let branch = repo.find_branch("kidiom/review", git2::BranchType::Local).expect("review branch");
+    let commit = branch.get().peel_to_commit().expect("commit");
+    assert_eq!(commit.id().to_string(), accepted["commit"].as_str().expect("commit id"));
+    assert!(commit.message().expect("message").contains("Kidiom-Pattern: py-keyword-tl-dot-input-precision"));
+    // The working tree is left alone; the rewrite lives on the branch.
+    assert_eq!(std::fs::read_to_string(env.path().join("ws/kernels/k.py")).expect("read"), KERNEL);
+}
+
+/// The same session from an independent client: the `mcp` Python SDK.
+#[test]
+fn the_python_sdk_client_speaks_to_the_server() {
+    let venv = concat!(env!("CARGO_MANIFEST_DIR"), "/.venv/bin/python");
+    let has_sdk = std::process::Command::new(venv)
+        .args(["-c", "import mcp.client.stdio"])
+        .output()
+        .is_ok_and(|o| o.status.success());
+    if !has_sdk {
+        let required = std::env::var_os("CI").is_some() || std::env::var_os("KIDIOM_REQUIRE_MCP_SDK").is_some();
+        assert!(!required, "the mcp Python SDK is not installed in .venv (scripts/setup-python.sh installs it)");
+        eprintln!("skipping: the mcp Python SDK is not installed in .venv (run scripts/setup-python.sh)");
+        return;
+    }
+    let (env, db) = workspace();
+    let script = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/mcp_client.py");
+    let out = std::process::Command::new(venv)
+        .arg(script)
+        .arg(env!("CARGO_BIN_EXE_kidiom"))
+        .arg(env.path().join("ws"))
+        .arg(&db)
+        .env("KIDIOM_CACHE", env.path().join("cache"))
+        .output()
+        .expect("run the client");
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success(), "client failed:\n{stdout}\n{}", String::from_utf8_lossy(&out.stderr));
+    assert!(stdout.contains("transcript ok"), "{stdout}");
+}
