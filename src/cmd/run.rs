@@ -36,7 +36,7 @@ pub(crate) struct Args {
 struct RunReport<'a> {
     mine: &'a driver::MineReport,
     top: &'a [kidiom_patterns::Pattern],
-    /// `kidiom apply --json` on kernels/ (dry run), when the loop went on.
+    /// The dry-run `apply` on kernels/, when the loop went on.
     #[serde(skip_serializing_if = "Option::is_none")]
     apply: Option<serde_json::Value>,
     /// The validation of every pending candidate.
@@ -44,20 +44,17 @@ struct RunReport<'a> {
     validate: Option<&'a super::validate::Report>,
 }
 
-/// `kidiom apply --json` (dry run on kernels/) as a subprocess: its candidates are stored in
-/// the catalog; its report comes back as JSON (exit 1 means no candidate, not a failure).
-fn apply_dry_run(db: &std::path::Path) -> Result<serde_json::Value> {
-    use anyhow::Context;
-    let exe = std::env::current_exe().context("locating the kidiom binary")?;
-    let out = std::process::Command::new(exe)
-        .args(["apply", "kernels", "--json", "-q", "--db"])
-        .arg(db)
-        .output()
-        .context("running kidiom apply")?;
-    if !matches!(out.status.code(), Some(0 | 1)) {
-        anyhow::bail!("kidiom apply failed: {}", String::from_utf8_lossy(&out.stderr).trim());
-    }
-    serde_json::from_slice(&out.stdout).context("reading kidiom apply's JSON")
+/// Whether a candidate needs this run's validation: pending, and not
+/// already judged `needs-gpu` on a machine that still has no GPU.
+fn worth_validating(c: &kidiom_patterns::Candidate, device: kidiom_validator::Device) -> bool {
+    use kidiom_validator::Device;
+    let gpu_here = match device {
+        Device::Cuda => true,
+        Device::Auto => std::path::Path::new("/dev/nvidiactl").exists(),
+        Device::Cpu => false,
+    };
+    let waiting_for_gpu = c.evidence["verdict"]["kind"] == "needs-gpu";
+    super::validate::is_pending(c) && (gpu_here || !waiting_for_gpu)
 }
 
 pub(crate) fn run(args: Args) -> Result<ExitCode> {
@@ -81,8 +78,21 @@ pub(crate) fn run(args: Args) -> Result<ExitCode> {
         if progress {
             eprintln!("kidiom: applying the catalog to kernels/ (dry run)");
         }
-        applied = Some(apply_dry_run(&args.catalog.path(&cfg))?);
-        let pending: Vec<_> = catalog.candidates(None)?.into_iter().filter(super::validate::is_pending).collect();
+        let root = super::apply::root()?;
+        let kernels = [root.join("kernels")];
+        let req = super::apply::Request {
+            targets: &kernels,
+            patterns: &[],
+            filter: Filter::default(),
+            value: None,
+            write: false,
+            force: false,
+            quiet: !progress,
+        };
+        let report = super::apply::apply(&mut catalog, &root, &req)?;
+        applied = Some(serde_json::to_value(&report)?);
+        let pending: Vec<_> =
+            catalog.candidates(None)?.into_iter().filter(|c| worth_validating(c, args.device)).collect();
         let vopts = super::validate::Options {
             device: args.device,
             timeout: std::time::Duration::from_secs(args.timeout.max(1)),
