@@ -118,6 +118,17 @@ thread_local! {
 
 /// Parses with tree-sitter (Python, CUDA, C++); `None` for Rust, which syn parses.
 pub fn parse_tree(lang: Lang, text: &str) -> Result<Option<Tree>, Skip> {
+    parse_with(lang, text, None)
+}
+
+/// Re-parses `text` incrementally from `old`, a tree of the previous text
+/// already told about the edits (`Tree::edit`): only the changed regions are
+/// parsed again. The result is the same tree a fresh parse would give.
+pub fn reparse(lang: Lang, text: &str, old: &Tree) -> Result<Option<Tree>, Skip> {
+    parse_with(lang, text, Some(old))
+}
+
+fn parse_with(lang: Lang, text: &str, old: Option<&Tree>) -> Result<Option<Tree>, Skip> {
     let Some(language) = language(lang) else { return Ok(None) };
     PARSERS.with(|cell| {
         let mut parsers = cell.borrow_mut();
@@ -131,7 +142,7 @@ pub fn parse_tree(lang: Lang, text: &str) -> Result<Option<Tree>, Skip> {
             }
         };
         let parser = &mut parsers[idx].1;
-        parser.parse(text, None).map(Some).ok_or(Skip::ParseFailed)
+        parser.parse(text, old).map(Some).ok_or(Skip::ParseFailed)
     })
 }
 

@@ -2,9 +2,9 @@
 
 use std::ops::Range;
 
-use kidiom_miner::{Lang, parse_tree};
+use kidiom_miner::{Lang, parse_tree, reparse};
 use kidiom_patterns::matcher::{Edit, Rewrite};
-use tree_sitter::Tree;
+use tree_sitter::{InputEdit, Point, Tree};
 
 use crate::conflict::resolve;
 use crate::error::{Error, Result};
@@ -89,24 +89,33 @@ pub fn rewrite(rw: &Rewrite, lang: Lang, src: &str, path: &str) -> Result<Option
 /// [`rewrite`] on a text already parsed into `tree` (so that many
 /// patterns share one parse; files without a site are never parsed again).
 pub fn rewrite_parsed(rw: &Rewrite, lang: Lang, src: &str, tree: &Tree, path: &str) -> Result<Option<Outcome>> {
+    Ok(rewrite_with_tree(rw, lang, src, tree, path)?.map(|(o, _)| o))
+}
+
+/// [`rewrite_parsed`], also returning the parse of the result, so that a
+/// caller chaining rewrites on one file never parses it from scratch again.
+pub fn rewrite_with_tree(
+    rw: &Rewrite,
+    lang: Lang,
+    src: &str,
+    tree: &Tree,
+    path: &str,
+) -> Result<Option<(Outcome, Tree)>> {
     let first = resolve(rw.site_edits(src, tree));
     if first.0.is_empty() {
         return Ok(None);
     }
     let errors_before = count_errors(tree);
+    let unparsable = |reason: String| Error::Unparsable { path: path.into(), reason };
     let mut cur = src.to_string();
+    let mut cur_tree = tree.clone();
     let mut rounds: Vec<Vec<Edit>> = Vec::new();
     let mut sites = 0;
     let mut pending = Some(first);
     loop {
         let (edits, n) = match pending.take() {
             Some(r) => r,
-            None => {
-                let tree = parse_tree(lang, &cur)
-                    .map_err(|s| Error::Unparsable { path: path.into(), reason: s.to_string() })?
-                    .ok_or_else(|| Error::Unparsable { path: path.into(), reason: "no grammar".into() })?;
-                resolve(rw.site_edits(&cur, &tree))
-            }
+            None => resolve(rw.site_edits(&cur, &cur_tree)),
         };
         if edits.is_empty() {
             break;
@@ -114,19 +123,60 @@ pub fn rewrite_parsed(rw: &Rewrite, lang: Lang, src: &str, tree: &Tree, path: &s
         if rounds.len() == MAX_ROUNDS {
             return Err(Error::NotIdempotent { pattern: rw.id.clone(), path: path.into() });
         }
-        cur = apply_edits(&cur, &edits)
+        let next = apply_edits(&cur, &edits)
             .ok_or_else(|| Error::NotIdempotent { pattern: rw.id.clone(), path: path.into() })?;
+        // Tell the old tree about the edits and re-parse only what changed;
+        // the same tree then answers both "any sites left?" and "new errors?".
+        let mut edited = cur_tree.clone();
+        let mut sorted: Vec<&Edit> = edits.iter().collect();
+        sorted.sort_by_key(|e| std::cmp::Reverse((e.range.start, e.range.end)));
+        let newlines: Vec<usize> = cur.bytes().enumerate().filter(|(_, b)| *b == b'\n').map(|(i, _)| i).collect();
+        for e in sorted {
+            edited.edit(&input_edit(&cur, &newlines, e));
+        }
+        cur_tree = reparse(lang, &next, &edited)
+            .map_err(|s| unparsable(s.to_string()))?
+            .ok_or_else(|| unparsable("no grammar".into()))?;
+        cur = next;
         sites += n;
         rounds.push(edits);
     }
     if rounds.is_empty() {
         return Ok(None);
     }
-    if parse_errors(lang, &cur)? > errors_before {
+    if count_errors(&cur_tree) > errors_before {
         return Err(Error::NewParseError { pattern: rw.id.clone(), path: path.into() });
     }
     let spans = original_spans(&rounds);
-    Ok(Some(Outcome { text: cur, sites, rounds: rounds.len(), spans }))
+    Ok(Some((Outcome { text: cur, sites, rounds: rounds.len(), spans }, cur_tree)))
+}
+
+/// The tree-sitter description of one edit of `old`: where it starts, where
+/// the replaced bytes ended, and where the new text ends.
+fn input_edit(old: &str, newlines: &[usize], e: &Edit) -> InputEdit {
+    let start = e.range.start.min(old.len());
+    let old_end = e.range.end.clamp(start, old.len());
+    let start_position = point_at(newlines, start);
+    let old_end_position = point_at(newlines, old_end);
+    let new_end_position = match e.text.rfind('\n') {
+        Some(i) => Point { row: start_position.row + e.text.matches('\n').count(), column: e.text.len() - i - 1 },
+        None => Point { row: start_position.row, column: start_position.column + e.text.len() },
+    };
+    InputEdit {
+        start_byte: start,
+        old_end_byte: old_end,
+        new_end_byte: start + e.text.len(),
+        start_position,
+        old_end_position,
+        new_end_position,
+    }
+}
+
+/// Row and column of a byte offset, given the offsets of every newline.
+fn point_at(newlines: &[usize], byte: usize) -> Point {
+    let row = newlines.partition_point(|&n| n < byte);
+    let column = if row == 0 { byte } else { byte - newlines[row - 1] - 1 };
+    Point { row, column }
 }
 
 /// Maps the edits of every round back to byte ranges of the original.
@@ -198,6 +248,31 @@ mod tests {
         assert_eq!(back(&r, 3, true), 2);
         assert_eq!(back(&r, 6, false), 5);
         assert_eq!(original_spans(&[r.clone(), vec![e(4..4, "!")]]), vec![1..2, 3..3]);
+    }
+
+    #[test]
+    fn points_count_rows_and_columns() {
+        let text = "ab\ncd\n\nx";
+        let nl: Vec<usize> = text.bytes().enumerate().filter(|(_, b)| *b == b'\n').map(|(i, _)| i).collect();
+        assert_eq!(point_at(&nl, 0), Point { row: 0, column: 0 });
+        assert_eq!(point_at(&nl, 2), Point { row: 0, column: 2 });
+        assert_eq!(point_at(&nl, 3), Point { row: 1, column: 0 });
+        assert_eq!(point_at(&nl, 7), Point { row: 3, column: 0 });
+    }
+
+    #[test]
+    fn incremental_reparse_equals_a_fresh_parse() {
+        let src = "import triton\nimport triton.language as tl\n@triton.jit\ndef k(a):\n    x = tl.dot(a, a)\n    y = tl.dot(x, a)\n";
+        let e = Edit { range: 56..56, text: ", input_precision=\"ieee\"".into() };
+        let tree = parse_tree(Lang::Python, src).unwrap().unwrap();
+        let next = apply_edits(src, std::slice::from_ref(&e)).unwrap();
+        let nl: Vec<usize> = src.bytes().enumerate().filter(|(_, b)| *b == b'\n').map(|(i, _)| i).collect();
+        let mut edited = tree.clone();
+        edited.edit(&input_edit(src, &nl, &e));
+        let inc = reparse(Lang::Python, &next, &edited).unwrap().unwrap();
+        let fresh = parse_tree(Lang::Python, &next).unwrap().unwrap();
+        assert_eq!(inc.root_node().to_sexp(), fresh.root_node().to_sexp());
+        assert_eq!(inc.root_node().end_byte(), fresh.root_node().end_byte());
     }
 
     #[test]

@@ -50,7 +50,7 @@ mod write;
 pub use branch::{DEFAULT_BRANCH, ReviewCommit, commit_review, repo_root, uncommitted};
 pub use conflict::resolve;
 pub use diff::unified;
-pub use edit::{Outcome, apply_edits, parse_errors, rewrite, rewrite_parsed};
+pub use edit::{Outcome, apply_edits, parse_errors, rewrite, rewrite_parsed, rewrite_with_tree};
 pub use error::{Error, Result};
 pub use kidiom_patterns::matcher::Rewrite;
 pub use write::{atomic_write, check_writable};

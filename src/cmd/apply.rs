@@ -272,8 +272,8 @@ fn rewrite_file(t: &Target, rws: &[(Pattern, Rewrite)], write: bool) -> (Vec<Can
     let mut cur = t.text.clone();
     for (p, rw) in rws.iter().filter(|(p, _)| p.language == t.lang) {
         let base = if write { cur.as_str() } else { t.text.as_str() };
-        match kidiom_rewriter::rewrite_parsed(rw, t.lang, base, &tree, &t.rel) {
-            Ok(Some(out)) => {
+        match kidiom_rewriter::rewrite_with_tree(rw, t.lang, base, &tree, &t.rel) {
+            Ok(Some((out, out_tree))) => {
                 let diff = kidiom_rewriter::unified(&t.rel, base, &out.text, 3);
                 let hash = blob_id(diff.as_bytes());
                 cands.push(Candidate {
@@ -294,10 +294,7 @@ fn rewrite_file(t: &Target, rws: &[(Pattern, Rewrite)], write: bool) -> (Vec<Can
                 });
                 if write {
                     cur = out.text;
-                    match parse_tree(t.lang, &cur).ok().flatten() {
-                        Some(next) => tree = next,
-                        None => break,
-                    }
+                    tree = out_tree;
                 }
             }
             Ok(None) => {}

@@ -91,6 +91,39 @@ pub fn find(t: &Template, src: &str, tree: &Tree, scope: Scope) -> Vec<Match> {
     out
 }
 
+thread_local! {
+    /// The kernels of the last tree asked about: applying a catalog to one
+    /// file asks once per pattern, and finding kernels walks the whole tree.
+    static LAST_KERNELS: std::cell::RefCell<Option<(KernelKey, Vec<Range<usize>>)>> =
+        const { std::cell::RefCell::new(None) };
+}
+
+/// Identifies a (language, text, tree) triple: the tree's root, and the
+/// text's address, length and content hash.
+type KernelKey = (kidiom_miner::Lang, usize, usize, usize, u64);
+
+/// Kernel ranges (Triton kernels, `__global__`/`__device__` functions) of a parsed text, memoized.
+fn device_kernels(lang: kidiom_miner::Lang, src: &str, tree: &Tree) -> Vec<Range<usize>> {
+    use std::hash::{Hash, Hasher};
+    let mut h = std::collections::hash_map::DefaultHasher::new();
+    src.hash(&mut h);
+    let key = (lang, tree.root_node().id(), src.as_ptr() as usize, src.len(), h.finish());
+    LAST_KERNELS.with(|cell| {
+        if let Some((k, v)) = cell.borrow().as_ref()
+            && *k == key
+        {
+            return v.clone();
+        }
+        let v: Vec<Range<usize>> = kernel_ranges(lang, src, tree)
+            .into_iter()
+            .filter(|k| k.kind != KernelKind::Binding)
+            .map(|k| k.range)
+            .collect();
+        *cell.borrow_mut() = Some((key, v.clone()));
+        v
+    })
+}
+
 /// Calls `f` with each node of `tree` that matches `t`, as [`find`] lists them.
 pub(crate) fn for_each_site<'t>(
     t: &Template,
@@ -100,11 +133,7 @@ pub(crate) fn for_each_site<'t>(
     mut f: impl FnMut(Node<'t>, Match),
 ) {
     let kernels: Vec<Range<usize>> = match scope {
-        Scope::Kernels => kernel_ranges(t.lang, src, tree)
-            .into_iter()
-            .filter(|k| k.kind != KernelKind::Binding)
-            .map(|k| k.range)
-            .collect(),
+        Scope::Kernels => device_kernels(t.lang, src, tree),
         Scope::Anywhere => std::iter::once(0..src.len()).collect(),
     };
     let root = tree.root_node();
