@@ -3,6 +3,7 @@
 use std::ops::Range;
 
 use kidiom_miner::{Lang, parse_tree, reparse};
+pub use kidiom_patterns::matcher::apply_edits;
 use kidiom_patterns::matcher::{Edit, Rewrite};
 use tree_sitter::{InputEdit, Point, Tree};
 
@@ -25,25 +26,6 @@ pub struct Outcome {
     /// The byte ranges of the original text that changed, merged and
     /// sorted; every byte outside them is kept.
     pub spans: Vec<Range<usize>>,
-}
-
-/// Applies non-overlapping edits; insertions at one position keep their
-/// order. `None` when edits overlap or fall outside the text.
-pub fn apply_edits(src: &str, edits: &[Edit]) -> Option<String> {
-    let mut sorted: Vec<(usize, &Edit)> = edits.iter().enumerate().collect();
-    sorted.sort_by_key(|(i, e)| (e.range.start, e.range.end, *i));
-    let mut out = String::with_capacity(src.len() + 64);
-    let mut at = 0;
-    for (_, e) in sorted {
-        if e.range.start < at || e.range.end > src.len() {
-            return None;
-        }
-        out.push_str(src.get(at..e.range.start)?);
-        out.push_str(&e.text);
-        at = e.range.end;
-    }
-    out.push_str(src.get(at..)?);
-    Some(out)
 }
 
 /// Error and missing nodes in a parse of `src` (0 for Rust, which

@@ -20,7 +20,7 @@ use std::ops::Range;
 use kidiom_miner::{KernelKind, kernel_ranges};
 use tree_sitter::{Node, Tree};
 
-pub use rewrite::{Edit, Rewrite, SiteEdits, usable_value};
+pub use rewrite::{Edit, Rewrite, SiteEdits, apply_edits, usable_value};
 pub use template::Template;
 
 use template::{Hole, PNode, Shape, is_comment};

@@ -404,9 +404,9 @@ fn align(before: &Template, after: &Template) -> Vec<Op> {
 }
 
 /// Applies non-overlapping edits (sorted by position; insertions at one
-/// position keep their order).
-#[cfg(test)]
-pub(crate) fn apply_edits(src: &str, edits: &[Edit]) -> Option<String> {
+/// position keep their order). `None` when edits overlap or fall outside
+/// the text.
+pub fn apply_edits(src: &str, edits: &[Edit]) -> Option<String> {
     let mut sorted: Vec<(usize, &Edit)> = edits.iter().enumerate().collect();
     sorted.sort_by_key(|(i, e)| (e.range.start, e.range.end, *i));
     let mut out = String::with_capacity(src.len() + 64);
