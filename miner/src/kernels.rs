@@ -48,29 +48,16 @@ fn cxx_kernels(text: &str, tree: &Tree) -> Vec<KernelRange> {
     macros.extend(scan_device_macros(text));
     let binding_file = text.contains("PYBIND11_MODULE") || text.contains("TORCH_LIBRARY");
     let mut out = Vec::new();
-    let root = tree.root_node();
-    let mut cursor = root.walk();
-    loop {
-        let node = cursor.node();
-        let mut descend = true;
+    crate::parse::preorder(tree.root_node(), |node| {
         if node.kind() == "function_definition"
             && let Some(kind) = function_kind(node, text, &macros, binding_file)
         {
             out.push(KernelRange { kind, range: node.byte_range() });
-            descend = false;
+            return false;
         }
-        if descend && cursor.goto_first_child() {
-            continue;
-        }
-        loop {
-            if cursor.goto_next_sibling() {
-                break;
-            }
-            if !cursor.goto_parent() {
-                return out;
-            }
-        }
-    }
+        true
+    });
+    out
 }
 
 fn function_kind(node: Node, text: &str, macros: &DeviceMacros, binding_file: bool) -> Option<KernelKind> {

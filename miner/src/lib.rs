@@ -44,7 +44,7 @@ pub use facts::{Example, FamilyFacts, FamilyKey, FileFacts, Mechanism, call_scop
 pub use idiom::{Category, FileInput, Idiom, IdiomExample, MineConfig, Support, aggregate};
 pub use kernels::{KernelKind, KernelRange, kernel_ranges};
 pub use lang::Lang;
-pub use parse::{Limits, Skip, decode, dump_tree, parse_tree, reparse};
+pub use parse::{Limits, Skip, decode, dump_tree, parse_tree, preorder, reparse};
 pub use prefilter::Prefilter;
 
 /// Version of the fact extractors: cached facts from another version are

@@ -146,6 +146,25 @@ fn parse_with(lang: Lang, text: &str, old: Option<&Tree>) -> Result<Option<Tree>
     })
 }
 
+/// Visits the nodes under `root` in pre-order without recursion (trees can
+/// nest 10,000 deep); `visit` returns whether to descend into the node.
+pub fn preorder<'t>(root: tree_sitter::Node<'t>, mut visit: impl FnMut(tree_sitter::Node<'t>) -> bool) {
+    let mut cursor = root.walk();
+    loop {
+        if visit(cursor.node()) && cursor.goto_first_child() {
+            continue;
+        }
+        loop {
+            if cursor.goto_next_sibling() {
+                break;
+            }
+            if !cursor.goto_parent() {
+                return;
+            }
+        }
+    }
+}
+
 /// The s-expression of a file's tree, for `kidiom debug tree`.
 pub fn dump_tree(lang: Lang, text: &str) -> Result<String, Skip> {
     match parse_tree(lang, text)? {

@@ -417,29 +417,17 @@ pub(crate) fn kernel_ranges(src: &str, tree: &Tree) -> Vec<std::ops::Range<usize
         out: FactsBuilder::default(),
     };
     let mut out: Vec<std::ops::Range<usize>> = Vec::new();
-    let mut cursor = root.walk();
-    loop {
-        let node = cursor.node();
-        let mut descend = true;
+    crate::parse::preorder(root, |node| {
         if node.kind() == "decorated_definition" {
             let mut c = node.walk();
             if node.named_children(&mut c).any(|d| d.kind() == "decorator" && ctx.is_kernel_decorator(d)) {
                 out.push(node.byte_range());
-                descend = false;
+                return false;
             }
         }
-        if descend && cursor.goto_first_child() {
-            continue;
-        }
-        loop {
-            if cursor.goto_next_sibling() {
-                break;
-            }
-            if !cursor.goto_parent() {
-                return out;
-            }
-        }
-    }
+        true
+    });
+    out
 }
 
 #[cfg(test)]

@@ -2,7 +2,7 @@
 
 use std::ops::Range;
 
-use kidiom_miner::{Lang, parse_tree, reparse};
+use kidiom_miner::{Lang, parse_tree, preorder, reparse};
 pub use kidiom_patterns::matcher::apply_edits;
 use kidiom_patterns::matcher::{Edit, Rewrite};
 use tree_sitter::{InputEdit, Point, Tree};
@@ -37,24 +37,14 @@ pub fn parse_errors(lang: Lang, src: &str) -> Result<usize> {
 
 fn count_errors(tree: &Tree) -> usize {
     let mut n = 0;
-    let mut cursor = tree.walk();
-    loop {
-        let node = cursor.node();
+    // Only subtrees that contain an error are worth entering.
+    preorder(tree.root_node(), |node| {
         if node.is_error() || node.is_missing() {
             n += 1;
         }
-        if node.has_error() && cursor.goto_first_child() {
-            continue;
-        }
-        loop {
-            if cursor.goto_next_sibling() {
-                break;
-            }
-            if !cursor.goto_parent() {
-                return n;
-            }
-        }
-    }
+        node.has_error()
+    });
+    n
 }
 
 /// Applies `rw` to `src` until nothing changes. `Ok(None)` when no site
