@@ -7,7 +7,7 @@
 //! of every corpus of the run are generalized into rules, and the catalog's
 //! edit patterns are replaced by them in one transaction.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::io::IsTerminal;
 use std::path::PathBuf;
 use std::time::Instant;
@@ -16,7 +16,7 @@ use anyhow::{Context, Result};
 use indicatif::{ProgressBar, ProgressStyle};
 use kidiom_miner::history::{self, CommitEdits, CorpusHistory, GeneralizeStats, HistoryConfig, Rule};
 use kidiom_miner::{Corpus, Manifest, SourceKind};
-use kidiom_patterns::{Catalog, CommitRef, Kind, Pattern, ValueCount};
+use kidiom_patterns::{Catalog, CommitRef, Filter, Kind, Pattern, ValueCount};
 use serde::Serialize;
 
 /// What to mine and how.
@@ -135,7 +135,35 @@ pub(crate) fn mine(catalog: &mut Catalog, manifests: Vec<Manifest>, opts: &Histo
         opened.iter().map(|(corpus, commits)| CorpusHistory { corpus, commits }).collect();
     let result = history::generalize(&inputs, &opts.config);
     let generalize_seconds = g.elapsed().as_secs_f64();
-    let patterns: Vec<Pattern> = result.rules.iter().map(to_pattern).collect();
+    let mut patterns: Vec<Pattern> = result.rules.iter().map(to_pattern).collect();
+    // Edit rules mined from corpora this run does not name stay as they
+    // are: only the rules with support in a corpus of this run are mined
+    // again (a rule that also drew on another corpus is regenerated from
+    // this run's corpora alone).
+    let run: BTreeSet<&str> = opened.iter().map(|(c, _)| c.manifest.name.as_str()).collect();
+    let others: Vec<Pattern> = catalog
+        .list(&Filter { kind: Some(Kind::Edit), ..Filter::default() })?
+        .into_iter()
+        .filter(|p| !p.support.is_empty() && p.support.iter().all(|s| !run.contains(s.corpus.as_str())))
+        .collect();
+    // A new rule whose id a kept rule holds is named after its corpus.
+    let mut taken: BTreeSet<String> = others.iter().map(|p| p.id.clone()).collect();
+    taken.extend(patterns.iter().map(|p| p.id.clone()));
+    for p in &mut patterns {
+        if others.iter().any(|o| o.id == p.id) {
+            let corpus = p.support.first().map(|s| s.corpus.clone()).unwrap_or_default();
+            let base = format!("{}-{corpus}", p.id);
+            let mut id = base.clone();
+            let mut n = 2;
+            while taken.contains(&id) {
+                id = format!("{base}-{n}");
+                n += 1;
+            }
+            taken.insert(id.clone());
+            p.id = id;
+        }
+    }
+    patterns.extend(others);
     let tx = catalog.begin()?;
     tx.replace_patterns(Kind::Edit, &patterns)?;
     for (corpus, commits) in &opened {

@@ -8,7 +8,10 @@ use crate::util::Env;
 
 /// Builds a git history in `dir`: each step writes (or deletes, with
 /// `None`) files and commits with a message. Returns the commit ids.
-fn history(dir: &Path, steps: &[(&str, Vec<(&str, Option<Vec<u8>>)>)]) -> Vec<git2::Oid> {
+/// One commit: its message and the files it writes (`None` deletes).
+type Step<'a> = (&'a str, Vec<(&'a str, Option<Vec<u8>>)>);
+
+fn history(dir: &Path, steps: &[Step<'_>]) -> Vec<git2::Oid> {
     let repo = git2::Repository::init(dir).expect("init");
     let sig =
         git2::Signature::new("kidiom test", "test@kidiom.invalid", &git2::Time::new(1_700_000_000, 0)).expect("sig");
@@ -290,4 +293,123 @@ fn reruns_mine_only_new_commits_and_interrupted_runs_resume() {
     // --max-commits limits the walk to the newest commits.
     let r = mine(&env, &repo, &["--max-commits", "2"]);
     assert_eq!(r["corpora"][0]["commits"], 2);
+}
+
+#[test]
+fn an_added_keyword_with_differing_values_is_one_rule_with_a_histogram() {
+    let env = Env::new();
+    let repo = env.path().join("repo");
+    let a0 = "    b_q = tl.load(q)\n    b_s = tl.dot(b_q, b_q)\n    tl.store(o, b_s)";
+    let b0 = "    b_k = tl.load(k)\n    b_s = tl.dot(b_k, b_k * 2.0)\n    tl.store(o, b_s)";
+    let c0 = "    b_v = tl.load(k)\n    b_s = tl.dot(b_v - 1.0, b_v)\n    tl.store(o, b_s)";
+    let add = |body: &str, v: &str| body.replace(")\n    tl.store", &format!(", input_precision={v})\n    tl.store"));
+    history(
+        &repo,
+        &[
+            (
+                "init",
+                vec![
+                    ("a.py", Some(kernel("ka", a0))),
+                    ("b.py", Some(kernel("kb", b0))),
+                    ("c.py", Some(kernel("kc", c0))),
+                ],
+            ),
+            ("ieee dot in ka", vec![("a.py", Some(kernel("ka", &add(a0, "\"ieee\""))))]),
+            ("tf32 dot in kb", vec![("b.py", Some(kernel("kb", &add(b0, "\"tf32\""))))]),
+            ("configurable precision in kc", vec![("c.py", Some(kernel("kc", &add(c0, "DOT_PRECISION"))))]),
+        ],
+    );
+    mine(&env, &repo, &[]);
+    let pats = edit_patterns(&env);
+    let dots: Vec<&serde_json::Value> =
+        pats.iter().filter(|p| p["after"].as_str().is_some_and(|a| a.contains("input_precision="))).collect();
+    assert_eq!(dots.len(), 1, "value variants are one rule: {dots:#?}");
+    let dot = dots[0];
+    assert_eq!(dot["before"], "tl.dot($A, $B)", "{dot:#}");
+    let after = dot["after"].as_str().unwrap_or("");
+    assert!(after.starts_with("tl.dot($A, $B, input_precision=$"), "{after}");
+    assert_eq!(dot["commits"].as_array().map(Vec::len), Some(3));
+    let values: Vec<&str> = dot["values"].as_array().unwrap().iter().filter_map(|v| v["value"].as_str()).collect();
+    for v in ["\"ieee\"", "\"tf32\"", "DOT_PRECISION"] {
+        assert!(values.contains(&v), "{v} not in {values:?}");
+    }
+    assert_eq!(dot["category"], "precision");
+}
+
+#[test]
+fn a_partial_promotion_is_mined_at_the_enclosing_statement() {
+    let env = Env::new();
+    let repo = env.path().join("repo");
+    // Each commit promotes the program id assigned to `i_n` and leaves the
+    // ones in `i_h` and `i_k` alone: `tl.program_id(0) -> ...to(tl.int64)`
+    // would make edits the authors did not; one level up, the assignment
+    // to `i_n` is the rule.
+    let body = |n: &str, h: &str, x: &str| {
+        format!(
+            "    i_n = tl.program_id({n})\n    i_h = tl.program_id({h}) % H\n    i_k = tl.program_id({h}) // H\n    b = tl.load({x} + i_n * T + i_h + i_k)\n    tl.store(o, b)"
+        )
+    };
+    let promote = |s: &str| s.replace("i_n = tl.program_id(0)", "i_n = tl.program_id(0).to(tl.int64)");
+    let (a0, b0, c0) = (body("0", "0", "q"), body("0", "0", "k"), body("0", "0", "o"));
+    history(
+        &repo,
+        &[
+            (
+                "init",
+                vec![
+                    ("a.py", Some(kernel("ka", &a0))),
+                    ("b.py", Some(kernel("kb", &b0))),
+                    ("c.py", Some(kernel("kc", &c0))),
+                ],
+            ),
+            ("[Fix] int64 offsets in ka", vec![("a.py", Some(kernel("ka", &promote(&a0))))]),
+            ("[Fix] avoid overflow in kb", vec![("b.py", Some(kernel("kb", &promote(&b0))))]),
+            ("int64 in kc", vec![("c.py", Some(kernel("kc", &promote(&c0))))]),
+        ],
+    );
+    let report = mine(&env, &repo, &[]);
+    assert!(report["stats"]["lifted"].as_u64().is_some_and(|n| n >= 1), "{report:#}");
+    let pats = edit_patterns(&env);
+    assert!(
+        !pats.iter().any(|p| p["before"] == "tl.program_id($A)" || p["before"] == "tl.program_id(0)"),
+        "the call-level rule is unsafe: {pats:#?}"
+    );
+    let lifted = pats
+        .iter()
+        .find(|p| p["before"] == "i_n = tl.program_id(0)")
+        .unwrap_or_else(|| panic!("no statement-level rule in {pats:#?}"));
+    assert_eq!(lifted["after"], "i_n = tl.program_id(0).to(tl.int64)");
+    assert_eq!(lifted["commits"].as_array().map(Vec::len), Some(3));
+    assert!(
+        lifted["rationale"].as_str().is_some_and(|r| r.contains("lifted") && r.contains("and 0 they did not")),
+        "{lifted:#}"
+    );
+    assert_eq!(lifted["category"], "addressing");
+}
+
+#[test]
+fn a_history_run_keeps_the_edit_rules_of_other_corpora() {
+    let env = Env::new();
+    let steps = |name: &str| {
+        let k0 = "    b = tl.exp(q)\n    c = tl.load(k)";
+        vec![
+            (
+                "init",
+                vec![("a.py", Some(kernel(&format!("{name}a"), k0))), ("b.py", Some(kernel(&format!("{name}b"), k0)))],
+            ),
+            ("exp2 a", vec![("a.py", Some(kernel(&format!("{name}a"), &k0.replace("exp(", "exp2("))))]),
+            ("exp2 b", vec![("b.py", Some(kernel(&format!("{name}b"), &k0.replace("exp(", "exp2("))))]),
+        ]
+    };
+    let one = env.path().join("one");
+    let two = env.path().join("two");
+    history(&one, &steps("x"));
+    history(&two, &steps("y"));
+    mine(&env, &one, &[]);
+    let first = edit_patterns(&env);
+    assert!(first.iter().any(|p| p["support"][0]["corpus"] == "one"), "{first:#?}");
+    mine(&env, &two, &[]);
+    let after = edit_patterns(&env);
+    let corpora: Vec<&str> = after.iter().filter_map(|p| p["support"][0]["corpus"].as_str()).collect();
+    assert!(corpora.contains(&"one") && corpora.contains(&"two"), "{after:#?}");
 }

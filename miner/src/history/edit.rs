@@ -36,6 +36,26 @@ pub struct ConcreteEdit {
     pub before_blob: String,
     /// Blob id of the file after the commit.
     pub after_blob: String,
+    /// The enclosing statement, before and after: the larger anchor a rule
+    /// is lifted to when the edit's own anchor gives an unsafe rule.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub context: Option<EditContext>,
+}
+
+/// The enclosing statement of a [`ConcreteEdit`] (Getafix's next level of
+/// context).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct EditContext {
+    /// Byte offset of the statement in the before version.
+    pub start: u32,
+    /// Its text before.
+    pub before: String,
+    /// Its text after.
+    pub after: String,
+    /// Flattened before subtree.
+    pub before_tree: Vec<u32>,
+    /// Flattened after subtree.
+    pub after_tree: Vec<u32>,
 }
 
 /// Why changes in a file yielded no (or fewer) edits.
@@ -127,16 +147,15 @@ pub(crate) fn cut(
     }
     roots.sort_unstable();
     roots.dedup();
+    // Broken and oversized roots go first, so that the smaller changes
+    // inside an oversized container (a statement inserted into a kernel
+    // body next to a changed call) are still cut on their own.
     let mut kept: Vec<(u32, u32)> = Vec::new();
     for (x, y) in roots {
+        let (nx, ny) = (a.nodes[x as usize], b.nodes[y as usize]);
         if kept.last().is_some_and(|&(kx, _)| a.contains(kx, x)) {
             continue; // nested in an edit already kept
         }
-        kept.push((x, y));
-    }
-    let mut out = Vec::new();
-    for (x, y) in kept {
-        let (nx, ny) = (a.nodes[x as usize], b.nodes[y as usize]);
         if nx.err || ny.err {
             drops.push(EditDrop::ParseError);
             continue;
@@ -145,6 +164,18 @@ pub(crate) fn cut(
             drops.push(EditDrop::TooLarge);
             continue;
         }
+        kept.push((x, y));
+    }
+    let mut out = Vec::new();
+    for (x, y) in kept {
+        let nx = a.nodes[x as usize];
+        let context = enclosing(lang, a, b, &d.map, (x, y), cfg).map(|(p, q)| EditContext {
+            start: a.nodes[p as usize].start,
+            before: a.text(p).to_string(),
+            after: b.text(q).to_string(),
+            before_tree: a.flat(p),
+            after_tree: b.flat(q),
+        });
         out.push(ConcreteEdit {
             path: path.to_string(),
             lang,
@@ -156,9 +187,48 @@ pub(crate) fn cut(
             after_tree: b.flat(y),
             before_blob: blobs.0.to_string(),
             after_blob: blobs.1.to_string(),
+            context,
         });
     }
     (out, drops)
+}
+
+/// The statement around an edit root: the nearest proper ancestor that is
+/// an anchor other than a call, matched to its counterpart all the way up,
+/// unbroken and within the size limit.
+fn enclosing(
+    lang: Lang,
+    a: &Tree<'_>,
+    b: &Tree<'_>,
+    map: &[u32],
+    (x, y): (u32, u32),
+    cfg: &HistoryConfig,
+) -> Option<(u32, u32)> {
+    let (mut x, mut y) = (x, y);
+    loop {
+        let (px, py) = (a.nodes[x as usize].parent, b.nodes[y as usize].parent);
+        if px == NONE || py == NONE || map[px as usize] != py || px == 0 {
+            return None;
+        }
+        (x, y) = (px, py);
+        let kind = kind_name(lang, a.nodes[x as usize].kind);
+        if is_anchor(lang, kind) && !matches!(kind, "call" | "call_expression") {
+            break;
+        }
+    }
+    let (nx, ny) = (a.nodes[x as usize], b.nodes[y as usize]);
+    let big = nx.size > cfg.max_edit_nodes || ny.size > cfg.max_edit_nodes;
+    let block = matches!(
+        kind_name(lang, nx.kind),
+        "function_definition"
+            | "class_definition"
+            | "if_statement"
+            | "for_statement"
+            | "while_statement"
+            | "with_statement"
+            | "try_statement"
+    );
+    (!nx.err && !ny.err && !big && !block).then_some((x, y))
 }
 
 /// Whether every changed line is blank or a comment, so the trees need
@@ -235,51 +305,88 @@ fn is_top(line: &str) -> bool {
 
 /// Grows each hunk to the top-level Python blocks around it and pairs the
 /// old and new fragments; `None` when the mapping is not consistent.
+///
+/// A fragment's old bounds are lines outside every hunk, so each maps to
+/// the new text by the line counts of the hunks before it (a fragment that
+/// holds several hunks shifts by all of them).
 pub(crate) fn segments(old: &str, new: &str, hunks: &[Hunk]) -> Option<Vec<Segment>> {
     let (lo, ln) = (line_starts(old), line_starts(new));
-    let line = |starts: &[usize], text: &str, i: usize| -> String {
-        let s = starts.get(i).copied().unwrap_or(text.len());
-        let e = starts.get(i + 1).copied().unwrap_or(text.len());
-        text.get(s..e).unwrap_or("").to_string()
+    let top = |i: usize| -> bool {
+        let s = lo.get(i).copied().unwrap_or(old.len());
+        let e = lo.get(i + 1).copied().unwrap_or(old.len());
+        old.get(s..e).is_some_and(is_top)
     };
-    // (old start, old end, new start, new end) in lines, before growing.
-    let mut raw: Vec<(usize, usize, usize, usize)> = Vec::new();
-    for h in hunks {
-        let (os, oe, ns, ne) = (h.old_start, h.old_start + h.old_len, h.new_start, h.new_start + h.new_len);
-        // Grow up in the old text to a top-level line, then over its decorators.
-        let mut s = os.min(lo.len());
-        while s > 0 && !(s < lo.len() && is_top(&line(&lo, old, s))) {
-            s -= 1;
+    let decorator = |i: usize| -> bool {
+        let s = lo.get(i).copied().unwrap_or(old.len());
+        old.get(s..).is_some_and(|t| t.starts_with('@'))
+    };
+    // The hunk whose old lines strictly straddle line `l`, if any.
+    let straddling = |l: usize| hunks.iter().find(|h| h.old_start < l && l < h.old_start + h.old_len);
+    // New line of old line `l` (a line outside every hunk): hunks wholly
+    // before it shift it; an insertion right at it belongs after it.
+    let map = |l: usize| -> Option<usize> {
+        if l >= lo.len() {
+            return Some(ln.len());
         }
-        while s > 0 && line(&lo, old, s - 1).starts_with('@') {
-            s -= 1;
-        }
-        let up = os - s;
-        // Grow down to the next top-level line after the hunk.
-        let mut e = oe.max(s + 1).min(lo.len());
-        while e < lo.len() && !is_top(&line(&lo, old, e)) {
-            e += 1;
-        }
-        let down = e.saturating_sub(oe);
-        let (sn, en) = (ns.checked_sub(up)?, (ne + down).min(ln.len()));
-        match raw.last_mut() {
-            Some(last) if s < last.1 || sn < last.3 => {
-                last.1 = last.1.max(e);
-                last.3 = last.3.max(en);
+        let mut d: i64 = 0;
+        for h in hunks {
+            if h.old_start < l && h.old_start + h.old_len <= l {
+                d += h.new_len as i64 - h.old_len as i64;
             }
-            _ => raw.push((s, e, sn, en)),
+        }
+        usize::try_from(l as i64 + d).ok()
+    };
+    let n = lo.len();
+    // Old line ranges, merged where they overlap.
+    let mut raw: Vec<(usize, usize)> = Vec::new();
+    for h in hunks {
+        let (os, oe) = (h.old_start.min(n), (h.old_start + h.old_len).min(n));
+        // Up to a top-level line, then over its decorators; never inside a hunk.
+        let mut s = os;
+        loop {
+            while s > 0 && !(s < n && top(s)) {
+                s -= 1;
+            }
+            while s > 0 && decorator(s - 1) {
+                s -= 1;
+            }
+            match straddling(s) {
+                Some(x) if x.old_start < s => s = x.old_start,
+                _ => break,
+            }
+        }
+        // Down to the next top-level line after the hunk; never inside a hunk.
+        let mut e = oe.max(s + 1).min(n);
+        loop {
+            while e < n && !top(e) {
+                e += 1;
+            }
+            match straddling(e) {
+                Some(x) => e = (x.old_start + x.old_len).min(n),
+                None => break,
+            }
+        }
+        match raw.last_mut() {
+            Some(last) if s < last.1 => last.1 = last.1.max(e),
+            _ => raw.push((s, e)),
         }
     }
     let byte = |starts: &[usize], text: &str, i: usize| starts.get(i).copied().unwrap_or(text.len());
-    Some(
-        raw.into_iter()
-            .map(|(s, e, sn, en)| Segment {
-                old: byte(&lo, old, s)..byte(&lo, old, e),
-                new: byte(&ln, new, sn)..byte(&ln, new, en),
-                old_line: s as u32,
-            })
-            .collect(),
-    )
+    let mut out = Vec::with_capacity(raw.len());
+    let mut prev_end = 0;
+    for (s, e) in raw {
+        let (sn, en) = (if s == 0 { 0 } else { map(s)? }, map(e)?);
+        if sn < prev_end || en < sn || en > ln.len() {
+            return None;
+        }
+        prev_end = en;
+        out.push(Segment {
+            old: byte(&lo, old, s)..byte(&lo, old, e),
+            new: byte(&ln, new, sn)..byte(&ln, new, en),
+            old_line: s as u32,
+        });
+    }
+    Some(out)
 }
 
 #[cfg(test)]

@@ -36,6 +36,14 @@ pub(crate) struct Template {
     pub after: Pat,
     /// Hole count; `seq[h]` says whether hole `h` is a sequence hole.
     pub seq: Vec<bool>,
+    /// `fresh[h]`: hole `h` is an after-only value ([`Pat::Fresh`]).
+    pub fresh: Vec<bool>,
+    /// Keyword arguments the edit adds, with their depth below the
+    /// template's root: a site that already has one there is not a site.
+    pub added: Vec<(String, u32)>,
+    /// Mined at a larger anchor (the enclosing statement) because the
+    /// smaller one was unsafe.
+    pub lifted: bool,
 }
 
 impl Template {
@@ -48,16 +56,45 @@ impl Template {
         self.before.concrete_tokens() + self.after.concrete_tokens()
     }
 
+    /// Whether it has after-only values.
+    pub(crate) fn has_fresh(&self) -> bool {
+        self.fresh.iter().any(|f| *f)
+    }
+
     /// Re-matches an example and reproduces its after tokens; returns the
     /// bindings on success.
     pub(crate) fn validate(&self, ex: &Ex<'_>) -> Option<Binds> {
+        self.validate_full(ex).map(|(b, _)| b)
+    }
+
+    /// [`Template::validate`], also returning the example's after-only
+    /// values (the text of each [`Pat::Fresh`] hole in its after side):
+    /// the after template, given those values, must reproduce the
+    /// example's after tokens exactly.
+    pub(crate) fn validate_full(&self, ex: &Ex<'_>) -> Option<(Binds, Vec<Option<String>>)> {
         let mut b = Binds::new(self.holes());
         if !self.before.matches(&ex.before, 0, &mut b) {
             return None;
         }
+        let mut fresh_toks: Vec<Option<Vec<String>>> = vec![None; self.holes()];
+        let mut fresh_text: Vec<Option<String>> = vec![None; self.holes()];
+        if self.has_fresh() {
+            let mut ba = Binds::new(self.holes());
+            if !self.after.matches(&ex.after, 0, &mut ba) {
+                return None;
+            }
+            for (h, f) in self.fresh.iter().enumerate() {
+                if !*f {
+                    continue;
+                }
+                let n = ba.one.get(h).copied().flatten()?;
+                fresh_toks[h] = Some(ex.after.tokens(n).into_iter().map(str::to_string).collect());
+                fresh_text[h] = Some(ex.after.text(n).to_string());
+            }
+        }
         let mut toks = Vec::new();
-        self.after.instantiate(&ex.before, &b, &mut toks)?;
-        (toks == ex.after.tokens(0)).then_some(b)
+        self.after.instantiate(&ex.before, &b, &fresh_toks, &mut toks)?;
+        (toks == ex.after.tokens(0)).then_some((b, fresh_text))
     }
 
     /// Usable as a rule: rooted in a concrete kind, anchored by a concrete
@@ -81,7 +118,14 @@ pub(crate) fn bucket_key(ex: &Ex<'_>) -> u64 {
         }
         h
     };
-    let (bt, at) = (ex.before.tokens(0), ex.after.tokens(0));
+    let bt = ex.before.tokens(0);
+    // The values of added keyword arguments do not split buckets: edits
+    // that add `kw=` with different values are one family.
+    let skip: Vec<u32> = added_kw_values(ex);
+    let at: Vec<&str> = (0..ex.after.nodes.len() as u32)
+        .filter(|&i| ex.after.nodes[i as usize].nkids == 0 && !skip.iter().any(|&v| ex.after.contains(v, i)))
+        .map(|i| ex.after.text(i))
+        .collect();
     let mut count: BTreeMap<&str, i64> = BTreeMap::new();
     for t in &bt {
         *count.entry(t).or_default() -= 1;
@@ -98,6 +142,39 @@ pub(crate) fn bucket_key(ex: &Ex<'_>) -> u64 {
     h
 }
 
+/// The keyword-argument kind of Python's grammar.
+fn kw_kind() -> u16 {
+    static KW: std::sync::OnceLock<u16> = std::sync::OnceLock::new();
+    *KW.get_or_init(|| {
+        super::edit::language(crate::lang::Lang::Python)
+            .map_or(u16::MAX, |l| l.id_for_node_kind("keyword_argument", true))
+    })
+}
+
+/// The name of keyword argument `n` (its first child), if `n` is one.
+pub(crate) fn kw_name<'s>(t: &Tree<'s>, n: u32) -> Option<&'s str> {
+    let node = t.nodes[n as usize];
+    (node.kind == kw_kind() && node.nkids == 3).then(|| t.text(n + 1))
+}
+
+/// How many keyword arguments named `name` lie in `t`.
+fn kw_count(t: &Tree<'_>, name: &str) -> usize {
+    (0..t.nodes.len() as u32).filter(|&i| kw_name(t, i) == Some(name)).count()
+}
+
+/// The value nodes of the keyword arguments an edit adds: named `kw` more
+/// often after than before.
+pub(crate) fn added_kw_values(ex: &Ex<'_>) -> Vec<u32> {
+    let mut out = Vec::new();
+    for i in 0..ex.after.nodes.len() as u32 {
+        let Some(name) = kw_name(&ex.after, i) else { continue };
+        if kw_count(&ex.after, name) > kw_count(&ex.before, name) {
+            out.push(ex.after.kids(i)[2]);
+        }
+    }
+    out
+}
+
 /// The key of an edit's group: its exact before and after tokens.
 pub(crate) fn group_key(ex: &Ex<'_>) -> u64 {
     mix(ex.before.nodes[0].hash, ex.after.nodes[0].hash)
@@ -107,7 +184,10 @@ struct Au<'e, 'a> {
     exs: &'e [&'e Ex<'a>],
     one: HashMap<Vec<u64>, u16>,
     seqs: HashMap<Vec<u64>, u16>,
+    fresh_keys: HashMap<Vec<u64>, u16>,
     seq: Vec<bool>,
+    fresh: Vec<bool>,
+    added: Vec<(String, u32)>,
     /// Kinds never descended into (string literals: a hole inside a string
     /// token is no pattern).
     atoms: &'e [u16],
@@ -121,12 +201,59 @@ impl Au<'_, '_> {
     fn new_hole(&mut self, seq: bool) -> Option<u16> {
         let h = u16::try_from(self.seq.len()).ok()?;
         self.seq.push(seq);
+        self.fresh.push(false);
         Some(h)
     }
 
-    fn au(&mut self, after: bool, ns: &[u32]) -> Option<Pat> {
+    /// Whether the after-side column `ns` is a keyword argument that every
+    /// example adds (same name, more of them after than before).
+    fn added_kw(&self, ns: &[u32]) -> Option<String> {
+        let name = kw_name(&self.exs[0].after, ns[0])?;
+        for (i, &n) in ns.iter().enumerate() {
+            let ex = self.exs[i];
+            if kw_name(&ex.after, n) != Some(name) || kw_count(&ex.after, name) <= kw_count(&ex.before, name) {
+                return None;
+            }
+        }
+        Some(name.to_string())
+    }
+
+    fn au(&mut self, after: bool, ns: &[u32], depth: u32) -> Option<Pat> {
         let n = ns.len();
         let hashes: Vec<u64> = (0..n).map(|i| self.tree(i, after).nodes[ns[i] as usize].hash).collect();
+        if after && let Some(name) = self.added_kw(ns) {
+            if !self.added.iter().any(|(a, d)| *a == name && *d == depth) {
+                self.added.push((name, depth));
+            }
+            if hashes.iter().all(|h| *h == hashes[0]) {
+                return Some(Pat::concrete(self.tree(0, after), ns[0]));
+            }
+            // `name = value`: the name and `=` agree; the value may be
+            // bound on the before side, or is a fresh after-only value.
+            let exs = self.exs;
+            let t0 = &exs[0].after;
+            let kids = t0.kids(ns[0]);
+            let vals: Vec<u32> = (0..n).map(|i| self.exs[i].after.kids(ns[i])[2]).collect();
+            let vh: Vec<u64> = (0..n).map(|i| self.exs[i].after.nodes[vals[i] as usize].hash).collect();
+            let value = if vh.iter().all(|h| *h == vh[0]) {
+                Pat::concrete(t0, vals[0])
+            } else if let Some(&h) = self.one.get(&vh) {
+                Pat::Hole(h)
+            } else {
+                let h = match self.fresh_keys.get(&vh) {
+                    Some(&h) => h,
+                    None => {
+                        let h = self.new_hole(false)?;
+                        self.fresh[usize::from(h)] = true;
+                        self.fresh_keys.insert(vh, h);
+                        h
+                    }
+                };
+                Pat::Fresh(h)
+            };
+            let kind = t0.nodes[ns[0] as usize].kind;
+            return Some(Pat::Node { kind, kids: vec![Pat::concrete(t0, kids[0]), Pat::concrete(t0, kids[1]), value] });
+        }
         if hashes.iter().all(|h| *h == hashes[0]) {
             return Some(Pat::concrete(self.tree(0, after), ns[0]));
         }
@@ -148,7 +275,7 @@ impl Au<'_, '_> {
                 let mut ok = true;
                 for j in 0..len {
                     let col: Vec<u32> = kids.iter().map(|k| k[j]).collect();
-                    match self.au(after, &col) {
+                    match self.au(after, &col, depth + 1) {
                         Some(p) => pats.push(p),
                         None => {
                             ok = false;
@@ -159,7 +286,7 @@ impl Au<'_, '_> {
                 if ok {
                     return Some(Pat::Node { kind, kids: pats });
                 }
-            } else if let Some(p) = self.sequence(after, kind, &kids) {
+            } else if let Some(p) = self.sequence(after, kind, &kids, depth) {
                 return Some(p);
             }
         }
@@ -179,17 +306,20 @@ impl Au<'_, '_> {
 
     /// Child lists of different lengths: common ends stay, the middle is a
     /// sequence hole.
-    fn sequence(&mut self, after: bool, kind: u16, kids: &[Vec<u32>]) -> Option<Pat> {
+    fn sequence(&mut self, after: bool, kind: u16, kids: &[Vec<u32>], depth: u32) -> Option<Pat> {
         let min = kids.iter().map(Vec::len).min()?;
         let h = |i: usize, k: u32| self.tree(i, after).nodes[k as usize].hash;
+        // A column stays outside the sequence when it agrees, or (after
+        // side) when it is a keyword argument every example adds.
+        let col_ok = |col: &[u32]| {
+            (0..kids.len()).all(|i| h(i, col[i]) == h(0, col[0])) || (after && self.added_kw(col).is_some())
+        };
         let mut pre = 0;
-        while pre < min && (0..kids.len()).all(|i| h(i, kids[i][pre]) == h(0, kids[0][pre])) {
+        while pre < min && col_ok(&kids.iter().map(|k| k[pre]).collect::<Vec<u32>>()) {
             pre += 1;
         }
         let mut suf = 0;
-        while suf < min - pre
-            && (0..kids.len()).all(|i| h(i, kids[i][kids[i].len() - 1 - suf]) == h(0, kids[0][kids[0].len() - 1 - suf]))
-        {
+        while suf < min - pre && col_ok(&kids.iter().map(|k| k[k.len() - 1 - suf]).collect::<Vec<u32>>()) {
             suf += 1;
         }
         let key: Vec<u64> = (0..kids.len())
@@ -207,10 +337,16 @@ impl Au<'_, '_> {
                 id
             }
         };
-        let t0 = self.tree(0, after);
-        let mut pats: Vec<Pat> = kids[0][..pre].iter().map(|&k| Pat::concrete(t0, k)).collect();
+        let mut pats: Vec<Pat> = Vec::with_capacity(pre + suf + 1);
+        for j in 0..pre {
+            let col: Vec<u32> = kids.iter().map(|k| k[j]).collect();
+            pats.push(self.au(after, &col, depth + 1)?);
+        }
         pats.push(Pat::Seq(id));
-        pats.extend(kids[0][kids[0].len() - suf..].iter().map(|&k| Pat::concrete(t0, k)));
+        for j in (0..suf).rev() {
+            let col: Vec<u32> = kids.iter().map(|k| k[k.len() - 1 - j]).collect();
+            pats.push(self.au(after, &col, depth + 1)?);
+        }
         Some(Pat::Node { kind, kids: pats })
     }
 }
@@ -222,11 +358,20 @@ pub(crate) fn anti_unify(exs: &[&Ex<'_>]) -> Option<Template> {
         return None;
     }
     let atoms = atom_kinds();
-    let mut au = Au { exs, one: HashMap::new(), seqs: HashMap::new(), seq: Vec::new(), atoms: &atoms };
+    let mut au = Au {
+        exs,
+        one: HashMap::new(),
+        seqs: HashMap::new(),
+        fresh_keys: HashMap::new(),
+        seq: Vec::new(),
+        fresh: Vec::new(),
+        added: Vec::new(),
+        atoms: &atoms,
+    };
     let roots = vec![0u32; exs.len()];
-    let before = au.au(false, &roots)?;
-    let after = au.au(true, &roots)?;
-    Some(Template { before, after, seq: au.seq })
+    let before = au.au(false, &roots, 0)?;
+    let after = au.au(true, &roots, 0)?;
+    Some(Template { before, after, seq: au.seq, fresh: au.fresh, added: au.added, lifted: false })
 }
 
 /// String and character literal kinds of every tree-sitter language.
@@ -362,10 +507,32 @@ mod tests {
     }
 
     #[test]
-    fn unbound_after_holes_fail() {
-        let o = owned(&[("x = f(a)\n", "x = f(a, mask=m)\n"), ("x = f(b)\n", "x = f(b, mask=n)\n")]);
+    fn unbound_after_holes_fail_unless_an_added_argument() {
+        // A changed value that nothing on the before side explains: no template.
+        let o = owned(&[("x = f(a, k=1)\n", "x = f(a, k=2)\n"), ("x = f(b, k=1)\n", "x = f(b, k=3)\n")]);
         let e = exs(&o);
         assert!(anti_unify(&[&e[0], &e[1]]).is_none());
+        // An added keyword argument: its value is a fresh after-only hole,
+        // one bucket for all values, and every example still reproduces.
+        let o = owned(&[("x = f(a)\n", "x = f(a, mask=m)\n"), ("x = f(b)\n", "x = f(b, mask=n < N)\n")]);
+        let e = exs(&o);
+        assert_eq!(bucket_key(&e[0]), bucket_key(&e[1]));
+        let t = anti_unify(&[&e[0], &e[1]]).unwrap();
+        assert!(t.has_fresh());
+        assert_eq!(t.added, [("mask".to_string(), 2)]);
+        assert_eq!(render(&t, &e[1]), ("f($A)".into(), "f($A, mask=$B)".into()));
+        let (_, fresh) = t.validate_full(&e[1]).unwrap();
+        assert_eq!(fresh[1].as_deref(), Some("n < N"));
+        // With differing argument lists, the added argument stays outside the sequence.
+        let o = owned(&[
+            ("x = tl.load(p)\n", "x = tl.load(p, eviction_policy=\"evict_last\")\n"),
+            ("x = tl.load(q, mask=m)\n", "x = tl.load(q, mask=m, eviction_policy='evict_first')\n"),
+        ]);
+        let e = exs(&o);
+        assert_eq!(bucket_key(&e[0]), bucket_key(&e[1]));
+        let t = anti_unify(&[&e[0], &e[1]]).unwrap();
+        assert_eq!(render(&t, &e[1]), ("tl.load($$$A)".into(), "tl.load($$$A, eviction_policy=$B)".into()));
+        assert!(t.validate(&e[0]).is_some() && t.validate(&e[1]).is_some());
     }
 
     #[test]

@@ -32,7 +32,7 @@ use git2::{Delta, DiffOptions, Oid, Repository, Sort};
 use rayon::prelude::*;
 use serde::{Deserialize, Serialize};
 
-pub use edit::{ConcreteEdit, EditDrop};
+pub use edit::{ConcreteEdit, EditContext, EditDrop};
 
 use crate::corpus::{Corpus, FileFilter};
 use crate::error::{Error, Result};
@@ -45,7 +45,7 @@ use tree::Tree;
 
 /// Version of the concrete-edit extraction: cached edits of another
 /// version (or another grammar) are mined again.
-pub const HISTORY_VERSION: u32 = 1;
+pub const HISTORY_VERSION: u32 = 3;
 
 /// The cache fingerprint: [`HISTORY_VERSION`], the grammars and the limits
 /// that decide which edits are cut.
@@ -383,6 +383,9 @@ fn file_edits(lang: Lang, path: &str, blobs: (&str, &str), a: &[u8], b: &[u8], c
             for e in &mut edits {
                 e.line += seg.old_line;
                 e.start += seg.old.start as u32;
+                if let Some(c) = &mut e.context {
+                    c.start += seg.old.start as u32;
+                }
             }
             out.0.extend(edits);
             out.1.extend(drops);
@@ -469,6 +472,9 @@ pub struct GeneralizeStats {
     pub specialized: u64,
     /// Candidates dropped as unsafe.
     pub unsafe_dropped: u64,
+    /// Safe rules found by lifting an unsafe candidate to the enclosing
+    /// statement.
+    pub lifted: u64,
     /// Training file pairs replayed.
     pub replayed_files: u64,
     /// Seconds spent clustering, replaying and counting opportunities.
@@ -602,20 +608,6 @@ pub fn generalize(corpora: &[CorpusHistory<'_>], cfg: &HistoryConfig) -> History
     }
     stats.cluster_seconds = t0.elapsed().as_secs_f64();
     let t1 = std::time::Instant::now();
-    // Safety replay on the training file pairs.
-    let mut pairs: BTreeMap<(usize, String, String), TrainingFile> = BTreeMap::new();
-    for (ci, c) in cands.iter().enumerate() {
-        for &i in &c.items {
-            let e = edit_of(&items[i]);
-            let entry = pairs
-                .entry((items[i].corpus, e.before_blob.clone(), e.after_blob.clone()))
-                .or_insert_with(|| (e.path.clone(), e.lang, Vec::new()));
-            if entry.2.last() != Some(&ci) {
-                entry.2.push(ci);
-            }
-        }
-    }
-    stats.replayed_files = pairs.len() as u64;
     // Every concrete edit of each training file pair: what the commit made.
     let mut made: HashMap<(usize, &str, &str), Vec<usize>> = HashMap::new();
     for (i, it) in items.iter().enumerate() {
@@ -624,49 +616,90 @@ pub fn generalize(corpora: &[CorpusHistory<'_>], cfg: &HistoryConfig) -> History
     }
     let repo_paths: Vec<Option<PathBuf>> =
         corpora.iter().map(|c| c.corpus.repository().map(|r| r.path().to_path_buf())).collect();
-    let pair_list: Vec<_> = pairs.into_iter().collect();
-    let replays: Vec<(usize, Vec<(usize, safety::Replay)>)> = pair_list
+    // Lifted examples: each edit's enclosing statement.
+    let ctx_exs: Vec<Option<Ex<'_>>> = items
         .par_iter()
-        .map(|((corpus, ob, nb), (_path, lang, cis))| {
-            let changes: Vec<safety::Change<'_>> = made
-                .get(&(*corpus, ob.as_str(), nb.as_str()))
-                .into_iter()
-                .flatten()
-                .filter_map(|&i| {
-                    let e = edit_of(&items[i]);
-                    let ex = exs[i].as_ref()?;
-                    Some(safety::Change {
-                        start: e.start,
-                        end: e.start + e.before.len() as u32,
-                        after: ex.after.tokens(0),
-                    })
-                })
-                .collect();
-            let res = replay_file(repo_paths[*corpus].as_deref(), ob, *lang, cis, &cands, &changes, &cfg.limits);
-            (*corpus, res)
+        .map(|it| {
+            let c = edit_of(it).context.as_ref()?;
+            Some(Ex {
+                before: Tree::from_flat(&c.before, &c.before_tree)?,
+                after: Tree::from_flat(&c.after, &c.after_tree)?,
+            })
         })
         .collect();
-    let mut false_sites: Vec<Vec<safety::FalseSite>> = vec![Vec::new(); cands.len()];
-    for (_, res) in replays {
-        for (ci, r) in res {
-            cands[ci].safety.true_edits += r.true_edits;
-            cands[ci].safety.false_edits += r.false_sites.len() as u64;
-            false_sites[ci].extend(r.false_sites);
+    let ex_of = |c: &Candidate, i: usize| -> Option<&Ex<'_>> {
+        if c.template.lifted { ctx_exs[i].as_ref() } else { exs[i].as_ref() }
+    };
+    // Safety replay of candidates on their training file pairs.
+    let replay_all = |cands: &mut [Candidate], stats: &mut GeneralizeStats| -> Vec<Vec<safety::Site>> {
+        let mut pairs: BTreeMap<(usize, String, String), TrainingFile> = BTreeMap::new();
+        for (ci, c) in cands.iter().enumerate() {
+            for &i in &c.items {
+                let e = edit_of(&items[i]);
+                let entry = pairs
+                    .entry((items[i].corpus, e.before_blob.clone(), e.after_blob.clone()))
+                    .or_insert_with(|| (e.path.clone(), e.lang, Vec::new()));
+                if entry.2.last() != Some(&ci) {
+                    entry.2.push(ci);
+                }
+            }
         }
-    }
-    stats.replay_seconds = t1.elapsed().as_secs_f64();
-    // Specialize or drop unsafe candidates.
-    let mut safe: Vec<Candidate> = Vec::new();
-    for (ci, c) in cands.into_iter().enumerate() {
-        if c.safety.false_edits == 0 {
-            safe.push(c);
-            continue;
+        stats.replayed_files += pairs.len() as u64;
+        let pair_list: Vec<_> = pairs.into_iter().collect();
+        let cands_ref: &[Candidate] = cands;
+        let replays: Vec<Vec<(usize, safety::Replay)>> = pair_list
+            .par_iter()
+            .map(|((corpus, ob, nb), (_path, lang, cis))| {
+                let mine = made.get(&(*corpus, ob.as_str(), nb.as_str()));
+                let changes: Vec<safety::Change<'_>> = mine
+                    .into_iter()
+                    .flatten()
+                    .filter_map(|&i| {
+                        let e = edit_of(&items[i]);
+                        let ex = exs[i].as_ref()?;
+                        Some(safety::Change {
+                            start: e.start,
+                            end: e.start + e.before.len() as u32,
+                            after: ex.after.tokens(0),
+                        })
+                    })
+                    .collect();
+                let contexts: Vec<safety::Change<'_>> = mine
+                    .into_iter()
+                    .flatten()
+                    .filter_map(|&i| {
+                        let c = edit_of(&items[i]).context.as_ref()?;
+                        let ex = ctx_exs[i].as_ref()?;
+                        Some(safety::Change {
+                            start: c.start,
+                            end: c.start + c.before.len() as u32,
+                            after: ex.after.tokens(0),
+                        })
+                    })
+                    .collect();
+                let input = (cis.as_slice(), cands_ref, changes.as_slice(), contexts.as_slice());
+                replay_file(repo_paths[*corpus].as_deref(), ob, *lang, input, &cfg.limits)
+            })
+            .collect();
+        let mut sites: Vec<Vec<safety::Site>> = vec![Vec::new(); cands.len()];
+        for res in replays {
+            for (ci, r) in res {
+                cands[ci].safety.true_edits += r.true_sites.len() as u64;
+                cands[ci].safety.false_edits += r.false_sites.len() as u64;
+                sites[ci].extend(r.true_sites.into_iter().map(|s| safety::Site { made: true, ..s }));
+                sites[ci].extend(r.false_sites);
+            }
         }
+        sites
+    };
+    // Specializes an unsafe candidate: the safe specializations, each with
+    // its true and false edits counted from the replayed sites.
+    let specialize = |c: &Candidate, sites: &[safety::Site]| -> Vec<Candidate> {
         let values: Vec<Vec<Option<(u64, Pat)>>> = c
             .items
             .iter()
             .map(|&i| {
-                let Some(ex) = exs[i].as_ref() else { return Vec::new() };
+                let Some(ex) = ex_of(c, i) else { return Vec::new() };
                 let b = c.template.validate(ex).unwrap_or_else(|| Binds::new(0));
                 b.one
                     .iter()
@@ -675,28 +708,158 @@ pub fn generalize(corpora: &[CorpusHistory<'_>], cfg: &HistoryConfig) -> History
             })
             .collect();
         let commit_ids: Vec<usize> = c.items.iter().map(|&i| items[i].corpus * 1_000_000 + items[i].commit).collect();
-        let specs = safety::specialize(&c.template, &values, &commit_ids, &false_sites[ci], cfg.min_commits);
-        if !specs.is_empty() {
-            stats.specialized += 1;
-            for s in specs {
+        let falses: Vec<&safety::Site> = sites.iter().filter(|s| !s.made).collect();
+        let specs = safety::specialize(&c.template, &values, &commit_ids, &falses, cfg.min_commits);
+        specs
+            .into_iter()
+            .map(|s| {
                 let kept: Vec<usize> = s.keep.iter().map(|&k| c.items[k]).collect();
+                let true_edits =
+                    sites.iter().filter(|x| x.made && x.holes.get(s.hole).copied().flatten() == Some(s.value)).count();
                 let safety = Safety {
-                    true_edits: kept.len() as u64,
+                    true_edits: true_edits as u64,
                     false_edits: 0,
                     specialized: true,
                     validated: kept.len() as u64,
                     missed_edits: 0,
                 };
-                safe.push(Candidate { template: s.template, items: kept, bucket: c.bucket, lang: c.lang, safety });
-            }
+                Candidate { template: s.template, items: kept, bucket: c.bucket, lang: c.lang, safety }
+            })
+            .collect()
+    };
+    let sites = replay_all(&mut cands, &mut stats);
+    // Specialize, lift or drop unsafe candidates.
+    let mut safe: Vec<Candidate> = Vec::new();
+    let mut unsafe_: Vec<Candidate> = Vec::new();
+    for (ci, c) in cands.into_iter().enumerate() {
+        if c.safety.false_edits == 0 {
+            safe.push(c);
             continue;
         }
-        let total = c.safety.true_edits + c.safety.false_edits;
-        let precision = if total == 0 { 0.0 } else { c.safety.true_edits as f64 / total as f64 };
-        if precision >= cfg.min_precision {
+        let specs = specialize(&c, &sites[ci]);
+        if !specs.is_empty() {
+            stats.specialized += 1;
+            safe.extend(specs);
+            continue;
+        }
+        unsafe_.push(c);
+    }
+    // Getafix's hierarchy: an unsafe rule is tried again one level up, at
+    // the statement around each of its edits, which carries the context
+    // that tells the sites the authors changed from those they did not.
+    let mut lifted: Vec<Candidate> = Vec::new();
+    let mut lifted_from: Vec<f64> = Vec::new();
+    for c in &unsafe_ {
+        let mut seen: BTreeSet<(usize, &str, u32)> = BTreeSet::new();
+        let mut groups: BTreeMap<u64, Vec<usize>> = BTreeMap::new();
+        for &i in &c.items {
+            let (Some(ctx), Some(ex)) = (edit_of(&items[i]).context.as_ref(), ctx_exs[i].as_ref()) else { continue };
+            if seen.insert((items[i].corpus, edit_of(&items[i]).before_blob.as_str(), ctx.start)) {
+                groups.entry(generalize::group_key(ex)).or_default().push(i);
+            }
+        }
+        let mut gs: Vec<Vec<usize>> = groups.into_values().collect();
+        gs.sort_by_key(|g| {
+            let c: BTreeSet<(usize, usize)> = g.iter().map(|&i| commit_key(i)).collect();
+            (std::cmp::Reverse(c.len()), std::cmp::Reverse(g.len()), g[0])
+        });
+        gs.truncate(MAX_GROUPS_PER_BUCKET);
+        let reps: Vec<&Ex<'_>> = gs.iter().filter_map(|g| ctx_exs[g[0]].as_ref()).collect();
+        if reps.len() != gs.len() {
+            continue;
+        }
+        for cl in generalize::cluster(&reps, cfg.max_holes, MAX_CLUSTERS_PER_BUCKET) {
+            let mut template = cl.template;
+            template.lifted = true;
+            if !template.usable(cfg.max_holes) {
+                continue;
+            }
+            let members: Vec<usize> = cl.groups.iter().flat_map(|&g| gs[g].clone()).collect();
+            let valid: Vec<usize> = members
+                .iter()
+                .copied()
+                .filter(|&i| ctx_exs[i].as_ref().is_some_and(|ex| template.validate(ex).is_some()))
+                .collect();
+            stats.invalid_examples += (members.len() - valid.len()) as u64;
+            let commits: BTreeSet<(usize, usize)> = valid.iter().map(|&i| commit_key(i)).collect();
+            if commits.len() < cfg.min_commits {
+                continue;
+            }
+            let safety = Safety { validated: valid.len() as u64, ..Default::default() };
+            lifted.push(Candidate { template, items: valid, bucket: c.bucket, lang: c.lang, safety });
+            lifted_from.push(precision(&c.safety));
+        }
+    }
+    let debug = |tag: &str, c: &Candidate| {
+        if std::env::var_os("KIDIOM_HISTORY_DEBUG").is_none() {
+            return;
+        }
+        let Some(ex) = c.items.first().and_then(|&i| ex_of(c, i)) else { return };
+        let Some(b) = c.template.validate(ex) else { return };
+        let mut ba = Binds::new(c.template.holes());
+        c.template.after.matches(&ex.after, 0, &mut ba);
+        let commits: BTreeSet<(usize, usize)> = c.items.iter().map(|&i| commit_key(i)).collect();
+        eprintln!(
+            "{tag}: {} commits {} items, true {} false {} | {} => {}",
+            commits.len(),
+            c.items.len(),
+            c.safety.true_edits,
+            c.safety.false_edits,
+            pattern::render(&ex.before, 0, &b, &c.template.seq).replace('\n', " "),
+            pattern::render(&ex.after, 0, &ba, &c.template.seq).replace('\n', " ")
+        );
+    };
+    if !lifted.is_empty() {
+        let lsites = replay_all(&mut lifted, &mut stats);
+        for c in &lifted {
+            debug("lifted", c);
+        }
+        for (li, c) in lifted.into_iter().enumerate() {
+            if c.safety.false_edits == 0 {
+                stats.lifted += 1;
+                safe.push(c);
+                continue;
+            }
+            let specs = specialize(&c, &lsites[li]);
+            if !specs.is_empty() {
+                stats.lifted += 1;
+                stats.specialized += 1;
+                safe.extend(specs);
+                continue;
+            }
+            // Still unsafe: kept, its false edits recorded, when the larger
+            // context made it more precise than the rule it came from and
+            // it reaches the minimum precision.
+            let p = precision(&c.safety);
+            if p >= cfg.min_precision && p > lifted_from[li] {
+                stats.lifted += 1;
+                safe.push(c);
+            }
+        }
+    }
+    stats.replay_seconds = t1.elapsed().as_secs_f64();
+    // What stays unsafe is kept only at the minimum precision, its false
+    // edits recorded.
+    for c in unsafe_ {
+        debug("unsafe-cand", &c);
+        if precision(&c.safety) >= cfg.min_precision {
             safe.push(c);
         } else {
             stats.unsafe_dropped += 1;
+            if std::env::var_os("KIDIOM_HISTORY_DEBUG").is_some() {
+                let ex = c.items.first().and_then(|&i| exs[i].as_ref());
+                let commits: BTreeSet<(usize, usize)> = c.items.iter().map(|&i| commit_key(i)).collect();
+                eprintln!(
+                    "unsafe: {} commits {} items, true {} false {} | {}",
+                    commits.len(),
+                    c.items.len(),
+                    c.safety.true_edits,
+                    c.safety.false_edits,
+                    ex.map(|e| format!("{} => {}", e.before.text(0), e.after.text(0)))
+                        .unwrap_or_default()
+                        .replace('\n', " ")
+                );
+            }
         }
     }
     // Missed edits: same-bucket edits in the training file pairs not covered.
@@ -720,21 +883,29 @@ pub fn generalize(corpora: &[CorpusHistory<'_>], cfg: &HistoryConfig) -> History
     let t2 = std::time::Instant::now();
     let opportunities = count_opportunities(corpora, &safe, &cfg.limits);
     stats.opportunity_seconds = t2.elapsed().as_secs_f64();
-    let mut rules = assemble(corpora, &items, &exs, safe, &opportunities);
+    let mut rules = assemble(corpora, &items, (&exs, &ctx_exs), safe, &opportunities);
     rules.sort_by(|a, b| b.score.total_cmp(&a.score).then_with(|| a.id.cmp(&b.id)));
     HistoryResult { rules, stats }
+}
+
+/// Edits made over all edits a rule would make on its training files.
+fn precision(s: &Safety) -> f64 {
+    let total = s.true_edits + s.false_edits;
+    if total == 0 { 0.0 } else { s.true_edits as f64 / total as f64 }
 }
 
 const MAX_GROUPS_PER_BUCKET: usize = 1_500;
 const MAX_CLUSTERS_PER_BUCKET: usize = 200;
 
+/// A training file pair's replay input: the candidates trained on it, all
+/// candidates, the commit's edits and their enclosing statements.
+type ReplayInput<'x, 'c> = (&'x [usize], &'x [Candidate], &'x [safety::Change<'c>], &'x [safety::Change<'c>]);
+
 fn replay_file(
     repo: Option<&Path>,
     old: &str,
     lang: Lang,
-    cis: &[usize],
-    cands: &[Candidate],
-    changes: &[safety::Change<'_>],
+    (cis, cands, changes, contexts): ReplayInput<'_, '_>,
     limits: &Limits,
 ) -> Vec<(usize, safety::Replay)> {
     let Some(repo) = repo else { return Vec::new() };
@@ -743,7 +914,7 @@ fn replay_file(
     let Ok(ta) = std::str::from_utf8(&a) else { return Vec::new() };
     let Ok(x) = Tree::parse(lang, ta, limits) else { return Vec::new() };
     let rules: Vec<&Template> = cis.iter().map(|&ci| &cands[ci].template).collect();
-    cis.iter().copied().zip(safety::replay(&x, changes, &rules)).collect()
+    cis.iter().copied().zip(safety::replay(&x, changes, contexts, &rules)).collect()
 }
 
 /// Sites matching each rule's `before` at each corpus's revision.
@@ -779,7 +950,11 @@ fn count_opportunities(corpora: &[CorpusHistory<'_>], rules: &[Candidate], limit
                 for i in 0..t.nodes.len() as u32 {
                     let Some(rs) = by_kind.get(&t.nodes[i as usize].kind) else { continue };
                     for &ri in rs {
-                        if rules[ri].template.before.matches(&t, i, &mut Binds::new(rules[ri].template.holes())) {
+                        let tp = &rules[ri].template;
+                        if tp.before.may_match(&t, i)
+                            && tp.before.matches(&t, i, &mut Binds::new(tp.holes()))
+                            && !safety::present(&t, i, &tp.added)
+                        {
                             n[ri] += 1;
                         }
                     }
@@ -796,10 +971,13 @@ fn count_opportunities(corpora: &[CorpusHistory<'_>], rules: &[Candidate], limit
     out
 }
 
+/// The examples of edits, and of their enclosing statements.
+type ExSets<'x, 'a> = (&'x [Option<Ex<'a>>], &'x [Option<Ex<'a>>]);
+
 fn assemble(
     corpora: &[CorpusHistory<'_>],
     items: &[Item],
-    exs: &[Option<Ex<'_>>],
+    (plain, ctx): ExSets<'_, '_>,
     cands: Vec<Candidate>,
     opportunities: &[Vec<u64>],
 ) -> Vec<Rule> {
@@ -807,6 +985,7 @@ fn assemble(
     let mut seen: HashMap<(Lang, String, String), usize> = HashMap::new();
     let mut ids: BTreeSet<String> = BTreeSet::new();
     for (ri, c) in cands.into_iter().enumerate() {
+        let exs = if c.template.lifted { ctx } else { plain };
         let Some(first) = c.items.first().and_then(|&i| exs[i].as_ref()) else { continue };
         let Some(bb) = c.template.validate(first) else { continue };
         let before = pattern::render(&first.before, 0, &bb, &c.template.seq);
@@ -845,10 +1024,18 @@ fn assemble(
             });
         }
         // Hole values.
+        // The after-only values when the rule adds some (the values a
+        // rewrite chooses from), else the values bound on the before side.
         let mut values: BTreeMap<String, u64> = BTreeMap::new();
         for &i in &c.items {
             let Some(ex) = exs[i].as_ref() else { continue };
-            let Some(b) = c.template.validate(ex) else { continue };
+            let Some((b, fresh)) = c.template.validate_full(ex) else { continue };
+            if c.template.has_fresh() {
+                for v in fresh.iter().flatten() {
+                    *values.entry(v.chars().take(80).collect()).or_default() += 1;
+                }
+                continue;
+            }
             for n in b.one.iter().flatten() {
                 let v: String = ex.before.text(*n).chars().take(80).collect();
                 *values.entry(v).or_default() += 1;
@@ -869,7 +1056,11 @@ fn assemble(
                 continue;
             }
             let e = &k.edits[items[i].edit];
-            let snippet = format!("{}  =>  {}", one_line(&e.before), one_line(&e.after));
+            let (b, a) = match (&e.context, c.template.lifted) {
+                (Some(x), true) => (x.before.as_str(), x.after.as_str()),
+                _ => (e.before.as_str(), e.after.as_str()),
+            };
+            let snippet = format!("{}  =>  {}", one_line(b), one_line(a));
             examples.push(IdiomExample {
                 corpus: corpora[items[i].corpus].corpus.manifest.name.clone(),
                 path: e.path.clone(),
@@ -903,7 +1094,12 @@ fn assemble(
             commits.last().map(|m| m.summary.as_str()).unwrap_or(""),
             c.safety.true_edits,
             c.safety.false_edits,
-            if c.safety.specialized { " (specialized to the value its commits used)" } else { "" },
+            match (c.safety.specialized, c.template.lifted) {
+                (true, true) => " (lifted to the enclosing statement and specialized to the value its commits used)",
+                (false, true) => " (lifted to the enclosing statement: the smaller rule was unsafe)",
+                (true, false) => " (specialized to the value its commits used)",
+                (false, false) => "",
+            },
             c.safety.missed_edits,
             commits.iter().filter(|m| !m.tags.is_empty()).count(),
             commits.len(),

@@ -15,6 +15,10 @@ pub(crate) enum Pat {
     Hole(u16),
     /// A run of sibling nodes (arguments, parameters, statements).
     Seq(u16),
+    /// An after-only value: the value of a keyword argument the edit adds,
+    /// which differs between examples and is bound nowhere on the before
+    /// side (`input_precision=$V`). Its values are the rule's histogram.
+    Fresh(u16),
     /// A concrete subtree, matched by its structural hash.
     Concrete {
         hash: u64,
@@ -67,6 +71,32 @@ impl Pat {
         }
     }
 
+    /// The hash the first child of every match has, when the template fixes
+    /// it: a cheap test before [`Pat::matches`].
+    pub(crate) fn first_kid_hash(&self) -> Option<u64> {
+        match self {
+            Pat::Node { kids, .. } => match kids.first() {
+                Some(Pat::Concrete { hash, .. }) => Some(*hash),
+                _ => None,
+            },
+            _ => None,
+        }
+    }
+
+    /// Whether node `n` of `t` can match at all: same kind, and the same
+    /// first child where the template fixes it.
+    pub(crate) fn may_match(&self, t: &Tree<'_>, n: u32) -> bool {
+        let node = t.nodes[n as usize];
+        match self {
+            Pat::Concrete { hash, .. } => node.hash == *hash,
+            Pat::Node { kind, .. } => {
+                node.kind == *kind
+                    && self.first_kid_hash().is_none_or(|h| node.nkids > 0 && t.nodes[n as usize + 1].hash == h)
+            }
+            _ => true,
+        }
+    }
+
     /// Whether it holds a concrete identifier-like token.
     pub(crate) fn has_anchor(&self) -> bool {
         match self {
@@ -113,7 +143,7 @@ impl Pat {
     pub(crate) fn matches(&self, t: &Tree<'_>, n: u32, b: &mut Binds) -> bool {
         match self {
             Pat::Concrete { hash, .. } => t.nodes[n as usize].hash == *hash,
-            Pat::Hole(h) => {
+            Pat::Hole(h) | Pat::Fresh(h) => {
                 let slot = usize::from(*h);
                 if slot >= b.one.len() {
                     return false;
@@ -140,10 +170,22 @@ impl Pat {
     }
 
     /// The tokens the template produces under `b` (bound in `t`); `None`
-    /// when it uses a hole that `b` leaves unbound.
-    pub(crate) fn instantiate(&self, t: &Tree<'_>, b: &Binds, out: &mut Vec<String>) -> Option<()> {
+    /// when it uses a hole that `b` leaves unbound. An after-only value
+    /// ([`Pat::Fresh`]) is written from `fresh` when given there, else as
+    /// one [`WILD`] token that stands for any value.
+    pub(crate) fn instantiate(
+        &self,
+        t: &Tree<'_>,
+        b: &Binds,
+        fresh: &[Option<Vec<String>>],
+        out: &mut Vec<String>,
+    ) -> Option<()> {
         match self {
             Pat::Concrete { tokens, .. } => out.extend(tokens.iter().cloned()),
+            Pat::Fresh(h) => match fresh.get(usize::from(*h)) {
+                Some(Some(v)) => out.extend(v.iter().cloned()),
+                _ => out.push(WILD.to_string()),
+            },
             Pat::Hole(h) => {
                 let n = (*b.one.get(usize::from(*h))?)?;
                 out.extend(t.tokens(n).into_iter().map(str::to_string));
@@ -158,12 +200,50 @@ impl Pat {
             }
             Pat::Node { kids, .. } => {
                 for k in kids {
-                    k.instantiate(t, b, out)?;
+                    k.instantiate(t, b, fresh, out)?;
                 }
             }
         }
         Some(())
     }
+}
+
+/// The token [`Pat::instantiate`] writes for an after-only value it was
+/// not given: matches one or more tokens in [`contains_run`].
+pub(crate) const WILD: &str = "\u{0}*";
+
+/// The most tokens one [`WILD`] stands for.
+const MAX_WILD: usize = 64;
+
+/// Whether `needle` (which may hold [`WILD`] tokens, each standing for one
+/// or more tokens) occurs as a contiguous run of `hay`.
+pub(crate) fn contains_run<S: AsRef<str>>(hay: &[S], needle: &[String]) -> bool {
+    if needle.is_empty() {
+        return false;
+    }
+    (0..hay.len()).any(|start| run_at(hay, start, needle))
+}
+
+fn run_at<S: AsRef<str>>(hay: &[S], start: usize, needle: &[String]) -> bool {
+    // Backtracking over wildcards, iteratively: (hay position, needle position).
+    let mut stack = vec![(start, 0usize)];
+    while let Some((i, j)) = stack.pop() {
+        if j == needle.len() {
+            return true;
+        }
+        if i >= hay.len() {
+            continue;
+        }
+        if needle[j] == WILD {
+            // One token, then as many more as the rest allows.
+            for k in (i + 1..=hay.len().min(i + MAX_WILD)).rev() {
+                stack.push((k, j + 1));
+            }
+        } else if hay[i].as_ref() == needle[j] {
+            stack.push((i + 1, j + 1));
+        }
+    }
+    false
 }
 
 fn seq_hash(t: &Tree<'_>, kids: &[u32]) -> u64 {
@@ -301,7 +381,7 @@ mod tests {
         assert!(pat2.matches(&t, no, &mut b));
         assert_eq!(render(&t, no, &b, &[true]), "f($$$A)");
         let mut toks = Vec::new();
-        pat2.instantiate(&t, &b, &mut toks).unwrap();
+        pat2.instantiate(&t, &b, &[], &mut toks).unwrap();
         assert_eq!(toks.join(" "), "f ( x , y )");
     }
 }

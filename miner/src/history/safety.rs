@@ -9,12 +9,15 @@
 use std::collections::{BTreeSet, HashMap};
 
 use super::generalize::Template;
-use super::pattern::{Binds, Pat};
+use super::pattern::{Binds, Pat, contains_run};
 use super::tree::Tree;
 
-/// A site where a rule would edit but the commit did not.
+/// A site where a rule would edit: an edit the commit made there too, or a
+/// false edit.
 #[derive(Debug, Clone)]
-pub(crate) struct FalseSite {
+pub(crate) struct Site {
+    /// The commit made this edit.
+    pub made: bool,
     /// Hash of the node bound to each single-node hole.
     pub holes: Vec<Option<u64>>,
 }
@@ -22,8 +25,8 @@ pub(crate) struct FalseSite {
 /// What replaying one rule on one file found.
 #[derive(Debug, Clone, Default)]
 pub(crate) struct Replay {
-    pub true_edits: u64,
-    pub false_sites: Vec<FalseSite>,
+    pub true_sites: Vec<Site>,
+    pub false_sites: Vec<Site>,
 }
 
 /// An edit the commit made in the file: the before byte range and the
@@ -38,7 +41,18 @@ pub(crate) struct Change<'a> {
 /// Replays `rules` on one training before-file, given the edits the commit
 /// made in it. A match is an edit the commit made when a recorded change
 /// spans it and the change's after side holds exactly the rule's output.
-pub(crate) fn replay(a: &Tree<'_>, changes: &[Change<'_>], rules: &[&Template]) -> Vec<Replay> {
+///
+/// A site that already has a keyword argument the rule adds is no site (the
+/// rule would write it twice). An after-only value matches any value in the
+/// commit's after side. Rules mined at a larger anchor ([`Template::lifted`])
+/// are checked against `contexts` too: the enclosing statements of the
+/// commit's edits, as they were before and after.
+pub(crate) fn replay(
+    a: &Tree<'_>,
+    changes: &[Change<'_>],
+    contexts: &[Change<'_>],
+    rules: &[&Template],
+) -> Vec<Replay> {
     let mut by_kind: HashMap<u16, Vec<usize>> = HashMap::new();
     for (i, r) in rules.iter().enumerate() {
         if let Some(k) = r.before.kind() {
@@ -50,38 +64,65 @@ pub(crate) fn replay(a: &Tree<'_>, changes: &[Change<'_>], rules: &[&Template]) 
         let Some(rs) = by_kind.get(&a.nodes[n as usize].kind) else { continue };
         for &ri in rs {
             let rule = rules[ri];
+            if !rule.before.may_match(a, n) {
+                continue;
+            }
             let mut bind = Binds::new(rule.holes());
             if !rule.before.matches(a, n, &mut bind) {
                 continue;
             }
+            if present(a, n, &rule.added) {
+                continue;
+            }
             let mut toks = Vec::new();
-            if rule.after.instantiate(a, &bind, &mut toks).is_none() {
+            if rule.after.instantiate(a, &bind, &[], &mut toks).is_none() {
                 continue;
             }
             let node = a.nodes[n as usize];
-            let made =
-                changes.iter().any(|c| c.start <= node.start && node.end <= c.end && contains_run(&c.after, &toks));
+            let spans = |c: &&Change<'_>| c.start <= node.start && node.end <= c.end && contains_run(&c.after, &toks);
+            let made = changes.iter().any(|c| spans(&c)) || (rule.lifted && contexts.iter().any(|c| spans(&c)));
+            let holes = bind.one.iter().map(|o| o.map(|x| a.nodes[x as usize].hash)).collect();
             if made {
-                out[ri].true_edits += 1;
+                out[ri].true_sites.push(Site { made, holes });
             } else {
-                let holes = bind.one.iter().map(|o| o.map(|x| a.nodes[x as usize].hash)).collect();
-                out[ri].false_sites.push(FalseSite { holes });
+                out[ri].false_sites.push(Site { made, holes });
             }
         }
     }
     out
 }
 
-fn contains_run(hay: &[&str], needle: &[String]) -> bool {
-    !needle.is_empty()
-        && hay.len() >= needle.len()
-        && hay.windows(needle.len()).any(|w| w.iter().zip(needle).all(|(x, y)| *x == y))
+/// Whether the site at `n` already has one of the keyword arguments a
+/// rule adds, at the depth the rule adds it.
+pub(crate) fn present(a: &Tree<'_>, n: u32, added: &[(String, u32)]) -> bool {
+    if added.is_empty() {
+        return false;
+    }
+    let size = a.nodes[n as usize].size;
+    (n + 1..n + size).any(|i| {
+        let Some(name) = super::generalize::kw_name(a, i) else { return false };
+        added.iter().any(|(kw, d)| {
+            if kw != name {
+                return false;
+            }
+            // Depth of `i` below `n`, by parent links (bounded by `d`).
+            let (mut p, mut depth) = (i, 0u32);
+            while p != n && depth <= *d {
+                p = a.nodes[p as usize].parent;
+                depth += 1;
+            }
+            p == n && depth == *d
+        })
+    })
 }
 
 /// One way to specialize a rule: fix hole `hole` to a training value.
 #[derive(Debug, Clone)]
 pub(crate) struct Specialization {
     pub template: Template,
+    /// The hole fixed, and the hash of its value.
+    pub hole: usize,
+    pub value: u64,
     /// Indices (into the rule's examples) that the specialized rule keeps.
     pub keep: Vec<usize>,
 }
@@ -94,7 +135,7 @@ pub(crate) fn specialize(
     t: &Template,
     values: &[Vec<Option<(u64, Pat)>>],
     commit_of: &[usize],
-    false_sites: &[FalseSite],
+    false_sites: &[&Site],
     min_commits: usize,
 ) -> Vec<Specialization> {
     let mut best: Vec<Specialization> = Vec::new();
@@ -124,10 +165,10 @@ pub(crate) fn specialize(
             let template = Template {
                 before: t.before.substitute(h as u16, pat),
                 after: t.after.substitute(h as u16, pat),
-                seq: t.seq.clone(),
+                ..t.clone()
             };
             kept += members.len();
-            specs.push(Specialization { template, keep: members.clone() });
+            specs.push(Specialization { template, hole: h, value: *hash, keep: members.clone() });
         }
         if kept > best_kept {
             best_kept = kept;
@@ -198,8 +239,8 @@ mod tests {
         assert_eq!(e1.before.text(0), e1_b);
         let t = anti_unify(&[&e1, &e2]).unwrap();
         let changes = changes_of(&ta, &tb);
-        let r = replay(&ta, &changes, &[&t]);
-        assert_eq!(r[0].true_edits, 1);
+        let r = replay(&ta, &changes, &[], &[&t]);
+        assert_eq!(r[0].true_sites.len(), 1);
         assert_eq!(r[0].false_sites.len(), 1);
 
         // Both examples bound to different values: no value has two commits.
@@ -213,11 +254,12 @@ mod tests {
                     .collect()
             })
             .collect();
-        assert!(specialize(&t, &values, &[0, 1], &r[0].false_sites, 2).is_empty());
+        let falses: Vec<&Site> = r[0].false_sites.iter().collect();
+        assert!(specialize(&t, &values, &[0, 1], &falses, 2).is_empty());
         // With one commit required, `a` is a safe specialization and `c` too.
-        let s = specialize(&t, &values, &[0, 1], &r[0].false_sites, 1);
+        let s = specialize(&t, &values, &[0, 1], &falses, 1);
         assert_eq!(s.len(), 2);
-        let r2 = replay(&ta, &changes, &[&s[0].template, &s[1].template]);
+        let r2 = replay(&ta, &changes, &[], &[&s[0].template, &s[1].template]);
         assert!(r2.iter().all(|r| r.false_sites.is_empty()));
     }
 }

@@ -82,13 +82,15 @@ pub(crate) fn diff(a: &Tree<'_>, b: &Tree<'_>) -> Diff {
             j = pj + 1;
         }
         if container_edit {
-            // An insertion or deletion among the children: the container is the edit.
+            // An insertion or deletion among the children: the container is
+            // the edit. The changed children that could still be paired are
+            // descended into too: when the container is too large to be an
+            // edit (a function body, the module), the changes inside it are
+            // still edits of their own; when it is kept, they lie nested in
+            // it and are subsumed.
             d.edits.push((x, y));
-            for (p, q) in todo {
-                if a.nodes[p as usize].hash == b.nodes[q as usize].hash {
-                    stack.push((p, q));
-                }
-            }
+            d.edits.extend(cut);
+            stack.extend(todo);
         } else {
             d.edits.extend(cut);
             stack.extend(todo);
