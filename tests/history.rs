@@ -413,3 +413,53 @@ fn a_history_run_keeps_the_edit_rules_of_other_corpora() {
     let corpora: Vec<&str> = after.iter().filter_map(|p| p["support"][0]["corpus"].as_str()).collect();
     assert!(corpora.contains(&"one") && corpora.contains(&"two"), "{after:#?}");
 }
+
+#[test]
+fn nested_calls_that_gain_a_keyword_are_cut_one_by_one() {
+    let env = Env::new();
+    let repo = env.path().join("repo");
+    let a0 = "    b_q = tl.load(q)\n    b_s = tl.dot(tl.dot(b_q, b_q), b_q)\n    tl.store(o, b_s)";
+    let a1 = "    b_q = tl.load(q)\n    b_s = tl.dot(tl.dot(b_q, b_q, input_precision=\"ieee\"), b_q, input_precision=\"ieee\")\n    tl.store(o, b_s)";
+    let b0 = "    b_k = tl.load(k)\n    b_s = tl.dot(tl.dot(b_k, b_k * 2.0), b_k)\n    tl.store(o, b_s)";
+    let b1 = "    b_k = tl.load(k)\n    b_s = tl.dot(tl.dot(b_k, b_k * 2.0, input_precision=\"ieee\"), b_k, input_precision=\"ieee\")\n    tl.store(o, b_s)";
+    let c0 = "    b_v = tl.load(k)\n    b_s = tl.dot(b_v - 1.0, b_v)\n    tl.store(o, b_s)";
+    let c1 = "    b_v = tl.load(k)\n    b_s = tl.dot(b_v - 1.0, b_v, input_precision=\"ieee\")\n    tl.store(o, b_s)";
+    let ids = history(
+        &repo,
+        &[
+            (
+                "init",
+                vec![
+                    ("a.py", Some(kernel("ka", a0))),
+                    ("b.py", Some(kernel("kb", b0))),
+                    ("c.py", Some(kernel("kc", c0))),
+                ],
+            ),
+            ("ieee dots in ka", vec![("a.py", Some(kernel("ka", a1)))]),
+            ("ieee dots in kb", vec![("b.py", Some(kernel("kb", b1)))]),
+            ("ieee dot in kc", vec![("c.py", Some(kernel("kc", c1)))]),
+        ],
+    );
+    mine(&env, &repo, &[]);
+    let pats = edit_patterns(&env);
+    // The nested form recurs too and may be a rule of its own; the single
+    // call is one rule, trained on every commit.
+    let dots: Vec<&serde_json::Value> = pats
+        .iter()
+        .filter(|p| p["after"].as_str().is_some_and(|a| a.contains("input_precision=\"ieee\"")))
+        .filter(|p| p["before"] == "tl.dot($A, $B)")
+        .collect();
+    assert_eq!(dots.len(), 1, "one rule for the single call: {pats:#?}");
+    let dot = dots[0];
+    assert_eq!(dot["before"], "tl.dot($A, $B)", "{dot:#}");
+    assert_eq!(dot["after"], "tl.dot($A, $B, input_precision=\"ieee\")", "{dot:#}");
+    let commits = dot["commits"].to_string();
+    for id in &ids[1..] {
+        assert!(commits.contains(&id.to_string()[..10]), "{id} not in {commits}");
+    }
+    // Both calls of each nested site are edits the commits made; no false
+    // or missed edit.
+    let why = dot["rationale"].as_str().unwrap_or("");
+    assert!(why.contains("makes 5 of the commits' edits and 0 they did not make"), "{why}");
+    assert!(why.contains("0 edits of the same shape there are not covered"), "{why}");
+}

@@ -151,10 +151,17 @@ pub(crate) fn cut(
     // inside an oversized container (a statement inserted into a kernel
     // body next to a changed call) are still cut on their own.
     let mut kept: Vec<(u32, u32)> = Vec::new();
+    let mut nested: Vec<(u32, u32)> = Vec::new();
     for (x, y) in roots {
         let (nx, ny) = (a.nodes[x as usize], b.nodes[y as usize]);
         if kept.last().is_some_and(|&(kx, _)| a.contains(kx, x)) {
-            continue; // nested in an edit already kept
+            // Nested in an edit already kept: subsumed, unless it is a
+            // local edit of its own (a call that gained a keyword argument
+            // inside a call that gained one too), which is cut as well.
+            if !nx.err && !ny.err && adds_keywords(a, b, &d.map, x, y) {
+                nested.push((x, y));
+            }
+            continue;
         }
         if nx.err || ny.err {
             drops.push(EditDrop::ParseError);
@@ -166,6 +173,8 @@ pub(crate) fn cut(
         }
         kept.push((x, y));
     }
+    kept.extend(nested);
+    kept.sort_unstable();
     let mut out = Vec::new();
     for (x, y) in kept {
         let nx = a.nodes[x as usize];
@@ -191,6 +200,47 @@ pub(crate) fn cut(
         });
     }
     (out, drops)
+}
+
+/// Whether `x` became `y` by gaining keyword arguments in one argument
+/// list, its other children unchanged or matched by the diff (changed
+/// inside, as nested edits of their own).
+fn adds_keywords(a: &Tree<'_>, b: &Tree<'_>, map: &[u32], x: u32, y: u32) -> bool {
+    let same = |p: u32, q: u32| {
+        let (np, nq) = (a.nodes[p as usize], b.nodes[q as usize]);
+        np.hash == nq.hash && np.size == nq.size
+    };
+    let matched = |p: u32, q: u32| a.nodes[p as usize].kind == b.nodes[q as usize].kind && map[p as usize] == q;
+    let (ka, kb) = (a.kids(x), b.kids(y));
+    if map[x as usize] != y || ka.len() != kb.len() {
+        return false;
+    }
+    let mut added = false;
+    for (&p, &q) in ka.iter().zip(&kb) {
+        if same(p, q) {
+            continue;
+        }
+        if !matched(p, q) {
+            return false;
+        }
+        let (ap, aq) = (a.kids(p), b.kids(q));
+        let mut j = 0;
+        for &k in &aq {
+            if j < ap.len() && (same(ap[j], k) || matched(ap[j], k)) {
+                j += 1;
+            } else if super::generalize::kw_name(b, k).is_some() {
+                added = true;
+            } else if b.text(k) == "," && b.nodes[k as usize].nkids == 0 {
+                continue;
+            } else {
+                return false;
+            }
+        }
+        if j != ap.len() || !added {
+            return false;
+        }
+    }
+    added
 }
 
 /// The statement around an edit root: the nearest proper ancestor that is
@@ -412,6 +462,25 @@ mod tests {
         let b = Tree::parse(Lang::Python, after, &l).unwrap();
         let (edits, _) = cut(Lang::Python, "k.py", ("b1", "b2"), &a, &b, &HistoryConfig::default());
         edits.into_iter().map(|e| (e.before, e.after)).collect()
+    }
+
+    #[test]
+    fn nested_calls_that_gain_a_keyword_are_cut_too() {
+        let e =
+            check("b = tl.dot(tl.dot(a, b), c)\n", "b = tl.dot(tl.dot(a, b, allow_tf32=False), c, allow_tf32=False)\n");
+        assert_eq!(
+            e,
+            [
+                (
+                    "tl.dot(tl.dot(a, b), c)".to_string(),
+                    "tl.dot(tl.dot(a, b, allow_tf32=False), c, allow_tf32=False)".to_string()
+                ),
+                ("tl.dot(a, b)".to_string(), "tl.dot(a, b, allow_tf32=False)".to_string()),
+            ]
+        );
+        // A nested change of another kind stays subsumed.
+        let e = check("b = f(g(a), c)\n", "b = f(g(a + 1), c, k=1)\n");
+        assert_eq!(e, [("f(g(a), c)".to_string(), "f(g(a + 1), c, k=1)".to_string())]);
     }
 
     #[test]

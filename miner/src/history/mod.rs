@@ -45,7 +45,7 @@ use tree::Tree;
 
 /// Version of the concrete-edit extraction: cached edits of another
 /// version (or another grammar) are mined again.
-pub const HISTORY_VERSION: u32 = 3;
+pub const HISTORY_VERSION: u32 = 4;
 
 /// The cache fingerprint: [`HISTORY_VERSION`], the grammars and the limits
 /// that decide which edits are cut.

@@ -180,6 +180,19 @@ impl Pat {
         fresh: &[Option<Vec<String>>],
         out: &mut Vec<String>,
     ) -> Option<()> {
+        self.instantiate_with(t, b, fresh, &|n, out| out.extend(t.tokens(n).into_iter().map(str::to_string)), out)
+    }
+
+    /// [`Pat::instantiate`], with the tokens of each bound node written by
+    /// `emit` (the safety replay writes nested sites as the commit left them).
+    pub(crate) fn instantiate_with(
+        &self,
+        t: &Tree<'_>,
+        b: &Binds,
+        fresh: &[Option<Vec<String>>],
+        emit: &dyn Fn(u32, &mut Vec<String>),
+        out: &mut Vec<String>,
+    ) -> Option<()> {
         match self {
             Pat::Concrete { tokens, .. } => out.extend(tokens.iter().cloned()),
             Pat::Fresh(h) => match fresh.get(usize::from(*h)) {
@@ -188,19 +201,19 @@ impl Pat {
             },
             Pat::Hole(h) => {
                 let n = (*b.one.get(usize::from(*h))?)?;
-                out.extend(t.tokens(n).into_iter().map(str::to_string));
+                emit(n, out);
             }
             Pat::Seq(h) => {
                 let (first, count, _) = (*b.seq.get(usize::from(*h))?)?;
                 let mut k = first;
                 for _ in 0..count {
-                    out.extend(t.tokens(k).into_iter().map(str::to_string));
+                    emit(k, out);
                     k += t.nodes[k as usize].size;
                 }
             }
             Pat::Node { kids, .. } => {
                 for k in kids {
-                    k.instantiate(t, b, fresh, out)?;
+                    k.instantiate_with(t, b, fresh, emit, out)?;
                 }
             }
         }

@@ -79,8 +79,26 @@ pub(crate) fn replay(
                 continue;
             }
             let node = a.nodes[n as usize];
-            let spans = |c: &&Change<'_>| c.start <= node.start && node.end <= c.end && contains_run(&c.after, &toks);
-            let made = changes.iter().any(|c| spans(&c)) || (rule.lifted && contexts.iter().any(|c| spans(&c)));
+            let spans = |c: &Change<'_>, toks: &[String]| {
+                c.start <= node.start && node.end <= c.end && contains_run(&c.after, toks)
+            };
+            let made_by = |toks: &[String]| {
+                changes.iter().any(|c| spans(c, toks)) || (rule.lifted && contexts.iter().any(|c| spans(c, toks)))
+            };
+            let mut made = made_by(&toks);
+            // Edits the commit made at sites nested in this one (an inner
+            // call that gained the same keyword): the rule's output is
+            // compared with those nested edits applied, as the commit left them.
+            let nested = changes
+                .iter()
+                .any(|c| node.start <= c.start && c.end <= node.end && (c.start, c.end) != (node.start, node.end));
+            if !made && nested {
+                let emit = |m: u32, out: &mut Vec<String>| nested_tokens(a, m, changes, (node.start, node.end), out);
+                let mut toks2 = Vec::new();
+                if rule.after.instantiate_with(a, &bind, &[], &emit, &mut toks2).is_some() {
+                    made = made_by(&toks2);
+                }
+            }
             let holes = bind.one.iter().map(|o| o.map(|x| a.nodes[x as usize].hash)).collect();
             if made {
                 out[ri].true_sites.push(Site { made, holes });
@@ -90,6 +108,29 @@ pub(crate) fn replay(
         }
     }
     out
+}
+
+/// The tokens of node `m` with every recorded change strictly inside
+/// `site` that spans a node of `m` exactly written as the commit's after
+/// side (outermost first).
+fn nested_tokens(a: &Tree<'_>, m: u32, changes: &[Change<'_>], site: (u32, u32), out: &mut Vec<String>) {
+    let end = m + a.nodes[m as usize].size;
+    let mut i = m;
+    while i < end {
+        let node = a.nodes[i as usize];
+        let range = (node.start, node.end);
+        if range != site
+            && let Some(c) = changes.iter().find(|c| (c.start, c.end) == range)
+        {
+            out.extend(c.after.iter().map(|s| s.to_string()));
+            i += node.size;
+            continue;
+        }
+        if node.nkids == 0 {
+            out.push(a.text(i).to_string());
+        }
+        i += 1;
+    }
 }
 
 /// Whether the site at `n` already has one of the keyword arguments a
