@@ -37,6 +37,8 @@ pub(crate) struct MineSection {
     pub(crate) min_corpora: u64,
     pub(crate) max_file_bytes: u64,
     pub(crate) max_nesting: usize,
+    /// `kidiom run` also mines the history of git corpora (edit idioms).
+    pub(crate) history: bool,
 }
 
 impl Default for MineSection {
@@ -50,6 +52,7 @@ impl Default for MineSection {
             min_corpora: m.min_corpora,
             max_file_bytes: l.max_bytes,
             max_nesting: l.max_depth,
+            history: false,
         }
     }
 }

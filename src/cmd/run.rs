@@ -1,6 +1,6 @@
 //! `kidiom run`: the whole loop on the defaults of kidiom.toml: mine, then a
 //! catalog summary, then `kidiom apply` on kernels/ (dry run: candidates
-//! only), `kidiom validate` of every pending candidate, and a review summary.
+//! only), `kidiom validate` of its pending candidates, and a review summary.
 
 use std::process::ExitCode;
 
@@ -35,11 +35,14 @@ pub(crate) struct Args {
 #[derive(serde::Serialize)]
 struct RunReport<'a> {
     mine: &'a driver::MineReport,
+    /// The history run (edit idioms), when kidiom.toml asks for it.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    history: Option<&'a crate::history::HistoryReport>,
     top: &'a [kidiom_patterns::Pattern],
     /// The dry-run `apply` on kernels/, when the loop went on.
     #[serde(skip_serializing_if = "Option::is_none")]
     apply: Option<serde_json::Value>,
-    /// The validation of every pending candidate.
+    /// The validation of this run's pending candidates.
     #[serde(skip_serializing_if = "Option::is_none")]
     validate: Option<&'a super::validate::Report>,
 }
@@ -70,7 +73,18 @@ pub(crate) fn run(args: Args) -> Result<ExitCode> {
         progress: !args.output.quiet && !args.output.json,
     };
     let mut catalog = args.catalog.open(&cfg)?;
-    let report = driver::mine(&mut catalog, manifests, &opts)?;
+    let report = driver::mine(&mut catalog, manifests.clone(), &opts)?;
+    let history = if cfg.mine.history {
+        let git: Vec<_> = manifests.into_iter().filter(|m| m.kind == kidiom_miner::SourceKind::Git).collect();
+        let hopts = crate::history::HistoryOptions {
+            config: kidiom_miner::history::HistoryConfig { limits: cfg.limits(), ..Default::default() },
+            progress: !args.output.quiet && !args.output.json,
+            batch: 256,
+        };
+        Some(crate::history::mine(&mut catalog, git, &hopts)?)
+    } else {
+        None
+    };
     let top = catalog.list(&Filter { limit: Some(args.top), ..Default::default() })?;
     let progress = !args.output.quiet && !args.output.json;
     let (mut applied, mut validated) = (None, None);
@@ -91,8 +105,14 @@ pub(crate) fn run(args: Args) -> Result<ExitCode> {
         };
         let report = super::apply::apply(&mut catalog, &root, &req)?;
         applied = Some(serde_json::to_value(&report)?);
-        let pending: Vec<_> =
-            catalog.candidates(None)?.into_iter().filter(|c| worth_validating(c, args.device)).collect();
+        // This run's candidates on kernels/ (other candidates in the catalog, e.g. from
+        // `kidiom apply` on another tree, are left to `kidiom validate`).
+        let ours: std::collections::HashSet<&str> = report.candidates.iter().map(|c| c.id.as_str()).collect();
+        let pending: Vec<_> = catalog
+            .candidates(None)?
+            .into_iter()
+            .filter(|c| ours.contains(c.id.as_str()) && worth_validating(c, args.device))
+            .collect();
         let vopts = super::validate::Options {
             device: args.device,
             timeout: std::time::Duration::from_secs(args.timeout.max(1)),
@@ -107,9 +127,19 @@ pub(crate) fn run(args: Args) -> Result<ExitCode> {
         }
     }
     if args.output.json {
-        output::json(&RunReport { mine: &report, top: &top, apply: applied, validate: validated.as_ref() })?;
+        output::json(&RunReport {
+            mine: &report,
+            history: history.as_ref(),
+            top: &top,
+            apply: applied,
+            validate: validated.as_ref(),
+        })?;
     } else {
         super::mine::print_report(&report, false)?;
+        if let Some(h) = &history {
+            output::line("")?;
+            crate::history::print_report(h, false)?;
+        }
         output::line("")?;
         output::line(&format!("top {} patterns:", top.len()))?;
         super::catalog::print_list(&top, false)?;
