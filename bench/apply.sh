@@ -28,7 +28,9 @@ best() { local b=999999 x; for _ in 1 2 3; do x=$(t "$@"); b=$(echo "if ($x < $b
 work="$(mktemp -d)"
 trap 'rm -rf "$work"' EXIT
 # A copy: the candidates this benchmark proposes must not land in the user's catalog.
-cp "$db" "$work/catalog.sqlite"
+for suffix in "" -wal -shm; do
+  [[ -f "$db$suffix" ]] && cp "$db$suffix" "$work/catalog.sqlite$suffix"
+done
 db="$work/catalog.sqlite"
 "$kidiom" catalog export --format ast-grep --db "$db" --out "$work/rules.yml" || true
 echo "rules: $(grep -c '^id:' "$work/rules.yml") ast-grep rules from $db"
