@@ -592,16 +592,9 @@ pub fn generalize(corpora: &[CorpusHistory<'_>], cfg: &HistoryConfig) -> History
                 continue;
             }
             stats.candidates += 1;
-            let valid: Vec<usize> = members
-                .iter()
-                .copied()
-                .filter(|&i| exs[i].as_ref().is_some_and(|ex| template.validate(ex).is_some()))
-                .collect();
-            stats.invalid_examples += (members.len() - valid.len()) as u64;
-            let commits: BTreeSet<(usize, usize)> = valid.iter().map(|&i| commit_key(i)).collect();
-            if commits.len() < cfg.min_commits {
+            let Some(valid) = validated(&template, &members, &exs, &commit_key, cfg.min_commits, &mut stats) else {
                 continue;
-            }
+            };
             let safety = Safety { validated: valid.len() as u64, ..Default::default() };
             cands.push(Candidate { template, items: valid, bucket, lang, safety });
         }
@@ -775,16 +768,9 @@ pub fn generalize(corpora: &[CorpusHistory<'_>], cfg: &HistoryConfig) -> History
                 continue;
             }
             let members: Vec<usize> = cl.groups.iter().flat_map(|&g| gs[g].clone()).collect();
-            let valid: Vec<usize> = members
-                .iter()
-                .copied()
-                .filter(|&i| ctx_exs[i].as_ref().is_some_and(|ex| template.validate(ex).is_some()))
-                .collect();
-            stats.invalid_examples += (members.len() - valid.len()) as u64;
-            let commits: BTreeSet<(usize, usize)> = valid.iter().map(|&i| commit_key(i)).collect();
-            if commits.len() < cfg.min_commits {
+            let Some(valid) = validated(&template, &members, &ctx_exs, &commit_key, cfg.min_commits, &mut stats) else {
                 continue;
-            }
+            };
             let safety = Safety { validated: valid.len() as u64, ..Default::default() };
             lifted.push(Candidate { template, items: valid, bucket: c.bucket, lang: c.lang, safety });
             lifted_from.push(precision(&c.safety));
@@ -889,6 +875,26 @@ pub fn generalize(corpora: &[CorpusHistory<'_>], cfg: &HistoryConfig) -> History
 }
 
 /// Edits made over all edits a rule would make on its training files.
+/// The members whose example the template re-matches and reproduces; `None`
+/// when they no longer span enough commits. Counts the examples that fail.
+fn validated(
+    template: &Template,
+    members: &[usize],
+    exs: &[Option<Ex<'_>>],
+    commit_key: &dyn Fn(usize) -> (usize, usize),
+    min_commits: usize,
+    stats: &mut GeneralizeStats,
+) -> Option<Vec<usize>> {
+    let valid: Vec<usize> = members
+        .iter()
+        .copied()
+        .filter(|&i| exs[i].as_ref().is_some_and(|ex| template.validate(ex).is_some()))
+        .collect();
+    stats.invalid_examples += (members.len() - valid.len()) as u64;
+    let commits: BTreeSet<(usize, usize)> = valid.iter().map(|&i| commit_key(i)).collect();
+    (commits.len() >= min_commits).then_some(valid)
+}
+
 fn precision(s: &Safety) -> f64 {
     let total = s.true_edits + s.false_edits;
     if total == 0 { 0.0 } else { s.true_edits as f64 / total as f64 }
