@@ -328,9 +328,21 @@ pub(crate) fn render(t: &Tree<'_>, n: u32, b: &Binds, seq: &[bool]) -> String {
             continue; // nested in an occurrence already rendered
         }
         out.push_str(t.src.get(pos as usize..s as usize).unwrap_or(""));
-        let dollars = if seq.get(usize::from(h)).copied().unwrap_or(false) { "$$$" } else { "$" };
-        out.push_str(dollars);
+        let is_seq = seq.get(usize::from(h)).copied().unwrap_or(false);
+        // A sequence hole binds its separators too (`x, `); keep them outside
+        // the metavariable so it never runs into the next token (`$$$Atorch`).
+        let bound = t.src.get(s as usize..e as usize).unwrap_or("");
+        let is_sep = |c: char| c == ',' || c.is_whitespace();
+        let (lead, trail) = if is_seq && !bound.trim_matches(is_sep).is_empty() {
+            let body = bound.trim_start_matches(is_sep);
+            (&bound[..bound.len() - body.len()], &body[body.trim_end_matches(is_sep).len()..])
+        } else {
+            ("", "")
+        };
+        out.push_str(lead);
+        out.push_str(if is_seq { "$$$" } else { "$" });
         out.push_str(&hole_name(h));
+        out.push_str(trail);
         pos = e;
     }
     out.push_str(t.src.get(pos as usize..node.end as usize).unwrap_or(""));

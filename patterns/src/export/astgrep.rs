@@ -18,6 +18,57 @@ pub struct AstGrepRule {
     pub yaml: String,
 }
 
+/// The metavariables of a pattern (`$A`, `$$$ARGS`), as written.
+fn metavars(pattern: &str) -> std::collections::BTreeSet<String> {
+    let b = pattern.as_bytes();
+    let mut out = std::collections::BTreeSet::new();
+    let mut i = 0;
+    while i < b.len() {
+        if b[i] == b'$' {
+            let start = i;
+            while i < b.len() && b[i] == b'$' {
+                i += 1;
+            }
+            let name_start = i;
+            while i < b.len() && (b[i].is_ascii_uppercase() || b[i].is_ascii_digit() || b[i] == b'_') {
+                i += 1;
+            }
+            if i > name_start {
+                out.insert(pattern[start..i].to_string());
+            }
+        } else {
+            i += 1;
+        }
+    }
+    out
+}
+
+/// Whether a metavariable touches an identifier on either side
+/// (`$$$Autils`, `None$$$A`): ast-grep would read another name there.
+fn glued(pattern: &str) -> bool {
+    let b = pattern.as_bytes();
+    let ident = |c: u8| c.is_ascii_alphanumeric() || c == b'_';
+    let mut i = 0;
+    while i < b.len() {
+        if b[i] != b'$' {
+            i += 1;
+            continue;
+        }
+        let start = i;
+        while i < b.len() && b[i] == b'$' {
+            i += 1;
+        }
+        let name = i;
+        while i < b.len() && (b[i].is_ascii_uppercase() || b[i].is_ascii_digit() || b[i] == b'_') {
+            i += 1;
+        }
+        if i > name && ((start > 0 && ident(b[start - 1])) || (i < b.len() && ident(b[i]))) {
+            return true;
+        }
+    }
+    false
+}
+
 /// A YAML scalar as a JSON string (JSON strings are YAML).
 fn q(s: &str) -> String {
     serde_json::Value::String(s.to_string()).to_string()
@@ -43,7 +94,17 @@ fn rule(p: &Pattern) -> Option<AstGrepRule> {
     let before = p.before.trim();
     let after = p.after.trim();
     let mut conds = String::new();
-    let mut fix = Some(after.replace("$V", &value));
+    // Holes only on the after side (an added `kw=$V`) take the rewrite's
+    // value; ast-grep rejects a fix that names a metavariable the rule lacks.
+    if glued(before) || glued(after) {
+        return None; // `$$$Atorch`: ast-grep would read one metavariable name
+    }
+    let unbound: Vec<String> = metavars(after).into_iter().filter(|m| !metavars(before).contains(m)).collect();
+    let mut fix = Some(match unbound.as_slice() {
+        [] => after.to_string(),
+        [one] if !value.is_empty() => after.replace(one.as_str(), &value),
+        _ => return None,
+    });
     if let Some(inner) = after
         .strip_prefix(before.trim_end_matches(')'))
         .and_then(|r| r.strip_suffix(")"))
@@ -140,6 +201,15 @@ fn regex_escape(s: &str) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn glued_metavariables_are_found() {
+        assert!(glued("[$$$Btorch.float16]"));
+        assert!(glued("is not None$$$A"));
+        assert!(glued("from fla.ops.$$$Autils import x"));
+        assert!(!glued("f($$$ARGS, kw=$V)"));
+        assert!(!glued("$A = tl.load($B)"));
+    }
     use crate::model::{Category, Kind, ValueCount};
 
     fn p(id: &str, lang: Lang, before: &str, after: &str, value: &str) -> Pattern {

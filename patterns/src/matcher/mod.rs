@@ -14,8 +14,10 @@
 mod rewrite;
 mod template;
 
-use std::collections::BTreeMap;
+use std::cell::RefCell;
+use std::collections::{BTreeMap, HashMap};
 use std::ops::Range;
+use std::rc::Rc;
 
 use kidiom_miner::{KernelKind, kernel_ranges};
 use tree_sitter::{Node, Tree};
@@ -91,37 +93,85 @@ pub fn find(t: &Template, src: &str, tree: &Tree, scope: Scope) -> Vec<Match> {
     out
 }
 
-thread_local! {
-    /// The kernels of the last tree asked about: applying a catalog to one
-    /// file asks once per pattern, and finding kernels walks the whole tree.
-    static LAST_KERNELS: std::cell::RefCell<Option<(KernelKey, Vec<Range<usize>>)>> =
-        const { std::cell::RefCell::new(None) };
+/// The nodes of one parsed text that a pattern may match at: inside a
+/// kernel and outside error subtrees, grouped by kind, in pre-order.
+struct SiteIndex {
+    key: TreeKey,
+    /// Node kind id -> (start, end) of each node, in pre-order.
+    by_kind: HashMap<u16, Vec<(usize, usize)>>,
 }
 
-/// Identifies a (language, text, tree) triple: the tree's root, and the
-/// text's address, length and content hash.
-type KernelKey = (kidiom_miner::Lang, usize, usize, usize, u64);
+thread_local! {
+    /// The index of the last tree asked about: applying a catalog to one file
+    /// asks once per pattern, and walking the whole tree per pattern (and
+    /// finding its kernels again) was most of the time.
+    static LAST_INDEX: RefCell<Option<Rc<SiteIndex>>> = const { RefCell::new(None) };
+}
 
-/// Kernel ranges (Triton kernels, `__global__`/`__device__` functions) of a parsed text, memoized.
-fn device_kernels(lang: kidiom_miner::Lang, src: &str, tree: &Tree) -> Vec<Range<usize>> {
+/// Identifies a (language, text, tree) triple cheaply: the tree's root and
+/// its size, the text's address and length, and a hash of the text's ends.
+type TreeKey = (kidiom_miner::Lang, usize, usize, usize, usize, u64);
+
+fn tree_key(lang: kidiom_miner::Lang, src: &str, tree: &Tree) -> TreeKey {
     use std::hash::{Hash, Hasher};
     let mut h = std::collections::hash_map::DefaultHasher::new();
-    src.hash(&mut h);
-    let key = (lang, tree.root_node().id(), src.as_ptr() as usize, src.len(), h.finish());
-    LAST_KERNELS.with(|cell| {
-        if let Some((k, v)) = cell.borrow().as_ref()
-            && *k == key
-        {
-            return v.clone();
+    let b = src.as_bytes();
+    b[..b.len().min(256)].hash(&mut h);
+    b[b.len().saturating_sub(256)..].hash(&mut h);
+    let root = tree.root_node();
+    (lang, root.id(), root.descendant_count(), src.as_ptr() as usize, src.len(), h.finish())
+}
+
+fn site_index(lang: kidiom_miner::Lang, src: &str, tree: &Tree) -> Rc<SiteIndex> {
+    let key = tree_key(lang, src, tree);
+    if let Some(ix) = LAST_INDEX.with(|c| c.borrow().as_ref().filter(|ix| ix.key == key).cloned()) {
+        return ix;
+    }
+    let kernels: Vec<Range<usize>> =
+        kernel_ranges(lang, src, tree).into_iter().filter(|k| k.kind != KernelKind::Binding).map(|k| k.range).collect();
+    let mut by_kind: HashMap<u16, Vec<(usize, usize)>> = HashMap::new();
+    let root = tree.root_node();
+    kidiom_miner::preorder(root, |node| {
+        let (start, end) = (node.start_byte(), node.end_byte());
+        let inside = kernels.iter().any(|k| k.start <= start && end <= k.end);
+        if inside && !node.is_error() && !node.is_missing() {
+            by_kind.entry(node.kind_id()).or_default().push((start, end));
         }
-        let v: Vec<Range<usize>> = kernel_ranges(lang, src, tree)
-            .into_iter()
-            .filter(|k| k.kind != KernelKind::Binding)
-            .map(|k| k.range)
-            .collect();
-        *cell.borrow_mut() = Some((key, v.clone()));
-        v
-    })
+        // Error subtrees are not matched into; subtrees with no kernel are skipped.
+        let overlaps = kernels.iter().any(|k| k.start < end && start < k.end);
+        (overlaps || node == root) && !node.is_error()
+    });
+    let ix = Rc::new(SiteIndex { key, by_kind });
+    LAST_INDEX.with(|c| *c.borrow_mut() = Some(ix.clone()));
+    ix
+}
+
+/// The kinds a template's root can have; `None` when any node may match.
+fn root_kinds(t: &Template) -> Option<Vec<&str>> {
+    match &t.shape {
+        Shape::Tree(p) if p.hole == Hole::No => Some(vec![p.kind.as_str()]),
+        Shape::Tree(_) => None,
+        Shape::Loop => Some(vec!["for_statement", "for_range_loop"]),
+        Shape::Function(_) => Some(vec!["function_definition"]),
+    }
+}
+
+/// Whether `text` begins with `prefix`, whitespace in `text` aside (leaves
+/// are tokens; the source may space them).
+fn starts_with_tokens(text: &str, prefix: &str) -> bool {
+    let mut src = text.chars().filter(|c| !c.is_whitespace());
+    prefix.chars().filter(|c| !c.is_whitespace()).all(|p| src.next() == Some(p))
+}
+
+/// The node of `kind` spanning exactly `start..end`.
+fn node_at<'t>(tree: &'t Tree, kind: &str, start: usize, end: usize) -> Option<Node<'t>> {
+    let mut n = tree.root_node().descendant_for_byte_range(start, end)?;
+    loop {
+        if n.kind() == kind && n.start_byte() == start && n.end_byte() == end {
+            return Some(n);
+        }
+        n = n.parent().filter(|p| p.start_byte() == start && p.end_byte() == end)?;
+    }
 }
 
 /// Calls `f` with each node of `tree` that matches `t`, as [`find`] lists them.
@@ -132,16 +182,51 @@ pub(crate) fn for_each_site<'t>(
     scope: Scope,
     mut f: impl FnMut(Node<'t>, Match),
 ) {
+    if scope == Scope::Kernels
+        && let Some(kinds) = root_kinds(t)
+    {
+        let ix = site_index(t.lang, src, tree);
+        let language = tree.language();
+        // A kind name can stand for several ids (aliases): compare names.
+        let mut sites: Vec<(usize, usize, &str)> = Vec::new();
+        for (id, ranges) in &ix.by_kind {
+            let Some(name) = language.node_kind_for_id(*id) else { continue };
+            if let Some(kind) = kinds.iter().find(|k| **k == name) {
+                sites.extend(ranges.iter().map(|&(s, e)| (s, e, *kind)));
+            }
+        }
+        sites.sort_by_key(|&(s, e, _)| (s, std::cmp::Reverse(e)));
+        // A site's text starts with the template's first leaf, when that is
+        // literal text (`tl.load` of `tl.load($$$A)`): a cheap test before
+        // the node is looked up and matched.
+        let prefix: String = match &t.shape {
+            Shape::Tree(_) => t.leaves.iter().take_while(|l| l.hole == Hole::No).map(|l| l.text.as_str()).collect(),
+            _ => String::new(),
+        };
+        for (start, end, kind) in sites {
+            if !src.get(start..end).is_some_and(|text| starts_with_tokens(text, &prefix)) {
+                continue;
+            }
+            if let Some(node) = node_at(tree, kind, start, end)
+                && let Some(m) = match_at(t, src, node)
+            {
+                f(node, m);
+            }
+        }
+        return;
+    }
     let kernels: Vec<Range<usize>> = match scope {
-        Scope::Kernels => device_kernels(t.lang, src, tree),
+        Scope::Kernels => kernel_ranges(t.lang, src, tree)
+            .into_iter()
+            .filter(|k| k.kind != KernelKind::Binding)
+            .map(|k| k.range)
+            .collect(),
         Scope::Anywhere => std::iter::once(0..src.len()).collect(),
     };
     let root = tree.root_node();
-    let mut cursor = root.walk();
-    loop {
-        let node = cursor.node();
-        let inside = kernels.iter().any(|k| k.start <= node.start_byte() && node.end_byte() <= k.end);
-        let overlaps = kernels.iter().any(|k| k.start < node.end_byte() && node.start_byte() < k.end);
+    kidiom_miner::preorder(root, |node| {
+        let (start, end) = (node.start_byte(), node.end_byte());
+        let inside = kernels.iter().any(|k| k.start <= start && end <= k.end);
         if inside
             && !node.is_error()
             && !node.is_missing()
@@ -150,18 +235,9 @@ pub(crate) fn for_each_site<'t>(
             f(node, m);
         }
         // Error subtrees are not matched into; subtrees with no kernel are skipped.
-        if (overlaps || node == root) && !node.is_error() && cursor.goto_first_child() {
-            continue;
-        }
-        loop {
-            if cursor.goto_next_sibling() {
-                break;
-            }
-            if !cursor.goto_parent() {
-                return;
-            }
-        }
-    }
+        let overlaps = kernels.iter().any(|k| k.start < end && start < k.end);
+        (overlaps || node == root) && !node.is_error()
+    });
 }
 
 /// Matches `t` at exactly `node`.
@@ -346,6 +422,20 @@ fn match_args(p: &PNode, t: Node, children: &[Node], src: &str, st: &mut State) 
     let rest_t: Vec<Node> = items.iter().zip(&claimed).filter(|(_, c)| !**c).map(|(n, _)| *n).collect();
     let pos = children.first().map(|n| n.end_byte()).unwrap_or(t.start_byte());
     match_seq(&rest_p, &rest_t, pos, src, st)
+}
+
+#[cfg(test)]
+mod prefix_tests {
+    use super::starts_with_tokens;
+
+    #[test]
+    fn token_prefixes_ignore_spacing() {
+        assert!(starts_with_tokens("tl.load(x)", "tl.load("));
+        assert!(starts_with_tokens("tl . load (x)", "tl.load("));
+        assert!(starts_with_tokens("anything", ""));
+        assert!(!starts_with_tokens("tl.store(x)", "tl.load("));
+        assert!(!starts_with_tokens("tl", "tl.load"));
+    }
 }
 
 #[cfg(test)]
