@@ -99,6 +99,8 @@ const COLS: &str = "id, pattern_id, path, base_blob, result_blob, value, sites, 
 impl Catalog {
     /// Stores a candidate, replacing one with the same id (its creation
     /// time is kept). `created_at`/`updated_at` are set by the catalog.
+    /// Proposing again the same diff on the same blob keeps what is known of
+    /// it (status, evidence, review commit): the validation still holds.
     pub fn put_candidate(&self, c: &Candidate) -> Result<()> {
         put(&self.conn, &self.path, c)
     }
@@ -229,9 +231,12 @@ fn put(conn: &rusqlite::Connection, path: &std::path::Path, c: &Candidate) -> Re
                      strftime('%Y-%m-%dT%H:%M:%SZ', 'now'), strftime('%Y-%m-%dT%H:%M:%SZ', 'now'))
                  ON CONFLICT (id) DO UPDATE SET pattern_id = excluded.pattern_id, path = excluded.path,
                      base_blob = excluded.base_blob, result_blob = excluded.result_blob, value = excluded.value,
-                     sites = excluded.sites, diff = excluded.diff, status = excluded.status,
-                     provenance = excluded.provenance, evidence = excluded.evidence,
-                     commit_id = excluded.commit_id, updated_at = excluded.updated_at",
+                     sites = excluded.sites, diff = excluded.diff,
+                     status = CASE WHEN excluded.status = 'proposed' AND excluded.evidence = '{}' AND candidates.base_blob = excluded.base_blob THEN candidates.status ELSE excluded.status END,
+                     provenance = excluded.provenance,
+                     evidence = CASE WHEN excluded.status = 'proposed' AND excluded.evidence = '{}' AND candidates.base_blob = excluded.base_blob THEN candidates.evidence ELSE excluded.evidence END,
+                     commit_id = CASE WHEN excluded.status = 'proposed' AND excluded.evidence = '{}' AND candidates.base_blob = excluded.base_blob THEN candidates.commit_id ELSE excluded.commit_id END,
+                     updated_at = excluded.updated_at",
     )
     .and_then(|mut st| {
         st.execute(params![
@@ -274,6 +279,21 @@ mod tests {
             created_at: String::new(),
             updated_at: String::new(),
         }
+    }
+
+    #[test]
+    fn proposing_the_same_rewrite_again_keeps_its_evidence() {
+        let cat = Catalog::open_in_memory().unwrap();
+        let c = cand("p@k.py#0001", CandidateStatus::Proposed);
+        cat.put_candidate(&c).unwrap();
+        let ev = serde_json::json!({"verdict": {"kind": "needs-gpu"}});
+        assert!(cat.set_candidate_evidence(&c.id, &ev).unwrap());
+        cat.put_candidate(&c).unwrap();
+        assert_eq!(cat.find_candidates(&c.id).unwrap()[0].evidence, ev);
+        // On another blob the old evidence no longer holds.
+        let moved = Candidate { base_blob: "c".repeat(40), ..c.clone() };
+        cat.put_candidate(&moved).unwrap();
+        assert_eq!(cat.find_candidates(&c.id).unwrap()[0].evidence, serde_json::json!({}));
     }
 
     #[test]
