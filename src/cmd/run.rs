@@ -42,6 +42,8 @@ struct RunReport<'a> {
     /// The dry-run `apply` on kernels/, when the loop went on.
     #[serde(skip_serializing_if = "Option::is_none")]
     apply: Option<serde_json::Value>,
+    /// Verdict counts of this run's candidates, earlier runs' verdicts included.
+    verdicts: &'a std::collections::BTreeMap<String, usize>,
     /// The validation of this run's pending candidates.
     #[serde(skip_serializing_if = "Option::is_none")]
     validate: Option<&'a super::validate::Report>,
@@ -88,6 +90,7 @@ pub(crate) fn run(args: Args) -> Result<ExitCode> {
     let top = catalog.list(&Filter { limit: Some(args.top), ..Default::default() })?;
     let progress = !args.output.quiet && !args.output.json;
     let (mut applied, mut validated) = (None, None);
+    let mut verdicts: std::collections::BTreeMap<String, usize> = std::collections::BTreeMap::new();
     if !args.no_validate && std::path::Path::new("kernels").is_dir() {
         if progress {
             eprintln!("kidiom: applying the catalog to kernels/ (dry run)");
@@ -125,12 +128,18 @@ pub(crate) fn run(args: Args) -> Result<ExitCode> {
         if !pending.is_empty() {
             validated = Some(super::validate::validate_all(&catalog, &pending, &vopts)?);
         }
+        // Verdicts of this run's candidates, including those judged by earlier runs.
+        for c in catalog.candidates(None)?.iter().filter(|c| ours.contains(c.id.as_str())) {
+            let kind = c.evidence["verdict"]["kind"].as_str().unwrap_or("not validated").to_string();
+            *verdicts.entry(kind).or_default() += 1;
+        }
     }
     if args.output.json {
         output::json(&RunReport {
             mine: &report,
             history: history.as_ref(),
             top: &top,
+            verdicts: &verdicts,
             apply: applied,
             validate: validated.as_ref(),
         })?;
@@ -152,6 +161,11 @@ pub(crate) fn run(args: Args) -> Result<ExitCode> {
             output::line("")?;
             output::line("review summary (kidiom review ID shows a diff beside its evidence):")?;
             super::validate::print_report(v)?;
+        }
+        if !verdicts.is_empty() {
+            let parts: Vec<String> = verdicts.iter().map(|(k, n)| format!("{n} {k}")).collect();
+            output::line("")?;
+            output::line(&format!("verdicts of this run's candidates: {} (see `kidiom review`)", parts.join(", ")))?;
         }
     }
     // Some corpora may be unreachable on this machine; the loop still ran on the rest.
