@@ -9,6 +9,7 @@ use tree_sitter::{Node, Tree};
 
 use crate::facts::{FactsBuilder, FamilyKey, Lines, Mechanism, normalize_value};
 use crate::lang::Lang;
+use crate::parse::Step;
 
 /// Macro name -> the tokens it expands to, for macros that declare device code.
 pub type DeviceMacros = BTreeMap<String, String>;
@@ -194,74 +195,62 @@ struct Frame<'t> {
 }
 
 fn walk(ctx: &mut Ctx, root: Node) {
-    let mut cursor = root.walk();
     let mut frames: Vec<Frame> = Vec::new();
     let mut errors_at: Vec<usize> = Vec::new();
-    let mut depth = 0usize;
-    loop {
-        let node = cursor.node();
-        if node.is_error() {
-            errors_at.push(depth);
-        }
-        let in_error = !errors_at.is_empty();
-        match node.kind() {
-            "function_definition" if frames.is_empty() => {
-                if let Some(frame) = enter_function(ctx, node, depth, in_error) {
-                    frames.push(frame);
+    crate::parse::walk(root, |step| match step {
+        Step::Enter(node, depth) => {
+            if node.is_error() {
+                errors_at.push(depth);
+            }
+            let in_error = !errors_at.is_empty();
+            match node.kind() {
+                "function_definition" if frames.is_empty() => {
+                    if let Some(frame) = enter_function(ctx, node, depth, in_error) {
+                        frames.push(frame);
+                    }
                 }
-            }
-            "call_expression" => {
-                visit_call(ctx, node, frames.last_mut(), in_error);
-            }
-            "for_statement" | "for_range_loop" | "while_statement" | "do_statement" if in_kernel(&frames) => {
-                ctx.out.scope(LOOP, 1);
-            }
-            "preproc_call" if in_kernel(&frames) => visit_pragma(ctx, node, in_error),
-            "gnu_asm_expression" | "asm_statement" => {
-                if let Some(f) = frames.last_mut().filter(|f| f.kind != FnKind::Binding) {
-                    let code = node.child_by_field_name("assembly_code").map(|c| ctx.text(c)).unwrap_or("");
-                    let mnemonic = code
-                        .trim_matches(|c: char| c == '"' || c.is_whitespace())
-                        .split(|c: char| c.is_whitespace() || c == '\\' || c == '"')
-                        .next()
-                        .unwrap_or("")
-                        .to_string();
-                    let new = f.seen.insert((Mechanism::InlineAsm, String::new()));
-                    let ex = ctx.lines.example(node.start_position().row);
-                    let k = ctx.key(Mechanism::InlineAsm, KERNEL, "asm");
-                    ctx.out.site(k, Some(mnemonic), in_error, new, || ex);
+                "call_expression" => {
+                    visit_call(ctx, node, frames.last_mut(), in_error);
                 }
-            }
-            "declaration" => {
-                if let Some(f) = frames.last()
-                    && f.kind == FnKind::Binding
-                {
-                    let body = f.body;
-                    visit_guard(ctx, node, body, in_error);
+                "for_statement" | "for_range_loop" | "while_statement" | "do_statement" if in_kernel(&frames) => {
+                    ctx.out.scope(LOOP, 1);
                 }
+                "preproc_call" if in_kernel(&frames) => visit_pragma(ctx, node, in_error),
+                "gnu_asm_expression" | "asm_statement" => {
+                    if let Some(f) = frames.last_mut().filter(|f| f.kind != FnKind::Binding) {
+                        let code = node.child_by_field_name("assembly_code").map(|c| ctx.text(c)).unwrap_or("");
+                        let mnemonic = code
+                            .trim_matches(|c: char| c == '"' || c.is_whitespace())
+                            .split(|c: char| c.is_whitespace() || c == '\\' || c == '"')
+                            .next()
+                            .unwrap_or("")
+                            .to_string();
+                        let new = f.seen.insert((Mechanism::InlineAsm, String::new()));
+                        let ex = ctx.lines.example(node.start_position().row);
+                        let k = ctx.key(Mechanism::InlineAsm, KERNEL, "asm");
+                        ctx.out.site(k, Some(mnemonic), in_error, new, || ex);
+                    }
+                }
+                "declaration" => {
+                    if let Some(f) = frames.last()
+                        && f.kind == FnKind::Binding
+                    {
+                        let body = f.body;
+                        visit_guard(ctx, node, body, in_error);
+                    }
+                }
+                _ => {}
             }
-            _ => {}
         }
-        if cursor.goto_first_child() {
-            depth += 1;
-            continue;
-        }
-        loop {
+        Step::Leave(depth) => {
             if frames.last().is_some_and(|f| f.depth == depth) {
                 frames.pop();
             }
             if errors_at.last() == Some(&depth) {
                 errors_at.pop();
             }
-            if cursor.goto_next_sibling() {
-                break;
-            }
-            if !cursor.goto_parent() {
-                return;
-            }
-            depth -= 1;
         }
-    }
+    });
 }
 
 fn in_kernel(frames: &[Frame]) -> bool {

@@ -7,6 +7,7 @@ use tree_sitter::{Node, Tree};
 
 use crate::facts::{FactsBuilder, FamilyKey, Lines, Mechanism, normalize_value};
 use crate::lang::Lang;
+use crate::parse::Step;
 
 /// The scope counting Triton kernels.
 pub const TRITON_KERNEL: &str = "triton-kernel";
@@ -207,46 +208,34 @@ fn key(mechanism: Mechanism, subject: &str, decoration: &str) -> FamilyKey {
 
 /// One iterative depth-first pass (deeply nested input must not overflow the stack).
 fn walk(ctx: &mut Ctx, root: Node) {
-    let mut cursor = root.walk();
     // Depth at which the current kernel began, and error-node nesting.
     let mut kernel_at: Option<usize> = None;
     let mut errors_at: Vec<usize> = Vec::new();
-    let mut depth = 0usize;
-    loop {
-        let node = cursor.node();
-        if node.is_error() {
-            errors_at.push(depth);
-        }
-        if node.kind() == "decorated_definition" && kernel_at.is_none() {
-            let mut c = node.walk();
-            let decorators: Vec<Node> = node.named_children(&mut c).filter(|d| d.kind() == "decorator").collect();
-            if decorators.iter().any(|d| ctx.is_kernel_decorator(*d)) {
-                kernel_at = Some(depth);
-                enter_kernel(ctx, node, &decorators, !errors_at.is_empty());
+    crate::parse::walk(root, |step| match step {
+        Step::Enter(node, depth) => {
+            if node.is_error() {
+                errors_at.push(depth);
             }
-        } else if node.kind() == "call" {
-            visit_call(ctx, node, kernel_at.is_some(), !errors_at.is_empty());
+            if node.kind() == "decorated_definition" && kernel_at.is_none() {
+                let mut c = node.walk();
+                let decorators: Vec<Node> = node.named_children(&mut c).filter(|d| d.kind() == "decorator").collect();
+                if decorators.iter().any(|d| ctx.is_kernel_decorator(*d)) {
+                    kernel_at = Some(depth);
+                    enter_kernel(ctx, node, &decorators, !errors_at.is_empty());
+                }
+            } else if node.kind() == "call" {
+                visit_call(ctx, node, kernel_at.is_some(), !errors_at.is_empty());
+            }
         }
-        if cursor.goto_first_child() {
-            depth += 1;
-            continue;
-        }
-        loop {
+        Step::Leave(depth) => {
             if kernel_at == Some(depth) {
                 kernel_at = None;
             }
             if errors_at.last() == Some(&depth) {
                 errors_at.pop();
             }
-            if cursor.goto_next_sibling() {
-                break;
-            }
-            if !cursor.goto_parent() {
-                return;
-            }
-            depth -= 1;
         }
-    }
+    });
 }
 
 fn enter_kernel(ctx: &mut Ctx, node: Node, decorators: &[Node], in_error: bool) {
