@@ -14,5 +14,7 @@ mod apply;
 mod history;
 // `kidiom validate`: the gates on a copy of our kernels (CPU), planted bugs, a hanging kernel.
 mod validate;
+// The GIL idiom: mined, refused where unsafe, accepted on our KV-transfer module by the CPU speed gate.
+mod gil;
 // `kidiom mcp`: a client session over stdio, write refusal, the Python SDK as an independent client.
 mod mcp;

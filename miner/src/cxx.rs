@@ -376,8 +376,8 @@ fn visit_call(ctx: &mut Ctx, call: Node, frame: Option<&mut Frame>, in_error: bo
             let Some(f) = a.child_by_field_name("function") else { continue };
             if let Some((n, Some(t))) = callee_name(ctx, f) {
                 let ex = ctx.lines.example(a.start_position().row);
-                let v = normalize_value(t.trim_start_matches('<').trim_end_matches('>'));
-                let k = ctx.key(Mechanism::BindingArg, BINDING_DEF, &n);
+                let v = pybind_alias(&normalize_value(t.trim_start_matches('<').trim_end_matches('>')));
+                let k = ctx.key(Mechanism::BindingArg, BINDING_DEF, &pybind_alias(&n));
                 ctx.out.site(k, Some(v), in_error, true, || ex);
             }
         }
@@ -432,6 +432,12 @@ fn visit_pragma(ctx: &mut Ctx, node: Node, in_error: bool) {
     ctx.out.site(k, Some(value), in_error, true, || ex);
 }
 
+/// `pybind11::x` as `py::x`: the alias every binding file declares, so that
+/// both spellings of one idiom are one pattern.
+fn pybind_alias(s: &str) -> String {
+    s.replace("pybind11::", "py::")
+}
+
 /// A declaration whose variable is never mentioned again in its function
 /// is there for its constructor and destructor: a scoped guard.
 fn visit_guard(ctx: &mut Ctx, decl: Node, body: Node, in_error: bool) {
@@ -440,7 +446,9 @@ fn visit_guard(ctx: &mut Ctx, decl: Node, body: Node, in_error: bool) {
     let name_node = if d.kind() == "init_declarator" { d.child_by_field_name("declarator") } else { Some(d) };
     let Some(name_node) = name_node.filter(|n| n.kind() == "identifier") else { return };
     let name = ctx.text(name_node);
-    let rest = ctx.src.get(decl.end_byte()..body.end_byte()).unwrap_or("");
+    // Unused in its own block: sibling lambdas of a module body may reuse the name.
+    let block_end = decl.parent().map(|p| p.end_byte()).unwrap_or(body.end_byte());
+    let rest = ctx.src.get(decl.end_byte()..block_end).unwrap_or("");
     let used = rest.match_indices(name).any(|(i, _)| {
         let before = rest[..i].chars().next_back();
         let after = rest[i + name.len()..].chars().next();
@@ -450,10 +458,13 @@ fn visit_guard(ctx: &mut Ctx, decl: Node, body: Node, in_error: bool) {
     if used {
         return;
     }
-    let ty: String = ctx.text(ty).split_whitespace().collect::<Vec<_>>().join(" ");
+    let ty: String = pybind_alias(&ctx.text(ty).split_whitespace().collect::<Vec<_>>().join(" "));
+    // The value is the declarator as written: a bare name (`release`) means the guard
+    // needs nothing from its function and can be inserted anywhere; `g(dev)` does not.
+    let value = normalize_value(ctx.text(d));
     let ex = ctx.lines.example(decl.start_position().row);
     let k = ctx.key(Mechanism::Guard, BINDING_FN, &ty);
-    ctx.out.site(k, None, in_error, true, || ex);
+    ctx.out.site(k, Some(value), in_error, true, || ex);
 }
 
 #[cfg(test)]

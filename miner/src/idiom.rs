@@ -505,7 +505,16 @@ fn describe(
             String::new(),
             format!("reinterpret_cast<{}>($E)", dominant("$T")),
         ),
-        Mechanism::Guard => (format!("`{d}` guard in binding functions"), String::new(), format!("{d} $G;")),
+        Mechanism::Guard => {
+            // The guard as the first statement of a bound function; its variable is the
+            // name upstream gives it most often (`release`).
+            let name = if is_identifier(top) { top } else { "$G" };
+            (
+                format!("`{d}` guard in binding functions"),
+                "$R $F($$$PARAMS) { $$$BODY }".to_string(),
+                format!("$R $F($$$PARAMS) {{ {d} {name}; $$$BODY }}"),
+            )
+        }
         Mechanism::BindingArg => (
             format!("`{d}<{top}>` on binding definitions"),
             "$M.def($$$ARGS)".to_string(),
@@ -530,7 +539,10 @@ fn describe(
     };
     // A rewrite is offered only where it keeps the program's meaning (SPEC §7);
     // the others keep their `after` shape as evidence and get an empty `before`.
-    let not_applicable = unsafe_rewrite(&key);
+    let not_applicable = unsafe_rewrite(&key).or_else(|| {
+        (key.mechanism == Mechanism::Guard && !is_identifier(top))
+            .then_some("the guard is constructed from its function's own values")
+    });
     let before = if not_applicable.is_some() { String::new() } else { before };
     let category = Category::classify(&format!("{d} {s} {top}"));
     let adoption = occ as f64 / (occ + opp).max(1) as f64;
@@ -610,8 +622,18 @@ pub(crate) fn unsafe_rewrite(key: &FamilyKey) -> Option<&'static str> {
         Mechanism::Variant if exact_variant(key.lang, s, d).is_some() => None,
         Mechanism::Variant => Some("the sibling function is not an exact identity"),
         Mechanism::Decorator | Mechanism::Annotation => Some("it needs configurations or changes specialization"),
+        // Inserting a scoped guard (or a `call_guard` on `.def`) is a local rewrite; whether
+        // it is safe at a site is the rewriter's question (a GIL release must not precede a
+        // touch of a Python object), answered per site with its reason.
+        Mechanism::Guard => None,
+        Mechanism::BindingArg if d.ends_with("call_guard") => None,
         _ => Some("the idiom has no local rewrite"),
     }
+}
+
+fn is_identifier(s: &str) -> bool {
+    let mut cs = s.chars();
+    cs.next().is_some_and(|c| c.is_alphabetic() || c == '_') && cs.all(|c| c.is_alphanumeric() || c == '_')
 }
 
 fn plural(n: u64, word: &str) -> String {

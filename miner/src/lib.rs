@@ -49,7 +49,7 @@ pub use prefilter::Prefilter;
 
 /// Version of the fact extractors: cached facts from another version are
 /// recomputed. Bump it whenever extraction changes what it records.
-pub const FACTS_VERSION: u32 = 3;
+pub const FACTS_VERSION: u32 = 4;
 
 /// Options for extracting one file.
 #[derive(Debug, Clone, Default)]

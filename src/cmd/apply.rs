@@ -250,7 +250,9 @@ fn may_hold_kernels(t: &Target) -> bool {
     match t.lang {
         Lang::Python => t.text.contains("triton"),
         _ => {
-            t.text.contains("__global__")
+            t.text.contains("PYBIND11_MODULE")
+                || t.text.contains("TORCH_LIBRARY")
+                || t.text.contains("__global__")
                 || t.text.contains("__device__")
                 || t.text.contains("#define")
                 || KNOWN_DEVICE_MACROS.iter().any(|(m, _)| t.text.contains(m))
@@ -306,6 +308,11 @@ fn rewrite_file(t: &Target, rws: &[(Pattern, Rewrite)], write: bool) -> (Vec<Can
     let mut cur = t.text.clone();
     for (p, rw) in rws.iter().filter(|(p, _)| p.language == t.lang) {
         let base = if write { cur.as_str() } else { t.text.as_str() };
+        for r in rw.refusals(base, &tree) {
+            let line = base.get(..r.site.start).map(|s| s.matches('\n').count() + 1).unwrap_or(0);
+            let reason = format!("not at `{}` (line {line}): {}", r.function, r.reason);
+            dropped.push(Dropped { pattern: p.id.clone(), path: t.rel.clone(), reason });
+        }
         match kidiom_rewriter::rewrite_with_tree(rw, t.lang, base, &tree, &t.rel) {
             Ok(Some((out, out_tree))) => {
                 let missing =

@@ -52,11 +52,28 @@ pub(crate) fn run(a: Args) -> Result<ExitCode> {
         if a.output.json {
             output::json(&cands)?;
         } else {
-            let mut rows =
-                vec![vec!["id".to_string(), "status".into(), "sites".into(), "created".into(), "verdict".into()]];
+            let mut rows = vec![vec![
+                "id".into(),
+                "status".into(),
+                "sites".into(),
+                "created".into(),
+                "verdict".into(),
+                "speed".into(),
+            ]];
             for c in &cands {
                 let verdict = c.evidence["verdict"]["kind"].as_str().unwrap_or("-").to_string();
-                rows.push(vec![c.id.clone(), c.status.to_string(), c.sites.to_string(), c.created_at.clone(), verdict]);
+                let speed = serde_json::from_value::<kidiom_validator::Evidence>(c.evidence.clone())
+                    .ok()
+                    .and_then(|e| e.speed_headline())
+                    .unwrap_or_else(|| "-".into());
+                rows.push(vec![
+                    c.id.clone(),
+                    c.status.to_string(),
+                    c.sites.to_string(),
+                    c.created_at.clone(),
+                    verdict,
+                    speed,
+                ]);
             }
             output::table(&rows)?;
         }

@@ -173,6 +173,7 @@ pub(crate) fn print_report(r: &Report) -> Result<()> {
         "gate".into(),
         "seconds".into(),
         "gates (s)".into(),
+        "speed".into(),
         "reason".into(),
     ]];
     for e in &r.candidates {
@@ -195,6 +196,7 @@ pub(crate) fn print_report(r: &Report) -> Result<()> {
             e.verdict.gate.map(|g| g.to_string()).unwrap_or_else(|| "-".into()),
             format!("{:.1}", e.seconds),
             gates.join(", "),
+            e.speed_headline().unwrap_or_else(|| "-".into()),
             clip(&e.verdict.reason, 140),
         ]);
     }

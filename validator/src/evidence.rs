@@ -107,4 +107,23 @@ impl Evidence {
     pub fn gate(&self, gate: Gate) -> Option<&GateRecord> {
         self.gates.iter().find(|r| r.gate == gate)
     }
+
+    /// The speed gate's result in a few words, where it measured one:
+    /// `gap 48.1% -> 0.9%` for a host target's scheduler-throughput metric,
+    /// `1.71x` for a GPU kernel.
+    pub fn speed_headline(&self) -> Option<String> {
+        speed_headline(self.gate(Gate::Speed)?)
+    }
+}
+
+/// [`Evidence::speed_headline`] of one speed record.
+pub fn speed_headline(r: &GateRecord) -> Option<String> {
+    let m = &r.metrics;
+    if m["metric"] == "scheduler-throughput" {
+        let gap = |v: &Option<serde_json::Value>| v.as_ref().and_then(|v| v["gap"].as_f64());
+        let (b, c) = (gap(&r.before)?, gap(&r.after)?);
+        let noise = m["noise_floor"].as_f64().map(|n| format!(" (noise {:.1}%)", n * 100.0)).unwrap_or_default();
+        return Some(format!("gap {:.1}% -> {:.1}%{noise}", b * 100.0, c * 100.0));
+    }
+    m["speedup"].as_f64().filter(|s| s.is_finite()).map(|s| format!("{s:.2}x"))
 }

@@ -21,6 +21,8 @@ pub enum KernelLanguage {
     Triton,
     /// An `extern "C" __global__` function in a CUDA C++ file.
     Cuda,
+    /// Host C++ (a pybind11 module, `entry` its name): runs and is timed on any CPU.
+    Cpp,
 }
 
 /// One shape of the matrix: shape variables to sizes (`{B = 1, T = 45, ...}`).

@@ -85,6 +85,10 @@ pub fn astgrep_rules(patterns: &[Pattern]) -> Vec<AstGrepRule> {
 
 fn rule(p: &Pattern) -> Option<AstGrepRule> {
     let rw = Rewrite::new(p, None).ok()?;
+    if rw.releases_gil() {
+        // Where a GIL release is safe is kidiom's binding analysis, which a YAML rule cannot say.
+        return None;
+    }
     let value = rw.value().unwrap_or("").to_string();
     let (lang, ctx) = match p.language {
         Lang::Python => ("python", TRITON_KERNEL),

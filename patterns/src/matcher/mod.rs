@@ -11,6 +11,7 @@
 //! catalog pattern's `before`/`after` pair into [`Edit`]s at each site that
 //! lacks the idiom.
 
+mod binding;
 mod rewrite;
 mod template;
 
@@ -22,6 +23,7 @@ use std::rc::Rc;
 use kidiom_miner::{KernelKind, kernel_ranges};
 use tree_sitter::{Node, Tree};
 
+pub use binding::Refusal;
 pub use rewrite::{Edit, Rewrite, SiteEdits, apply_edits, usable_value};
 pub use template::Template;
 
@@ -80,6 +82,9 @@ pub struct Match {
 pub enum Scope {
     /// Inside Triton kernels and `__global__`/`__device__` functions.
     Kernels,
+    /// Inside the host functions and module bodies of binding files
+    /// (pybind11, torch): where `py::call_guard` and GIL releases go.
+    Bindings,
     /// Anywhere in the file.
     Anywhere,
 }
@@ -152,7 +157,8 @@ fn root_kinds(t: &Template) -> Option<Vec<&str>> {
         Shape::Tree(p) if p.hole == Hole::No => Some(vec![p.kind.as_str()]),
         Shape::Tree(_) => None,
         Shape::Loop => Some(vec!["for_statement", "for_range_loop"]),
-        Shape::Function(_) => Some(vec!["function_definition"]),
+        Shape::Function(_) | Shape::BoundFunction => Some(vec!["function_definition"]),
+        Shape::DefCall => Some(vec!["call_expression"]),
     }
 }
 
@@ -221,6 +227,11 @@ pub(crate) fn for_each_site<'t>(
             .filter(|k| k.kind != KernelKind::Binding)
             .map(|k| k.range)
             .collect(),
+        Scope::Bindings => kernel_ranges(t.lang, src, tree)
+            .into_iter()
+            .filter(|k| k.kind == KernelKind::Binding)
+            .map(|k| k.range)
+            .collect(),
         Scope::Anywhere => std::iter::once(0..src.len()).collect(),
     };
     let root = tree.root_node();
@@ -255,6 +266,20 @@ pub(crate) fn match_at(t: &Template, src: &str, node: Node) -> Option<Match> {
             }
         }
         Shape::Loop => matches!(node.kind(), "for_statement" | "for_range_loop").then(|| Match {
+            range: node.byte_range(),
+            captures: BTreeMap::new(),
+            leaves: Vec::new(),
+        }),
+        Shape::DefCall => {
+            let f = node.child_by_field_name("function").filter(|_| node.kind() == "call_expression")?;
+            let field = f.child_by_field_name("field").filter(|_| f.kind() == "field_expression")?;
+            (text(src, field) == "def").then(|| Match {
+                range: node.byte_range(),
+                captures: BTreeMap::new(),
+                leaves: Vec::new(),
+            })
+        }
+        Shape::BoundFunction => (node.kind() == "function_definition").then(|| Match {
             range: node.byte_range(),
             captures: BTreeMap::new(),
             leaves: Vec::new(),

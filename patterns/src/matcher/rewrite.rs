@@ -13,7 +13,8 @@ use std::ops::Range;
 use kidiom_miner::Lang;
 use tree_sitter::{Node, Tree};
 
-use super::template::{Hole, Shape, render};
+use super::binding::{Bindings, RELEASE, Refusal};
+use super::template::{BOUND_FUNCTION, DEF_CALL, Hole, Shape, render};
 use super::{Match, MatchError, Scope, Template, for_each_site, match_at, word_offset};
 use crate::model::Pattern;
 
@@ -50,6 +51,44 @@ enum Mode {
     LinePrefix { line: String },
     /// `after` is a token followed by `before` (`__forceinline__`).
     TokenPrefix { token: String },
+    /// `after` adds a statement at the start of the body of each function a
+    /// binding module binds (`py::gil_scoped_release release;`).
+    BodyPrologue { stmt: String },
+    /// `after` adds a last argument to a binding module's `.def` calls
+    /// (`py::call_guard<py::gil_scoped_release>()`).
+    DefArg { arg: String },
+}
+
+/// The insertion of `stmt` before the first statement of the body at
+/// `body` (`{ ... }`): on a line of its own with that statement's
+/// indentation, or inline for a one-line body.
+fn prologue_edit(src: &str, root: Node, body: Range<usize>, stmt: &str) -> Option<Edit> {
+    let mut n = root.descendant_for_byte_range(body.start, body.end)?;
+    while n.byte_range() != body || n.kind() != "compound_statement" {
+        n = n.parent()?;
+    }
+    let first = n.named_child(0)?;
+    let start = first.start_byte();
+    let line_start = src[..start].rfind('\n').map(|i| i + 1).unwrap_or(0);
+    let indent = &src[line_start..start];
+    let text = if line_start > body.start && indent.chars().all(|c| c == ' ' || c == '\t') {
+        format!("{stmt}\n{indent}")
+    } else {
+        format!("{stmt} ")
+    };
+    Some(Edit { range: start..start, text })
+}
+
+/// The insertion of `, arg` after the last argument of the `.def` call at `call`.
+fn def_arg_edit(root: Node, call: Range<usize>, arg: &str) -> Option<Edit> {
+    let mut n = root.descendant_for_byte_range(call.start, call.end)?;
+    while n.byte_range() != call || n.kind() != "call_expression" {
+        n = n.parent()?;
+    }
+    let args = n.child_by_field_name("arguments")?;
+    let mut c = args.walk();
+    let last = args.named_children(&mut c).filter(|a| a.kind() != "comment").last()?;
+    Some(Edit { range: last.end_byte()..last.end_byte(), text: format!(", {arg}") })
 }
 
 /// Keywords that must not be added where another one is present: Triton
@@ -66,6 +105,9 @@ pub struct Rewrite {
     /// The value for metavariables that only `after` has (`$V`).
     value: Option<String>,
     scope: Scope,
+    /// The rewrite releases the GIL: each site's bound function must pass
+    /// the binding analysis (nothing Python after the release point).
+    releases_gil: bool,
 }
 
 /// Whether a hole value from a histogram can be written at any site: a
@@ -111,6 +153,52 @@ impl Rewrite {
         if a == b {
             return Err(no("`after` equals `before`".into()));
         }
+        let cxx = matches!(lang, Lang::Cpp | Lang::Cuda);
+        // Guards and call guards change when a bound function holds the GIL; the only
+        // such change kidiom can prove safe per site is a release (see `binding`).
+        let binding_guard = cxx && (b == BOUND_FUNCTION || a.contains("call_guard<"));
+        if binding_guard && !a.contains(RELEASE) {
+            return Err(no(format!(
+                "kidiom proves only GIL releases safe to add to bound functions; `{}` has no safety analysis",
+                pattern.after.trim()
+            )));
+        }
+        if cxx && b == DEF_CALL {
+            let arg = a
+                .strip_prefix("$M.def($$$ARGS, ")
+                .and_then(|r| r.strip_suffix(')'))
+                .map(str::trim)
+                .filter(|s| !s.is_empty() && !s.contains('$'));
+            let Some(arg) = arg else {
+                return Err(no("`after` does not add one argument to `.def`".into()));
+            };
+            return Ok(Rewrite {
+                id: pattern.id.clone(),
+                before,
+                mode: Mode::DefArg { arg: arg.to_string() },
+                value: None,
+                scope: Scope::Bindings,
+                releases_gil: true,
+            });
+        }
+        if cxx && b == BOUND_FUNCTION {
+            let stmt = a
+                .strip_prefix("$R $F($$$PARAMS) { ")
+                .and_then(|r| r.strip_suffix(" $$$BODY }"))
+                .map(str::trim)
+                .filter(|s| !s.is_empty() && !s.contains('$'));
+            let Some(stmt) = stmt else {
+                return Err(no("`after` does not add one complete statement at the start of the body".into()));
+            };
+            return Ok(Rewrite {
+                id: pattern.id.clone(),
+                before,
+                mode: Mode::BodyPrologue { stmt: stmt.to_string() },
+                value: None,
+                scope: Scope::Bindings,
+                releases_gil: true,
+            });
+        }
         let after_text = pattern.after.trim();
         let mode = if let Some(prefix) = a.strip_suffix(&b).filter(|p| !p.trim().is_empty()) {
             let line_break = after_text.len() > pattern.before.trim().len()
@@ -135,7 +223,8 @@ impl Rewrite {
             let ops = align(&before, &after);
             Mode::Tree { after: Box::new(after), ops }
         };
-        let mut rw = Rewrite { id: pattern.id.clone(), before, mode, value: None, scope: Scope::Kernels };
+        let (scope, releases_gil) = if binding_guard { (Scope::Bindings, true) } else { (Scope::Kernels, false) };
+        let mut rw = Rewrite { id: pattern.id.clone(), before, mode, value: None, scope, releases_gil };
         let needs_value = rw.after_only_holes();
         if !needs_value.is_empty() {
             let v = match value {
@@ -182,15 +271,57 @@ impl Rewrite {
     /// resolving overlaps is the caller's business.
     pub fn site_edits(&self, src: &str, tree: &Tree) -> Vec<SiteEdits> {
         let mut out = Vec::new();
+        let bindings = self.releases_gil.then(|| Bindings::new(src, tree));
+        if let (Mode::BodyPrologue { stmt }, Some(b)) = (&self.mode, &bindings) {
+            for site in b.release_sites().0 {
+                if let Some(e) = prologue_edit(src, tree.root_node(), site.body.clone(), stmt) {
+                    out.push(SiteEdits { site: site.function, edits: vec![e] });
+                }
+            }
+            return out;
+        }
+        if let (Mode::DefArg { arg }, Some(b)) = (&self.mode, &bindings) {
+            for def in &b.defs {
+                if matches!(b.site(def), Ok(Some(_)))
+                    && let Some(e) = def_arg_edit(tree.root_node(), def.call.clone(), arg)
+                {
+                    out.push(SiteEdits { site: def.call.clone(), edits: vec![e] });
+                }
+            }
+            return out;
+        }
         for_each_site(&self.before, src, tree, self.scope, |node, m| {
             if self.present(src, node) {
                 return;
+            }
+            if let Some(b) = &bindings {
+                // a `.def` whose function may run without the GIL, and does not yet
+                let Some(def) = b.defs.iter().find(|d| d.call == m.range) else { return };
+                if !matches!(b.site(def), Ok(Some(_))) {
+                    return;
+                }
             }
             if let Some(edits) = self.edits_for(src, node, &m) {
                 out.push(SiteEdits { site: m.range.clone(), edits });
             }
         });
         out
+    }
+
+    /// Whether this rewrite releases the GIL in bound functions (and so is
+    /// checked per site by the binding analysis).
+    pub fn releases_gil(&self) -> bool {
+        self.releases_gil
+    }
+
+    /// The sites this rewrite refuses, each with its reason: for a GIL
+    /// release, the bound functions that touch a Python object after the
+    /// release point (or cannot be read). Empty for other rewrites.
+    pub fn refusals(&self, src: &str, tree: &Tree) -> Vec<Refusal> {
+        if !self.releases_gil {
+            return Vec::new();
+        }
+        Bindings::new(src, tree).release_sites().1
     }
 
     /// Whether the idiom is already at (or around) this site.
@@ -224,6 +355,9 @@ impl Rewrite {
                 let decl = node.child_by_field_name("declarator").map(|d| d.start_byte()).unwrap_or(node.end_byte());
                 word_offset(src.get(node.start_byte()..decl).unwrap_or(""), token).is_some()
             }
+            Mode::BodyPrologue { .. } | Mode::DefArg { .. } => {
+                src.get(node.byte_range()).is_some_and(|t| t.contains(RELEASE))
+            }
         }
     }
 
@@ -244,6 +378,11 @@ impl Rewrite {
                 Some(vec![Edit { range: q.range.start..q.range.start, text: format!("{token} ") }])
             }
             Mode::Tree { after, ops } => self.tree_edits(src, m, after, ops),
+            Mode::BodyPrologue { stmt } => {
+                let body = node.child_by_field_name("body")?;
+                prologue_edit(src, node, body.byte_range(), stmt).map(|e| vec![e])
+            }
+            Mode::DefArg { arg } => def_arg_edit(node, node.byte_range(), arg).map(|e| vec![e]),
         }
     }
 
@@ -455,6 +594,44 @@ mod tests {
     }
 
     const KW: (&str, &str) = ("tl.dot($$$ARGS)", "tl.dot($$$ARGS, input_precision=$V)");
+
+    const BINDING: &str = "namespace py = pybind11;\nstatic void helper(char* d) { d[0] = 0; }\nstatic void copy(char* d, long n) {\n    // why: nothing\n    helper(d);\n}\nstatic void one(long n) { helper(nullptr); }\nstatic void appends(py::list out) {\n  out.append(1);\n}\nPYBIND11_MODULE(kv, m) {\n  m.def(\"copy\", &copy);\n  m.def(\"one\", &one);\n  m.def(\"appends\", &appends);\n}\n";
+
+    fn binding_rewrite(after: &str) -> (Rewrite, tree_sitter::Tree) {
+        let p = pattern(Lang::Cpp, if after.contains(".def") { "$M.def($$$ARGS)" } else { BOUND_FUNCTION }, after, &[]);
+        (Rewrite::new(&p, None).unwrap(), kidiom_miner::parse_tree(Lang::Cpp, BINDING).unwrap().unwrap())
+    }
+
+    #[test]
+    fn gil_release_goes_first_in_bound_functions_that_touch_no_python_object() {
+        let (rw, tree) = binding_rewrite("$R $F($$$PARAMS) { py::gil_scoped_release release; $$$BODY }");
+        let edits: Vec<Edit> = rw.site_edits(BINDING, &tree).into_iter().flat_map(|s| s.edits).collect();
+        let out = apply_edits(BINDING, &edits).unwrap();
+        // a line of its own, with the first statement's indentation; inline in a one-line body;
+        // never in the unbound helper, never where a py::list is used afterwards
+        assert!(out.contains("long n) {\n    py::gil_scoped_release release;\n    // why"), "{out}");
+        assert!(out.contains("static void one(long n) { py::gil_scoped_release release; helper(nullptr); }"), "{out}");
+        assert!(out.contains("static void helper(char* d) { d[0] = 0; }"), "{out}");
+        assert!(out.contains("static void appends(py::list out) {\n  out.append(1);"), "{out}");
+        let refused = rw.refusals(BINDING, &tree);
+        assert_eq!(refused.len(), 1, "{refused:?}");
+        assert!(refused[0].reason.contains("`out` (py::list)"), "{}", refused[0].reason);
+        // applying it again changes nothing
+        let again = kidiom_miner::parse_tree(Lang::Cpp, &out).unwrap().unwrap();
+        assert!(rw.site_edits(&out, &again).is_empty());
+    }
+
+    #[test]
+    fn call_guard_release_only_on_safe_defs() {
+        let (rw, tree) = binding_rewrite("$M.def($$$ARGS, py::call_guard<py::gil_scoped_release>())");
+        let edits: Vec<Edit> = rw.site_edits(BINDING, &tree).into_iter().flat_map(|s| s.edits).collect();
+        let out = apply_edits(BINDING, &edits).unwrap();
+        assert!(out.contains("m.def(\"copy\", &copy, py::call_guard<py::gil_scoped_release>());"), "{out}");
+        assert!(out.contains("m.def(\"appends\", &appends);"), "{out}");
+        // other guards have no safety analysis
+        let p = pattern(Lang::Cpp, BOUND_FUNCTION, "$R $F($$$PARAMS) { Timer t; $$$BODY }", &[]);
+        assert!(Rewrite::new(&p, None).unwrap_err().to_string().contains("only GIL releases"));
+    }
 
     #[test]
     fn inserts_keywords_keeping_layout() {

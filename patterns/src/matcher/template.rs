@@ -56,6 +56,11 @@ pub(crate) enum Shape {
     /// `QUAL $R $F($$$PARAMS) { $$$BODY }` (C/C++): a function definition
     /// whose declaration prefix holds the qualifier token `QUAL`.
     Function(String),
+    /// `$R $F($$$PARAMS) { $$$BODY }` (C/C++): a function definition; the
+    /// rewrites that use it keep to functions a binding module binds.
+    BoundFunction,
+    /// `$M.def($$$ARGS)` (C/C++): a binding module's `.def` call.
+    DefCall,
 }
 
 /// A parsed structural pattern.
@@ -123,6 +128,11 @@ impl Template {
     }
 }
 
+/// The template of a function definition with no qualifier.
+pub(crate) const BOUND_FUNCTION: &str = "$R $F($$$PARAMS) { $$$BODY }";
+/// The template of a binding module's `.def` call.
+pub(crate) const DEF_CALL: &str = "$M.def($$$ARGS)";
+
 /// `for ($$$HEAD) $BODY` and `QUAL $R $F($$$PARAMS) { $$$BODY }` do not
 /// parse as C++ (a loop header needs `;`, a body statements); they are
 /// recognised by their text.
@@ -130,6 +140,12 @@ fn cxx_shape(p: &str) -> Option<Shape> {
     let squash: String = p.split_whitespace().collect::<Vec<_>>().join(" ");
     if squash == "for ($$$HEAD) $BODY" {
         return Some(Shape::Loop);
+    }
+    if squash == BOUND_FUNCTION {
+        return Some(Shape::BoundFunction);
+    }
+    if squash == DEF_CALL {
+        return Some(Shape::DefCall);
     }
     let rest = squash.strip_suffix(" $R $F($$$PARAMS) { $$$BODY }")?;
     (rest.starts_with("__") && rest.chars().all(|c| c.is_ascii_alphanumeric() || c == '_'))

@@ -63,6 +63,17 @@ impl StaticMetrics {
 
     /// A one-line summary: `regs 255, spills 2008/2572 B, smem 1024+122880 B, 6960 instr (fp32 2712, tensor 104, ...)`.
     pub fn summary(&self) -> String {
+        if self.registers.is_none() && self.spill_store_bytes.is_none() {
+            // a host build: no registers or spills to speak of, only its instructions
+            let mut ops: Vec<(&String, &i64)> = self.by_class.iter().collect();
+            ops.sort_by(|a, b| b.1.cmp(a.1).then(a.0.cmp(b.0)));
+            let top: Vec<String> = ops.iter().take(5).map(|(k, v)| format!("{k} {v}")).collect();
+            return match self.instructions {
+                Some(n) if top.is_empty() => format!("{n} instr"),
+                Some(n) => format!("{n} instr ({})", top.join(", ")),
+                None => "built".to_string(),
+            };
+        }
         let o = |x: Option<i64>| x.map(|v| v.to_string()).unwrap_or_else(|| "?".into());
         let mut classes: Vec<(&String, &i64)> = self.by_class.iter().collect();
         classes.sort_by(|a, b| b.1.cmp(a.1).then(a.0.cmp(b.0)));
