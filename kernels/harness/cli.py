@@ -77,13 +77,17 @@ def parse_args(argv):
     c.add_argument("--no-curve", action="store_true")
     c.add_argument("--no-consistency", action="store_true")
     c.add_argument("--quick", action="store_true", help="one seed, no curve, no consistency")
+    c.add_argument("--no-tsan", action="store_true", help="host (cpp) kernels: skip the ThreadSanitizer run")
     k = sub.add_parser("compile", parents=[common], help="ahead-of-time compile for sm_90; instruction mix")
     k.add_argument("--arch", type=int, default=90)
     k.add_argument("--keep", help="directory to keep the PTX/cubin/SASS in")
     b = sub.add_parser("bench", parents=[common], help="GPU only: interleaved A/B against the baseline")
     b.add_argument("--baseline", help="baseline source (default: the manifest's source)")
-    b.add_argument("--iters", type=int, default=50)
-    b.add_argument("--warmup", type=int, default=10)
+    b.add_argument("--iters", type=int, default=None, help="timed iterations (default 50); cpp: alias of --rounds")
+    b.add_argument("--warmup", type=int, default=None, help="warm-up iterations (default 10); cpp: warm-up rounds")
+    b.add_argument("--rounds", type=int, help="cpp: measured rounds (default: the manifest's [service])")
+    b.add_argument("--window", type=float, help="cpp: seconds of each timed window (default: [service])")
+    b.add_argument("--threads", type=int, help="cpp: transfer threads (default: [service])")
     b.add_argument("--rotate", type=int, default=4, help="input sets rotated between timed calls")
     b.add_argument("--peak-gbps", type=float, default=4300.0, help="measured copy bandwidth of the device")
     b.add_argument("--against", help="dotted path of a third-party function to time as well (module:function)")
@@ -172,6 +176,14 @@ def dispatch(args, out):
         return EXIT_OK
     manifest = find_manifest(args.kernel)
     out["manifest"] = str(manifest.path)
+    if manifest.is_host:
+        # host C++ (pybind11) kernels: built with the system compiler, run in sandboxed workers
+        from .host import run_host_command
+        margin = min(3.0, 0.2 * args.timeout)
+        return run_host_command(args, out, manifest, deadline=time.monotonic() + args.timeout - margin)
+    if args.command == "bench":
+        args.iters = 50 if args.iters is None else args.iters
+        args.warmup = 10 if args.warmup is None else args.warmup
     if args.command == "compile":
         # ahead-of-time: real compilation even where the interpreter is the default
         os.environ.pop("TRITON_INTERPRET", None)

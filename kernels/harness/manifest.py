@@ -1,9 +1,10 @@
 """Kernel manifests: the frozen contract next to each kernel (`kernels/*/*.toml`).
 
 Format (documented in kernels/README.md, "Manifests"): top-level `format`, `name`, `op`,
-`language`, `source`, `entry`, `launcher`, `reference`; tables `tolerance`, `shapes`
-(`cpu`, `gpu`, `bench`), `floor` (`bytes`, `flops` as arithmetic expressions in the shape
-variables), optional `curve` and `consistency`.
+`language` (`triton`, `cuda`, `cpp`), `source`, `entry`, `launcher`, `reference`; tables
+`tolerance`, `shapes` (`cpu`, `gpu`, `bench`), `floor` (`bytes`, `flops` as arithmetic
+expressions in the shape variables), optional `curve` and `consistency`; host C++ kernels
+(`cpp`) optionally `check` and `service` (kernels/harness/host.py).
 """
 import ast
 import operator
@@ -43,6 +44,11 @@ class Manifest:
         return self.path.parent
 
     @property
+    def is_host(self):
+        """A host C++ kernel (a pybind11 module; kernels/harness/host.py)."""
+        return self.language == "cpp"
+
+    @property
     def source_path(self):
         return self.dir / self.source
 
@@ -53,6 +59,7 @@ class Manifest:
         return eval_expr(self.floor["flops"], shape)
 
 
+LANGUAGES = ("triton", "cuda", "cpp")
 _REQUIRED = ["format", "name", "op", "language", "source", "entry", "launcher", "reference",
              "tolerance", "shapes", "floor"]
 
@@ -68,8 +75,8 @@ def load_manifest(path):
         raise ManifestError(f"manifest {path} lacks {', '.join(missing)}")
     if raw["format"] != 1:
         raise ManifestError(f"manifest {path}: unsupported format {raw['format']}")
-    if raw["language"] not in ("triton", "cuda"):
-        raise ManifestError(f"manifest {path}: language must be triton or cuda")
+    if raw["language"] not in LANGUAGES:
+        raise ManifestError(f"manifest {path}: language must be one of {', '.join(LANGUAGES)}")
     for k in ("cpu", "gpu", "bench"):
         if k not in raw["shapes"]:
             raise ManifestError(f"manifest {path}: shapes.{k} missing")

@@ -13,7 +13,7 @@ CUDA = ROOT / "kernels" / "kda_cuda"
 def test_list_names_every_kernel():
     rc, out = harness("list", "--json")
     assert rc == 0 and out["wire"] == "kidiom-harness" and out["version"] == 1
-    assert {k["name"] for k in out["kernels"]} == {"kda.decode", "kda.prefill", "kda_cuda.decode"}
+    assert {k["name"] for k in out["kernels"]} == {"kda.decode", "kda.prefill", "kda_cuda.decode", "kv_transfer"}
 
 
 @pytest.mark.parametrize("kernel", ["kda.decode", "kda.prefill", "kda_cuda.decode"])

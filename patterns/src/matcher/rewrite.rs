@@ -181,6 +181,13 @@ impl Rewrite {
                 releases_gil: true,
             });
         }
+        if a.matches(RELEASE).count() > b.matches(RELEASE).count() && b != BOUND_FUNCTION && b != DEF_CALL {
+            // An edit rule that adds a release somewhere inside a body: the binding analysis
+            // judges whole bound functions, so it cannot say whether this site is safe.
+            return Err(no(
+                "it adds a GIL release inside a function body, where kidiom cannot check that no Python object follows it; the usage idiom (first statement of a bound function) is checked per site".into(),
+            ));
+        }
         if cxx && b == BOUND_FUNCTION {
             let stmt = a
                 .strip_prefix("$R $F($$$PARAMS) { ")
@@ -628,6 +635,9 @@ mod tests {
         let out = apply_edits(BINDING, &edits).unwrap();
         assert!(out.contains("m.def(\"copy\", &copy, py::call_guard<py::gil_scoped_release>());"), "{out}");
         assert!(out.contains("m.def(\"appends\", &appends);"), "{out}");
+        // an edit rule that adds a release mid-body cannot be checked
+        let p = pattern(Lang::Cpp, "{ return $A; }", "{ py::gil_scoped_release release; return $A; }", &[]);
+        assert!(Rewrite::new(&p, None).unwrap_err().to_string().contains("cannot check"));
         // other guards have no safety analysis
         let p = pattern(Lang::Cpp, BOUND_FUNCTION, "$R $F($$$PARAMS) { Timer t; $$$BODY }", &[]);
         assert!(Rewrite::new(&p, None).unwrap_err().to_string().contains("only GIL releases"));

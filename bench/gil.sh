@@ -1,0 +1,61 @@
+#!/usr/bin/env bash
+# The GIL release on our KV-transfer module, measured on this machine.
+#
+# Mines the corpora that hold the idiom (the SGLang sdist; Mooncake where its
+# clone is cached, see corpora/mooncake.toml) into a scratch catalog, applies
+# the mined `py::gil_scoped_release` pattern to kernels/kv_transfer/ with
+# `kidiom apply`, and runs the harness's host bench: a Python "scheduler"
+# thread's steps/s alone and while transfer threads gather and scatter KV
+# pages, baseline and candidate interleaved in one process over ROUNDS rounds.
+# Writes bench/runs/<date>-<host>/gil.json and prints the table.
+#
+#   bench/gil.sh                 # ROUNDS=9 by default
+#   ROUNDS=15 bench/gil.sh
+set -euo pipefail
+root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+cd "$root"
+scripts/setup-python.sh >&2
+cargo build --release --locked --quiet
+kidiom="$root/target/release/kidiom"
+py="$root/.venv/bin/python"
+run="${KIDIOM_BENCH_RUN:-bench/runs/$(date +%F)-vm}"
+mkdir -p "$run"
+tmp="$(mktemp -d)"
+trap 'rm -rf "$tmp"' EXIT
+
+corpora=(corpora/sglang.toml)
+if [[ -d "${HOME}/.cache/kidiom/git/kvcache-ai+Mooncake" ]]; then
+  corpora+=(corpora/mooncake.toml)
+fi
+"$kidiom" mine "${corpora[@]}" --db "$tmp/catalog.sqlite" -q >&2
+"$kidiom" apply kernels/kv_transfer/kv_transfer.cpp --pattern cpp-guard-binding-fn-py-gil-scoped-release \
+  --db "$tmp/catalog.sqlite" --json > "$tmp/apply.json"
+"$py" - "$tmp/apply.json" "$tmp/kv_transfer.patch" <<'EOF'
+import json, sys
+c = json.load(open(sys.argv[1]))["candidates"]
+if len(c) != 1:
+    sys.exit(f"expected one candidate on kernels/kv_transfer/kv_transfer.cpp, got {len(c)}")
+open(sys.argv[2], "w").write(c[0]["diff"])
+print(f"candidate {c[0]['id']}: {c[0]['sites']} sites", file=sys.stderr)
+EOF
+mkdir -p "$tmp/cand"
+cp -r kernels "$tmp/cand/"
+git -C "$tmp/cand" init -q && git -C "$tmp/cand" apply "$tmp/kv_transfer.patch"
+
+"$py" -m kernels.harness bench --kernel kv_transfer --source "$tmp/cand/kernels/kv_transfer/kv_transfer.cpp" \
+  --rounds "${ROUNDS:-9}" --timeout 900 > "$run/gil.json" || true
+"$py" - "$run/gil.json" <<'EOF'
+import json, sys
+j = json.load(open(sys.argv[1]))
+if j.get("status") != "ok":
+    sys.exit(f"bench: {j.get('status')}: {j.get('error') or j.get('reason') or j.get('failures')}")
+r, pct = j["results"], lambda x: f"{100 * x:.1f}%"
+print(f"{'variant':<10} {'gap':>7} {'p10':>7} {'p90':>7} {'steps/s alone':>14} {'steps/s loaded':>15} {'GB/s':>6}")
+for k in ("baseline", "candidate"):
+    v = r[k]
+    print(f"{k:<10} {pct(v['gap']):>7} {pct(v['gap_p10']):>7} {pct(v['gap_p90']):>7} "
+          f"{v['steps_per_s_alone']:>14.0f} {v['steps_per_s_loaded']:>15.0f} {v['transfer_gbps']:>6.2f}")
+print(f"rounds {j['rounds']}, noise floor {pct(j['noise_floor'])}, significant {j['significant']}, "
+      f"scheduler throughput under transfers {j['speedup']:.2f}x, memcpy peak {j['floor']['peak_gbps']:.1f} GB/s, "
+      f"flags {j['flags'] or 'none'}")
+EOF

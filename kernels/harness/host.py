@@ -1,0 +1,949 @@
+"""Host C++ kernels (`language = "cpp"`, e.g. kernels/kv_transfer/): compile, check, bench.
+
+The harness process never imports a candidate module. Each run of candidate code happens in a
+worker (hostworker.py) started in a sandbox: its own session (process group, killed at the
+deadline), a scrubbed environment, cwd = a fresh scratch directory, resource limits, and no
+network (`unshare --net`) where the machine allows; `sandbox` in the output says what applied.
+
+check: the harness makes every case's inputs from fresh seeds, writes them to the scratch
+directory (.npy, each array inside a flat buffer with sentinel padding before and after), the
+worker calls the module and writes the arrays back, and the harness compares them with the
+numpy reference (exact bytes). A crash of the candidate fails the case it happened in (named
+with the signal) and the remaining cases continue in a fresh worker; a hang is an error.
+With a compiler that supports -fsanitize=thread, the concurrent cases run again on a TSan build.
+
+bench: scheduler throughput (see hostworker.bench and hoststats): one worker loads the baseline
+and the candidate, interleaves them over rounds, and returns raw samples and digests of the
+destination pools, which the harness checks against the reference before computing anything.
+"""
+import json
+import os
+import platform
+import re
+import resource
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+from dataclasses import dataclass, field
+from functools import lru_cache
+from pathlib import Path
+
+import numpy as np
+
+from . import hostbuild, hoststats
+from .loader import resolve
+
+__all__ = ["run_host_command", "make_cases", "HostTimeout"]
+
+WORKER = Path(__file__).resolve().parent / "hostworker.py"
+DEVICE = "cpu (host)"
+MODE = "host"
+
+IN_SENTINEL = 0xC3     # padding around inputs (bytes)
+OUT_POISON = 0xA5      # inside outputs before the call
+OUT_SENTINEL = 0x5A    # padding around outputs and the pool: any store there is out of bounds
+IDS_SENTINEL = 0x3C3C3C3C3C3C3C3C   # padding around page_ids: far out of range if read as an id
+MAX_CRASHES = 3        # crashed workers before the remaining cases are given up
+AS_LIMIT = 8 << 30     # address space of a worker (bytes)
+FSIZE_LIMIT = 1 << 30  # largest file a worker may write
+
+
+class HostTimeout(Exception):
+    """The candidate did not finish before the deadline (its worker was killed)."""
+
+
+# the sandbox --------------------------------------------------------------------------------------
+
+@lru_cache(maxsize=None)
+def _net_isolation():
+    """(command prefix, description): a new, empty network namespace for the worker if possible."""
+    unshare = shutil.which("unshare")
+    if not unshare:
+        return [], "not isolated: unshare(1) not found"
+    tries = [([unshare, "--net", "--"], "none (unshare --net: empty network namespace)"),
+             ([unshare, "--user", "--map-root-user", "--net", "--"],
+              "none (unshare --user --map-root-user --net: empty network namespace)")]
+    errors = []
+    for prefix, what in tries:
+        try:
+            r = subprocess.run(prefix + ["true"], capture_output=True, text=True, timeout=10)
+        except Exception as e:  # noqa: BLE001
+            errors.append(str(e))
+            continue
+        if r.returncode == 0:
+            return prefix, what
+        errors.append(r.stderr.strip()[-200:])
+    return [], "not isolated: unshare failed (" + "; ".join(errors) + ")"
+
+
+def _nproc_limit():
+    """RLIMIT_NPROC for a worker, or (None, why not). The limit counts every process and thread
+    of the user, so it is set to what the user runs now plus room for the worker's threads."""
+    if os.geteuid() == 0:
+        return None, "not applied: root is exempt from RLIMIT_NPROC"
+    uid = os.getuid()
+    count = 0
+    for d in Path("/proc").iterdir():
+        if not d.name.isdigit():
+            continue
+        try:
+            status = (d / "status").read_text()
+        except OSError:
+            continue
+        m_uid = re.search(r"^Uid:\s+(\d+)", status, re.M)
+        m_thr = re.search(r"^Threads:\s+(\d+)", status, re.M)
+        if m_uid and int(m_uid.group(1)) == uid and m_thr:
+            count += int(m_thr.group(1))
+    return count + 64, None
+
+
+def _limits(cpu_s, address_space):
+    """The rlimits a worker gets, {name: value or "not applied: why"}."""
+    lim = {"CORE": 0, "CPU": int(cpu_s), "FSIZE": FSIZE_LIMIT}
+    lim["AS"] = address_space if address_space else "not applied: ThreadSanitizer reserves terabytes of shadow memory"
+    nproc, why = _nproc_limit()
+    lim["NPROC"] = nproc if nproc else why
+    return lim
+
+
+def _preexec(limits):
+    table = {"CORE": resource.RLIMIT_CORE, "CPU": resource.RLIMIT_CPU, "FSIZE": resource.RLIMIT_FSIZE,
+             "AS": resource.RLIMIT_AS, "NPROC": resource.RLIMIT_NPROC}
+    values = [(table[k], v) for k, v in limits.items() if isinstance(v, int)]
+
+    def apply():
+        for which, v in values:
+            try:
+                soft, hard = resource.getrlimit(which)
+                v2 = v if hard == resource.RLIM_INFINITY else min(v, hard)
+                resource.setrlimit(which, (v2, v2 if which != resource.RLIMIT_CPU else hard))
+            except (ValueError, OSError):
+                pass
+    return apply
+
+
+def _scrubbed_env(scratch, extra=None):
+    env = {"PATH": "/usr/bin:/bin", "LANG": "C.UTF-8", "HOME": str(scratch), "TMPDIR": str(scratch),
+           "OMP_NUM_THREADS": "1", "OPENBLAS_NUM_THREADS": "1", "MKL_NUM_THREADS": "1",
+           "PYTHONDONTWRITEBYTECODE": "1", "PYTHONHASHSEED": "0"}
+    if os.environ.get("LD_LIBRARY_PATH"):   # some Python builds need it to start at all
+        env["LD_LIBRARY_PATH"] = os.environ["LD_LIBRARY_PATH"]
+    env.update(extra or {})
+    return env
+
+
+@dataclass
+class WorkerRun:
+    rc: int
+    timed_out: bool
+    seconds: float
+    progress: list
+    stderr: str
+    sandbox: dict = field(default_factory=dict)
+
+    @property
+    def signal(self):
+        if self.rc is not None and self.rc < 0:
+            try:
+                return signal.Signals(-self.rc).name
+            except ValueError:
+                return f"signal {-self.rc}"
+        return None
+
+    def death(self):
+        """'died with SIGSEGV' / 'exited with code 1' / None (clean exit)."""
+        if self.signal:
+            return f"died with {self.signal}"
+        if self.rc:
+            return f"exited with code {self.rc}"
+        return None
+
+
+def run_worker(mode, scratch, plan, deadline, tsan_preload=None, tsan_log=None, no_aslr=False, cpus=None):
+    """Run hostworker.py `mode` on `plan` in `scratch` until it exits or `deadline`
+    (time.monotonic()) passes; the worker's whole process group is killed in the end."""
+    scratch = Path(scratch)
+    (scratch / "plan.json").write_text(json.dumps(plan))
+    for f in ("progress.jsonl", "stdout.txt", "stderr.txt"):
+        (scratch / f).unlink(missing_ok=True)
+    budget = max(0.5, deadline - time.monotonic())
+    ncpu = cpus or os.cpu_count() or 1
+    limits = _limits(cpu_s=budget * ncpu + 10, address_space=None if tsan_preload else AS_LIMIT)
+    net_prefix, net = _net_isolation()
+    prefix = list(net_prefix)
+    env_extra = {}
+    if tsan_preload:
+        env_extra["LD_PRELOAD"] = tsan_preload
+        log = tsan_log or scratch / "tsan"
+        env_extra["TSAN_OPTIONS"] = f"log_path={log} halt_on_error=0 exitcode=0 report_signal_unsafe=0"
+    if no_aslr:
+        prefix += ["setarch", platform.machine(), "-R"]
+    cmd = prefix + [sys.executable, "-I", "-X", "faulthandler", str(WORKER), mode, "plan.json"]
+    sandbox = {"process": "separate worker (own session and process group)",
+               "environment": "scrubbed (PATH, LANG, HOME/TMPDIR = scratch, thread counts)",
+               "cwd": "fresh scratch directory", "python": "isolated mode (-I): kernels/ not importable",
+               "network": net, "rlimits": limits, "time_limit_s": round(budget, 1)}
+    t0 = time.monotonic()
+    with open(scratch / "stdout.txt", "wb") as out, open(scratch / "stderr.txt", "wb") as err:
+        p = subprocess.Popen(cmd, cwd=scratch, env=_scrubbed_env(scratch, env_extra), stdin=subprocess.DEVNULL,
+                             stdout=out, stderr=err, start_new_session=True, preexec_fn=_preexec(limits))
+        timed_out = False
+        try:
+            rc = p.wait(timeout=budget)
+        except subprocess.TimeoutExpired:
+            timed_out = True
+            rc = None
+        finally:
+            try:
+                os.killpg(p.pid, signal.SIGKILL)   # the worker and anything it started
+            except (ProcessLookupError, PermissionError):
+                pass
+            if p.poll() is None:
+                p.wait()
+    seconds = time.monotonic() - t0
+    progress = []
+    pf = scratch / "progress.jsonl"
+    if pf.exists():
+        for line in pf.read_text().splitlines():
+            try:
+                progress.append(json.loads(line))
+            except json.JSONDecodeError:
+                pass   # a line cut short by the kill
+    stderr = (scratch / "stderr.txt").read_text(errors="replace")
+    return WorkerRun(rc=rc, timed_out=timed_out, seconds=seconds, progress=progress, stderr=stderr, sandbox=sandbox)
+
+
+def _raise_worker_bug(wr):
+    bug = next((ev["worker_error"] for ev in wr.progress if "worker_error" in ev), None)
+    if bug:
+        raise RuntimeError(f"the harness's worker failed (not the candidate):\n{bug}")
+
+
+def _tail(text, n=1500):
+    text = text.strip()
+    return text if len(text) <= n else "..." + text[-n:]
+
+
+# cases --------------------------------------------------------------------------------------------
+
+class Arr:
+    """One array of a case, stored flat with `pad` sentinel elements before and after its data."""
+
+    def __init__(self, name, data, pad, sentinel, shape=None, expected=None):
+        data = np.ascontiguousarray(data).reshape(-1)
+        side = np.full(pad, sentinel, dtype=data.dtype)
+        self.name, self.pad, self.n = name, pad, data.size
+        self.flat = np.concatenate([side, data, side])
+        self.shape = list(shape) if shape is not None else [data.size]
+        self.expected = None if expected is None else np.ascontiguousarray(expected).reshape(-1)
+
+    def arg(self, **kw):
+        return dict({"array": self.name, "start": self.pad, "count": self.n, "shape": self.shape}, **kw)
+
+    @property
+    def data(self):
+        return self.flat[self.pad:self.pad + self.n]
+
+
+@dataclass
+class Case:
+    id: str
+    family: str
+    shape: dict
+    seed: int
+    spec: dict                      # what the worker does (no expected values)
+    arrays: list                    # [Arr]
+    outputs: dict                   # output name -> array name
+    page_bytes: int = 1
+    expect_exc: tuple = None        # (class name, [substrings of the message])
+    expect_result: object = None    # checksum: int, or per-thread [int]
+
+    @property
+    def label(self):
+        return f"{self.id} seed={self.seed}"
+
+
+def _shape_str(shape):
+    return " ".join(f"{k}={v}" for k, v in shape.items())
+
+
+def _pad(B):
+    return max(64, B)
+
+
+def _ids_arr(ids, name="page_ids"):
+    return Arr(name, np.asarray(ids, dtype=np.int64), 8, IDS_SENTINEL)
+
+
+class _Builder:
+    """Cases of one manifest: reference functions and the check parameters."""
+
+    def __init__(self, manifest):
+        mod, _, names = manifest.reference.partition(":")
+        self.ref = {n: resolve(f"{mod}:{n}") for n in names.split(",")}
+        chk = manifest.raw.get("check", {})
+        self.threads = int(chk.get("threads", 4))
+        self.repeat = int(chk.get("repeat", 20))
+
+    # one call -----------------------------------------------------------------------------------
+    def gather(self, cid, family, shape, seed, rng, P, B, ids, wrap=None):
+        pool0 = rng.integers(0, 256, (P, B), dtype=np.uint8)
+        pool = Arr("pool", pool0, _pad(B), IN_SENTINEL, shape=[P, B])
+        idsa = _ids_arr(ids)
+        n = len(ids)
+        out = Arr("out", np.full(n * B, OUT_POISON, np.uint8), _pad(B), OUT_SENTINEL,
+                  expected=self.ref["gather"](pool0, np.asarray(ids, np.int64)))
+        kw = {"wrap": wrap} if wrap else {}
+        spec = {"kind": "call", "fn": "gather", "args": [pool.arg(**kw), idsa.arg(**kw), out.arg(**kw)]}
+        return Case(cid, family, shape, seed, spec, [pool, idsa, out], {"out": "out"}, page_bytes=B)
+
+    def scatter(self, cid, family, shape, seed, rng, P, B, ids):
+        pool0 = rng.integers(0, 256, (P, B), dtype=np.uint8)
+        n = len(ids)
+        buf0 = rng.integers(0, 256, n * B, dtype=np.uint8)
+        ids = np.asarray(ids, np.int64)
+        pool = Arr("pool", pool0, _pad(B), OUT_SENTINEL, shape=[P, B], expected=self.ref["scatter"](buf0, ids, pool0))
+        idsa = _ids_arr(ids)
+        buf = Arr("buf", buf0, _pad(B), IN_SENTINEL)
+        spec = {"kind": "call", "fn": "scatter", "args": [buf.arg(), idsa.arg(), pool.arg()]}
+        return Case(cid, family, shape, seed, spec, [buf, idsa, pool], {"pool": "pool"}, page_bytes=B)
+
+    def checksum(self, cid, family, shape, seed, data, shape_arg=None):
+        buf = Arr("buf", data, 64, IN_SENTINEL, shape=shape_arg)
+        spec = {"kind": "call", "fn": "checksum", "args": [buf.arg()]}
+        return Case(cid, family, shape, seed, spec, [buf], {}, expect_result=self.ref["checksum"](data))
+
+    # concurrent calls on disjoint pages -----------------------------------------------------------
+    def concurrent(self, fn, cid, family, shape, seed, rng, P, B):
+        T = self.threads
+        parts = np.array_split(rng.permutation(P).astype(np.int64), T)
+        offsets = np.cumsum([0] + [len(p) for p in parts])
+        pool0 = rng.integers(0, 256, (P, B), dtype=np.uint8)
+        perm = np.concatenate(parts)
+        spec = {"kind": "threads", "fn": fn, "repeat": self.repeat, "threads": []}
+        ids = [_ids_arr(p, name=f"ids{t}") for t, p in enumerate(parts)]
+
+        def region(a, t, **kw):   # thread t's pages of a flat transfer buffer
+            return {"array": a.name, "start": a.pad + int(offsets[t]) * B, "count": len(parts[t]) * B, **kw}
+
+        if fn == "gather":
+            pool = Arr("pool", pool0, _pad(B), IN_SENTINEL, shape=[P, B])
+            out = Arr("out", np.full(P * B, OUT_POISON, np.uint8), _pad(B), OUT_SENTINEL,
+                      expected=self.ref["gather"](pool0, perm))
+            spec["threads"] = [[pool.arg(), ids[t].arg(), region(out, t)] for t in range(T)]
+            return Case(cid, family, shape, seed, spec, [pool, out, *ids], {"out": "out"}, page_bytes=B)
+        if fn == "scatter":
+            buf0 = rng.integers(0, 256, P * B, dtype=np.uint8)
+            buf = Arr("buf", buf0, _pad(B), IN_SENTINEL)
+            pool = Arr("pool", pool0, _pad(B), OUT_SENTINEL, shape=[P, B],
+                       expected=self.ref["scatter"](buf0, perm, pool0))
+            spec["threads"] = [[region(buf, t), ids[t].arg(), pool.arg()] for t in range(T)]
+            return Case(cid, family, shape, seed, spec, [buf, pool, *ids], {"pool": "pool"}, page_bytes=B)
+        data = rng.integers(0, 256, P * B, dtype=np.uint8)
+        buf = Arr("buf", data, 64, IN_SENTINEL)
+        spec["threads"] = [[region(buf, t)] for t in range(T)]
+        expect = [self.ref["checksum"](data[offsets[t] * B:offsets[t + 1] * B]) for t in range(T)]
+        return Case(cid, family, shape, seed, spec, [buf], {}, expect_result=expect)
+
+    # bad input: the right exception, nothing written ----------------------------------------------
+    def bad(self, seed, rng, P, B):
+        shape = {"P": P, "B": B, "N": 2}
+        cases = []
+
+        def gather_case(name, exc, must=(), pool_kw=None, ids=None, ids_kw=None, out_kw=None, pool_dtype=np.uint8,
+                        ids_dtype=np.int64, out_n=None, none=None):
+            pool0 = rng.integers(0, 256, (P, B), dtype=np.uint8).astype(pool_dtype)
+            ids = np.array([1, P - 1] if ids is None else ids).astype(ids_dtype)
+            pool = Arr("pool", pool0, _pad(B), IN_SENTINEL, shape=[P, B])
+            idsa = Arr("page_ids", ids, 8, IDS_SENTINEL if ids_dtype == np.int64 else 7)
+            n = len(ids) * B if out_n is None else out_n
+            out = Arr("out", np.full(n, OUT_POISON, np.uint8), _pad(B), OUT_SENTINEL)
+            args = [pool.arg(**(pool_kw or {})), idsa.arg(**(ids_kw or {})), out.arg(**(out_kw or {}))]
+            if none is not None:
+                args[none] = {"none": True}
+            spec = {"kind": "call", "fn": "gather", "args": args}
+            cases.append(Case(f"gather/bad-{name} {_shape_str(shape)}", f"gather/bad-{name}", shape, seed, spec,
+                              [pool, idsa, out], {}, page_bytes=B, expect_exc=(exc, list(must))))
+
+        def scatter_case(name, exc, must=(), ids=None, pool_kw=None, buf_kw=None, buf_n=None):
+            pool0 = rng.integers(0, 256, (P, B), dtype=np.uint8)
+            ids = np.array([0, 2] if ids is None else ids, dtype=np.int64)
+            n = len(ids) * B if buf_n is None else buf_n
+            pool = Arr("pool", pool0, _pad(B), OUT_SENTINEL, shape=[P, B])
+            idsa = _ids_arr(ids)
+            buf = Arr("buf", rng.integers(0, 256, n, dtype=np.uint8), _pad(B), IN_SENTINEL)
+            spec = {"kind": "call", "fn": "scatter",
+                    "args": [buf.arg(**(buf_kw or {})), idsa.arg(), pool.arg(**(pool_kw or {}))]}
+            cases.append(Case(f"scatter/bad-{name} {_shape_str(shape)}", f"scatter/bad-{name}", shape, seed, spec,
+                              [buf, idsa, pool], {}, page_bytes=B, expect_exc=(exc, list(must))))
+
+        gather_case("index-past-end", "IndexError", [str(P), f"{P} pages"], ids=[0, P])
+        gather_case("index-negative", "IndexError", ["-1", f"{P} pages"], ids=[1, -1])
+        scatter_case("index-past-end", "IndexError", [str(P), f"{P} pages"], ids=[1, P])
+        scatter_case("index-negative", "IndexError", ["-1", f"{P} pages"], ids=[-1, 0])
+        gather_case("pool-dtype", "TypeError", pool_kw={"view_dtype": "int8"})
+        gather_case("ids-dtype", "TypeError", ids_dtype=np.int32)
+        gather_case("out-dtype", "TypeError", out_kw={"view_dtype": "int16", "shape": None}, out_n=2 * 2 * B)
+        gather_case("not-a-buffer", "TypeError", none=0)
+        gather_case("pool-noncontiguous", "ValueError",
+                    pool_kw={"shape": [P // 2, 2 * B], "slices": [[None], [0, B]]} if P % 2 == 0 else
+                    {"shape": [P, B], "slices": [[None], [0, B, 2]]})
+        gather_case("ids-noncontiguous", "ValueError", ids=[1, 3, 2, 0], ids_kw={"slices": [[0, 4, 2]]}, out_n=2 * B)
+        gather_case("out-noncontiguous", "ValueError", out_kw={"shape": [2 * B, 2], "slices": [[None], [0, 1]]},
+                    out_n=4 * B)
+        gather_case("out-readonly", "ValueError", out_kw={"readonly": True})
+        gather_case("out-too-small", "ValueError", out_n=2 * B - 1)
+        gather_case("pool-ndim", "ValueError", pool_kw={"shape": [P * B]})
+        gather_case("ids-ndim", "ValueError", ids=[1, 2], ids_kw={"shape": [1, 2]})
+        scatter_case("pool-readonly", "ValueError", pool_kw={"readonly": True})
+        scatter_case("buf-too-small", "ValueError", buf_n=2 * B - 1)
+        scatter_case("pool-ndim", "ValueError", pool_kw={"shape": [P * B]})
+        # overlapping memory: the destination is a view of the source
+        pool0 = rng.integers(0, 256, (P, B), dtype=np.uint8)
+        pool = Arr("pool", pool0, _pad(B), OUT_SENTINEL, shape=[P, B])
+        idsa = _ids_arr([0, 1])
+        spec = {"kind": "call", "fn": "gather",
+                "args": [pool.arg(), idsa.arg(), {"array": "pool", "start": pool.pad + B, "count": 2 * B}]}
+        cases.append(Case(f"gather/bad-overlap {_shape_str(shape)}", "gather/bad-overlap", shape, seed, spec,
+                          [pool, idsa], {}, page_bytes=B, expect_exc=("ValueError", [])))
+        pool = Arr("pool", pool0, _pad(B), OUT_SENTINEL, shape=[P, B])
+        idsa = _ids_arr([2, 3])
+        spec = {"kind": "call", "fn": "scatter",
+                "args": [{"array": "pool", "start": pool.pad, "count": 2 * B}, idsa.arg(), pool.arg()]}
+        cases.append(Case(f"scatter/bad-overlap {_shape_str(shape)}", "scatter/bad-overlap", shape, seed, spec,
+                          [pool, idsa], {}, page_bytes=B, expect_exc=("ValueError", [])))
+        data = rng.integers(0, 256, 4 * B, dtype=np.uint8)
+        buf = Arr("buf", data, 64, IN_SENTINEL, shape=[2 * B, 2])
+        spec = {"kind": "call", "fn": "checksum", "args": [buf.arg(slices=[[None], [0, 1]])]}
+        cases.append(Case(f"checksum/bad-noncontiguous {_shape_str(shape)}", "checksum/bad-noncontiguous", shape,
+                          seed, spec, [buf], {}, expect_exc=("ValueError", [])))
+        return cases
+
+
+FAMILIES = ["gather/random", "gather/repeated", "gather/empty", "gather/full", "gather/memoryview",
+            "scatter/random", "scatter/repeated", "scatter/empty", "scatter/full",
+            "checksum/buffer", "checksum/pool", "checksum/empty",
+            "concurrent/gather", "concurrent/scatter", "concurrent/checksum"]
+
+
+def make_cases(manifest, seeds, families=None, shapes=None, with_bad=True):
+    """The check's cases over the manifest's cpu shapes x seeds (families: a subset of FAMILIES)."""
+    b = _Builder(manifest)
+    shapes = shapes if shapes is not None else manifest.shapes["cpu"]
+    families = families or FAMILIES
+    cases = []
+    for seed in seeds:
+        if with_bad:   # first, so the worker must stay usable after raising
+            s0 = shapes[0]
+            P, B = max(s0["P"], 4), max(s0["B"], 8)
+            cases += b.bad(seed, np.random.default_rng([seed, 999]), P, B)
+        for si, shape in enumerate(shapes):
+            P, B, N = shape["P"], shape["B"], shape["N"]
+            for fam in families:
+                fi = FAMILIES.index(fam)
+                rng = np.random.default_rng([seed, si, fi])
+                kind = fam.split("/")[1]
+                n = {"empty": 0, "full": P}.get(kind, N)
+                sh = dict(shape, N=n)
+                cid = f"{fam} {_shape_str(sh)}"
+                if kind in ("random", "memoryview"):
+                    ids = rng.choice(P, size=n, replace=n > P)
+                elif kind == "repeated":
+                    ids = rng.integers(0, P, n)
+                    if n >= 2:
+                        ids[-1] = ids[0]
+                elif kind == "full":
+                    ids = rng.permutation(P)
+                else:
+                    ids = np.zeros(0, np.int64)
+                if fam.startswith("gather/"):
+                    cases.append(b.gather(cid, fam, sh, seed, rng, P, B, ids,
+                                          wrap="memoryview" if kind == "memoryview" else None))
+                elif fam.startswith("scatter/"):
+                    cases.append(b.scatter(cid, fam, sh, seed, rng, P, B, ids))
+                elif fam == "checksum/buffer":
+                    cases.append(b.checksum(cid, fam, sh, seed, rng.integers(0, 256, N * B + 3, dtype=np.uint8)))
+                elif fam == "checksum/pool":
+                    cases.append(b.checksum(cid, fam, sh, seed, rng.integers(0, 256, (P, B), dtype=np.uint8),
+                                            shape_arg=[P, B]))
+                elif fam == "checksum/empty":
+                    cases.append(b.checksum(cid, fam, sh, seed, np.zeros(0, np.uint8)))
+                else:
+                    sh = dict(shape, N=P, threads=b.threads, repeat=b.repeat)
+                    cases.append(b.concurrent(kind, f"{fam} {_shape_str(sh)}", fam, sh, seed, rng, P, B))
+    return cases
+
+
+def _write_inputs(cases, scratch):
+    """The worker's plan: case specs and input files (never the expected values)."""
+    specs = []
+    for i, c in enumerate(cases):
+        files = {}
+        for a in c.arrays:
+            f = f"in/{i}_{a.name}.npy"
+            np.save(scratch / f, a.flat)
+            files[a.name] = f
+        specs.append(dict(c.spec, arrays=files))
+    return specs
+
+
+# judging ----------------------------------------------------------------------------------------
+
+def byte_metrics(got, expect, page_bytes):
+    """Exact-bytes comparison in the wire format's metric shape, plus mismatched_bytes."""
+    g = got.astype(np.float64)
+    e = expect.astype(np.float64)
+    d = g - e
+    ref_norm = max(float(np.linalg.norm(e)), 1e-30)
+    ref_max = max(float(np.abs(e).max()) if e.size else 0.0, 1e-30)
+    worst = {"index": None, "rel_l2": 0.0}
+    B = max(1, int(page_bytes))
+    if e.size and e.size % B == 0:
+        dp, ep = d.reshape(-1, B), e.reshape(-1, B)
+        errs = np.linalg.norm(dp, axis=1) / np.maximum(np.linalg.norm(ep, axis=1), 1e-30)
+        k = int(np.argmax(errs))
+        worst = {"index": [k], "rel_l2": float(errs[k])}
+    return {"rel_l2": float(np.linalg.norm(d) / ref_norm), "max_abs": float(np.abs(d).max()) if d.size else 0.0,
+            "max_abs_rel": (float(np.abs(d).max()) if d.size else 0.0) / ref_max, "worst_slice": worst,
+            "nonfinite": 0, "mismatched_bytes": int(np.count_nonzero(got != expect))}
+
+
+def _first_diff(got, expect, page_bytes):
+    i = int(np.flatnonzero(got != expect)[0])
+    where = f"byte {i}" + (f" (page {i // page_bytes})" if page_bytes > 1 else "")
+    return f"first at {where}: got {int(got[i])}, expected {int(expect[i])}"
+
+
+def judge(case, res, scratch, index):
+    """(case record for the output, failures) of one case the worker finished."""
+    fails, outputs, padding, intact = [], {}, {}, {}
+    exc = res.get("exception")
+    excs = [e for e in res.get("exceptions", []) if e] if case.spec["kind"] == "threads" else ([exc] if exc else [])
+    if case.expect_exc:
+        cls, must = case.expect_exc
+        if not exc:
+            fails.append(f"expected {cls}, the call returned normally")
+        elif cls not in exc["mro"]:
+            fails.append(f"expected {cls}, got {exc['type']}: {exc['message']}")
+        else:
+            missing = [m for m in must if m not in exc["message"]]
+            if missing:
+                fails.append(f"{cls} message {exc['message']!r} does not name {', '.join(missing)}")
+    else:
+        for e in excs:
+            fails.append(f"raised {e['type']}: {e['message']}")
+    written = {v: k for k, v in case.outputs.items()}
+    for a in case.arrays:
+        f = scratch / "out" / f"{index}_{a.name}.npy"
+        if not f.exists():
+            fails.append(f"{a.name}: the worker wrote no result")
+            continue
+        got = np.load(f)
+        if got.shape != a.flat.shape or got.dtype != a.flat.dtype:
+            fails.append(f"{a.name}: came back as {got.dtype}{list(got.shape)}")
+            continue
+        head_ok = bool(np.array_equal(got[:a.pad], a.flat[:a.pad]))
+        tail_ok = bool(np.array_equal(got[a.pad + a.n:], a.flat[a.pad + a.n:]))
+        padding[a.name] = head_ok and tail_ok
+        if not padding[a.name]:
+            side = "before and after" if not (head_ok or tail_ok) else ("before" if not head_ok else "after")
+            fails.append(f"{a.name}: sentinel padding {side} the buffer was overwritten (out-of-bounds write)")
+        region = got[a.pad:a.pad + a.n]
+        if a.name in written and not case.expect_exc:
+            name = written[a.name]
+            m = byte_metrics(region.view(np.uint8), a.expected.view(np.uint8), case.page_bytes)
+            outputs[name] = m
+            if m["mismatched_bytes"]:
+                fails.append(f"{name}: {m['mismatched_bytes']} of {a.n} bytes differ from the reference, "
+                             f"{_first_diff(region.view(np.uint8), a.expected.view(np.uint8), case.page_bytes)}")
+        else:
+            same = bool(np.array_equal(region, a.data))
+            intact[a.name] = same
+            if not same:
+                what = "written by a rejected call" if case.expect_exc else "modified by the call (an input)"
+                k = int(np.count_nonzero(region != a.data))
+                fails.append(f"{a.name}: {k} elements {what}")
+    if case.expect_result is not None and not case.expect_exc:
+        if case.spec["kind"] == "threads":
+            for t, (got, want) in enumerate(zip(res.get("results", []), case.expect_result)):
+                if got != [want] and not excs:
+                    fails.append(f"checksum: thread {t} got {got}, expected [{want}]")
+            outputs["checksum"] = {"mismatched_threads": sum(
+                1 for got, want in zip(res.get("results", []), case.expect_result) if got != [want])}
+        else:
+            got = res.get("result")
+            want = case.expect_result
+            ok_int = isinstance(got, int) and 0 <= got < 2 ** 64
+            gb = np.array([got if ok_int else 0], np.uint64).view(np.uint8)
+            wb = np.array([want], np.uint64).view(np.uint8)
+            m = byte_metrics(gb, wb, 8)
+            m.update(value=got, expected=want)
+            outputs["checksum"] = m
+            if got != want:
+                fails.append(f"checksum: got {got}, expected {want}")
+    rec = {"id": case.id, "shape": case.shape, "seed": case.seed, "passed": not fails, "outputs": outputs,
+           "padding": padding, "inputs_intact": intact, "failures": fails, "seconds": round(res.get("seconds", 0), 6)}
+    if case.expect_exc:
+        rec["exception"] = {"expected": case.expect_exc[0], "got": exc["type"] if exc else None,
+                            "message": exc["message"] if exc else None}
+    return rec, fails
+
+
+def _not_run_record(case, why):
+    return {"id": case.id, "shape": case.shape, "seed": case.seed, "passed": False, "outputs": {}, "padding": {},
+            "inputs_intact": {}, "failures": [why], "seconds": 0.0}
+
+
+def run_cases(so_path, module_name, cases, deadline, tsan_preload=None, tsan_log=None, no_aslr=False,
+              what="candidate"):
+    """Run `cases` on the module at `so_path` in sandboxed workers; judge them.
+
+    Returns (case records, failures, info {workers, crashes, sandbox, stderr}). A crash fails
+    the case that was running and the rest continue in a fresh worker; raises HostTimeout on a
+    hang. With `tsan_preload`, the runs are under ThreadSanitizer."""
+    scratch = Path(tempfile.mkdtemp(prefix="kidiom-host-"))
+    try:
+        (scratch / "in").mkdir()
+        (scratch / "out").mkdir()
+        mod_dir = scratch / "module"
+        mod_dir.mkdir()
+        shutil.copy2(so_path, mod_dir / Path(so_path).name)
+        specs = _write_inputs(cases, scratch)
+        plan = {"module": {"name": module_name, "path": f"module/{Path(so_path).name}"}, "cases": specs, "start": 0}
+        records, failures = [None] * len(cases), []
+        crashes, workers, sandbox, stderr, completed = 0, 0, {}, "", 0
+        start = 0
+        while start < len(cases):
+            plan["start"] = start
+            wr = run_worker("check", scratch, plan, deadline, tsan_preload=tsan_preload, tsan_log=tsan_log,
+                            no_aslr=no_aslr)
+            workers += 1
+            sandbox, stderr = wr.sandbox, wr.stderr
+            running = None
+            for ev in wr.progress:
+                if "start" in ev:
+                    running = ev["start"]
+                elif "done" in ev:
+                    i = ev["done"]
+                    rec, fails = judge(cases[i], ev, scratch, i)
+                    records[i] = rec
+                    completed += 1
+                    failures += [f"{cases[i].label}: {f}" for f in fails]
+                    running = None
+            if wr.timed_out:
+                where = f" in case {cases[running].label}" if running is not None else ""
+                raise HostTimeout(f"{what} timed out after {wr.seconds:.1f} s{where} (worker killed)")
+            _raise_worker_bug(wr)
+            death = wr.death()
+            load_error = next((ev["load_error"] for ev in wr.progress if "load_error" in ev), None)
+            if load_error:
+                death = f"failed to import the module ({load_error})"
+            last_done = max((ev["done"] for ev in wr.progress if "done" in ev), default=start - 1)
+            if running is None and not death:
+                if last_done != len(cases) - 1:
+                    raise RuntimeError(f"worker stopped early without an error: {_tail(wr.stderr)}")
+                break
+            if running is None:
+                # died outside any case: loading the module, between cases, or at exit
+                if last_done == len(cases) - 1:
+                    failures.append(f"{what} process {death} at exit, after the last case")
+                    break
+                where = "before running a case" if last_done < start else f"after case {cases[last_done].label}"
+                why = f"{what} process {death} {where}: {_tail(wr.stderr, 800)}"
+                for i in range(last_done + 1, len(cases)):
+                    records[i] = _not_run_record(cases[i], why)
+                failures.append(why)
+                break
+            death = death or "exited with code 0 in the middle of the case"
+            why = f"{what} process {death}"
+            rec = _not_run_record(cases[running], why)
+            rec["stderr"] = _tail(wr.stderr, 800)
+            records[running] = rec
+            failures.append(f"{cases[running].label}: {why}")
+            crashes += 1
+            start = running + 1
+            if crashes >= MAX_CRASHES and start < len(cases):
+                why = f"not run: the {what} crashed {crashes} times"
+                for i in range(start, len(cases)):
+                    records[i] = _not_run_record(cases[i], why)
+                failures.append(f"{len(cases) - start} cases not run: the {what} crashed {crashes} times")
+                break
+        return records, failures, {"workers": workers, "crashes": crashes, "sandbox": sandbox, "completed": completed,
+                                   "stderr": _tail(stderr, 800), "scratch": str(scratch)}
+    finally:
+        shutil.rmtree(scratch, ignore_errors=True)
+
+
+# ThreadSanitizer ----------------------------------------------------------------------------------
+
+_TSAN_MAPPING = ("unexpected memory mapping", "FATAL: ThreadSanitizer", "ThreadSanitizer: failed to",
+                 "cannot allocate memory in static TLS")
+
+
+def run_tsan(manifest, source, seeds, deadline):
+    """The concurrent cases on a -fsanitize=thread build of the candidate, under the toolchain's
+    libtsan (LD_PRELOAD: Python itself is not instrumented). Returns (tsan record, failures)."""
+    t0 = time.monotonic()
+    lib, why = hostbuild.tsan_runtime()
+    if not lib:
+        return {"ran": False, "reason": why, "races": 0, "seconds": 0.0}, []
+    try:
+        so, info = hostbuild.build(manifest, source, variant="tsan")
+    except hostbuild.BuildError as e:
+        return {"ran": False, "reason": f"the compiler cannot build with -fsanitize=thread: {str(e)[-300:]}",
+                "races": 0, "seconds": round(time.monotonic() - t0, 3)}, []
+    fams = [f for f in FAMILIES if f.startswith("concurrent/")]
+    cases = make_cases(manifest, seeds[:1], families=fams, with_bad=False)
+    attempts = []
+    for no_aslr in (False, True):
+        if no_aslr and not shutil.which("setarch"):
+            break
+        logdir = Path(tempfile.mkdtemp(prefix="kidiom-tsan-"))
+        try:
+            records, failures, winfo = run_cases(so, manifest.entry, cases, deadline, tsan_preload=lib,
+                                                 tsan_log=logdir / "tsan", no_aslr=no_aslr,
+                                                 what="candidate (TSan build)")
+            logs = "".join(p.read_text(errors="replace") for p in sorted(logdir.glob("tsan*")))
+        except HostTimeout as e:
+            return {"ran": False, "reason": f"timed out under ThreadSanitizer: {e}", "races": 0,
+                    "seconds": round(time.monotonic() - t0, 3)}, []
+        finally:
+            shutil.rmtree(logdir, ignore_errors=True)
+        text = logs + "\n" + winfo.get("stderr", "")
+        if winfo["completed"] == 0:
+            # nothing ran: the runtime could not start here (e.g. "unexpected memory mapping" under
+            # high ASLR entropy: retried without ASLR); not the candidate's failure
+            why = next((s for s in _TSAN_MAPPING if s in text), None)
+            attempts.append(f"{why}: {_tail(text, 300)}" if why else "; ".join(failures)[:400])
+            continue
+        races, other = _tsan_reports(logs, Path(so).name, hostbuild.source_functions(
+            (Path(source) if source else manifest.source_path).read_text()))
+        rec = {"ran": True, "races": len(races), "other_reports": other, "cases": len(cases),
+               "aslr_disabled": no_aslr, "rlimits": winfo["sandbox"].get("rlimits"), "build": info,
+               "seconds": round(time.monotonic() - t0, 3)}
+        if races:
+            rec["reports"] = [_tail(r, 1500) for r in races[:3]]
+        fails = [f"tsan: {f}" for f in failures]
+        fails += [f"tsan: data race in the candidate ({len(races)} report(s)): {_race_summary(r)}" for r in races[:3]]
+        return rec, fails
+    return {"ran": False, "reason": "ThreadSanitizer cannot run on this machine: " + " | ".join(attempts),
+            "races": 0, "seconds": round(time.monotonic() - t0, 3)}, []
+
+
+def _tsan_reports(logs, so_name, functions):
+    """(reports of data races in the module, number of other reports)."""
+    blocks = re.split(r"(?m)^==================\s*$", logs)
+    races, other = [], 0
+    for b in blocks:
+        if "WARNING: ThreadSanitizer" not in b:
+            continue
+        ours = so_name in b or any(re.search(rf"\b{re.escape(f)}\(", b) for f in functions)
+        if "data race" in b and ours:
+            races.append(b.strip())
+        else:
+            other += 1
+    return races, other
+
+
+def _race_summary(report):
+    m = re.search(r"SUMMARY: ThreadSanitizer: (.*)", report)
+    return m.group(1).strip() if m else report.splitlines()[0]
+
+
+# commands -----------------------------------------------------------------------------------------
+
+def versions():
+    import numpy
+    v = {"python": platform.python_version(), "numpy": numpy.__version__}
+    try:
+        v["pybind11"] = hostbuild.pybind11_version()
+    except Exception:  # noqa: BLE001
+        pass
+    try:
+        v["compiler"] = hostbuild.compiler_version()
+    except Exception:  # noqa: BLE001
+        pass
+    return v
+
+
+def compile_command(manifest, args):
+    src = Path(args.source) if args.source else manifest.source_path
+    so, info = hostbuild.build(manifest, args.source)
+    out = {"status": "ok", "device": "none (ahead-of-time)", "arch": f"host-{platform.machine()}",
+           "shape": manifest.shapes["bench"], "language": manifest.language, "resources": {}, "host": info}
+    mix, why = hostbuild.instruction_mix(so, src.read_text())
+    if mix:
+        out["instructions"] = mix
+    else:
+        out["notes"] = [why]
+    if getattr(args, "keep", None):
+        os.makedirs(args.keep, exist_ok=True)
+        shutil.copy2(so, Path(args.keep) / Path(so).name)
+        if shutil.which("objdump"):
+            dis = subprocess.run(["objdump", "-d", "-C", "-w", "--no-show-raw-insn", str(so)], capture_output=True,
+                                 text=True, timeout=120).stdout
+            (Path(args.keep) / (manifest.entry + ".dis")).write_text(dis)
+        out["kept"] = args.keep
+    return out, 0
+
+
+def check_command(manifest, args, deadline):
+    base = args.seed if args.seed is not None else int.from_bytes(os.urandom(4), "little")
+    nseeds = 1 if args.quick else max(1, args.seeds)
+    seeds = [base + i for i in range(nseeds)]
+    so, info = hostbuild.build(manifest, args.source)
+    cases = make_cases(manifest, seeds)
+    records, failures, winfo = run_cases(so, manifest.entry, cases, deadline)
+    out = {"seeds": seeds, "host": info, "sandbox": dict(winfo["sandbox"], workers=winfo["workers"],
+                                                         crashes=winfo["crashes"])}
+    if args.no_tsan:
+        tsan, tfails = {"ran": False, "reason": "--no-tsan", "races": 0, "seconds": 0.0}, []
+    else:
+        tsan, tfails = run_tsan(manifest, args.source, seeds, deadline)
+    failures += tfails
+    out.update(cases=records, failures=failures, passed=not failures, tsan=tsan, tolerance=manifest.tolerance,
+               status="passed" if not failures else "failed")
+    return out, 0 if not failures else 1
+
+
+# bench --------------------------------------------------------------------------------------------
+
+def service_params(manifest, args):
+    svc = {"threads": 1, "window_s": 0.4, "rounds": 7, "warmup": 1, "step_us": 80}
+    svc.update(manifest.raw.get("service", {}))
+    rounds = args.rounds if args.rounds is not None else args.iters
+    if rounds is not None:
+        svc["rounds"] = rounds
+    for k, a in (("warmup", "warmup"), ("window_s", "window"), ("threads", "threads")):
+        if getattr(args, a, None) is not None:
+            svc[k] = getattr(args, a)
+    if svc["rounds"] < 1 or svc["threads"] < 1 or svc["window_s"] <= 0:
+        raise ValueError(f"bad service parameters {svc}")
+    return svc
+
+
+def _expected_digests(src, src_ids, dst_ids, batches, pairs):
+    """blake2b of the destination pool after thread t completed pairs[t] pairs (batches in turn)."""
+    import hashlib
+    exp = np.zeros_like(src)
+    for bs, n in zip(batches, pairs):
+        done = bs[:min(n, len(bs))]
+        if done:
+            s = src_ids[done].reshape(-1)
+            d = dst_ids[done].reshape(-1)
+            exp[d] = src[s]
+    return hashlib.blake2b(exp, digest_size=16).hexdigest()
+
+
+def bench_command(manifest, args, deadline):
+    svc = service_params(manifest, args)
+    shape = manifest.shapes["bench"]
+    P, B, N = shape["P"], shape["B"], shape["N"]
+    K = P // N
+    if K < 1:
+        raise ValueError(f"bench shape {shape}: N must not exceed P")
+    cand_so, cand_info = hostbuild.build(manifest, args.source)
+    base_so, base_info = hostbuild.build(manifest, args.baseline)
+    out = {"device": DEVICE, "mode": MODE, "metric": "scheduler-throughput", "shape": shape,
+           "rounds": svc["rounds"], "warmup": svc["warmup"], "service": svc,
+           "host": {"baseline": base_info, "candidate": cand_info}}
+    # a speedup is never reported on a red gate
+    gate_cases = make_cases(manifest, [12345], families=["gather/random", "gather/repeated", "scatter/random",
+                                                         "checksum/buffer"], shapes=manifest.shapes["cpu"][:2],
+                            with_bad=False)
+    _, gate_fails, _ = run_cases(cand_so, manifest.entry, gate_cases, deadline)
+    if gate_fails:
+        out.update(status="failed", reason="candidate fails the correctness gate; no speed measured",
+                   failures=gate_fails)
+        return out, 1
+    rng = np.random.default_rng(2024)
+    src = rng.integers(0, 256, (P, B), dtype=np.uint8)
+    src_ids = rng.permutation(P)[:K * N].reshape(K, N).astype(np.int64)
+    dst_ids = rng.permutation(P)[:K * N].reshape(K, N).astype(np.int64)
+    scratch = Path(tempfile.mkdtemp(prefix="kidiom-bench-"))
+    try:
+        np.save(scratch / "src.npy", src)
+        np.save(scratch / "src_ids.npy", src_ids)
+        np.save(scratch / "dst_ids.npy", dst_ids)
+        mods = {}
+        for v, so in (("baseline", base_so), ("candidate", cand_so)):
+            (scratch / v).mkdir()
+            shutil.copy2(so, scratch / v / Path(so).name)      # two files: two dlopen handles
+            mods[v] = f"{v}/{Path(so).name}"
+        plan = {"name": manifest.entry, "modules": mods, "service": svc}
+        wr = run_worker("bench", scratch, plan, deadline)
+        phase = next((ev["phase"] for ev in reversed(wr.progress) if "phase" in ev), "startup")
+        if wr.timed_out:
+            raise HostTimeout(f"bench timed out after {wr.seconds:.1f} s during {phase} (worker killed)")
+        _raise_worker_bug(wr)
+        death = wr.death()
+        load_error = next((ev["load_error"] for ev in wr.progress if "load_error" in ev), None)
+        if load_error:
+            death = f"failed to import a module ({load_error})"
+        if death or not (scratch / "result.json").exists():
+            out.update(status="failed", reason=f"bench worker {death or 'wrote no result'} during {phase}",
+                       stderr=_tail(wr.stderr, 1500))
+            return out, 1
+        raw = json.loads((scratch / "result.json").read_text())
+    finally:
+        shutil.rmtree(scratch, ignore_errors=True)
+    out["sandbox"] = wr.sandbox
+    # the kernels provably ran: every loaded window's destination pool, against the reference
+    cache, mismatches, windows = {}, [], 0
+    for s in raw["samples"]:
+        for v, d in s["variants"].items():
+            key = tuple(d["pairs"])
+            if key not in cache:
+                cache[key] = _expected_digests(src, src_ids, dst_ids, raw["batches"], d["pairs"])
+            windows += 1
+            if d["digest"] != cache[key]:
+                mismatches.append(f"{v} round {s['round']}: destination pool differs from the reference "
+                                  f"after {sum(d['pairs'])} gather+scatter pairs")
+            if sum(d["pairs"]) == 0:
+                mismatches.append(f"{v} round {s['round']}: no transfer completed in the window")
+    out["checksums"] = {"verified": not mismatches, "windows": windows}
+    if mismatches:
+        out.update(status="failed", reason="transfers did not produce the reference bytes", failures=mismatches)
+        return out, 1
+    measured = [s for s in raw["samples"] if not s["warmup"]]
+    out["order"] = [v for s in measured for v in s["order"]]
+    bytes_per_call = float(manifest.floor_bytes(shape))
+    peak = raw["peak"]["best_gbps"]
+    stats = hoststats.summarize([s["variants"] for s in measured], bytes_per_call, peak, svc["threads"])
+    out.update(status="ok", results=stats["results"], speedup=stats["speedup"], speedups=stats["speedups"],
+               noise_floor=stats["noise_floor"], improvement=stats["improvement"],
+               significant=stats["significant"], flags=stats["flags"],
+               floor={"bytes": bytes_per_call, "peak_gbps": peak, "peak_median_gbps": raw["peak"]["median_gbps"],
+                      "time_at_peak_us": bytes_per_call / (peak * 1e9) * 1e6},
+               scheduler={"step_us": raw["step_us"], "units": raw["units"],
+                          "switch_interval_s": raw["switch_interval_s"]})
+    return out, 0
+
+
+def run_host_command(args, out, manifest, deadline):
+    """Dispatch of compile/check/bench for a `language = "cpp"` manifest; fills `out`, returns
+    the exit code."""
+    from .cli import _git_commit
+    out["versions"] = versions()
+    if args.command == "compile":
+        res, code = compile_command(manifest, args)
+        out.update(res)
+        return code
+    out["device"] = DEVICE
+    out["mode"] = MODE
+    out["commit"] = _git_commit()
+    try:
+        if args.command == "check":
+            res, code = check_command(manifest, args, deadline)
+        elif args.command == "bench":
+            res, code = bench_command(manifest, args, deadline)
+        else:
+            raise ValueError(f"unknown command {args.command}")
+    except HostTimeout as e:
+        out.update(status="error", error=str(e))
+        return 2
+    out.update(res)
+    return code

@@ -1,0 +1,318 @@
+"""Worker process of the host-kernel harness (kernels/harness/host.py): the only process that
+loads a candidate module.
+
+    python -I -X faulthandler hostworker.py check plan.json
+    python -I -X faulthandler hostworker.py bench plan.json
+
+Runs in its own scratch directory (its cwd), started by the harness in a sandbox. Reads the plan
+and the input arrays from that directory and writes what it saw back into it; it never sees
+the reference or any expected value: judging is the harness's job. Run as a script in isolated
+mode, it imports only the standard library, numpy and the modules the plan names (kernels/ is
+not on its sys.path).
+
+check: `progress.jsonl` gets `{"start": i}` before case i and `{"done": i, ...}` after it (one
+unbuffered write each, so a crash leaves the case that was running); the case's arrays, as they
+are after the call, go to `out/<i>_<name>.npy`.
+bench: `progress.jsonl` gets `{"phase": ...}` lines; `result.json` the raw samples.
+"""
+import gc
+import hashlib
+import importlib.util
+import json
+import os
+import sys
+import threading
+import time
+import traceback
+
+import numpy as np
+
+_PROGRESS = None
+
+
+def log(record):
+    global _PROGRESS
+    if _PROGRESS is None:
+        _PROGRESS = os.open("progress.jsonl", os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
+    os.write(_PROGRESS, (json.dumps(record) + "\n").encode())
+
+
+def load_module(name, path, key):
+    """Import the extension module `name` from `path` as `key.name` (its PyInit_<name> is found
+    by the last component). Distinct qualified names matter: pybind11 >= 3 caches modules by
+    spec name, so the baseline and the candidate of one module name need different ones to
+    both live in one process."""
+    spec = importlib.util.spec_from_file_location(f"{key}.{name}", path)
+    if spec is None:
+        raise ImportError(f"cannot load {path}")
+    mod = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = mod
+    spec.loader.exec_module(mod)
+    return mod
+
+
+def describe_exception(e):
+    return {"type": type(e).__name__, "mro": [c.__name__ for c in type(e).__mro__], "message": str(e)[:500]}
+
+
+# check ------------------------------------------------------------------------------------------
+
+def make_arg(arrays, spec):
+    """One argument: a view of a flat array (start, count), optionally reinterpreted, reshaped,
+    sliced, read-only, or wrapped in a memoryview; or None."""
+    if spec.get("none"):
+        return None
+    a = arrays[spec["array"]]
+    start = spec.get("start", 0)
+    count = spec.get("count", a.size - start)
+    a = a[start:start + count]
+    if spec.get("view_dtype"):
+        a = a.view(np.dtype(spec["view_dtype"]))
+    if spec.get("shape") is not None:
+        a = a.reshape(spec["shape"])
+    if spec.get("slices"):
+        a = a[tuple(slice(*s) for s in spec["slices"])]
+    if spec.get("readonly"):
+        a = a.view()
+        a.flags.writeable = False
+    if spec.get("wrap") == "memoryview":
+        a = memoryview(a)
+    return a
+
+
+def _result(r):
+    return int(r) if isinstance(r, (int, np.integer)) and not isinstance(r, bool) else (None if r is None else repr(r))
+
+
+def run_call(mod, case, arrays):
+    fn = getattr(mod, case["fn"])
+    args = [make_arg(arrays, a) for a in case["args"]]
+    t0 = time.perf_counter()
+    try:
+        r, exc = fn(*args), None
+    except Exception as e:  # noqa: BLE001 - reported, judged by the harness
+        r, exc = None, describe_exception(e)
+    return {"seconds": time.perf_counter() - t0, "exception": exc, "result": _result(r)}
+
+
+def run_threads(mod, case, arrays):
+    """Each thread calls fn on its own arguments `repeat` times, all starting together."""
+    fn = getattr(mod, case["fn"])
+    per_thread = [[make_arg(arrays, a) for a in args] for args in case["threads"]]
+    n = len(per_thread)
+    barrier = threading.Barrier(n)
+    results = [set() for _ in range(n)]
+    excs = [None] * n
+
+    def body(t):
+        barrier.wait()
+        for _ in range(case["repeat"]):
+            try:
+                results[t].add(_result(fn(*per_thread[t])))
+            except Exception as e:  # noqa: BLE001
+                excs[t] = describe_exception(e)
+                return
+
+    threads = [threading.Thread(target=body, args=(t,)) for t in range(n)]
+    t0 = time.perf_counter()
+    for th in threads:
+        th.start()
+    for th in threads:
+        th.join()
+    return {"seconds": time.perf_counter() - t0, "exceptions": excs,
+            "results": [sorted(r, key=lambda x: (x is None, x if x is not None else 0)) for r in results]}
+
+
+EXIT_WORKER_BUG = 70    # the worker's own machinery failed: a harness error, not the candidate's
+EXIT_LOAD_FAILED = 71   # the module raised while being imported: the candidate's failure
+
+
+def _load_or_exit(name, path, key):
+    try:
+        mod = load_module(name, path, key)
+    except Exception as e:  # noqa: BLE001
+        log({"load_error": f"{key}: {type(e).__name__}: {e}"[:2000]})
+        sys.stderr.write(traceback.format_exc())
+        sys.stderr.flush()
+        os._exit(EXIT_LOAD_FAILED)
+    if os.path.realpath(getattr(mod, "__file__", "") or "") != os.path.realpath(path):
+        raise RuntimeError(f"loading {path} returned another module ({getattr(mod, '__file__', None)})")
+    return mod
+
+
+def check(plan):
+    mod = _load_or_exit(plan["module"]["name"], plan["module"]["path"], "kidiom_candidate")
+    os.makedirs("out", exist_ok=True)
+    for i in range(plan.get("start", 0), len(plan["cases"])):
+        case = plan["cases"][i]
+        arrays = {name: np.load(f) for name, f in case["arrays"].items()}
+        log({"start": i})
+        res = run_threads(mod, case, arrays) if case["kind"] == "threads" else run_call(mod, case, arrays)
+        for name, a in arrays.items():
+            np.save(os.path.join("out", f"{i}_{name}.npy"), a)
+        log(dict(res, done=i))
+
+
+# bench ------------------------------------------------------------------------------------------
+
+def _step(units, d, lst):
+    """One scheduler step: fixed pure-Python work (dict and list traffic, like a batch scheduler)."""
+    for i in range(units):
+        k = i & 63
+        d[k] = d.get(k, 0) + i
+        lst.append(k)
+    lst.clear()
+
+
+def _sched_window(seconds, units):
+    d, lst = {}, []
+    steps = 0
+    t0 = time.perf_counter()
+    end = t0 + seconds
+    while True:
+        _step(units, d, lst)
+        steps += 1
+        t = time.perf_counter()
+        if t >= end:
+            return steps, t - t0, t0, t
+
+
+def _calibrate(step_us):
+    units = 100
+    for _ in range(3):
+        n = 200
+        t0 = time.perf_counter()
+        d, lst = {}, []
+        for _ in range(n):
+            _step(units, d, lst)
+        per = (time.perf_counter() - t0) / n
+        units = max(1, round(units * step_us * 1e-6 / per))
+    d, lst = {}, []
+    t0 = time.perf_counter()
+    for _ in range(200):
+        _step(units, d, lst)
+    return units, (time.perf_counter() - t0) / 200 * 1e6
+
+
+def _peak(src, nbytes, reps):
+    """Plain copy bandwidth (numpy copyto) of `nbytes` chunks taken in turn from `src`:
+    bytes read + written per second, best and median of `reps` copies."""
+    flat = src.reshape(-1)
+    chunks = max(1, flat.size // nbytes)
+    dst = np.empty(nbytes, np.uint8)
+    times = []
+    for r in range(reps):
+        k = r % chunks
+        t0 = time.perf_counter()
+        np.copyto(dst, flat[k * nbytes:(k + 1) * nbytes])
+        times.append(time.perf_counter() - t0)
+    times.sort()
+    return {"best_gbps": 2 * nbytes / times[0] / 1e9, "median_gbps": 2 * nbytes / times[len(times) // 2] / 1e9,
+            "copies": reps, "bytes": nbytes}
+
+
+def _transfer(mod, src, dst, buf, src_rows, dst_rows, barrier, stop, record):
+    gather, scatter = mod.gather, mod.scatter
+    spans = []
+    i, n = 0, len(src_rows)
+    barrier.wait()
+    while not stop.is_set():
+        t0 = time.perf_counter()
+        gather(src, src_rows[i % n], buf)
+        scatter(buf, dst_rows[i % n], dst)
+        spans.append((t0, time.perf_counter()))
+        i += 1
+    record["pairs"] = i
+    record["spans"] = spans
+
+
+def bench(plan):
+    svc = plan["service"]
+    T, W = int(svc["threads"]), float(svc["window_s"])
+    mods = {v: _load_or_exit(plan["name"], path, f"kidiom_{v}") for v, path in plan["modules"].items()}
+    src = np.load("src.npy")
+    src_ids, dst_ids = np.load("src_ids.npy"), np.load("dst_ids.npy")
+    K, N = src_ids.shape
+    B = src.shape[1]
+    dst = {v: np.zeros_like(src) for v in mods}
+    bufs = {v: [np.empty(N * B, np.uint8) for _ in range(T)] for v in mods}
+    # thread t moves batches t, t + T, ...: threads write disjoint pages of dst
+    batches = [list(range(t, K, T)) for t in range(T)]
+    rows = [([src_ids[b] for b in bs], [dst_ids[b] for b in bs]) for bs in batches]
+    log({"phase": "peak"})
+    peak = _peak(src, N * B, reps=max(20, 2 * K))
+    log({"phase": "calibrate"})
+    units, step_us = _calibrate(float(svc["step_us"]))
+    names = list(mods)
+    samples = []
+    rounds, warmup = int(svc["rounds"]), int(svc["warmup"])
+    for r in range(warmup + rounds):
+        order = names if r % 2 == 0 else names[::-1]
+        entry = {"round": r - warmup, "warmup": r < warmup, "order": order, "variants": {}}
+        for v in order:
+            log({"phase": f"round {r - warmup} {v} alone"})
+            gc.collect()
+            gc.disable()
+            a_steps, a_s, _, _ = _sched_window(W, units)
+            gc.enable()
+            log({"phase": f"round {r - warmup} {v} loaded"})
+            dst[v].fill(0)
+            gc.collect()
+            gc.disable()
+            stop = threading.Event()
+            barrier = threading.Barrier(T + 1)
+            records = [{} for _ in range(T)]
+            threads = [threading.Thread(target=_transfer, args=(mods[v], src, dst[v], bufs[v][t], rows[t][0],
+                                                                 rows[t][1], barrier, stop, records[t]))
+                       for t in range(T)]
+            for th in threads:
+                th.start()
+            barrier.wait()
+            l_steps, l_s, w0, w1 = _sched_window(W, units)
+            stop.set()
+            for th in threads:
+                th.join()
+            gc.enable()
+            in_window, pair_us = 0.0, []
+            for rec in records:
+                for a, b in rec["spans"]:
+                    overlap = min(b, w1) - max(a, w0)
+                    if overlap > 0:
+                        in_window += overlap / (b - a) if b > a else 1.0
+                    if a >= w0 and b <= w1:
+                        pair_us.append((b - a) * 1e6)
+            entry["variants"][v] = {
+                "alone_steps": a_steps, "alone_s": a_s, "loaded_steps": l_steps, "loaded_s": l_s,
+                "pairs_in_window": in_window, "pair_us": pair_us,
+                "pairs": [rec["pairs"] for rec in records],
+                "digest": hashlib.blake2b(dst[v], digest_size=16).hexdigest(),
+            }
+        samples.append(entry)
+    result = {"peak": peak, "units": units, "step_us": step_us, "switch_interval_s": sys.getswitchinterval(),
+              "threads": T, "batches": batches, "samples": samples}
+    with open("result.json.tmp", "w") as f:
+        json.dump(result, f)
+    os.rename("result.json.tmp", "result.json")
+    log({"phase": "done"})
+
+
+def main(argv):
+    mode, plan_path = argv[1], argv[2]
+    with open(plan_path) as f:
+        plan = json.load(f)
+    try:
+        if mode == "check":
+            check(plan)
+        elif mode == "bench":
+            bench(plan)
+        else:
+            raise ValueError(f"unknown mode {mode}")
+    except Exception:  # noqa: BLE001 - exceptions of the candidate's calls are caught where they happen
+        log({"worker_error": traceback.format_exc()[-3000:]})
+        sys.stderr.write(traceback.format_exc())
+        sys.stderr.flush()
+        os._exit(EXIT_WORKER_BUG)
+
+
+if __name__ == "__main__":
+    main(sys.argv)

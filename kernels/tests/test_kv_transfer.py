@@ -1,0 +1,273 @@
+"""kv_transfer: the host C++ (pybind11) KV-transfer kernels through the harness, on a CPU.
+
+The reference; `compile`; `check` of the baseline (sandboxed worker, exact bytes, concurrency,
+bad input, ThreadSanitizer); planted bugs caught by `check` (wrong bytes, out-of-bounds writes,
+a segfault, a wrong exception class, a modified input, a hang, a data race); the bench
+statistics on synthetic samples; a short real `bench` of the baseline against a GIL-releasing
+variant. Every variant is built once, in parallel, before the tests that need it.
+"""
+import math
+import os
+import re
+import time
+from concurrent.futures import ThreadPoolExecutor
+
+import numpy as np
+import pytest
+
+from kernels.harness import hostbuild, hoststats
+from kernels.harness.manifest import find_manifest
+from kernels.kv_transfer import reference as ref
+
+from .conftest import ROOT, harness
+
+SRC = ROOT / "kernels" / "kv_transfer" / "kv_transfer.cpp"
+
+
+def release_gil(text):
+    """The rewrite the baseline was written for: `py::gil_scoped_release release;` as the first
+    statement of gather, scatter and checksum."""
+    out, n = re.subn(r"(\n(?:void|uint64_t) (?:gather|scatter|checksum)\([^)]*\) \{\n)",
+                     r"\1    py::gil_scoped_release release;\n", text)
+    assert n == 3, n
+    return out
+
+
+def edit(text, old, new):
+    assert text.count(old) == 1, f"{old!r} occurs {text.count(old)} times"
+    return text.replace(old, new)
+
+
+GATHER_SRC_LINE = "const uint8_t* src = pool.data + static_cast<size_t>(page_id(page_ids, i)) * p.page_bytes;"
+GATHER_COPY_LINE = "std::memcpy(out.data + i * p.page_bytes, src, p.page_bytes);"
+GATHER_FIRST = 'const PoolShape p = pool_shape(pool, "gather");'
+
+# name -> (edits, text every failure list must contain)
+PLANTED = {
+    "off-by-one-page": ([(GATHER_SRC_LINE, GATHER_SRC_LINE.replace("page_id(page_ids, i))", "page_id(page_ids, i) + 1)"))],
+                        "differ from the reference"),
+    "no-bounds-check": ([('check_page_ids(page_ids, n, p.num_pages, "scatter");', "")],
+                        "sentinel padding"),
+    "null-dereference": ([(GATHER_FIRST, "{ volatile uint8_t* volatile nowhere = nullptr; nowhere[0] = 1; }\n    "
+                           + GATHER_FIRST)], "died with SIGSEGV"),
+    "wrong-exception-class": ([("throw py::index_error(", "throw py::value_error(")],
+                              "expected IndexError, got ValueError"),
+    "modifies-input-pool": ([(GATHER_COPY_LINE, GATHER_COPY_LINE
+                              + "\n        pool.data[static_cast<size_t>(page_id(page_ids, i)) * p.page_bytes] ^= 1;")],
+                            "pool: "),
+}
+HANG = [(GATHER_FIRST, "volatile bool spin = true;\n    while (spin) {}\n    " + GATHER_FIRST)]
+RACE = [("    if (p.page_bytes == 0) return;\n    for (size_t i = 0; i < n; ++i) {\n        const uint8_t* src",
+         "    static size_t calls = 0;\n    calls = calls + 1;   // unsynchronised once the GIL is released\n"
+         "    if (p.page_bytes == 0) return;\n    for (size_t i = 0; i < n; ++i) {\n        const uint8_t* src")]
+
+
+@pytest.fixture(scope="module")
+def sources(tmp_path_factory):
+    """Every variant's source file, all built (release; TSan where needed) in parallel up front."""
+    base = SRC.read_text()
+    texts = {name: base for name in ["baseline"]}
+    for name, (edits, _) in PLANTED.items():
+        t = base
+        for old, new in edits:
+            t = edit(t, old, new)
+        texts[name] = t
+    t = base
+    for old, new in HANG:
+        t = edit(t, old, new)
+    texts["hang"] = t
+    texts["release-gil"] = release_gil(base)
+    t = texts["release-gil"]
+    for old, new in RACE:
+        t = edit(t, old, new)
+    texts["racy"] = t
+    root = tmp_path_factory.mktemp("kv_variants")
+    paths = {}
+    for name, text in texts.items():
+        d = root / name
+        d.mkdir()
+        paths[name] = d / "kv_transfer.cpp"
+        paths[name].write_text(text)
+    paths["baseline"] = SRC
+    m = find_manifest("kv_transfer")
+    jobs = [(paths[n], "release") for n in paths]
+    if hostbuild.tsan_runtime()[0]:
+        jobs += [(paths["baseline"], "tsan"), (paths["racy"], "tsan")]
+    with ThreadPoolExecutor(max_workers=max(2, os.cpu_count() or 2)) as ex:
+        list(ex.map(lambda j: hostbuild.build(m, j[0], variant=j[1]), jobs))
+    return paths
+
+
+def test_reference_is_self_consistent():
+    rng = np.random.default_rng(0)
+    pool = rng.integers(0, 256, (9, 24), dtype=np.uint8)
+    ids = np.array([4, 0, 4, 8], np.int64)
+    g = ref.gather(pool, ids)
+    assert g.shape == (4 * 24,) and np.array_equal(g.reshape(4, 24)[2], pool[4])
+    # scatter of what was gathered restores the pages; repeated ids: the last write wins
+    assert np.array_equal(ref.scatter(g, ids, np.zeros_like(pool))[[0, 4, 8]], pool[[0, 4, 8]])
+    buf = np.concatenate([np.full(24, 1, np.uint8), np.full(24, 2, np.uint8)])
+    assert (ref.scatter(buf, np.array([3, 3]), pool)[3] == 2).all()
+    assert np.array_equal(ref.scatter(buf[:0], np.zeros(0, np.int64), pool), pool)
+    # checksum: the definition, and wrap-around mod 2**64 on a large buffer
+    small = rng.integers(0, 256, 1000, dtype=np.uint8)
+    assert ref.checksum(small) == sum(int(b) * (i + 1) for i, b in enumerate(small)) % 2 ** 64
+    n = (1 << 23) + 5
+    assert ref.checksum(np.full(n, 255, np.uint8)) == (255 * n * (n + 1) // 2) % 2 ** 64
+    assert ref.checksum(pool) == ref.checksum(pool.reshape(-1)) and ref.checksum(small[:0]) == 0
+
+
+def test_compile_reports_the_host_build(sources):
+    rc, out = harness("compile", "--kernel", "kv_transfer", "--json")
+    assert rc == 0 and out["status"] == "ok", out
+    assert out["language"] == "cpp" and out["arch"].startswith("host-") and out["resources"] == {}
+    assert out["device"] == "none (ahead-of-time)"
+    assert out["host"]["so_bytes"] > 0 and "-O2" in out["host"]["flags"]
+    if "instructions" in out:
+        assert {"gather", "scatter", "checksum"} <= set(out["instructions"]["functions"])
+        assert out["instructions"]["total"] == sum(out["instructions"]["by_class"].values())
+    else:
+        assert out["notes"]
+
+
+def test_compile_error_is_an_error_with_the_log(tmp_path):
+    bad = tmp_path / "kv_transfer.cpp"
+    bad.write_text(SRC.read_text().replace("return sum;", "return sum"))
+    rc, out = harness("compile", "--kernel", "kv_transfer", "--source", str(bad))
+    assert rc == 2 and out["status"] == "error" and "error:" in out["error"], out
+
+
+def test_baseline_passes_check(sources):
+    rc, out = harness("check", "--kernel", "kv_transfer", "--seeds", "2", "--seed", "7", "--json")
+    assert rc == 0 and out["status"] == "passed", out.get("failures") or out.get("error")
+    assert out["mode"] == "host" and out["device"] == "cpu (host)" and out["seeds"] == [7, 8]
+    assert out["tolerance"] == {"rel_l2": 0.0, "slice_rel_l2": 0.0, "max_abs_rel": 0.0}
+    ids = {c["id"].split()[0] for c in out["cases"]}
+    for fam in ("gather/random", "gather/empty", "gather/full", "scatter/repeated", "checksum/pool",
+                "concurrent/gather", "concurrent/scatter", "gather/bad-overlap", "scatter/bad-index-negative"):
+        assert fam in ids, fam
+    case = next(c for c in out["cases"] if c["id"].startswith("scatter/random"))
+    m = case["outputs"]["pool"]
+    assert m["mismatched_bytes"] == 0 and m["rel_l2"] == 0 and case["padding"]["pool"]
+    assert set(m) >= {"rel_l2", "max_abs", "max_abs_rel", "worst_slice", "nonfinite", "mismatched_bytes"}
+    sb = out["sandbox"]
+    assert sb["rlimits"]["CORE"] == 0 and sb["crashes"] == 0 and "network" in sb
+    tsan = out["tsan"]
+    assert tsan["ran"] or tsan["reason"]
+    if tsan["ran"]:
+        assert tsan["races"] == 0
+    print(f"\nkv_transfer check: {len(out['cases'])} cases in {out['seconds']} s; network {sb['network']}; "
+          f"tsan {tsan}")
+
+
+@pytest.mark.parametrize("name", list(PLANTED))
+def test_planted_bug_is_caught(name, sources):
+    rc, out = harness("check", "--kernel", "kv_transfer", "--source", str(sources[name]), "--quick", "--seed", "3",
+                      "--no-tsan", "--json")
+    assert rc == 1 and out["status"] == "failed", out.get("error") or out.get("status")
+    joined = "\n".join(out["failures"])
+    assert PLANTED[name][1] in joined, joined[:3000]
+    if name == "null-dereference":
+        first = next(f for f in out["failures"] if "SIGSEGV" in f)
+        assert re.match(r"gather/\S+ P=\d+ B=\d+ N=\d+ seed=3: candidate process died with SIGSEGV", first), first
+    print(f"\n{name} -> {out['failures'][0][:200]}")
+
+
+def test_hang_is_killed_at_the_deadline(sources):
+    t0 = time.monotonic()
+    rc, out = harness("check", "--kernel", "kv_transfer", "--source", str(sources["hang"]), "--quick",
+                      "--no-tsan", "--timeout", "8")
+    assert rc == 2 and out["status"] == "error" and "timed out" in out["error"], out
+    assert time.monotonic() - t0 < 15
+
+
+def test_data_race_is_found_by_tsan(sources):
+    rc, out = harness("check", "--kernel", "kv_transfer", "--source", str(sources["racy"]), "--quick",
+                      "--seed", "4")
+    if not out["tsan"]["ran"]:
+        pytest.skip(f"ThreadSanitizer cannot run here: {out['tsan']['reason']}")
+    assert rc == 1 and out["status"] == "failed" and out["tsan"]["races"] >= 1, out["tsan"]
+    assert all(f.startswith("tsan: ") for f in out["failures"]), out["failures"]   # the bytes are right
+
+
+# bench statistics on synthetic samples -----------------------------------------------------------
+
+def _sample(alone, loaded, pairs=100.0, us=(600.0, 650.0, 700.0)):
+    return {"alone_steps": alone, "alone_s": 1.0, "loaded_steps": loaded, "loaded_s": 1.0,
+            "pairs_in_window": pairs, "pair_us": list(us)}
+
+
+def _rounds(base, cand):
+    return [{"baseline": b, "candidate": c} for b, c in zip(base, cand)]
+
+
+def test_bench_statistics_on_a_normal_measurement():
+    base = [_sample(10000 + d, 5000 + d) for d in (0, 50, -50, 20, -20)]
+    cand = [_sample(10000 + d, 9800 + d) for d in (0, 50, -50, 20, -20)]
+    s = hoststats.summarize(_rounds(base, cand), bytes_per_call=8e6, peak_gbps=40.0, threads=1)
+    b, c = s["results"]["baseline"], s["results"]["candidate"]
+    assert abs(b["gap"] - 0.5) < 0.01 and abs(c["gap"] - 0.02) < 0.01
+    assert abs(s["speedup"] - 9800 / 5000) < 0.02
+    assert 0 < s["noise_floor"] < 0.01 and s["significant"] and s["flags"] == []
+    assert b["transfer_gbps"] == pytest.approx(100 * 2 * 8e6 / 1e9)
+    assert b["median_us"] == 650.0 and b["samples"] == 15 and len(b["gaps"]) == 5
+    # the same gap on both sides is not significant
+    s2 = hoststats.summarize(_rounds(base, base), 8e6, 40.0, 1)
+    assert not s2["significant"] and s2["speedup"] == pytest.approx(1.0)
+
+
+def test_bench_noise_floor_takes_the_larger_spread():
+    base = [_sample(10000, 5000 + d) for d in (-1000, 0, 1000, -500, 500)]     # gap spread ~ +-0.1
+    cand = [_sample(a, a * 0.98) for a in (10000, 10000, 10000, 10000, 10000)]
+    s = hoststats.summarize(_rounds(base, cand), 8e6, 40.0, 1)
+    gb = s["results"]["baseline"]
+    assert s["noise_floor"] == pytest.approx((gb["gap_p90"] - gb["gap_p10"]) / 2)
+    noisy = [_sample(a, a * 0.98) for a in (6000, 10000, 14000, 8000, 12000)]  # alone spread dominates
+    s = hoststats.summarize(_rounds(noisy, noisy), 8e6, 40.0, 1)
+    alone = [6000, 10000, 14000, 8000, 12000] * 2
+    want = (hoststats.percentile(alone, 90) - hoststats.percentile(alone, 10)) / (2 * hoststats.percentile(alone, 50))
+    assert s["noise_floor"] == pytest.approx(want) and not s["significant"]
+
+
+@pytest.mark.parametrize("kind", ["negative-gap", "beyond-peak", "speedup-beyond-recovery"])
+def test_bench_flags_fire_on_impossible_results(kind):
+    base = [_sample(10000, 8000) for _ in range(5)]          # gap 20%
+    cand = [_sample(10000, 9900) for _ in range(5)]
+    if kind == "negative-gap":
+        cand = [_sample(10000, 11500) for _ in range(5)]      # faster under load than alone
+    elif kind == "beyond-peak":
+        cand = [_sample(10000, 9900, pairs=10000) for _ in range(5)]   # 160 GB/s against a 40 GB/s peak
+    else:
+        base = [_sample(10000, 8000) for _ in range(5)]
+        cand = [_sample(20000, 19900) for _ in range(5)]      # 2.5x the baseline's loaded rate
+    s = hoststats.summarize(_rounds(base, cand), 8e6, 40.0, 1)
+    assert len(s["flags"]) >= 1, s
+    word = {"negative-gap": "faster with transfers", "beyond-peak": "beyond 1.5 x",
+            "speedup-beyond-recovery": "recovered more"}[kind]
+    assert any(word in f for f in s["flags"]), s["flags"]
+
+
+# a short real bench ---------------------------------------------------------------------------------
+
+def test_bench_baseline_against_gil_release(sources):
+    rc, out = harness("bench", "--kernel", "kv_transfer", "--source", str(sources["release-gil"]),
+                      "--rounds", "3", "--warmup", "1", "--window", "0.15", "--json")
+    assert rc == 0 and out["status"] == "ok", out.get("error") or out.get("reason") or out.get("failures")
+    assert out["metric"] == "scheduler-throughput" and out["device"] == "cpu (host)" and out["mode"] == "host"
+    assert out["checksums"]["verified"] and out["checksums"]["windows"] == 2 * 4
+    order = out["order"]
+    assert len(order) == 6 and sorted(order) == ["baseline"] * 3 + ["candidate"] * 3
+    assert order[0] != order[2] and {order[0], order[1]} == {"baseline", "candidate"}   # alternating first
+    for name in ("baseline", "candidate"):
+        r = out["results"][name]
+        for k in ("gap", "gap_p10", "gap_p90", "steps_per_s_alone", "steps_per_s_loaded", "transfer_gbps",
+                  "median_us", "p10_us", "p90_us"):
+            assert isinstance(r[k], float) and math.isfinite(r[k]), (name, k, r[k])
+        assert len(r["gaps"]) == 3 and r["samples"] > 0 and r["transfer_gbps"] > 0
+    for k in ("speedup", "noise_floor"):
+        assert math.isfinite(out[k])
+    assert out["floor"]["peak_gbps"] > 0 and out["floor"]["bytes"] == 2 * 256 * 16384
+    b, c = out["results"]["baseline"]["gap"], out["results"]["candidate"]["gap"]
+    assert b > c, (b, c)       # holding the GIL through the copies stalls the scheduler
+    print(f"\nbench: baseline gap {b:.1%}, GIL-release gap {c:.1%}, speedup {out['speedup']:.2f}x, "
+          f"noise {out['noise_floor']:.1%}, flags {out['flags']}")
