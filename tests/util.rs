@@ -94,3 +94,18 @@ impl Lcg {
         &xs[self.below(xs.len() as u64) as usize]
     }
 }
+
+/// Tests that time something on this CPU (the host speed gate) take this lock
+/// for writing; the CPU-heavy tests (Triton's interpreter) take it for
+/// reading. On two cores a measurement shared with them measures them.
+pub static CPU_TIMING: std::sync::RwLock<()> = std::sync::RwLock::new(());
+
+/// A share of the CPU alongside other heavy tests.
+pub fn cpu_heavy() -> std::sync::RwLockReadGuard<'static, ()> {
+    CPU_TIMING.read().unwrap_or_else(|e| e.into_inner())
+}
+
+/// The CPU alone, for a timed test.
+pub fn cpu_alone() -> std::sync::RwLockWriteGuard<'static, ()> {
+    CPU_TIMING.write().unwrap_or_else(|e| e.into_inner())
+}

@@ -143,6 +143,7 @@ def up_a(x, y, BT: tl.constexpr):
 #[test]
 fn ieee_prefill_is_needs_gpu_with_its_error_curve_improved() {
     let Some(py) = python() else { return };
+    let _cpu = crate::util::cpu_heavy();
     let env = project();
     let up = env.write("upstream/up.py", UPSTREAM);
     let db = env.db();
@@ -219,6 +220,7 @@ fn ieee_prefill_is_needs_gpu_with_its_error_curve_improved() {
 #[test]
 fn planted_wrong_rewrites_are_rejected_at_the_right_gate() {
     let Some(py) = python() else { return };
+    let _cpu = crate::util::cpu_heavy();
     let env = project();
     let dec = "kernels/kda/decode.py";
     plant(&env, "sign", "math", dec, &edit(&env, dec, "b_beta * (b_v - b_p)", "b_beta * (b_v + b_p)"));
@@ -310,6 +312,7 @@ fn planted_wrong_rewrites_are_rejected_at_the_right_gate() {
 #[test]
 fn a_hanging_kernel_is_an_error_after_its_time_limit_and_the_run_goes_on() {
     let Some(py) = python() else { return };
+    let _cpu = crate::util::cpu_heavy();
     let env = project();
     let dec = "kernels/kda/decode.py";
     // an endless loop the compiler accepts: i_h never changes
