@@ -262,9 +262,12 @@ cpu = { B = 2, T = 70, M = 3, H = 1, HV = 2, K = 24, V = 20 }
         let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
         let k = Kernels::load(&root, "kernels").unwrap();
         let names: Vec<&str> = k.manifests.iter().map(|m| m.name.as_str()).collect();
-        assert_eq!(names, ["kda.decode", "kda.prefill", "kda_cuda.decode"]);
+        assert_eq!(names, ["kda.decode", "kda.prefill", "kda_cuda.decode", "kv_transfer"]);
         let cu = k.for_source("kernels/kda_cuda/decode.cu").unwrap();
         assert_eq!(cu.language, KernelLanguage::Cuda);
         assert_eq!(cu.block_threads, Some(128));
+        let kv = k.for_source("kernels/kv_transfer/kv_transfer.cpp").unwrap();
+        assert_eq!(kv.language, KernelLanguage::Cpp);
+        assert_eq!((kv.tolerance.rel_l2, kv.tolerance.max_abs_rel), (0.0, 0.0), "exact bytes");
     }
 }
