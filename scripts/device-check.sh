@@ -99,8 +99,9 @@ for k in kernels:
 PY
 
 # Every pending rewrite candidate in the catalog through `kidiom validate` on this GPU: the
-# correctness gate natively over the GPU shape matrix, then the interleaved A/B bench. The
-# verdicts (accepted / rejected with the gate / error) are stored in the catalog and printed.
+# correctness gate natively over the GPU shape matrix, then the interleaved A/B bench (the
+# harness's `bench`, in a subprocess with a deadline, for Triton and CUDA C++ kernels alike). The
+# verdicts (accepted / rejected with the gate / needs-gpu / error) are stored in the catalog and printed.
 # KIDIOM_DB names the catalog (default .kidiom/catalog.sqlite); KIDIOM names the binary (default
 # target/release/kidiom, else target/debug/kidiom, else a cargo build when cargo is here).
 db="${KIDIOM_DB:-$root/.kidiom/catalog.sqlite}"

@@ -101,6 +101,10 @@ mod tests {
             "kidiom debug tree a.py",
             "kidiom validate --pending --device cpu --timeout 60 --json",
             "kidiom validate abc def --seeds 1 --seed 7 --no-consistency",
+            "kidiom validate --patch edit.diff --category precision --device cpu",
+            "kidiom validate --patch -",
+            "kidiom accept abc --force",
+            "kidiom mcp --allow-exec --allow-write",
         ] {
             assert!(parses(ok), "{ok}");
         }
@@ -112,6 +116,9 @@ mod tests {
             "kidiom frobnicate",
             "kidiom validate --device tpu",
             "kidiom validate abc --pending",
+            "kidiom validate --category memory",
+            "kidiom validate --patch x.diff abc",
+            "kidiom validate --patch x.diff --category nope",
         ] {
             assert!(!parses(bad), "{bad}");
         }

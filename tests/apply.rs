@@ -398,7 +398,30 @@ fn review_and_accept_commit_on_the_review_branch() {
 
     let repo = git2::Repository::open(env.path()).expect("repo");
     let head = repo.head().expect("head").target().expect("oid");
-    let accepted = env.json(&["accept", &id, "--db", dbs, "--json"]);
+    // never validated: refused, naming why; nothing is committed
+    let refused = env.run(&["accept", &id, "--db", dbs]);
+    assert_eq!(refused.status.code(), Some(2));
+    let err = String::from_utf8_lossy(&refused.stderr);
+    assert!(err.contains("is not validated") && err.contains("--force"), "{err}");
+    assert!(repo.find_branch("kidiom/review", git2::BranchType::Local).is_err(), "nothing committed");
+    // a verdict short of accepted is refused with the verdict and its reason
+    let cat = kidiom_patterns::Catalog::open(&db).expect("catalog");
+    for (kind, gate, reason) in [
+        ("needs-gpu", None, "syntax, static, correctness passed; speed needs a GPU"),
+        ("rejected", Some("correctness"), "1 failure: o rel_l2 1.2e-01 > 5.0e-03"),
+        ("error", Some("correctness"), "the correctness check timed out (25.0 s)"),
+    ] {
+        let ev =
+            serde_json::json!({"verdict": {"kind": kind, "gate": gate, "reason": reason, "log": null, "flags": []}});
+        cat.set_candidate_evidence(&id, &ev).expect("evidence");
+        let out = env.run(&["accept", &id, "--db", dbs]);
+        assert_eq!(out.status.code(), Some(2), "{kind}");
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(err.contains(&format!("its verdict is {kind}")) && err.contains(reason), "{kind}: {err}");
+    }
+    assert!(repo.find_branch("kidiom/review", git2::BranchType::Local).is_err(), "nothing committed");
+    // --force commits it anyway, and the commit says what validation concluded
+    let accepted = env.json(&["accept", &id, "--db", dbs, "--json", "--force"]);
     let commit = repo
         .find_commit(git2::Oid::from_str(accepted["commit"].as_str().expect("commit")).expect("oid"))
         .expect("commit");
@@ -412,6 +435,7 @@ fn review_and_accept_commit_on_the_review_branch() {
     assert!(msg.contains("Kidiom-Pattern: py-keyword-tl-dot-input-precision\n"), "{msg}");
     assert!(msg.contains(&format!("Kidiom-Candidate: {id}\n")), "{msg}");
     assert!(msg.contains("Kidiom-Support: up@ occurrences=3 files=2"), "{msg}");
+    assert!(msg.contains("Kidiom-Forced: ") && msg.contains("its verdict is error"), "{msg}");
     let branch = repo.find_branch("kidiom/review", git2::BranchType::Local).expect("branch");
     assert_eq!(branch.get().target(), Some(commit.id()));
     let blob = commit
@@ -437,6 +461,10 @@ fn accept_refuses_a_changed_target() {
     std::fs::write(env.path().join("kernels/step.py"), KERNEL_PY.replace("b_q + 0", "b_q")).expect("write");
     std::fs::write(env.path().join("kernels/step.py"), format!("# changed\n{KERNEL_PY}")).expect("write");
     let db = env.db();
+    // an accepted verdict needs no --force; the changed target still stops it
+    let ev =
+        serde_json::json!({"verdict": {"kind": "accepted", "gate": null, "reason": "1.3x", "log": null, "flags": []}});
+    kidiom_patterns::Catalog::open(&db).expect("catalog").set_candidate_evidence(&id, &ev).expect("evidence");
     let out = env.run(&["accept", &id, "--db", db.to_str().expect("utf8")]);
     assert_eq!(out.status.code(), Some(2));
     assert!(
@@ -446,6 +474,23 @@ fn accept_refuses_a_changed_target() {
     );
     let repo = git2::Repository::open(env.path()).expect("repo");
     assert!(repo.find_branch("kidiom/review", git2::BranchType::Local).is_err(), "nothing committed");
+}
+
+#[test]
+fn an_accepted_verdict_commits_without_force() {
+    let env = setup();
+    let report = apply_json(&env, &["--pattern", "py-variant-exp-exp2"]);
+    let id = candidates(&report)[0]["id"].as_str().expect("id").to_string();
+    let db = env.db();
+    let ev =
+        serde_json::json!({"verdict": {"kind": "accepted", "gate": null, "reason": "1.3x", "log": null, "flags": []}});
+    kidiom_patterns::Catalog::open(&db).expect("catalog").set_candidate_evidence(&id, &ev).expect("evidence");
+    let accepted = env.json(&["accept", &id, "--db", db.to_str().expect("utf8"), "--json"]);
+    let repo = git2::Repository::open(env.path()).expect("repo");
+    let commit = repo
+        .find_commit(git2::Oid::from_str(accepted["commit"].as_str().expect("commit")).expect("oid"))
+        .expect("commit");
+    assert!(!commit.message().expect("msg").contains("Kidiom-Forced"));
 }
 
 fn pattern(id: &str, lang: Lang, before: &str, after: &str, value: &str) -> Pattern {

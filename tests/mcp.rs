@@ -31,12 +31,9 @@ struct Session {
 }
 
 impl Session {
-    fn start(env: &Env, db: &str, write: bool) -> Session {
+    fn start(env: &Env, db: &str, flags: &[&str]) -> Session {
         let mut cmd = env.cmd();
-        cmd.arg("mcp").arg("--root").arg(env.path().join("ws")).arg("--db").arg(db);
-        if write {
-            cmd.arg("--allow-write");
-        }
+        cmd.arg("mcp").arg("--root").arg(env.path().join("ws")).arg("--db").arg(db).args(flags);
         let mut child =
             cmd.stdin(Stdio::piped()).stdout(Stdio::piped()).stderr(Stdio::inherit()).spawn().expect("spawn");
         let stdin = child.stdin.take().expect("stdin");
@@ -107,7 +104,7 @@ impl Drop for Session {
 fn a_client_session_over_stdio() {
     let (env, db) = workspace();
     let kernel_path = env.path().join("ws/kernels/k.py");
-    let mut s = Session::start(&env, &db, false);
+    let mut s = Session::start(&env, &db, &[]);
 
     let tools = s.request("tools/list", json!({}));
     let names: Vec<&str> =
@@ -122,12 +119,29 @@ fn a_client_session_over_stdio() {
         "validate_candidate",
         "apply_rewrite",
         "accept_candidate",
+        "validate_patch",
     ] {
         assert!(names.contains(&want), "{want} missing from {names:?}");
     }
     for t in tools["result"]["tools"].as_array().expect("tools") {
         assert_eq!(t["inputSchema"]["type"], "object", "{t}");
+        // the hints are truthful: only tools that change nothing are read-only
+        let name = t["name"].as_str().expect("name");
+        let read_only = ["search_patterns", "get_pattern", "list_targets", "list_candidates", "get_evidence"];
+        assert_eq!(t["annotations"]["readOnlyHint"], read_only.contains(&name), "{t}");
+        assert_eq!(t["annotations"]["openWorldHint"], false, "{t}");
     }
+    let tool = |name: &str| {
+        tools["result"]["tools"].as_array().and_then(|a| a.iter().find(|t| t["name"] == name)).cloned().expect("tool")
+    };
+    for name in ["propose_rewrite", "validate_candidate", "validate_patch"] {
+        let t = tool(name);
+        assert_eq!(t["annotations"]["destructiveHint"], false, "{t}");
+        assert!(t["description"].as_str().expect("description").contains("catalog"), "{t}");
+    }
+    assert_eq!(tool("propose_rewrite")["annotations"]["idempotentHint"], true);
+    assert_eq!(tool("validate_candidate")["annotations"]["idempotentHint"], false);
+    assert!(tool("validate_patch")["description"].as_str().expect("description").contains("--allow-exec"));
 
     let found = s.ok("search_patterns", json!({"query": "input_precision", "language": "python"}));
     let id = "py-keyword-tl-dot-input-precision";
@@ -182,6 +196,10 @@ fn a_client_session_over_stdio() {
         assert_eq!(refused["isError"], true, "{tool}");
         assert!(refused["content"][0]["text"].as_str().expect("text").contains("--allow-write"), "{refused}");
     }
+    // validate_patch runs the patch's code: refused without --allow-exec
+    let refused = s.call("validate_patch", json!({"patch": broken_patch()}));
+    assert_eq!(refused["isError"], true, "{refused}");
+    assert!(refused["content"][0]["text"].as_str().expect("text").contains("--allow-exec"), "{refused}");
     assert_eq!(std::fs::read_to_string(&kernel_path).expect("read"), KERNEL);
     let repo = git2::Repository::open(env.path().join("ws")).expect("repo");
     assert!(repo.find_branch("kidiom/review", git2::BranchType::Local).is_err());
@@ -206,10 +224,18 @@ fn a_client_session_over_stdio() {
 #[test]
 fn a_write_server_accepts_onto_the_review_branch() {
     let (env, db) = workspace();
-    let mut s = Session::start(&env, &db, true);
+    let mut s = Session::start(&env, &db, &["--allow-write"]);
     let proposed = s.ok("propose_rewrite", json!({"pattern_ids": ["py-keyword-tl-dot-input-precision"]}));
     let cand_id = proposed["candidates"][0]["id"].as_str().expect("id").to_string();
-    let accepted = s.ok("accept_candidate", json!({"id": cand_id}));
+    // never validated: refused with the reason, unless forced
+    let refused = s.call("accept_candidate", json!({"id": cand_id}));
+    assert_eq!(refused["isError"], true, "{refused}");
+    let text = refused["content"][0]["text"].as_str().expect("text");
+    assert!(text.contains("is not validated") && text.contains("force"), "{text}");
+    // --allow-write does not enable validate_patch
+    let refused = s.call("validate_patch", json!({"patch": broken_patch()}));
+    assert!(refused["content"][0]["text"].as_str().expect("text").contains("--allow-exec"), "{refused}");
+    let accepted = s.ok("accept_candidate", json!({"id": cand_id, "force": true}));
     let repo = git2::Repository::open(env.path().join("ws")).expect("repo");
     let branch = repo.find_branch("kidiom/review", git2::BranchType::Local).expect("review branch");
     let commit = branch.get().peel_to_commit().expect("commit");
@@ -217,6 +243,50 @@ fn a_write_server_accepts_onto_the_review_branch() {
     assert!(commit.message().expect("message").contains("Kidiom-Pattern: py-keyword-tl-dot-input-precision"));
     // The working tree is left alone; the rewrite lives on the branch.
     assert_eq!(std::fs::read_to_string(env.path().join("ws/kernels/k.py")).expect("read"), KERNEL);
+}
+
+/// A patch that breaks the parse of kernels/k.py: the syntax gate rejects it
+/// before any harness runs, so validating it is fast.
+fn broken_patch() -> String {
+    let broken = KERNEL.replace("tl.store(o + i, tl.dot(x, y))", "tl.store(o + i, tl.dot(x, y)");
+    format!(
+        "diff --git a/kernels/k.py b/kernels/k.py\nindex 0000000..1111111 100644\n{}",
+        kidiom_rewriter::unified("kernels/k.py", KERNEL, &broken, 3)
+            .split_once('\n')
+            .map(|(_, rest)| rest.to_string())
+            .unwrap_or_default()
+    )
+}
+
+#[test]
+fn an_exec_server_validates_an_agents_own_patch() {
+    let (env, db) = workspace();
+    let mut s = Session::start(&env, &db, &["--allow-exec"]);
+    let r = s.ok("validate_patch", json!({"patch": broken_patch(), "device": "cpu", "timeout_seconds": 60}));
+    let ev = &r["candidates"][0];
+    assert_eq!(ev["pattern"], "manual", "{r}");
+    assert_eq!(ev["verdict"]["kind"], "rejected", "{r}");
+    assert_eq!(ev["verdict"]["gate"], "syntax", "{r}");
+    let id = ev["candidate"].as_str().expect("id").to_string();
+    assert!(id.starts_with("manual@kernels/k.py#"), "{id}");
+    // stored with its evidence, like any candidate
+    let stored = s.ok("get_evidence", json!({"id": id}));
+    assert_eq!(stored["pattern_id"], "manual");
+    assert_eq!(stored["status"], "rejected");
+    assert_eq!(stored["evidence"]["verdict"]["gate"], "syntax");
+    // a bad category is a protocol error; a patch that does not apply is a tool error
+    assert_eq!(
+        s.request("tools/call", json!({"name": "validate_patch", "arguments": {"patch": "x", "category": "nope"}}))["error"]
+            ["code"],
+        -32602
+    );
+    let stale =
+        s.call("validate_patch", json!({"patch": kidiom_rewriter::unified("kernels/k.py", "other\n", "x\n", 3)}));
+    assert_eq!(stale["isError"], true, "{stale}");
+    // the workspace is untouched; --allow-exec does not enable writes
+    assert_eq!(std::fs::read_to_string(env.path().join("ws/kernels/k.py")).expect("read"), KERNEL);
+    let refused = s.call("apply_rewrite", json!({"pattern_ids": ["py-keyword-tl-dot-input-precision"]}));
+    assert!(refused["content"][0]["text"].as_str().expect("text").contains("--allow-write"), "{refused}");
 }
 
 /// The same session from an independent client: the `mcp` Python SDK.

@@ -5,7 +5,9 @@
 //! under a non-precision pattern); a kernel that hangs.
 //!
 //! The harness runs under the project's `.venv` (scripts/setup-python.sh);
-//! without it these tests skip with a printed reason.
+//! without it the tests that run it skip with a printed reason, except in CI
+//! (`CI` set), where a missing venv fails them. The static rules (contract,
+//! host code) and `--patch` with a syntax error need no Python.
 
 use std::path::{Path, PathBuf};
 use std::time::Instant;
@@ -28,6 +30,11 @@ fn python() -> Option<PathBuf> {
         .map(|o| o.status.success())
         .unwrap_or(false);
     if !ok {
+        assert!(
+            std::env::var_os("CI").is_none(),
+            "no Python with numpy and triton at {} (CI must run these tests: scripts/setup-python.sh)",
+            py.display()
+        );
         eprintln!("skipping: no Python with numpy and triton at {} (run scripts/setup-python.sh)", py.display());
         return None;
     }
@@ -363,4 +370,172 @@ fn bad_invocations_fail_with_one_line() {
     assert_eq!(out.status.code(), Some(1));
     let v: Value = serde_json::from_slice(&out.stdout).expect("json");
     assert_eq!(v["candidates"], serde_json::json!([]));
+}
+
+/// `diff --git` headers with an `index` line, as `git diff` writes them, for each file.
+fn git_diff(files: &[(&str, &str, &str)]) -> String {
+    let mut out = String::new();
+    for (rel, old, new) in files {
+        let d = kidiom_rewriter::unified(rel, old, new, 3);
+        let (first, rest) = d.split_once('\n').expect("header");
+        out.push_str(&format!("{first}\nindex 1234567..89abcde 100644\n{rest}"));
+    }
+    out
+}
+
+/// Rules of the static gate that need no Python: a multi-file git diff that
+/// touches a manifest, and host code changed in a kernel source.
+#[test]
+fn contract_and_host_code_edits_are_rejected_at_static() {
+    let env = project();
+    let (dec, toml) = ("kernels/kda/decode.py", "kernels/kda/decode.toml");
+    let (dec_text, toml_text) = (read(&env, dec), read(&env, toml));
+    // a kernel edit plus a tolerance edit in one git diff
+    let kernel_edit = edit(&env, dec, "b_beta * (b_v - b_p)", "b_beta * (b_v - b_p) * 1.0");
+    let multi = git_diff(&[
+        (dec, dec_text.as_str(), kernel_edit.as_str()),
+        (toml, toml_text.as_str(), edit(&env, toml, "rel_l2 = 5e-3", "rel_l2 = 5e-1").as_str()),
+    ]);
+    plant(&env, "multi", "other", dec, &kernel_edit);
+    let cat = Catalog::open(&env.db()).expect("catalog");
+    let mut c = cat.find_candidates("multi").expect("find").remove(0);
+    c.diff = multi;
+    cat.put_candidate(&c).expect("put");
+    // host code: the launcher, and a new import
+    plant(
+        &env,
+        "launcher",
+        "memory",
+        dec,
+        &edit(
+            &env,
+            dec,
+            "    BV = min(triton.next_power_of_2(V), 32)\n",
+            "    BV = min(triton.next_power_of_2(V), 64)\n",
+        ),
+    );
+    plant(&env, "import", "memory", dec, &edit(&env, dec, "import triton\n", "import triton\nimport numpy as np\n"));
+
+    let py = std::env::var_os("KIDIOM_PYTHON").map(PathBuf::from).unwrap_or_else(|| PathBuf::from("python3"));
+    let (report, out) = validate(&env, &py, &["--pending", "--seeds", "1", "--timeout", "60"]);
+    assert_eq!(out.status.code(), Some(1));
+    for id in ["multi", "launcher", "import"] {
+        let ev = by_id(&report, id);
+        assert_eq!(verdict(ev), ("rejected".to_string(), "static".to_string()), "{id}: {ev:#}");
+        assert_eq!(gate(ev, "syntax")["status"], "passed", "{id}");
+        assert!(gate(ev, "correctness").is_null(), "{id}: no later gate ran");
+    }
+    let reason = |id: &str| by_id(&report, id)["verdict"]["reason"].as_str().unwrap_or("").to_string();
+    assert!(reason("multi").contains("frozen contract: kernels/kda/decode.toml"), "{}", reason("multi"));
+    assert!(
+        reason("launcher").contains("changes host code outside the kernel: kda_decode_launch"),
+        "{}",
+        reason("launcher")
+    );
+    assert!(
+        reason("import").contains("changes host code outside the kernel: import numpy as np"),
+        "{}",
+        reason("import")
+    );
+}
+
+/// `kidiom validate --patch`: an edit of one's own, from a file or stdin,
+/// stored as a `manual` candidate with its evidence and shown by `review`.
+#[test]
+fn validate_patch_from_a_file_and_from_stdin() {
+    let env = project();
+    let dec = "kernels/kda/decode.py";
+    let text = read(&env, dec);
+    let db = env.db();
+    let dbs = db.to_str().expect("utf8");
+    // a file: the edit breaks the parse (rejected at syntax, before any harness runs)
+    let broken = edit(&env, dec, "b_p = tl.sum(b_s * b_k[:, None], axis=0)", "b_p = tl.sum(b_s * b_k[:, None], axis=0");
+    let patch = env.write("edit.patch", git_diff(&[(dec, text.as_str(), broken.as_str())]));
+    let (report, out) = validate(&env, Path::new("python3"), &["--patch", patch.to_str().expect("utf8")]);
+    assert_eq!(out.status.code(), Some(1), "{}", String::from_utf8_lossy(&out.stderr));
+    let ev = &report["candidates"][0];
+    assert_eq!(verdict(ev), ("rejected".into(), "syntax".into()), "{ev:#}");
+    assert_eq!(ev["pattern"], "manual");
+    let id = ev["candidate"].as_str().expect("id").to_string();
+    assert!(id.starts_with("manual@kernels/kda/decode.py#"), "{id}");
+
+    // stdin, with a category: host code changed (rejected at static)
+    let host = edit(&env, dec, "    return o\n\n\ndef kda_decode(", "    return o.clone()\n\n\ndef kda_decode(");
+    let mut child = env
+        .cmd()
+        .args(["validate", "--db", dbs, "--device", "cpu", "--json", "--patch", "-", "--category", "memory"])
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("spawn");
+    {
+        use std::io::Write;
+        let mut stdin = child.stdin.take().expect("stdin");
+        stdin.write_all(kidiom_rewriter::unified(dec, &text, &host, 3).as_bytes()).expect("write");
+    }
+    let out = child.wait_with_output().expect("wait");
+    let report: Value = serde_json::from_slice(&out.stdout).expect("json");
+    let ev = &report["candidates"][0];
+    assert_eq!(verdict(ev), ("rejected".into(), "static".into()), "{ev:#}");
+    assert_eq!(ev["category"], "memory");
+    assert!(ev["verdict"]["reason"].as_str().is_some_and(|r| r.contains("kda_decode_launch")), "{ev:#}");
+
+    // both are stored with their evidence; review shows them
+    let listed = env.json(&["review", "--db", dbs, "--json"]);
+    let manual: Vec<&Value> = listed.as_array().expect("list").iter().filter(|c| c["pattern_id"] == "manual").collect();
+    assert_eq!(manual.len(), 2, "{listed:#}");
+    let shown = env.run(&["review", &id, "--db", dbs]);
+    let shown = String::from_utf8_lossy(&shown.stdout);
+    assert!(shown.contains("rejected at syntax") && shown.contains("validate --patch"), "{shown}");
+    // nothing in the tree changed
+    assert_eq!(read(&env, dec), text);
+
+    // a patch that does not apply, an empty one, and --category without --patch are errors
+    let stale = env.write("stale.patch", kidiom_rewriter::unified(dec, "nothing like it\n", "x\n", 3));
+    let out = env.run(&["validate", "--db", dbs, "--patch", stale.to_str().expect("utf8")]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains("does not match"),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let empty = env.write("empty.patch", "");
+    assert_eq!(env.run(&["validate", "--db", dbs, "--patch", empty.to_str().expect("utf8")]).status.code(), Some(2));
+    assert_eq!(env.run(&["validate", "--db", dbs, "--category", "memory"]).status.code(), Some(2));
+    let out = env.run(&["validate", "--db", dbs, "--category", "memory", "--pending"]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("--patch"), "{}", String::from_utf8_lossy(&out.stderr));
+}
+
+/// A CUDA variant with a barrier cannot run under the CPU emulation: its
+/// correctness is not checked, and the verdict says so.
+#[test]
+fn a_check_the_cpu_cannot_run_is_not_a_pass() {
+    let Some(py) = python() else { return };
+    let _cpu = crate::util::cpu_heavy();
+    let env = project();
+    let cu = "kernels/kda_cuda/decode.cu";
+    plant(
+        &env,
+        "barrier",
+        "other",
+        cu,
+        &edit(&env, cu, "    int nh = blockIdx.x;\n", "    int nh = blockIdx.x;\n    __syncthreads();\n"),
+    );
+    let (report, _) = validate(&env, &py, &["barrier", "--seeds", "1", "--timeout", "300"]);
+    let ev = by_id(&report, "barrier");
+    assert_eq!(ev["verdict"]["kind"], "needs-gpu", "{ev:#}");
+    let reason = ev["verdict"]["reason"].as_str().unwrap_or("");
+    assert!(reason.contains("correctness not checked on this CPU"), "{reason}");
+    assert!(
+        ev["verdict"]["flags"]
+            .as_array()
+            .is_some_and(|f| f.iter().any(|f| f.as_str().is_some_and(|f| f.contains("not checked")))),
+        "{ev:#}"
+    );
+    let cr = gate(ev, "correctness");
+    assert_eq!(cr["status"], "skipped", "{cr:#}");
+    assert!(cr["device"].is_null(), "a skipped check names no device: {cr:#}");
+    assert_eq!(gate(ev, "static")["status"], "passed", "{ev:#}");
 }

@@ -253,3 +253,76 @@ mod tests {
         assert!(parse_errors(Lang::Python, "x = f(1\ny = )\n").unwrap() > 0);
     }
 }
+
+/// Property tests: rewriting mutated kernel sources never panics, and a
+/// result never has more parse errors than its source.
+#[cfg(test)]
+mod properties {
+    use kidiom_patterns::{Category, Kind, Pattern, ValueCount};
+    use proptest::prelude::*;
+
+    use super::*;
+
+    const TRITON: &str = "import triton\nimport triton.language as tl\n\n\n@triton.jit\ndef k(x, o, T, BT: tl.constexpr):\n    i = tl.program_id(0)\n    a = tl.load(x + i * BT + tl.arange(0, BT), mask=i < T, other=0.0)\n    b = tl.dot(a, tl.dot(a, a))\n    c = tl.exp(b) + tl.exp(tl.exp(a))\n    tl.store(o + i, c, mask=i < T)\n";
+    const CUDA: &str = "extern \"C\" __global__ void k(const float* x, float* o, int n) {\n    int i = blockIdx.x * blockDim.x + threadIdx.x;\n    for (int j = 0; j < 4; j++) { if (i < n) o[i] = expf(x[i]) + expf(expf(x[j])); }\n}\n";
+
+    fn pattern(lang: Lang, before: &str, after: &str, value: &str) -> Pattern {
+        Pattern {
+            id: "p".into(),
+            kind: Kind::Usage,
+            language: lang,
+            category: Category::Other,
+            title: String::new(),
+            rationale: String::new(),
+            before: before.into(),
+            after: after.into(),
+            support: vec![],
+            values: vec![ValueCount { value: value.into(), count: 3 }],
+            examples: vec![],
+            commits: vec![],
+            score: 1.0,
+        }
+    }
+
+    fn rewrites() -> Vec<(Lang, Rewrite)> {
+        [
+            (Lang::Python, "tl.dot($$$ARGS)", "tl.dot($$$ARGS, input_precision=$V)", "\"ieee\""),
+            (Lang::Python, "tl.exp($X)", "tl.exp2($X * 1.4426950408889634)", ""),
+            (Lang::Python, "tl.load($$$ARGS)", "tl.load($$$ARGS, cache_modifier=$V)", "\".cg\""),
+            (Lang::Cuda, "expf($X)", "__expf($X)", ""),
+        ]
+        .into_iter()
+        .filter_map(|(lang, b, a, v)| Some((lang, Rewrite::new(&pattern(lang, b, a, v), None).ok()?)))
+        .collect()
+    }
+
+    fn mutate(src: &str, edits: &[(usize, usize, String)]) -> String {
+        let mut chars: Vec<char> = src.chars().collect();
+        for (at, del, ins) in edits {
+            let at = at % (chars.len() + 1);
+            let end = (at + del % 8).min(chars.len());
+            chars.splice(at..end, ins.chars());
+        }
+        chars.into_iter().collect()
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig { cases: 96, ..ProptestConfig::default() })]
+
+        #[test]
+        fn rewriting_mutated_sources_never_panics_or_parses_worse(
+            e in prop::collection::vec((any::<usize>(), any::<usize>(), "[(){}\\[\\]:,.@$#\"'=+*/ \n\tabxy0-9_]{0,6}"), 0..8),
+        ) {
+            let rws = rewrites();
+            prop_assert!(rws.len() >= 3, "the test's own rewrites compile");
+            for (lang, rw) in &rws {
+                let src = mutate(if *lang == Lang::Python { TRITON } else { CUDA }, &e);
+                let Ok(before) = parse_errors(*lang, &src) else { continue };
+                if let Ok(Some(out)) = rewrite(rw, *lang, &src, "k") {
+                    let after = parse_errors(*lang, &out.text).map_err(|e| TestCaseError::fail(e.to_string()))?;
+                    prop_assert!(after <= before, "{before} -> {after} parse errors:\n{src}\n---\n{}", out.text);
+                }
+            }
+        }
+    }
+}

@@ -5,6 +5,11 @@
 //! accepted rewrite, with the pattern, its provenance and the evidence as
 //! trailers. The target on disk must still be the blob the candidate was
 //! computed from; otherwise nothing happens and `apply` must be re-run.
+//!
+//! Only a candidate whose stored evidence has the verdict `accepted` (every
+//! gate passed, speed included) is committed. `needs-gpu`, `rejected`,
+//! `error` and a candidate never validated are refused with the verdict and
+//! its reason, unless `--force` (MCP: `force: true`) overrides it.
 
 use std::path::Path;
 use std::process::ExitCode;
@@ -25,6 +30,9 @@ pub(crate) struct Args {
     /// The review branch.
     #[arg(long, default_value = DEFAULT_BRANCH)]
     branch: String,
+    /// Commit it even though its verdict is not `accepted` (needs-gpu, rejected, error, or never validated).
+    #[arg(long)]
+    force: bool,
     #[command(flatten)]
     catalog: CatalogArgs,
     #[command(flatten)]
@@ -70,12 +78,32 @@ pub(crate) fn message(c: &Candidate) -> String {
     m
 }
 
+/// Why `c` may not be committed without force: its verdict (with gate and
+/// reason) when that is not `accepted`, or that it was never validated.
+pub(crate) fn refusal(c: &Candidate) -> Option<String> {
+    let v = c.evidence.get("verdict");
+    let kind = v.and_then(|v| v.get("kind")).and_then(serde_json::Value::as_str);
+    match kind {
+        Some("accepted") => None,
+        Some(kind) => {
+            let at = v.and_then(|v| v["gate"].as_str()).map(|g| format!(" at {g}")).unwrap_or_default();
+            let reason = v.and_then(|v| v["reason"].as_str()).unwrap_or("no reason recorded");
+            Some(format!("{} is not accepted by validation: its verdict is {kind}{at}: {reason}", c.id))
+        }
+        None => Some(format!("{} is not validated (run `kidiom validate {}` first)", c.id, c.id)),
+    }
+}
+
 /// Commits candidate `id` on `branch` in the repository holding `root`;
-/// returns the candidate id and the commit id.
-pub(crate) fn accept(cat: &Catalog, root: &Path, id: &str, branch: &str) -> Result<(String, String)> {
+/// returns the candidate id and the commit id. Refused unless its verdict is
+/// `accepted` or `force` is set.
+pub(crate) fn accept(cat: &Catalog, root: &Path, id: &str, branch: &str, force: bool) -> Result<(String, String)> {
     let c = super::review::find_one(cat, id)?;
     if c.status == CandidateStatus::Accepted {
         bail!("{} is already accepted ({})", c.id, c.commit_id.as_deref().unwrap_or("no commit recorded"));
+    }
+    if !force && let Some(why) = refusal(&c) {
+        bail!("refusing to commit: {why}; force it with `kidiom accept --force` (MCP: \"force\": true)");
     }
     if kidiom_rewriter::repo_root(root).is_none() {
         bail!("{} is not in a git repository; `accept` commits on a review branch", root.display());
@@ -89,7 +117,11 @@ pub(crate) fn accept(cat: &Catalog, root: &Path, id: &str, branch: &str) -> Resu
         cat.set_candidate_status(&c.id, CandidateStatus::Stale, None)?;
         return Err(kidiom_rewriter::Error::Stale { path: abs, expected: expected.clone(), found }.into());
     }
-    let msg = message(&c);
+    let mut msg = message(&c);
+    if let Some(why) = refusal(&c) {
+        // forced: the commit says what validation concluded
+        msg.push_str(&format!("Kidiom-Forced: {}\n", why.replace('\n', " ")));
+    }
     let commit = kidiom_rewriter::commit_review(root, &ReviewCommit { branch, diff: &c.diff, message: &msg })?;
     cat.set_candidate_status(&c.id, CandidateStatus::Accepted, Some(&commit))?;
     Ok((c.id, commit))
@@ -99,7 +131,7 @@ pub(crate) fn run(a: Args) -> Result<ExitCode> {
     let cfg = Config::load()?;
     let cat = a.catalog.open_existing(&cfg)?;
     let root = super::apply::root()?;
-    let (id, commit) = accept(&cat, &root, &a.id, &a.branch)?;
+    let (id, commit) = accept(&cat, &root, &a.id, &a.branch, a.force)?;
     if a.output.json {
         output::json(&serde_json::json!({ "candidate": id, "branch": a.branch, "commit": commit }))?;
     } else {

@@ -131,7 +131,9 @@ pub(crate) fn run(a: Args) -> Result<ExitCode> {
             k["summary"].as_str().unwrap_or("")
         ))?;
     }
-    if pattern.is_none() {
+    if c.pattern_id == kidiom_validator::MANUAL_PATTERN {
+        output::line("    (an edit submitted as a patch with `kidiom validate --patch`, not from the catalog)")?;
+    } else if pattern.is_none() {
         output::line("    (the pattern is no longer in the catalog; the evidence above is from when it was proposed)")?;
     }
     let ev = if c.evidence.as_object().is_some_and(|o| o.is_empty()) {

@@ -10,6 +10,12 @@
 //! `validated`, `rejected` to `rejected`; `needs-gpu` and `error` leave it
 //! pending, so that a later run (e.g. on a GPU machine) picks it up again.
 //!
+//! `--patch FILE` (or `-` for stdin) validates an edit that did not come
+//! from the catalog: the unified diff is stored as a candidate of the
+//! pattern `manual` (its category from `--category`; without one, numeric
+//! flags may not change), goes through the same gates, and its evidence is
+//! shown by `kidiom review` like any other.
+//!
 //! Exit codes: 0 every candidate `accepted` or `needs-gpu`; 1 some candidate
 //! `rejected` or `error`, or none to validate; 2 the command failed.
 
@@ -18,8 +24,10 @@ use std::process::ExitCode;
 use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result, bail};
-use kidiom_patterns::{Candidate, CandidateStatus, Catalog};
-use kidiom_validator::{CandidateInput, Device, Evidence, Gate, GateStatus, ValidatorBuilder, VerdictKind};
+use kidiom_patterns::{Candidate, CandidateStatus, Catalog, Category};
+use kidiom_validator::{
+    CandidateInput, Device, Evidence, Gate, GateStatus, MANUAL_PATTERN, ValidatorBuilder, VerdictKind,
+};
 use serde::Serialize;
 
 use super::{CatalogArgs, OutputArgs};
@@ -37,6 +45,13 @@ pub(crate) struct Args {
     /// Every pending candidate (status proposed or applied).
     #[arg(long, conflicts_with = "ids")]
     pending: bool,
+    /// A unified diff (an edit of your own, not from the catalog) to store as a
+    /// candidate of the pattern `manual` and validate; `-` reads it from stdin.
+    #[arg(long, value_name = "FILE", conflicts_with_all = ["ids", "pending"])]
+    patch: Option<PathBuf>,
+    /// The category of the --patch edit (numeric flags may change only under `precision`).
+    #[arg(long, requires = "patch", value_parser = parse_category)]
+    category: Option<Category>,
     /// Where kernels run: auto (a GPU if the harness finds one), cpu, or cuda.
     #[arg(long, default_value = "auto", value_parser = parse_device)]
     device: Device,
@@ -63,6 +78,49 @@ pub(crate) struct Args {
 
 pub(crate) fn parse_device(s: &str) -> Result<Device, String> {
     Device::from_name(s).ok_or_else(|| format!("unknown device {s:?} (auto, cpu, cuda)"))
+}
+
+pub(crate) fn parse_category(s: &str) -> Result<Category, String> {
+    Category::from_name(s).ok_or_else(|| {
+        let names: Vec<&str> = Category::ALL.iter().map(|c| c.name()).collect();
+        format!("unknown category {s:?} ({})", names.join(", "))
+    })
+}
+
+/// Stores an edit that did not come from the catalog (a unified diff against
+/// the files under `root`) as a candidate of the pattern `manual`.
+pub(crate) fn store_patch(
+    cat: &Catalog,
+    root: &std::path::Path,
+    diff: &str,
+    category: Option<Category>,
+) -> Result<Candidate> {
+    let input = CandidateInput::from_patch(root, diff, category).context("reading the patch")?;
+    let sites = diff.lines().filter(|l| l.starts_with("@@")).count() as u64;
+    let c = Candidate {
+        id: input.id,
+        pattern_id: MANUAL_PATTERN.into(),
+        path: input.path,
+        base_blob: input.base_blob,
+        result_blob: input.result_blob,
+        value: None,
+        sites,
+        diff: input.diff,
+        status: CandidateStatus::Proposed,
+        provenance: serde_json::json!({
+            "kind": MANUAL_PATTERN,
+            "category": category.map(|c| c.name()),
+            "title": "manual edit",
+            "rationale": "an edit submitted for validation as a patch (`kidiom validate --patch`, MCP validate_patch), not a catalog pattern",
+        }),
+        evidence: serde_json::json!({}),
+        commit_id: None,
+        created_at: String::new(),
+        updated_at: String::new(),
+    };
+    cat.put_candidate(&c).with_context(|| format!("storing {}", c.id))?;
+    // the stored row (an earlier identical patch keeps its status)
+    Ok(cat.find_candidates(&c.id)?.into_iter().find(|x| x.id == c.id).unwrap_or(c))
 }
 
 /// Whether a candidate still awaits a verdict that settles it.
@@ -272,10 +330,26 @@ pub(crate) fn review_lines(evidence: &serde_json::Value) -> Option<Vec<String>> 
 pub(crate) fn run(a: Args) -> Result<ExitCode> {
     let cfg = Config::load()?;
     let cat = a.catalog.open_existing(&cfg)?;
-    let cands: Vec<Candidate> = if a.pending {
+    if a.category.is_some() && a.patch.is_none() {
+        bail!("--category is the category of a --patch edit; a catalog candidate has its pattern's");
+    }
+    let cands: Vec<Candidate> = if let Some(p) = &a.patch {
+        let diff = if p.as_os_str() == "-" {
+            let mut s = String::new();
+            std::io::Read::read_to_string(&mut std::io::stdin(), &mut s).context("reading the patch from stdin")?;
+            s
+        } else {
+            std::fs::read_to_string(p).with_context(|| format!("reading {}", p.display()))?
+        };
+        if diff.trim().is_empty() {
+            bail!("the patch is empty");
+        }
+        let root = super::apply::root()?;
+        vec![store_patch(&cat, &root, &diff, a.category)?]
+    } else if a.pending {
         cat.candidates(None)?.into_iter().filter(is_pending).collect()
     } else if a.ids.is_empty() {
-        bail!("name candidate ids or pass --pending (see `kidiom review`)");
+        bail!("name candidate ids, or pass --pending or --patch FILE (see `kidiom review`)");
     } else {
         let mut v = Vec::new();
         for id in &a.ids {

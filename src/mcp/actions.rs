@@ -7,7 +7,7 @@ use kidiom_patterns::{Category, Filter, Kind};
 use serde_json::{Value, json};
 
 use super::Ctx;
-use super::tools::{Tool, ToolError, ToolResult, one_candidate, open, str_arg};
+use super::tools::{Access, Tool, ToolError, ToolResult, one_candidate, open, str_arg};
 use crate::cmd::{accept, apply, validate};
 
 fn rewrite_schema() -> Value {
@@ -29,16 +29,22 @@ pub(crate) const TOOLS: &[Tool] = &[
         name: "propose_rewrite",
         title: "Propose rewrites (dry run)",
         description: "Applies catalog patterns to target files without writing them; returns each candidate's \
-                      unified diff and stores the candidates for validation.",
-        writes: false,
+                      unified diff and stores the candidates in the catalog for validation (proposing the same \
+                      rewrite again updates the same candidate).",
+        access: Access::Catalog,
+        destructive: false,
+        idempotent: true,
         input: rewrite_schema,
     },
     Tool {
         name: "validate_candidate",
         title: "Validate a rewrite candidate",
         description: "Runs the syntax, static, correctness and (on a GPU) speed gates on candidates; returns the \
-                      gate records and the verdict. Reports progress notifications.",
-        writes: false,
+                      gate records and the verdict, and stores them as each candidate's evidence (replacing \
+                      earlier evidence; fresh seeds each time). Reports progress notifications.",
+        access: Access::Catalog,
+        destructive: false,
+        idempotent: false,
         input: || {
             json!({
                 "type": "object",
@@ -53,23 +59,56 @@ pub(crate) const TOOLS: &[Tool] = &[
         },
     },
     Tool {
+        name: "validate_patch",
+        title: "Validate an edit of your own",
+        description: "Stores a unified diff against the workspace (an edit that did not come from the catalog) as \
+                      a candidate of the pattern `manual` and runs the same gates on it as validate_candidate; \
+                      returns and stores the evidence. Without a category, numeric flags may not change.",
+        access: Access::Exec,
+        destructive: false,
+        idempotent: false,
+        input: || {
+            json!({
+                "type": "object",
+                "properties": {
+                    "patch": {"type": "string", "description": "a unified diff (git diff or diff -u) against files under the workspace root"},
+                    "category": {"type": "string", "enum": Category::ALL.iter().map(|c| c.name()).collect::<Vec<_>>(), "description": "the edit's category; numeric flags may change only under precision"},
+                    "device": {"type": "string", "enum": ["auto", "cpu", "cuda"], "default": "auto"},
+                    "timeout_seconds": {"type": "integer", "minimum": 1, "maximum": 3600, "default": 600}
+                },
+                "required": ["patch"],
+                "additionalProperties": false
+            })
+        },
+    },
+    Tool {
         name: "apply_rewrite",
         title: "Write rewrites into the tree",
         description: "Like propose_rewrite, but writes the rewritten files (atomically; refuses files with \
                       uncommitted changes).",
-        writes: true,
+        access: Access::Workspace,
+        destructive: true,
+        idempotent: false,
         input: rewrite_schema,
     },
     Tool {
         name: "accept_candidate",
         title: "Accept a candidate",
         description: "Commits a candidate on the review branch (kidiom/review), with its pattern, provenance and \
-                      evidence as trailers; the working tree and HEAD are left alone.",
-        writes: true,
+                      evidence as trailers; the working tree and HEAD are left alone. Refused unless the \
+                      candidate's verdict is `accepted` (needs-gpu, rejected, error and never validated are \
+                      refused with the reason); `force: true` commits it anyway.",
+        access: Access::Workspace,
+        destructive: false,
+        idempotent: false,
         input: || {
             json!({
                 "type": "object",
-                "properties": {"id": {"type": "string"}, "branch": {"type": "string", "default": kidiom_rewriter::DEFAULT_BRANCH}},
+                "properties": {
+                    "id": {"type": "string"},
+                    "branch": {"type": "string", "default": kidiom_rewriter::DEFAULT_BRANCH},
+                    "force": {"type": "boolean", "default": false, "description": "commit even though the verdict is not accepted"}
+                },
                 "required": ["id"],
                 "additionalProperties": false
             })
@@ -82,6 +121,7 @@ pub(crate) fn call(name: &str, args: &Value, ctx: &Ctx, progress: &mut dyn FnMut
         "propose_rewrite" => rewrite(args, ctx, false),
         "apply_rewrite" => rewrite(args, ctx, true),
         "validate_candidate" => validate_candidates(args, ctx, progress),
+        "validate_patch" => validate_patch(args, ctx, progress),
         "accept_candidate" => accept_candidate(args, ctx),
         other => Err(ToolError(format!("unknown tool {other:?}"))),
     }
@@ -122,6 +162,35 @@ fn rewrite(args: &Value, ctx: &Ctx, write: bool) -> ToolResult {
     Ok(serde_json::to_value(report)?)
 }
 
+fn options(args: &Value) -> Result<validate::Options, ToolError> {
+    let device = validate::parse_device(str_arg(args, "device").unwrap_or("auto")).map_err(ToolError)?;
+    let timeout = Duration::from_secs(args.get("timeout_seconds").and_then(Value::as_u64).unwrap_or(600).max(1));
+    Ok(validate::Options { device, timeout, seeds: 3, seed: None, consistency: true, python: None, progress: false })
+}
+
+fn validate_patch(args: &Value, ctx: &Ctx, progress: &mut dyn FnMut(u64, u64, &str)) -> ToolResult {
+    let cat = open(ctx)?;
+    let diff = str_arg(args, "patch").unwrap_or("");
+    if diff.trim().is_empty() {
+        return Err(ToolError("the patch is empty".into()));
+    }
+    let category = match str_arg(args, "category") {
+        Some(c) => Some(validate::parse_category(c).map_err(ToolError)?),
+        None => None,
+    };
+    let opts = options(args)?;
+    let c = validate::store_patch(&cat, &ctx.root, diff, category).map_err(|e| ToolError(format!("{e:#}")))?;
+    progress(0, 1, &format!("validating {}", c.id));
+    let report =
+        validate::validate_all(&cat, std::slice::from_ref(&c), &opts).map_err(|e| ToolError(format!("{e:#}")))?;
+    let mut results = Vec::new();
+    for ev in report.candidates {
+        progress(1, 1, &format!("{}: {}", c.id, ev.verdict.describe()));
+        results.push(serde_json::to_value(ev)?);
+    }
+    Ok(json!({"candidates": results}))
+}
+
 fn validate_candidates(args: &Value, ctx: &Ctx, progress: &mut dyn FnMut(u64, u64, &str)) -> ToolResult {
     let cat = open(ctx)?;
     let mut cands = Vec::new();
@@ -131,10 +200,7 @@ fn validate_candidates(args: &Value, ctx: &Ctx, progress: &mut dyn FnMut(u64, u6
     if cands.is_empty() {
         return Err(ToolError("no candidate ids given; list_candidates lists them".into()));
     }
-    let device = validate::parse_device(str_arg(args, "device").unwrap_or("auto")).map_err(ToolError)?;
-    let timeout = Duration::from_secs(args.get("timeout_seconds").and_then(Value::as_u64).unwrap_or(600).max(1));
-    let opts =
-        validate::Options { device, timeout, seeds: 3, seed: None, consistency: true, python: None, progress: false };
+    let opts = options(args)?;
     let total = cands.len() as u64;
     let mut results = Vec::new();
     for (i, c) in cands.iter().enumerate() {
@@ -153,6 +219,7 @@ fn accept_candidate(args: &Value, ctx: &Ctx) -> ToolResult {
     let cat = open(ctx)?;
     let id = str_arg(args, "id").unwrap_or("");
     let branch = str_arg(args, "branch").unwrap_or(kidiom_rewriter::DEFAULT_BRANCH);
-    let (id, commit) = accept::accept(&cat, &ctx.root, id, branch).map_err(|e| ToolError(format!("{e:#}")))?;
+    let force = args.get("force").and_then(Value::as_bool).unwrap_or(false);
+    let (id, commit) = accept::accept(&cat, &ctx.root, id, branch, force).map_err(|e| ToolError(format!("{e:#}")))?;
     Ok(json!({"candidate": id, "branch": branch, "commit": commit}))
 }

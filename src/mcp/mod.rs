@@ -3,9 +3,11 @@
 //! An agent searches and reads the catalog, lists targets and candidates,
 //! proposes rewrites (dry runs that return diffs) and validates them, without
 //! scraping terminal output. Write actions (accepting a candidate, writing a
-//! rewrite into the tree) exist only when the server was started with
-//! `--allow-write`; every path an agent names is confined to the workspace
-//! root. The server never exits on a bad request: protocol errors become
+//! rewrite into the tree) run only when the server was started with
+//! `--allow-write`; validating an agent's own patch (`validate_patch`, which
+//! executes that code) only with `--allow-exec`. Proposing and validating
+//! catalog rewrites write candidates and evidence to the catalog, never the
+//! workspace. Every path an agent names is confined to the workspace root. The server never exits on a bad request: protocol errors become
 //! JSON-RPC errors, failing tools become results with `isError: true`.
 
 mod actions;
@@ -28,6 +30,9 @@ pub(crate) struct Args {
     /// Allow tools that write: accepting candidates and writing rewrites into the tree.
     #[arg(long)]
     allow_write: bool,
+    /// Allow validate_patch: validating an agent's own patch, which compiles and runs its code.
+    #[arg(long)]
+    allow_exec: bool,
     /// The workspace root that every path is confined to (default: the current directory).
     #[arg(long, value_name = "DIR")]
     root: Option<PathBuf>,
@@ -41,6 +46,7 @@ pub(crate) struct Ctx {
     pub(crate) root: PathBuf,
     pub(crate) db: PathBuf,
     pub(crate) allow_write: bool,
+    pub(crate) allow_exec: bool,
 }
 
 pub(crate) fn run(args: Args) -> Result<ExitCode> {
@@ -57,7 +63,7 @@ pub(crate) fn run(args: Args) -> Result<ExitCode> {
     };
     // Commands resolve paths against the current directory: make it the root.
     std::env::set_current_dir(&root).with_context(|| format!("entering {}", root.display()))?;
-    let ctx = Ctx { root, db, allow_write: args.allow_write };
+    let ctx = Ctx { root, db, allow_write: args.allow_write, allow_exec: args.allow_exec };
     let stdin = std::io::stdin();
     let stdout = std::io::stdout();
     serve(stdin.lock(), stdout.lock(), &ctx)?;
@@ -115,9 +121,10 @@ fn handle(
                     "kidiom: a catalog of GPU-kernel optimization idioms mined from SGLang, FLA and DeepGEMM, \
                      and rewrites of the kernels under {} that apply them. Search with search_patterns, read \
                      with get_pattern, propose_rewrite returns diffs (dry run), validate_candidate runs the \
-                     gates. Write tools are {}.",
+                     gates, validate_patch validates an edit of your own. Write tools are {}; validate_patch is {}.",
                     ctx.root.display(),
-                    if ctx.allow_write { "enabled" } else { "disabled (start with --allow-write)" }
+                    if ctx.allow_write { "enabled" } else { "disabled (start with --allow-write)" },
+                    if ctx.allow_exec { "enabled" } else { "disabled (start with --allow-exec)" }
                 ),
             }))
         }

@@ -19,11 +19,28 @@ impl<E: std::fmt::Display> From<E> for ToolError {
 
 pub(crate) type ToolResult = Result<Value, ToolError>;
 
+/// What a tool may touch, which decides its annotations and whether this server runs it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Access {
+    /// Reads the catalog or the workspace; changes nothing.
+    Read,
+    /// Adds or updates rows of the catalog (candidates, evidence); never the workspace files.
+    Catalog,
+    /// Writes the workspace (files, the review branch): needs `--allow-write`.
+    Workspace,
+    /// Runs code the agent supplies (and writes the catalog): needs `--allow-exec`.
+    Exec,
+}
+
 pub(crate) struct Tool {
     pub(crate) name: &'static str,
     pub(crate) title: &'static str,
     pub(crate) description: &'static str,
-    pub(crate) writes: bool,
+    pub(crate) access: Access,
+    /// Whether it may overwrite or remove what exists (files).
+    pub(crate) destructive: bool,
+    /// Whether calling it again with the same arguments has no further effect.
+    pub(crate) idempotent: bool,
     pub(crate) input: fn() -> Value,
 }
 
@@ -44,7 +61,9 @@ const TOOLS: &[Tool] = &[
         title: "Search the idiom catalog",
         description: "Full-text search over pattern titles, rationales, templates, examples and values \
                       (empty query: the strongest patterns), with filters.",
-        writes: false,
+        access: Access::Read,
+        destructive: false,
+        idempotent: true,
         input: || {
             let mut p = filter_props();
             p["query"] = json!({"type": "string", "description": "words to find, e.g. \"tl.dot precision\""});
@@ -55,28 +74,36 @@ const TOOLS: &[Tool] = &[
         name: "get_pattern",
         title: "Read one pattern",
         description: "A pattern with its support per corpus, value histogram, examples, commits and rewrite templates.",
-        writes: false,
+        access: Access::Read,
+        destructive: false,
+        idempotent: true,
         input: || json!({"type": "object", "properties": {"id": {"type": "string"}}, "required": ["id"], "additionalProperties": false}),
     },
     Tool {
         name: "list_targets",
         title: "List rewrite targets",
         description: "Kernel source files under a directory of the workspace (default kernels/), with language and kernel count.",
-        writes: false,
+        access: Access::Read,
+        destructive: false,
+        idempotent: true,
         input: || json!({"type": "object", "properties": {"path": {"type": "string", "description": "relative to the workspace root"}}, "additionalProperties": false}),
     },
     Tool {
         name: "list_candidates",
         title: "List rewrite candidates",
         description: "Stored rewrite candidates with their status; optionally only one status.",
-        writes: false,
+        access: Access::Read,
+        destructive: false,
+        idempotent: true,
         input: || json!({"type": "object", "properties": {"status": {"type": "string", "enum": CandidateStatus::ALL.iter().map(|s| s.name()).collect::<Vec<_>>()}}, "additionalProperties": false}),
     },
     Tool {
         name: "get_evidence",
         title: "Read a candidate and its evidence",
         description: "One candidate: its diff, the pattern's provenance, and the validation evidence (gate records, verdict).",
-        writes: false,
+        access: Access::Read,
+        destructive: false,
+        idempotent: true,
         input: || json!({"type": "object", "properties": {"id": {"type": "string", "description": "candidate id or unique prefix"}}, "required": ["id"], "additionalProperties": false}),
     },
 ];
@@ -87,12 +114,27 @@ pub(crate) fn list() -> Vec<Value> {
         .iter()
         .chain(super::actions::TOOLS)
         .map(|t| {
+            let note = match t.access {
+                Access::Read => "",
+                Access::Catalog => " Writes to the catalog (candidates, evidence), never to the workspace's files.",
+                Access::Workspace => " Writes to the workspace: needs a server started with --allow-write.",
+                Access::Exec => {
+                    " Executes the submitted code (compile, correctness check, benchmark) and writes the catalog: \
+                     needs a server started with --allow-exec."
+                }
+            };
             json!({
                 "name": t.name,
                 "title": t.title,
-                "description": if t.writes { format!("{} Writes: needs a server started with --allow-write.", t.description) } else { t.description.to_string() },
+                "description": format!("{}{note}", t.description),
                 "inputSchema": (t.input)(),
-                "annotations": {"title": t.title, "readOnlyHint": !t.writes, "destructiveHint": t.writes, "idempotentHint": !t.writes, "openWorldHint": false},
+                "annotations": {
+                    "title": t.title,
+                    "readOnlyHint": t.access == Access::Read,
+                    "destructiveHint": t.destructive,
+                    "idempotentHint": t.idempotent,
+                    "openWorldHint": false,
+                },
             })
         })
         .collect()
@@ -112,10 +154,19 @@ pub(crate) fn call(
         .find(|t| t.name == name)
         .ok_or_else(|| RpcError::params(format!("unknown tool {name:?}")))?;
     check_args(args, &(tool.input)())?;
-    let out = if tool.writes && !ctx.allow_write {
-        Err(ToolError(format!(
+    let refused = match tool.access {
+        Access::Workspace if !ctx.allow_write => Some(format!(
             "{name} writes to the workspace, and this server is read-only: restart it with `kidiom mcp --allow-write`"
-        )))
+        )),
+        Access::Exec if !ctx.allow_exec => Some(format!(
+            "{name} executes the code of the patch it is given (compiles, correctness checks, benchmarks), and this \
+             server was not started to allow that: restart it with `kidiom mcp --allow-exec` (--allow-write does not \
+             enable it)"
+        )),
+        _ => None,
+    };
+    let out = if let Some(msg) = refused {
+        Err(ToolError(msg))
     } else {
         match name {
             "search_patterns" => search_patterns(args, ctx),

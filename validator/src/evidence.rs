@@ -3,8 +3,7 @@
 
 use serde::{Deserialize, Serialize};
 
-use crate::gate::Gate;
-use crate::verdict::Verdict;
+use crate::verdict::{Gate, Verdict};
 
 /// The version of the evidence JSON; fields are only added within a version.
 pub const EVIDENCE_FORMAT: u32 = 1;

@@ -13,19 +13,24 @@
 //!
 //! The gates (SPEC section 8), in order; a failed gate stops the later ones:
 //! 1. **syntax**: the rewritten file parses with no new error nodes;
-//! 2. **static**: the diff touches no contract file, changes numeric flags
-//!    only under a `precision` pattern, and compiles ahead of time for
-//!    sm_90 (instruction mix, registers, spills, shared memory before/after);
+//! 2. **static**: the diff touches no contract file and no host code of a
+//!    Triton or CUDA source (only its kernels), changes numeric flags only
+//!    under a `precision` pattern, and compiles ahead of time for sm_90
+//!    (instruction mix, registers, spills, shared memory before/after);
 //! 3. **correctness**: the harness's `check` of the candidate against the
 //!    float64 reference (Triton's interpreter with TF32-faithful dots on a
 //!    CPU), and for precision rewrites the error-versus-length curve against
-//!    the baseline's;
-//! 4. **speed**: on a GPU only, interleaved A/B in one process.
+//!    the baseline's (a check the CPU cannot run is `needs-gpu`, flagged
+//!    "correctness not checked on this CPU");
+//! 4. **speed**: interleaved A/B in one harness process, on a GPU (host C++:
+//!    on any CPU).
 //!
 //! The contract is never taken from the candidate: the baseline's
 //! `kernels/` tree is copied into a temporary directory and the candidate's
 //! source is handed to the harness beside it. Kernel code only ever runs in
-//! subprocesses with a time limit.
+//! subprocesses with a time limit; a timeout is an `error`, never a
+//! rejection. The harness's JSON is read as typed wire format v1: a missing
+//! or malformed field is an `error` that names it.
 //!
 //! ```
 //! use kidiom_validator::{Gate, Verdict, VerdictKind, scan};
@@ -41,16 +46,18 @@
 pub mod backend;
 mod error;
 mod evidence;
-mod gate;
+mod gates;
+mod hostcode;
 mod manifest;
 mod patch;
 pub mod scan;
 mod verdict;
+mod wire;
 
 pub use backend::cpu::StaticMetrics;
 pub use backend::python::{Harness, HarnessRun, HarnessStatus, ProcessOutcome, find_python, run_with_deadline};
 pub use error::{Error, Result};
 pub use evidence::{EVIDENCE_FORMAT, Evidence, GateRecord, GateStatus};
-pub use gate::{CandidateInput, Device, Gate, Validator, ValidatorBuilder};
+pub use gates::{CandidateInput, Device, MANUAL_PATTERN, Validator, ValidatorBuilder};
 pub use manifest::{Curve, Floor, KernelLanguage, Kernels, Manifest, Shape, Shapes, Tolerance};
-pub use verdict::{Verdict, VerdictKind};
+pub use verdict::{Gate, Verdict, VerdictKind};

@@ -2,7 +2,40 @@
 
 use serde::{Deserialize, Serialize};
 
-use crate::gate::Gate;
+/// The gates, in the order they run.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Gate {
+    /// The rewritten file parses with no new error nodes.
+    Syntax,
+    /// Contract, host-code and numeric-flag scans of the diff; ahead-of-time compile before/after.
+    Static,
+    /// Against the float64 reference over the shape matrix, several seeds.
+    Correctness,
+    /// Interleaved A/B in one harness process (a GPU; the CPU for host C++).
+    Speed,
+}
+
+impl Gate {
+    /// Every gate, in order.
+    pub const ALL: [Gate; 4] = [Gate::Syntax, Gate::Static, Gate::Correctness, Gate::Speed];
+
+    /// The lowercase name.
+    pub fn name(self) -> &'static str {
+        match self {
+            Gate::Syntax => "syntax",
+            Gate::Static => "static",
+            Gate::Correctness => "correctness",
+            Gate::Speed => "speed",
+        }
+    }
+}
+
+impl std::fmt::Display for Gate {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.name())
+    }
+}
 
 /// The four outcomes of a validation (SPEC section 8).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
@@ -111,5 +144,11 @@ mod tests {
         assert!(a.is_accepted());
         a.flags.push("speedup 9x is implausible".into());
         assert!(!a.is_accepted());
+    }
+
+    #[test]
+    fn gates_have_names_in_order() {
+        assert_eq!(Gate::ALL.map(Gate::name), ["syntax", "static", "correctness", "speed"]);
+        assert!(Gate::Syntax < Gate::Speed);
     }
 }

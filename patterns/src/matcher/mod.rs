@@ -515,3 +515,74 @@ mod tests {
         assert!(ms[0].range.start < src.find("def host").unwrap());
     }
 }
+
+/// Property tests: templates parsed from random bytes, and matching on
+/// mutated kernel sources, never panic.
+#[cfg(test)]
+mod properties {
+    use kidiom_miner::Lang;
+    use proptest::prelude::*;
+
+    use super::*;
+
+    const TRITON: &str = "import triton\nimport triton.language as tl\n\n\n@triton.jit\ndef k(x, y, o, T, BT: tl.constexpr):\n    i = tl.program_id(0)\n    a = tl.load(x + i * BT + tl.arange(0, BT), mask=i < T, other=0.0)\n    b = tl.dot(a, tl.trans(a), input_precision=\"tf32\")\n    c = tl.exp(b) * tl.sum(a[:, None], axis=0)\n    tl.store(o + i, c.to(tl.float16), mask=i < T)\n\n\ndef launch(x, o):\n    k[(1,)](x, x, o, 1, BT=16)\n";
+    const CUDA: &str = "#include <cuda_runtime.h>\n__device__ __forceinline__ float twice(float x) { return 2.0f * x; }\nextern \"C\" __global__ void __launch_bounds__(128) k(const float* __restrict__ x, float* o, int n) {\n    int i = blockIdx.x * blockDim.x + threadIdx.x;\n#pragma unroll\n    for (int j = 0; j < 4; j++) { if (i < n) o[i] = __expf(twice(x[i])) + __ldg(&x[j]); }\n}\n";
+    const TEMPLATES: &[(Lang, &str)] = &[
+        (Lang::Python, "tl.dot($A, $B)"),
+        (Lang::Python, "tl.dot($$$ARGS)"),
+        (Lang::Python, "tl.load($P, $$$REST)"),
+        (Lang::Python, "tl.exp($X)"),
+        (Lang::Python, "$F($$$ARGS, mask=$M)"),
+        (Lang::Python, "$X.to($T)"),
+        (Lang::Cuda, "__expf($X)"),
+        (Lang::Cuda, "$R $F($$$PARAMS) { $$$BODY }"),
+        (Lang::Cuda, "for ($$$H) { $$$B }"),
+    ];
+
+    /// `src` with `edits` applied: (position, length to remove, text to insert), on char boundaries.
+    fn mutate(src: &str, edits: &[(usize, usize, String)]) -> String {
+        let mut chars: Vec<char> = src.chars().collect();
+        for (at, del, ins) in edits {
+            let at = at % (chars.len() + 1);
+            let end = (at + del % 8).min(chars.len());
+            chars.splice(at..end, ins.chars());
+        }
+        chars.into_iter().collect()
+    }
+
+    fn edits() -> impl Strategy<Value = Vec<(usize, usize, String)>> {
+        prop::collection::vec((any::<usize>(), any::<usize>(), "[(){}\\[\\]:,.@$#\"'=+*/ \n\tabxy0-9_]{0,6}"), 0..8)
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig { cases: 96, ..ProptestConfig::default() })]
+
+        #[test]
+        fn templates_from_random_text_never_panic(s in "(?s).{0,60}", lang in prop::sample::select(vec![Lang::Python, Lang::Cuda, Lang::Cpp])) {
+            if let Ok(t) = Template::parse(lang, &s) {
+                let src = if lang == Lang::Python { TRITON } else { CUDA };
+                if let Ok(Some(tree)) = kidiom_miner::parse_tree(lang, src) {
+                    for scope in [Scope::Kernels, Scope::Anywhere, Scope::Bindings] {
+                        let _ = find(&t, src, &tree, scope);
+                    }
+                }
+            }
+        }
+
+        #[test]
+        fn matching_mutated_kernels_never_panics(e in edits(), which in 0..TEMPLATES.len(), tmut in edits()) {
+            let (lang, pattern) = TEMPLATES[which];
+            let src = mutate(if lang == Lang::Python { TRITON } else { CUDA }, &e);
+            let Ok(Some(tree)) = kidiom_miner::parse_tree(lang, &src) else { return Ok(()) };
+            for p in [pattern.to_string(), mutate(pattern, &tmut)] {
+                if let Ok(t) = Template::parse(lang, &p) {
+                    for scope in [Scope::Kernels, Scope::Anywhere, Scope::Bindings] {
+                        for m in find(&t, &src, &tree, scope) {
+                            prop_assert!(m.range.end <= src.len() && src.is_char_boundary(m.range.start));
+                        }
+                    }
+                }
+            }
+        }
+    }
+}

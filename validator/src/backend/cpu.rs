@@ -36,28 +36,30 @@ pub struct StaticMetrics {
 }
 
 impl StaticMetrics {
-    /// Reads the `compile` command's JSON (wire format v1).
+    /// Reads the `compile` command's JSON (wire format v1); what does not
+    /// fit is left out (the gates read it strictly, through the wire types).
     pub fn from_compile_json(v: &serde_json::Value) -> StaticMetrics {
-        let r = &v["resources"];
-        let int = |x: &serde_json::Value| x.as_i64();
-        let map = |x: &serde_json::Value| -> BTreeMap<String, i64> {
-            x.as_object()
-                .map(|o| o.iter().filter_map(|(k, v)| Some((k.clone(), v.as_i64()?))).collect())
-                .unwrap_or_default()
-        };
+        serde_json::from_value::<crate::wire::Compile>(v.clone())
+            .map(|c| StaticMetrics::from_wire(&c))
+            .unwrap_or_default()
+    }
+
+    pub(crate) fn from_wire(c: &crate::wire::Compile) -> StaticMetrics {
+        let r = &c.resources;
+        let ins = c.instructions.as_ref();
         StaticMetrics {
-            arch: v["arch"].as_str().unwrap_or("").to_string(),
-            registers: int(&r["registers"]),
-            spill_store_bytes: int(&r["spill_store_bytes"]),
-            spill_load_bytes: int(&r["spill_load_bytes"]),
-            stack_bytes: int(&r["stack_bytes"]),
-            local_bytes: int(&r["local_bytes"]),
-            shared_static_bytes: int(&r["shared_static_bytes"]),
-            shared_dynamic_bytes: int(&r["shared_dynamic_bytes"]),
-            instructions: int(&v["instructions"]["total"]),
-            by_class: map(&v["instructions"]["by_class"]),
-            by_opcode: map(&v["instructions"]["by_opcode"]),
-            compile_seconds: v["triton"]["compile_seconds"].as_f64(),
+            arch: c.arch.clone(),
+            registers: r.registers,
+            spill_store_bytes: r.spill_store_bytes,
+            spill_load_bytes: r.spill_load_bytes,
+            stack_bytes: r.stack_bytes,
+            local_bytes: r.local_bytes,
+            shared_static_bytes: r.shared_static_bytes,
+            shared_dynamic_bytes: r.shared_dynamic_bytes,
+            instructions: ins.map(|i| i.total),
+            by_class: ins.map(|i| i.by_class.clone()).unwrap_or_default(),
+            by_opcode: ins.map(|i| i.by_opcode.clone()).unwrap_or_default(),
+            compile_seconds: c.triton.as_ref().and_then(|t| t.compile_seconds),
         }
     }
 

@@ -1,8 +1,6 @@
-//! Where gates run: the Python harness as a subprocess ([`python`]), the
-//! static metrics of its ahead-of-time compiles ([`cpu`]), and the cudarc
-//! device backend behind the `cuda` feature ([`cuda`]).
+//! Where gates run: the Python harness as a subprocess with a deadline
+//! ([`python`]; it also times CUDA kernels, in its own process) and the
+//! static metrics of its ahead-of-time compiles ([`cpu`]).
 
 pub mod cpu;
-#[cfg(feature = "cuda")]
-pub mod cuda;
 pub mod python;

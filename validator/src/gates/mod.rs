@@ -1,16 +1,27 @@
-//! The gates, in order: syntax, static, correctness, speed. A failed gate
-//! stops the later ones; every gate that ran leaves a [`GateRecord`].
+//! The gates, in order: syntax, static, correctness, speed (one module
+//! each). A failed gate stops the later ones; every gate that ran leaves a
+//! [`GateRecord`].
 //!
 //! Rules enforced here rather than by convention:
 //! - the contract (manifest, reference, tolerances, shapes, harness) always
 //!   comes from the baseline tree, copied into a temporary directory; the
 //!   candidate contributes only its kernel source file, passed to the harness
 //!   with `--source`;
-//! - a rewrite touching a contract file is rejected at the static gate;
+//! - a rewrite touching a contract file, or host code in a kernel source
+//!   (a launcher, module-level code, imports), is rejected at the static gate;
 //! - numeric flags may change only under a `precision` pattern;
+//! - every kernel run is a harness subprocess with a deadline, and a timeout
+//!   anywhere (the harness's own or the validator's kill) is an `error`;
+//! - what the harness prints is read as typed wire format v1; a missing or
+//!   malformed field the verdict depends on is an `error` naming it;
 //! - speed is compared only within one harness process (interleaved A/B);
 //! - a speedup beyond the hardware's bound or implausible for the size of
 //!   the change is flagged and never accepted.
+
+mod correctness;
+mod speed;
+mod static_gate;
+mod syntax;
 
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
@@ -18,54 +29,17 @@ use std::sync::Mutex;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
-use kidiom_miner::{Lang, blob_id};
+use kidiom_miner::blob_id;
 use kidiom_patterns::Category;
 use serde::{Deserialize, Serialize};
-use serde_json::{Value, json};
 
-use crate::backend::cpu::{StaticMetrics, delta};
-use crate::backend::python::{Harness, HarnessRun, HarnessStatus, find_python, tail};
+use crate::backend::python::{Harness, HarnessRun, HarnessStatus, find_python};
 use crate::error::{Error, Result};
 use crate::evidence::{EVIDENCE_FORMAT, Evidence, GateRecord, GateStatus};
 use crate::manifest::{Kernels, Manifest};
 use crate::patch::{self, FilePatch};
-use crate::scan::{FlagChange, flag_changes};
-use crate::verdict::{Verdict, VerdictKind};
-
-/// The gates, in the order they run.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
-#[serde(rename_all = "lowercase")]
-pub enum Gate {
-    /// The rewritten file parses with no new error nodes.
-    Syntax,
-    /// Contract and numeric-flag scan of the diff; ahead-of-time compile before/after.
-    Static,
-    /// Against the float64 reference over the shape matrix, several seeds.
-    Correctness,
-    /// Interleaved A/B on a GPU.
-    Speed,
-}
-
-impl Gate {
-    /// Every gate, in order.
-    pub const ALL: [Gate; 4] = [Gate::Syntax, Gate::Static, Gate::Correctness, Gate::Speed];
-
-    /// The lowercase name.
-    pub fn name(self) -> &'static str {
-        match self {
-            Gate::Syntax => "syntax",
-            Gate::Static => "static",
-            Gate::Correctness => "correctness",
-            Gate::Speed => "speed",
-        }
-    }
-}
-
-impl std::fmt::Display for Gate {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(self.name())
-    }
-}
+use crate::verdict::{Gate, Verdict, VerdictKind};
+use crate::wire::{Header, WireError};
 
 /// Where kernels run.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
@@ -96,12 +70,15 @@ impl Device {
     }
 }
 
+/// The pattern id of a candidate that came from a patch rather than the catalog.
+pub const MANUAL_PATTERN: &str = "manual";
+
 /// One rewrite to validate: a unified diff against a file under the root.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct CandidateInput {
     /// The candidate's id.
     pub id: String,
-    /// Its pattern.
+    /// Its pattern ([`MANUAL_PATTERN`] for a patch that came from elsewhere).
     pub pattern_id: String,
     /// The pattern's category; numeric flags may change only under `precision`.
     pub category: Option<Category>,
@@ -130,13 +107,36 @@ impl CandidateInput {
             diff: c.diff.clone(),
         }
     }
+
+    /// An edit that did not come from the catalog (an agent's own): a unified
+    /// diff against the files under `root` as they are now. Its pattern is
+    /// [`MANUAL_PATTERN`], its id `manual@<path>#<diff hash>`, its target the
+    /// diff's first file. `Err` when the diff does not parse or does not
+    /// apply to that file.
+    pub fn from_patch(root: &Path, diff: &str, category: Option<Category>) -> Result<CandidateInput> {
+        let files = patch::parse(diff)?;
+        let first = files.first().ok_or_else(|| Error::Diff("the patch changes no file".into()))?;
+        let abs = root.join(&first.path);
+        let current = match std::fs::read(&abs) {
+            Ok(b) => String::from_utf8(b)
+                .map_err(|_| Error::Patch { path: first.path.clone(), message: "the file is not UTF-8".into() })?,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => String::new(),
+            Err(e) => return Err(Error::io(abs, e)),
+        };
+        let result = patch::apply(&current, first, false)?;
+        let hash = blob_id(diff.as_bytes());
+        Ok(CandidateInput {
+            id: format!("{MANUAL_PATTERN}@{}#{}", first.path, &hash[..8.min(hash.len())]),
+            pattern_id: MANUAL_PATTERN.into(),
+            category,
+            path: first.path.clone(),
+            base_blob: blob_id(current.as_bytes()),
+            result_blob: blob_id(result.as_bytes()),
+            diff: diff.to_string(),
+        })
+    }
 }
 
-/// How far a precision rewrite's error curve may sit above the baseline's
-/// at a length and still count as "no worse" (relative, plus an absolute
-/// floor for errors near float rounding).
-const CURVE_RTOL: f64 = 0.05;
-const CURVE_ATOL: f64 = 1e-7;
 /// A speedup beyond this for an edit of at most [`SMALL_EDIT_LINES`] changed lines is flagged.
 const SMALL_EDIT_SPEEDUP: f64 = 3.0;
 const SMALL_EDIT_LINES: usize = 3;
@@ -304,9 +304,56 @@ impl Run<'_> {
         self.v.opts.timeout.saturating_sub(self.started.elapsed())
     }
 
+    /// Ends `rec` as `status` with `summary` and returns `verdict`.
+    fn stop(&mut self, mut rec: GateRecord, status: GateStatus, summary: String, verdict: Verdict) -> Verdict {
+        rec.status = status;
+        rec.summary = summary;
+        if rec.log.is_none() {
+            rec.log = verdict.log.clone();
+        }
+        self.records.push(rec);
+        verdict
+    }
+
+    /// `rec`'s gate could not finish: the harness run `h` timed out, crashed
+    /// or errored. A timeout (the harness's own or the deadline's) says so.
+    fn harness_error(&mut self, rec: GateRecord, h: &HarnessRun, what: &str) -> Verdict {
+        let gate = rec.gate;
+        let timed_out = h.status == HarnessStatus::TimedOut
+            || h.json.get("error").and_then(|e| e.as_str()).is_some_and(|e| e.contains("timed out"));
+        let reason = if timed_out {
+            format!("{what} timed out ({:.1} s)", h.process.seconds)
+        } else if h.status == HarnessStatus::Crashed {
+            format!("{what} crashed ({:.1} s)", h.process.seconds)
+        } else {
+            format!("{what} failed to run ({:.1} s)", h.process.seconds)
+        };
+        self.stop(rec, GateStatus::Error, reason.clone(), Verdict::error(Some(gate), reason, h.log()))
+    }
+
+    /// `rec`'s gate read harness output that does not fit the wire format.
+    fn wire_error(&mut self, rec: GateRecord, h: &HarnessRun, e: &WireError) -> Verdict {
+        let gate = rec.gate;
+        let reason = e.to_string();
+        let log = crate::backend::python::tail(&h.json.to_string(), 2000);
+        self.stop(rec, GateStatus::Error, reason.clone(), Verdict::error(Some(gate), reason, log))
+    }
+
+    /// The time limit ran out before `rec`'s gate could start.
+    fn out_of_time(&mut self, rec: GateRecord) -> Verdict {
+        let gate = rec.gate;
+        let reason =
+            format!("timed out: the limit of {:.0} s was reached before this gate", self.v.opts.timeout.as_secs_f64());
+        self.stop(rec, GateStatus::Error, reason.clone(), Verdict::error(Some(gate), reason, ""))
+    }
+
     fn finish(self, verdict: Verdict) -> Evidence {
         let mut verdict = verdict;
-        verdict.flags.extend(self.flags);
+        for f in self.flags {
+            if !verdict.flags.contains(&f) {
+                verdict.flags.push(f);
+            }
+        }
         if verdict.kind == VerdictKind::Accepted && !verdict.flags.is_empty() {
             // a flagged result is never accepted
             verdict = Verdict {
@@ -343,75 +390,34 @@ impl Run<'_> {
     }
 }
 
-/// Numbers of a harness run for a record: device, versions, command.
-fn stamp(rec: &mut GateRecord, run: &HarnessRun) {
-    if rec.device.is_none() {
-        rec.device = run.json["device"].as_str().map(str::to_string);
+/// Device, versions and command of a harness run, for a record. A run that
+/// was skipped names no device: it ran on none.
+fn stamp(rec: &mut GateRecord, run: &HarnessRun, header: Option<&Header>) {
+    if rec.device.is_none() && run.status != HarnessStatus::Skipped {
+        rec.device = header.and_then(|h| h.device.clone());
     }
     if rec.versions.is_null() {
-        rec.versions = run.json["versions"].clone();
+        rec.versions = header.and_then(|h| h.versions.clone()).unwrap_or(serde_json::Value::Null);
     }
     rec.commands.push(run.process.command.clone());
 }
 
-fn fmt_e(x: Option<f64>) -> String {
-    x.map(|v| format!("{v:.2e}")).unwrap_or_else(|| "?".into())
+/// The harness runs of the static and correctness gates (they overlap).
+struct Runs {
+    base_compile: HarnessRun,
+    cand_compile: HarnessRun,
+    cand_check: HarnessRun,
+    /// The baseline's check, for the error curve of a precision rewrite.
+    base_check: Option<HarnessRun>,
+    /// Whether the baseline compile came from this validator's cache.
+    cached: bool,
 }
 
-/// Worst numbers of a check: per output, the largest rel_l2, max_abs_rel and worst-slice rel_l2.
-fn worst_errors(check: &Value) -> Value {
-    let mut worst: serde_json::Map<String, Value> = Default::default();
-    for case in check["cases"].as_array().into_iter().flatten() {
-        for (name, m) in case["outputs"].as_object().into_iter().flatten() {
-            let num = |v: &Value| v.as_f64().or_else(|| v.as_str().map(|_| f64::INFINITY));
-            let e = worst
-                .entry(name.clone())
-                .or_insert_with(|| json!({"rel_l2": 0.0, "max_abs_rel": 0.0, "slice_rel_l2": 0.0, "nonfinite": 0}));
-            for (key, src) in [
-                ("rel_l2", &m["rel_l2"]),
-                ("max_abs_rel", &m["max_abs_rel"]),
-                ("slice_rel_l2", &m["worst_slice"]["rel_l2"]),
-            ] {
-                let v = num(src).unwrap_or(f64::INFINITY);
-                if v > e[key].as_f64().unwrap_or(0.0) || !v.is_finite() {
-                    e[key] = if v.is_finite() { json!(v) } else { json!("inf") };
-                }
-            }
-            let nf = m["nonfinite"].as_i64().unwrap_or(0) + e["nonfinite"].as_i64().unwrap_or(0);
-            e["nonfinite"] = json!(nf);
-        }
-    }
-    Value::Object(worst)
-}
-
-/// The curve comparison of a precision rewrite: `Ok(summary)` or `Err(reason)`.
-fn judge_curve(base: &Value, cand: &Value) -> std::result::Result<String, String> {
-    let points = |v: &Value| -> Vec<(i64, f64)> {
-        v.as_array()
-            .into_iter()
-            .flatten()
-            .filter_map(|p| Some((p["T"].as_i64()?, p["rel_l2"].as_f64().unwrap_or(f64::INFINITY))))
-            .collect()
-    };
-    let (b, c) = (points(base), points(cand));
-    if b.is_empty() || b.len() != c.len() || b.iter().zip(&c).any(|(x, y)| x.0 != y.0) {
-        return Err(format!("error curves do not line up (baseline {} points, candidate {})", b.len(), c.len()));
-    }
-    let mut parts = Vec::new();
-    for ((t, eb), (_, ec)) in b.iter().zip(&c) {
-        parts.push(format!("T={t}: {eb:.2e} -> {ec:.2e}"));
-        // NaN compares false: it is never "no worse"
-        let no_worse = *ec <= eb * (1.0 + CURVE_RTOL) + CURVE_ATOL;
-        if !no_worse {
-            return Err(format!("error at T={t} is worse than the baseline: {ec:.2e} > {eb:.2e}"));
-        }
-    }
-    let ((t, eb), (_, ec)) = (b[b.len() - 1], c[c.len() - 1]);
-    let better = ec < eb;
-    if !better {
-        return Err(format!("error at the longest T={t} is not better than the baseline: {ec:.2e} >= {eb:.2e}"));
-    }
-    Ok(format!("error curve improved: {}", parts.join(", ")))
+/// The baseline tree in a temporary directory, and the candidate's source beside it.
+struct Prepared {
+    _tmp: tempfile::TempDir,
+    harness: Harness,
+    cand_src: String,
 }
 
 impl Validator {
@@ -443,10 +449,18 @@ impl Validator {
         Ok(run.finish(verdict))
     }
 
-    /// Baseline and candidate texts of every file the diff touches.
+    /// Baseline and candidate texts of every file the diff touches. Files a
+    /// diff cannot change as text (binary, renamed) are left out when they
+    /// are contract (the static gate rejects them) and an error otherwise.
     fn texts(&self, run: &mut Run<'_>, files: &[FilePatch]) -> std::result::Result<Vec<Touched>, String> {
         let mut out = Vec::new();
         for f in files {
+            if let Some(what) = f.unsupported() {
+                if f.paths().iter().any(|p| self.kernels.is_contract(p)) {
+                    continue;
+                }
+                return Err(format!("{}: {what} cannot be validated; a candidate changes text", f.path));
+            }
             let abs = self.opts.root.join(&f.path);
             let current = match std::fs::read(&abs) {
                 Ok(b) => String::from_utf8(b).map_err(|_| format!("{} is not UTF-8", f.path))?,
@@ -472,8 +486,7 @@ impl Validator {
     }
 
     fn gates(&self, run: &mut Run<'_>) -> Result<Verdict> {
-        let c = run.c;
-        let files = match patch::parse(&c.diff) {
+        let files = match patch::parse(&run.c.diff) {
             Ok(f) if !f.is_empty() => f,
             Ok(_) => return Ok(Verdict::error(None, "the candidate's diff is empty", "")),
             Err(e) => return Ok(Verdict::error(None, e.to_string(), "")),
@@ -482,100 +495,34 @@ impl Validator {
             Ok(t) => t,
             Err(e) => return Ok(Verdict::error(None, e, "")),
         };
-
         // 1. syntax
-        let t0 = Instant::now();
-        let mut rec = GateRecord::new(Gate::Syntax, GateStatus::Passed, "");
-        let mut counts = serde_json::Map::new();
-        let mut worse = Vec::new();
-        for t in &touched {
-            let Some(lang) = Lang::from_path(Path::new(&t.path)) else {
-                counts.insert(t.path.clone(), json!({"parsed": false, "reason": "no parser for this file type"}));
-                continue;
-            };
-            match (kidiom_rewriter::parse_errors(lang, &t.base), kidiom_rewriter::parse_errors(lang, &t.cand)) {
-                (Ok(b), Ok(a)) => {
-                    counts.insert(t.path.clone(), json!({"language": format!("{lang:?}").to_lowercase(), "error_nodes_before": b, "error_nodes_after": a}));
-                    if a > b {
-                        worse.push(format!("{}: {b} -> {a} error nodes", t.path));
-                    }
-                }
-                (_, Err(e)) | (Err(e), _) => worse.push(format!("{}: does not parse ({e})", t.path)),
-            }
+        if let Some(v) = syntax::gate(run, &touched) {
+            return Ok(v);
         }
-        rec.metrics = Value::Object(counts);
-        rec.seconds = t0.elapsed().as_secs_f64();
-        if !worse.is_empty() {
-            rec.status = GateStatus::Failed;
-            rec.summary = worse.join("; ");
-            let reason = format!("new parse errors: {}", rec.summary);
-            run.records.push(rec);
-            return Ok(Verdict::rejected(Gate::Syntax, reason));
-        }
-        rec.summary = "no new error nodes".into();
-        run.records.push(rec);
-
-        // 2. static: contract, numeric flags, ahead-of-time compile
-        let t0 = Instant::now();
-        let mut rec = GateRecord::new(Gate::Static, GateStatus::Passed, "");
-        let contract: Vec<&str> =
-            touched.iter().map(|t| t.path.as_str()).filter(|p| self.kernels.is_contract(p)).collect();
-        if !contract.is_empty() {
-            rec.status = GateStatus::Failed;
-            rec.summary = format!("touches the frozen contract: {}", contract.join(", "));
-            rec.metrics = json!({"contract_files": contract});
-            rec.seconds = t0.elapsed().as_secs_f64();
-            let reason = rec.summary.clone();
-            run.records.push(rec);
-            return Ok(Verdict::rejected(Gate::Static, reason));
-        }
-        let (mut removed, mut added) = (Vec::new(), Vec::new());
-        for f in &files {
-            let (r, a) = f.changed_lines();
-            removed.extend(r);
-            added.extend(a);
-        }
-        let changed_lines = removed.len().max(added.len());
-        let flags: Vec<FlagChange> = flag_changes(&removed, &added);
-        let flag_text: Vec<String> = flags.iter().map(FlagChange::describe).collect();
-        let precision = c.category == Some(Category::Precision);
-        rec.metrics = json!({"numeric_flags": flags, "changed_lines": changed_lines, "precision_pattern": precision});
-        if !flags.is_empty() && !precision {
-            rec.status = GateStatus::Failed;
-            rec.summary = format!(
-                "numeric flags changed by a {} pattern (only precision patterns may): {}",
-                c.category.map(|c| c.name()).unwrap_or("uncategorised"),
-                flag_text.join(", ")
-            );
-            rec.seconds = t0.elapsed().as_secs_f64();
-            let reason = rec.summary.clone();
-            run.records.push(rec);
-            return Ok(Verdict::rejected(Gate::Static, reason));
-        }
-        let kernels: Vec<&Manifest> = touched.iter().filter_map(|t| self.kernels.for_source(&t.path)).collect();
-        let manifest = match kernels.as_slice() {
-            [m] if touched.len() == 1 => (*m).clone(),
-            [] => {
-                rec.status = GateStatus::Error;
-                rec.summary = format!("no kernel manifest under {}/ has {} as its source", self.kernels.dir, c.path);
-                rec.seconds = t0.elapsed().as_secs_f64();
-                let reason = format!("{}; there is no contract to validate against", rec.summary);
-                run.records.push(rec);
-                return Ok(Verdict::error(Some(Gate::Static), reason, ""));
-            }
-            _ => {
-                rec.status = GateStatus::Error;
-                rec.summary = "the diff touches several files; a candidate must change one kernel source".into();
-                rec.seconds = t0.elapsed().as_secs_f64();
-                let reason = rec.summary.clone();
-                run.records.push(rec);
-                return Ok(Verdict::error(Some(Gate::Static), reason, ""));
-            }
+        // 2. static, the part that needs no harness: contract, host code, numeric flags
+        let scan = match static_gate::scan(self, run, &files, &touched) {
+            Ok(s) => s,
+            Err(v) => return Ok(v),
         };
+        let manifest = scan.manifest.clone();
         run.kernel = Some(manifest.clone());
-        let t = &touched[0];
+        let prepared = self.prepare(&touched[scan.touched])?;
+        let runs = self.launch(run, &prepared, &manifest, scan.precision)?;
+        // 2. static, the compiles
+        if let Some(v) = static_gate::judge_compiles(run, scan.rec, &scan.flag_text, &runs, &manifest.name) {
+            return Ok(v);
+        }
+        // 3. correctness (its processes ran alongside the compiles)
+        let native = match correctness::judge(run, &manifest, &runs) {
+            Ok(native) => native,
+            Err(v) => return Ok(v),
+        };
+        // 4. speed
+        Ok(speed::gate(run, &prepared, &manifest, scan.changed_lines, scan.precision, native))
+    }
 
-        // the baseline tree with its contract, and the candidate source beside it
+    /// The baseline tree with its contract, and the candidate source beside it.
+    fn prepare(&self, t: &Touched) -> Result<Prepared> {
         let tmp = tempfile::Builder::new()
             .prefix("kidiom-validate-")
             .tempdir()
@@ -590,11 +537,18 @@ impl Validator {
             std::fs::create_dir_all(parent).map_err(|e| Error::io(parent, e))?;
         }
         std::fs::write(&cand_file, &t.cand).map_err(|e| Error::io(&cand_file, e))?;
-        let harness = Harness { python: self.python.clone(), root: tree.clone() };
         let cand_src = cand_file.to_string_lossy().to_string();
-        let name = manifest.name.clone();
+        Ok(Prepared { harness: Harness { python: self.python.clone(), root: tree }, cand_src, _tmp: tmp })
+    }
 
-        let key = (name.clone(), blob_id(t.base.as_bytes()));
+    /// Runs the compiles (baseline cached per blob) and the correctness checks
+    /// together. The candidate's check does not depend on its compile; it is
+    /// killed if the compile fails, and the gates are still judged in order.
+    fn launch(&self, run: &mut Run<'_>, p: &Prepared, manifest: &Manifest, precision: bool) -> Result<Runs> {
+        let name = manifest.name.clone();
+        let base_text = std::fs::read(p.harness.root.join(manifest.source_path()))
+            .map_err(|e| Error::io(p.harness.root.join(manifest.source_path()), e))?;
+        let key = (name.clone(), blob_id(&base_text));
         let cached = self.compiled.lock().ok().and_then(|m| m.get(&key).cloned());
         let compile_args = |source: Option<&str>| -> Vec<String> {
             let mut a = vec!["compile".to_string(), "--kernel".into(), name.clone()];
@@ -603,9 +557,6 @@ impl Validator {
             }
             a
         };
-        // The correctness check starts with the compiles (it does not depend on them) and is
-        // killed if the candidate fails to compile: the gates are still judged in order, and a
-        // failed gate leaves no record of the later ones.
         let seed = self.opts.seed.unwrap_or_else(fresh_seed);
         run.seeds = (0..self.opts.seeds as u64).map(|i| seed + i).collect();
         let curve = precision && manifest.curve.is_some();
@@ -624,9 +575,10 @@ impl Validator {
             }
             a
         };
-        let cand_args = check_args(Some(&cand_src), self.opts.seeds, curve, self.opts.consistency);
+        let cand_args = check_args(Some(&p.cand_src), self.opts.seeds, curve, self.opts.consistency);
         let limit = run.remaining();
         let cancel = AtomicBool::new(false);
+        let harness = &p.harness;
         let panicked = |what: &str| Error::Diff(format!("the {what} thread panicked"));
         let (base_run, cand_run, cand_check, base_check) = std::thread::scope(|s| {
             let b = s.spawn(|| {
@@ -640,7 +592,7 @@ impl Validator {
                 (compiled, check)
             });
             let c = s.spawn(|| harness.call_cancellable(&cand_args, limit, &cancel));
-            let cr = harness.call(&compile_args(Some(&cand_src)), limit);
+            let cr = harness.call(&compile_args(Some(&p.cand_src)), limit);
             if !matches!(&cr, Ok(r) if r.status == HarnessStatus::Ok) {
                 cancel.store(true, Ordering::Relaxed);
             }
@@ -648,462 +600,209 @@ impl Validator {
             let cc = c.join().unwrap_or_else(|_| Err(panicked("check")));
             (compiled, cr, cc, check)
         });
-        let (base_run, cand_run) = (base_run?, cand_run?);
+        let (base_compile, cand_compile) = (base_run?, cand_run?);
         if cached.is_none()
-            && base_run.status == HarnessStatus::Ok
+            && base_compile.status == HarnessStatus::Ok
             && let Ok(mut m) = self.compiled.lock()
         {
-            m.insert(key, base_run.clone());
+            m.insert(key, base_compile.clone());
         }
-        rec.commands.push(base_run.process.command.clone());
-        stamp(&mut rec, &cand_run);
-        // the compiles' own wall time (they overlap the correctness check)
-        rec.seconds = cand_run.process.seconds.max(if cached.is_some() { 0.0 } else { base_run.process.seconds });
-        if base_run.status != HarnessStatus::Ok {
-            rec.status = GateStatus::Error;
-            rec.summary = format!("the baseline {} does not compile ahead of time", name);
-            rec.log = Some(base_run.log());
-            let reason = rec.summary.clone();
-            let log = base_run.log();
-            run.records.push(rec);
-            return Ok(Verdict::error(Some(Gate::Static), reason, log));
-        }
-        match cand_run.status {
-            HarnessStatus::Ok => {}
-            HarnessStatus::TimedOut | HarnessStatus::Crashed => {
-                rec.status = GateStatus::Error;
-                rec.summary = "the candidate's compile did not finish".into();
-                rec.log = Some(cand_run.log());
-                let log = cand_run.log();
-                run.records.push(rec);
-                return Ok(Verdict::error(Some(Gate::Static), "compile timed out or crashed", log));
-            }
-            _ => {
-                rec.status = GateStatus::Failed;
-                let err = cand_run.json["error"].as_str().unwrap_or("compile failed").to_string();
-                rec.summary = format!("the candidate does not compile for sm_90a: {}", tail(&err, 300));
-                rec.log = Some(cand_run.log());
-                let reason = rec.summary.clone();
-                run.records.push(rec);
-                return Ok(Verdict::rejected(Gate::Static, reason));
-            }
-        }
-        let (before, after) =
-            (StaticMetrics::from_compile_json(&base_run.json), StaticMetrics::from_compile_json(&cand_run.json));
-        let d = delta(&before, &after);
-        if d.get("spill_store_bytes").is_some_and(|x| *x > 0) {
-            run.notes.push(format!("spills grow by {} B", d["spill_store_bytes"]));
-        }
-        let mut m = rec.metrics.as_object().cloned().unwrap_or_default();
-        m.insert("delta".into(), json!(d));
-        m.insert("arch".into(), json!(after.arch));
-        rec.metrics = Value::Object(m);
-        rec.summary = format!(
-            "{}compiled for {}: before {}; after {}",
-            if flag_text.is_empty() {
-                String::new()
-            } else {
-                format!("numeric flags {} (precision pattern); ", flag_text.join(", "))
-            },
-            after.arch,
-            before.summary(),
-            after.summary()
-        );
-        rec.before = Some(json!(before));
-        rec.after = Some(json!(after));
-        run.records.push(rec);
-
-        // 3. correctness (its processes ran alongside the compiles; the times are their own)
-        let mut rec = GateRecord::new(Gate::Correctness, GateStatus::Passed, "");
-        let cand_check = cand_check?;
-        let base_check = base_check.transpose()?;
-        stamp(&mut rec, &cand_check);
-        if let Some(b) = &base_check {
-            rec.commands.push(b.process.command.clone());
-        }
-        rec.seconds = base_check.as_ref().map(|b| b.process.seconds).unwrap_or(0.0).max(cand_check.process.seconds);
-        let mode = cand_check.json["mode"].as_str().unwrap_or("").to_string();
-        let worst = worst_errors(&cand_check.json);
-        rec.metrics = json!({
-            "mode": mode,
-            "seeds": run.seeds,
-            "cases": cand_check.json["cases"].as_array().map(Vec::len).unwrap_or(0),
-            "worst": worst,
-            "tolerance": manifest.tolerance,
-            "consistency": cand_check.json["consistency"],
-            "failures": cand_check.json["failures"],
-            "ran_alongside_static": true,
-        });
-        match cand_check.status {
-            HarnessStatus::Ok => {}
-            HarnessStatus::Failed => {
-                rec.status = GateStatus::Failed;
-                let failures: Vec<String> = cand_check.json["failures"]
-                    .as_array()
-                    .into_iter()
-                    .flatten()
-                    .filter_map(|f| f.as_str().map(str::to_string))
-                    .collect();
-                let n = failures.len();
-                let shown: Vec<&str> = failures.iter().take(3).map(String::as_str).collect();
-                rec.summary = format!(
-                    "{n} failure{}: {}{}",
-                    if n == 1 { "" } else { "s" },
-                    shown.join("; "),
-                    if n > 3 { "; ..." } else { "" }
-                );
-                let reason = rec.summary.clone();
-                rec.after = Some(json!({"worst": worst}));
-                run.records.push(rec);
-                return Ok(Verdict::rejected(Gate::Correctness, reason));
-            }
-            HarnessStatus::Skipped => {
-                rec.status = GateStatus::Skipped;
-                let why = cand_check.json["reason"].as_str().unwrap_or("skipped").to_string();
-                rec.summary = format!("not run on this machine: {why}");
-                run.flags.push(format!("correctness not checked on the CPU: {why}"));
-                run.records.push(rec);
-                return Ok(self.speed(run, &harness, &manifest, &cand_src, changed_lines, precision, false));
-            }
-            HarnessStatus::TimedOut => {
-                return Ok(self.harness_error(run, rec, &cand_check, "the correctness check timed out"));
-            }
-            HarnessStatus::Error | HarnessStatus::Crashed => {
-                let what = if cand_check.json["error"].as_str().is_some_and(|e| e.contains("timed out")) {
-                    "the correctness check timed out"
-                } else {
-                    "the correctness check crashed"
-                };
-                return Ok(self.harness_error(run, rec, &cand_check, what));
-            }
-        }
-        let mut summary = format!(
-            "{} cases passed over seeds {:?} ({mode}); worst {}",
-            rec.metrics["cases"],
-            run.seeds,
-            worst
-                .as_object()
-                .map(|o| o
-                    .iter()
-                    .map(|(k, v)| format!("{k} rel_l2 {}", fmt_e(v["rel_l2"].as_f64())))
-                    .collect::<Vec<_>>()
-                    .join(", "))
-                .unwrap_or_default()
-        );
-        if let Some(b) = &base_check {
-            if b.status != HarnessStatus::Ok {
-                rec.status = GateStatus::Error;
-                rec.summary = "the baseline fails its own check; cannot compare error curves".into();
-                rec.log = Some(b.log());
-                let log = b.log();
-                run.records.push(rec);
-                return Ok(Verdict::error(Some(Gate::Correctness), "the baseline fails its own check", log));
-            }
-            rec.before = Some(json!({"curve": b.json["curve"]}));
-            rec.after = Some(json!({"curve": cand_check.json["curve"], "worst": worst}));
-            match judge_curve(&b.json["curve"], &cand_check.json["curve"]) {
-                Ok(s) => summary = format!("{summary}; {s}"),
-                Err(reason) => {
-                    rec.status = GateStatus::Failed;
-                    rec.summary = format!("precision rewrite: {reason}");
-                    let reason = rec.summary.clone();
-                    run.records.push(rec);
-                    return Ok(Verdict::rejected(Gate::Correctness, reason));
-                }
-            }
-        } else {
-            rec.after = Some(json!({"worst": worst}));
-        }
-        rec.summary = summary;
-        run.records.push(rec);
-        let native = mode == "native";
-        Ok(self.speed(run, &harness, &manifest, &cand_src, changed_lines, precision, native))
+        Ok(Runs {
+            base_compile,
+            cand_compile,
+            cand_check: cand_check?,
+            base_check: base_check.transpose()?,
+            cached: cached.is_some(),
+        })
     }
-
-    fn harness_error(&self, run: &mut Run<'_>, mut rec: GateRecord, h: &HarnessRun, what: &str) -> Verdict {
-        rec.status = GateStatus::Error;
-        rec.summary = format!("{what} ({:.1} s)", h.process.seconds);
-        rec.log = Some(h.log());
-        let gate = rec.gate;
-        run.records.push(rec);
-        Verdict::error(Some(gate), what, h.log())
-    }
-
-    fn timed_out(&self, run: &mut Run<'_>, mut rec: GateRecord, t0: Instant) -> Verdict {
-        rec.status = GateStatus::Error;
-        rec.seconds = t0.elapsed().as_secs_f64();
-        rec.summary = format!("time limit of {:.0} s reached before this gate", self.opts.timeout.as_secs_f64());
-        let gate = rec.gate;
-        let reason = rec.summary.clone();
-        run.records.push(rec);
-        Verdict::error(Some(gate), reason, "")
-    }
-
-    /// 4. speed: on a GPU only.
-    #[allow(clippy::too_many_arguments)]
-    fn speed(
-        &self,
-        run: &mut Run<'_>,
-        harness: &Harness,
-        manifest: &Manifest,
-        cand_src: &str,
-        changed_lines: usize,
-        precision: bool,
-        native: bool,
-    ) -> Verdict {
-        let t0 = Instant::now();
-        let mut rec = GateRecord::new(Gate::Speed, GateStatus::Skipped, "");
-        // Host C++ (the KV-transfer module) is timed on whatever CPU this is.
-        let host = manifest.language == crate::manifest::KernelLanguage::Cpp;
-        if !host && (!native || self.opts.device == Device::Cpu) {
-            rec.summary = "needs a GPU: kernels ran on the CPU".into();
-            run.records.push(rec);
-            let passed: Vec<&str> =
-                run.records.iter().filter(|r| r.status == GateStatus::Passed).map(|r| r.gate.name()).collect();
-            return Verdict::needs_gpu(format!("{} passed; speed needs a GPU", passed.join(", ")));
-        }
-        let limit = run.remaining();
-        if limit.is_zero() {
-            return self.timed_out(run, rec, t0);
-        }
-        let mut args = vec![
-            "bench".to_string(),
-            "--kernel".into(),
-            manifest.name.clone(),
-            "--source".into(),
-            cand_src.to_string(),
-        ];
-        if host {
-            // rounds and windows are the manifest's [service] settings
-            args.extend(["--device".into(), "cpu".into()]);
-        } else {
-            args.extend(["--device".into(), "cuda".into(), "--iters".into(), self.opts.bench_iters.to_string()]);
-        }
-        // CUDA C++ kernels: timed in-process through cudarc when the feature is on and a
-        // device answers (the kernel already ran natively in the correctness gate's
-        // subprocess, so a hang would have been caught there); otherwise the harness.
-        #[cfg(feature = "cuda")]
-        let via_cudarc = (manifest.language == crate::manifest::KernelLanguage::Cuda)
-            .then(|| cudarc_bench(harness, manifest, cand_src, self.opts.bench_iters as usize))
-            .flatten();
-        #[cfg(not(feature = "cuda"))]
-        let via_cudarc: Option<HarnessRun> = None;
-        let b = match via_cudarc {
-            Some(b) => b,
-            None => match harness.call(&args, limit) {
-                Ok(b) => b,
-                Err(e) => return Verdict::error(Some(Gate::Speed), e.to_string(), ""),
-            },
-        };
-        stamp(&mut rec, &b);
-        rec.seconds = t0.elapsed().as_secs_f64();
-        match b.status {
-            HarnessStatus::Ok => {}
-            HarnessStatus::Failed => {
-                rec.status = GateStatus::Failed;
-                rec.summary = format!(
-                    "the GPU correctness gate before timing failed: {}",
-                    b.json["failures"].as_array().and_then(|f| f.first()).and_then(|f| f.as_str()).unwrap_or("?")
-                );
-                let reason = rec.summary.clone();
-                run.records.push(rec);
-                return Verdict::rejected(Gate::Speed, reason);
-            }
-            HarnessStatus::Skipped => {
-                rec.summary = format!("skipped: {}", b.json["reason"].as_str().unwrap_or("needs a GPU"));
-                run.records.push(rec);
-                return Verdict::needs_gpu("CPU gates passed; the bench found no GPU");
-            }
-            _ => return self.harness_error(run, rec, &b, "the bench failed"),
-        }
-        let j = &b.json;
-        if host {
-            return self.judge_host(run, rec, j);
-        }
-        let speedup = j["speedup"].as_f64().unwrap_or(f64::NAN);
-        let noise = j["noise_floor"].as_f64().unwrap_or(f64::NAN);
-        let significant = j["significant"].as_bool().unwrap_or(false);
-        for f in j["flags"].as_array().into_iter().flatten().filter_map(|f| f.as_str()) {
-            run.flags.push(f.to_string());
-        }
-        if speedup > MAX_PLAUSIBLE_SPEEDUP && !run.flags.iter().any(|f| f.contains("implausible")) {
-            run.flags.push(format!("speedup {speedup:.2}x is beyond any plausible local rewrite"));
-        }
-        if changed_lines <= SMALL_EDIT_LINES && speedup > SMALL_EDIT_SPEEDUP {
-            run.flags.push(format!("speedup {speedup:.2}x is implausible for a {changed_lines}-line edit"));
-        }
-        rec.metrics = json!({
-            "speedup": speedup, "noise_floor": noise, "significant": significant,
-            "floor": j["floor"], "shape": j["shape"], "iters": j["iters"], "flags": j["flags"],
-        });
-        rec.before = Some(j["results"]["baseline"].clone());
-        rec.after = Some(j["results"]["candidate"].clone());
-        let med = |k: &str| j["results"][k]["median_us"].as_f64().unwrap_or(f64::NAN);
-        rec.summary = format!(
-            "baseline {:.1} us, candidate {:.1} us: {speedup:.3}x (noise floor {:.1}%, {})",
-            med("baseline"),
-            med("candidate"),
-            noise * 100.0,
-            if significant { "significant" } else { "within noise" }
-        );
-        let summary = rec.summary.clone();
-        let faster = significant && speedup > 1.0;
-        if !precision && !faster {
-            rec.status = GateStatus::Failed;
-            run.records.push(rec);
-            return Verdict::rejected(Gate::Speed, format!("no significant speedup: {summary}"));
-        }
-        rec.status = GateStatus::Passed;
-        run.records.push(rec);
-        if precision && speedup < 1.0 {
-            run.notes.push(format!("precision rewrite costs {:.1}% time", (1.0 / speedup - 1.0) * 100.0));
-        }
-        Verdict::accepted(summary)
-    }
-}
-
-impl Validator {
-    /// The speed verdict of a host target from the harness's `bench`: the
-    /// scheduler thread's throughput gap while transfers run (SPEC §8), baseline
-    /// and candidate interleaved in one process. Plausibility (a gap below the
-    /// noise, transfers beyond the machine's copy bandwidth, more throughput
-    /// recovered than was lost) is the harness's `flags`: a flagged result is
-    /// never accepted.
-    fn judge_host(&self, run: &mut Run<'_>, mut rec: GateRecord, j: &Value) -> Verdict {
-        let num = |v: &Value| v.as_f64().filter(|x| x.is_finite());
-        let (base, cand) = (&j["results"]["baseline"], &j["results"]["candidate"]);
-        let (Some(gb), Some(gc), Some(speedup), Some(noise)) =
-            (num(&base["gap"]), num(&cand["gap"]), num(&j["speedup"]), num(&j["noise_floor"]))
-        else {
-            rec.status = GateStatus::Error;
-            rec.summary = "the host bench returned no gap, speedup or noise floor".into();
-            rec.log = Some(tail(&j.to_string(), 2000));
-            let reason = rec.summary.clone();
-            run.records.push(rec);
-            return Verdict::error(Some(Gate::Speed), reason, tail(&j.to_string(), 2000));
-        };
-        let significant = j["significant"].as_bool().unwrap_or(false);
-        for f in j["flags"].as_array().into_iter().flatten().filter_map(|f| f.as_str()) {
-            run.flags.push(f.to_string());
-        }
-        let gbps = |v: &Value| num(&v["transfer_gbps"]).map(|x| format!("{x:.2}")).unwrap_or_else(|| "?".into());
-        rec.metrics = json!({
-            "metric": j["metric"], "speedup": speedup, "noise_floor": noise, "significant": significant,
-            "gap_baseline": gb, "gap_candidate": gc, "floor": j["floor"], "shape": j["shape"],
-            "rounds": j["rounds"], "order": j["order"], "flags": j["flags"],
-        });
-        rec.before = Some(base.clone());
-        rec.after = Some(cand.clone());
-        rec.summary = format!(
-            "scheduler gap {:.1}% -> {:.1}% (noise floor {:.1}%, {}); scheduler throughput under transfers {speedup:.2}x; transfers {} -> {} GB/s",
-            gb * 100.0,
-            gc * 100.0,
-            noise * 100.0,
-            if significant { "significant" } else { "within noise" },
-            gbps(base),
-            gbps(cand),
-        );
-        let summary = rec.summary.clone();
-        if !(significant && speedup > 1.0 && gc < gb) {
-            rec.status = GateStatus::Failed;
-            run.records.push(rec);
-            return Verdict::rejected(Gate::Speed, format!("no significant gain: {summary}"));
-        }
-        rec.status = GateStatus::Passed;
-        run.records.push(rec);
-        Verdict::accepted(summary)
-    }
-}
-
-/// The speed gate of a CUDA C++ decode kernel through cudarc, shaped like the
-/// harness's `bench` JSON; `None` when no device answers (the harness then runs).
-#[cfg(feature = "cuda")]
-fn cudarc_bench(harness: &Harness, manifest: &Manifest, cand_src: &str, iters: usize) -> Option<HarnessRun> {
-    use crate::backend::cuda;
-    use crate::backend::python::ProcessOutcome;
-    let device = cuda::probe().ok()?;
-    let started = Instant::now();
-    let base_path = harness.root.join(manifest.source_path());
-    let threads = manifest.block_threads.unwrap_or(128);
-    let result = (|| -> std::result::Result<Value, String> {
-        let base_text = std::fs::read_to_string(&base_path).map_err(|e| format!("{}: {e}", base_path.display()))?;
-        let cand_text = std::fs::read_to_string(cand_src).map_err(|e| format!("{cand_src}: {e}"))?;
-        let base = cuda::DecodeKernel::compile(&base_text, &manifest.entry, threads)?;
-        let cand = cuda::DecodeKernel::compile(&cand_text, &manifest.entry, threads)?;
-        let x = cuda::DecodeInputs::random(&manifest.shapes.bench, fresh_seed())?;
-        let (ok, eo, es) = cand.check(&x, &manifest.tolerance)?;
-        if !ok {
-            return Ok(
-                json!({"status": "failed", "failures": [format!("o rel_l2 {eo:.2e}, state rel_l2 {es:.2e} against float64")]}),
-            );
-        }
-        let (tb, tc) = cuda::bench_interleaved(&base, &cand, &x, 10, iters)?;
-        let speedup = tb.median_us / tc.median_us;
-        let noise = [&tb, &tc].iter().map(|t| (t.p90_us - t.p10_us) / (2.0 * t.median_us)).fold(0.0f64, f64::max);
-        Ok(json!({
-            "status": "ok", "device": format!("cuda ({}, cudarc)", device.name), "speedup": speedup,
-            "noise_floor": noise, "significant": (speedup - 1.0).abs() > noise, "shape": manifest.shapes.bench,
-            "iters": iters, "flags": [], "results": {"baseline": tb, "candidate": tc},
-        }))
-    })();
-    let (status, json) = match result {
-        Ok(j) if j["status"] == "ok" => (HarnessStatus::Ok, j),
-        Ok(j) => (HarnessStatus::Failed, j),
-        Err(e) => (HarnessStatus::Error, json!({"status": "error", "error": e})),
-    };
-    Some(HarnessRun {
-        status,
-        process: ProcessOutcome {
-            command: format!(
-                "kidiom-validator cudarc bench {} (baseline {}, candidate {cand_src})",
-                manifest.name,
-                base_path.display()
-            ),
-            cwd: harness.root.to_string_lossy().into_owned(),
-            code: Some(0),
-            timed_out: false,
-            cancelled: false,
-            seconds: started.elapsed().as_secs_f64(),
-            stdout: String::new(),
-            stderr_tail: String::new(),
-        },
-        json,
-    })
 }
 
 #[cfg(test)]
 mod tests {
+    use serde_json::{Value, json};
+
     use super::*;
+    use crate::wire::tests::{run as harness_run, with_header};
 
-    #[test]
-    fn curves_must_be_no_worse_everywhere_and_better_at_the_longest() {
-        let curve = |xs: &[(i64, f64)]| json!(xs.iter().map(|(t, e)| json!({"T": t, "rel_l2": e})).collect::<Vec<_>>());
-        let base = curve(&[(64, 5e-4), (128, 6e-4), (256, 7e-4)]);
-        assert!(judge_curve(&base, &curve(&[(64, 1e-7), (128, 1e-7), (256, 2e-7)])).is_ok());
-        let worse = judge_curve(&base, &curve(&[(64, 1e-7), (128, 9e-4), (256, 2e-7)])).unwrap_err();
-        assert!(worse.contains("T=128"), "{worse}");
-        let same = judge_curve(&base, &base).unwrap_err();
-        assert!(same.contains("longest T=256"), "{same}");
-        assert!(judge_curve(&base, &curve(&[(64, 1e-7)])).is_err());
-        assert!(judge_curve(&json!(null), &json!(null)).is_err());
+    const MANIFEST: &str = r#"
+format = 1
+name = "kda.decode"
+op = "kda_decode"
+language = "triton"
+source = "decode.py"
+entry = "kda_decode_kernel"
+launcher = "kda_decode"
+reference = "kernels.kda.reference:naive_decode_kda"
+[tolerance]
+rel_l2 = 5e-3
+slice_rel_l2 = 1e-2
+max_abs_rel = 2e-2
+[shapes]
+cpu = [{ N = 1 }]
+gpu = []
+bench = { N = 64 }
+[floor]
+bytes = "N"
+flops = "N"
+"#;
+
+    fn compile_ok() -> Value {
+        with_header(
+            "compile",
+            "ok",
+            json!({"arch": "sm_90a", "resources": {"registers": 91, "spill_store_bytes": 0},
+                   "instructions": {"total": 432, "by_class": {"fp32": 197}, "by_opcode": {}}}),
+        )
+    }
+
+    fn check_passed() -> Value {
+        with_header(
+            "check",
+            "passed",
+            json!({"mode": "interpreter-tf32", "passed": true, "failures": [], "cases": [
+                {"id": "c", "passed": true, "outputs": {"o": {"rel_l2": 1e-7, "max_abs_rel": 1e-7, "nonfinite": 0}}}]}),
+        )
+    }
+
+    /// Judges the static and correctness gates on made-up harness runs.
+    fn judge(cand_compile: HarnessRun, cand_check: HarnessRun) -> Evidence {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::create_dir_all(dir.path().join("kernels")).unwrap();
+        let v = ValidatorBuilder::new(dir.path()).device(Device::Cpu).build().unwrap();
+        let manifest = Manifest::parse(MANIFEST, "kernels/kda/decode.toml").unwrap();
+        let c = CandidateInput {
+            id: "c".into(),
+            pattern_id: "p".into(),
+            category: None,
+            path: manifest.source_path(),
+            base_blob: String::new(),
+            result_blob: String::new(),
+            diff: String::new(),
+        };
+        let mut run = Run {
+            v: &v,
+            c: &c,
+            started: Instant::now(),
+            records: Vec::new(),
+            kernel: Some(manifest.clone()),
+            seeds: vec![1],
+            flags: Vec::new(),
+            notes: Vec::new(),
+        };
+        let runs = Runs {
+            base_compile: harness_run(HarnessStatus::Ok, compile_ok()),
+            cand_compile,
+            cand_check,
+            base_check: None,
+            cached: false,
+        };
+        let rec = GateRecord::new(Gate::Static, GateStatus::Passed, "");
+        let verdict = match static_gate::judge_compiles(&mut run, rec, &[], &runs, "kda.decode") {
+            Some(v) => v,
+            None => match correctness::judge(&mut run, &manifest, &runs) {
+                Ok(_) => Verdict::needs_gpu("passed"),
+                Err(v) => v,
+            },
+        };
+        run.finish(verdict)
+    }
+
+    fn kind(e: &Evidence) -> (VerdictKind, Option<Gate>) {
+        (e.verdict.kind, e.verdict.gate)
     }
 
     #[test]
-    fn worst_errors_take_the_max_over_cases() {
-        let check = json!({"cases": [
-            {"outputs": {"o": {"rel_l2": 1e-4, "max_abs_rel": 1e-3, "worst_slice": {"rel_l2": 2e-4}, "nonfinite": 0}}},
-            {"outputs": {"o": {"rel_l2": "inf", "max_abs_rel": 1e-2, "worst_slice": {"rel_l2": 3e-4}, "nonfinite": 4}}},
-        ]});
-        let w = worst_errors(&check);
-        assert_eq!(w["o"]["rel_l2"], "inf");
-        assert_eq!(w["o"]["max_abs_rel"], 1e-2);
-        assert_eq!(w["o"]["nonfinite"], 4);
+    fn a_timeout_anywhere_is_an_error_never_a_rejection() {
+        let ok = || harness_run(HarnessStatus::Ok, check_passed());
+        // the harness's own alarm during the compile
+        let alarm = harness_run(
+            HarnessStatus::Error,
+            with_header("compile", "error", json!({"error": "harness timed out after 1.0 s"})),
+        );
+        let e = judge(alarm, ok());
+        assert_eq!(kind(&e), (VerdictKind::Error, Some(Gate::Static)), "{e:?}");
+        assert!(e.verdict.reason.contains("timed out"), "{}", e.verdict.reason);
+        assert_eq!(e.gates.last().map(|g| g.status), Some(GateStatus::Error));
+        // the validator's deadline kill during the compile
+        let killed = harness_run(HarnessStatus::TimedOut, Value::Null);
+        let e = judge(killed, ok());
+        assert_eq!(kind(&e), (VerdictKind::Error, Some(Gate::Static)), "{e:?}");
+        assert!(e.verdict.reason.contains("timed out"), "{}", e.verdict.reason);
+        // the same in the correctness check
+        let alarm = harness_run(
+            HarnessStatus::Error,
+            with_header("check", "error", json!({"error": "harness timed out after 9.0 s"})),
+        );
+        let e = judge(harness_run(HarnessStatus::Ok, compile_ok()), alarm);
+        assert_eq!(kind(&e), (VerdictKind::Error, Some(Gate::Correctness)), "{e:?}");
+        assert!(e.verdict.reason.contains("timed out"), "{}", e.verdict.reason);
+        let e = judge(harness_run(HarnessStatus::Ok, compile_ok()), harness_run(HarnessStatus::TimedOut, Value::Null));
+        assert!(e.verdict.reason.contains("timed out"), "{}", e.verdict.reason);
+        // a real compile error is still a rejection
+        let broken = harness_run(
+            HarnessStatus::Error,
+            with_header("compile", "error", json!({"error": "CompilationError: at 12:4: unsupported op"})),
+        );
+        let e = judge(broken, ok());
+        assert_eq!(kind(&e), (VerdictKind::Rejected, Some(Gate::Static)), "{e:?}");
+        assert!(e.verdict.reason.contains("does not compile for sm_90a"), "{}", e.verdict.reason);
     }
 
     #[test]
-    fn devices_and_gates_have_names() {
+    fn a_skipped_check_names_no_device_and_says_correctness_was_not_checked() {
+        let skipped = harness_run(
+            HarnessStatus::Skipped,
+            with_header("check", "skipped", json!({"reason": "the CUDA kernel cannot be emulated on the CPU"})),
+        );
+        let e = judge(harness_run(HarnessStatus::Ok, compile_ok()), skipped);
+        assert_eq!(kind(&e), (VerdictKind::NeedsGpu, None), "{e:?}");
+        assert!(e.verdict.reason.starts_with("correctness not checked on this CPU"), "{}", e.verdict.reason);
+        assert!(e.verdict.flags.iter().any(|f| f.contains("cannot be emulated")), "{:?}", e.verdict.flags);
+        let c = e.gate(Gate::Correctness).unwrap();
+        assert_eq!((c.status, c.device.as_deref()), (GateStatus::Skipped, None));
+        assert_eq!(e.gate(Gate::Speed).map(|g| g.status), Some(GateStatus::Skipped));
+        assert!(e.gate(Gate::Static).unwrap().device.is_some(), "the compile did run somewhere");
+    }
+
+    #[test]
+    fn malformed_harness_output_is_an_error_naming_the_field() {
+        let mut compile = compile_ok();
+        compile.as_object_mut().unwrap().remove("resources");
+        let e = judge(harness_run(HarnessStatus::Ok, compile), harness_run(HarnessStatus::Ok, check_passed()));
+        assert_eq!(kind(&e), (VerdictKind::Error, Some(Gate::Static)), "{e:?}");
+        assert!(e.verdict.reason.contains("missing field `resources`"), "{}", e.verdict.reason);
+        let mut check = check_passed();
+        check["cases"][0]["outputs"]["o"]["rel_l2"] = json!("small");
+        let e = judge(harness_run(HarnessStatus::Ok, compile_ok()), harness_run(HarnessStatus::Ok, check));
+        assert_eq!(kind(&e), (VerdictKind::Error, Some(Gate::Correctness)), "{e:?}");
+        assert!(e.verdict.reason.contains("cases[0].outputs.o.rel_l2"), "{}", e.verdict.reason);
+        let mut lying = check_passed();
+        lying["passed"] = json!(false);
+        let e = judge(harness_run(HarnessStatus::Ok, compile_ok()), harness_run(HarnessStatus::Ok, lying));
+        assert!(e.verdict.reason.contains("field `passed`"), "{}", e.verdict.reason);
+        let e = judge(harness_run(HarnessStatus::Ok, compile_ok()), harness_run(HarnessStatus::Ok, check_passed()));
+        assert_eq!(kind(&e), (VerdictKind::NeedsGpu, None), "a well-formed run passes: {e:?}");
+    }
+
+    #[test]
+    fn devices_have_names() {
         assert_eq!(Device::from_name("cuda"), Some(Device::Cuda));
         assert_eq!(Device::from_name("tpu"), None);
-        assert_eq!(Gate::ALL.map(Gate::name), ["syntax", "static", "correctness", "speed"]);
+    }
+
+    #[test]
+    fn a_patch_becomes_a_manual_candidate() {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::create_dir_all(dir.path().join("kernels")).unwrap();
+        std::fs::write(dir.path().join("kernels/k.py"), "a = 1\n").unwrap();
+        let diff = kidiom_rewriter::unified("kernels/k.py", "a = 1\n", "a = 2\n", 3);
+        let c = CandidateInput::from_patch(dir.path(), &diff, None).unwrap();
+        assert_eq!(c.pattern_id, MANUAL_PATTERN);
+        assert!(c.id.starts_with("manual@kernels/k.py#"), "{}", c.id);
+        assert_eq!(c.base_blob, blob_id(b"a = 1\n"));
+        assert_eq!(c.result_blob, blob_id(b"a = 2\n"));
+        let stale = kidiom_rewriter::unified("kernels/k.py", "b = 1\n", "b = 2\n", 3);
+        assert!(CandidateInput::from_patch(dir.path(), &stale, None).is_err());
+        assert!(CandidateInput::from_patch(dir.path(), "nonsense\n", None).is_err());
     }
 }

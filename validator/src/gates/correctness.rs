@@ -1,0 +1,266 @@
+//! Gate 3, correctness: the harness's `check` of the candidate against the
+//! float64 reference (several fresh seeds over the shape matrix), and for
+//! precision rewrites the error-versus-length curve against the baseline's.
+//!
+//! A check the harness skipped (a CUDA variant the CPU emulation cannot run)
+//! is not a pass: the verdict is `needs-gpu` with the reason "correctness not
+//! checked on this CPU" and a flag saying so, the record names no device, and
+//! speed is not measured either.
+
+use serde_json::{Value, json};
+
+use super::{Run, Runs, stamp};
+use crate::backend::python::HarnessStatus;
+use crate::evidence::{GateRecord, GateStatus};
+use crate::manifest::Manifest;
+use crate::verdict::{Gate, Verdict};
+use crate::wire::{self, Case, Check, CurvePoint, Header, WireError};
+
+/// How far a precision rewrite's error curve may sit above the baseline's
+/// at a length and still count as "no worse" (relative, plus an absolute
+/// floor for errors near float rounding).
+const CURVE_RTOL: f64 = 0.05;
+const CURVE_ATOL: f64 = 1e-7;
+
+/// The flag and reason prefix of a check that did not run here.
+pub(crate) const NOT_CHECKED: &str = "correctness not checked on this CPU";
+
+fn fmt_e(x: f64) -> String {
+    if x.is_finite() { format!("{x:.2e}") } else { "inf".into() }
+}
+
+/// Worst numbers of a check: per output, the largest rel_l2, max_abs_rel and
+/// worst-slice rel_l2 (a non-finite one is `"inf"`), and the non-finite count.
+pub(super) fn worst_errors(cases: &[Case]) -> Value {
+    let mut worst: serde_json::Map<String, Value> = Default::default();
+    for case in cases {
+        for (name, m) in &case.outputs {
+            let e = worst
+                .entry(name.clone())
+                .or_insert_with(|| json!({"rel_l2": 0.0, "max_abs_rel": 0.0, "slice_rel_l2": 0.0, "nonfinite": 0}));
+            for (key, v) in [
+                ("rel_l2", m.rel_l2),
+                ("max_abs_rel", m.max_abs_rel),
+                ("slice_rel_l2", m.worst_slice.as_ref().map(|w| w.rel_l2)),
+            ] {
+                // not reported for this output (a concurrent checksum counts threads instead)
+                let Some(wire::Num(v)) = v else { continue };
+                if !v.is_finite() {
+                    e[key] = json!("inf");
+                } else if e[key].as_f64().is_some_and(|old| v > old) {
+                    e[key] = json!(v);
+                }
+            }
+            let nf = m.nonfinite + e["nonfinite"].as_u64().unwrap_or(0);
+            e["nonfinite"] = json!(nf);
+        }
+    }
+    Value::Object(worst)
+}
+
+/// The curve comparison of a precision rewrite: `Ok(summary)` or `Err(reason)`.
+/// No worse than the baseline at every length, better at the longest.
+pub(super) fn judge_curve(base: &[CurvePoint], cand: &[CurvePoint]) -> Result<String, String> {
+    if base.is_empty() || base.len() != cand.len() || base.iter().zip(cand).any(|(x, y)| x.t != y.t) {
+        return Err(format!("error curves do not line up (baseline {} points, candidate {})", base.len(), cand.len()));
+    }
+    let mut parts = Vec::new();
+    for (b, c) in base.iter().zip(cand) {
+        let (t, eb, ec) = (b.t, b.rel_l2.0, c.rel_l2.0);
+        parts.push(format!("T={t}: {eb:.2e} -> {ec:.2e}"));
+        // NaN compares false: it is never "no worse"
+        let no_worse = ec <= eb * (1.0 + CURVE_RTOL) + CURVE_ATOL;
+        if !no_worse {
+            return Err(format!("error at T={t} is worse than the baseline: {ec:.2e} > {eb:.2e}"));
+        }
+    }
+    let (b, c) = (&base[base.len() - 1], &cand[cand.len() - 1]);
+    let (t, eb, ec) = (b.t, b.rel_l2.0, c.rel_l2.0);
+    let better = ec < eb;
+    if !better {
+        return Err(format!("error at the longest T={t} is not better than the baseline: {ec:.2e} >= {eb:.2e}"));
+    }
+    Ok(format!("error curve improved: {}", parts.join(", ")))
+}
+
+/// The correctness gate; `Ok(native)` when it passed (whether the kernel ran
+/// natively on a GPU), `Err(verdict)` when the validation stops here.
+pub(super) fn judge(run: &mut Run<'_>, manifest: &Manifest, runs: &Runs) -> Result<bool, Verdict> {
+    let mut rec = GateRecord::new(Gate::Correctness, GateStatus::Passed, "");
+    let cand = &runs.cand_check;
+    let header = wire::header(cand, "check");
+    stamp(&mut rec, cand, header.as_ref().ok());
+    if let Some(b) = &runs.base_check {
+        rec.commands.push(b.process.command.clone());
+    }
+    rec.seconds = runs.base_check.as_ref().map(|b| b.process.seconds).unwrap_or(0.0).max(cand.process.seconds);
+    let header = match header {
+        Ok(h) => h,
+        Err(_) if matches!(cand.status, HarnessStatus::TimedOut | HarnessStatus::Crashed) => {
+            return Err(run.harness_error(rec, cand, "the correctness check"));
+        }
+        Err(e) => return Err(run.wire_error(rec, cand, &e)),
+    };
+    match cand.status {
+        HarnessStatus::Ok | HarnessStatus::Failed => {}
+        HarnessStatus::Skipped => return Err(skipped(run, rec, &header)),
+        HarnessStatus::TimedOut | HarnessStatus::Crashed | HarnessStatus::Error => {
+            return Err(run.harness_error(rec, cand, "the correctness check"));
+        }
+    }
+    let check: Check = match wire::body(cand, "check") {
+        Ok(c) => c,
+        Err(e) => return Err(run.wire_error(rec, cand, &e)),
+    };
+    let passed = cand.status == HarnessStatus::Ok;
+    if check.passed != passed {
+        let e = WireError {
+            command: "check".into(),
+            message: format!("field `passed`: {} with status {:?}", check.passed, header.status),
+        };
+        return Err(run.wire_error(rec, cand, &e));
+    }
+    let mode = header.mode.clone().unwrap_or_default();
+    let worst = worst_errors(&check.cases);
+    rec.metrics = json!({
+        "mode": mode,
+        "seeds": run.seeds,
+        "cases": check.cases.len(),
+        "worst": worst,
+        "tolerance": manifest.tolerance,
+        "consistency": check.consistency,
+        "failures": check.failures,
+        "ran_alongside_static": true,
+    });
+    if let (Some(m), Some(s)) = (rec.metrics.as_object_mut(), &check.sandbox) {
+        m.insert("sandbox".into(), s.clone());
+    }
+    if !passed {
+        let n = check.failures.len();
+        let shown: Vec<&str> = check.failures.iter().take(3).map(String::as_str).collect();
+        let summary = format!(
+            "{n} failure{}: {}{}",
+            if n == 1 { "" } else { "s" },
+            if shown.is_empty() {
+                "the harness reports a failed check and names no case".to_string()
+            } else {
+                shown.join("; ")
+            },
+            if n > 3 { "; ..." } else { "" }
+        );
+        rec.after = Some(json!({"worst": worst}));
+        return Err(run.stop(rec, GateStatus::Failed, summary.clone(), Verdict::rejected(Gate::Correctness, summary)));
+    }
+    let mut summary = format!(
+        "{} cases passed over seeds {:?} ({mode}); worst {}",
+        check.cases.len(),
+        run.seeds,
+        worst
+            .as_object()
+            .map(|o| o
+                .iter()
+                .map(|(k, v)| format!("{k} rel_l2 {}", fmt_e(v["rel_l2"].as_f64().unwrap_or(f64::INFINITY))))
+                .collect::<Vec<_>>()
+                .join(", "))
+            .unwrap_or_default()
+    );
+    if let Some(b) = &runs.base_check {
+        let base: Check = match b.status {
+            HarnessStatus::Ok => match wire::header(b, "check").and_then(|_| wire::body::<Check>(b, "check")) {
+                Ok(c) => c,
+                Err(e) => return Err(run.wire_error(rec, b, &e)),
+            },
+            HarnessStatus::Failed => {
+                let summary = "the baseline fails its own check; cannot compare error curves".to_string();
+                let v = Verdict::error(Some(Gate::Correctness), "the baseline fails its own check", b.log());
+                return Err(run.stop(rec, GateStatus::Error, summary, v));
+            }
+            _ => return Err(run.harness_error(rec, b, "the baseline's check")),
+        };
+        let missing = |which: &str| WireError {
+            command: "check".into(),
+            message: format!("field `curve`: missing from the {which}'s check (the manifest asks for an error curve)"),
+        };
+        let (Some(bc), Some(cc)) = (&base.curve, &check.curve) else {
+            let e = missing(if base.curve.is_none() { "baseline" } else { "candidate" });
+            let h = if base.curve.is_none() { b } else { cand };
+            return Err(run.wire_error(rec, h, &e));
+        };
+        rec.before = Some(json!({"curve": bc}));
+        rec.after = Some(json!({"curve": cc, "worst": worst}));
+        match judge_curve(bc, cc) {
+            Ok(s) => summary = format!("{summary}; {s}"),
+            Err(reason) => {
+                let summary = format!("precision rewrite: {reason}");
+                return Err(run.stop(
+                    rec,
+                    GateStatus::Failed,
+                    summary.clone(),
+                    Verdict::rejected(Gate::Correctness, summary),
+                ));
+            }
+        }
+    } else {
+        rec.after = Some(json!({"worst": worst}));
+    }
+    rec.summary = summary;
+    run.records.push(rec);
+    Ok(mode == "native")
+}
+
+/// The harness skipped the check: nothing was verified, and the verdict says so.
+fn skipped(run: &mut Run<'_>, mut rec: GateRecord, header: &Header) -> Verdict {
+    let why = header.reason.clone().unwrap_or_else(|| "no reason given".into());
+    rec.device = None;
+    rec.status = GateStatus::Skipped;
+    rec.summary = format!("not run on this machine: {why}");
+    run.records.push(rec);
+    run.flags.push(format!("{NOT_CHECKED}: {why}"));
+    let speed = GateRecord::new(Gate::Speed, GateStatus::Skipped, "not measured: correctness was not checked");
+    run.records.push(speed);
+    Verdict::needs_gpu(format!("{NOT_CHECKED} ({why}); syntax and static passed; correctness and speed need a GPU"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn curve(xs: &[(i64, f64)]) -> Vec<CurvePoint> {
+        serde_json::from_value(json!(xs.iter().map(|(t, e)| json!({"T": t, "rel_l2": e})).collect::<Vec<_>>())).unwrap()
+    }
+
+    #[test]
+    fn curves_must_be_no_worse_everywhere_and_better_at_the_longest() {
+        let base = curve(&[(64, 5e-4), (128, 6e-4), (256, 7e-4)]);
+        assert!(judge_curve(&base, &curve(&[(64, 1e-7), (128, 1e-7), (256, 2e-7)])).is_ok());
+        let worse = judge_curve(&base, &curve(&[(64, 1e-7), (128, 9e-4), (256, 2e-7)])).unwrap_err();
+        assert!(worse.contains("T=128"), "{worse}");
+        let same = judge_curve(&base, &base).unwrap_err();
+        assert!(same.contains("longest T=256"), "{same}");
+        assert!(judge_curve(&base, &curve(&[(64, 1e-7)])).is_err());
+        assert!(judge_curve(&[], &[]).is_err());
+        // a null (NaN) error is never "no worse"
+        let nan: Vec<CurvePoint> = serde_json::from_value(
+            json!([{"T": 64, "rel_l2": null}, {"T": 128, "rel_l2": 1e-7}, {"T": 256, "rel_l2": 1e-7}]),
+        )
+        .unwrap();
+        assert!(judge_curve(&base, &nan).unwrap_err().contains("T=64"));
+    }
+
+    #[test]
+    fn worst_errors_take_the_max_over_cases() {
+        let cases: Vec<Case> = serde_json::from_value(json!([
+            {"id": "a", "passed": true, "outputs": {"o": {"rel_l2": 1e-4, "max_abs_rel": 1e-3, "worst_slice": {"rel_l2": 2e-4}, "nonfinite": 0}}},
+            {"id": "b", "passed": false, "outputs": {"o": {"rel_l2": "inf", "max_abs_rel": 1e-2, "worst_slice": {"rel_l2": 3e-4}, "nonfinite": 4}}},
+            {"id": "c", "passed": true, "outputs": {"o": {"rel_l2": 1e-5, "max_abs_rel": 1e-5, "nonfinite": 0}}},
+            {"id": "d", "passed": true, "outputs": {"checksum": {"mismatched_threads": 0}}},
+        ]))
+        .unwrap();
+        let w = worst_errors(&cases);
+        assert_eq!(w["o"]["rel_l2"], "inf");
+        assert_eq!(w["o"]["max_abs_rel"], 1e-2);
+        assert_eq!(w["o"]["slice_rel_l2"], 3e-4);
+        assert_eq!(w["o"]["nonfinite"], 4);
+        assert_eq!(w["checksum"]["rel_l2"], 0.0, "nothing reported, nothing worse");
+    }
+}

@@ -1,0 +1,263 @@
+//! Gate 4, speed: the harness's `bench`, baseline and candidate interleaved in
+//! one process with a deadline. Triton and CUDA kernels are timed on a GPU
+//! only (`needs-gpu` on a CPU); host C++ (`language = "cpp"`) is timed on any
+//! CPU by the service-level bench, judged by [`judge_host`].
+
+use std::time::Instant;
+
+use serde_json::json;
+
+use super::{MAX_PLAUSIBLE_SPEEDUP, Prepared, Run, SMALL_EDIT_LINES, SMALL_EDIT_SPEEDUP, stamp};
+use crate::backend::python::HarnessStatus;
+use crate::evidence::{GateRecord, GateStatus};
+use crate::manifest::{KernelLanguage, Manifest};
+use crate::verdict::{Gate, Verdict};
+use crate::wire::{self, Bench, BenchFailed, HostBench};
+
+/// The speed gate.
+pub(super) fn gate(
+    run: &mut Run<'_>,
+    p: &Prepared,
+    manifest: &Manifest,
+    changed_lines: usize,
+    precision: bool,
+    native: bool,
+) -> Verdict {
+    let t0 = Instant::now();
+    let mut rec = GateRecord::new(Gate::Speed, GateStatus::Skipped, "");
+    // Host C++ (the KV-transfer module) is timed on whatever CPU this is.
+    let host = manifest.language == KernelLanguage::Cpp;
+    if !host && (!native || run.v.opts.device == super::Device::Cpu) {
+        rec.summary = "needs a GPU: kernels ran on the CPU".into();
+        run.records.push(rec);
+        let passed: Vec<&str> =
+            run.records.iter().filter(|r| r.status == GateStatus::Passed).map(|r| r.gate.name()).collect();
+        return Verdict::needs_gpu(format!("{} passed; speed needs a GPU", passed.join(", ")));
+    }
+    let limit = run.remaining();
+    if limit.is_zero() {
+        return run.out_of_time(rec);
+    }
+    let mut args =
+        vec!["bench".to_string(), "--kernel".into(), manifest.name.clone(), "--source".into(), p.cand_src.clone()];
+    if host {
+        // rounds and windows are the manifest's [service] settings
+        args.extend(["--device".into(), "cpu".into()]);
+    } else {
+        args.extend(["--device".into(), "cuda".into(), "--iters".into(), run.v.opts.bench_iters.to_string()]);
+    }
+    let b = match p.harness.call(&args, limit) {
+        Ok(b) => b,
+        Err(e) => {
+            let reason = e.to_string();
+            return run.stop(rec, GateStatus::Error, reason.clone(), Verdict::error(Some(Gate::Speed), reason, ""));
+        }
+    };
+    let header = wire::header(&b, "bench");
+    stamp(&mut rec, &b, header.as_ref().ok());
+    rec.seconds = t0.elapsed().as_secs_f64();
+    let header = match header {
+        Ok(h) => h,
+        Err(_) if matches!(b.status, HarnessStatus::TimedOut | HarnessStatus::Crashed) => {
+            return run.harness_error(rec, &b, "the bench");
+        }
+        Err(e) => return run.wire_error(rec, &b, &e),
+    };
+    match b.status {
+        HarnessStatus::Ok => {}
+        HarnessStatus::Failed => {
+            let failed: BenchFailed = match wire::body(&b, "bench") {
+                Ok(f) => f,
+                Err(e) => return run.wire_error(rec, &b, &e),
+            };
+            let why = header.reason.as_deref().unwrap_or("the candidate failed the bench's correctness gate");
+            let summary = match failed.failures.first() {
+                Some(f) => format!("{why}: {f}"),
+                None => why.to_string(),
+            };
+            return run.stop(rec, GateStatus::Failed, summary.clone(), Verdict::rejected(Gate::Speed, summary));
+        }
+        HarnessStatus::Skipped => {
+            rec.summary = format!("skipped: {}", header.reason.as_deref().unwrap_or("needs a GPU"));
+            run.records.push(rec);
+            return Verdict::needs_gpu("CPU gates passed; the bench found no GPU");
+        }
+        HarnessStatus::Error | HarnessStatus::TimedOut | HarnessStatus::Crashed => {
+            return run.harness_error(rec, &b, "the bench");
+        }
+    }
+    if host {
+        return match wire::host_bench(&b) {
+            Ok(hb) => judge_host(run, rec, &hb),
+            Err(e) => run.wire_error(rec, &b, &e),
+        };
+    }
+    match wire::body::<Bench>(&b, "bench") {
+        Ok(bench) => judge_gpu(run, rec, &bench, changed_lines, precision),
+        Err(e) => run.wire_error(rec, &b, &e),
+    }
+}
+
+/// The speed verdict of a GPU kernel: a significant speedup (precision
+/// rewrites may cost time: noted, not rejected), plausible for its size.
+fn judge_gpu(run: &mut Run<'_>, mut rec: GateRecord, j: &Bench, changed_lines: usize, precision: bool) -> Verdict {
+    let (speedup, noise, significant) = (j.speedup.0, j.noise_floor.0, j.significant);
+    if j.speedup.finite().is_none() || j.noise_floor.finite().is_none() {
+        let reason = format!("the bench reports a non-finite speedup ({speedup}) or noise floor ({noise})");
+        return run.stop(rec, GateStatus::Error, reason.clone(), Verdict::error(Some(Gate::Speed), reason, ""));
+    }
+    for f in &j.flags {
+        run.flags.push(f.clone());
+    }
+    if speedup > MAX_PLAUSIBLE_SPEEDUP && !run.flags.iter().any(|f| f.contains("implausible")) {
+        run.flags.push(format!("speedup {speedup:.2}x is beyond any plausible local rewrite"));
+    }
+    if changed_lines <= SMALL_EDIT_LINES && speedup > SMALL_EDIT_SPEEDUP {
+        run.flags.push(format!("speedup {speedup:.2}x is implausible for a {changed_lines}-line edit"));
+    }
+    rec.metrics = json!({
+        "speedup": speedup, "noise_floor": noise, "significant": significant,
+        "floor": j.floor, "shape": j.shape, "iters": j.iters, "flags": j.flags,
+    });
+    rec.before = Some(json!(j.results.baseline));
+    rec.after = Some(json!(j.results.candidate));
+    let summary = format!(
+        "baseline {:.1} us, candidate {:.1} us: {speedup:.3}x (noise floor {:.1}%, {})",
+        j.results.baseline.median_us.0,
+        j.results.candidate.median_us.0,
+        noise * 100.0,
+        if significant { "significant" } else { "within noise" }
+    );
+    let faster = significant && speedup > 1.0;
+    if !precision && !faster {
+        let reason = format!("no significant speedup: {summary}");
+        return run.stop(rec, GateStatus::Failed, summary, Verdict::rejected(Gate::Speed, reason));
+    }
+    if precision && speedup < 1.0 {
+        run.notes.push(format!("precision rewrite costs {:.1}% time", (1.0 / speedup - 1.0) * 100.0));
+    }
+    run.stop(rec, GateStatus::Passed, summary.clone(), Verdict::accepted(summary))
+}
+
+/// The speed verdict of a host target from the harness's `bench`: the
+/// scheduler thread's throughput gap while transfers run (SPEC §8), baseline
+/// and candidate interleaved in one process. Plausibility (a gap below the
+/// noise, transfers beyond the machine's copy bandwidth, more throughput
+/// recovered than was lost) is the harness's `flags`: a flagged result is
+/// never accepted.
+fn judge_host(run: &mut Run<'_>, mut rec: GateRecord, j: &HostBench) -> Verdict {
+    let (base, cand) = (&j.results.baseline, &j.results.candidate);
+    let (Some(gb), Some(gc), Some(speedup), Some(noise)) =
+        (base.gap.finite(), cand.gap.finite(), j.speedup.finite(), j.noise_floor.finite())
+    else {
+        let reason = "the host bench reports a non-finite gap, speedup or noise floor".to_string();
+        let log =
+            format!("gap {} -> {}, speedup {}, noise floor {}", base.gap.0, cand.gap.0, j.speedup.0, j.noise_floor.0);
+        return run.stop(rec, GateStatus::Error, reason.clone(), Verdict::error(Some(Gate::Speed), reason, log));
+    };
+    let significant = j.significant;
+    for f in &j.flags {
+        run.flags.push(f.clone());
+    }
+    let gbps = |x: wire::Num| x.finite().map(|x| format!("{x:.2}")).unwrap_or_else(|| "?".into());
+    rec.metrics = json!({
+        "metric": j.metric, "speedup": speedup, "noise_floor": noise, "significant": significant,
+        "gap_baseline": gb, "gap_candidate": gc, "floor": j.floor, "shape": j.shape,
+        "rounds": j.rounds, "order": j.order, "flags": j.flags,
+    });
+    rec.before = Some(json!(base));
+    rec.after = Some(json!(cand));
+    let summary = format!(
+        "scheduler gap {:.1}% -> {:.1}% (noise floor {:.1}%, {}); scheduler throughput under transfers {speedup:.2}x; transfers {} -> {} GB/s",
+        gb * 100.0,
+        gc * 100.0,
+        noise * 100.0,
+        if significant { "significant" } else { "within noise" },
+        gbps(base.transfer_gbps),
+        gbps(cand.transfer_gbps),
+    );
+    if !(significant && speedup > 1.0 && gc < gb) {
+        let reason = format!("no significant gain: {summary}");
+        return run.stop(rec, GateStatus::Failed, summary, Verdict::rejected(Gate::Speed, reason));
+    }
+    run.stop(rec, GateStatus::Passed, summary.clone(), Verdict::accepted(summary))
+}
+
+#[cfg(test)]
+mod tests {
+    use std::time::Instant;
+
+    use serde_json::{Value, json};
+
+    use super::*;
+    use crate::gates::{CandidateInput, ValidatorBuilder};
+    use crate::verdict::VerdictKind;
+
+    fn host_bench(gb: f64, gc: f64, speedup: f64, noise: f64, significant: bool, flags: &[&str]) -> HostBench {
+        let variant = |gap: f64| {
+            json!({"gap": gap, "gap_p10": gap - 0.01, "gap_p90": gap + 0.01, "gaps": [gap], "steps_per_s_alone": 1e4,
+                   "steps_per_s_loaded": 1e4 * (1.0 - gap), "transfer_gbps": 11.0, "median_us": 640.0})
+        };
+        serde_json::from_value(json!({
+            "metric": "scheduler-throughput", "speedup": speedup, "noise_floor": noise, "significant": significant,
+            "flags": flags, "order": ["baseline", "candidate", "candidate", "baseline"], "rounds": 2,
+            "results": {"baseline": variant(gb), "candidate": variant(gc)}
+        }))
+        .unwrap()
+    }
+
+    /// Judges `j` in a bare run; returns the verdict (after flags) and the speed record.
+    fn judge(j: &HostBench) -> (Verdict, Value) {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::create_dir_all(dir.path().join("kernels")).unwrap();
+        let v = ValidatorBuilder::new(dir.path()).build().unwrap();
+        let c = CandidateInput {
+            id: "c".into(),
+            pattern_id: "p".into(),
+            category: None,
+            path: "kernels/x.cpp".into(),
+            base_blob: String::new(),
+            result_blob: String::new(),
+            diff: String::new(),
+        };
+        let mut run = Run {
+            v: &v,
+            c: &c,
+            started: Instant::now(),
+            records: Vec::new(),
+            kernel: None,
+            seeds: Vec::new(),
+            flags: Vec::new(),
+            notes: Vec::new(),
+        };
+        let verdict = judge_host(&mut run, GateRecord::new(Gate::Speed, GateStatus::Skipped, ""), j);
+        let rec = serde_json::to_value(&run.records[0]).unwrap();
+        let ev = run.finish(verdict);
+        (ev.verdict, rec)
+    }
+
+    #[test]
+    fn host_speed_is_the_scheduler_gap() {
+        let (v, rec) = judge(&host_bench(0.48, 0.01, 1.9, 0.02, true, &[]));
+        assert_eq!(v.kind, VerdictKind::Accepted, "{v:?}");
+        assert!(v.reason.starts_with("scheduler gap 48.0% -> 1.0%"), "{}", v.reason);
+        assert_eq!(rec["status"], "passed");
+        assert_eq!(rec["before"]["gap"], 0.48);
+        assert_eq!(rec["before"]["median_us"], 640.0, "extra fields are kept in the evidence");
+        assert_eq!(rec["metrics"]["order"][1], "candidate");
+
+        let (v, _) = judge(&host_bench(0.48, 0.47, 1.01, 0.02, false, &[]));
+        assert_eq!((v.kind, v.gate), (VerdictKind::Rejected, Some(Gate::Speed)));
+        assert!(v.reason.starts_with("no significant gain"), "{}", v.reason);
+
+        // a flagged gain is never accepted
+        let (v, _) = judge(&host_bench(0.48, 0.01, 9.0, 0.02, true, &["speedup above the bound"]));
+        assert_eq!(v.kind, VerdictKind::Rejected);
+        assert!(v.reason.contains("flagged for review"), "{}", v.reason);
+
+        let mut nan = host_bench(0.48, 0.01, 1.9, 0.02, true, &[]);
+        nan.speedup = wire::Num(f64::NAN);
+        let (v, _) = judge(&nan);
+        assert_eq!((v.kind, v.gate), (VerdictKind::Error, Some(Gate::Speed)));
+    }
+}

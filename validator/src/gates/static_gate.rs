@@ -1,0 +1,232 @@
+//! Gate 2, static: the contract (no contract file touched, no host code changed
+//! in a kernel source), the numeric-flag scan, and the ahead-of-time
+//! compiles of baseline and candidate (their figures before and after).
+
+use std::path::Path;
+use std::time::Instant;
+
+use kidiom_miner::Lang;
+use kidiom_patterns::Category;
+use serde_json::{Value, json};
+
+use super::{Run, Runs, Touched, Validator, stamp};
+use crate::backend::cpu::{StaticMetrics, delta};
+use crate::backend::python::{HarnessStatus, tail};
+use crate::evidence::{GateRecord, GateStatus};
+use crate::hostcode::changed_host_code;
+use crate::manifest::{KernelLanguage, Manifest};
+use crate::patch::FilePatch;
+use crate::scan::{FlagChange, flag_changes};
+use crate::verdict::{Gate, Verdict};
+use crate::wire::{self, Compile};
+
+/// What the static gate found before any compile.
+pub(super) struct Scan {
+    /// The kernel the candidate changes.
+    pub(super) manifest: Manifest,
+    /// Its entry in the touched files.
+    pub(super) touched: usize,
+    pub(super) changed_lines: usize,
+    pub(super) precision: bool,
+    pub(super) flag_text: Vec<String>,
+    /// The gate's record so far (finished by [`judge_compiles`]).
+    pub(super) rec: GateRecord,
+}
+
+/// The contract, host-code and numeric-flag rules, and which kernel the
+/// candidate changes; `Err` with the verdict when one of them stops it.
+pub(super) fn scan(
+    v: &Validator,
+    run: &mut Run<'_>,
+    files: &[FilePatch],
+    touched: &[Touched],
+) -> Result<Scan, Verdict> {
+    let started = Instant::now();
+    let mut rec = GateRecord::new(Gate::Static, GateStatus::Passed, "");
+    let finish = |rec: &mut GateRecord| rec.seconds = started.elapsed().as_secs_f64();
+
+    // the frozen contract: every path the diff names (both sides of a rename)
+    let mut contract: Vec<&str> = Vec::new();
+    for p in files.iter().flat_map(FilePatch::paths) {
+        if v.kernels.is_contract(p) && !contract.contains(&p) {
+            contract.push(p);
+        }
+    }
+    if !contract.is_empty() {
+        rec.metrics = json!({"contract_files": contract});
+        finish(&mut rec);
+        let summary = format!("touches the frozen contract: {}", contract.join(", "));
+        return Err(run.stop(rec, GateStatus::Failed, summary.clone(), Verdict::rejected(Gate::Static, summary)));
+    }
+
+    // host code in a Triton or CUDA source is contract too
+    for t in touched {
+        let Some(m) = v.kernels.for_source(&t.path) else { continue };
+        if m.language == KernelLanguage::Cpp {
+            continue; // host C++: all of the source is the kernel
+        }
+        let Some(lang) = Lang::from_path(Path::new(&t.path)) else { continue };
+        match changed_host_code(lang, &t.base, &t.cand) {
+            Ok(names) if names.is_empty() => {}
+            Ok(names) => {
+                rec.metrics = json!({"host_code": names});
+                finish(&mut rec);
+                let summary = format!("changes host code outside the kernel: {} ({})", names.join(", "), t.path);
+                return Err(run.stop(
+                    rec,
+                    GateStatus::Failed,
+                    summary.clone(),
+                    Verdict::rejected(Gate::Static, summary),
+                ));
+            }
+            Err(e) => {
+                finish(&mut rec);
+                let summary = format!("cannot tell kernel from host code in {}: {e}", t.path);
+                return Err(run.stop(
+                    rec,
+                    GateStatus::Error,
+                    summary.clone(),
+                    Verdict::error(Some(Gate::Static), summary, ""),
+                ));
+            }
+        }
+    }
+
+    // numeric flags: only under a precision pattern
+    let (mut removed, mut added) = (Vec::new(), Vec::new());
+    for f in files {
+        let (r, a) = f.changed_lines();
+        removed.extend(r);
+        added.extend(a);
+    }
+    let changed_lines = removed.len().max(added.len());
+    let flags: Vec<FlagChange> = flag_changes(&removed, &added);
+    let flag_text: Vec<String> = flags.iter().map(FlagChange::describe).collect();
+    let category = run.c.category;
+    let precision = category == Some(Category::Precision);
+    rec.metrics = json!({"numeric_flags": flags, "changed_lines": changed_lines, "precision_pattern": precision});
+    if !flags.is_empty() && !precision {
+        finish(&mut rec);
+        let summary = format!(
+            "numeric flags changed by a {} pattern (only precision patterns may): {}",
+            category.map(|c| c.name()).unwrap_or("uncategorised"),
+            flag_text.join(", ")
+        );
+        return Err(run.stop(rec, GateStatus::Failed, summary.clone(), Verdict::rejected(Gate::Static, summary)));
+    }
+
+    // exactly one kernel source
+    let kernels: Vec<(usize, &Manifest)> =
+        touched.iter().enumerate().filter_map(|(i, t)| Some((i, v.kernels.for_source(&t.path)?))).collect();
+    match kernels.as_slice() {
+        [(i, m)] if touched.len() == 1 => {
+            Ok(Scan { manifest: (*m).clone(), touched: *i, changed_lines, precision, flag_text, rec })
+        }
+        [] => {
+            finish(&mut rec);
+            let summary = format!("no kernel manifest under {}/ has {} as its source", v.kernels.dir, run.c.path);
+            let reason = format!("{summary}; there is no contract to validate against");
+            Err(run.stop(rec, GateStatus::Error, summary, Verdict::error(Some(Gate::Static), reason, "")))
+        }
+        _ => {
+            finish(&mut rec);
+            let summary = "the diff touches several files; a candidate must change one kernel source".to_string();
+            Err(run.stop(rec, GateStatus::Error, summary.clone(), Verdict::error(Some(Gate::Static), summary, "")))
+        }
+    }
+}
+
+/// The compiles of baseline and candidate; `Some` verdict when the gate stops here.
+pub(super) fn judge_compiles(
+    run: &mut Run<'_>,
+    rec: GateRecord,
+    flag_text: &[String],
+    runs: &Runs,
+    name: &str,
+) -> Option<Verdict> {
+    let mut rec = rec;
+    let (base, cand) = (&runs.base_compile, &runs.cand_compile);
+    rec.commands.push(base.process.command.clone());
+    let header = wire::header(cand, "compile");
+    stamp(&mut rec, cand, header.as_ref().ok());
+    // the compiles' own wall time (they overlap the correctness check)
+    rec.seconds = cand.process.seconds.max(if runs.cached { 0.0 } else { base.process.seconds });
+
+    // the baseline must compile: otherwise nothing can be compared
+    let before = match base.status {
+        HarnessStatus::Ok => match wire::header(base, "compile").and_then(|_| wire::body::<Compile>(base, "compile")) {
+            Ok(c) => c,
+            Err(e) => return Some(run.wire_error(rec, base, &e)),
+        },
+        HarnessStatus::Error if !base.json["error"].as_str().is_some_and(|e| e.contains("timed out")) => {
+            let summary = format!("the baseline {name} does not compile ahead of time");
+            return Some(run.stop(
+                rec,
+                GateStatus::Error,
+                summary.clone(),
+                Verdict::error(Some(Gate::Static), summary, base.log()),
+            ));
+        }
+        _ => return Some(run.harness_error(rec, base, "the baseline's compile")),
+    };
+
+    let header = match header {
+        Ok(h) => h,
+        Err(_) if matches!(cand.status, HarnessStatus::TimedOut | HarnessStatus::Crashed) => {
+            return Some(run.harness_error(rec, cand, "the candidate's compile"));
+        }
+        Err(e) => return Some(run.wire_error(rec, cand, &e)),
+    };
+    let after = match cand.status {
+        HarnessStatus::Ok => match wire::body::<Compile>(cand, "compile") {
+            Ok(c) => c,
+            Err(e) => return Some(run.wire_error(rec, cand, &e)),
+        },
+        // a timeout is never "does not compile": the harness's own alarm or the deadline's kill
+        HarnessStatus::TimedOut | HarnessStatus::Crashed => {
+            return Some(run.harness_error(rec, cand, "the candidate's compile"));
+        }
+        HarnessStatus::Error if header.timed_out() => {
+            return Some(run.harness_error(rec, cand, "the candidate's compile"));
+        }
+        HarnessStatus::Skipped => {
+            let summary = format!("the compile was skipped: {}", header.reason.as_deref().unwrap_or("no reason given"));
+            return Some(run.stop(
+                rec,
+                GateStatus::Error,
+                summary.clone(),
+                Verdict::error(Some(Gate::Static), summary, cand.log()),
+            ));
+        }
+        HarnessStatus::Error | HarnessStatus::Failed => {
+            let err = header.error.as_deref().unwrap_or("compile failed");
+            let summary = format!("the candidate does not compile for {}: {}", before.arch, tail(err, 300));
+            rec.log = Some(cand.log());
+            return Some(run.stop(rec, GateStatus::Failed, summary.clone(), Verdict::rejected(Gate::Static, summary)));
+        }
+    };
+    let (before, after) = (StaticMetrics::from_wire(&before), StaticMetrics::from_wire(&after));
+    let d = delta(&before, &after);
+    if d.get("spill_store_bytes").is_some_and(|x| *x > 0) {
+        run.notes.push(format!("spills grow by {} B", d["spill_store_bytes"]));
+    }
+    let mut m = rec.metrics.as_object().cloned().unwrap_or_default();
+    m.insert("delta".into(), json!(d));
+    m.insert("arch".into(), json!(after.arch));
+    rec.metrics = Value::Object(m);
+    rec.summary = format!(
+        "{}compiled for {}: before {}; after {}",
+        if flag_text.is_empty() {
+            String::new()
+        } else {
+            format!("numeric flags {} (precision pattern); ", flag_text.join(", "))
+        },
+        after.arch,
+        before.summary(),
+        after.summary()
+    );
+    rec.before = Some(json!(before));
+    rec.after = Some(json!(after));
+    run.records.push(rec);
+    None
+}

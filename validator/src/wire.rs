@@ -1,0 +1,539 @@
+//! The harness's JSON, typed: wire format version 1 (kernels/README.md).
+//!
+//! Every object has a [`Header`]; what follows depends on the command and
+//! the status. The fields a gate decides on are required here, so a renamed
+//! or malformed field is an `error` verdict that names it (never a NaN that
+//! quietly becomes "no significant speedup"). Fields that are only reported
+//! are optional, and unknown fields are ignored: within version 1 the
+//! harness only adds fields.
+
+use std::collections::BTreeMap;
+
+use serde::de::DeserializeOwned;
+use serde::{Deserialize, Deserializer, Serialize, Serializer};
+use serde_json::Value;
+
+use crate::backend::python::{HarnessRun, HarnessStatus};
+
+/// The `wire` field of every object.
+pub(crate) const WIRE: &str = "kidiom-harness";
+/// The version this validator reads.
+pub(crate) const VERSION: u64 = 1;
+
+/// Harness output that does not fit the wire format.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+#[error("the harness's {command} output does not fit wire format {VERSION}: {message}")]
+pub(crate) struct WireError {
+    /// `compile`, `check` or `bench`.
+    pub(crate) command: String,
+    /// What is wrong, naming the field.
+    pub(crate) message: String,
+}
+
+/// A number the harness writes as a JSON number, `"inf"` / `"-inf"`, or
+/// `null` (NaN). Serialized the same way.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub(crate) struct Num(pub(crate) f64);
+
+impl Num {
+    /// The value if it is finite.
+    pub(crate) fn finite(self) -> Option<f64> {
+        self.0.is_finite().then_some(self.0)
+    }
+}
+
+impl<'de> Deserialize<'de> for Num {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Num, D::Error> {
+        match Value::deserialize(d)? {
+            Value::Number(n) => n.as_f64().map(Num).ok_or_else(|| serde::de::Error::custom("number out of range")),
+            Value::Null => Ok(Num(f64::NAN)),
+            Value::String(s) => match s.to_ascii_lowercase().as_str() {
+                "inf" | "+inf" | "infinity" => Ok(Num(f64::INFINITY)),
+                "-inf" | "-infinity" => Ok(Num(f64::NEG_INFINITY)),
+                "nan" => Ok(Num(f64::NAN)),
+                _ => Err(serde::de::Error::custom(format!("expected a number, \"inf\" or null, found {s:?}"))),
+            },
+            other => Err(serde::de::Error::custom(format!("expected a number, \"inf\" or null, found {other}"))),
+        }
+    }
+}
+
+impl Serialize for Num {
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let x = self.0;
+        if x.is_nan() {
+            s.serialize_none()
+        } else if x.is_infinite() {
+            s.serialize_str(if x > 0.0 { "inf" } else { "-inf" })
+        } else {
+            s.serialize_f64(x)
+        }
+    }
+}
+
+/// The fields every object has.
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+pub(crate) struct Header {
+    /// Always [`WIRE`].
+    pub(crate) wire: String,
+    /// [`VERSION`].
+    pub(crate) version: u64,
+    /// The command that ran.
+    pub(crate) command: String,
+    /// `ok`, `passed`, `failed`, `skipped`, `error`.
+    pub(crate) status: String,
+    /// With `status: error`.
+    #[serde(default)]
+    pub(crate) error: Option<String>,
+    /// With `status: skipped` (and bench `failed`).
+    #[serde(default)]
+    pub(crate) reason: Option<String>,
+    /// Where it ran.
+    #[serde(default)]
+    pub(crate) device: Option<String>,
+    /// check/bench: `interpreter-tf32`, `interpreter`, `native`, `host`.
+    #[serde(default)]
+    pub(crate) mode: Option<String>,
+    /// Tool versions.
+    #[serde(default)]
+    pub(crate) versions: Option<Value>,
+}
+
+impl Header {
+    /// Whether the harness reports that its own time limit ran out.
+    pub(crate) fn timed_out(&self) -> bool {
+        self.status == "error" && self.error.as_deref().is_some_and(|e| e.contains("timed out"))
+    }
+}
+
+/// A compile's numbers (`status: ok`).
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+pub(crate) struct Compile {
+    /// `sm_90a`, `host-x86_64`.
+    pub(crate) arch: String,
+    /// Registers, spills, shared memory (`{}` for host builds).
+    pub(crate) resources: Resources,
+    /// The static instruction mix (host builds without objdump have `notes` instead).
+    #[serde(default)]
+    pub(crate) instructions: Option<Instructions>,
+    /// Triton's own figures.
+    #[serde(default)]
+    pub(crate) triton: Option<TritonCompile>,
+}
+
+/// `resources` of a compile; every figure may be absent.
+#[derive(Debug, Clone, Default, PartialEq, Deserialize)]
+pub(crate) struct Resources {
+    #[serde(default)]
+    pub(crate) registers: Option<i64>,
+    #[serde(default)]
+    pub(crate) stack_bytes: Option<i64>,
+    #[serde(default)]
+    pub(crate) shared_static_bytes: Option<i64>,
+    #[serde(default)]
+    pub(crate) shared_dynamic_bytes: Option<i64>,
+    #[serde(default)]
+    pub(crate) local_bytes: Option<i64>,
+    #[serde(default)]
+    pub(crate) spill_store_bytes: Option<i64>,
+    #[serde(default)]
+    pub(crate) spill_load_bytes: Option<i64>,
+}
+
+/// `instructions` of a compile.
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+pub(crate) struct Instructions {
+    pub(crate) total: i64,
+    #[serde(default)]
+    pub(crate) by_class: BTreeMap<String, i64>,
+    #[serde(default)]
+    pub(crate) by_opcode: BTreeMap<String, i64>,
+}
+
+/// `triton` of a compile.
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+pub(crate) struct TritonCompile {
+    #[serde(default)]
+    pub(crate) compile_seconds: Option<f64>,
+}
+
+/// A check's result (`status: passed` or `failed`).
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+pub(crate) struct Check {
+    pub(crate) passed: bool,
+    pub(crate) failures: Vec<String>,
+    pub(crate) cases: Vec<Case>,
+    #[serde(default)]
+    pub(crate) seeds: Option<Vec<u64>>,
+    /// The error-versus-length curve, where the manifest asks for it.
+    #[serde(default)]
+    pub(crate) curve: Option<Vec<CurvePoint>>,
+    #[serde(default)]
+    pub(crate) consistency: Option<Value>,
+    /// `cpp` kernels: what the worker's sandbox applied.
+    #[serde(default)]
+    pub(crate) sandbox: Option<Value>,
+    /// `cpp` kernels: the ThreadSanitizer run.
+    #[serde(default)]
+    pub(crate) tsan: Option<Value>,
+}
+
+/// One case of a check.
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+pub(crate) struct Case {
+    pub(crate) id: String,
+    pub(crate) passed: bool,
+    /// Per output name, its error metrics (empty for bad-input cases).
+    pub(crate) outputs: BTreeMap<String, Metrics>,
+    #[serde(default)]
+    pub(crate) failures: Vec<String>,
+    #[serde(default)]
+    pub(crate) seed: Option<u64>,
+    /// The baseline's numbers on the same inputs, where the harness reports them.
+    #[serde(default)]
+    pub(crate) baseline: Option<Value>,
+    /// How often the kernel was launched, where the harness counts it.
+    #[serde(default)]
+    pub(crate) launches: Option<Value>,
+    /// Whether the inputs came back unchanged.
+    #[serde(default)]
+    pub(crate) inputs_unchanged: Option<Value>,
+}
+
+/// The error metrics of one output against the reference. They are
+/// reported, not judged (the harness decides `passed`), and an output may
+/// carry other counts instead (a concurrent checksum: `mismatched_threads`),
+/// so each is optional; one that is present must be a number.
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+pub(crate) struct Metrics {
+    #[serde(default)]
+    pub(crate) rel_l2: Option<Num>,
+    #[serde(default)]
+    pub(crate) max_abs_rel: Option<Num>,
+    #[serde(default)]
+    pub(crate) max_abs: Option<Num>,
+    #[serde(default)]
+    pub(crate) worst_slice: Option<WorstSlice>,
+    #[serde(default)]
+    pub(crate) nonfinite: u64,
+}
+
+/// The worst slice of an output.
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+pub(crate) struct WorstSlice {
+    pub(crate) rel_l2: Num,
+}
+
+/// One point of the error-versus-length curve.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub(crate) struct CurvePoint {
+    #[serde(rename = "T")]
+    pub(crate) t: i64,
+    pub(crate) rel_l2: Num,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub(crate) max_abs: Option<Num>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub(crate) last_chunk_rel_l2: Option<Num>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub(crate) state_rel_l2: Option<Num>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub(crate) state_max_abs: Option<Num>,
+}
+
+/// A bench whose correctness gate failed (`status: failed`).
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+pub(crate) struct BenchFailed {
+    #[serde(default)]
+    pub(crate) failures: Vec<String>,
+}
+
+/// Baseline and candidate of a bench.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub(crate) struct Results<T> {
+    pub(crate) baseline: T,
+    pub(crate) candidate: T,
+}
+
+/// A GPU bench (`status: ok`): interleaved timings.
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+pub(crate) struct Bench {
+    pub(crate) speedup: Num,
+    pub(crate) noise_floor: Num,
+    pub(crate) significant: bool,
+    pub(crate) results: Results<Timing>,
+    pub(crate) flags: Vec<String>,
+    #[serde(default)]
+    pub(crate) floor: Option<Value>,
+    #[serde(default)]
+    pub(crate) shape: Option<Value>,
+    #[serde(default)]
+    pub(crate) iters: Option<u64>,
+}
+
+/// One variant's timings.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub(crate) struct Timing {
+    pub(crate) median_us: Num,
+    pub(crate) p10_us: Num,
+    pub(crate) p90_us: Num,
+    /// Everything else the harness reports (samples, bandwidth, ...), kept as written.
+    #[serde(flatten)]
+    pub(crate) extra: serde_json::Map<String, Value>,
+}
+
+/// The metric of a host bench.
+pub(crate) const SCHEDULER_THROUGHPUT: &str = "scheduler-throughput";
+
+/// A host C++ bench (`status: ok`, metric `scheduler-throughput`).
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+pub(crate) struct HostBench {
+    pub(crate) metric: String,
+    pub(crate) speedup: Num,
+    pub(crate) noise_floor: Num,
+    pub(crate) significant: bool,
+    pub(crate) results: Results<HostVariant>,
+    pub(crate) flags: Vec<String>,
+    /// The variant of each measured window pair, in run order.
+    pub(crate) order: Vec<String>,
+    pub(crate) rounds: u64,
+    #[serde(default)]
+    pub(crate) improvement: Option<Num>,
+    #[serde(default)]
+    pub(crate) floor: Option<Value>,
+    #[serde(default)]
+    pub(crate) shape: Option<Value>,
+    #[serde(default)]
+    pub(crate) checksums: Option<Value>,
+}
+
+/// One variant of a host bench.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub(crate) struct HostVariant {
+    /// Median over rounds of 1 - loaded/alone scheduler steps per second.
+    pub(crate) gap: Num,
+    pub(crate) gap_p10: Num,
+    pub(crate) gap_p90: Num,
+    /// Per round.
+    pub(crate) gaps: Vec<Num>,
+    pub(crate) steps_per_s_alone: Num,
+    pub(crate) steps_per_s_loaded: Num,
+    pub(crate) transfer_gbps: Num,
+    /// Everything else (pair timings, per-round lists), kept as written.
+    #[serde(flatten)]
+    pub(crate) extra: serde_json::Map<String, Value>,
+}
+
+/// Reads `v` as a `T`, naming the field that does not fit.
+fn read<T: DeserializeOwned>(command: &str, v: &Value) -> Result<T, WireError> {
+    serde_path_to_error::deserialize(v).map_err(|e| {
+        let path = e.path().to_string();
+        let inner = e.into_inner().to_string();
+        let message = if path == "." || path.is_empty() { inner } else { format!("field `{path}`: {inner}") };
+        WireError { command: command.to_string(), message }
+    })
+}
+
+/// The header of a harness run's JSON, checked against the command asked
+/// for and against the exit status.
+pub(crate) fn header(run: &HarnessRun, command: &str) -> Result<Header, WireError> {
+    let bad = |message: String| WireError { command: command.to_string(), message };
+    if !run.json.is_object() {
+        return Err(bad("no JSON object on stdout".into()));
+    }
+    let h: Header = read(command, &run.json)?;
+    if h.wire != WIRE {
+        return Err(bad(format!("field `wire`: {:?}, expected {WIRE:?}", h.wire)));
+    }
+    if h.version != VERSION {
+        return Err(bad(format!("field `version`: {}, this validator reads {VERSION}", h.version)));
+    }
+    if h.command != command {
+        return Err(bad(format!("field `command`: {:?}, expected {command:?}", h.command)));
+    }
+    let expected: &[&str] = match run.status {
+        HarnessStatus::Ok => &["ok", "passed"],
+        HarnessStatus::Failed => &["failed"],
+        HarnessStatus::Error => &["error"],
+        HarnessStatus::Skipped => &["skipped"],
+        HarnessStatus::TimedOut | HarnessStatus::Crashed => return Ok(h),
+    };
+    if !expected.contains(&h.status.as_str()) {
+        return Err(bad(format!(
+            "field `status`: {:?} does not match the exit code {:?}",
+            h.status,
+            run.process.code.unwrap_or(-1)
+        )));
+    }
+    Ok(h)
+}
+
+/// The body of a run as `T` (after [`header`]).
+pub(crate) fn body<T: DeserializeOwned>(run: &HarnessRun, command: &str) -> Result<T, WireError> {
+    read(command, &run.json)
+}
+
+/// A host bench's body; its metric must be the one this validator judges.
+pub(crate) fn host_bench(run: &HarnessRun) -> Result<HostBench, WireError> {
+    let b: HostBench = body(run, "bench")?;
+    if b.metric != SCHEDULER_THROUGHPUT {
+        return Err(WireError {
+            command: "bench".into(),
+            message: format!("field `metric`: {:?}, expected {SCHEDULER_THROUGHPUT:?}", b.metric),
+        });
+    }
+    Ok(b)
+}
+
+#[cfg(test)]
+pub(crate) mod tests {
+    use serde_json::json;
+
+    use super::*;
+    use crate::backend::python::ProcessOutcome;
+
+    pub(crate) fn run(status: HarnessStatus, json: Value) -> HarnessRun {
+        let code = match status {
+            HarnessStatus::Ok => Some(0),
+            HarnessStatus::Failed => Some(1),
+            HarnessStatus::Error => Some(2),
+            HarnessStatus::Skipped => Some(3),
+            _ => None,
+        };
+        HarnessRun {
+            status,
+            process: ProcessOutcome {
+                command: "python -m kernels.harness".into(),
+                cwd: "/".into(),
+                code,
+                timed_out: status == HarnessStatus::TimedOut,
+                cancelled: false,
+                seconds: 1.0,
+                stdout: String::new(),
+                stderr_tail: String::new(),
+            },
+            json,
+        }
+    }
+
+    pub(crate) fn with_header(command: &str, status: &str, body: Value) -> Value {
+        let mut v = json!({"wire": WIRE, "version": 1, "command": command, "status": status, "kernel": "k",
+                           "device": "cpu (host)", "future_field": {"nested": [1, 2]}});
+        if let (Some(o), Some(b)) = (v.as_object_mut(), body.as_object()) {
+            o.extend(b.clone());
+        }
+        v
+    }
+
+    #[test]
+    fn numbers_may_be_inf_or_null() {
+        let n: Vec<Num> = serde_json::from_value(json!([1.5, "inf", "-inf", null])).unwrap();
+        assert_eq!(n[0], Num(1.5));
+        assert_eq!(n[1].0, f64::INFINITY);
+        assert_eq!(n[2].0, f64::NEG_INFINITY);
+        assert!(n[3].0.is_nan() && n[3].finite().is_none());
+        assert!(serde_json::from_value::<Num>(json!("fast")).is_err());
+        assert_eq!(
+            serde_json::to_value([Num(2.0), Num(f64::INFINITY), Num(f64::NAN)]).unwrap(),
+            json!([2.0, "inf", null])
+        );
+    }
+
+    #[test]
+    fn headers_are_checked_against_the_command_and_the_exit_code() {
+        let ok = run(HarnessStatus::Ok, with_header("compile", "ok", json!({})));
+        assert_eq!(header(&ok, "compile").unwrap().device.as_deref(), Some("cpu (host)"));
+        let e = header(&ok, "check").unwrap_err();
+        assert!(e.message.contains("field `command`"), "{e}");
+        let mismatch = run(HarnessStatus::Ok, with_header("check", "failed", json!({})));
+        assert!(header(&mismatch, "check").unwrap_err().message.contains("exit code"));
+        let mut v2 = with_header("check", "passed", json!({}));
+        v2["version"] = json!(2);
+        assert!(header(&run(HarnessStatus::Ok, v2), "check").unwrap_err().message.contains("version"));
+        let mut nowire = with_header("check", "passed", json!({}));
+        nowire.as_object_mut().unwrap().remove("wire");
+        let e = header(&run(HarnessStatus::Ok, nowire), "check").unwrap_err();
+        assert!(e.to_string().contains("missing field `wire`"), "{e}");
+        assert!(header(&run(HarnessStatus::Crashed, Value::Null), "check").is_err());
+        let timeout =
+            run(HarnessStatus::Error, with_header("check", "error", json!({"error": "harness timed out after 1.0 s"})));
+        assert!(header(&timeout, "check").unwrap().timed_out());
+    }
+
+    #[test]
+    fn a_renamed_or_malformed_field_is_named() {
+        let bench = json!({
+            "metric": "scheduler-throughput", "speedup": 1.9, "noise_floor": 0.01, "significant": true,
+            "flags": [], "order": ["baseline", "candidate"], "rounds": 2,
+            "results": {
+                "baseline": {"gap": 0.48, "gap_p10": 0.47, "gap_p90": 0.49, "gaps": [0.48], "steps_per_s_alone": 1e4,
+                             "steps_per_s_loaded": 5e3, "transfer_gbps": 11.0, "median_us": 640.0, "samples": 3},
+                "candidate": {"gap": 0.01, "gap_p10": 0.0, "gap_p90": 0.02, "gaps": [0.01], "steps_per_s_alone": 1e4,
+                              "steps_per_s_loaded": 9.9e3, "transfer_gbps": 10.0}
+            }
+        });
+        let r = run(HarnessStatus::Ok, with_header("bench", "ok", bench.clone()));
+        let b = host_bench(&r).unwrap();
+        assert_eq!(b.results.baseline.gap, Num(0.48));
+        assert_eq!(b.results.baseline.extra["samples"], 3, "extra fields are kept");
+        let mut renamed = bench.clone();
+        let gap = renamed["results"]["candidate"].as_object_mut().unwrap().remove("gap").unwrap();
+        renamed["results"]["candidate"]["scheduler_gap"] = gap;
+        let e = host_bench(&run(HarnessStatus::Ok, with_header("bench", "ok", renamed))).unwrap_err();
+        assert!(e.message.contains("results.candidate") && e.message.contains("missing field `gap`"), "{e}");
+        let mut bad = bench.clone();
+        bad["speedup"] = json!("fast");
+        let e = host_bench(&run(HarnessStatus::Ok, with_header("bench", "ok", bad))).unwrap_err();
+        assert!(e.message.starts_with("field `speedup`"), "{e}");
+        let mut other = bench;
+        other["metric"] = json!("latency");
+        assert!(
+            host_bench(&run(HarnessStatus::Ok, with_header("bench", "ok", other)))
+                .unwrap_err()
+                .message
+                .contains("metric")
+        );
+    }
+
+    #[test]
+    fn checks_with_optional_fields() {
+        let check = json!({
+            "passed": false, "failures": ["c1 seed=1: o rel_l2 1e-1"], "seeds": [1],
+            "sandbox": {"process": "separate worker"},
+            "cases": [{"id": "c1", "passed": false, "seed": 1, "outputs": {"o": {"rel_l2": "inf", "max_abs": null,
+                       "max_abs_rel": 0.5, "worst_slice": {"index": [0, 1], "rel_l2": 0.2}, "nonfinite": 3}},
+                       "baseline": {"o": {"rel_l2": 1e-7}}, "launches": 1, "inputs_unchanged": true}],
+            "curve": [{"T": 64, "rel_l2": 1e-4}]
+        });
+        let c: Check = body(&run(HarnessStatus::Failed, check.clone()), "check").unwrap();
+        assert_eq!(c.cases[0].outputs["o"].rel_l2, Some(Num(f64::INFINITY)));
+        assert_eq!(c.cases[0].outputs["o"].nonfinite, 3);
+        assert_eq!(c.curve.as_ref().map(Vec::len), Some(1));
+        // an output with other counts (a concurrent checksum) is fine; a malformed number is not
+        let mut other = check.clone();
+        other["cases"][0]["outputs"]["checksum"] = json!({"mismatched_threads": 0});
+        assert!(body::<Check>(&run(HarnessStatus::Failed, other), "check").is_ok());
+        let mut bad = check;
+        bad["cases"][0]["outputs"]["o"]["rel_l2"] = json!([1]);
+        let e = body::<Check>(&run(HarnessStatus::Failed, bad), "check").unwrap_err();
+        assert!(e.message.contains("cases[0].outputs.o") && e.message.contains("rel_l2"), "{e}");
+    }
+
+    /// Outputs the harness wrote (trimmed), read as the gates read them.
+    #[test]
+    fn reads_real_harness_output() {
+        let compile = json!({"wire": "kidiom-harness", "version": 1, "command": "compile", "status": "ok",
+            "device": "none (ahead-of-time)", "arch": "sm_90a", "language": "triton",
+            "triton": {"num_warps": 4, "compile_seconds": 0.55},
+            "resources": {"registers": 91, "stack_bytes": 0, "shared_static_bytes": 1024, "local_bytes": 0,
+                          "spill_store_bytes": 0, "spill_load_bytes": 0, "shared_dynamic_bytes": 512},
+            "instructions": {"total": 432, "by_class": {"fp32": 197}, "by_opcode": {"FFMA": 68}}, "ptx_lines": 1021});
+        let r = run(HarnessStatus::Ok, compile);
+        header(&r, "compile").unwrap();
+        let c: Compile = body(&r, "compile").unwrap();
+        assert_eq!(c.resources.registers, Some(91));
+        let host = json!({"wire": "kidiom-harness", "version": 1, "command": "compile", "status": "ok",
+            "arch": "host-x86_64", "resources": {}, "notes": "no objdump"});
+        let c: Compile = body(&run(HarnessStatus::Ok, host), "compile").unwrap();
+        assert!(c.instructions.is_none() && c.resources.registers.is_none());
+    }
+}
