@@ -50,3 +50,30 @@ pub(crate) fn raw(s: &str) -> Result<()> {
     out.write_all(s.as_bytes())?;
     Ok(())
 }
+
+/// `2026-12-01 00:20 UTC` for seconds since the Unix epoch (civil-from-days,
+/// proleptic Gregorian; no time-zone database needed for UTC).
+pub(crate) fn utc(secs: u64) -> String {
+    let days = (secs / 86_400) as i64;
+    let (h, m) = ((secs % 86_400) / 3600, (secs % 3600) / 60);
+    let z = days + 719_468;
+    let era = z.div_euclid(146_097);
+    let doe = z - era * 146_097;
+    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy + 2) / 153;
+    let d = doy - (153 * mp + 2) / 5 + 1;
+    let mo = if mp < 10 { mp + 3 } else { mp - 9 };
+    let y = yoe + era * 400 + i64::from(mo <= 2);
+    format!("{y:04}-{mo:02}-{d:02} {h:02}:{m:02} UTC")
+}
+
+#[cfg(test)]
+mod utc_tests {
+    #[test]
+    fn formats_utc() {
+        assert_eq!(super::utc(0), "1970-01-01 00:00 UTC");
+        assert_eq!(super::utc(1_796_084_530), "2026-12-01 00:22 UTC");
+        assert_eq!(super::utc(951_782_400), "2000-02-29 00:00 UTC");
+    }
+}

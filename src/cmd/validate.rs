@@ -305,7 +305,7 @@ pub(crate) fn review_lines(evidence: &serde_json::Value) -> Option<Vec<String>> 
     let mut out = vec![format!(
         "{} (validated at {}, {:.1}s, device {})",
         e.verdict.describe(),
-        e.started_at,
+        crate::output::utc(e.started_at),
         e.seconds,
         e.device
     )];
