@@ -3,19 +3,34 @@
 Both backends allocate every tensor inside a larger flat buffer whose tail holds a sentinel,
 so that out-of-bounds reads (an input's tail is NaN: it leaks into the results) and writes (an
 output's tail holds `OUT_SENTINEL`: any store changes it) are visible after a run.
+
+The check's workers (kernelworker.py) use these from a copy of this file (package `kidiom_rt`):
+keep it free of imports beyond numpy, `.arrays` and `.interp`.
+
+What each backend can observe: `violations()` (out-of-bounds accesses of the active lanes) and
+`provenance()` (which output elements host code wrote, outside any kernel) are recorded by the patched
+interpreter on a CPU; on a GPU neither is observed and both return None ("not checked": run
+compute-sanitizer for the first).
 """
 import numpy as np
 
 from .arrays import NpTensor
 
-__all__ = ["NumpyBackend", "TorchBackend", "OUT_SENTINEL", "PAD"]
+__all__ = ["NumpyBackend", "TorchBackend", "OUT_SENTINEL", "PAD", "tail_ok"]
 
 PAD = 64                                 # sentinel elements after each tensor
 OUT_SENTINEL = np.float32(-2.718281e37)  # tail of written tensors; any store changes it
 
 
+def _sentinel_for(dtype, sentinel):
+    if np.dtype(dtype).kind in "iub" and isinstance(sentinel, (float, np.floating)):
+        return 0
+    return sentinel
+
+
 class NumpyBackend:
     name = "cpu"
+    observes = {"out_of_bounds": True, "provenance": True}
 
     def describe(self):
         return "cpu (triton interpreter)"
@@ -24,26 +39,49 @@ class NumpyBackend:
         from .interp import MEMORY
         self.memory = MEMORY   # extents of the tensors, for the interpreter's bounds check
 
-    def _register(self, t, name):
-        self.memory.register(name, t.data_ptr(), t.numel() * t.element_size())
+    def _register(self, t, name, track=False):
+        nbytes = t.numel() * t.element_size()
+        live = t._storage.buf[: t.numel()].view(np.uint8) if track else None
+        self.memory.register(name, t.data_ptr(), nbytes, track=live)
         return t
 
     def begin(self):
         """Forget the tensors and violations of the previous case."""
         self.memory.clear()
 
+    def reset(self):
+        """Forget violations and recorded stores (another call on the same tensors)."""
+        self.memory.reset()
+
     def violations(self):
         return self.memory.report()
 
-    def put(self, array, pad=PAD, sentinel=np.nan, name="input"):
-        array = np.ascontiguousarray(array)
-        if array.dtype.kind in "iu" and isinstance(sentinel, float):
-            sentinel = 0
-        return self._register(NpTensor.from_numpy(array, pad=pad, sentinel=sentinel), name)
+    def checkpoint(self):
+        """Around every kernel launch and at the end of a call: see host writes."""
+        self.memory.checkpoint()
 
-    def poisoned(self, shape, dtype=np.float32, pad=PAD, name="output"):
+    def provenance(self, t, name):
+        return self.memory.provenance(name, t.element_size())
+
+    def put(self, array, pad=PAD, sentinel=np.nan, name="input", track=False):
+        array = np.ascontiguousarray(array)
+        sentinel = _sentinel_for(array.dtype, sentinel)
+        return self._register(NpTensor.from_numpy(array, pad=pad, sentinel=sentinel), name, track)
+
+    def poisoned(self, shape, dtype=np.float32, pad=PAD, name="output", track=False):
         """An output: NaN inside (unwritten elements stay NaN), OUT_SENTINEL in the tail."""
-        return self._register(NpTensor.full(shape, np.nan, dtype=dtype, pad=pad, sentinel=OUT_SENTINEL), name)
+        return self._register(NpTensor.full(shape, np.nan, dtype=dtype, pad=pad, sentinel=OUT_SENTINEL), name, track)
+
+    def refill(self, t, array, sentinel):
+        """New contents for a tensor (same buffer): `array` inside, `sentinel` in the tail."""
+        buf = t._storage.buf
+        n = t.numel()
+        buf[:n] = np.ascontiguousarray(array, dtype=buf.dtype).reshape(-1)
+        buf[n:] = _sentinel_for(buf.dtype, sentinel)
+
+    def flat(self, t):
+        """A copy of the whole buffer: the tensor's elements, then the sentinel tail."""
+        return np.array(t._storage.buf)
 
     def get(self, t):
         return np.array(t.numpy())
@@ -57,6 +95,7 @@ class NumpyBackend:
 
 class TorchBackend:
     name = "cuda"
+    observes = {"out_of_bounds": False, "provenance": False}
 
     def __init__(self):
         import torch
@@ -70,7 +109,7 @@ class TorchBackend:
         torch = self.torch
         flat_host = np.empty(array.size + pad, dtype=array.dtype)
         flat_host[: array.size] = array.reshape(-1)
-        flat_host[array.size:] = sentinel
+        flat_host[array.size:] = _sentinel_for(array.dtype, sentinel)
         flat = torch.from_numpy(flat_host).to(self.device)
         t = flat[: array.size].view(array.shape)
         t._kidiom_flat = flat
@@ -80,17 +119,34 @@ class TorchBackend:
     def begin(self):
         pass
 
-    def violations(self):
-        return []   # on a GPU, run compute-sanitizer for this
+    def reset(self):
+        pass
 
-    def put(self, array, pad=PAD, sentinel=np.nan, name="input"):
+    def violations(self):
+        return None   # not observed on a GPU (compute-sanitizer would)
+
+    def checkpoint(self):
+        pass
+
+    def provenance(self, t, name):
+        return None   # not observed on a GPU
+
+    def put(self, array, pad=PAD, sentinel=np.nan, name="input", track=False):
         array = np.ascontiguousarray(array)
-        if array.dtype.kind in "iu" and isinstance(sentinel, float):
-            sentinel = 0
         return self._alloc(array, pad, sentinel)
 
-    def poisoned(self, shape, dtype=np.float32, pad=PAD, name="output"):
+    def poisoned(self, shape, dtype=np.float32, pad=PAD, name="output", track=False):
         return self._alloc(np.full(shape, np.nan, dtype=dtype), pad, OUT_SENTINEL)
+
+    def refill(self, t, array, sentinel):
+        flat_host = np.empty(t._kidiom_flat.numel(), dtype=np.asarray(array).dtype)
+        n = t._kidiom_n
+        flat_host[:n] = np.asarray(array).reshape(-1)
+        flat_host[n:] = _sentinel_for(flat_host.dtype, sentinel)
+        t._kidiom_flat.copy_(self.torch.from_numpy(flat_host).to(self.device))
+
+    def flat(self, t):
+        return t._kidiom_flat.detach().cpu().numpy().copy()
 
     def get(self, t):
         return t.detach().cpu().numpy().copy()

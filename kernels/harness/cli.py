@@ -76,6 +76,8 @@ def parse_args(argv):
     c.add_argument("--no-tf32", action="store_true", help="interpreter: do not round tl.dot operands like TF32")
     c.add_argument("--no-curve", action="store_true")
     c.add_argument("--no-consistency", action="store_true")
+    c.add_argument("--no-baseline", action="store_true",
+                   help="do not judge the candidate against the baseline kernel's own error (never done without --source)")
     c.add_argument("--quick", action="store_true", help="one seed, no curve, no consistency")
     c.add_argument("--no-tsan", action="store_true", help="host (cpp) kernels: skip the ThreadSanitizer run")
     k = sub.add_parser("compile", parents=[common], help="ahead-of-time compile for sm_90; instruction mix")
@@ -195,48 +197,52 @@ def dispatch(args, out):
         return EXIT_OK
 
     device = _select_device(args)
+    margin = min(3.0, 0.2 * args.timeout)
+    args.deadline = time.monotonic() + args.timeout - margin
+    if args.command == "check":
+        return _check(args, out, manifest, device)
     if args.command == "bench" and device != "cuda":
         out.update(status="skipped", reason="bench needs a CUDA GPU with torch; none found", device="cpu")
         out["versions"] = _versions()
         return EXIT_SKIPPED
 
-    if device == "cuda":
-        from .backend import TorchBackend
-        backend = TorchBackend()
-        mode = "native"
-    else:
-        from .backend import NumpyBackend
-        from .interp import install_bounds_check, install_tf32_dot
-        install_bounds_check()
-        backend = NumpyBackend()
-        mode = "interpreter"
-        if args.command == "check" and not args.no_tf32:
-            install_tf32_dot()
-            mode = "interpreter-tf32"
+    # bench (GPU): timing needs the kernels in this process; its correctness gate runs in workers
+    from .backend import TorchBackend
+    backend = TorchBackend()
     out["device"] = backend.describe()
-    out["mode"] = mode
+    out["mode"] = "native"
     out["versions"] = _versions()
     out["commit"] = _git_commit()
+    from .bench import run_bench
+    res = run_bench(manifest, args, backend)
+    out.update(res)
+    return EXIT_OK if res.get("status") == "ok" else EXIT_FAILED
 
-    from .loader import load_launcher
-    if args.command == "check":
-        from .check import run_check
-        fn = load_launcher(manifest, args.source)
-        base = args.seed if args.seed is not None else int.from_bytes(os.urandom(4), "little")
-        nseeds = 1 if args.quick else max(1, args.seeds)
-        seeds = [base + i for i in range(nseeds)]
-        out["seeds"] = seeds
-        res = run_check(manifest, fn, backend, seeds, device,
+
+def _check(args, out, manifest, device):
+    """check: the candidate runs only in sandboxed workers (check.py, workers.py)."""
+    from .check import run_check
+    from .workers import WorkerTimeout
+    base = args.seed if args.seed is not None else int.from_bytes(os.urandom(4), "little")
+    nseeds = 1 if args.quick else max(1, args.seeds)
+    seeds = [base + i for i in range(nseeds)]
+    out["seeds"] = seeds
+    out["commit"] = _git_commit()
+    try:
+        res = run_check(manifest, args.source, seeds, device, tf32=not args.no_tf32,
                         with_curve=not (args.no_curve or args.quick),
-                        with_consistency=not (args.no_consistency or args.quick))
-        out.update(res)
-        out["tolerance"] = manifest.tolerance
-        out["status"] = "passed" if res["passed"] else "failed"
-        return EXIT_OK if res["passed"] else EXIT_FAILED
+                        with_consistency=not (args.no_consistency or args.quick),
+                        with_baseline=not args.no_baseline, deadline=args.deadline)
+    except WorkerTimeout as e:
+        out.update(status="error", error=f"timed out: {e}", versions=_versions())
+        return EXIT_ERROR
+    out["versions"] = _versions()
+    out["tolerance"] = manifest.tolerance
+    if "skipped" in res:
+        out.update(status="skipped", reason=res["skipped"], device=res["device"], mode=res["mode"],
+                   sandbox=res.get("sandbox"))
+        return EXIT_SKIPPED
+    out.update(res)
+    out["status"] = "passed" if res["passed"] else "failed"
+    return EXIT_OK if res["passed"] else EXIT_FAILED
 
-    if args.command == "bench":
-        from .bench import run_bench
-        res = run_bench(manifest, args, backend)
-        out.update(res)
-        return EXIT_OK if res.get("status") == "ok" else EXIT_FAILED
-    raise ValueError(f"unknown command {args.command}")

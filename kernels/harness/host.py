@@ -1,9 +1,11 @@
 """Host C++ kernels (`language = "cpp"`, e.g. kernels/kv_transfer/): compile, check, bench.
 
 The harness process never imports a candidate module. Each run of candidate code happens in a
-worker (hostworker.py) started in a sandbox: its own session (process group, killed at the
-deadline), a scrubbed environment, cwd = a fresh scratch directory, resource limits, and no
-network (`unshare --net`) where the machine allows; `sandbox` in the output says what applied.
+worker (hostworker.py, run from a copy in its scratch directory) started in the sandbox of
+sandbox.py: its own session (process group, killed at the deadline), a scrubbed environment,
+cwd = a fresh scratch directory, resource limits, no network and its own PID namespace
+(`unshare`) where the machine allows, no capabilities, and a Landlock file-system policy (writes
+only beneath the scratch directory's out/ and work/); `sandbox` in the output says what applied.
 
 check: the harness makes every case's inputs from fresh seeds, writes them to the scratch
 directory (.npy, each array inside a flat buffer with sentinel padding before and after), the
@@ -20,21 +22,19 @@ import json
 import os
 import platform
 import re
-import resource
 import shutil
-import signal
 import subprocess
 import sys
 import tempfile
 import time
 from dataclasses import dataclass, field
-from functools import lru_cache
 from pathlib import Path
 
 import numpy as np
 
-from . import hostbuild, hoststats
+from . import hostbuild, hoststats, sandbox
 from .loader import resolve
+from .workers import load_result
 
 __all__ = ["run_host_command", "make_cases", "HostTimeout"]
 
@@ -48,92 +48,13 @@ OUT_SENTINEL = 0x5A    # padding around outputs and the pool: any store there is
 IDS_SENTINEL = 0x3C3C3C3C3C3C3C3C   # padding around page_ids: far out of range if read as an id
 MAX_CRASHES = 3        # crashed workers before the remaining cases are given up
 AS_LIMIT = 8 << 30     # address space of a worker (bytes)
-FSIZE_LIMIT = 1 << 30  # largest file a worker may write
 
 
 class HostTimeout(Exception):
     """The candidate did not finish before the deadline (its worker was killed)."""
 
 
-# the sandbox --------------------------------------------------------------------------------------
-
-@lru_cache(maxsize=None)
-def _net_isolation():
-    """(command prefix, description): a new, empty network namespace for the worker if possible."""
-    unshare = shutil.which("unshare")
-    if not unshare:
-        return [], "not isolated: unshare(1) not found"
-    tries = [([unshare, "--net", "--"], "none (unshare --net: empty network namespace)"),
-             ([unshare, "--user", "--map-root-user", "--net", "--"],
-              "none (unshare --user --map-root-user --net: empty network namespace)")]
-    errors = []
-    for prefix, what in tries:
-        try:
-            r = subprocess.run(prefix + ["true"], capture_output=True, text=True, timeout=10)
-        except Exception as e:  # noqa: BLE001
-            errors.append(str(e))
-            continue
-        if r.returncode == 0:
-            return prefix, what
-        errors.append(r.stderr.strip()[-200:])
-    return [], "not isolated: unshare failed (" + "; ".join(errors) + ")"
-
-
-def _nproc_limit():
-    """RLIMIT_NPROC for a worker, or (None, why not). The limit counts every process and thread
-    of the user, so it is set to what the user runs now plus room for the worker's threads."""
-    if os.geteuid() == 0:
-        return None, "not applied: root is exempt from RLIMIT_NPROC"
-    uid = os.getuid()
-    count = 0
-    for d in Path("/proc").iterdir():
-        if not d.name.isdigit():
-            continue
-        try:
-            status = (d / "status").read_text()
-        except OSError:
-            continue
-        m_uid = re.search(r"^Uid:\s+(\d+)", status, re.M)
-        m_thr = re.search(r"^Threads:\s+(\d+)", status, re.M)
-        if m_uid and int(m_uid.group(1)) == uid and m_thr:
-            count += int(m_thr.group(1))
-    return count + 64, None
-
-
-def _limits(cpu_s, address_space):
-    """The rlimits a worker gets, {name: value or "not applied: why"}."""
-    lim = {"CORE": 0, "CPU": int(cpu_s), "FSIZE": FSIZE_LIMIT}
-    lim["AS"] = address_space if address_space else "not applied: ThreadSanitizer reserves terabytes of shadow memory"
-    nproc, why = _nproc_limit()
-    lim["NPROC"] = nproc if nproc else why
-    return lim
-
-
-def _preexec(limits):
-    table = {"CORE": resource.RLIMIT_CORE, "CPU": resource.RLIMIT_CPU, "FSIZE": resource.RLIMIT_FSIZE,
-             "AS": resource.RLIMIT_AS, "NPROC": resource.RLIMIT_NPROC}
-    values = [(table[k], v) for k, v in limits.items() if isinstance(v, int)]
-
-    def apply():
-        for which, v in values:
-            try:
-                soft, hard = resource.getrlimit(which)
-                v2 = v if hard == resource.RLIM_INFINITY else min(v, hard)
-                resource.setrlimit(which, (v2, v2 if which != resource.RLIMIT_CPU else hard))
-            except (ValueError, OSError):
-                pass
-    return apply
-
-
-def _scrubbed_env(scratch, extra=None):
-    env = {"PATH": "/usr/bin:/bin", "LANG": "C.UTF-8", "HOME": str(scratch), "TMPDIR": str(scratch),
-           "OMP_NUM_THREADS": "1", "OPENBLAS_NUM_THREADS": "1", "MKL_NUM_THREADS": "1",
-           "PYTHONDONTWRITEBYTECODE": "1", "PYTHONHASHSEED": "0"}
-    if os.environ.get("LD_LIBRARY_PATH"):   # some Python builds need it to start at all
-        env["LD_LIBRARY_PATH"] = os.environ["LD_LIBRARY_PATH"]
-    env.update(extra or {})
-    return env
-
+# the sandbox (kernels/harness/sandbox.py) -----------------------------------------------------------
 
 @dataclass
 class WorkerRun:
@@ -143,53 +64,48 @@ class WorkerRun:
     progress: list
     stderr: str
     sandbox: dict = field(default_factory=dict)
+    exit_report: dict = None
 
     @property
     def signal(self):
-        if self.rc is not None and self.rc < 0:
-            try:
-                return signal.Signals(-self.rc).name
-            except ValueError:
-                return f"signal {-self.rc}"
-        return None
+        d = self.death()
+        return d[len("died with "):] if d and d.startswith("died with ") else None
 
     def death(self):
         """'died with SIGSEGV' / 'exited with code 1' / None (clean exit)."""
-        if self.signal:
-            return f"died with {self.signal}"
-        if self.rc:
-            return f"exited with code {self.rc}"
-        return None
+        return sandbox.death_text(self.rc, self.exit_report)
 
 
 def run_worker(mode, scratch, plan, deadline, tsan_preload=None, tsan_log=None, no_aslr=False, cpus=None):
     """Run hostworker.py `mode` on `plan` in `scratch` until it exits or `deadline`
     (time.monotonic()) passes; the worker's whole process group is killed in the end."""
     scratch = Path(scratch)
+    out_dir, _ = sandbox.writable_dirs(scratch)   # the worker writes only there (and in work/)
     (scratch / "plan.json").write_text(json.dumps(plan))
-    for f in ("progress.jsonl", "stdout.txt", "stderr.txt"):
+    for f in ("stdout.txt", "stderr.txt", "out/progress.jsonl", "out/.trampoline.jsonl"):
         (scratch / f).unlink(missing_ok=True)
+    shutil.copyfile(WORKER, scratch / WORKER.name)
     budget = max(0.5, deadline - time.monotonic())
     ncpu = cpus or os.cpu_count() or 1
-    limits = _limits(cpu_s=budget * ncpu + 10, address_space=None if tsan_preload else AS_LIMIT)
-    net_prefix, net = _net_isolation()
-    prefix = list(net_prefix)
+    limits = sandbox.limits(cpu_s=budget * ncpu + 10, address_space=None if tsan_preload else AS_LIMIT,
+                            why_no_as="not applied: ThreadSanitizer reserves terabytes of shadow memory")
     env_extra = {}
+    rw_extra = []
     if tsan_preload:
         env_extra["LD_PRELOAD"] = tsan_preload
-        log = tsan_log or scratch / "tsan"
+        log = Path(tsan_log or out_dir / "tsan")
+        rw_extra.append(str(log.parent))
         env_extra["TSAN_OPTIONS"] = f"log_path={log} halt_on_error=0 exitcode=0 report_signal_unsafe=0"
-    if no_aslr:
-        prefix += ["setarch", platform.machine(), "-R"]
-    cmd = prefix + [sys.executable, "-I", "-X", "faulthandler", str(WORKER), mode, "plan.json"]
-    sandbox = {"process": "separate worker (own session and process group)",
-               "environment": "scrubbed (PATH, LANG, HOME/TMPDIR = scratch, thread counts)",
-               "cwd": "fresh scratch directory", "python": "isolated mode (-I): kernels/ not importable",
-               "network": net, "rlimits": limits, "time_limit_s": round(budget, 1)}
+    prefix = ["setarch", platform.machine(), "-R"] if no_aslr else []
+    report = out_dir / ".trampoline.jsonl"
+    cfg = {"script": str(scratch / WORKER.name), "args": [mode, "plan.json"], "report_file": str(report),
+           "rw_extra": rw_extra}
+    cmd, net, pid = sandbox.command(scratch, cfg, prefix_extra=prefix)
+    info = sandbox.describe(net, pid, limits, budget, "isolated mode (-I): kernels/ not importable")
     t0 = time.monotonic()
     with open(scratch / "stdout.txt", "wb") as out, open(scratch / "stderr.txt", "wb") as err:
-        p = subprocess.Popen(cmd, cwd=scratch, env=_scrubbed_env(scratch, env_extra), stdin=subprocess.DEVNULL,
-                             stdout=out, stderr=err, start_new_session=True, preexec_fn=_preexec(limits))
+        p = subprocess.Popen(cmd, cwd=scratch, env=sandbox.scrubbed_env(scratch, env_extra), stdin=subprocess.DEVNULL,
+                             stdout=out, stderr=err, start_new_session=True, preexec_fn=sandbox.preexec(limits))
         timed_out = False
         try:
             rc = p.wait(timeout=budget)
@@ -197,23 +113,27 @@ def run_worker(mode, scratch, plan, deadline, tsan_preload=None, tsan_log=None, 
             timed_out = True
             rc = None
         finally:
-            try:
-                os.killpg(p.pid, signal.SIGKILL)   # the worker and anything it started
-            except (ProcessLookupError, PermissionError):
-                pass
-            if p.poll() is None:
-                p.wait()
+            sandbox.kill_group(p)   # the worker and anything it started
     seconds = time.monotonic() - t0
-    progress = []
-    pf = scratch / "progress.jsonl"
-    if pf.exists():
-        for line in pf.read_text().splitlines():
+    progress = _jsonl(out_dir / "progress.jsonl")
+    tramp = _jsonl(report)
+    status = next((ev["sandbox"] for ev in tramp if "sandbox" in ev), {})
+    info.update({k: v for k, v in status.items() if k != "pid_namespace"})
+    exit_report = next((ev["exit"] for ev in reversed(tramp) if "exit" in ev), None)
+    stderr = (scratch / "stderr.txt").read_text(errors="replace")
+    return WorkerRun(rc=rc, timed_out=timed_out, seconds=seconds, progress=progress, stderr=stderr, sandbox=info,
+                     exit_report=exit_report)
+
+
+def _jsonl(path):
+    out = []
+    if path.exists():
+        for line in path.read_text(errors="replace").splitlines():
             try:
-                progress.append(json.loads(line))
+                out.append(json.loads(line))
             except json.JSONDecodeError:
                 pass   # a line cut short by the kill
-    stderr = (scratch / "stderr.txt").read_text(errors="replace")
-    return WorkerRun(rc=rc, timed_out=timed_out, seconds=seconds, progress=progress, stderr=stderr, sandbox=sandbox)
+    return out
 
 
 def _raise_worker_bug(wr):
@@ -537,11 +457,11 @@ def judge(case, res, scratch, index):
             fails.append(f"raised {e['type']}: {e['message']}")
     written = {v: k for k, v in case.outputs.items()}
     for a in case.arrays:
-        f = scratch / "out" / f"{index}_{a.name}.npy"
-        if not f.exists():
+        try:
+            got = load_result(scratch, f"out/{index}_{a.name}.npy")
+        except (OSError, ValueError):
             fails.append(f"{a.name}: the worker wrote no result")
             continue
-        got = np.load(f)
         if got.shape != a.flat.shape or got.dtype != a.flat.dtype:
             fails.append(f"{a.name}: came back as {got.dtype}{list(got.shape)}")
             continue
@@ -883,11 +803,11 @@ def bench_command(manifest, args, deadline):
         load_error = next((ev["load_error"] for ev in wr.progress if "load_error" in ev), None)
         if load_error:
             death = f"failed to import a module ({load_error})"
-        if death or not (scratch / "result.json").exists():
+        if death or not (scratch / "out" / "result.json").exists():
             out.update(status="failed", reason=f"bench worker {death or 'wrote no result'} during {phase}",
                        stderr=_tail(wr.stderr, 1500))
             return out, 1
-        raw = json.loads((scratch / "result.json").read_text())
+        raw = json.loads((scratch / "out" / "result.json").read_text())
     finally:
         shutil.rmtree(scratch, ignore_errors=True)
     out["sandbox"] = wr.sandbox

@@ -10,10 +10,11 @@ the reference or any expected value: judging is the harness's job. Run as a scri
 mode, it imports only the standard library, numpy and the modules the plan names (kernels/ is
 not on its sys.path).
 
-check: `progress.jsonl` gets `{"start": i}` before case i and `{"done": i, ...}` after it (one
+Everything it writes goes to `out/` (the sandbox lets it write only there and in `work/`).
+check: `out/progress.jsonl` gets `{"start": i}` before case i and `{"done": i, ...}` after it (one
 unbuffered write each, so a crash leaves the case that was running); the case's arrays, as they
 are after the call, go to `out/<i>_<name>.npy`.
-bench: `progress.jsonl` gets `{"phase": ...}` lines; `result.json` the raw samples.
+bench: `out/progress.jsonl` gets `{"phase": ...}` lines; `out/result.json` the raw samples.
 """
 import gc
 import hashlib
@@ -33,7 +34,7 @@ _PROGRESS = None
 def log(record):
     global _PROGRESS
     if _PROGRESS is None:
-        _PROGRESS = os.open("progress.jsonl", os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
+        _PROGRESS = os.open(os.path.join("out", "progress.jsonl"), os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
     os.write(_PROGRESS, (json.dumps(record) + "\n").encode())
 
 
@@ -290,9 +291,9 @@ def bench(plan):
         samples.append(entry)
     result = {"peak": peak, "units": units, "step_us": step_us, "switch_interval_s": sys.getswitchinterval(),
               "threads": T, "batches": batches, "samples": samples}
-    with open("result.json.tmp", "w") as f:
+    with open(os.path.join("out", "result.json.tmp"), "w") as f:
         json.dump(result, f)
-    os.rename("result.json.tmp", "result.json")
+    os.rename(os.path.join("out", "result.json.tmp"), os.path.join("out", "result.json"))
     log({"phase": "done"})
 
 

@@ -9,6 +9,7 @@ precision bug of that kind is invisible on a CPU. `tf32_dot()` patches the inter
 float32 operands and input precision TF32 (the default, `"tf32"` and `allow_tf32=True`).
 """
 import contextlib
+import inspect
 
 import numpy as np
 
@@ -79,24 +80,53 @@ def tf32_dot(enabled=True):
             uninstall_tf32_dot()
 
 
-# Bounds checking ---------------------------------------------------------------------------------
-# Under the interpreter every load and store goes through `create_masked_load/store` with the
-# addresses of the active lanes. `MEMORY` records the extent of every tensor the harness
-# allocated (without its sentinel padding); an active lane outside all of them is recorded as an
-# out-of-bounds read or write: a CPU stand-in for compute-sanitizer's memcheck, which also sees
-# reads that happen not to change the results.
+# Bounds checking and store provenance ---------------------------------------------------------------
+# Under the interpreter every load and store goes through `create_masked_load/store` (atomics
+# through `create_atomic_rmw/cas`) with the addresses of the active lanes. `MEMORY` records the
+# extent of every tensor the harness allocated (without its sentinel padding); an active lane
+# outside all of them is recorded as an out-of-bounds read or write: a CPU stand-in for
+# compute-sanitizer's memcheck, which also sees reads that happen not to change the results.
+# For the tensors registered with `track` it also keeps a shadow copy of their bytes: taken at
+# the start of a call (`reset`), updated right after every kernel store, and compared with the
+# live bytes at every `checkpoint` (before and after each kernel launch, and at the end of the
+# call): a difference there was written by host code, not by a kernel. `provenance(name)` says
+# which elements host code never wrote (an output computed on the host and written around or
+# before the launch, a kernel that only copies what the host put there, are visible).
 
 class MemoryMap:
     def __init__(self):
         self.regions = []   # (start, end, name)
         self.violations = {}
+        self.tracked = {}   # name -> {start, end, buf (live bytes), shadow, stored}
 
     def clear(self):
         self.regions.clear()
         self.violations.clear()
+        self.tracked.clear()
 
-    def register(self, name, start, nbytes):
+    def reset(self):
+        """Forget violations and host writes; the tracked tensors' bytes now are the harness's
+        (a new call on the same tensors)."""
+        self.violations.clear()
+        for tr in self.tracked.values():
+            tr["shadow"][:] = tr["buf"]
+            tr["host"][:] = False
+
+    def register(self, name, start, nbytes, track=None):
+        """A tensor's extent; `track`: its bytes as a live uint8 numpy array, to see host writes."""
         self.regions.append((int(start), int(start) + int(nbytes), name))
+        if track is not None:
+            self.tracked[name] = {"start": int(start), "end": int(start) + int(nbytes), "buf": track,
+                                  "shadow": np.array(track), "host": np.zeros(int(nbytes), bool)}
+
+    def checkpoint(self):
+        """Bytes of tracked tensors that changed since the shadow was last right were written by
+        host code: remember them."""
+        for tr in self.tracked.values():
+            diff = tr["buf"] != tr["shadow"]
+            if diff.any():
+                tr["host"] |= diff
+                tr["shadow"][diff] = tr["buf"][diff]
 
     def check(self, kind, addrs, itemsize):
         if not self.regions or addrs.size == 0:
@@ -116,6 +146,24 @@ class MemoryMap:
         v = self.violations.setdefault(key, {"kind": kind, "near": name, "count": 0})
         v["count"] += int(bad.size)
 
+    def record_store(self, addrs, itemsize):
+        """After a store to `addrs`: remember the bytes it left in tracked tensors."""
+        if not self.tracked or addrs.size == 0:
+            return
+        addrs = addrs.astype(np.uint64, copy=False)
+        for tr in self.tracked.values():
+            sel = (addrs >= np.uint64(tr["start"])) & (addrs + np.uint64(itemsize) <= np.uint64(tr["end"]))
+            if not sel.any():
+                continue
+            off = (addrs[sel] - np.uint64(tr["start"])).astype(np.int64)
+            idx = (off[:, None] + np.arange(itemsize, dtype=np.int64)).ravel()
+            tr["shadow"][idx] = tr["buf"][idx]
+
+    def provenance(self, name, itemsize):
+        """Per element of a tracked tensor: no host code wrote it since `reset` (call
+        `checkpoint` first)."""
+        return ~self.tracked[name]["host"].reshape(-1, itemsize).any(axis=1)
+
     def report(self):
         return list(self.violations.values())
 
@@ -124,24 +172,68 @@ MEMORY = MemoryMap()
 _ORIGINAL_MEM = None
 
 
+def _active(ptrs, mask):
+    if mask is None:
+        return np.asarray(ptrs.data).ravel()
+    return np.asarray(ptrs.data[np.broadcast_to(mask.data, ptrs.data.shape)]).ravel()
+
+
 def install_bounds_check():
-    """Patch the interpreter's masked load and store to check addresses against MEMORY."""
+    """Patch the interpreter's masked load and store (and atomics) to check addresses against
+    MEMORY and to record stores into tracked tensors."""
     global _ORIGINAL_MEM
     from triton.runtime import interpreter as ti
     if _ORIGINAL_MEM is not None:
         return
-    load, store = ti.InterpreterBuilder.create_masked_load, ti.InterpreterBuilder.create_masked_store
+    B = ti.InterpreterBuilder
+    load, store = B.create_masked_load, B.create_masked_store
+    rmw, cas = B.create_atomic_rmw, B.create_atomic_cas
+
+    def itemsize_of(ptrs):
+        return ti._get_np_dtype(ptrs.get_element_ty()).itemsize
 
     def create_masked_load(self, ptrs, mask, other, cache_policy, is_volatile):
-        itemsize = ti._get_np_dtype(ptrs.get_element_ty()).itemsize
-        MEMORY.check("read", np.asarray(ptrs.data[np.broadcast_to(mask.data, ptrs.data.shape)]).ravel(), itemsize)
+        MEMORY.check("read", _active(ptrs, mask), itemsize_of(ptrs))
         return load(self, ptrs, mask, other, cache_policy, is_volatile)
 
     def create_masked_store(self, ptrs, value, mask, cache_policy):
-        itemsize = ti._get_np_dtype(ptrs.get_element_ty()).itemsize
-        MEMORY.check("write", np.asarray(ptrs.data[np.broadcast_to(mask.data, ptrs.data.shape)]).ravel(), itemsize)
-        return store(self, ptrs, value, mask, cache_policy)
+        n, addrs = itemsize_of(ptrs), _active(ptrs, mask)
+        MEMORY.check("write", addrs, n)
+        r = store(self, ptrs, value, mask, cache_policy)
+        MEMORY.record_store(addrs, n)
+        return r
 
-    ti.InterpreterBuilder.create_masked_load = create_masked_load
-    ti.InterpreterBuilder.create_masked_store = create_masked_store
-    _ORIGINAL_MEM = (load, store)
+    def arg_of(fn, name):
+        """Where `name` is among fn's arguments (after self): the interpreter's signatures of
+        the atomics differ between Triton versions."""
+        params = list(inspect.signature(fn).parameters)[1:]
+        i = params.index(name) if name in params else None
+
+        def get(args, kwargs):
+            if name in kwargs:
+                return kwargs[name]
+            return args[i] if i is not None and i < len(args) else None
+        return get
+
+    rmw_ptr, rmw_mask, cas_ptr = arg_of(rmw, "ptr"), arg_of(rmw, "mask"), arg_of(cas, "ptr")
+
+    def atomic(orig, ptr_of, mask_of):
+        def wrapped(self, *args, **kwargs):
+            ptr = ptr_of(args, kwargs)
+            mask = mask_of(args, kwargs) if mask_of else None
+            n, addrs = itemsize_of(ptr), _active(ptr, mask)
+            MEMORY.check("read", addrs, n)
+            MEMORY.check("write", addrs, n)
+            r = orig(self, *args, **kwargs)
+            MEMORY.record_store(addrs, n)
+            return r
+        return wrapped
+
+    create_atomic_rmw = atomic(rmw, rmw_ptr, rmw_mask)
+    create_atomic_cas = atomic(cas, cas_ptr, None)
+
+    B.create_masked_load = create_masked_load
+    B.create_masked_store = create_masked_store
+    B.create_atomic_rmw = create_atomic_rmw
+    B.create_atomic_cas = create_atomic_cas
+    _ORIGINAL_MEM = (load, store, rmw, cas)

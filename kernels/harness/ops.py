@@ -1,5 +1,7 @@
 """The two KDA operations as the harness sees them: random inputs, the float64 reference, and
-how to call a kernel's public function (destination passing) on a backend.
+how a kernel's public function is called (destination passing): `args` is the argument order,
+`layout(x)` which arguments are read-only inputs, in/out tensors and outputs (with shapes); the
+check's worker (kernelworker.py) makes the call from that description and never sees this module.
 
 Inputs are float32 and realistic for KDA: q and k L2-normalised, beta in (0, 1), g = log of a
 decay in (0.5, 1) (the `long_memory` variant: in (0.999, 1), beta < 0.1, v off-centre, which
@@ -8,9 +10,8 @@ keeps information for thousands of tokens and is used for the error-versus-lengt
 import numpy as np
 
 from ..kda import reference as ref
-from .backend import OUT_SENTINEL, tail_ok
 
-__all__ = ["DecodeOp", "PrefillOp", "OPS"]
+__all__ = ["DecodeOp", "PrefillOp", "OPS", "slices"]
 
 
 def _normed(rng, shape):
@@ -30,15 +31,6 @@ def _betas(rng, shape, long_memory):
 def _values(rng, shape, long_memory):
     v = rng.standard_normal(shape)
     return (v + 1.0 if long_memory else v).astype(np.float32)
-
-
-class Run:
-    """The outcome of one kernel call: outputs as numpy, and the padding checks."""
-
-    def __init__(self, outputs, padding, extra=None):
-        self.outputs = outputs    # name -> np.ndarray
-        self.padding = padding    # name -> bool (sentinel tail intact)
-        self.extra = extra or {}
 
 
 class DecodeOp:
@@ -61,19 +53,15 @@ class DecodeOp:
         o, pool = ref.naive_decode_kda(x["q"], x["k"], x["v"], x["g"], x["beta"], x["state"], x["slots"])
         return {"o": o, "state": pool}
 
-    def run(self, fn, backend, x):
-        t = {n: backend.put(x[n], name=n) for n in ("q", "k", "v", "g", "beta", "slots")}
-        state = backend.put(x["state"], sentinel=OUT_SENTINEL, name="state")
-        o = backend.poisoned(x["v"].shape, name="o")
-        fn(t["q"], t["k"], t["v"], t["g"], t["beta"], state, t["slots"], o)
-        backend.sync()
-        padding = {n: tail_ok(backend, t[n], np.nan if n != "slots" else 0) for n in t}
-        padding["state"] = tail_ok(backend, state, OUT_SENTINEL)
-        padding["o"] = tail_ok(backend, o, OUT_SENTINEL)
-        out = {"o": backend.get(o), "state": backend.get(state)}
-        untouched = np.setdiff1d(np.arange(x["state"].shape[0]), x["slots"])
-        extra = {"untouched_slots_intact": bool(np.array_equal(out["state"][untouched], x["state"][untouched]))}
-        return Run(out, padding, extra)
+    args = ("q", "k", "v", "g", "beta", "state", "slots", "o")
+    results = ("o", "state")
+
+    def layout(self, x):
+        return {"inputs": ["q", "k", "v", "g", "beta", "slots"], "inouts": ["state"],
+                "outputs": {"o": list(x["v"].shape)}}
+
+    def result_shape(self, name, x):
+        return tuple(x["v"].shape) if name == "o" else tuple(x["state"].shape)
 
 
 class PrefillOp:
@@ -95,19 +83,18 @@ class PrefillOp:
         o, s = ref.naive_recurrent_kda(x["q"], x["k"], x["v"], x["g"], x["beta"], initial_state=x["initial_state"])
         return {"o": o, "final_state": s}
 
-    def run(self, fn, backend, x):
-        names = ["q", "k", "v", "g", "beta"] + (["initial_state"] if x["initial_state"] is not None else [])
-        t = {n: backend.put(x[n], name=n) for n in names}
+    args = ("q", "k", "v", "g", "beta", "o", "initial_state", "final_state")
+    results = ("o", "final_state")
+
+    def layout(self, x):
+        names = ["q", "k", "v", "g", "beta"] + (["initial_state"] if x.get("initial_state") is not None else [])
+        return {"inputs": names, "inouts": [],
+                "outputs": {n: list(self.result_shape(n, x)) for n in self.results}}
+
+    def result_shape(self, name, x):
         B, T, H, K = x["q"].shape
         HV, V = x["v"].shape[2:]
-        o = backend.poisoned((B, T, HV, V), name="o")
-        s = backend.poisoned((B, HV, K, V), name="final_state")
-        fn(t["q"], t["k"], t["v"], t["g"], t["beta"], o, t.get("initial_state"), s)
-        backend.sync()
-        padding = {n: tail_ok(backend, t[n], np.nan) for n in t}
-        padding["o"] = tail_ok(backend, o, OUT_SENTINEL)
-        padding["final_state"] = tail_ok(backend, s, OUT_SENTINEL)
-        return Run({"o": backend.get(o), "final_state": backend.get(s)}, padding)
+        return (B, T, HV, V) if name == "o" else (B, HV, K, V)
 
     @staticmethod
     def slices(name, a):

@@ -1,7 +1,8 @@
 """Shared fixtures of the kernels/ test suite.
 
-Without a CUDA GPU the kernels run under Triton's interpreter (TRITON_INTERPRET=1, set here before
-triton is imported) with TF32-faithful dots and the bounds check, as the harness runs them.
+Kernels run only in the check's sandboxed workers (kernels/harness/workers.py): without a CUDA
+GPU under Triton's interpreter with TF32-faithful dots and the bounds check, as the harness runs
+them. TRITON_INTERPRET=1 is set here too, for the tests that import a kernel module directly.
 GPU-only tests skip with a printed reason.
 """
 import importlib.util
@@ -33,23 +34,6 @@ if not HAS_CUDA:
 os.environ.setdefault("TRITON_DEFAULT_FP_FUSION", "1")
 
 needs_gpu = pytest.mark.skipif(not HAS_CUDA, reason="needs a CUDA GPU with torch (none here)")
-
-
-@pytest.fixture(scope="session")
-def backend():
-    if HAS_CUDA:
-        from kernels.harness.backend import TorchBackend
-        return TorchBackend()
-    from kernels.harness.backend import NumpyBackend
-    from kernels.harness.interp import install_bounds_check, install_tf32_dot
-    install_tf32_dot()
-    install_bounds_check()
-    return NumpyBackend()
-
-
-@pytest.fixture(scope="session")
-def device_kind():
-    return "cuda" if HAS_CUDA else "cpu"
 
 
 def harness(*args, timeout=600):

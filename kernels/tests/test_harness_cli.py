@@ -42,8 +42,18 @@ def test_check_cli_reports_the_wire_format():
         assert key in case
     for key in ("rel_l2", "max_abs", "max_abs_rel", "worst_slice", "nonfinite"):
         assert key in case["outputs"]["o"]
+    # the candidate ran in a sandboxed worker, twice per case, the entry kernel launched each time
+    assert case["launches"]["entry"] == [1, 1] and len(case["calls"]) == 2
+    assert case["inputs_unchanged"] == {n: True for n in ("q", "k", "v", "g", "beta", "slots")}
+    assert "baseline" not in case   # the baseline itself: no comparison
+    sb = out["sandbox"]
+    assert sb["rlimits"]["CORE"] == 0 and sb["crashes"] == 0 and sb["calls_per_case"] == 2
+    assert "filesystem" in sb and "capabilities" in sb and "network" in sb
     if not HAS_CUDA:
-        assert out["mode"] == "interpreter-tf32"
+        assert out["mode"] == "interpreter-tf32" and out["device"] == "cpu (triton interpreter)"
+        assert case["out_of_bounds"] == [] and case["provenance"] == {"o": True, "state": True}
+    else:
+        assert case["out_of_bounds"] == "not checked" and case["provenance"] == "not checked"
 
 
 def test_unknown_kernel_is_an_error():
@@ -86,6 +96,8 @@ def test_ieee_variant_passes_check_via_source(tmp_path):
     assert rc == 0, out.get("failures") or out.get("error")
     worst = max(c["outputs"]["o"]["rel_l2"] for c in out["cases"])
     assert worst < 1e-5  # no TF32 rounding left
+    # judged against the baseline (TF32) on the same inputs: far more accurate, so it passes
+    assert all(c["baseline"]["outputs"]["o"]["rel_l2"] > 10 * c["outputs"]["o"]["rel_l2"] for c in out["cases"])
 
 
 @pytest.mark.skipif(HAS_CUDA, reason="checks the no-GPU path")

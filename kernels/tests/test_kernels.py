@@ -1,61 +1,78 @@
 """The kernels against the float64 reference on the manifests' CPU shape matrices (under the
 TF32-faithful interpreter when there is no GPU), prefill/decode consistency, and the
 error-versus-length curve of the default-precision prefill against an `input_precision="ieee"`
-variant made by text substitution."""
-from pathlib import Path
+variant made by text substitution. Every kernel runs in the check's sandboxed workers (one
+check per kernel, shared by the tests of that kernel)."""
+import time
 
 import pytest
 
-from kernels.harness.check import check_case, consistency, error_curve
-from kernels.harness.loader import load_launcher
+from kernels.harness.check import error_curve, run_check
 from kernels.harness.manifest import all_manifests, shape_id
-from kernels.harness.ops import OPS
 
-from .conftest import add_kwarg_to_calls
+from .conftest import HAS_CUDA, add_kwarg_to_calls
 
 MANIFESTS = all_manifests()
+DEVICE = "cuda" if HAS_CUDA else "cpu"
+KERNELS = ["kda.decode", "kda.prefill", "kda_cuda.decode"]
+
+
+@pytest.fixture(scope="module")
+def checks():
+    """name -> run_check of the manifest's own source: CPU shapes, one seed, consistency."""
+    cache = {}
+
+    def get(name):
+        if name not in cache:
+            m = MANIFESTS[name]
+            cache[name] = run_check(m, None, seeds=[1234], device=DEVICE, shapes=m.shapes["cpu"],
+                                    with_curve=False, with_consistency=True,
+                                    deadline=time.monotonic() + 300)
+        return cache[name]
+    return get
 
 
 def cases(device):
-    for name, m in sorted(MANIFESTS.items()):
-        if m.is_host:   # host C++ kernels: their own worker-based check (test_kv_transfer.py)
-            continue
-        for i, shape in enumerate(m.shapes[device]):
+    for name in KERNELS:
+        for i, shape in enumerate(MANIFESTS[name].shapes[device]):
             yield pytest.param(name, i, shape, id=f"{name}-{shape_id(shape)}")
 
 
 @pytest.mark.parametrize("name,index,shape", list(cases("cpu")))
-def test_kernel_matches_reference(name, index, shape, backend, device_kind):
-    m = MANIFESTS[name]
-    if device_kind == "cuda":
+def test_kernel_matches_reference(name, index, shape, checks):
+    if HAS_CUDA:
         pytest.skip("CPU shape matrix: covered by the GPU matrix on a GPU (harness check)")
-    c = check_case(m, OPS[m.op], load_launcher(m), backend, shape, seed=1234 + index, index=index)
+    res = checks(name)
+    if "skipped" in res:
+        pytest.skip(res["skipped"][:200])
+    c = res["cases"][index]
+    assert c["shape"] == shape
     assert c["passed"], c["failures"]
-    assert c["out_of_bounds"] == []
+    assert c["launches"]["entry"] == [1, 1]
+    assert all(c["inputs_unchanged"].values()) and all(c["padding"].values())
+    if MANIFESTS[name].language == "triton":
+        assert c["out_of_bounds"] == [] and all(c["provenance"].values())
+    else:   # native code: the interpreter sees none of its accesses
+        assert c["out_of_bounds"] == "not checked" and c["provenance"] == "not checked"
 
 
-@pytest.mark.parametrize("name", ["kda.decode", "kda.prefill", "kda_cuda.decode"])
-def test_prefill_then_decode_equals_longer_prefill(name, backend, device_kind):
-    from kernels.kda.decode import kda_decode
-    from kernels.kda.prefill import kda_prefill
-    m = MANIFESTS[name]
-    fn = load_launcher(m)
-    dec = fn if m.op == "kda_decode" else kda_decode
-    pre = fn if m.op == "kda_prefill" else kda_prefill
-    res = consistency(m, dec, pre, backend, m.consistency["gpu" if device_kind == "cuda" else "cpu"], seed=7)
-    assert res["passed"], res
+@pytest.mark.parametrize("name", KERNELS)
+def test_prefill_then_decode_equals_longer_prefill(name, checks):
+    res = checks(name)
+    if "skipped" in res:
+        pytest.skip(res["skipped"][:200])
+    assert res["consistency"]["passed"], res["consistency"]
 
 
-def test_tf32_error_grows_with_length_and_ieee_fixes_it(backend, device_kind, tmp_path):
+def test_tf32_error_grows_with_length_and_ieee_fixes_it(tmp_path):
     m = MANIFESTS["kda.prefill"]
     ieee_src = tmp_path / "prefill_ieee.py"
     text = add_kwarg_to_calls(m.source_path.read_text(), "tl.dot", 'input_precision="ieee"')
     assert text.count('input_precision="ieee"') == 8
     ieee_src.write_text(text)
-    lengths = m.curve["gpu_T" if device_kind == "cuda" else "cpu_T"]
-    op = OPS["kda_prefill"]
-    tf32 = error_curve(m, op, load_launcher(m), backend, lengths, seed=0)
-    ieee = error_curve(m, op, load_launcher(m, source=ieee_src), backend, lengths, seed=0)
+    lengths = m.curve["gpu_T" if HAS_CUDA else "cpu_T"]
+    tf32 = error_curve(m, None, lengths, seed=0, device=DEVICE)
+    ieee = error_curve(m, ieee_src, lengths, seed=0, device=DEVICE)
     print("\nerror vs T (kda.prefill, long-memory inputs, K=V=32)")
     print(f"{'T':>6} {'tf32 rel_l2':>12} {'tf32 max_abs':>13} {'ieee rel_l2':>12} {'ieee max_abs':>13}")
     for a, b in zip(tf32, ieee):
@@ -70,8 +87,8 @@ def test_tf32_error_grows_with_length_and_ieee_fixes_it(backend, device_kind, tm
     assert tf32[-1]["max_abs"] > 1.3 * tf32[0]["max_abs"], tf32
 
 
-def test_tf32_emulation_rounds_only_where_the_gpu_would(device_kind):
-    if device_kind == "cuda":
+def test_tf32_emulation_rounds_only_where_the_gpu_would():
+    if HAS_CUDA:
         pytest.skip("interpreter-only")
     import numpy as np
     from kernels.harness.interp import round_to_tf32

@@ -1,0 +1,274 @@
+"""Worker of the Triton / CUDA `check` (workers.py starts it in the sandbox of sandbox.py): the
+only process that imports or runs a candidate's code.
+
+It runs from a copy in its scratch directory, as the package `kidiom_rt` (this file as
+`worker.py`, arrays.py, backend.py, interp.py, and for a CUDA kernel kernels/kda_cuda/launch.py as
+`cuda_launch.py` and cudatools.py); the importable tree holds nothing else of the harness: no
+reference, no checking code, no manifest, no tolerance. Kernel sources are copies under `src/`.
+Imports: the standard library, numpy, triton (torch on a GPU) and `kidiom_rt`.
+
+Protocol. `worker.json` (its path is the argument; written by the harness before the start)
+names the two pipe fds, the device, the TF32 emulation flag, the kernels to host and the input
+(`in_dir`, read-only) and result (`out_dir`) directories. Requests are JSON lines on `req_fd`;
+every message to the harness is one JSON line on `resp_fd` (never stdout or stderr, which the
+candidate may print to): `{"ready": {...}}`, or `{"load_error": {...}}` / `{"needs_gpu": {...}}`
+and exit; then per request `{"start": id}` and `{"done": id, "sets": [...]}`. Arrays travel as
+.npy files: inputs `<in_dir>/<id>/s<j>_<name>.npy` (written by the harness), results
+`<out_dir>/<id>/r<j>_<name>.npy` (the whole buffer: the elements, then the sentinel tail) and, on a CPU,
+`r<j>_<name>.prov.npy` (packed bits: no host code wrote the element during the call).
+
+A `call` request runs one hosted kernel's public function on `sets` input sets in turn, on the
+SAME tensors: set j's inputs are copied into the tensors of set 0 (an in/out tensor without a
+file in set j keeps its contents: a sequence of decode steps), outputs are poisoned (NaN) again
+and every sentinel tail restored. Per set it reports the launches (of the entry kernel, and of
+every kernel), the exception if any, digests of every read-only input after the call (elements
+and tail separately), and on a CPU the out-of-bounds accesses; it never judges anything.
+"""
+import functools
+import hashlib
+import importlib.util
+import json
+import os
+import sys
+import time
+import traceback
+
+import numpy as np
+
+EXIT_WORKER_BUG = 70    # the worker's own machinery failed
+EXIT_LOAD_FAILED = 71   # a kernel source failed to load
+EXIT_NEEDS_GPU = 72     # a CUDA kernel that cannot be emulated on a CPU
+
+_RESP = None
+COUNTS = {}             # id(kernel object) -> launches
+TOTAL = [0]             # launches of every Triton kernel
+CHECKPOINT = [lambda: None]   # before and after every launch: see host writes (CPU)
+KERNEL_CLASSES = ()
+
+
+def send(msg):
+    os.write(_RESP, (json.dumps(msg, default=_default) + "\n").encode())
+
+
+def _default(x):
+    if isinstance(x, np.generic):
+        return x.item()
+    return str(x)
+
+
+def digest(a):
+    return hashlib.blake2b(np.ascontiguousarray(a).tobytes(), digest_size=16).hexdigest()
+
+
+def describe_exception(e):
+    return {"type": type(e).__name__, "message": str(e)[:1000],
+            "traceback": "".join(traceback.format_exception(type(e), e, e.__traceback__, limit=6))[-2000:]}
+
+
+# launches -----------------------------------------------------------------------------------------
+
+def hook_triton(interpreted):
+    """Count every launch of every Triton kernel: `kernel[grid](...)` (and autotuners, which
+    call it) goes through the class's `run`."""
+    global KERNEL_CLASSES
+    from triton.runtime import jit
+    classes = [jit.JITFunction]
+    if interpreted:
+        from triton.runtime.interpreter import InterpretedFunction
+        classes.append(InterpretedFunction)
+    for cls in classes:
+        cls.run = _counting(cls.run)
+    KERNEL_CLASSES = tuple(classes)
+
+
+def _counting(orig):
+    def run(self, *args, **kwargs):
+        if kwargs.get("warmup", False):
+            return orig(self, *args, **kwargs)
+        COUNTS[id(self)] = COUNTS.get(id(self), 0) + 1
+        TOTAL[0] += 1
+        CHECKPOINT[0]()
+        try:
+            return orig(self, *args, **kwargs)
+        finally:
+            CHECKPOINT[0]()
+    run.__wrapped__ = orig
+    return run
+
+
+def kernel_object(obj):
+    """The JIT (or interpreted) function under an autotuner / heuristics wrapper."""
+    for _ in range(10):
+        if obj is None or isinstance(obj, KERNEL_CLASSES):
+            return obj
+        obj = getattr(obj, "fn", None)
+    return None
+
+
+class LoadError(Exception):
+    pass
+
+
+def import_file(path, name):
+    spec = importlib.util.spec_from_file_location(name, path)
+    mod = importlib.util.module_from_spec(spec)
+    sys.modules[name] = mod
+    spec.loader.exec_module(mod)
+    return mod
+
+
+class Hosted:
+    """One kernel this worker runs: its public function and its launch counters."""
+
+    def __init__(self, key, spec, on_gpu, backend):
+        self.entry = spec["entry"]
+        # what the backend observes of this kernel's memory accesses: the interpreter sees every
+        # load and store of a Triton kernel; a CUDA kernel (native code, emulated or not) none
+        self.observes = dict(backend.observes) if spec["language"] == "triton" else \
+            {"out_of_bounds": False, "provenance": False}
+        if spec["language"] == "triton":
+            mod = import_file(spec["file"], f"kidiom_kernel_{key}")
+            if not hasattr(mod, spec["launcher"]):
+                raise LoadError(f"the source defines no {spec['launcher']}()")
+            if not hasattr(mod, self.entry):
+                raise LoadError(f"the source defines no kernel {self.entry}")
+            obj = kernel_object(getattr(mod, self.entry))
+            if obj is None:
+                raise LoadError(f"{self.entry} is not a @triton.jit kernel")
+            self.fn = getattr(mod, spec["launcher"])
+            self.launches = lambda: COUNTS.get(id(obj), 0)
+            self.total = lambda: TOTAL[0]
+        else:
+            from . import cuda_launch
+            cuda_launch.prepare(spec["file"], self.entry, on_gpu=on_gpu)
+            self.fn = functools.partial(cuda_launch.kda_decode_cuda, source_path=spec["file"], entry=self.entry,
+                                        block_threads=spec.get("block_threads", 128))
+            self.launches = lambda: cuda_launch.LAUNCHES.get(self.entry, 0)
+            self.total = lambda: sum(cuda_launch.LAUNCHES.values())
+
+
+# calls --------------------------------------------------------------------------------------------
+
+def run_call(backend, kern, req, in_dir, out_dir):
+    from .backend import OUT_SENTINEL
+    io = os.path.join(in_dir, str(int(req["id"])))
+    res_dir = os.path.join(out_dir, str(int(req["id"])))
+    os.makedirs(res_dir, exist_ok=True)
+    inputs, inouts, outputs = list(req["inputs"]), list(req["inouts"]), dict(req["outputs"])
+    pad = int(req.get("pad", 64))
+    tensors, results = {}, []
+    backend.begin()
+    for j in range(int(req["sets"])):
+        for name in inputs + inouts:
+            f = os.path.join(io, f"s{j}_{name}.npy")
+            sentinel = np.nan if name in inputs else OUT_SENTINEL
+            if os.path.exists(f):
+                a = np.load(f, allow_pickle=False)
+                if name in tensors:
+                    backend.refill(tensors[name], a, sentinel)
+                else:
+                    tensors[name] = backend.put(a, pad=pad, sentinel=sentinel, name=name, track=name in inouts)
+            elif name not in tensors:
+                raise RuntimeError(f"request {req['id']}: no input {name} for set {j}")
+        for name, shape in outputs.items():
+            if name in tensors:
+                backend.refill(tensors[name], np.full(shape, np.nan, np.float32), OUT_SENTINEL)
+            else:
+                tensors[name] = backend.poisoned(tuple(shape), pad=pad, name=name, track=True)
+        backend.reset()
+        e0, t0 = kern.launches(), kern.total()
+        exc = None
+        start = time.perf_counter()
+        try:
+            kern.fn(*[tensors.get(n) if n is not None else None for n in req["args"]])
+            backend.sync()
+        except BaseException as e:   # noqa: BLE001 - SystemExit too: the candidate's, judged by the harness
+            exc = describe_exception(e)
+        seconds = time.perf_counter() - start
+        rec = {"seconds": seconds, "exception": exc,
+               "launches": {"entry": kern.launches() - e0, "total": kern.total() - t0},
+               "violations": backend.violations() if kern.observes["out_of_bounds"] else None,
+               "inputs": {}, "arrays": {}, "provenance": None}
+        for name in inputs:
+            t = tensors[name]
+            flat, n = backend.flat(t), t.numel()
+            rec["inputs"][name] = {"data": digest(flat[:n]), "tail": digest(flat[n:])}
+        written = inouts + list(outputs)
+        for name in written:
+            f = os.path.join(res_dir, f"r{j}_{name}.npy")
+            np.save(f, backend.flat(tensors[name]))
+            rec["arrays"][name] = f
+        if kern.observes["provenance"]:
+            backend.checkpoint()
+            rec["provenance"] = {}
+            for name in written:
+                f = os.path.join(res_dir, f"r{j}_{name}.prov.npy")
+                np.save(f, np.packbits(backend.provenance(tensors[name], name)))
+                rec["provenance"][name] = f
+        results.append(rec)
+    return results
+
+
+def main():
+    global _RESP
+    with open(sys.argv[1]) as f:
+        cfg = json.load(f)
+    _RESP = int(cfg["resp_fd"])
+    requests = os.fdopen(int(cfg["req_fd"]), "rb")
+    on_gpu = cfg["device"] == "cuda"
+    try:
+        if on_gpu:
+            from .backend import TorchBackend
+            backend = TorchBackend()
+        else:
+            from .interp import install_bounds_check, install_tf32_dot
+            install_bounds_check()
+            if cfg.get("tf32", True):
+                install_tf32_dot()
+            from .backend import NumpyBackend
+            backend = NumpyBackend()
+        hook_triton(interpreted=not on_gpu)
+        CHECKPOINT[0] = backend.checkpoint
+    except Exception:  # noqa: BLE001
+        send({"worker_error": traceback.format_exc()[-3000:]})
+        os._exit(EXIT_WORKER_BUG)
+    kernels = {}
+    for key, spec in cfg["kernels"].items():
+        try:
+            kernels[key] = Hosted(key, spec, on_gpu, backend)
+        except BaseException as e:  # noqa: BLE001 - the source's failure, reported
+            if type(e).__name__ == "NeedsGpu":
+                send({"needs_gpu": {"kernel": key, "reason": str(e)[:3000]}})
+                os._exit(EXIT_NEEDS_GPU)
+            send({"load_error": {"kernel": key, "error": f"{type(e).__name__}: {e}"[:2000],
+                                 "traceback": traceback.format_exc()[-2000:]}})
+            os._exit(EXIT_LOAD_FAILED)
+    langs = {spec["language"] for spec in cfg["kernels"].values()}
+    if on_gpu:
+        device = backend.describe()
+    elif langs == {"cuda"}:
+        device = "cpu (sequential-thread CUDA emulation)"
+    elif langs == {"triton"}:
+        device = "cpu (triton interpreter)"
+    else:
+        device = "cpu (triton interpreter; sequential-thread CUDA emulation)"
+    send({"ready": {"device": device, "kernels": sorted(kernels), "pid": os.getpid(),
+                    "observes": {k: h.observes for k, h in kernels.items()}}})
+    while True:
+        line = requests.readline()
+        if not line:
+            break
+        req = json.loads(line)
+        send({"start": req["id"]})
+        try:
+            sets = run_call(backend, kernels[req["kernel"]], req, cfg["in_dir"], cfg["out_dir"])
+        except Exception:  # noqa: BLE001 - the worker's own failure (or a candidate that broke it)
+            send({"worker_error": traceback.format_exc()[-3000:]})
+            os._exit(EXIT_WORKER_BUG)
+        send({"done": req["id"], "sets": sets})
+    sys.stdout.flush()
+    os._exit(0)
+
+
+if __name__ == "__main__":
+    main()
