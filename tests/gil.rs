@@ -3,11 +3,11 @@
 //! applied to our KV-transfer module, and accepted by the speed gate measured
 //! on this CPU (the scheduler thread's throughput gap while transfers run).
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
-use kidiom_patterns::{Candidate, CandidateStatus, Catalog};
 use serde_json::Value;
 
+use crate::project::*;
 use crate::util::Env;
 
 const GUARD: &str = "cpp-guard-binding-fn-py-gil-scoped-release";
@@ -67,10 +67,6 @@ PYBIND11_MODULE(planted, m) {
 }
 "#;
 
-fn repo() -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
-}
-
 fn mine_upstream(env: &Env) {
     let up = env.write("upstream/up.cpp", UPSTREAM);
     let db = env.db();
@@ -128,89 +124,11 @@ fn the_release_is_mined_and_refused_where_python_objects_follow() {
     assert!(err.contains("dropped") && err.contains("py::list"), "{err}");
 }
 
-/// The project's harness Python (in CI it must be there).
-fn python() -> Option<PathBuf> {
-    let py = std::env::var_os("KIDIOM_PYTHON").map(PathBuf::from).unwrap_or_else(|| repo().join(".venv/bin/python"));
-    let ok = std::process::Command::new(&py)
-        .args(["-c", "import numpy, pybind11"])
-        .output()
-        .map(|o| o.status.success())
-        .unwrap_or(false);
-    if !ok {
-        assert!(std::env::var_os("CI").is_none(), "no Python with numpy and pybind11 at {}", py.display());
-        eprintln!("skipping: no Python with numpy and pybind11 at {} (run scripts/setup-python.sh)", py.display());
-        return None;
-    }
-    Some(py)
-}
-
-fn copy_dir(from: &Path, to: &Path) {
-    std::fs::create_dir_all(to).expect("mkdir");
-    for e in std::fs::read_dir(from).expect("read_dir") {
-        let e = e.expect("entry");
-        let name = e.file_name();
-        if name == "__pycache__" || name.to_string_lossy().starts_with('.') {
-            continue;
-        }
-        if e.file_type().expect("type").is_dir() {
-            copy_dir(&e.path(), &to.join(&name));
-        } else {
-            std::fs::copy(e.path(), to.join(&name)).expect("copy");
-        }
-    }
-}
-
-fn validate(env: &Env, py: &Path, ids: &[&str]) -> Value {
-    let db = env.db();
-    let mut args = vec!["validate", "--db", db.to_str().expect("utf8"), "--json", "--seeds", "1", "--timeout", "600"];
-    args.extend_from_slice(ids);
-    let out = env.cmd().env("KIDIOM_PYTHON", py).args(&args).output().expect("spawn");
-    serde_json::from_slice(&out.stdout).unwrap_or_else(|e| {
-        panic!("not JSON ({e}):\n{}\n{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr))
-    })
-}
-
-fn evidence<'a>(report: &'a Value, id: &str) -> &'a Value {
-    report["candidates"]
-        .as_array()
-        .and_then(|a| a.iter().find(|c| c["candidate"] == id))
-        .unwrap_or_else(|| panic!("no evidence for {id} in {report:#}"))
-}
-
-fn gate<'a>(ev: &'a Value, name: &str) -> &'a Value {
-    ev["gates"].as_array().and_then(|g| g.iter().find(|r| r["gate"] == name)).unwrap_or(&Value::Null)
-}
-
-/// Stores a candidate that rewrites `rel` to `new` (as `apply` would).
-fn plant(env: &Env, id: &str, rel: &str, new: &str) {
-    let old = std::fs::read_to_string(env.path().join(rel)).expect("read");
-    Catalog::open(&env.db())
-        .expect("catalog")
-        .put_candidate(&Candidate {
-            id: id.into(),
-            pattern_id: "test-concurrency".into(),
-            path: rel.into(),
-            base_blob: kidiom_miner::blob_id(old.as_bytes()),
-            result_blob: kidiom_miner::blob_id(new.as_bytes()),
-            value: None,
-            sites: 1,
-            diff: kidiom_rewriter::unified(rel, &old, new, 3),
-            status: CandidateStatus::Proposed,
-            provenance: serde_json::json!({"category": "concurrency"}),
-            evidence: serde_json::json!({}),
-            commit_id: None,
-            created_at: String::new(),
-            updated_at: String::new(),
-        })
-        .expect("put");
-}
-
 #[test]
 fn the_release_in_our_kv_transfer_module_is_accepted_on_this_cpu() {
     let Some(py) = python() else { return };
     let _cpu = crate::util::cpu_alone();
-    let env = Env::new();
-    copy_dir(&repo().join("kernels"), &env.path().join("kernels"));
+    let env = project();
     mine_upstream(&env);
     let target = "kernels/kv_transfer/kv_transfer.cpp";
     let report = apply(&env, target, GUARD);
@@ -224,10 +142,10 @@ fn the_release_in_our_kv_transfer_module_is_accepted_on_this_cpu() {
     let text = std::fs::read_to_string(env.path().join(target)).expect("read");
     let anchor = text.find("std::memcpy").expect("the module copies with std::memcpy");
     let crash = format!("{}*(volatile int*)nullptr = 1; {}", &text[..anchor], &text[anchor..]);
-    plant(&env, "crash", target, &crash);
+    plant(&env, "crash", "concurrency", target, &crash);
 
-    let report = validate(&env, &py, &[&id, "crash"]);
-    let ev = evidence(&report, &id);
+    let (report, _) = validate(&env, &py, &[&id, "crash", "--seeds", "1", "--timeout", "600"]);
+    let ev = by_id(&report, &id);
     assert_eq!(ev["verdict"]["kind"], "accepted", "{ev:#}");
     let speed = gate(ev, "speed");
     assert_eq!(speed["status"], "passed", "{speed:#}");
@@ -240,7 +158,7 @@ fn the_release_in_our_kv_transfer_module_is_accepted_on_this_cpu() {
     assert!(order.contains(&"baseline") && order.contains(&"candidate"), "{order:?}");
     eprintln!("{}", speed["summary"]);
 
-    let crashed = evidence(&report, "crash");
+    let crashed = by_id(&report, "crash");
     assert_eq!(crashed["verdict"]["kind"], "rejected", "{crashed:#}");
     assert_eq!(crashed["verdict"]["gate"], "correctness", "{crashed:#}");
     assert!(crashed["verdict"]["reason"].as_str().is_some_and(|r| r.contains("SIGSEGV")), "{crashed:#}");

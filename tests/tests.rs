@@ -3,6 +3,8 @@
 
 #[macro_use]
 mod util;
+// A copy of kernels/ to validate in, planted candidates, readers of the evidence.
+mod project;
 
 // `kidiom mine`: counts against an independent count, bad input, incrementality, locking.
 mod mine;
@@ -16,5 +18,7 @@ mod history;
 mod validate;
 // The GIL idiom: mined, refused where unsafe, accepted on our KV-transfer module by the CPU speed gate.
 mod gil;
+// Planted cheats through `kidiom validate`, each rejected at its gate with the reason.
+mod cheats;
 // `kidiom mcp`: a client session over stdio, write refusal, the Python SDK as an independent client.
 mod mcp;

@@ -1,0 +1,128 @@
+//! What the tests that run the kernel harness share: a project holding a copy
+//! of our kernels, the harness's Python, planted candidates, and readers of
+//! `kidiom validate --json`.
+
+use std::path::{Path, PathBuf};
+
+use kidiom_patterns::{Candidate, CandidateStatus, Catalog};
+use serde_json::Value;
+
+use crate::util::Env;
+
+pub fn repo() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+}
+
+/// The project's harness Python, or a printed reason to skip.
+pub fn python() -> Option<PathBuf> {
+    let py = std::env::var_os("KIDIOM_PYTHON").map(PathBuf::from).unwrap_or_else(|| repo().join(".venv/bin/python"));
+    let ok = std::process::Command::new(&py)
+        .args(["-c", "import numpy, triton, pybind11"])
+        .output()
+        .map(|o| o.status.success())
+        .unwrap_or(false);
+    if !ok {
+        assert!(
+            std::env::var_os("CI").is_none(),
+            "no Python with numpy, triton and pybind11 at {} (CI must run these tests: scripts/setup-python.sh)",
+            py.display()
+        );
+        eprintln!(
+            "skipping: no Python with numpy, triton and pybind11 at {} (run scripts/setup-python.sh)",
+            py.display()
+        );
+        return None;
+    }
+    Some(py)
+}
+
+pub fn copy_dir(from: &Path, to: &Path) {
+    std::fs::create_dir_all(to).expect("mkdir");
+    for e in std::fs::read_dir(from).expect("read_dir") {
+        let e = e.expect("entry");
+        let name = e.file_name();
+        if name == "__pycache__" || name.to_string_lossy().starts_with('.') {
+            continue;
+        }
+        if e.file_type().expect("type").is_dir() {
+            copy_dir(&e.path(), &to.join(&name));
+        } else {
+            std::fs::copy(e.path(), to.join(&name)).expect("copy");
+        }
+    }
+}
+
+/// A project holding a copy of kernels/ and an empty catalog.
+pub fn project() -> Env {
+    let env = Env::new();
+    copy_dir(&repo().join("kernels"), &env.path().join("kernels"));
+    Catalog::open(&env.db()).expect("catalog");
+    env
+}
+
+pub fn read(env: &Env, rel: &str) -> String {
+    std::fs::read_to_string(env.path().join(rel)).expect("read")
+}
+
+/// Stores a candidate rewriting `rel` from its current text to `new`.
+pub fn plant(env: &Env, id: &str, category: &str, rel: &str, new: &str) {
+    let old = read(env, rel);
+    assert_ne!(old, new, "{id}: the planted edit changed nothing");
+    let cat = Catalog::open(&env.db()).expect("catalog");
+    cat.put_candidate(&Candidate {
+        id: id.into(),
+        pattern_id: format!("test-{category}"),
+        path: rel.into(),
+        base_blob: kidiom_miner::blob_id(old.as_bytes()),
+        result_blob: kidiom_miner::blob_id(new.as_bytes()),
+        value: None,
+        sites: 1,
+        diff: kidiom_rewriter::unified(rel, &old, new, 3),
+        status: CandidateStatus::Proposed,
+        provenance: serde_json::json!({"category": category}),
+        evidence: serde_json::json!({}),
+        commit_id: None,
+        created_at: String::new(),
+        updated_at: String::new(),
+    })
+    .expect("put");
+}
+
+pub fn edit(env: &Env, rel: &str, from: &str, to: &str) -> String {
+    let text = read(env, rel);
+    assert_eq!(text.matches(from).count(), 1, "{from:?} must occur once in {rel}");
+    text.replace(from, to)
+}
+
+pub fn validate(env: &Env, py: &Path, args: &[&str]) -> (Value, std::process::Output) {
+    let db = env.db();
+    let mut all = vec!["validate", "--db", db.to_str().expect("utf8"), "--device", "cpu", "--json"];
+    all.extend_from_slice(args);
+    let out = env.cmd().env("KIDIOM_PYTHON", py).args(&all).output().expect("spawn");
+    let json = serde_json::from_slice(&out.stdout).unwrap_or_else(|e| {
+        panic!(
+            "not JSON ({e}):\n{}\nstderr:\n{}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        )
+    });
+    (json, out)
+}
+
+pub fn by_id<'a>(report: &'a Value, id: &str) -> &'a Value {
+    report["candidates"]
+        .as_array()
+        .and_then(|a| a.iter().find(|c| c["candidate"] == id))
+        .unwrap_or_else(|| panic!("no evidence for {id} in {report:#}"))
+}
+
+pub fn gate<'a>(ev: &'a Value, name: &str) -> &'a Value {
+    ev["gates"].as_array().and_then(|g| g.iter().find(|r| r["gate"] == name)).unwrap_or(&Value::Null)
+}
+
+pub fn verdict(ev: &Value) -> (String, String) {
+    (
+        ev["verdict"]["kind"].as_str().unwrap_or("").to_string(),
+        ev["verdict"]["gate"].as_str().unwrap_or("-").to_string(),
+    )
+}
