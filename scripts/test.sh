@@ -17,5 +17,7 @@ echo "== cargo clippy"
 cargo clippy --workspace --all-targets --locked -- -D warnings
 echo "== cargo test"
 cargo test --workspace --locked
+echo "== bench READMEs agree with their raw files"
+.venv/bin/python bench/readme.py --check bench/runs/*/
 echo "== pytest kernels/tests"
 .venv/bin/python -m pytest kernels/tests -q
