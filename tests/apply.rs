@@ -7,8 +7,8 @@ use std::path::Path;
 use std::process::Command;
 
 use kidiom_miner::Lang;
+use kidiom_patterns::Pattern;
 use kidiom_patterns::matcher::Rewrite;
-use kidiom_patterns::{Category, Kind, Pattern, ValueCount};
 
 use crate::util::{Env, Lcg, git_repo};
 
@@ -494,21 +494,7 @@ fn an_accepted_verdict_commits_without_force() {
 }
 
 fn pattern(id: &str, lang: Lang, before: &str, after: &str, value: &str) -> Pattern {
-    Pattern {
-        id: id.into(),
-        kind: Kind::Usage,
-        language: lang,
-        category: Category::Other,
-        title: String::new(),
-        rationale: String::new(),
-        before: before.into(),
-        after: after.into(),
-        support: vec![],
-        values: vec![ValueCount { value: value.into(), count: 1 }],
-        examples: vec![],
-        commits: vec![],
-        score: 0.0,
-    }
+    Pattern::usage(id, lang, before, after, &[value])
 }
 
 /// A generated Triton file: random statements mixing every construct the

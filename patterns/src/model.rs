@@ -93,6 +93,26 @@ pub struct Pattern {
 }
 
 impl Pattern {
+    /// A usage pattern written by hand (no support, examples or score): a
+    /// rewrite to try, or a test's. `values` is its histogram, each seen once.
+    pub fn usage(id: &str, language: Lang, before: &str, after: &str, values: &[&str]) -> Pattern {
+        Pattern {
+            id: id.into(),
+            kind: Kind::Usage,
+            language,
+            category: Category::Other,
+            title: String::new(),
+            rationale: String::new(),
+            before: before.into(),
+            after: after.into(),
+            support: vec![],
+            values: values.iter().map(|v| ValueCount { value: v.to_string(), count: 1 }).collect(),
+            examples: vec![],
+            commits: vec![],
+            score: 0.0,
+        }
+    }
+
     /// Decorated sites over all corpora.
     pub fn occurrences(&self) -> u64 {
         self.support.iter().map(|s| s.occurrences).sum()

@@ -258,7 +258,7 @@ mod tests {
 /// result never has more parse errors than its source.
 #[cfg(test)]
 mod properties {
-    use kidiom_patterns::{Category, Kind, Pattern, ValueCount};
+    use kidiom_patterns::Pattern;
     use proptest::prelude::*;
 
     use super::*;
@@ -267,21 +267,7 @@ mod properties {
     const CUDA: &str = "extern \"C\" __global__ void k(const float* x, float* o, int n) {\n    int i = blockIdx.x * blockDim.x + threadIdx.x;\n    for (int j = 0; j < 4; j++) { if (i < n) o[i] = expf(x[i]) + expf(expf(x[j])); }\n}\n";
 
     fn pattern(lang: Lang, before: &str, after: &str, value: &str) -> Pattern {
-        Pattern {
-            id: "p".into(),
-            kind: Kind::Usage,
-            language: lang,
-            category: Category::Other,
-            title: String::new(),
-            rationale: String::new(),
-            before: before.into(),
-            after: after.into(),
-            support: vec![],
-            values: vec![ValueCount { value: value.into(), count: 3 }],
-            examples: vec![],
-            commits: vec![],
-            score: 1.0,
-        }
+        Pattern::usage("p", lang, before, after, &[value])
     }
 
     fn rewrites() -> Vec<(Lang, Rewrite)> {

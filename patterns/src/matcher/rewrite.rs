@@ -572,24 +572,10 @@ pub fn apply_edits(src: &str, edits: &[Edit]) -> Option<String> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::model::{Category, Kind, ValueCount};
+    use crate::model::Pattern;
 
     fn pattern(lang: Lang, before: &str, after: &str, values: &[&str]) -> Pattern {
-        Pattern {
-            id: "t".into(),
-            kind: Kind::Usage,
-            language: lang,
-            category: Category::Other,
-            title: String::new(),
-            rationale: String::new(),
-            before: before.into(),
-            after: after.into(),
-            support: vec![],
-            values: values.iter().map(|v| ValueCount { value: v.to_string(), count: 1 }).collect(),
-            examples: vec![],
-            commits: vec![],
-            score: 0.0,
-        }
+        Pattern::usage("t", lang, before, after, values)
     }
 
     /// Rewrites `src` (anywhere, one round) and returns the result.

@@ -664,31 +664,42 @@ flops = "N"
         )
     }
 
-    /// Judges the static and correctness gates on made-up harness runs.
-    fn judge(cand_compile: HarnessRun, cand_check: HarnessRun) -> Evidence {
+    /// `f` on a run of a bare candidate of `path` in an empty tree, for judging made-up harness output.
+    pub(crate) fn bare_run<T>(path: &str, kernel: Option<Manifest>, f: impl FnOnce(Run<'_>) -> T) -> T {
         let dir = tempfile::tempdir().unwrap();
         std::fs::create_dir_all(dir.path().join("kernels")).unwrap();
         let v = ValidatorBuilder::new(dir.path()).device(Device::Cpu).build().unwrap();
-        let manifest = Manifest::parse(MANIFEST, "kernels/kda/decode.toml").unwrap();
         let c = CandidateInput {
             id: "c".into(),
             pattern_id: "p".into(),
             category: None,
-            path: manifest.source_path(),
+            path: path.into(),
             base_blob: String::new(),
             result_blob: String::new(),
             diff: String::new(),
         };
-        let mut run = Run {
+        let seeds = if kernel.is_some() { vec![1] } else { Vec::new() };
+        f(Run {
             v: &v,
             c: &c,
             started: Instant::now(),
             records: Vec::new(),
-            kernel: Some(manifest.clone()),
-            seeds: vec![1],
+            kernel,
+            seeds,
             flags: Vec::new(),
             notes: Vec::new(),
-        };
+        })
+    }
+
+    /// Judges the static and correctness gates on made-up harness runs.
+    fn judge(cand_compile: HarnessRun, cand_check: HarnessRun) -> Evidence {
+        let manifest = Manifest::parse(MANIFEST, "kernels/kda/decode.toml").unwrap();
+        bare_run(&manifest.source_path(), Some(manifest.clone()), |run| {
+            judge_in(run, &manifest, cand_compile, cand_check)
+        })
+    }
+
+    fn judge_in(mut run: Run<'_>, manifest: &Manifest, cand_compile: HarnessRun, cand_check: HarnessRun) -> Evidence {
         let runs = Runs {
             base_compile: harness_run(HarnessStatus::Ok, compile_ok()),
             cand_compile,
@@ -699,7 +710,7 @@ flops = "N"
         let rec = GateRecord::new(Gate::Static, GateStatus::Passed, "");
         let verdict = match static_gate::judge_compiles(&mut run, rec, &[], &runs, "kda.decode") {
             Some(v) => v,
-            None => match correctness::judge(&mut run, &manifest, &runs) {
+            None => match correctness::judge(&mut run, manifest, &runs) {
                 Ok(_) => Verdict::needs_gpu("passed"),
                 Err(v) => v,
             },

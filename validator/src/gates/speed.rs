@@ -185,12 +185,9 @@ fn judge_host(run: &mut Run<'_>, mut rec: GateRecord, j: &HostBench) -> Verdict 
 
 #[cfg(test)]
 mod tests {
-    use std::time::Instant;
-
     use serde_json::{Value, json};
 
     use super::*;
-    use crate::gates::{CandidateInput, ValidatorBuilder};
     use crate::verdict::VerdictKind;
 
     fn host_bench(gb: f64, gc: f64, speedup: f64, noise: f64, significant: bool, flags: &[&str]) -> HostBench {
@@ -208,32 +205,12 @@ mod tests {
 
     /// Judges `j` in a bare run; returns the verdict (after flags) and the speed record.
     fn judge(j: &HostBench) -> (Verdict, Value) {
-        let dir = tempfile::tempdir().unwrap();
-        std::fs::create_dir_all(dir.path().join("kernels")).unwrap();
-        let v = ValidatorBuilder::new(dir.path()).build().unwrap();
-        let c = CandidateInput {
-            id: "c".into(),
-            pattern_id: "p".into(),
-            category: None,
-            path: "kernels/x.cpp".into(),
-            base_blob: String::new(),
-            result_blob: String::new(),
-            diff: String::new(),
-        };
-        let mut run = Run {
-            v: &v,
-            c: &c,
-            started: Instant::now(),
-            records: Vec::new(),
-            kernel: None,
-            seeds: Vec::new(),
-            flags: Vec::new(),
-            notes: Vec::new(),
-        };
-        let verdict = judge_host(&mut run, GateRecord::new(Gate::Speed, GateStatus::Skipped, ""), j);
-        let rec = serde_json::to_value(&run.records[0]).unwrap();
-        let ev = run.finish(verdict);
-        (ev.verdict, rec)
+        super::super::tests::bare_run("kernels/x.cpp", None, |mut run| {
+            let verdict = judge_host(&mut run, GateRecord::new(Gate::Speed, GateStatus::Skipped, ""), j);
+            let rec = serde_json::to_value(&run.records[0]).unwrap();
+            let ev = run.finish(verdict);
+            (ev.verdict, rec)
+        })
     }
 
     #[test]
