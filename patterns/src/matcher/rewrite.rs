@@ -163,19 +163,34 @@ impl Rewrite {
                 pattern.after.trim()
             )));
         }
-        if cxx && b == DEF_CALL {
-            let arg = a
-                .strip_prefix("$M.def($$$ARGS, ")
-                .and_then(|r| r.strip_suffix(')'))
+        // A binding rewrite inserts one piece of text: a statement at the start of a bound
+        // function's body, or a last argument of `.def`.
+        let insertion = |prefix: &str, suffix: &str| {
+            a.strip_prefix(prefix)
+                .and_then(|r| r.strip_suffix(suffix))
                 .map(str::trim)
-                .filter(|s| !s.is_empty() && !s.contains('$'));
-            let Some(arg) = arg else {
-                return Err(no("`after` does not add one argument to `.def`".into()));
-            };
+                .filter(|s| !s.is_empty() && !s.contains('$'))
+                .map(str::to_string)
+        };
+        let binding_mode = match (cxx, b.as_str()) {
+            (true, DEF_CALL) => Some(
+                insertion("$M.def($$$ARGS, ", ")")
+                    .map(|arg| Mode::DefArg { arg })
+                    .ok_or("`after` does not add one argument to `.def`"),
+            ),
+            (true, BOUND_FUNCTION) => Some(
+                insertion("$R $F($$$PARAMS) { ", " $$$BODY }")
+                    .map(|stmt| Mode::BodyPrologue { stmt })
+                    .ok_or("`after` does not add one complete statement at the start of the body"),
+            ),
+            _ => None,
+        };
+        if let Some(mode) = binding_mode {
+            let mode = mode.map_err(|m| no(m.into()))?;
             return Ok(Rewrite {
                 id: pattern.id.clone(),
                 before,
-                mode: Mode::DefArg { arg: arg.to_string() },
+                mode,
                 value: None,
                 scope: Scope::Bindings,
                 releases_gil: true,
@@ -187,24 +202,6 @@ impl Rewrite {
             return Err(no(
                 "it adds a GIL release inside a function body, where kidiom cannot check that no Python object follows it; the usage idiom (first statement of a bound function) is checked per site".into(),
             ));
-        }
-        if cxx && b == BOUND_FUNCTION {
-            let stmt = a
-                .strip_prefix("$R $F($$$PARAMS) { ")
-                .and_then(|r| r.strip_suffix(" $$$BODY }"))
-                .map(str::trim)
-                .filter(|s| !s.is_empty() && !s.contains('$'));
-            let Some(stmt) = stmt else {
-                return Err(no("`after` does not add one complete statement at the start of the body".into()));
-            };
-            return Ok(Rewrite {
-                id: pattern.id.clone(),
-                before,
-                mode: Mode::BodyPrologue { stmt: stmt.to_string() },
-                value: None,
-                scope: Scope::Bindings,
-                releases_gil: true,
-            });
         }
         let after_text = pattern.after.trim();
         let mode = if let Some(prefix) = a.strip_suffix(&b).filter(|p| !p.trim().is_empty()) {
