@@ -11,6 +11,7 @@ use serde::Deserialize;
 pub(crate) struct Config {
     pub(crate) catalog: CatalogSection,
     pub(crate) mine: MineSection,
+    pub(crate) validate: ValidateSection,
     /// Where the file was found (for resolving relative paths).
     #[serde(skip)]
     pub(crate) root: PathBuf,
@@ -55,6 +56,13 @@ impl Default for MineSection {
             history: false,
         }
     }
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub(crate) struct ValidateSection {
+    /// When the static gate rejects a candidate as "predicted slower".
+    pub(crate) static_limits: kidiom_validator::StaticLimits,
 }
 
 impl Config {

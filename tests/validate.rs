@@ -33,7 +33,7 @@ def up_a(x, y, BT: tl.constexpr):
 "#;
 
 #[test]
-fn ieee_prefill_is_needs_gpu_with_its_error_curve_improved() {
+fn ieee_prefill_is_predicted_slower_and_otherwise_needs_gpu_with_its_error_curve_improved() {
     let Some(py) = python() else { return };
     let _cpu = crate::util::cpu_heavy();
     let env = project();
@@ -58,8 +58,21 @@ fn ieee_prefill_is_needs_gpu_with_its_error_curve_improved() {
     let id = cands[0]["id"].as_str().expect("id").to_string();
     assert!(cands[0]["diff"].as_str().expect("diff").contains("input_precision=\"ieee\""));
 
+    // By default its static figures (10x instructions, spills, no tensor cores) predict it slower.
+    let (report, _) = validate(&env, &py, &[&id, "--seeds", "1", "--no-consistency", "--timeout", "400"]);
+    let ev = by_id(&report, &id);
+    assert_eq!(verdict(ev), ("rejected".into(), "static".into()), "{ev:#}");
+    let reason = ev["verdict"]["reason"].as_str().unwrap_or("");
+    assert!(reason.starts_with("predicted slower: instructions"), "{reason}");
+    assert!(reason.contains("tensor-core instructions"), "{reason}");
+
+    // Allowed to regress statically, it goes through the CPU gates with its curve.
     let started = Instant::now();
-    let (report, out) = validate(&env, &py, &[&id, "--seeds", "2", "--no-consistency", "--timeout", "400"]);
+    let (report, out) = validate(
+        &env,
+        &py,
+        &[&id, "--seeds", "2", "--no-consistency", "--timeout", "400", "--allow-static-regression"],
+    );
     let ev = by_id(&report, &id);
     assert_eq!(verdict(ev), ("needs-gpu".into(), "-".into()), "{ev:#}");
     assert_eq!(out.status.code(), Some(0));

@@ -26,6 +26,9 @@ pub(crate) struct Args {
     /// Time limit of one candidate's validation, in seconds.
     #[arg(long, value_name = "SECS", default_value_t = 600)]
     timeout: u64,
+    /// Do not reject grossly worse static figures as "predicted slower" (limits: kidiom.toml [validate.static_limits]).
+    #[arg(long)]
+    allow_static_regression: bool,
     #[command(flatten)]
     catalog: CatalogArgs,
     #[command(flatten)]
@@ -124,6 +127,7 @@ pub(crate) fn run(args: Args) -> Result<ExitCode> {
             consistency: true,
             python: None,
             progress,
+            static_limits: (!args.allow_static_regression).then_some(cfg.validate.static_limits),
         };
         if !pending.is_empty() {
             validated = Some(super::validate::validate_all(&catalog, &pending, &vopts)?);

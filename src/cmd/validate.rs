@@ -67,6 +67,9 @@ pub(crate) struct Args {
     /// Leave out the prefill(T) + decode(M) == prefill(T + M) check (faster).
     #[arg(long)]
     no_consistency: bool,
+    /// Do not reject grossly worse static figures as "predicted slower" (limits: kidiom.toml [validate.static_limits]).
+    #[arg(long)]
+    allow_static_regression: bool,
     /// The Python that runs the harness (default: $KIDIOM_PYTHON, .venv/bin/python, python3).
     #[arg(long, value_name = "PATH")]
     python: Option<PathBuf>,
@@ -166,6 +169,8 @@ pub(crate) struct Options {
     pub(crate) consistency: bool,
     pub(crate) python: Option<PathBuf>,
     pub(crate) progress: bool,
+    /// `None`: no "predicted slower" rule.
+    pub(crate) static_limits: Option<kidiom_validator::StaticLimits>,
 }
 
 /// Validates `cands`, storing each one's evidence as soon as it is known.
@@ -179,6 +184,7 @@ pub(crate) fn validate_all(cat: &Catalog, cands: &[Candidate], opts: &Options) -
         .seeds(opts.seeds)
         .seed(opts.seed)
         .consistency(opts.consistency)
+        .static_limits(opts.static_limits)
         .build()
         .with_context(|| format!("reading the kernel manifests under {}", root.join("kernels").display()))?;
     let mut report = Report {
@@ -198,13 +204,21 @@ pub(crate) fn validate_all(cat: &Catalog, cands: &[Candidate], opts: &Options) -
         let ev = validator.validate(&input).with_context(|| format!("validating {}", c.id))?;
         let value = serde_json::to_value(&ev).context("serialising evidence")?;
         cat.set_candidate_evidence(&c.id, &value)?;
+        // The latest verdict decides the status, except for a candidate already committed
+        // (accepted) or stale; one judged earlier and now undecided is pending again.
         let status = match ev.verdict.kind {
             VerdictKind::Accepted => Some(CandidateStatus::Validated),
             VerdictKind::Rejected => Some(CandidateStatus::Rejected),
+            VerdictKind::NeedsGpu | VerdictKind::Error
+                if matches!(c.status, CandidateStatus::Validated | CandidateStatus::Rejected) =>
+            {
+                Some(CandidateStatus::Proposed)
+            }
             VerdictKind::NeedsGpu | VerdictKind::Error => None,
         };
         if let Some(s) = status
-            && is_pending(c)
+            && s != c.status
+            && !matches!(c.status, CandidateStatus::Accepted | CandidateStatus::Stale)
         {
             cat.set_candidate_status(&c.id, s, None)?;
         }
@@ -380,6 +394,7 @@ pub(crate) fn run(a: Args) -> Result<ExitCode> {
         consistency: !a.no_consistency,
         python: a.python,
         progress: !a.output.quiet && !a.output.json,
+        static_limits: (!a.allow_static_regression).then_some(cfg.validate.static_limits),
     };
     let report = validate_all(&cat, &cands, &opts)?;
     if a.output.json {

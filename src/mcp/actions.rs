@@ -162,10 +162,19 @@ fn rewrite(args: &Value, ctx: &Ctx, write: bool) -> ToolResult {
     Ok(serde_json::to_value(report)?)
 }
 
-fn options(args: &Value) -> Result<validate::Options, ToolError> {
+fn options(args: &Value, ctx: &Ctx) -> Result<validate::Options, ToolError> {
     let device = validate::parse_device(str_arg(args, "device").unwrap_or("auto")).map_err(ToolError)?;
     let timeout = Duration::from_secs(args.get("timeout_seconds").and_then(Value::as_u64).unwrap_or(600).max(1));
-    Ok(validate::Options { device, timeout, seeds: 3, seed: None, consistency: true, python: None, progress: false })
+    Ok(validate::Options {
+        device,
+        timeout,
+        seeds: 3,
+        seed: None,
+        consistency: true,
+        python: None,
+        progress: false,
+        static_limits: Some(ctx.static_limits),
+    })
 }
 
 fn validate_patch(args: &Value, ctx: &Ctx, progress: &mut dyn FnMut(u64, u64, &str)) -> ToolResult {
@@ -178,7 +187,7 @@ fn validate_patch(args: &Value, ctx: &Ctx, progress: &mut dyn FnMut(u64, u64, &s
         Some(c) => Some(validate::parse_category(c).map_err(ToolError)?),
         None => None,
     };
-    let opts = options(args)?;
+    let opts = options(args, ctx)?;
     let c = validate::store_patch(&cat, &ctx.root, diff, category).map_err(|e| ToolError(format!("{e:#}")))?;
     progress(0, 1, &format!("validating {}", c.id));
     let report =
@@ -200,7 +209,7 @@ fn validate_candidates(args: &Value, ctx: &Ctx, progress: &mut dyn FnMut(u64, u6
     if cands.is_empty() {
         return Err(ToolError("no candidate ids given; list_candidates lists them".into()));
     }
-    let opts = options(args)?;
+    let opts = options(args, ctx)?;
     let total = cands.len() as u64;
     let mut results = Vec::new();
     for (i, c) in cands.iter().enumerate() {

@@ -47,6 +47,8 @@ pub(crate) struct Ctx {
     pub(crate) db: PathBuf,
     pub(crate) allow_write: bool,
     pub(crate) allow_exec: bool,
+    /// kidiom.toml's "predicted slower" limits for the static gate.
+    pub(crate) static_limits: kidiom_validator::StaticLimits,
 }
 
 pub(crate) fn run(args: Args) -> Result<ExitCode> {
@@ -63,7 +65,13 @@ pub(crate) fn run(args: Args) -> Result<ExitCode> {
     };
     // Commands resolve paths against the current directory: make it the root.
     std::env::set_current_dir(&root).with_context(|| format!("entering {}", root.display()))?;
-    let ctx = Ctx { root, db, allow_write: args.allow_write, allow_exec: args.allow_exec };
+    let ctx = Ctx {
+        root,
+        db,
+        allow_write: args.allow_write,
+        allow_exec: args.allow_exec,
+        static_limits: cfg.validate.static_limits,
+    };
     let stdin = std::io::stdin();
     let stdout = std::io::stdout();
     serve(stdin.lock(), stdout.lock(), &ctx)?;

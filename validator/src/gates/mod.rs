@@ -23,6 +23,8 @@ mod speed;
 mod static_gate;
 mod syntax;
 
+pub use static_gate::StaticLimits;
+
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use std::sync::Mutex;
@@ -155,6 +157,7 @@ pub struct ValidatorBuilder {
     seed: Option<u64>,
     consistency: bool,
     bench_iters: u32,
+    static_limits: Option<StaticLimits>,
 }
 
 impl ValidatorBuilder {
@@ -170,6 +173,7 @@ impl ValidatorBuilder {
             seed: None,
             consistency: true,
             bench_iters: 50,
+            static_limits: Some(StaticLimits::default()),
         }
     }
 
@@ -218,6 +222,12 @@ impl ValidatorBuilder {
     /// Timed iterations per variant on a GPU (default 50).
     pub fn bench_iters(&mut self, iters: u32) -> &mut Self {
         self.bench_iters = iters.max(1);
+        self
+    }
+
+    /// The static gate's "predicted slower" limits (default [`StaticLimits::default`]); `None` turns the rule off.
+    pub fn static_limits(&mut self, limits: Option<StaticLimits>) -> &mut Self {
+        self.static_limits = limits;
         self
     }
 

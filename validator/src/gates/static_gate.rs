@@ -20,6 +20,62 @@ use crate::scan::{FlagChange, flag_changes};
 use crate::verdict::{Gate, Verdict};
 use crate::wire::{self, Compile};
 
+/// When a candidate's static figures are grossly worse than the baseline's, it is
+/// rejected as "predicted slower" before any kernel runs (SPEC §8). `kidiom.toml`'s
+/// `[validate.static_limits]` sets these; `--allow-static-regression` turns the rule off.
+#[derive(Debug, Clone, Copy, PartialEq, serde::Serialize, serde::Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct StaticLimits {
+    /// Instructions may grow to at most this many times the baseline's.
+    pub max_instructions_ratio: f64,
+    /// Spilled bytes (stores) may not grow beyond this many times the baseline's ...
+    pub max_spill_ratio: f64,
+    /// ... and by more than this many bytes (both must hold to reject).
+    pub max_spill_growth_bytes: i64,
+    /// A kernel that used tensor-core instructions must keep some.
+    pub keep_tensor_cores: bool,
+}
+
+impl Default for StaticLimits {
+    fn default() -> Self {
+        StaticLimits {
+            max_instructions_ratio: 2.0,
+            max_spill_ratio: 4.0,
+            max_spill_growth_bytes: 8192,
+            keep_tensor_cores: true,
+        }
+    }
+}
+
+impl StaticLimits {
+    /// Why `after` is predicted slower than `before`; empty when it is not.
+    pub fn regressions(&self, before: &StaticMetrics, after: &StaticMetrics) -> Vec<String> {
+        let mut out = Vec::new();
+        if let (Some(b), Some(a)) = (before.instructions, after.instructions)
+            && b > 0
+            && a as f64 > self.max_instructions_ratio * b as f64
+        {
+            out.push(format!(
+                "instructions {b} -> {a} ({:.1}x > {}x)",
+                a as f64 / b as f64,
+                self.max_instructions_ratio
+            ));
+        }
+        let (sb, sa) = (before.spill_store_bytes.unwrap_or(0), after.spill_store_bytes.unwrap_or(0));
+        if sa > sb + self.max_spill_growth_bytes && sa as f64 > self.max_spill_ratio * sb as f64 {
+            out.push(format!(
+                "spill stores {sb} -> {sa} B (> {}x and > +{} B)",
+                self.max_spill_ratio, self.max_spill_growth_bytes
+            ));
+        }
+        let tensor = |m: &StaticMetrics| m.by_class.get("tensor").copied().unwrap_or(0);
+        if self.keep_tensor_cores && tensor(before) > 0 && tensor(after) == 0 {
+            out.push(format!("tensor-core instructions {} -> 0", tensor(before)));
+        }
+        out
+    }
+}
+
 /// What the static gate found before any compile.
 pub(super) struct Scan {
     /// The kernel the candidate changes.
@@ -207,6 +263,7 @@ pub(super) fn judge_compiles(
     };
     let (before, after) = (StaticMetrics::from_wire(&before), StaticMetrics::from_wire(&after));
     let d = delta(&before, &after);
+    let regressions = run.v.opts.static_limits.map(|l| l.regressions(&before, &after)).unwrap_or_default();
     if d.get("spill_store_bytes").is_some_and(|x| *x > 0) {
         run.notes.push(format!("spills grow by {} B", d["spill_store_bytes"]));
     }
@@ -227,6 +284,34 @@ pub(super) fn judge_compiles(
     );
     rec.before = Some(json!(before));
     rec.after = Some(json!(after));
+    if !regressions.is_empty() {
+        let summary = format!("predicted slower: {} ({})", regressions.join("; "), rec.summary);
+        let reason = format!("predicted slower: {}", regressions.join("; "));
+        return Some(run.stop(rec, GateStatus::Failed, summary, Verdict::rejected(Gate::Static, reason)));
+    }
     run.records.push(rec);
     None
+}
+
+#[cfg(test)]
+mod limit_tests {
+    use super::*;
+
+    fn m(instr: i64, spills: i64, tensor: i64) -> StaticMetrics {
+        let mut s = StaticMetrics { instructions: Some(instr), spill_store_bytes: Some(spills), ..Default::default() };
+        s.by_class.insert("tensor".into(), tensor);
+        s
+    }
+
+    #[test]
+    fn gross_regressions_are_predicted_slower() {
+        let l = StaticLimits::default();
+        // the all-sites ieee prefill: 10x instructions, 2 KB -> 67 KB spills, no tensor cores
+        let r = l.regressions(&m(6960, 2008, 104), &m(69576, 67000, 0));
+        assert_eq!(r.len(), 3, "{r:?}");
+        // tf32x3 on all sites: 1.8x instructions, 4.2 KB spills, tensor cores kept
+        assert!(l.regressions(&m(6960, 2008, 104), &m(12800, 4200, 312)).is_empty());
+        // spills 4x but only +3 KB: not gross
+        assert!(l.regressions(&m(100, 1000, 0), &m(100, 4500, 0)).is_empty());
+    }
 }
