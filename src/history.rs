@@ -262,14 +262,17 @@ fn mine_corpus(
     Ok(out)
 }
 
+/// The edit pattern of a rule; its mechanism text names what the rewrite
+/// adds (glossary) and the commits that made it.
 fn to_pattern(r: &Rule) -> Pattern {
-    Pattern {
+    let mut p = Pattern {
         id: r.id.clone(),
         kind: Kind::Edit,
         language: r.lang,
         category: r.category,
         title: r.title.clone(),
         rationale: r.rationale.clone(),
+        mechanism: String::new(),
         before: r.before.clone(),
         after: r.after.clone(),
         support: r.support.clone(),
@@ -281,7 +284,9 @@ fn to_pattern(r: &Rule) -> Pattern {
             .map(|c| CommitRef { id: c.id.clone(), summary: c.summary.clone(), date: c.date.clone() })
             .collect(),
         score: r.score,
-    }
+    };
+    p.mechanism = kidiom_patterns::glossary::builtin().describe(&p);
+    p
 }
 
 /// Parses `--since`: `YYYY-MM-DD`, or seconds since the epoch.

@@ -4,11 +4,12 @@
 //!
 //! A [`Pattern`] is one mined idiom (SPEC §4): a stable id, its kind, language
 //! and category, `before`/`after` structural patterns, support per corpus,
-//! a value histogram, examples, commits and a score. Usage idioms from the
-//! miner convert with `Pattern::from(idiom)`.
+//! a value histogram, examples, commits, a score and a `mechanism` text (what
+//! it does, from the [`glossary`]). Usage idioms from the miner convert with
+//! `Pattern::from(idiom)`.
 //!
-//! A [`Catalog`] is one SQLite file holding the patterns (with an FTS5
-//! index), the corpora mined and a per-file mining cache. All writes of a
+//! A [`Catalog`] is one SQLite file holding the patterns (with a ranked
+//! FTS5 search index, [`Catalog::search_hits`]), the corpora mined and a per-file mining cache. All writes of a
 //! run go through one [`MineTx`]: dropped without [`MineTx::commit`], it
 //! leaves the catalog as it was. The schema is versioned and documented in
 //! the crate README; it is an API boundary.
@@ -25,6 +26,7 @@
 //!     category: Category::Precision,
 //!     title: "tl.dot with an explicit input_precision".into(),
 //!     rationale: "TF32 products lose precision on FP32 inputs".into(),
+//!     mechanism: "Chooses TF32 or full fp32 products on the tensor cores".into(),
 //!     before: "tl.dot($A, $B)".into(),
 //!     after: "tl.dot($A, $B, input_precision=$P)".into(),
 //!     support: vec![],
@@ -45,12 +47,13 @@
 mod catalog;
 mod error;
 pub mod export;
+pub mod glossary;
 pub mod matcher;
 mod model;
 
 pub use catalog::{
     CachedFile, Candidate, CandidateStatus, Catalog, CatalogStats, CorpusRow, DEFAULT_BUSY_TIMEOUT, FileOutcome,
-    Filter, HistoryState, MineTx, SCHEMA_VERSION, StoredFacts,
+    Filter, HistoryState, MineTx, SCHEMA_VERSION, SearchHit, StoredFacts, TermMatch, Via, Why,
 };
 pub use error::{Error, Result};
 pub use model::{Category, CommitRef, IdiomExample, Kind, Lang, Pattern, Support, ValueCount};

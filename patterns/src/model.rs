@@ -76,6 +76,11 @@ pub struct Pattern {
     pub title: String,
     /// Why, with the numbers.
     pub rationale: String,
+    /// What it changes in generated code or at run time, and when that
+    /// helps or hurts, in the words an engineer searches with (from the
+    /// glossary, or an edit's commit messages; see [`crate::glossary`]).
+    #[serde(default)]
+    pub mechanism: String,
     /// Where it can be applied (ast-grep syntax; may be empty).
     pub before: String,
     /// The idiom's shape and the rewrite template.
@@ -103,6 +108,7 @@ impl Pattern {
             category: Category::Other,
             title: String::new(),
             rationale: String::new(),
+            mechanism: String::new(),
             before: before.into(),
             after: after.into(),
             support: vec![],
@@ -130,14 +136,17 @@ impl Pattern {
 }
 
 impl From<Idiom> for Pattern {
+    /// The usage pattern of a mined idiom, with its mechanism text from the
+    /// built-in glossary.
     fn from(idiom: Idiom) -> Pattern {
-        Pattern {
+        let mut p = Pattern {
             id: idiom.id,
             kind: Kind::Usage,
             language: idiom.key.lang,
             category: idiom.category,
             title: idiom.title,
             rationale: idiom.rationale,
+            mechanism: String::new(),
             before: idiom.before,
             after: idiom.after,
             support: idiom.support,
@@ -145,7 +154,9 @@ impl From<Idiom> for Pattern {
             examples: idiom.examples,
             commits: Vec::new(),
             score: idiom.score,
-        }
+        };
+        p.mechanism = crate::glossary::builtin().describe(&p);
+        p
     }
 }
 
@@ -171,6 +182,7 @@ mod tests {
             category: Category::Precision,
             title: "t".into(),
             rationale: "r".into(),
+            mechanism: "m".into(),
             before: "tl.dot($A, $B)".into(),
             after: "tl.dot($A, $B, input_precision=$P)".into(),
             support: vec![Support {
@@ -194,6 +206,7 @@ mod tests {
             "category",
             "title",
             "rationale",
+            "mechanism",
             "before",
             "after",
             "support",

@@ -21,6 +21,7 @@
 //!     category: Category::Precision,
 //!     title: String::new(),
 //!     rationale: String::new(),
+//!     mechanism: String::new(),
 //!     before: "tl.dot($$$ARGS)".into(),
 //!     after: "tl.dot($$$ARGS, input_precision=$V)".into(),
 //!     support: vec![],

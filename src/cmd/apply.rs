@@ -234,6 +234,7 @@ fn provenance(p: &Pattern, value: Option<&str>) -> serde_json::Value {
         "category": p.category.name(),
         "title": p.title,
         "rationale": p.rationale,
+        "mechanism": p.mechanism,
         "before": p.before,
         "after": p.after,
         "value": value,

@@ -3,7 +3,7 @@
 use std::process::ExitCode;
 
 use anyhow::Result;
-use kidiom_patterns::{Catalog, Category, Filter, Kind, Lang, Pattern};
+use kidiom_patterns::{Catalog, Category, Filter, Kind, Lang, Pattern, SearchHit};
 
 use super::{CatalogArgs, OutputArgs};
 use crate::config::Config;
@@ -15,7 +15,8 @@ pub(crate) enum Command {
     List(ListArgs),
     /// Show one pattern with its support, values, examples and commits.
     Show(ShowArgs),
-    /// Full-text search over titles, rationales, patterns and examples.
+    /// Ranked search in plain words or names: what idioms do (mechanism),
+    /// titles, identifiers, values, commit messages and examples.
     Search(SearchArgs),
     /// Counts by kind, language and category; corpora and skipped files.
     Stats(StatsArgs),
@@ -91,9 +92,15 @@ pub(crate) struct ShowArgs {
     output: OutputArgs,
 }
 
+/// Hits `catalog search` prints without `--limit`.
+const SEARCH_LIMIT: usize = 20;
+
 #[derive(Debug, clap::Args)]
 pub(crate) struct SearchArgs {
-    /// Words to find (FTS5; punctuation is taken literally).
+    /// What to find, as you would ask it ("faster exponential", "tl.dot tf32"):
+    /// any word may match; names match exactly; words are stemmed, stop words
+    /// dropped, synonyms added; "quoted words" are a phrase. The best 20
+    /// unless --limit says otherwise.
     query: String,
     #[command(flatten)]
     filter: FilterArgs,
@@ -122,9 +129,12 @@ pub(crate) fn run(cmd: Command) -> Result<ExitCode> {
         }
         Command::Search(a) => {
             let cat = a.catalog.open_existing(&cfg)?;
-            let pats = cat.search(&a.query, &a.filter.filter())?;
-            print_list(&pats, a.output.json)?;
-            Ok(found(!pats.is_empty()))
+            let mut filter = a.filter.filter();
+            // Any word may match, so a search lists the best few unless told otherwise.
+            filter.limit = filter.limit.or(Some(SEARCH_LIMIT));
+            let hits = cat.search_hits(&a.query, &filter)?;
+            print_hits(&hits, a.output.json)?;
+            Ok(found(!hits.is_empty()))
         }
         Command::Show(a) => {
             let cat = a.catalog.open_existing(&cfg)?;
@@ -193,10 +203,44 @@ pub(crate) fn print_list(pats: &[Pattern], json: bool) -> Result<()> {
     output::table(&rows)
 }
 
+/// Search hits: JSON (each pattern with its `match`), or a table whose last
+/// column says which terms matched in which fields.
+fn print_hits(hits: &[SearchHit], json: bool) -> Result<()> {
+    if json {
+        return output::json(hits);
+    }
+    let mut rows = vec![["id", "kind", "lang", "category", "relevance", "title", "matched"].map(String::from).to_vec()];
+    for h in hits {
+        let p = &h.pattern;
+        let matched: Vec<String> = h
+            .why
+            .terms
+            .iter()
+            .map(|t| {
+                let of = t.synonym_of.as_deref().map(|o| format!(" (~{o})")).unwrap_or_default();
+                format!("{}{of}: {}", t.term, t.fields.join(","))
+            })
+            .collect();
+        rows.push(vec![
+            p.id.clone(),
+            p.kind.name().to_string(),
+            p.language.name().to_string(),
+            p.category.name().to_string(),
+            format!("{:.2}", h.why.relevance),
+            p.title.clone(),
+            matched.join("; "),
+        ]);
+    }
+    output::table(&rows)
+}
+
 fn print_pattern(p: &Pattern) -> Result<()> {
     output::line(&format!("{}  [{} {} {}]  score {:.2}", p.id, p.kind.name(), p.language, p.category.name(), p.score))?;
     output::line(&format!("  {}", p.title))?;
     output::line(&format!("  {}", p.rationale))?;
+    if !p.mechanism.is_empty() {
+        output::line(&format!("  mechanism: {}", p.mechanism))?;
+    }
     if !p.before.is_empty() {
         output::line("  before:")?;
         for l in p.before.lines() {

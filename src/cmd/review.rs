@@ -104,6 +104,11 @@ pub(crate) fn run(a: Args) -> Result<ExitCode> {
         prov["title"].as_str().unwrap_or("")
     ))?;
     output::line(&format!("  rationale: {}", prov["rationale"].as_str().unwrap_or("")))?;
+    // Candidates proposed before patterns had a mechanism: the pattern's own.
+    let mechanism = prov["mechanism"].as_str().or(pattern.as_ref().map(|p| p.mechanism.as_str())).unwrap_or("");
+    if !mechanism.is_empty() {
+        output::line(&format!("  mechanism: {mechanism}"))?;
+    }
     output::line("  evidence upstream:")?;
     for s in prov["support"].as_array().into_iter().flatten() {
         output::line(&format!(

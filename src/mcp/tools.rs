@@ -59,14 +59,17 @@ const TOOLS: &[Tool] = &[
     Tool {
         name: "search_patterns",
         title: "Search the idiom catalog",
-        description: "Full-text search over pattern titles, rationales, templates, examples and values \
-                      (empty query: the strongest patterns), with filters.",
+        description: "Ranked search of the idiom catalog in plain words or names (\"faster exponential\", \
+                      \"release the GIL during a copy\", \"tl.dot tf32\"): what each idiom does, titles, identifiers, \
+                      values, commit messages and examples; any word may match, names match exactly, words are \
+                      stemmed and synonyms added. Each result says which terms matched in which fields. Empty \
+                      query: the strongest patterns. With filters.",
         access: Access::Read,
         destructive: false,
         idempotent: true,
         input: || {
             let mut p = filter_props();
-            p["query"] = json!({"type": "string", "description": "words to find, e.g. \"tl.dot precision\""});
+            p["query"] = json!({"type": "string", "description": "what to find, e.g. \"keep a tensor in L2\" or \"tl.dot precision\""});
             json!({"type": "object", "properties": p, "additionalProperties": false})
         },
     },
@@ -255,19 +258,29 @@ fn filter(args: &Value) -> Filter {
 fn summary(p: &Pattern) -> Value {
     json!({
         "id": p.id, "kind": p.kind.name(), "language": p.language.name(), "category": p.category.name(),
-        "title": p.title, "occurrences": p.occurrences(), "files": p.files(), "opportunities": p.opportunities(),
-        "score": p.score, "before": p.before, "after": p.after,
+        "title": p.title, "mechanism": p.mechanism, "occurrences": p.occurrences(), "files": p.files(),
+        "opportunities": p.opportunities(), "score": p.score, "before": p.before, "after": p.after,
     })
 }
 
+/// The same engine as `kidiom catalog search` (`Catalog::search_hits`);
+/// each result carries its `match` (relevance, matched terms and fields).
 fn search_patterns(args: &Value, ctx: &Ctx) -> ToolResult {
     let cat = open(ctx)?;
     let f = filter(args);
-    let pats = match str_arg(args, "query").map(str::trim).filter(|q| !q.is_empty()) {
-        Some(q) => cat.search(q, &f)?,
-        None => cat.list(&f)?,
+    let pats: Vec<Value> = match str_arg(args, "query").map(str::trim).filter(|q| !q.is_empty()) {
+        Some(q) => cat
+            .search_hits(q, &f)?
+            .iter()
+            .map(|h| {
+                let mut v = summary(&h.pattern);
+                v["match"] = serde_json::to_value(&h.why).unwrap_or(Value::Null);
+                v
+            })
+            .collect(),
+        None => cat.list(&f)?.iter().map(summary).collect(),
     };
-    Ok(json!({"patterns": pats.iter().map(summary).collect::<Vec<_>>()}))
+    Ok(json!({"patterns": pats}))
 }
 
 fn get_pattern(args: &Value, ctx: &Ctx) -> ToolResult {

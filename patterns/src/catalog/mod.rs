@@ -9,6 +9,7 @@ mod candidates;
 mod history;
 mod query;
 pub(crate) mod schema;
+mod search;
 
 use std::collections::{HashMap, HashSet};
 use std::path::{Path, PathBuf};
@@ -24,6 +25,7 @@ pub use candidates::{Candidate, CandidateStatus};
 pub use history::HistoryState;
 pub use query::{CatalogStats, Filter};
 pub use schema::SCHEMA_VERSION;
+pub use search::{SearchHit, TermMatch, Via, Why};
 
 /// How long [`Catalog::open`] waits for another process's lock.
 pub const DEFAULT_BUSY_TIMEOUT: Duration = Duration::from_secs(5);
@@ -192,6 +194,9 @@ impl Catalog {
         for step in schema::MIGRATIONS.get(start..).unwrap_or_default() {
             tx.execute_batch(step).at(path)?;
         }
+        if version < schema::SEARCH_INDEX_VERSION {
+            search::rebuild(&Reader { conn: &tx, path })?;
+        }
         tx.pragma_update(None, "application_id", schema::APPLICATION_ID).at(path)?;
         tx.pragma_update(None, "user_version", SCHEMA_VERSION).at(path)?;
         tx.commit().at(path)
@@ -294,7 +299,8 @@ impl MineTx<'_> {
     }
 
     /// Replaces every pattern of `kind` (with its support, values, examples,
-    /// commits and search row) by `patterns`. Each pattern must have that
+    /// commits and search row) by `patterns`, as given (an empty `mechanism`
+    /// stays empty; [`Pattern::from`] and the history run fill it). Each pattern must have that
     /// kind, a finite or infinite (not NaN) score, and an id not used by
     /// another pattern.
     pub fn replace_patterns(&self, kind: Kind, patterns: &[Pattern]) -> Result<()> {
@@ -317,7 +323,7 @@ impl MineTx<'_> {
         }
         let tx = &self.tx;
         let k = kind.name();
-        tx.execute("DELETE FROM patterns_fts WHERE rowid IN (SELECT rowid FROM patterns WHERE kind = ?1)", [k])
+        tx.execute("DELETE FROM patterns_search WHERE rowid IN (SELECT rowid FROM patterns WHERE kind = ?1)", [k])
             .at(self.path)?;
         for table in ["support", "pattern_values", "examples", "commits"] {
             let sql = format!("DELETE FROM {table} WHERE pattern_id IN (SELECT id FROM patterns WHERE kind = ?1)");
@@ -328,8 +334,8 @@ impl MineTx<'_> {
         let mut taken = tx.prepare_cached("SELECT kind FROM patterns WHERE id = ?1").at(self.path)?;
         let mut ins = tx
             .prepare_cached(
-                "INSERT INTO patterns (id, kind, language, category, title, rationale, before, after, score)
-                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9)",
+                "INSERT INTO patterns (id, kind, language, category, title, rationale, before, after, score, mechanism)
+                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10)",
             )
             .at(self.path)?;
         let mut sup = tx
@@ -351,12 +357,6 @@ impl MineTx<'_> {
                 "INSERT INTO commits (pattern_id, ord, commit_id, summary, date) VALUES (?1, ?2, ?3, ?4, ?5)",
             )
             .at(self.path)?;
-        let mut fts = tx
-            .prepare_cached(
-                "INSERT INTO patterns_fts (rowid, id, title, rationale, before, after, snippets, hole_values)
-                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)",
-            )
-            .at(self.path)?;
         for p in patterns {
             let other: Option<String> = taken.query_row([&p.id], |r| r.get(0)).optional().at(self.path)?;
             if let Some(other) = other {
@@ -371,7 +371,8 @@ impl MineTx<'_> {
                 p.rationale,
                 p.before,
                 p.after,
-                p.score
+                p.score,
+                p.mechanism
             ])
             .at(self.path)?;
             let rowid = tx.last_insert_rowid();
@@ -396,19 +397,7 @@ impl MineTx<'_> {
             for (i, c) in p.commits.iter().enumerate() {
                 com.execute(params![p.id, i as i64, c.id, c.summary, c.date]).at(self.path)?;
             }
-            let snippets: Vec<&str> = p.examples.iter().map(|e| e.snippet.as_str()).collect();
-            let values: Vec<&str> = p.values.iter().map(|v| v.value.as_str()).collect();
-            fts.execute(params![
-                rowid,
-                p.id,
-                p.title,
-                p.rationale,
-                p.before,
-                p.after,
-                snippets.join("\n"),
-                values.join("\n")
-            ])
-            .at(self.path)?;
+            search::index(tx, self.path, rowid, p)?;
         }
         Ok(())
     }
@@ -610,6 +599,7 @@ pub(crate) mod tests {
             category: cat,
             title: format!("title of {id}"),
             rationale: format!("rationale of {id}"),
+            mechanism: format!("mechanism of {id}"),
             before: "tl.dot($A, $B)".into(),
             after: "tl.dot($A, $B, input_precision=$P)".into(),
             support: corpora

@@ -1,10 +1,11 @@
-//! Reading patterns: listing with filters, full-text search, statistics.
+//! Reading patterns: listing with filters, statistics. (Search is in
+//! `search.rs`.)
 
 use std::collections::BTreeMap;
 
 use rusqlite::types::Value;
 
-use super::{At, Catalog, CorpusRow, SCHEMA_VERSION};
+use super::{At, Catalog, CorpusRow, Reader, SCHEMA_VERSION};
 use crate::error::Result;
 use crate::model::{Category, CommitRef, IdiomExample, Kind, Lang, Pattern, Support, ValueCount};
 
@@ -28,7 +29,7 @@ pub struct Filter {
 
 impl Filter {
     /// The SQL condition on `patterns p` and its parameters.
-    fn condition(&self, params: &mut Vec<Value>) -> String {
+    pub(crate) fn condition(&self, params: &mut Vec<Value>) -> String {
         let mut conds = vec!["1".to_string()];
         let mut push = |sql: &str, v: Value| {
             params.push(v);
@@ -55,7 +56,7 @@ impl Filter {
         conds.join(" AND ")
     }
 
-    fn limit(&self) -> i64 {
+    pub(crate) fn limit(&self) -> i64 {
         self.limit.map(|n| i64::try_from(n).unwrap_or(i64::MAX)).unwrap_or(-1)
     }
 }
@@ -87,21 +88,8 @@ pub struct CatalogStats {
     pub skipped_by_reason: BTreeMap<String, u64>,
 }
 
-const COLUMNS: &str = "p.id, p.kind, p.language, p.category, p.title, p.rationale, p.before, p.after, p.score";
-
-/// Turns user text into an FTS5 query that cannot be a syntax error: each
-/// whitespace-separated word becomes a quoted prefix phrase (`tl.dot(`
-/// becomes `"tl.dot("*`, matching the tokens `tl dot…`), and all must
-/// match. Words without a letter or digit are dropped; `None` when nothing
-/// is left.
-pub(crate) fn fts_query(text: &str) -> Option<String> {
-    let terms: Vec<String> = text
-        .split_whitespace()
-        .filter(|w| w.chars().any(char::is_alphanumeric))
-        .map(|w| format!("\"{}\"*", w.replace('"', "\"\"")))
-        .collect();
-    (!terms.is_empty()).then(|| terms.join(" "))
-}
+pub(crate) const COLUMNS: &str =
+    "p.id, p.kind, p.language, p.category, p.title, p.rationale, p.before, p.after, p.score, p.mechanism";
 
 impl Catalog {
     /// Patterns matching `filter`, by score (highest first), then id.
@@ -113,31 +101,13 @@ impl Catalog {
             "SELECT {COLUMNS} FROM patterns p WHERE {cond} ORDER BY p.score DESC, p.id LIMIT ?{}",
             params.len()
         );
-        self.query_patterns(&sql, params)
+        self.reader().query_patterns(&sql, params)
     }
 
     /// The pattern with this id.
     pub fn get(&self, id: &str) -> Result<Option<Pattern>> {
         let sql = format!("SELECT {COLUMNS} FROM patterns p WHERE p.id = ?1");
-        Ok(self.query_patterns(&sql, vec![Value::Text(id.to_string())])?.into_iter().next())
-    }
-
-    /// Full-text search over ids, titles, rationales, `before`/`after`
-    /// patterns and example snippets, within `filter`; best match first
-    /// (bm25, titles weigh most), then by score. Any user text is safe:
-    /// FTS5 operators and punctuation in it are taken literally.
-    pub fn search(&self, query: &str, filter: &Filter) -> Result<Vec<Pattern>> {
-        let Some(q) = fts_query(query) else { return Ok(Vec::new()) };
-        let mut params = vec![Value::Text(q)];
-        let cond = filter.condition(&mut params);
-        params.push(Value::Integer(filter.limit()));
-        let sql = format!(
-            "SELECT {COLUMNS} FROM patterns_fts f JOIN patterns p ON p.rowid = f.rowid
-             WHERE patterns_fts MATCH ?1 AND {cond}
-             ORDER BY bm25(patterns_fts, 2.0, 5.0, 1.0, 1.0, 1.0, 1.0, 1.0), p.score DESC, p.id LIMIT ?{}",
-            params.len()
-        );
-        self.query_patterns(&sql, params)
+        Ok(self.reader().query_patterns(&sql, vec![Value::Text(id.to_string())])?.into_iter().next())
     }
 
     /// Counts of patterns, corpora and files.
@@ -165,10 +135,13 @@ impl Catalog {
         s.corpora = self.corpora()?;
         Ok(s)
     }
+}
 
-    fn query_patterns(&self, sql: &str, params: Vec<Value>) -> Result<Vec<Pattern>> {
-        let path = &self.path;
-        type Row = (String, String, String, String, String, String, String, String, f64);
+impl Reader<'_> {
+    /// The patterns an SQL query selects; its columns are [`COLUMNS`].
+    pub(crate) fn query_patterns(&self, sql: &str, params: Vec<Value>) -> Result<Vec<Pattern>> {
+        let path = self.path;
+        type Row = (String, String, String, String, String, String, String, String, f64, String);
         let rows: Vec<Row> = self
             .conn
             .prepare_cached(sql)
@@ -184,13 +157,14 @@ impl Catalog {
                         r.get(6)?,
                         r.get(7)?,
                         r.get(8)?,
+                        r.get(9)?,
                     ))
                 })?
                 .collect()
             })
             .at(path)?;
         rows.into_iter()
-            .map(|(id, kind, language, category, title, rationale, before, after, score)| {
+            .map(|(id, kind, language, category, title, rationale, before, after, score, mechanism)| {
                 let bad = |what: &str, v: &str| self.corrupt("patterns", &id, format!("unknown {what} {v:?}"));
                 let kind = Kind::from_name(&kind).ok_or_else(|| bad("kind", &kind))?;
                 let language = Lang::from_name(&language).ok_or_else(|| bad("language", &language))?;
@@ -202,6 +176,7 @@ impl Catalog {
                     category,
                     title,
                     rationale,
+                    mechanism,
                     before,
                     after,
                     support: Vec::new(),
@@ -217,7 +192,7 @@ impl Catalog {
     }
 
     fn load_children(&self, p: &mut Pattern) -> Result<()> {
-        let path = &self.path;
+        let path = self.path;
         let count = |v: i64| u64::try_from(v).unwrap_or(0);
         let id = p.id.as_str();
         p.support = self
@@ -380,16 +355,20 @@ mod tests {
     fn search_finds_titles_snippets_and_ids() {
         let (cat, _) = catalog();
         let s = |q: &str, f: &Filter| ids(&cat.search(q, f).unwrap()).join(" ");
+        let top =
+            |q: &str| cat.search(q, &Filter::default()).unwrap().first().map(|p| p.id.clone()).unwrap_or_default();
         let all = Filter::default();
-        assert_eq!(s("title cu-qualifier-launch-bounds", &all), "cu-qualifier-launch-bounds");
+        // Any word may match; the id matches exactly and comes first.
+        assert_eq!(top("title cu-qualifier-launch-bounds"), "cu-qualifier-launch-bounds");
+        assert_eq!(cat.search("title cu-qualifier-launch-bounds", &all).unwrap().len(), 5);
         assert_eq!(s("launch bounds", &all), "cu-qualifier-launch-bounds");
-        // prefix match
+        // prefix match of the last word
         assert_eq!(s("autotu", &all), "py-decorator-autotune");
         // snippet text: every example snippet holds `tl.dot(q, k)  # <id>`
         assert_eq!(cat.search("tl.dot(q, k)", &all).unwrap().len(), 5);
         assert_eq!(s("gil-scoped", &all), "cpp-guard-gil-scoped-release");
         // rationale
-        assert_eq!(s("rationale of py-decorator", &all), "py-decorator-autotune");
+        assert_eq!(top("rationale of py-decorator"), "py-decorator-autotune");
         // filters apply
         assert_eq!(s("tl.dot", &Filter { kind: Some(Edit), ..all.clone() }), "edit-py-tl-dot-ieee");
         assert_eq!(cat.search("tl.dot", &Filter { limit: Some(2), ..all.clone() }).unwrap().len(), 2);
@@ -461,16 +440,6 @@ mod tests {
     }
 
     #[test]
-    fn fts_queries_are_quoted() {
-        let check = |q: &str, want: Option<&str>| assert_eq!(fts_query(q).as_deref(), want, "{q:?}");
-        check("tl.dot(", Some("\"tl.dot(\"*"));
-        check("\"ieee\"", Some("\"\"\"ieee\"\"\"*"));
-        check("a AND OR", Some("\"a\"* \"AND\"* \"OR\"*"));
-        check("= (", None);
-        check("", None);
-    }
-
-    #[test]
     fn replace_patterns_replaces_only_its_kind() {
         let (mut cat, _) = catalog();
         let newer = pattern("py-new", Usage, Lang::Python, Category::Math, &[("fla", 4)], 3.0);
@@ -491,7 +460,7 @@ mod tests {
                 .unwrap();
             assert_eq!(n, 0, "orphans in {table}");
         }
-        let fts: i64 = cat.conn.query_row("SELECT count(*) FROM patterns_fts", [], |r| r.get(0)).unwrap();
+        let fts: i64 = cat.conn.query_row("SELECT count(*) FROM patterns_search", [], |r| r.get(0)).unwrap();
         assert_eq!(fts, 2);
         // replacing with the same set again is idempotent
         let tx = cat.begin().unwrap();

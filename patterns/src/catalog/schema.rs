@@ -19,6 +19,18 @@
 //! | `commits` | `(pattern_id, ord)` | `commit_id`, `summary`, `date` |
 //! | `patterns_fts` | rowid = `patterns.rowid` | FTS5 over `id`, `title`, `rationale`, `before`, `after`, `snippets` (the examples' snippets, one per line), `hole_values` (the histogram's values, one per line) |
 //!
+//! Version 2 adds `candidates`, version 3 the history-mining cache
+//! (`history`, `history_commits`); see the crate README.
+//!
+//! Version 4 is the ranked search: `patterns.mechanism` (what the idiom
+//! does, in words; see [`crate::glossary`]), and `patterns_search`, an FTS5
+//! table (tokenizer `porter unicode61 remove_diacritics 2`: words are
+//! stemmed) replacing `patterns_fts`, rowid = `patterns.rowid`, columns
+//! `title`, `mechanism`, `identifiers` (the id and the names in `before`
+//! and `after`), `hole_values`, `commit_messages`, `examples` (snippets),
+//! `rationale`. Migrating to it fills the mechanism of every pattern that
+//! has none and rebuilds the index ([`super::search::rebuild`]).
+//!
 //! Child tables reference `patterns(id)` with `ON DELETE CASCADE`. Enum
 //! columns hold the lowercase names printed by `name()` (`usage`, `python`,
 //! `precision`).
@@ -139,7 +151,22 @@ CREATE TABLE history_commits (
     PRIMARY KEY (corpus, commit_id)
 );
 "#,
+    // 4: ranked search: each pattern's mechanism in words, and a stemmed
+    // index with one column per field (weighted at query time). The
+    // index's rows are written by `catalog::search::rebuild` after the step.
+    r#"
+ALTER TABLE patterns ADD COLUMN mechanism TEXT NOT NULL DEFAULT '';
+DROP TABLE patterns_fts;
+CREATE VIRTUAL TABLE patterns_search USING fts5 (
+    title, mechanism, identifiers, hole_values, commit_messages, examples, rationale,
+    tokenize = 'porter unicode61 remove_diacritics 2'
+);
+"#,
 ];
+
+/// The version whose step created the current search index: migrating a
+/// catalog from below it rebuilds the index's rows.
+pub(crate) const SEARCH_INDEX_VERSION: i64 = 4;
 
 /// The schema version this build writes and reads.
 pub const SCHEMA_VERSION: i64 = MIGRATIONS.len() as i64;

@@ -224,6 +224,7 @@ mod tests {
             category: Category::Precision,
             title: "t".into(),
             rationale: "r".into(),
+            mechanism: String::new(),
             before: before.into(),
             after: after.into(),
             support: vec![],

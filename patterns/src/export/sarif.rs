@@ -103,6 +103,7 @@ mod tests {
             category: Category::Math,
             title: "t".into(),
             rationale: "r".into(),
+            mechanism: String::new(),
             before: "b".into(),
             after: "a".into(),
             support: vec![],
