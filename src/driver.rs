@@ -120,7 +120,30 @@ pub(crate) fn mine(catalog: &mut Catalog, manifests: Vec<Manifest>, opts: &MineO
         lang: s.lang,
         facts: &s.facts,
     });
-    let patterns: Vec<Pattern> = kidiom_miner::aggregate(inputs, &opts.config).into_iter().map(Pattern::from).collect();
+    let idioms = kidiom_miner::aggregate(inputs, &opts.config);
+    // Triton's own words for its keywords and decorators, where the harness's Python has Triton.
+    let documented = |i: &kidiom_miner::Idiom| {
+        i.key.lang == kidiom_miner::Lang::Python
+            && matches!(i.key.mechanism, kidiom_miner::Mechanism::Keyword | kidiom_miner::Mechanism::Decorator)
+    };
+    let docs = if idioms.iter().any(documented) {
+        let cwd = std::env::current_dir().unwrap_or_default();
+        crate::apidocs::TritonDocs::load(&kidiom_validator::find_python(&cwd))
+    } else {
+        crate::apidocs::TritonDocs::default()
+    };
+    let patterns: Vec<Pattern> = idioms
+        .into_iter()
+        .map(|i| {
+            let doc = docs.describe(&i.key);
+            let mut p = Pattern::from(i);
+            if let Some(d) = doc {
+                p.mechanism =
+                    format!("{} Triton {}'s documentation: {d}", p.mechanism, docs.version).trim().to_string();
+            }
+            p
+        })
+        .collect();
     tx.replace_patterns(Kind::Usage, &patterns)?;
     stall_for_tests();
     tx.commit()?;

@@ -1,6 +1,7 @@
 //! The `kidiom` command line: glue over the miner, patterns, rewriter and
 //! validator crates. Each subcommand lives in `cmd/`.
 
+mod apidocs;
 mod cli;
 mod cmd;
 mod config;

@@ -377,3 +377,48 @@ fn questions_find_their_idioms() {
     }
     assert!(recall >= 0.8, "Recall@3 {recall:.3} < 0.8; misses:\n{}", misses.join("\n"));
 }
+
+/// Mining reads what the installed Triton documents of a keyword idiom into its mechanism.
+#[test]
+fn mechanisms_quote_the_installed_tritons_documentation() {
+    let venv = std::env::var_os("KIDIOM_PYTHON")
+        .map(std::path::PathBuf::from)
+        .unwrap_or_else(|| std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join(".venv/bin/python"));
+    let has_triton = std::process::Command::new(&venv)
+        .args(["-c", "import importlib.util as u; assert u.find_spec('triton')"])
+        .output()
+        .is_ok_and(|o| o.status.success());
+    if !has_triton {
+        assert!(std::env::var_os("CI").is_none(), "no Python with Triton at {}", venv.display());
+        eprintln!("skipping: no Python with Triton at {} (run scripts/setup-python.sh)", venv.display());
+        return;
+    }
+    let env = Env::new();
+    let k = "import triton\nimport triton.language as tl\n@triton.jit\ndef k(x, BT: tl.constexpr):\n    a = tl.dot(x, x, input_precision=\"ieee\")\n    b = tl.dot(x, x)\n";
+    for i in 0..2 {
+        env.write(&format!("c/k{i}.py"), k);
+    }
+    let db = env.db().to_str().expect("utf8").to_string();
+    let out = env.cmd().env("KIDIOM_PYTHON", &venv).args(["mine", "c", "--db", &db, "-q"]).output().expect("spawn");
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let p = env.json(&["catalog", "show", "py-keyword-tl-dot-input-precision", "--db", &db, "--json"]);
+    let p = if p.is_array() { p[0].clone() } else { p };
+    let m = p["mechanism"].as_str().unwrap_or("");
+    assert!(m.contains("documentation:") && m.contains("Tensor Cores"), "{m}");
+    // without a Python the mechanism is the glossary's alone, and mining still works
+    let env2 = Env::new();
+    for i in 0..2 {
+        env2.write(&format!("c/k{i}.py"), k);
+    }
+    let db2 = env2.db().to_str().expect("utf8").to_string();
+    let out = env2
+        .cmd()
+        .env("KIDIOM_PYTHON", "/nonexistent/python")
+        .args(["mine", "c", "--db", &db2, "-q"])
+        .output()
+        .expect("spawn");
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let p = env2.json(&["catalog", "show", "py-keyword-tl-dot-input-precision", "--db", &db2, "--json"]);
+    let p = if p.is_array() { p[0].clone() } else { p };
+    assert!(!p["mechanism"].as_str().unwrap_or("").contains("documentation:"), "{p:#}");
+}
