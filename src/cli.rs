@@ -68,12 +68,26 @@ pub(crate) fn run(args: impl IntoIterator<Item = OsString>) -> ExitCode {
             if is_broken_pipe(&e) {
                 return ExitCode::SUCCESS;
             }
-            // One line: the outermost context, then each cause.
-            let msg: Vec<String> = e.chain().map(|c| c.to_string()).collect();
-            eprintln!("kidiom: error: {}", msg.join(": "));
+            eprintln!("kidiom: error: {}", one_line(&e));
             ExitCode::from(EXIT_ERROR)
         }
     }
+}
+
+/// One line: the outermost context, then each cause that the line does not
+/// already say (an error may print its source and also return it).
+pub(crate) fn one_line(e: &anyhow::Error) -> String {
+    let mut line = String::new();
+    for cause in e.chain().map(|c| c.to_string()) {
+        if cause.is_empty() || line.ends_with(&cause) {
+            continue;
+        }
+        if !line.is_empty() {
+            line.push_str(": ");
+        }
+        line.push_str(&cause);
+    }
+    line
 }
 
 fn is_broken_pipe(e: &anyhow::Error) -> bool {
@@ -83,6 +97,27 @@ fn is_broken_pipe(e: &anyhow::Error) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn an_error_line_never_repeats_its_cause() {
+        let io = || std::io::Error::new(std::io::ErrorKind::NotFound, "No such file or directory (os error 2)");
+        let path = std::path::PathBuf::from("/nonexistent");
+        // every library error that prints its source and also returns it
+        let errors: Vec<anyhow::Error> = vec![
+            kidiom_miner::Error::Io { path: path.clone(), source: io() }.into(),
+            kidiom_patterns::Error::Io { path: path.clone(), source: io() }.into(),
+            kidiom_rewriter::Error::Io { path: path.clone(), source: io() }.into(),
+            kidiom_validator::Error::Io { path: path.clone(), source: io() }.into(),
+        ];
+        for e in errors {
+            let line = one_line(&e.context("corpus /nonexistent"));
+            assert_eq!(line.matches("No such file or directory").count(), 1, "{line}");
+            assert!(line.starts_with("corpus /nonexistent: ") && line.contains("/nonexistent: No such"), "{line}");
+        }
+        // distinct causes are all kept
+        let e = anyhow::anyhow!("inner").context("middle").context("outer");
+        assert_eq!(one_line(&e), "outer: middle: inner");
+    }
 
     fn parses(line: &str) -> bool {
         Cli::try_parse_from(line.split_whitespace()).is_ok()

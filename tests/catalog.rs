@@ -422,3 +422,19 @@ fn mechanisms_quote_the_installed_tritons_documentation() {
     let p = if p.is_array() { p[0].clone() } else { p };
     assert!(!p["mechanism"].as_str().unwrap_or("").contains("documentation:"), "{p:#}");
 }
+
+/// `catalog stats` is a table for a person, and an error line says its cause once.
+#[test]
+fn stats_read_as_a_table_and_errors_say_their_cause_once() {
+    let env = Env::new();
+    let db = mined(&env);
+    let out = env.run(&["catalog", "stats", "--db", &db]);
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(text.starts_with("schema version ") && text.contains("by category:"), "{text}");
+    assert!(text.lines().any(|l| l.starts_with("corpus ") && l.contains("revision")), "{text}");
+    assert!(!text.contains("CatalogStats") && !text.contains('{'), "a Debug dump: {text}");
+    let out = env.run(&["mine", "/nonexistent-kidiom-corpus", "--db", &db]);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(err.matches("No such file or directory").count(), 1, "{err}");
+}

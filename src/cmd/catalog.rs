@@ -159,12 +159,51 @@ pub(crate) fn run(cmd: Command) -> Result<ExitCode> {
             if a.output.json {
                 output::json(&stats)?;
             } else {
-                output::line(&format!("{stats:#?}"))?;
+                print_stats(&stats)?;
             }
             Ok(ExitCode::SUCCESS)
         }
         Command::Export(a) => super::export::run(a),
     }
+}
+
+/// `catalog stats` for a person: the totals, the breakdowns, one row per corpus.
+fn print_stats(s: &kidiom_patterns::CatalogStats) -> Result<()> {
+    let counts = |m: &std::collections::BTreeMap<String, u64>| {
+        let mut v: Vec<(&String, &u64)> = m.iter().collect();
+        v.sort_by(|a, b| b.1.cmp(a.1).then(a.0.cmp(b.0)));
+        v.iter().map(|(k, n)| format!("{k} {n}")).collect::<Vec<_>>().join(", ")
+    };
+    output::line(&format!("schema version {}, {} patterns", s.schema_version, s.patterns))?;
+    output::line(&format!("  by kind:     {}", counts(&s.by_kind)))?;
+    output::line(&format!("  by language: {}", counts(&s.by_language)))?;
+    output::line(&format!("  by category: {}", counts(&s.by_category)))?;
+    output::line(&format!(
+        "files: {} recorded, {} parsed, {} without kernels, {} skipped{}",
+        s.files,
+        s.parsed,
+        s.no_kernels,
+        s.skipped,
+        if s.skipped_by_reason.is_empty() { String::new() } else { format!(" ({})", counts(&s.skipped_by_reason)) }
+    ))?;
+    if s.corpora.is_empty() {
+        return output::line("no corpus mined yet");
+    }
+    output::line("")?;
+    let mut rows =
+        vec![["corpus", "kind", "revision", "files", "skipped", "mined at", "source"].map(String::from).to_vec()];
+    for c in &s.corpora {
+        rows.push(vec![
+            c.name.clone(),
+            c.kind.clone(),
+            c.revision.get(..12).unwrap_or(&c.revision).to_string(),
+            c.files.to_string(),
+            c.skipped.to_string(),
+            c.mined_at.clone(),
+            c.source.clone(),
+        ]);
+    }
+    output::table(&rows)
 }
 
 fn found(any: bool) -> ExitCode {
