@@ -9,7 +9,15 @@ use crate::cmd;
 
 /// Mine optimization idioms from GPU-inference code and apply them as validated rewrites.
 #[derive(Debug, Parser)]
-#[command(name = "kidiom", version, about, propagate_version = true)]
+#[command(
+    name = "kidiom",
+    version,
+    about,
+    propagate_version = true,
+    after_help = "Exit codes (every command): 0 success; 1 it ran, but found nothing, or some input failed \
+                  (a corpus that could not be opened, a candidate rejected or in error); 2 error (bad arguments, \
+                  an unreadable or locked catalog, a failed write). Errors are one line on stderr."
+)]
 pub(crate) struct Cli {
     #[command(subcommand)]
     command: Command,
