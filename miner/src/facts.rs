@@ -50,6 +50,25 @@ pub enum Mechanism {
 }
 
 impl Mechanism {
+    /// Every mechanism, in declaration order.
+    pub const ALL: [Mechanism; 15] = [
+        Mechanism::Keyword,
+        Mechanism::Decorator,
+        Mechanism::MethodWrap,
+        Mechanism::Annotation,
+        Mechanism::Qualifier,
+        Mechanism::ParamQualifier,
+        Mechanism::Pragma,
+        Mechanism::Intrinsic,
+        Mechanism::InlineAsm,
+        Mechanism::VectorCast,
+        Mechanism::Guard,
+        Mechanism::BindingArg,
+        Mechanism::Pyo3Call,
+        Mechanism::Wrapper,
+        Mechanism::Variant,
+    ];
+
     /// The kebab-case name used in ids.
     pub fn name(self) -> &'static str {
         match self {

@@ -429,7 +429,9 @@ fn synthesize_variants(
     }
 }
 
-fn slug(parts: &[&str]) -> String {
+/// The slug of an id made of `parts`: lowercase ASCII alphanumerics, every
+/// other run of characters (and each join) one `-`, trimmed.
+pub fn slug(parts: &[&str]) -> String {
     let mut s = String::new();
     for p in parts {
         for c in p.chars() {

@@ -26,23 +26,6 @@ impl Lcg {
     }
 }
 
-const MECHANISMS: &[&str] = &[
-    "keyword",
-    "decorator",
-    "method-wrap",
-    "annotation",
-    "qualifier",
-    "param-qualifier",
-    "pragma",
-    "intrinsic",
-    "inline-asm",
-    "vector-cast",
-    "guard",
-    "binding-arg",
-    "pyo3-call",
-    "wrapper",
-    "variant",
-];
 const SUBJECTS: &[&str] = &[
     "tl.load",
     "tl.store",
@@ -183,23 +166,6 @@ const SUMMARIES: &[&str] = &[
     "vectorize the KV copy with float4",
 ];
 
-fn slug(parts: &[&str]) -> String {
-    let mut s = String::new();
-    for p in parts {
-        for c in p.chars() {
-            if c.is_ascii_alphanumeric() {
-                s.push(c.to_ascii_lowercase());
-            } else if !s.ends_with('-') && !s.is_empty() {
-                s.push('-');
-            }
-        }
-        if !s.ends_with('-') {
-            s.push('-');
-        }
-    }
-    s.trim_matches('-').to_string()
-}
-
 fn synthetic(n: usize, answers: &[String]) -> Vec<Pattern> {
     let mut rng = Lcg(0x5eed);
     let mut out: Vec<Pattern> = Vec::with_capacity(n);
@@ -215,10 +181,11 @@ fn synthetic(n: usize, answers: &[String]) -> Vec<Pattern> {
             }
             None => {
                 let (lang, slug_lang) = langs[(rng.next() % 4) as usize];
-                let mech = rng.pick(MECHANISMS);
+                let all = kidiom_miner::Mechanism::ALL;
+                let mech = all[(rng.next() % all.len() as u64) as usize].name();
                 let subject = rng.pick(SUBJECTS);
                 let deco = format!("{}_{}", rng.pick(WORDS), rng.pick(WORDS));
-                (slug(&[slug_lang, mech, subject, &deco, &format!("{}", rng.next() % 7)]), lang)
+                (kidiom_miner::slug(&[slug_lang, mech, subject, &deco, &format!("{}", rng.next() % 7)]), lang)
             }
         };
         i += 1;

@@ -237,18 +237,9 @@ pub(crate) fn normalize(word: &str) -> String {
     w
 }
 
-/// The slug of a name, as the miner builds ids: lowercase ASCII
-/// alphanumerics, every other run of characters one `-`, trimmed.
+/// The slug of a name, as the miner builds ids.
 fn slug(s: &str) -> String {
-    let mut out = String::new();
-    for c in s.chars() {
-        if c.is_ascii_alphanumeric() {
-            out.push(c.to_ascii_lowercase());
-        } else if !out.is_empty() && !out.ends_with('-') {
-            out.push('-');
-        }
-    }
-    out.trim_end_matches('-').to_string()
+    kidiom_miner::slug(&[s])
 }
 
 /// `py::gil_scoped_release` -> `gil_scoped_release`; `tl.constexpr` -> `constexpr`.
@@ -281,23 +272,7 @@ mod tests {
     fn the_builtin_glossary_parses_and_covers_every_mechanism_kind() {
         let g = Glossary::parse(BUILTIN).unwrap();
         let kinds: Vec<&str> = g.kinds().collect();
-        for k in [
-            "keyword",
-            "decorator",
-            "method-wrap",
-            "annotation",
-            "qualifier",
-            "param-qualifier",
-            "pragma",
-            "intrinsic",
-            "inline-asm",
-            "vector-cast",
-            "guard",
-            "binding-arg",
-            "pyo3-call",
-            "wrapper",
-            "variant",
-        ] {
+        for k in kidiom_miner::Mechanism::ALL.map(kidiom_miner::Mechanism::name) {
             assert!(kinds.contains(&k), "no sentence for {k}");
         }
         assert!(g.entries.len() >= 30, "{}", g.entries.len());
