@@ -12,6 +12,7 @@ pub(crate) struct Config {
     pub(crate) catalog: CatalogSection,
     pub(crate) mine: MineSection,
     pub(crate) validate: ValidateSection,
+    pub(crate) search: SearchSection,
     /// Where the file was found (for resolving relative paths).
     #[serde(skip)]
     pub(crate) root: PathBuf,
@@ -63,6 +64,37 @@ impl Default for MineSection {
 pub(crate) struct ValidateSection {
     /// When the static gate rejects a candidate as "predicted slower".
     pub(crate) static_limits: kidiom_validator::StaticLimits,
+}
+
+/// The per-site search of precision patterns (`kidiom run`, `kidiom apply --search`).
+#[derive(Debug, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub(crate) struct SearchSection {
+    /// `kidiom run` searches (`--no-search` turns it off once).
+    pub(crate) enabled: bool,
+    /// Variants measured at a time (0: one per CPU).
+    pub(crate) jobs: usize,
+    /// The choice: error within this many times the loosest all-sites fix.
+    pub(crate) error_factor: f64,
+    /// A value fixes when its all-sites error is this many times below the baseline's.
+    pub(crate) min_gain: f64,
+}
+
+impl Default for SearchSection {
+    fn default() -> Self {
+        let r = kidiom_validator::search::Rule::default();
+        SearchSection { enabled: true, jobs: 0, error_factor: r.error_factor, min_gain: r.min_gain }
+    }
+}
+
+impl SearchSection {
+    pub(crate) fn rule(&self) -> kidiom_validator::search::Rule {
+        kidiom_validator::search::Rule { error_factor: self.error_factor, min_gain: self.min_gain }
+    }
+
+    pub(crate) fn jobs(&self) -> usize {
+        if self.jobs > 0 { self.jobs } else { std::thread::available_parallelism().map(|n| n.get()).unwrap_or(1) }
+    }
 }
 
 impl Config {

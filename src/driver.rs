@@ -352,12 +352,14 @@ fn process(lang: Lang, bytes: &[u8], limits: &Limits, prefilter: &Prefilter, opt
         return FileOutcome::NoKernels;
     }
     match kidiom_miner::extract(lang, text, opts) {
-        // A header that only defines device macros keeps its facts: re-runs need the macros.
+        // A header that only defines device macros keeps its facts: re-runs need the macros;
+        // a module that only defines constants keeps them: other modules import them.
         Ok(facts)
             if facts.kernels == 0
                 && facts.families.is_empty()
                 && facts.scopes.is_empty()
-                && facts.device_macros.is_empty() =>
+                && facts.device_macros.is_empty()
+                && facts.constants.is_empty() =>
         {
             FileOutcome::NoKernels
         }

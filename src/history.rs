@@ -276,7 +276,16 @@ fn to_pattern(r: &Rule) -> Pattern {
         before: r.before.clone(),
         after: r.after.clone(),
         support: r.support.clone(),
-        values: r.values.iter().map(|(value, count)| ValueCount { value: value.clone(), count: *count }).collect(),
+        values: r
+            .values
+            .iter()
+            .map(|(value, count)| ValueCount {
+                value: value.clone(),
+                count: *count,
+                resolved: None,
+                literals: Vec::new(),
+            })
+            .collect(),
         examples: r.examples.clone(),
         commits: r
             .commits

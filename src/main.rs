@@ -9,6 +9,7 @@ mod driver;
 mod history;
 mod mcp;
 mod output;
+mod sitesearch;
 
 fn main() -> std::process::ExitCode {
     cli::run(std::env::args_os())

@@ -22,6 +22,15 @@ pub(crate) fn line(s: &str) -> Result<()> {
 
 /// Left-aligned columns; the last column is not padded.
 pub(crate) fn table(rows: &[Vec<String>]) -> Result<()> {
+    let mut out = std::io::stdout().lock();
+    for l in table_lines(rows) {
+        writeln!(out, "{l}")?;
+    }
+    Ok(())
+}
+
+/// The lines of [`table`], for callers that print elsewhere (stderr).
+pub(crate) fn table_lines(rows: &[Vec<String>]) -> Vec<String> {
     let cols = rows.iter().map(Vec::len).max().unwrap_or(0);
     let mut widths = vec![0usize; cols];
     for r in rows {
@@ -29,19 +38,19 @@ pub(crate) fn table(rows: &[Vec<String>]) -> Result<()> {
             widths[i] = widths[i].max(c.chars().count());
         }
     }
-    let mut out = std::io::stdout().lock();
-    for r in rows {
-        let mut s = String::new();
-        for (i, c) in r.iter().enumerate() {
-            if i + 1 == r.len() {
-                s.push_str(c);
-            } else {
-                s.push_str(&format!("{c:<w$}  ", w = widths[i]));
+    rows.iter()
+        .map(|r| {
+            let mut s = String::new();
+            for (i, c) in r.iter().enumerate() {
+                if i + 1 == r.len() {
+                    s.push_str(c);
+                } else {
+                    s.push_str(&format!("{c:<w$}  ", w = widths[i]));
+                }
             }
-        }
-        writeln!(out, "{}", s.trim_end())?;
-    }
-    Ok(())
+            s.trim_end().to_string()
+        })
+        .collect()
 }
 
 /// Text as is on stdout (diffs).

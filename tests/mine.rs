@@ -484,3 +484,49 @@ fn corpus_macros_declare_kernels_and_reruns_stay_cached() {
     let second = env.json(&args);
     assert_eq!(second["corpora"][0]["parsed"], 0, "{second}");
 }
+
+#[test]
+fn named_values_resolve_within_their_corpus_and_literals_merge() {
+    let env = Env::new();
+    let head = "import triton\nimport triton.language as tl\n";
+    // A constants module without kernels, imported relatively and absolutely.
+    env.write(
+        "a/pkg/consts.py",
+        format!("{head}from pkg.env import HAS_TF32\nif HAS_TF32:\n    PREC = tl.constexpr('tf32')\nelse:\n    PREC = tl.constexpr('ieee')\n"),
+    );
+    let kernel = |import: &str, value: &str| {
+        format!(
+            "{head}{import}\n@triton.jit\ndef k(a):\n    tl.dot(a, a, input_precision={value})\n    tl.dot(a, a, input_precision='ieee')\n    tl.dot(a, a)\n"
+        )
+    };
+    env.write("a/pkg/k1.py", kernel("from .consts import PREC", "PREC"));
+    env.write("a/pkg/k2.py", kernel("from pkg.consts import PREC", "PREC"));
+    // Another corpus importing the same module path: not its own, so not resolved.
+    env.write("b/pkg/k3.py", kernel("from pkg.consts import PREC as OTHER", "OTHER"));
+    env.write("b/pkg/k4.py", kernel("", "\"ieee\""));
+    let db = env.db();
+    let db = db.to_str().expect("utf8");
+    let mined = env.json(&["mine", "a", "b", "--db", db, "--min-occurrences", "1", "--min-files", "1", "--json"]);
+    assert_eq!(mined["corpora"][0]["parsed"], 3, "the constants module keeps its facts: {mined}");
+
+    let id = "py-keyword-tl-dot-input-precision";
+    let p = env.json(&["catalog", "show", id, "--db", db, "--json"]);
+    let values = p["values"].as_array().expect("values");
+    let get = |v: &str| values.iter().find(|x| x["value"] == v).unwrap_or_else(|| panic!("{v} in {values:?}"));
+    // 'ieee' and "ieee" are one value, counted over both corpora.
+    assert_eq!(get("\"ieee\"")["count"], 5, "{values:?}");
+    assert!(values.iter().all(|x| x["value"] != "'ieee'"), "{values:?}");
+    assert!(get("\"ieee\"").get("resolved").is_none());
+    let prec = get("PREC");
+    assert_eq!(prec["count"], 2);
+    assert_eq!(prec["resolved"], "\"tf32\" if HAS_TF32 else \"ieee\"");
+    assert_eq!(prec["literals"], serde_json::json!(["\"tf32\"", "\"ieee\""]));
+    let other = get("OTHER");
+    assert!(other.get("resolved").is_none() && other.get("literals").is_none(), "{other}");
+
+    let out = env.run(&["catalog", "show", id, "--db", db]);
+    assert!(out.status.success());
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(text.contains("2  PREC = \"tf32\" if HAS_TF32 else \"ieee\""), "{text}");
+    assert!(text.contains("1  OTHER\n"), "{text}");
+}

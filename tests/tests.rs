@@ -14,6 +14,8 @@ mod catalog;
 mod apply;
 // `kidiom mine --history`: planted edits, noise, safety, bad input, resumption.
 mod history;
+// `kidiom apply --search`: per-site precision search on our prefill kernel, memory hints by role.
+mod search;
 // `kidiom validate`: the gates on a copy of our kernels (CPU), planted bugs, a hanging kernel.
 mod validate;
 // The GIL idiom: mined, refused where unsafe, accepted on our KV-transfer module by the CPU speed gate.

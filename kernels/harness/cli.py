@@ -1,6 +1,7 @@
 """Command line of the harness: the one process boundary the validator calls.
 
     python -m kernels.harness compile|check|bench --kernel NAME [--source FILE] [--json]
+    python -m kernels.harness sweep --kernel NAME --variants FILE [--jobs N] [--seed S]
     python -m kernels.harness list [--json]
 
 Prints one JSON object on stdout (wire format in kernels/README.md, "Harness wire format";
@@ -83,6 +84,10 @@ def parse_args(argv):
     k = sub.add_parser("compile", parents=[common], help="ahead-of-time compile for sm_90; instruction mix")
     k.add_argument("--arch", type=int, default=90)
     k.add_argument("--keep", help="directory to keep the PTX/cubin/SASS in")
+    w = sub.add_parser("sweep", parents=[common], help="error curve and static figures of many variants (search)")
+    w.add_argument("--variants", required=True, help="JSON file: {variants: [{id, source}], compile, curve}")
+    w.add_argument("--jobs", type=int, default=os.cpu_count() or 1, help="variants measured at a time")
+    w.add_argument("--seed", type=int, default=0, help="seed of the curve's inputs (fixed: variants compare)")
     b = sub.add_parser("bench", parents=[common], help="GPU only: interleaved A/B against the baseline")
     b.add_argument("--baseline", help="baseline source (default: the manifest's source)")
     b.add_argument("--iters", type=int, default=None, help="timed iterations (default 50); cpp: alias of --rounds")
@@ -194,6 +199,20 @@ def dispatch(args, out):
         out["device"] = "none (ahead-of-time)"
         out.update(aot.compile_kernel(manifest, args.source, arch=args.arch, keep=args.keep))
         out["versions"] = _versions()
+        return EXIT_OK
+
+    if args.command == "sweep":
+        from .sweep import run_sweep
+        try:
+            with open(args.variants) as f:
+                spec = json.load(f)
+        except (OSError, ValueError) as e:
+            raise ValueError(f"--variants {args.variants}: {e}") from None
+        os.environ["TRITON_INTERPRET"] = "1"   # the curves run in the interpreter; compiles are AOT
+        margin = min(3.0, 0.2 * args.timeout)
+        out.update(run_sweep(manifest, spec, args.jobs, time.monotonic() + args.timeout - margin, args.seed))
+        out.update(status="ok", device="cpu (triton interpreter, TF32-faithful) and none (ahead-of-time)",
+                   versions=_versions())
         return EXIT_OK
 
     device = _select_device(args)

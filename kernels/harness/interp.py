@@ -7,13 +7,22 @@ products are accumulated in float32. Triton's interpreter multiplies in plain fl
 precision bug of that kind is invisible on a CPU. `tf32_dot()` patches the interpreter's dot
 (`InterpreterBuilder.create_dot`) in this process so that it rounds exactly when the GPU would:
 float32 operands and input precision TF32 (the default, `"tf32"` and `allow_tf32=True`).
+
+The split precisions are emulated the way Triton lowers them, so that a search over them sees
+their real error rather than plain float32's:
+- `"tf32x3"` (Triton's F32DotTC pass): a = big + small with big = tf32(a), small = a - big, and
+  the product is small·B_big + A_big·b_small + A_big·B_big, three TF32 dots accumulated in that
+  order (the small·small term is dropped).
+- `"bf16x3"` / `"bf16x6"` (BF16DotTC): a = hi + mid + lo, each rounded to bfloat16 (nearest
+  even); x3 keeps mid·hi + hi·mid + hi·hi, x6 adds mid·mid, lo·hi and hi·lo, smallest first.
+`"ieee"` is plain float32, as the interpreter computes it.
 """
 import contextlib
 import inspect
 
 import numpy as np
 
-__all__ = ["round_to_tf32", "tf32_dot", "install_tf32_dot", "uninstall_tf32_dot", "tf32_dot_installed"]
+__all__ = ["round_to_tf32", "round_to_bf16", "emulated_dot", "tf32_dot", "install_tf32_dot", "uninstall_tf32_dot", "tf32_dot_installed"]
 
 _ORIGINAL = None
 
@@ -27,9 +36,60 @@ def round_to_tf32(x):
     return np.where(special, bits, rounded).view(np.float32)
 
 
-def _is_tf32(input_precision):
+def round_to_bf16(x):
+    """Round float32 values to bfloat16 (8 explicit mantissa bits), nearest even, kept as float32.
+    Inf and NaN pass unchanged."""
+    bits = np.ascontiguousarray(x, dtype=np.float32).view(np.uint32)
+    special = (bits & np.uint32(0x7F800000)) == np.uint32(0x7F800000)
+    lsb = (bits >> np.uint32(16)) & np.uint32(1)
+    rounded = (bits + np.uint32(0x7FFF) + lsb) & np.uint32(0xFFFF0000)
+    return np.where(special, bits, rounded).view(np.float32)
+
+
+def _precision_name(input_precision):
     name = getattr(input_precision, "name", str(input_precision))
-    return name.upper().rsplit(".", 1)[-1] == "TF32"
+    return name.upper().rsplit(".", 1)[-1]
+
+
+def _is_tf32(input_precision):
+    return _precision_name(input_precision) == "TF32"
+
+
+def _split(a, rnd, parts):
+    """a = parts[0] + parts[1] + ...: each the rounding of what the previous ones left (float32)."""
+    out, rest = [], a
+    for _ in range(parts):
+        p = rnd(rest)
+        out.append(p)
+        rest = (rest - p).astype(np.float32)
+    return out
+
+
+# The products each split precision keeps, smallest first (the order Triton accumulates them),
+# as (index into a's parts, index into b's parts).
+_SPLIT_DOTS = {
+    "TF32X3": (round_to_tf32, 2, ((1, 0), (0, 1), (0, 0))),
+    "BF16X3": (round_to_bf16, 2, ((1, 0), (0, 1), (0, 0))),
+    "BF16X6": (round_to_bf16, 3, ((1, 1), (2, 0), (0, 2), (1, 0), (0, 1), (0, 0))),
+}
+
+
+def emulated_dot(a, b, acc, input_precision):
+    """a @ b + acc (float32 numpy arrays) as the GPU computes it at `input_precision`, or None
+    where the interpreter's plain float32 product is already faithful (ieee)."""
+    name = _precision_name(input_precision)
+    if name == "TF32":
+        return np.matmul(round_to_tf32(a), round_to_tf32(b), dtype=np.float32) + acc
+    split = _SPLIT_DOTS.get(name)
+    if split is None:
+        return None
+    rnd, parts, dots = split
+    # Each partial product is itself a rounded dot: its operands are exact in the narrow format.
+    pa, pb = _split(a, rnd, parts), _split(b, rnd, parts)
+    out = np.array(acc, dtype=np.float32)
+    for i, j in dots:
+        out = np.matmul(rnd(pa[i]), rnd(pb[j]), dtype=np.float32) + out
+    return out
 
 
 def install_tf32_dot():
@@ -41,14 +101,32 @@ def install_tf32_dot():
     original = ti.InterpreterBuilder.create_dot
 
     def create_dot(self, a, b, d, input_precision, max_num_imprecise_acc):
-        if _is_tf32(input_precision) and a.data.dtype == np.float32 and b.data.dtype == np.float32:
-            a = ti.TensorHandle(round_to_tf32(a.data), a.dtype)
-            b = ti.TensorHandle(round_to_tf32(b.data), b.dtype)
+        if a.data.dtype == np.float32 and b.data.dtype == np.float32 and d.data.dtype == np.float32:
+            out = emulated_dot(a.data, b.data, d.data, input_precision)
+            if out is not None:
+                return ti.TensorHandle(out, d.dtype.scalar)
         return original(self, a, b, d, input_precision, max_num_imprecise_acc)
 
     create_dot.__wrapped__ = original
     ti.InterpreterBuilder.create_dot = create_dot
     _ORIGINAL = original
+    _allow_emulated_precisions(ti)
+
+
+def _allow_emulated_precisions(ti):
+    """The interpreter accepts only tf32, tf32x3 and ieee; a kernel asking for a split bfloat16
+    precision that this Triton compiles for NVIDIA (3.6 and later) must run here too."""
+    import dataclasses
+    from triton._C.libtriton import ir
+    known = {n.upper() for n in dir(ir.INPUT_PRECISION) if not n.startswith("_")}
+    extra = tuple(n.lower() for n in _SPLIT_DOTS if n.startswith("BF16") and n in known)
+    b = getattr(ti, "interpreter_builder", None)
+    opts = getattr(b, "options", None)
+    if opts is None or not extra:
+        return
+    allowed = tuple(opts.allowed_dot_input_precisions) + tuple(
+        n for n in extra if n not in opts.allowed_dot_input_precisions)
+    b.options = dataclasses.replace(opts, allowed_dot_input_precisions=allowed)
 
 
 def uninstall_tf32_dot():

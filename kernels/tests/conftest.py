@@ -36,10 +36,11 @@ os.environ.setdefault("TRITON_DEFAULT_FP_FUSION", "1")
 needs_gpu = pytest.mark.skipif(not HAS_CUDA, reason="needs a CUDA GPU with torch (none here)")
 
 
-def harness(*args, timeout=600):
-    """Run `python -m kernels.harness ARGS` from the repo root; (exit code, parsed JSON)."""
+def harness(*args, timeout=600, env=None):
+    """Run `python -m kernels.harness ARGS` from the repo root (with `env` added to the
+    environment); (exit code, parsed JSON)."""
     r = subprocess.run([sys.executable, "-m", "kernels.harness", *args], cwd=ROOT, capture_output=True,
-                       text=True, timeout=timeout)
+                       text=True, timeout=timeout, env={**os.environ, **(env or {})})
     try:
         out = json.loads(r.stdout)
     except json.JSONDecodeError:

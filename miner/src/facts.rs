@@ -8,6 +8,7 @@ use std::collections::BTreeMap;
 use serde::{Deserialize, Serialize};
 
 use crate::lang::Lang;
+use crate::values::ValueExpr;
 
 /// The structural mechanism by which a decoration attaches to a construct.
 ///
@@ -137,8 +138,13 @@ pub struct FamilyFacts {
     /// Scope units that carry the decoration (a kernel using `__shfl_xor_sync`
     /// twice is one unit); for per-site mechanisms this equals `occurrences`.
     pub units: u32,
-    /// How often each value was seen in the decoration's hole.
+    /// How often each value was seen in the decoration's hole (Python
+    /// string literals spelled with double quotes).
     pub values: BTreeMap<String, u32>,
+    /// What the values that are names (or wrap one, `tl.constexpr(NAME)`)
+    /// are bound to in this file; imports are followed at aggregation.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub resolved: BTreeMap<String, ValueExpr>,
     /// Sites under an error node of the parse tree.
     pub in_error: u32,
     /// A few examples.
@@ -160,6 +166,10 @@ pub struct FileFacts {
     pub call_examples: BTreeMap<String, Example>,
     /// Macros this file defines that expand to device qualifiers (C/C++ only).
     pub device_macros: Vec<(String, String)>,
+    /// Module-level names this file binds to literals (Python), for the
+    /// imports of other files of its corpus.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub constants: BTreeMap<String, ValueExpr>,
 }
 
 /// Accumulates facts during extraction.
@@ -171,6 +181,7 @@ pub(crate) struct FactsBuilder {
     families: BTreeMap<FamilyKey, FamilyFacts>,
     call_examples: BTreeMap<String, Example>,
     pub(crate) device_macros: Vec<(String, String)>,
+    pub(crate) constants: BTreeMap<String, ValueExpr>,
 }
 
 const MAX_EXAMPLES_PER_FILE: usize = 3;
@@ -217,6 +228,17 @@ impl FactsBuilder {
         }
     }
 
+    /// Records what a value seen at a site of `key` is bound to; a value
+    /// bound differently at two sites of the file can hold either.
+    pub(crate) fn resolve(&mut self, key: &FamilyKey, value: &str, expr: ValueExpr) {
+        let Some(f) = self.families.get_mut(key) else { return };
+        let e = match f.resolved.remove(value) {
+            Some(old) => old.or(expr),
+            None => expr,
+        };
+        f.resolved.insert(value.to_string(), e);
+    }
+
     pub(crate) fn finish(self) -> FileFacts {
         FileFacts {
             kernels: self.kernels,
@@ -225,6 +247,7 @@ impl FactsBuilder {
             families: self.families.into_iter().collect(),
             call_examples: self.call_examples,
             device_macros: self.device_macros,
+            constants: self.constants,
         }
     }
 }

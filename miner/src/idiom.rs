@@ -12,6 +12,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::facts::{Example, FamilyKey, FileFacts, Mechanism};
 use crate::lang::Lang;
+use crate::values::{ModuleIndex, ResolvedValue};
 
 /// What an idiom is for.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
@@ -196,6 +197,12 @@ pub struct Idiom {
     pub support: Vec<Support>,
     /// Values seen in its hole, most frequent first.
     pub values: Vec<(String, u64)>,
+    /// What the values that are names resolve to, by value: from the
+    /// definitions in their file, or in another module of the same corpus
+    /// that the file imports them from. Values that resolve to no literal
+    /// are absent.
+    #[serde(default)]
+    pub resolved: BTreeMap<String, ResolvedValue>,
     /// Examples.
     pub examples: Vec<IdiomExample>,
     /// Sites under parse-error nodes.
@@ -222,17 +229,73 @@ struct Acc {
     files: u64,
     in_error: u64,
     values: BTreeMap<String, u64>,
+    /// Value -> its resolutions, each with the sites it covers.
+    resolved: BTreeMap<String, Vec<(ResolvedValue, u64)>>,
     examples: Vec<IdiomExample>,
+}
+
+/// Adds `n` sites to `r` among a value's resolutions.
+fn add_resolution(rs: &mut Vec<(ResolvedValue, u64)>, r: ResolvedValue, n: u64) {
+    match rs.iter_mut().find(|(x, _)| *x == r) {
+        Some(e) => e.1 += n,
+        None => rs.push((r, n)),
+    }
+}
+
+/// Distinct expressions shown for one value bound differently in different files.
+const MAX_ALTERNATIVES: usize = 3;
+
+/// One resolution of a value bound differently in different files: its
+/// expressions as alternatives (`a | b`, most sites first, the first seen on
+/// a tie) and the literals of all, in the same order.
+fn pick_resolution(mut rs: Vec<(ResolvedValue, u64)>) -> Option<ResolvedValue> {
+    // Stable: equal counts keep their first-seen order.
+    rs.sort_by_key(|r| std::cmp::Reverse(r.1));
+    if rs.len() == 1 {
+        return rs.pop().map(|(r, _)| r);
+    }
+    let mut exprs: Vec<String> = Vec::new();
+    let mut literals: Vec<String> = Vec::new();
+    for (r, _) in &rs {
+        // A conditional among alternatives is parenthesized, as Python would need.
+        let e =
+            if r.expr.contains(" if ") && !r.expr.contains(" | ") { format!("({})", r.expr) } else { r.expr.clone() };
+        if !exprs.contains(&e) {
+            exprs.push(e);
+        }
+        for l in &r.literals {
+            if !literals.contains(l) {
+                literals.push(l.clone());
+            }
+        }
+    }
+    let more = exprs.len() > MAX_ALTERNATIVES;
+    exprs.truncate(MAX_ALTERNATIVES);
+    if more {
+        exprs.push("…".into());
+    }
+    Some(ResolvedValue { expr: crate::values::shorten(&exprs.join(" | "), crate::values::MAX_EXPR), literals })
 }
 
 /// Folds file facts into idioms, ordered by score (then id).
 pub fn aggregate<'a>(files: impl IntoIterator<Item = FileInput<'a>>, cfg: &MineConfig) -> Vec<Idiom> {
+    let files: Vec<FileInput<'a>> = files.into_iter().collect();
+    // The Python modules of each corpus, where imported names are resolved;
+    // a corpus never resolves a name from another.
+    let mut modules: BTreeMap<&str, ModuleIndex<'a>> = BTreeMap::new();
+    for f in &files {
+        if f.lang == Lang::Python {
+            modules.entry(f.corpus).or_default().add(f.path, &f.facts.constants);
+        }
+    }
+    let no_modules = ModuleIndex::default();
     // (corpus, family) -> counts; (corpus, lang, scope) -> totals.
     let mut fams: BTreeMap<(String, FamilyKey), Acc> = BTreeMap::new();
     let mut scopes: BTreeMap<(String, Lang, String), (u64, u64)> = BTreeMap::new();
     let mut revisions: BTreeMap<String, String> = BTreeMap::new();
     let mut call_examples: BTreeMap<(Lang, String), IdiomExample> = BTreeMap::new();
     for f in files {
+        let index = modules.get(f.corpus).unwrap_or(&no_modules);
         revisions.entry(f.corpus.to_string()).or_insert_with(|| f.revision.to_string());
         for (scope, n) in &f.facts.scopes {
             let e = scopes.entry((f.corpus.to_string(), f.lang, scope.clone())).or_default();
@@ -250,6 +313,12 @@ pub fn aggregate<'a>(files: impl IntoIterator<Item = FileInput<'a>>, cfg: &MineC
             acc.in_error += u64::from(ff.in_error);
             for (v, n) in &ff.values {
                 *acc.values.entry(v.clone()).or_default() += u64::from(*n);
+            }
+            for (v, expr) in &ff.resolved {
+                if let Some(r) = index.resolve(f.path, expr) {
+                    let n = ff.values.get(v).copied().map_or(1, u64::from);
+                    add_resolution(acc.resolved.entry(v.clone()).or_default(), r, n);
+                }
             }
             // One example per file first, so examples span files.
             if acc.examples.len() < cfg.max_examples
@@ -295,6 +364,7 @@ pub fn aggregate<'a>(files: impl IntoIterator<Item = FileInput<'a>>, cfg: &MineC
         let scope = key.scope();
         let mut support = Vec::new();
         let mut values: BTreeMap<String, u64> = BTreeMap::new();
+        let mut resolutions: BTreeMap<String, Vec<(ResolvedValue, u64)>> = BTreeMap::new();
         let mut examples = Vec::new();
         let mut in_error = 0;
         for (corpus, acc) in per_corpus {
@@ -306,6 +376,12 @@ pub fn aggregate<'a>(files: impl IntoIterator<Item = FileInput<'a>>, cfg: &MineC
             };
             for (v, n) in acc.values {
                 *values.entry(v).or_default() += n;
+            }
+            for (v, rs) in acc.resolved {
+                let all = resolutions.entry(v).or_default();
+                for (r, n) in rs {
+                    add_resolution(all, r, n);
+                }
             }
             examples.extend(acc.examples);
             in_error += acc.in_error;
@@ -330,7 +406,10 @@ pub fn aggregate<'a>(files: impl IntoIterator<Item = FileInput<'a>>, cfg: &MineC
         examples.truncate(cfg.max_examples);
         let mut values: Vec<(String, u64)> = values.into_iter().collect();
         values.sort_by(|a, b| b.1.cmp(&a.1).then_with(|| a.0.cmp(&b.0)));
-        out.push(describe(key, support, values, examples, in_error, occ, nfiles, ncorpora, opp));
+        let resolved = resolutions.into_iter().filter_map(|(v, rs)| Some((v, pick_resolution(rs)?))).collect();
+        let mut idiom = describe(key, support, values, examples, in_error, occ, nfiles, ncorpora, opp);
+        idiom.resolved = resolved;
+        out.push(idiom);
     }
     out.sort_by(|a, b| b.score.total_cmp(&a.score).then_with(|| a.id.cmp(&b.id)));
     out
@@ -422,7 +501,15 @@ fn synthesize_variants(
                 }
                 fams.insert(
                     (corpus.clone(), key.clone()),
-                    Acc { occurrences: *n, units: plain, files: *files, in_error: 0, values: names.clone(), examples },
+                    Acc {
+                        occurrences: *n,
+                        units: plain,
+                        files: *files,
+                        in_error: 0,
+                        values: names.clone(),
+                        resolved: BTreeMap::new(),
+                        examples,
+                    },
                 );
             }
         }
@@ -571,7 +658,21 @@ fn describe(
     let evidence = (occ as f64).ln_1p() * (1.0 + (nfiles as f64).ln_1p()) * ncorpora as f64 * (0.5 + adoption);
     let score = (evidence * weight * 1000.0).round() / 1000.0;
     let id = slug(&[key.lang.slug(), key.mechanism.name(), s, d]);
-    Idiom { id, key, category, title, rationale, before, after, support, values, examples, in_error, score }
+    Idiom {
+        id,
+        key,
+        category,
+        title,
+        rationale,
+        before,
+        after,
+        support,
+        values,
+        resolved: BTreeMap::new(),
+        examples,
+        in_error,
+        score,
+    }
 }
 
 /// Variant pairs with an exact identity, as (before, after) templates:
@@ -683,5 +784,90 @@ mod tests {
             slug(&["cu", "qualifier", "cuda-global", "__launch_bounds__"]),
             "cu-qualifier-cuda-global-launch-bounds"
         );
+    }
+
+    fn py(src: &str) -> FileFacts {
+        crate::extract(Lang::Python, src, &Default::default()).expect("parses")
+    }
+
+    /// The `tl.dot` `input_precision=` idiom mined from `files` (corpus, path, facts).
+    fn dot_idiom(files: &[(&str, &str, &FileFacts)]) -> Idiom {
+        let cfg = MineConfig { min_occurrences: 1, min_files: 1, ..Default::default() };
+        let inputs = files.iter().map(|(corpus, path, facts)| FileInput {
+            corpus,
+            revision: "r",
+            path,
+            lang: Lang::Python,
+            facts,
+        });
+        aggregate(inputs, &cfg)
+            .into_iter()
+            .find(|i| i.id == "py-keyword-tl-dot-input-precision")
+            .expect("the input_precision idiom")
+    }
+
+    const KERNEL: &str = "import triton\nimport triton.language as tl\n";
+
+    fn uses(value: &str) -> String {
+        format!("{KERNEL}@triton.jit\ndef k(a):\n    tl.dot(a, a, input_precision={value})\n    tl.dot(a, a)\n")
+    }
+
+    #[test]
+    fn quotes_merge_and_counts_add_up() {
+        let a = py(&format!("{}    tl.dot(a, a, input_precision='ieee')\n", uses("'ieee'")));
+        let b = py(&uses("\"ieee\""));
+        let c = py(&uses("'tf32'"));
+        let i = dot_idiom(&[("x", "a.py", &a), ("x", "b.py", &b), ("y", "c.py", &c)]);
+        assert_eq!(i.values, [("\"ieee\"".to_string(), 3), ("\"tf32\"".to_string(), 1)]);
+        assert!(i.rationale.contains("\"ieee\" (3)"), "{}", i.rationale);
+    }
+
+    #[test]
+    fn an_imported_name_resolves_within_its_corpus_only() {
+        let consts = py(&format!("{KERNEL}PREC = tl.constexpr('ieee' if ON_NPU else 'tf32x3')\n"));
+        let k_rel = py(&format!("from .consts import PREC\n{}", uses("PREC")));
+        let k_abs = py(&format!("from pkg.consts import PREC as P\n{}", uses("P")));
+        let i = dot_idiom(&[
+            ("x", "src/pkg/consts.py", &consts),
+            ("x", "src/pkg/k.py", &k_rel),
+            ("x", "src/pkg/m.py", &k_abs),
+        ]);
+        let want = ResolvedValue {
+            expr: "\"ieee\" if ON_NPU else \"tf32x3\"".into(),
+            literals: vec!["\"ieee\"".into(), "\"tf32x3\"".into()],
+        };
+        assert_eq!(i.resolved.get("PREC"), Some(&want));
+        assert_eq!(i.resolved.get("P"), Some(&want));
+
+        // The same module in another corpus is not used.
+        let i = dot_idiom(&[("other", "src/pkg/consts.py", &consts), ("x", "src/pkg/k.py", &k_rel)]);
+        assert_eq!(i.values, [("PREC".to_string(), 1)]);
+        assert!(i.resolved.is_empty(), "{:?}", i.resolved);
+    }
+
+    #[test]
+    fn a_name_found_nowhere_stays_unresolved() {
+        let k = py(&format!("from pkg.consts import MISSING\n{}", uses("MISSING")));
+        let other = py(&format!("{}    tl.dot(a, a, input_precision=NOWHERE)\n", uses("LOCAL")));
+        let i = dot_idiom(&[("x", "k.py", &k), ("x", "o.py", &other)]);
+        assert_eq!(i.values.len(), 3);
+        assert!(i.resolved.is_empty(), "{:?}", i.resolved);
+    }
+
+    #[test]
+    fn a_name_bound_differently_in_two_files_shows_both_most_sites_first() {
+        let a = py(&format!(
+            "{KERNEL}P = 'ieee'\n@triton.jit\ndef k(a):\n    tl.dot(a, a, input_precision=P)\n    tl.dot(a, a, input_precision=P)\n"
+        ));
+        let b = py(&format!("P = 'tf32'\n{}", uses("P")));
+        let i = dot_idiom(&[("x", "b.py", &b), ("x", "a.py", &a)]);
+        let r = i.resolved.get("P").expect("resolved");
+        assert_eq!(r.expr, "\"ieee\" | \"tf32\"");
+        assert_eq!(r.literals, ["\"ieee\"", "\"tf32\""]);
+        // Conditionals among alternatives are parenthesized.
+        let c = py(&format!("P = 'bf16x3' if X else 'tf32'\n{}", uses("P")));
+        let i = dot_idiom(&[("x", "a.py", &a), ("x", "c.py", &c)]);
+        assert_eq!(i.resolved["P"].expr, "\"ieee\" | (\"bf16x3\" if X else \"tf32\")");
+        assert_eq!(i.resolved["P"].literals, ["\"ieee\"", "\"bf16x3\"", "\"tf32\""]);
     }
 }

@@ -36,6 +36,7 @@ mod parse;
 mod prefilter;
 mod python;
 mod rust;
+mod values;
 
 pub use corpus::{Corpus, CorpusFile, Listing, Manifest, SourceKind, StatKey, blob_id, cache_dir, mirror_path};
 pub use cxx::{DeviceMacros, KNOWN_DEVICE_MACROS, merge_device_macro, scan_device_macros};
@@ -46,10 +47,11 @@ pub use kernels::{KernelKind, KernelRange, kernel_ranges};
 pub use lang::Lang;
 pub use parse::{Limits, Skip, decode, dump_tree, parse_tree, preorder, reparse};
 pub use prefilter::Prefilter;
+pub use values::{ResolvedValue, ValueExpr, canonical_literals, is_literal};
 
 /// Version of the fact extractors: cached facts from another version are
 /// recomputed. Bump it whenever extraction changes what it records.
-pub const FACTS_VERSION: u32 = 4;
+pub const FACTS_VERSION: u32 = 5;
 
 /// Options for extracting one file.
 #[derive(Debug, Clone, Default)]

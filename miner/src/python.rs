@@ -1,13 +1,17 @@
 //! Usage facts from Python files: Triton kernels, their decorators,
 //! parameters, calls, keyword arguments and method wraps, and launches.
 
-use std::collections::{HashMap, HashSet};
+use std::collections::{BTreeMap, HashMap, HashSet};
 
 use tree_sitter::{Node, Tree};
 
 use crate::facts::{FactsBuilder, FamilyKey, Lines, Mechanism, normalize_value};
 use crate::lang::Lang;
 use crate::parse::Step;
+use crate::values::{ValueExpr, canonical_literals, condition_text, is_literal};
+
+/// Deepest expression (or `if` block) evaluated for a value's binding.
+const MAX_EVAL_DEPTH: usize = 16;
 
 /// The scope counting Triton kernels.
 pub const TRITON_KERNEL: &str = "triton-kernel";
@@ -24,7 +28,21 @@ struct Ctx<'a> {
     kernel_params: HashMap<String, HashSet<String>>,
     /// Pass-through wrappers already counted in the current kernel.
     kernel_wrappers: HashSet<String>,
+    /// Module-level names after the module ran: what each is bound to.
+    module: BTreeMap<String, ValueExpr>,
+    /// Kernel name -> parameter -> what it is given (its default, autotune
+    /// configurations, launches in this file).
+    param_values: HashMap<String, BTreeMap<String, ValueExpr>>,
+    /// The kernel being walked.
+    kernel: Option<KernelScope>,
     out: FactsBuilder,
+}
+
+/// The names a kernel's body binds: its parameters and its locals.
+struct KernelScope {
+    name: String,
+    params: HashSet<String>,
+    locals: HashSet<String>,
 }
 
 impl<'a> Ctx<'a> {
@@ -76,6 +94,79 @@ impl<'a> Ctx<'a> {
             }
             _ => None,
         }
+    }
+
+    /// A value's text in the histogram: string literals in double quotes,
+    /// whitespace collapsed.
+    fn value_text(&self, n: Node) -> String {
+        normalize_value(&canonical_literals(self.text(n)))
+    }
+
+    /// What an expression holds, with names looked up by `lookup`.
+    fn eval(&self, n: Node, lookup: &dyn Fn(&str) -> Option<ValueExpr>, depth: usize) -> ValueExpr {
+        let opaque = || ValueExpr::Opaque { text: self.value_text(n) };
+        if depth > MAX_EVAL_DEPTH {
+            return opaque();
+        }
+        match n.kind() {
+            "string" | "concatenated_string" => {
+                let mut interpolated = false;
+                crate::parse::preorder(n, |c| {
+                    interpolated |= c.kind() == "interpolation";
+                    !interpolated
+                });
+                if interpolated { opaque() } else { ValueExpr::Literal { text: self.value_text(n) } }
+            }
+            "integer" | "float" | "true" | "false" | "none" => ValueExpr::Literal { text: self.value_text(n) },
+            "unary_operator"
+                if n.child_by_field_name("argument").is_some_and(|a| matches!(a.kind(), "integer" | "float")) =>
+            {
+                ValueExpr::Literal { text: self.value_text(n) }
+            }
+            "parenthesized_expression" => match named(n).as_slice() {
+                [inner] => self.eval(*inner, lookup, depth + 1),
+                _ => opaque(),
+            },
+            "conditional_expression" => match named(n).as_slice() {
+                [then, cond, otherwise] => ValueExpr::Cond {
+                    cond: condition_text(&canonical_literals(self.text(*cond))),
+                    then: Box::new(self.eval(*then, lookup, depth + 1)),
+                    otherwise: Box::new(self.eval(*otherwise, lookup, depth + 1)),
+                },
+                _ => opaque(),
+            },
+            "call" => {
+                // `tl.constexpr(x)` holds what `x` holds.
+                let is_constexpr =
+                    n.child_by_field_name("function").is_some_and(|f| self.canonical(self.text(f)) == "tl.constexpr");
+                let args = n.child_by_field_name("arguments").map(named).unwrap_or_default();
+                match args.as_slice() {
+                    [arg] if is_constexpr && arg.kind() != "keyword_argument" => self.eval(*arg, lookup, depth + 1),
+                    _ => opaque(),
+                }
+            }
+            "identifier" => lookup(self.text(n)).unwrap_or_else(opaque),
+            _ => opaque(),
+        }
+    }
+
+    /// A module-level name after the module ran.
+    fn lookup_module(&self, name: &str) -> Option<ValueExpr> {
+        self.module.get(name).cloned()
+    }
+
+    /// A name inside the current kernel: a parameter (what it is given), a
+    /// local (unknown), else a module-level name.
+    fn lookup_kernel(&self, name: &str) -> Option<ValueExpr> {
+        if let Some(k) = &self.kernel {
+            if k.params.contains(name) {
+                return self.param_values.get(&k.name).and_then(|m| m.get(name)).cloned();
+            }
+            if k.locals.contains(name) {
+                return None;
+            }
+        }
+        self.lookup_module(name)
     }
 
     fn is_kernel_decorator(&self, dec: Node) -> bool {
@@ -153,6 +244,171 @@ fn collect_aliases(root: Node, src: &str) -> HashMap<String, String> {
     map
 }
 
+/// Named children but comments.
+fn named<'t>(n: Node<'t>) -> Vec<Node<'t>> {
+    let mut c = n.walk();
+    n.named_children(&mut c).filter(|ch| ch.kind() != "comment").collect()
+}
+
+/// Runs the module's top-level statements symbolically: assignments,
+/// `if`/`elif`/`else` blocks (a name assigned in the branches holds a
+/// conditional) and `from ... import` (a name from another module).
+fn bind_block(ctx: &Ctx, block: Node, env: &mut BTreeMap<String, ValueExpr>, depth: usize) {
+    if depth > MAX_EVAL_DEPTH {
+        return;
+    }
+    for stmt in named(block) {
+        match stmt.kind() {
+            "expression_statement" => {
+                for e in named(stmt) {
+                    if e.kind() == "assignment" {
+                        bind_assignment(ctx, e, env);
+                    } else if e.kind() == "augmented_assignment"
+                        && let Some(l) = e.child_by_field_name("left").filter(|l| l.kind() == "identifier")
+                    {
+                        env.insert(ctx.text(l).to_string(), ValueExpr::opaque(ctx.text(l)));
+                    }
+                }
+            }
+            "if_statement" => bind_if(ctx, stmt, env, depth),
+            "import_from_statement" => {
+                let Some(module) = stmt.child_by_field_name("module_name") else { continue };
+                let module: String = ctx.text(module).chars().filter(|c| !c.is_whitespace()).collect();
+                let mut c = stmt.walk();
+                for name in stmt.children_by_field_name("name", &mut c) {
+                    let (n, local) = if name.kind() == "aliased_import" {
+                        match (name.child_by_field_name("name"), name.child_by_field_name("alias")) {
+                            (Some(n), Some(a)) => (ctx.text(n), ctx.text(a)),
+                            _ => continue,
+                        }
+                    } else {
+                        (ctx.text(name), ctx.text(name))
+                    };
+                    env.insert(local.to_string(), ValueExpr::Import { module: module.clone(), name: n.to_string() });
+                }
+            }
+            _ => {}
+        }
+    }
+}
+
+/// `A = B = value`, `A: T = value`; other targets forget what they held.
+fn bind_assignment(ctx: &Ctx, a: Node, env: &mut BTreeMap<String, ValueExpr>) {
+    let mut targets = Vec::new();
+    let mut cur = a;
+    let value = loop {
+        if let Some(l) = cur.child_by_field_name("left") {
+            targets.push(l);
+        }
+        match cur.child_by_field_name("right") {
+            Some(r) if r.kind() == "assignment" => cur = r,
+            other => break other,
+        }
+    };
+    let value = value.map(|v| {
+        let lookup = |name: &str| env.get(name).cloned();
+        ctx.eval(v, &lookup, 0)
+    });
+    for t in targets {
+        if t.kind() == "identifier" {
+            let name = ctx.text(t).to_string();
+            match &value {
+                Some(v) => env.insert(name, v.clone()),
+                None => continue, // an annotation without a value binds nothing
+            };
+        } else {
+            // `A, B = ...`: what they held before is no longer known.
+            crate::parse::preorder(t, |n| {
+                if n.kind() == "identifier" {
+                    env.insert(ctx.text(n).to_string(), ValueExpr::opaque(ctx.text(n)));
+                }
+                !matches!(n.kind(), "attribute" | "subscript")
+            });
+        }
+    }
+}
+
+/// An `if` block: each branch runs from the state before it; a name a
+/// branch assigns holds `then if cond else otherwise` afterwards.
+fn bind_if(ctx: &Ctx, stmt: Node, env: &mut BTreeMap<String, ValueExpr>, depth: usize) {
+    let mut branches: Vec<(String, BTreeMap<String, ValueExpr>)> = Vec::new();
+    let mut otherwise: Option<BTreeMap<String, ValueExpr>> = None;
+    let run = |block: Option<Node>| {
+        let mut e = env.clone();
+        if let Some(b) = block {
+            bind_block(ctx, b, &mut e, depth + 1);
+        }
+        e
+    };
+    let cond = |n: Option<Node>| condition_text(&canonical_literals(n.map(|c| ctx.text(c)).unwrap_or("")));
+    branches.push((cond(stmt.child_by_field_name("condition")), run(stmt.child_by_field_name("consequence"))));
+    let mut c = stmt.walk();
+    for alt in stmt.children_by_field_name("alternative", &mut c) {
+        if alt.kind() == "elif_clause" {
+            branches.push((cond(alt.child_by_field_name("condition")), run(alt.child_by_field_name("consequence"))));
+        } else if alt.kind() == "else_clause" {
+            otherwise = Some(run(alt.child_by_field_name("body")));
+        }
+    }
+    let mut names: Vec<String> = Vec::new();
+    for e in branches.iter().map(|b| &b.1).chain(otherwise.iter()) {
+        for (k, v) in e {
+            if env.get(k) != Some(v) && !names.contains(k) {
+                names.push(k.clone());
+            }
+        }
+    }
+    for name in names {
+        let mut acc: Option<ValueExpr> = otherwise.as_ref().unwrap_or(env).get(&name).cloned();
+        for (cond, e) in branches.iter().rev() {
+            acc = match (e.get(&name).cloned(), acc) {
+                (Some(then), Some(other)) if then == other => Some(then),
+                (Some(then), Some(other)) => {
+                    Some(ValueExpr::Cond { cond: cond.clone(), then: Box::new(then), otherwise: Box::new(other) })
+                }
+                (then, other) => then.or(other),
+            };
+        }
+        if let Some(v) = acc {
+            env.insert(name, v);
+        }
+    }
+}
+
+/// Adds `value` to what `param` of `kernel` is given.
+fn give(ctx: &mut Ctx, kernel: &str, param: &str, value: ValueExpr) {
+    let m = ctx.param_values.entry(kernel.to_string()).or_default();
+    let v = match m.remove(param) {
+        Some(old) => old.or(value),
+        None => value,
+    };
+    m.insert(param.to_string(), v);
+}
+
+/// Names a kernel's body binds itself (assignments, loop variables), which
+/// hide module-level names of the same spelling.
+fn kernel_locals(ctx: &Ctx, def: Node) -> HashSet<String> {
+    let mut out = HashSet::new();
+    let Some(body) = def.child_by_field_name("body") else { return out };
+    crate::parse::preorder(body, |n| {
+        let target = match n.kind() {
+            "assignment" | "augmented_assignment" | "for_statement" => n.child_by_field_name("left"),
+            "named_expression" => n.child_by_field_name("name"),
+            _ => None,
+        };
+        if let Some(t) = target {
+            crate::parse::preorder(t, |m| {
+                if m.kind() == "identifier" {
+                    out.insert(ctx.text(m).to_string());
+                }
+                !matches!(m.kind(), "attribute" | "subscript")
+            });
+        }
+        true
+    });
+    out
+}
+
 fn parameter_name<'t>(p: Node<'t>) -> Option<Node<'t>> {
     match p.kind() {
         "identifier" => Some(p),
@@ -171,11 +427,50 @@ pub(crate) fn extract(src: &str, tree: &Tree) -> FactsBuilder {
         aliases: collect_aliases(root, src),
         kernel_params: HashMap::new(),
         kernel_wrappers: HashSet::new(),
+        module: BTreeMap::new(),
+        param_values: HashMap::new(),
+        kernel: None,
         out: FactsBuilder::with_errors(root.has_error()),
     };
+    let mut module = BTreeMap::new();
+    bind_block(&ctx, root, &mut module, 0);
+    ctx.module = module;
     collect_kernels(&mut ctx, root);
+    collect_launch_values(&mut ctx, root);
     walk(&mut ctx, root);
+    ctx.out.constants =
+        ctx.module.iter().filter(|(_, v)| v.has_literal()).map(|(k, v)| (k.clone(), v.clone())).collect();
     ctx.out
+}
+
+/// What launches in this file pass for kernel parameters
+/// (`kernel[grid](x, PRECISION="ieee")`).
+fn collect_launch_values(ctx: &mut Ctx, root: Node) {
+    let mut given: Vec<(String, String, ValueExpr)> = Vec::new();
+    crate::parse::preorder(root, |n| {
+        if n.kind() != "call" {
+            return true;
+        }
+        let Some(value) = n
+            .child_by_field_name("function")
+            .filter(|f| f.kind() == "subscript")
+            .and_then(|f| f.child_by_field_name("value"))
+        else {
+            return true;
+        };
+        let kernel = ctx.text(value);
+        let Some(params) = ctx.kernel_params.get(kernel) else { return true };
+        for (kw, v) in keyword_args(ctx, n) {
+            if params.contains(kw) {
+                let lookup = |name: &str| ctx.lookup_module(name);
+                given.push((kernel.to_string(), kw.to_string(), ctx.eval(v, &lookup, 0)));
+            }
+        }
+        true
+    });
+    for (kernel, param, v) in given {
+        give(ctx, &kernel, &param, v);
+    }
 }
 
 /// Top-level (and class-level) kernels, so that launches before or after the
@@ -198,7 +493,44 @@ fn collect_kernels(ctx: &mut Ctx, root: Node) {
         };
         let mut c = params.walk();
         let names = params.named_children(&mut c).filter_map(parameter_name).map(|n| ctx.text(n).to_string()).collect();
-        ctx.kernel_params.insert(ctx.text(name).to_string(), names);
+        let kernel = ctx.text(name).to_string();
+        ctx.kernel_params.insert(kernel.clone(), names);
+        // What the parameters are given before any launch: defaults, then autotune configurations.
+        let mut given: Vec<(String, ValueExpr)> = Vec::new();
+        let lookup = |n: &str| ctx.lookup_module(n);
+        for p in named(params) {
+            if let (Some(n), Some(v)) = (parameter_name(p), p.child_by_field_name("value")) {
+                given.push((ctx.text(n).to_string(), ctx.eval(v, &lookup, 0)));
+            }
+        }
+        let mut c = item.walk();
+        for d in item.named_children(&mut c).filter(|d| d.kind() == "decorator") {
+            crate::parse::preorder(d, |n| {
+                if n.kind() != "call" {
+                    return true;
+                }
+                let is_config = n
+                    .child_by_field_name("function")
+                    .is_some_and(|f| ctx.canonical(ctx.text(f)).rsplit('.').next() == Some("Config"));
+                let first = n.child_by_field_name("arguments").and_then(|a| named(a).into_iter().next());
+                if let Some(dict) = first.filter(|d| is_config && d.kind() == "dictionary") {
+                    for pair in named(dict).into_iter().filter(|p| p.kind() == "pair") {
+                        let (Some(k), Some(v)) = (pair.child_by_field_name("key"), pair.child_by_field_name("value"))
+                        else {
+                            continue;
+                        };
+                        if k.kind() == "string" {
+                            let key = ctx.text(k).trim_matches(|c| c == '\'' || c == '"').to_string();
+                            given.push((key, ctx.eval(v, &lookup, 0)));
+                        }
+                    }
+                }
+                true
+            });
+        }
+        for (param, v) in given {
+            give(ctx, &kernel, &param, v);
+        }
     }
 }
 
@@ -221,6 +553,20 @@ fn walk(ctx: &mut Ctx, root: Node) {
                 let decorators: Vec<Node> = node.named_children(&mut c).filter(|d| d.kind() == "decorator").collect();
                 if decorators.iter().any(|d| ctx.is_kernel_decorator(*d)) {
                     kernel_at = Some(depth);
+                    ctx.kernel = node.child_by_field_name("definition").map(|def| KernelScope {
+                        name: def.child_by_field_name("name").map(|n| ctx.text(n).to_string()).unwrap_or_default(),
+                        params: def
+                            .child_by_field_name("parameters")
+                            .map(|ps| {
+                                named(ps)
+                                    .into_iter()
+                                    .filter_map(parameter_name)
+                                    .map(|n| ctx.text(n).to_string())
+                                    .collect()
+                            })
+                            .unwrap_or_default(),
+                        locals: kernel_locals(ctx, def),
+                    });
                     enter_kernel(ctx, node, &decorators, !errors_at.is_empty());
                 }
             } else if node.kind() == "call" {
@@ -230,6 +576,7 @@ fn walk(ctx: &mut Ctx, root: Node) {
         Step::Leave(depth) => {
             if kernel_at == Some(depth) {
                 kernel_at = None;
+                ctx.kernel = None;
             }
             if errors_at.last() == Some(&depth) {
                 errors_at.pop();
@@ -298,9 +645,11 @@ fn visit_call(ctx: &mut Ctx, call: Node, in_kernel: bool, in_error: bool) {
             if params.contains(kw) {
                 continue; // an argument of the kernel, not a launch option
             }
-            let v = normalize_value(ctx.text(value));
+            let v = ctx.value_text(value);
             let ex = ctx.lines.example(value.start_position().row);
-            ctx.out.site(key(Mechanism::Keyword, LAUNCH, kw), Some(v), in_error, true, || ex);
+            let k = key(Mechanism::Keyword, LAUNCH, kw);
+            ctx.out.site(k.clone(), Some(v.clone()), in_error, true, || ex);
+            record_binding(ctx, &k, &v, value, false);
         }
         return;
     } else {
@@ -309,9 +658,11 @@ fn visit_call(ctx: &mut Ctx, call: Node, in_kernel: bool, in_error: bool) {
     let row = call.start_position().row;
     ctx.out.call(&callee, || ctx.lines.example(row));
     for (kw, value) in keyword_args(ctx, call) {
-        let v = normalize_value(ctx.text(value));
+        let v = ctx.value_text(value);
         let ex = ctx.lines.example(value.start_position().row);
-        ctx.out.site(key(Mechanism::Keyword, &callee, kw), Some(v), in_error, true, || ex);
+        let k = key(Mechanism::Keyword, &callee, kw);
+        ctx.out.site(k.clone(), Some(v.clone()), in_error, true, || ex);
+        record_binding(ctx, &k, &v, value, in_kernel);
     }
     visit_wrapper(ctx, call, &callee, in_error);
     // `callee(...).method(args)`: the call is the object of an attribute that is itself called.
@@ -327,6 +678,22 @@ fn visit_call(ctx: &mut Ctx, call: Node, in_kernel: bool, in_error: bool) {
         let ex = ctx.lines.example(row);
         let method = ctx.text(method).to_string();
         ctx.out.site(key(Mechanism::MethodWrap, &callee, &method), Some(v), in_error, true, || ex);
+    }
+}
+
+/// Records what a value that is not itself a literal is bound to, when
+/// that can lead to a literal (`DOT_PRECISION`, `tl.constexpr(PREC)`).
+fn record_binding(ctx: &mut Ctx, k: &FamilyKey, v: &str, value: Node, in_kernel: bool) {
+    if is_literal(v) {
+        return;
+    }
+    let expr = if in_kernel {
+        ctx.eval(value, &|n: &str| ctx.lookup_kernel(n), 0)
+    } else {
+        ctx.eval(value, &|n: &str| ctx.lookup_module(n), 0)
+    };
+    if expr.may_resolve() {
+        ctx.out.resolve(k, v, expr);
     }
 }
 
@@ -386,7 +753,7 @@ fn visit_wrapper(ctx: &mut Ctx, call: Node, callee: &str, in_error: bool) {
     if !rest.iter().all(|n| constant_like(ctx, *n, 0)) {
         ctx.out.scope(&format!("{VARYING}{callee}"), 1);
     }
-    let value = normalize_value(&rest.iter().map(|n| ctx.text(*n)).collect::<Vec<_>>().join(", "));
+    let value = normalize_value(&canonical_literals(&rest.iter().map(|n| ctx.text(*n)).collect::<Vec<_>>().join(", ")));
     let new = ctx.kernel_wrappers.insert(callee.to_string());
     let ex = ctx.lines.example(call.start_position().row);
     ctx.out.site(key(Mechanism::Wrapper, TRITON_KERNEL, callee), Some(value), in_error, new, || ex);
@@ -403,6 +770,9 @@ pub(crate) fn kernel_ranges(src: &str, tree: &Tree) -> Vec<std::ops::Range<usize
         aliases: collect_aliases(root, src),
         kernel_params: HashMap::new(),
         kernel_wrappers: HashSet::new(),
+        module: BTreeMap::new(),
+        param_values: HashMap::new(),
+        kernel: None,
         out: FactsBuilder::default(),
     };
     let mut out: Vec<std::ops::Range<usize>> = Vec::new();
@@ -488,5 +858,138 @@ mod tests {
         assert_eq!(f.scopes.get("passthrough:tl.multiple_of"), Some(&1));
         assert_eq!(f.scopes.get("varying:tl.multiple_of"), None);
         assert_eq!(f.scopes.get("varying:tl.maximum"), Some(&1));
+    }
+
+    /// The values and bindings of `input_precision=` on `tl.dot` in `src`.
+    fn dot_values(src: &str) -> crate::FamilyFacts {
+        let f = facts(src);
+        f.families
+            .into_iter()
+            .find(|(k, _)| k.subject == "tl.dot" && k.decoration == "input_precision")
+            .map(|(_, v)| v)
+            .expect("a tl.dot input_precision site")
+    }
+
+    /// `(rendered expression, literals)` of a value's binding in its own file.
+    fn bound(ff: &crate::FamilyFacts, value: &str) -> Option<(String, Vec<String>)> {
+        ff.resolved.get(value).map(|e| (e.render(), e.literals()))
+    }
+
+    fn strs(v: &[&str]) -> Vec<String> {
+        v.iter().map(|s| s.to_string()).collect()
+    }
+
+    const HEAD: &str = "import triton\nimport triton.language as tl\n";
+
+    fn kernel(value: &str) -> String {
+        format!("@triton.jit\ndef k(a, b):\n    tl.dot(a, b, input_precision={value})\n")
+    }
+
+    #[test]
+    fn single_and_double_quoted_values_are_one_value() {
+        let ff = dot_values(&format!(
+            "{HEAD}@triton.jit\ndef k(a):\n    tl.dot(a, a, input_precision='ieee')\n    tl.dot(a, a, input_precision=\"ieee\")\n"
+        ));
+        assert_eq!(ff.values.get("\"ieee\""), Some(&2), "{:?}", ff.values);
+        assert_eq!(ff.values.len(), 1);
+        assert!(ff.resolved.is_empty(), "a literal needs no resolution");
+    }
+
+    #[test]
+    fn a_constexpr_of_a_conditional_resolves() {
+        let ff = dot_values(&format!(
+            "{HEAD}IS_NPU = False\nPREC = tl.constexpr('ieee' if IS_NPU else 'tf32x3')\n{}",
+            kernel("PREC")
+        ));
+        assert_eq!(
+            bound(&ff, "PREC"),
+            Some(("\"ieee\" if IS_NPU else \"tf32x3\"".into(), strs(&["\"ieee\"", "\"tf32x3\""])))
+        );
+    }
+
+    #[test]
+    fn an_if_else_block_resolves_to_a_conditional() {
+        let src = format!(
+            "{HEAD}from pkg.utils import HAS_TF32\nif HAS_TF32:\n    PREC = tl.constexpr('tf32')\nelse:\n    PREC = tl.constexpr('ieee')\n{}",
+            kernel("PREC")
+        );
+        let ff = dot_values(&src);
+        assert_eq!(
+            bound(&ff, "PREC"),
+            Some(("\"tf32\" if HAS_TF32 else \"ieee\"".into(), strs(&["\"tf32\"", "\"ieee\""])))
+        );
+        // elif chains nest; a branch that does not assign keeps the earlier value.
+        let src = format!(
+            "{HEAD}PREC = 'ieee'\nif A:\n    PREC = 'tf32'\nelif B:\n    pass\nelse:\n    PREC = 'bf16x3'\n{}",
+            kernel("PREC")
+        );
+        let ff = dot_values(&src);
+        assert_eq!(
+            bound(&ff, "PREC"),
+            Some((
+                "\"tf32\" if A else \"ieee\" if B else \"bf16x3\"".into(),
+                strs(&["\"tf32\"", "\"ieee\"", "\"bf16x3\""])
+            ))
+        );
+    }
+
+    #[test]
+    fn a_compound_condition_is_kept_on_one_line() {
+        let ff = dot_values(&format!(
+            "{HEAD}P = tl.constexpr('bf16x3' if (NEW_TRITON and  # why\n    not IS_NPU) else 'ieee')\n{}",
+            kernel("P")
+        ));
+        let (expr, lits) = bound(&ff, "P").expect("bound");
+        assert_eq!(expr, "\"bf16x3\" if (NEW_TRITON and not IS_NPU) else \"ieee\"");
+        assert_eq!(lits, strs(&["\"bf16x3\"", "\"ieee\""]));
+    }
+
+    #[test]
+    fn a_plain_assignment_resolves_and_the_last_one_wins() {
+        let ff = dot_values(&format!("{HEAD}P = 'tf32'\n{}P = \"ieee\"\n", kernel("P")));
+        assert_eq!(bound(&ff, "P"), Some(("\"ieee\"".into(), strs(&["\"ieee\""]))));
+        // Through another name, and a constexpr of a literal.
+        let ff = dot_values(&format!("{HEAD}BASE = 'ieee'\nP = BASE\n{}", kernel("P")));
+        assert_eq!(bound(&ff, "P"), Some(("\"ieee\"".into(), strs(&["\"ieee\""]))));
+        let ff = dot_values(&format!("{HEAD}{}", kernel("tl.constexpr('ieee')")));
+        assert_eq!(ff.values.keys().collect::<Vec<_>>(), ["tl.constexpr(\"ieee\")"]);
+        assert_eq!(bound(&ff, "tl.constexpr(\"ieee\")"), Some(("\"ieee\"".into(), strs(&["\"ieee\""]))));
+    }
+
+    #[test]
+    fn a_constexpr_parameter_resolves_to_what_launches_pass() {
+        let src = format!(
+            "{HEAD}@triton.autotune(configs=[triton.Config({{'PREC': 'tf32'}}, num_warps=4)], key=['n'])\n@triton.jit\ndef k(a, n, PREC: tl.constexpr, OTHER: tl.constexpr = 'bf16x3'):\n    tl.dot(a, a, input_precision=PREC)\n    tl.dot(a, a, input_precision=OTHER)\n\ndef host(a, p):\n    k[(1,)](a, 3, PREC=\"ieee\")\n    k[(1,)](a, 3, PREC='ieee', OTHER=p)\n"
+        );
+        let ff = dot_values(&src);
+        assert_eq!(bound(&ff, "PREC"), Some(("\"tf32\" | \"ieee\"".into(), strs(&["\"tf32\"", "\"ieee\""]))));
+        // A default, and a launch value that is the host function's own: shown, no literal.
+        assert_eq!(bound(&ff, "OTHER"), Some(("\"bf16x3\" | p".into(), strs(&["\"bf16x3\""]))));
+    }
+
+    #[test]
+    fn an_import_is_recorded_for_aggregation() {
+        let src = format!("{HEAD}from .consts import PREC as P\n{}", kernel("P"));
+        let ff = dot_values(&src);
+        assert_eq!(
+            ff.resolved.get("P"),
+            Some(&crate::ValueExpr::Import { module: ".consts".into(), name: "PREC".into() })
+        );
+        // The module's own literal constants are kept for others' imports; imports are not.
+        let f = facts(&format!(
+            "{HEAD}from x import Y\nA = 'ieee'\nB = tl.constexpr('tf32' if Y else 'ieee')\nC = Y\nD = compute()\n"
+        ));
+        assert_eq!(f.constants.keys().collect::<Vec<_>>(), ["A", "B"]);
+    }
+
+    #[test]
+    fn unresolvable_names_are_not_bound() {
+        // Undefined, a kernel local hiding a module constant, a parameter no launch sets.
+        let src = format!(
+            "{HEAD}P = 'tf32'\n@triton.jit\ndef k(a, Q: tl.constexpr):\n    P = pick()\n    tl.dot(a, a, input_precision=P)\n    tl.dot(a, a, input_precision=Q)\n    tl.dot(a, a, input_precision=UNDEFINED)\n    tl.dot(a, a, input_precision=compute())\n"
+        );
+        let ff = dot_values(&src);
+        assert_eq!(ff.values.len(), 4, "{:?}", ff.values);
+        assert!(ff.resolved.is_empty(), "{:?}", ff.resolved);
     }
 }

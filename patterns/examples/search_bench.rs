@@ -214,7 +214,12 @@ fn synthetic(n: usize, answers: &[String]) -> Vec<Pattern> {
             opportunities: opp,
         }];
         p.values = (0..1 + rng.next() % 4)
-            .map(|k| ValueCount { value: format!("\"{}\"", rng.pick(WORDS)), count: 10 - k })
+            .map(|k| ValueCount {
+                value: format!("\"{}\"", rng.pick(WORDS)),
+                count: 10 - k,
+                resolved: None,
+                literals: Vec::new(),
+            })
             .collect();
         p.examples = (0..5)
             .map(|k| IdiomExample {

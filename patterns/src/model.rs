@@ -41,13 +41,36 @@ impl std::fmt::Display for Kind {
 }
 
 /// One bar of a value histogram: a value seen in a pattern's hole and how
-/// often.
+/// often; for a name, what it resolves to.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct ValueCount {
-    /// The value as written (`"ieee"`, `tl.int64`).
+    /// The value as written, Python string literals in double quotes
+    /// (`"ieee"`, `tl.int64`, `DOT_PRECISION`).
     pub value: String,
     /// Sites where it was seen.
     pub count: u64,
+    /// For a name (or `tl.constexpr` of one): the expression it is bound
+    /// to, shortened (`"ieee" if IS_NPU else "tf32x3"`); absent when it
+    /// resolves to no literal.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub resolved: Option<String>,
+    /// The literals the name can hold: every branch, in definition order,
+    /// deduplicated.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub literals: Vec<String>,
+}
+
+impl ValueCount {
+    /// The literal values this bar stands for: the value itself when it is
+    /// a literal (string, number, `True`, `False`, `None`), else the
+    /// literals its name resolves to (none when unresolved).
+    pub fn literal_values(&self) -> Vec<&str> {
+        if kidiom_miner::is_literal(&self.value) {
+            vec![self.value.as_str()]
+        } else {
+            self.literals.iter().map(String::as_str).collect()
+        }
+    }
 }
 
 /// A commit that an edit pattern was mined from.
@@ -112,7 +135,10 @@ impl Pattern {
             before: before.into(),
             after: after.into(),
             support: vec![],
-            values: values.iter().map(|v| ValueCount { value: v.to_string(), count: 1 }).collect(),
+            values: values
+                .iter()
+                .map(|v| ValueCount { value: v.to_string(), count: 1, resolved: None, literals: Vec::new() })
+                .collect(),
             examples: vec![],
             commits: vec![],
             score: 0.0,
@@ -150,7 +176,19 @@ impl From<Idiom> for Pattern {
             before: idiom.before,
             after: idiom.after,
             support: idiom.support,
-            values: idiom.values.into_iter().map(|(value, count)| ValueCount { value, count }).collect(),
+            values: idiom
+                .values
+                .into_iter()
+                .map(|(value, count)| {
+                    let r = idiom.resolved.get(&value);
+                    ValueCount {
+                        resolved: r.map(|r| r.expr.clone()),
+                        literals: r.map(|r| r.literals.clone()).unwrap_or_default(),
+                        value,
+                        count,
+                    }
+                })
+                .collect(),
             examples: idiom.examples,
             commits: Vec::new(),
             score: idiom.score,
@@ -174,6 +212,40 @@ mod tests {
     }
 
     #[test]
+    fn literal_values_are_the_value_or_what_its_name_holds() {
+        let v = |value: &str, literals: &[&str]| ValueCount {
+            value: value.into(),
+            count: 1,
+            resolved: None,
+            literals: literals.iter().map(|s| s.to_string()).collect(),
+        };
+        assert_eq!(v("\"ieee\"", &[]).literal_values(), ["\"ieee\""]);
+        assert_eq!(v("16", &[]).literal_values(), ["16"]);
+        assert_eq!(v("True", &[]).literal_values(), ["True"]);
+        assert_eq!(v("PREC", &["\"tf32\"", "\"ieee\""]).literal_values(), ["\"tf32\"", "\"ieee\""]);
+        assert!(v("PREC", &[]).literal_values().is_empty());
+        assert!(v("tl.float32", &[]).literal_values().is_empty());
+    }
+
+    #[test]
+    fn a_mined_idiom_carries_its_resolutions() {
+        let src = "import triton\nimport triton.language as tl\nP = tl.constexpr('ieee' if X else 'tf32')\n@triton.jit\ndef k(a):\n    tl.dot(a, a, input_precision=P)\n    tl.dot(a, a, input_precision='ieee')\n    tl.dot(a, a)\n";
+        let facts = kidiom_miner::extract(Lang::Python, src, &Default::default()).unwrap();
+        let files =
+            [kidiom_miner::FileInput { corpus: "c", revision: "r", path: "k.py", lang: Lang::Python, facts: &facts }];
+        let cfg = kidiom_miner::MineConfig { min_occurrences: 1, min_files: 1, ..Default::default() };
+        let idiom = kidiom_miner::aggregate(files, &cfg)
+            .into_iter()
+            .find(|i| i.id == "py-keyword-tl-dot-input-precision")
+            .unwrap();
+        let p = Pattern::from(idiom);
+        let get = |v: &str| p.values.iter().find(|x| x.value == v).unwrap();
+        assert_eq!(get("P").resolved.as_deref(), Some("\"ieee\" if X else \"tf32\""));
+        assert_eq!(get("P").literal_values(), ["\"ieee\"", "\"tf32\""]);
+        assert_eq!(get("\"ieee\"").resolved, None);
+    }
+
+    #[test]
     fn json_field_names_follow_the_spec() {
         let p = Pattern {
             id: "py-keyword-tl-dot-input-precision".into(),
@@ -192,7 +264,15 @@ mod tests {
                 files: 2,
                 opportunities: 5,
             }],
-            values: vec![ValueCount { value: "\"ieee\"".into(), count: 3 }],
+            values: vec![
+                ValueCount { value: "\"ieee\"".into(), count: 3, resolved: None, literals: vec![] },
+                ValueCount {
+                    value: "PREC".into(),
+                    count: 2,
+                    resolved: Some("\"tf32\" if A else \"ieee\"".into()),
+                    literals: vec!["\"tf32\"".into(), "\"ieee\"".into()],
+                },
+            ],
             examples: vec![IdiomExample { corpus: "fla".into(), path: "a.py".into(), line: 7, snippet: "x".into() }],
             commits: vec![CommitRef { id: "c0ffee".into(), summary: "s".into(), date: String::new() }],
             score: 1.5,
@@ -224,6 +304,10 @@ mod tests {
         assert_eq!(v["category"], "precision");
         assert_eq!(v["support"][0]["opportunities"], 5);
         assert_eq!(v["values"][0]["count"], 3);
+        // Unresolved values carry no resolution fields; resolved ones both.
+        assert_eq!(v["values"][0].as_object().unwrap().len(), 2);
+        assert_eq!(v["values"][1]["resolved"], "\"tf32\" if A else \"ieee\"");
+        assert_eq!(v["values"][1]["literals"][1], "\"ieee\"");
         assert_eq!(v["commits"][0]["summary"], "s");
         let back: Pattern = serde_json::from_value(v).unwrap();
         assert_eq!(back, p);

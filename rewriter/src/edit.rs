@@ -73,7 +73,69 @@ pub fn rewrite_with_tree(
     tree: &Tree,
     path: &str,
 ) -> Result<Option<(Outcome, Tree)>> {
-    let first = resolve(rw.site_edits(src, tree));
+    fixed_point(&rw.id, lang, src, tree, path, |cur, cur_tree, _| rw.site_edits(cur, cur_tree))
+}
+
+/// The sites `rw` would rewrite in `src` (parsed into `tree`): the
+/// matches that lack the idiom, in source order, nested ones included.
+pub fn sites(rw: &Rewrite, src: &str, tree: &Tree) -> Vec<Range<usize>> {
+    rw.site_edits(src, tree).into_iter().map(|s| s.site).collect()
+}
+
+/// Rewrites only the chosen sites, each with its own rewrite (one pattern
+/// compiled with different values, say), and leaves every other site as it
+/// is. A choice names a site by its range in `src`, as [`sites`] gives it
+/// for that rewrite. Nested sites that conflict in one round are rewritten
+/// in the next, like [`rewrite`] does; the result obeys the same checks.
+/// `Ok(None)` when no chosen site is left to rewrite.
+pub fn rewrite_sites(
+    choices: &[(Range<usize>, &Rewrite)],
+    lang: Lang,
+    src: &str,
+    tree: &Tree,
+    path: &str,
+) -> Result<Option<Outcome>> {
+    let Some((_, first)) = choices.first() else { return Ok(None) };
+    let id = first.id.clone();
+    // One rewrite per distinct compiled value, in first-chosen order.
+    let mut distinct: Vec<&Rewrite> = Vec::new();
+    for (_, rw) in choices {
+        if !distinct.iter().any(|d| std::ptr::eq(*d, *rw)) {
+            distinct.push(rw);
+        }
+    }
+    let out = fixed_point(&id, lang, src, tree, path, |cur, cur_tree, rounds| {
+        let mut picked = Vec::new();
+        for rw in &distinct {
+            for se in rw.site_edits(cur, cur_tree) {
+                // where this site starts in the original text
+                let mut start = se.site.start;
+                for earlier in rounds.iter().rev() {
+                    start = back(earlier, start, true);
+                }
+                if choices.iter().any(|(r, c)| r.start == start && std::ptr::eq(*c, *rw)) {
+                    picked.push(se);
+                }
+            }
+        }
+        picked
+    })?;
+    Ok(out.map(|(o, _)| o))
+}
+
+/// Rewrites `src` round by round until `site_edits` (given the current
+/// text, its tree and the edits of the rounds so far) has nothing left;
+/// overlapping sites wait for the next round. The result must re-parse with
+/// no more error nodes than `src` had. `id` and `path` label errors.
+fn fixed_point(
+    id: &str,
+    lang: Lang,
+    src: &str,
+    tree: &Tree,
+    path: &str,
+    mut site_edits: impl FnMut(&str, &Tree, &[Vec<Edit>]) -> Vec<kidiom_patterns::matcher::SiteEdits>,
+) -> Result<Option<(Outcome, Tree)>> {
+    let first = resolve(site_edits(src, tree, &[]));
     if first.0.is_empty() {
         return Ok(None);
     }
@@ -87,16 +149,16 @@ pub fn rewrite_with_tree(
     loop {
         let (edits, n) = match pending.take() {
             Some(r) => r,
-            None => resolve(rw.site_edits(&cur, &cur_tree)),
+            None => resolve(site_edits(&cur, &cur_tree, &rounds)),
         };
         if edits.is_empty() {
             break;
         }
         if rounds.len() == MAX_ROUNDS {
-            return Err(Error::NotIdempotent { pattern: rw.id.clone(), path: path.into() });
+            return Err(Error::NotIdempotent { pattern: id.into(), path: path.into() });
         }
-        let next = apply_edits(&cur, &edits)
-            .ok_or_else(|| Error::NotIdempotent { pattern: rw.id.clone(), path: path.into() })?;
+        let next =
+            apply_edits(&cur, &edits).ok_or_else(|| Error::NotIdempotent { pattern: id.into(), path: path.into() })?;
         // Tell the old tree about the edits and re-parse only what changed;
         // the same tree then answers both "any sites left?" and "new errors?".
         let mut edited = cur_tree.clone();
@@ -117,7 +179,7 @@ pub fn rewrite_with_tree(
         return Ok(None);
     }
     if count_errors(&cur_tree) > errors_before {
-        return Err(Error::NewParseError { pattern: rw.id.clone(), path: path.into() });
+        return Err(Error::NewParseError { pattern: id.into(), path: path.into() });
     }
     let spans = original_spans(&rounds);
     Ok(Some((Outcome { text: cur, sites, rounds: rounds.len(), spans }, cur_tree)))
@@ -245,6 +307,42 @@ mod tests {
         let fresh = parse_tree(Lang::Python, &next).unwrap().unwrap();
         assert_eq!(inc.root_node().to_sexp(), fresh.root_node().to_sexp());
         assert_eq!(inc.root_node().end_byte(), fresh.root_node().end_byte());
+    }
+
+    #[test]
+    fn rewrites_only_the_chosen_sites_each_with_its_value() {
+        let src = "import triton\nimport triton.language as tl\n@triton.jit\ndef k(a):\n    x = tl.dot(a, a)\n    y = tl.dot(x, tl.dot(a, x))\n    z = tl.dot(y, a)\n";
+        let pat = |v: &str| {
+            kidiom_patterns::Pattern::usage(
+                "p",
+                Lang::Python,
+                "tl.dot($$$ARGS)",
+                "tl.dot($$$ARGS, input_precision=$V)",
+                &[v],
+            )
+        };
+        let (ieee, x3) =
+            (Rewrite::new(&pat("\"ieee\""), None).unwrap(), Rewrite::new(&pat("\"tf32x3\""), None).unwrap());
+        let tree = parse_tree(Lang::Python, src).unwrap().unwrap();
+        let all = sites(&ieee, src, &tree);
+        assert_eq!(all.len(), 4, "{all:?}");
+        // the outer and inner dot of line 6 (nested: two rounds), and the last one; not the first
+        let choices = [(all[1].clone(), &x3), (all[2].clone(), &ieee), (all[3].clone(), &x3)];
+        let out = rewrite_sites(&choices, Lang::Python, src, &tree, "k.py").unwrap().unwrap();
+        assert!(out.text.contains("    x = tl.dot(a, a)\n"), "{}", out.text);
+        assert!(
+            out.text.contains("y = tl.dot(x, tl.dot(a, x, input_precision=\"ieee\"), input_precision=\"tf32x3\")"),
+            "{}",
+            out.text
+        );
+        assert!(out.text.contains("z = tl.dot(y, a, input_precision=\"tf32x3\")"), "{}", out.text);
+        assert_eq!(out.sites, 3);
+        // nothing chosen: nothing to do
+        assert!(rewrite_sites(&[], Lang::Python, src, &tree, "k.py").unwrap().is_none());
+        // every site with one rewrite equals the plain rewrite
+        let every: Vec<_> = all.iter().map(|r| (r.clone(), &ieee)).collect();
+        let a = rewrite_sites(&every, Lang::Python, src, &tree, "k.py").unwrap().unwrap();
+        assert_eq!(a.text, rewrite(&ieee, Lang::Python, src, "k.py").unwrap().unwrap().text);
     }
 
     #[test]

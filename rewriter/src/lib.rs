@@ -25,7 +25,7 @@
 //!     before: "tl.dot($$$ARGS)".into(),
 //!     after: "tl.dot($$$ARGS, input_precision=$V)".into(),
 //!     support: vec![],
-//!     values: vec![ValueCount { value: "\"ieee\"".into(), count: 3 }],
+//!     values: vec![ValueCount { value: "\"ieee\"".into(), count: 3, resolved: None, literals: vec![] }],
 //!     examples: vec![],
 //!     commits: vec![],
 //!     score: 1.0,
@@ -51,7 +51,7 @@ mod write;
 pub use branch::{DEFAULT_BRANCH, ReviewCommit, commit_review, repo_root, uncommitted};
 pub use conflict::resolve;
 pub use diff::unified;
-pub use edit::{Outcome, apply_edits, parse_errors, rewrite, rewrite_parsed, rewrite_with_tree};
+pub use edit::{Outcome, apply_edits, parse_errors, rewrite, rewrite_parsed, rewrite_sites, rewrite_with_tree, sites};
 pub use error::{Error, Result};
 pub use kidiom_patterns::matcher::Rewrite;
 pub use write::{atomic_write, check_writable};

@@ -47,6 +47,14 @@ pub(crate) struct Args {
     /// With --write: also rewrite files with uncommitted changes.
     #[arg(long)]
     force: bool,
+    /// Precision patterns on kernels with an error curve: search which sites get which value
+    /// (error under the TF32-faithful interpreter, cost from sm_90 compiles) and propose the
+    /// Pareto front, instead of one value on every site. Runs the kernels; dry run only.
+    #[arg(long, conflicts_with = "write")]
+    search: bool,
+    /// With --search: time limit of the search, in seconds.
+    #[arg(long, value_name = "SECS", default_value_t = 1800, requires = "search")]
+    timeout: u64,
     #[command(flatten)]
     catalog: CatalogArgs,
     #[command(flatten)]
@@ -213,6 +221,9 @@ pub(crate) struct Report {
     pub(crate) not_applicable: Vec<NotApplicable>,
     pub(crate) files: usize,
     pub(crate) patterns: usize,
+    /// The per-site searches run (their candidates are in `candidates`).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub(crate) searches: Vec<kidiom_validator::search::SiteSearch>,
     pub(crate) seconds: f64,
 }
 
@@ -225,9 +236,12 @@ pub(crate) struct Request<'a> {
     pub(crate) write: bool,
     pub(crate) force: bool,
     pub(crate) quiet: bool,
+    /// Search sites and values of precision patterns on kernels with an
+    /// error curve, instead of rewriting every site with one value.
+    pub(crate) search: Option<crate::sitesearch::Options<'a>>,
 }
 
-fn provenance(p: &Pattern, value: Option<&str>) -> serde_json::Value {
+pub(crate) fn provenance(p: &Pattern, value: Option<&str>) -> serde_json::Value {
     serde_json::json!({
         "pattern": p.id,
         "kind": p.kind.name(),
@@ -297,7 +311,12 @@ fn unbound_names(before: &str, after: &str, target: &str) -> Vec<String> {
 
 /// The candidates of one file (dry run: each against the file as it is;
 /// `write`: chained), what was dropped, and the final text when it changed.
-fn rewrite_file(t: &Target, rws: &[(Pattern, Rewrite)], write: bool) -> (Vec<Candidate>, Vec<Dropped>, Option<String>) {
+fn rewrite_file(
+    t: &Target,
+    rws: &[(Pattern, Rewrite)],
+    write: bool,
+    searched: &(dyn Fn(&Pattern, &Rewrite, &Target) -> bool + Sync),
+) -> (Vec<Candidate>, Vec<Dropped>, Option<String>) {
     let (mut cands, mut dropped) = (Vec::new(), Vec::new());
     if !may_hold_kernels(t) || !rws.iter().any(|(p, _)| p.language == t.lang) {
         return (cands, dropped, None);
@@ -308,6 +327,9 @@ fn rewrite_file(t: &Target, rws: &[(Pattern, Rewrite)], write: bool) -> (Vec<Can
     };
     let mut cur = t.text.clone();
     for (p, rw) in rws.iter().filter(|(p, _)| p.language == t.lang) {
+        if searched(p, rw, t) {
+            continue;
+        }
         let base = if write { cur.as_str() } else { t.text.as_str() };
         for r in rw.refusals(base, &tree) {
             let line = base.get(..r.site.start).map(|s| s.matches('\n').count() + 1).unwrap_or(0);
@@ -361,10 +383,48 @@ pub(crate) fn apply(cat: &mut Catalog, root: &Path, req: &Request) -> Result<Rep
     let started = std::time::Instant::now();
     let (rws, not_applicable) = rewrites(cat, req.patterns, req.filter.clone(), req.value)?;
     let targets = collect_targets(req.targets, root, req.quiet)?;
+    // A dry run searches sites and values where it can; --write applies what it is told.
+    let search = req.search.as_ref().filter(|_| !req.write);
+    let searched = |p: &Pattern, rw: &Rewrite, t: &Target| {
+        search.is_some_and(|o| crate::sitesearch::searchable(o.validator, p, rw, &t.rel, t.lang))
+    };
     let per_file: Vec<(Vec<Candidate>, Vec<Dropped>, Option<String>)> =
-        targets.par_iter().map(|t| rewrite_file(t, &rws, req.write)).collect();
+        targets.par_iter().map(|t| rewrite_file(t, &rws, req.write, &searched)).collect();
     let mut candidates = Vec::new();
     let mut dropped = Vec::new();
+    let mut searches = Vec::new();
+    if let Some(o) = search {
+        for t in &targets {
+            for (p, _) in rws.iter().filter(|(p, rw)| p.language == t.lang && searched(p, rw, t)) {
+                if !may_hold_kernels(t) {
+                    continue;
+                }
+                let values = crate::sitesearch::values(p, req.value);
+                if crate::sitesearch::hint_op(p).is_some() {
+                    match crate::sitesearch::role_candidates(p, &values, &t.rel, &t.text) {
+                        Ok(c) => candidates.extend(c),
+                        Err(e) => dropped.push(Dropped {
+                            pattern: p.id.clone(),
+                            path: t.rel.clone(),
+                            reason: format!("per-access hints failed: {e:#}"),
+                        }),
+                    }
+                    continue;
+                }
+                match crate::sitesearch::search_file(o, p, &values, &t.rel, &t.text) {
+                    Ok((s, c)) => {
+                        candidates.extend(c);
+                        searches.push(s);
+                    }
+                    Err(e) => dropped.push(Dropped {
+                        pattern: p.id.clone(),
+                        path: t.rel.clone(),
+                        reason: format!("site search failed: {e:#}"),
+                    }),
+                }
+            }
+        }
+    }
     let mut results: Vec<(usize, String)> = Vec::new(); // (target index, final text) for --write
     for (ti, (c, d, text)) in per_file.into_iter().enumerate() {
         candidates.extend(c);
@@ -398,6 +458,7 @@ pub(crate) fn apply(cat: &mut Catalog, root: &Path, req: &Request) -> Result<Rep
         write: req.write,
         files: targets.len(),
         patterns: rws.len(),
+        searches,
         seconds: started.elapsed().as_secs_f64(),
         candidates,
         dropped,
@@ -409,6 +470,12 @@ pub(crate) fn run(a: Args) -> Result<ExitCode> {
     let cfg = Config::load()?;
     let mut cat = a.catalog.open_existing(&cfg)?;
     let root = root()?;
+    let validator = if a.search {
+        let opts = search_validator_options(&cfg, std::time::Duration::from_secs(a.timeout.max(1)));
+        Some(super::validate::build_validator(&root, &opts)?)
+    } else {
+        None
+    };
     let req = Request {
         targets: &a.targets,
         patterns: &a.patterns,
@@ -417,6 +484,13 @@ pub(crate) fn run(a: Args) -> Result<ExitCode> {
         write: a.write,
         force: a.force,
         quiet: a.output.quiet,
+        search: validator.as_ref().map(|v| crate::sitesearch::Options {
+            validator: v,
+            jobs: cfg.search.jobs(),
+            rule: cfg.search.rule(),
+            limits: cfg.validate.static_limits,
+            progress: !a.output.quiet && !a.output.json,
+        }),
     };
     let report = apply(&mut cat, &root, &req)?;
     let found = !report.candidates.is_empty();
@@ -430,6 +504,9 @@ pub(crate) fn run(a: Args) -> Result<ExitCode> {
         }
         for d in &report.dropped {
             eprintln!("kidiom: dropped {} on {}: {}", d.pattern, d.path, d.reason);
+        }
+        for s in &report.searches {
+            print_search(s)?;
         }
         if !a.output.quiet {
             let sites: u64 = report.candidates.iter().map(|c| c.sites).sum();
@@ -454,6 +531,43 @@ pub(crate) fn run(a: Args) -> Result<ExitCode> {
         }
     }
     Ok(if found { ExitCode::SUCCESS } else { ExitCode::from(1) })
+}
+
+/// The validator settings a search uses (its compiles and interpreter runs; no GPU).
+pub(crate) fn search_validator_options(cfg: &Config, timeout: std::time::Duration) -> super::validate::Options {
+    super::validate::Options {
+        device: kidiom_validator::Device::Cpu,
+        timeout,
+        seeds: 1,
+        seed: None,
+        consistency: false,
+        python: None,
+        progress: false,
+        static_limits: Some(cfg.validate.static_limits),
+    }
+}
+
+/// A search's front, with the chosen variant marked, on stderr beside the diffs.
+pub(crate) fn print_search(s: &kidiom_validator::search::SiteSearch) -> Result<()> {
+    eprintln!(
+        "kidiom: site search of {} in {}: {} sites, values {}; {} variants measured, {} of them compiled, {} found in the cache; {:.1}s",
+        s.pattern,
+        s.path,
+        s.sites.len(),
+        s.values.join(", "),
+        s.measured,
+        s.compiled,
+        s.cached,
+        s.seconds
+    );
+    let summary = serde_json::to_value(s)?;
+    if let Some(rows) = crate::sitesearch::front_rows(&summary, s.chosen) {
+        for line in output::table_lines(&rows) {
+            eprintln!("  {line}");
+        }
+    }
+    eprintln!("  chosen: {}", s.why);
+    Ok(())
 }
 
 #[cfg(test)]

@@ -304,7 +304,8 @@ fn print_pattern(p: &Pattern) -> Result<()> {
     if !p.values.is_empty() {
         output::line("  values:")?;
         for v in p.values.iter().take(10) {
-            output::line(&format!("    {:>6}  {}", v.count, v.value))?;
+            let resolved = v.resolved.as_deref().map(|r| format!(" = {r}")).unwrap_or_default();
+            output::line(&format!("    {:>6}  {}{resolved}", v.count, v.value))?;
         }
     }
     if !p.examples.is_empty() {

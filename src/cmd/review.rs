@@ -141,6 +141,49 @@ pub(crate) fn run(a: Args) -> Result<ExitCode> {
     } else if pattern.is_none() {
         output::line("    (the pattern is no longer in the catalog; the evidence above is from when it was proposed)")?;
     }
+    let search = &prov["search"];
+    if search["kind"] == "memory-roles" {
+        output::line(&format!(
+            "  per-access hints ({}): {} of {} sites, each by the role of its tensor",
+            search["assignment"].as_str().unwrap_or(""),
+            c.sites,
+            search["all_sites"]
+        ))?;
+        let mut rows = vec![vec!["line".into(), "tensor".into(), "role".into(), "value".into(), "why".into()]];
+        for site in search["sites"].as_array().into_iter().flatten() {
+            let s = |k: &str| site[k].as_str().unwrap_or("").to_string();
+            rows.push(vec![site["line"].to_string(), s("base"), s("role"), s("value"), s("why")]);
+        }
+        for l in output::table_lines(&rows) {
+            output::line(&format!("    {l}"))?;
+        }
+    }
+    if let Some(rows) = crate::sitesearch::front_rows(&search["summary"], search["point"].as_u64().map(|i| i as usize))
+    {
+        let sm = &search["summary"];
+        output::line(&format!(
+            "  site search: {} of {} sites rewritten ({}); this candidate is {}",
+            c.sites,
+            sm["sites"].as_array().map(Vec::len).unwrap_or(0),
+            search["assignment"].as_str().unwrap_or(""),
+            crate::sitesearch::roles(&c).join(", ")
+        ))?;
+        for (i, site) in sm["sites"].as_array().into_iter().flatten().enumerate() {
+            output::line(&format!(
+                "    site {}: line {}  {}",
+                i + 1,
+                site["line"],
+                site["text"].as_str().unwrap_or("")
+            ))?;
+        }
+        output::line(
+            "    the front (error at each CPU length under the TF32-faithful interpreter, sm_90 figures; -> this candidate):",
+        )?;
+        for l in output::table_lines(&rows) {
+            output::line(&format!("    {l}"))?;
+        }
+        output::line(&format!("    chosen: {}", sm["why"].as_str().unwrap_or("")))?;
+    }
     let ev = if c.evidence.as_object().is_some_and(|o| o.is_empty()) {
         "none yet".to_string()
     } else {

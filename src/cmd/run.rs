@@ -29,6 +29,10 @@ pub(crate) struct Args {
     /// Do not reject grossly worse static figures as "predicted slower" (limits: kidiom.toml [validate.static_limits]).
     #[arg(long)]
     allow_static_regression: bool,
+    /// Rewrite every site of a precision pattern with one value instead of searching sites and values
+    /// (kidiom.toml [search]).
+    #[arg(long)]
+    no_search: bool,
     #[command(flatten)]
     catalog: CatalogArgs,
     #[command(flatten)]
@@ -54,7 +58,13 @@ struct RunReport<'a> {
 
 /// Whether a candidate needs this run's validation: pending, and not
 /// already judged `needs-gpu` on a machine that still has no GPU.
+/// A site search's alternatives on its front wait for `kidiom validate ID`;
+/// the loop validates its choice and the all-sites variants it compares with.
 fn worth_validating(c: &kidiom_patterns::Candidate, device: kidiom_validator::Device) -> bool {
+    let roles = crate::sitesearch::roles(c);
+    if !roles.is_empty() && !roles.iter().any(|r| r == "chosen" || r == "all-sites") {
+        return false;
+    }
     use kidiom_validator::Device;
     let gpu_here = match device {
         Device::Cuda => true,
@@ -100,6 +110,13 @@ pub(crate) fn run(args: Args) -> Result<ExitCode> {
         }
         let root = super::apply::root()?;
         let kernels = [root.join("kernels")];
+        let validator = if cfg.search.enabled && !args.no_search {
+            let opts =
+                super::apply::search_validator_options(&cfg, std::time::Duration::from_secs(args.timeout.max(1) * 3));
+            Some(super::validate::build_validator(&root, &opts)?)
+        } else {
+            None
+        };
         let req = super::apply::Request {
             targets: &kernels,
             patterns: &[],
@@ -108,8 +125,20 @@ pub(crate) fn run(args: Args) -> Result<ExitCode> {
             write: false,
             force: false,
             quiet: !progress,
+            search: validator.as_ref().map(|v| crate::sitesearch::Options {
+                validator: v,
+                jobs: cfg.search.jobs(),
+                rule: cfg.search.rule(),
+                limits: cfg.validate.static_limits,
+                progress,
+            }),
         };
         let report = super::apply::apply(&mut catalog, &root, &req)?;
+        if progress {
+            for s in &report.searches {
+                super::apply::print_search(s)?;
+            }
+        }
         applied = Some(serde_json::to_value(&report)?);
         // This run's candidates on kernels/ (other candidates in the catalog, e.g. from
         // `kidiom apply` on another tree, are left to `kidiom validate`).

@@ -173,11 +173,9 @@ pub(crate) struct Options {
     pub(crate) static_limits: Option<kidiom_validator::StaticLimits>,
 }
 
-/// Validates `cands`, storing each one's evidence as soon as it is known.
-pub(crate) fn validate_all(cat: &Catalog, cands: &[Candidate], opts: &Options) -> Result<Report> {
-    let started = Instant::now();
-    let root = super::apply::root()?;
-    let validator = ValidatorBuilder::new(&root)
+/// The validator of the tree at `root` with `opts`.
+pub(crate) fn build_validator(root: &std::path::Path, opts: &Options) -> Result<kidiom_validator::Validator> {
+    ValidatorBuilder::new(root)
         .python(opts.python.clone())
         .device(opts.device)
         .timeout(opts.timeout)
@@ -186,7 +184,14 @@ pub(crate) fn validate_all(cat: &Catalog, cands: &[Candidate], opts: &Options) -
         .consistency(opts.consistency)
         .static_limits(opts.static_limits)
         .build()
-        .with_context(|| format!("reading the kernel manifests under {}", root.join("kernels").display()))?;
+        .with_context(|| format!("reading the kernel manifests under {}", root.join("kernels").display()))
+}
+
+/// Validates `cands`, storing each one's evidence as soon as it is known.
+pub(crate) fn validate_all(cat: &Catalog, cands: &[Candidate], opts: &Options) -> Result<Report> {
+    let started = Instant::now();
+    let root = super::apply::root()?;
+    let validator = build_validator(&root, opts)?;
     let mut report = Report {
         version: JSON_VERSION,
         device: opts.device.name().to_string(),

@@ -157,6 +157,7 @@ fn rewrite(args: &Value, ctx: &Ctx, write: bool) -> ToolResult {
         write,
         force: false,
         quiet: true,
+        search: None,
     };
     let report = apply::apply(&mut cat, &ctx.root, &req).map_err(|e| ToolError(format!("{e:#}")))?;
     Ok(serde_json::to_value(report)?)

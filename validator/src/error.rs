@@ -43,6 +43,13 @@ pub enum Error {
         /// The cause.
         source: std::io::Error,
     },
+    /// A per-site search could not run (its harness call failed, or there
+    /// is nothing to search).
+    #[error("site search: {0}")]
+    Search(String),
+    /// A rewrite of a search variant failed.
+    #[error(transparent)]
+    Rewrite(#[from] kidiom_rewriter::Error),
 }
 
 /// The validator's result type.

@@ -51,6 +51,7 @@ mod hostcode;
 mod manifest;
 mod patch;
 pub mod scan;
+pub mod search;
 mod verdict;
 mod wire;
 

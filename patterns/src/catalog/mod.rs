@@ -345,7 +345,10 @@ impl MineTx<'_> {
             )
             .at(self.path)?;
         let mut val = tx
-            .prepare_cached("INSERT INTO pattern_values (pattern_id, ord, value, count) VALUES (?1, ?2, ?3, ?4)")
+            .prepare_cached(
+                "INSERT INTO pattern_values (pattern_id, ord, value, count, resolved, literals)
+                 VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
+            )
             .at(self.path)?;
         let mut ex = tx
             .prepare_cached(
@@ -389,7 +392,8 @@ impl MineTx<'_> {
                 .at(self.path)?;
             }
             for (i, v) in p.values.iter().enumerate() {
-                val.execute(params![p.id, i as i64, v.value, to_i64(v.count)]).at(self.path)?;
+                let literals = json(self.path, "pattern_values", &p.id, &v.literals)?;
+                val.execute(params![p.id, i as i64, v.value, to_i64(v.count), v.resolved, literals]).at(self.path)?;
             }
             for (i, e) in p.examples.iter().enumerate() {
                 ex.execute(params![p.id, i as i64, e.corpus, e.path, e.line, e.snippet]).at(self.path)?;
@@ -613,8 +617,14 @@ pub(crate) mod tests {
                 })
                 .collect(),
             values: vec![
-                ValueCount { value: "\"ieee\"".into(), count: 5 },
-                ValueCount { value: "\"tf32\"".into(), count: 2 },
+                ValueCount { value: "\"ieee\"".into(), count: 5, resolved: None, literals: vec![] },
+                ValueCount { value: "\"tf32\"".into(), count: 2, resolved: None, literals: vec![] },
+                ValueCount {
+                    value: "PREC".into(),
+                    count: 1,
+                    resolved: Some("\"tf32\" if HAS_TF32 else \"ieee\"".into()),
+                    literals: vec!["\"tf32\"".into(), "\"ieee\"".into()],
+                },
             ],
             examples: vec![IdiomExample {
                 corpus: corpora.first().map(|c| c.0).unwrap_or("x").to_string(),
@@ -875,6 +885,70 @@ pub(crate) mod tests {
         assert_eq!(fla["a.py"].fingerprint, "fp2");
         assert_eq!(cat.cached_files("dg").unwrap().len(), 2, "other corpora untouched");
         assert!(cat.all_facts().unwrap().iter().all(|f| f.corpus != "fla"));
+    }
+
+    #[test]
+    fn a_version_4_catalog_keeps_its_values_and_gains_resolutions() {
+        let (_d, path) = temp();
+        std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+        let conn = Connection::open(&path).unwrap();
+        for step in &schema::MIGRATIONS[..4] {
+            conn.execute_batch(step).unwrap();
+        }
+        conn.pragma_update(None, "application_id", schema::APPLICATION_ID).unwrap();
+        conn.pragma_update(None, "user_version", 4).unwrap();
+        conn.execute_batch(
+            "INSERT INTO patterns (id, kind, language, category, title, rationale, before, after, score, mechanism)
+                 VALUES ('py-keyword-tl-dot-input-precision', 'usage', 'python', 'precision', 't', 'r',
+                         'tl.dot($$$ARGS)', 'tl.dot($$$ARGS, input_precision=$V)', 2.0, 'm');
+             INSERT INTO pattern_values (pattern_id, ord, value, count) VALUES
+                 ('py-keyword-tl-dot-input-precision', 0, 'DOT_PRECISION', 7),
+                 ('py-keyword-tl-dot-input-precision', 1, '\"ieee\"', 3);",
+        )
+        .unwrap();
+        drop(conn);
+
+        let mut cat = Catalog::open(&path).unwrap();
+        let v: i64 = cat.conn.pragma_query_value(None, "user_version", |r| r.get(0)).unwrap();
+        assert_eq!(v, SCHEMA_VERSION);
+        let p = cat.get("py-keyword-tl-dot-input-precision").unwrap().unwrap();
+        let values: Vec<(&str, u64)> = p.values.iter().map(|v| (v.value.as_str(), v.count)).collect();
+        assert_eq!(values, [("DOT_PRECISION", 7), ("\"ieee\"", 3)]);
+        assert!(p.values.iter().all(|v| v.resolved.is_none() && v.literals.is_empty()), "{:?}", p.values);
+        assert_eq!(p.values[1].literal_values(), ["\"ieee\""]);
+        assert!(p.values[0].literal_values().is_empty());
+
+        // The migrated catalog stores resolutions.
+        let mut q = p.clone();
+        q.values[0].resolved = Some("\"tf32\" if A else \"ieee\"".into());
+        q.values[0].literals = vec!["\"tf32\"".into(), "\"ieee\"".into()];
+        let tx = cat.begin().unwrap();
+        tx.replace_patterns(Kind::Usage, std::slice::from_ref(&q)).unwrap();
+        tx.commit().unwrap();
+        drop(cat);
+        let cat = Catalog::open(&path).unwrap();
+        assert_eq!(cat.get(&q.id).unwrap(), Some(q.clone()));
+        let raw: (Option<String>, String) = cat
+            .conn
+            .query_row("SELECT resolved, literals FROM pattern_values WHERE ord = 0", [], |r| {
+                Ok((r.get(0)?, r.get(1)?))
+            })
+            .unwrap();
+        assert_eq!(raw, (q.values[0].resolved.clone(), r#"["\"tf32\"","\"ieee\""]"#.to_string()));
+        // The literals are searchable with the values.
+        assert_eq!(ids(&cat.search("tf32", &Filter::default()).unwrap()), [q.id.as_str()]);
+    }
+
+    #[test]
+    fn bad_literals_json_is_reported_with_its_pattern() {
+        let mut cat = Catalog::open_in_memory().unwrap();
+        let tx = cat.begin().unwrap();
+        tx.replace_patterns(Kind::Usage, &[pattern("a", Kind::Usage, Lang::Python, Category::Precision, &[], 1.0)])
+            .unwrap();
+        tx.commit().unwrap();
+        cat.conn.execute("UPDATE pattern_values SET literals = '[1' WHERE ord = 2", []).unwrap();
+        let err = cat.get("a").unwrap_err();
+        assert!(matches!(err, Error::Corrupt { table: "pattern_values", .. }), "{err:?}");
     }
 
     #[test]

@@ -214,13 +214,22 @@ impl Reader<'_> {
                 .collect()
             })
             .at(path)?;
-        p.values = self
+        type ValueRow = (String, i64, Option<String>, String);
+        let values: Vec<ValueRow> = self
             .conn
-            .prepare_cached("SELECT value, count FROM pattern_values WHERE pattern_id = ?1 ORDER BY ord")
-            .and_then(|mut st| {
-                st.query_map([id], |r| Ok(ValueCount { value: r.get(0)?, count: count(r.get(1)?) }))?.collect()
-            })
+            .prepare_cached(
+                "SELECT value, count, resolved, literals FROM pattern_values WHERE pattern_id = ?1 ORDER BY ord",
+            )
+            .and_then(|mut st| st.query_map([id], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?)))?.collect())
             .at(path)?;
+        p.values = values
+            .into_iter()
+            .map(|(value, n, resolved, literals)| {
+                let literals: Vec<String> = serde_json::from_str(&literals)
+                    .map_err(|e| self.corrupt("pattern_values", id, format!("bad literals JSON: {e}")))?;
+                Ok(ValueCount { value, count: count(n), resolved, literals })
+            })
+            .collect::<Result<_>>()?;
         p.examples = self
             .conn
             .prepare_cached("SELECT corpus, path, line, snippet FROM examples WHERE pattern_id = ?1 ORDER BY ord")

@@ -31,6 +31,12 @@
 //! `rationale`. Migrating to it fills the mechanism of every pattern that
 //! has none and rebuilds the index ([`super::search::rebuild`]).
 //!
+//! Version 5 adds to `pattern_values` what a value that is a name resolves
+//! to: `resolved` (the expression shown, `"ieee" if IS_NPU else "tf32x3"`;
+//! NULL when unresolved) and `literals` (a JSON array of the literals it can
+//! hold, every branch in definition order; `[]` when none). Rows of older
+//! catalogs keep their values and count, unresolved.
+//!
 //! Child tables reference `patterns(id)` with `ON DELETE CASCADE`. Enum
 //! columns hold the lowercase names printed by `name()` (`usage`, `python`,
 //! `precision`).
@@ -161,6 +167,12 @@ CREATE VIRTUAL TABLE patterns_search USING fts5 (
     title, mechanism, identifiers, hole_values, commit_messages, examples, rationale,
     tokenize = 'porter unicode61 remove_diacritics 2'
 );
+"#,
+    // 5: what a histogram value that is a name resolves to: the expression
+    // shown, and the literals it can hold (a JSON array of strings).
+    r#"
+ALTER TABLE pattern_values ADD COLUMN resolved TEXT;
+ALTER TABLE pattern_values ADD COLUMN literals TEXT NOT NULL DEFAULT '[]';
 "#,
 ];
 

@@ -388,11 +388,20 @@ fn row(p: &Pattern) -> [String; 7] {
         }
     }
     let lines = |it: &mut dyn Iterator<Item = &str>| it.collect::<Vec<_>>().join("\n");
+    // Values, then the literals their names resolve to (each once).
+    let mut hole_values: Vec<&str> = Vec::new();
+    for v in
+        p.values.iter().flat_map(|v| std::iter::once(v.value.as_str()).chain(v.literals.iter().map(String::as_str)))
+    {
+        if !hole_values.contains(&v) {
+            hole_values.push(v);
+        }
+    }
     [
         p.title.clone(),
         p.mechanism.clone(),
         names.join(" "),
-        lines(&mut p.values.iter().map(|v| v.value.as_str())),
+        hole_values.join("\n"),
         lines(&mut p.commits.iter().map(|c| c.summary.as_str())),
         lines(&mut p.examples.iter().map(|e| e.snippet.as_str())),
         p.rationale.clone(),

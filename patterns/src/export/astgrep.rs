@@ -228,7 +228,7 @@ mod tests {
             before: before.into(),
             after: after.into(),
             support: vec![],
-            values: vec![ValueCount { value: value.into(), count: 2 }],
+            values: vec![ValueCount { value: value.into(), count: 2, resolved: None, literals: vec![] }],
             examples: vec![],
             commits: vec![],
             score: 1.0,

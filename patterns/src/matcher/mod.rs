@@ -13,6 +13,7 @@
 
 mod binding;
 mod rewrite;
+pub mod roles;
 mod template;
 
 use std::cell::RefCell;

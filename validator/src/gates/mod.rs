@@ -459,6 +459,45 @@ impl Validator {
         Ok(run.finish(verdict))
     }
 
+    /// The per-site search of `req` on the kernel source `req.path`, whose
+    /// baseline text is `baseline`; `text` renders an assignment as that
+    /// source. Variants are measured by the harness's `sweep` beside a copy
+    /// of the baseline tree (the contract never comes from a variant),
+    /// `jobs` at a time. See [`crate::search`].
+    pub fn search_sites<F: Fn(&crate::search::Assignment) -> Result<String>>(
+        &self,
+        req: &crate::search::Request,
+        baseline: &str,
+        jobs: usize,
+        text: F,
+    ) -> Result<crate::search::SiteSearch> {
+        let manifest = self
+            .kernels
+            .for_source(req.path)
+            .ok_or_else(|| Error::Search(format!("{} is no kernel's source (no manifest names it)", req.path)))?;
+        if manifest.curve.is_none() {
+            return Err(Error::Search(format!("{} has no [curve]: there is no error to search on", manifest.name)));
+        }
+        let tmp = tempfile::Builder::new()
+            .prefix("kidiom-search-")
+            .tempdir()
+            .map_err(|e| Error::io(std::env::temp_dir(), e))?;
+        let tree = tmp.path().join("tree");
+        copy_tree(&self.opts.root.join(&self.kernels.dir), &tree.join(&self.kernels.dir))?;
+        let base_file = tree.join(req.path);
+        std::fs::write(&base_file, baseline).map_err(|e| Error::io(&base_file, e))?;
+        let dir = tmp.path().join("variants");
+        let mut m = crate::search::HarnessMeasure {
+            harness: Harness { python: self.python.clone(), root: tree },
+            manifest,
+            dir: &dir,
+            jobs,
+            limit: self.opts.timeout,
+            batch: 0,
+        };
+        crate::search::run(req, &mut m, text)
+    }
+
     /// Baseline and candidate texts of every file the diff touches. Files a
     /// diff cannot change as text (binary, renamed) are left out when they
     /// are contract (the static gate rejects them) and an error otherwise.

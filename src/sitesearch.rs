@@ -1,0 +1,352 @@
+//! The per-site search as `apply` and `run` use it: which (pattern, file)
+//! pairs are searched instead of rewritten everywhere, the values tried,
+//! and the candidates a search yields (its chosen variant, the rest of its
+//! Pareto front, and the all-sites variant of each value that fixes), each
+//! carrying the whole search in its provenance so `review` can show the
+//! front beside it. The search itself is `kidiom_validator::search`.
+
+use anyhow::Result;
+use kidiom_miner::{Lang, blob_id};
+use kidiom_patterns::matcher::{Rewrite, usable_value};
+use kidiom_patterns::{Candidate, CandidateStatus, Category, Pattern};
+use kidiom_validator::search::{Assignment, Request, Role, Rule, Site, SiteSearch};
+use kidiom_validator::{KernelLanguage, StaticLimits, Validator};
+
+/// How `apply` searches.
+pub(crate) struct Options<'a> {
+    pub(crate) validator: &'a Validator,
+    /// Variants measured at a time.
+    pub(crate) jobs: usize,
+    pub(crate) rule: Rule,
+    pub(crate) limits: StaticLimits,
+    pub(crate) progress: bool,
+}
+
+/// Whether `p` on the file `rel` is searched: a precision pattern with a
+/// value to choose, on a Triton kernel whose manifest has an error curve;
+/// or a memory hint on loads or stores (chosen per access by role).
+pub(crate) fn searchable(v: &Validator, p: &Pattern, rw: &Rewrite, rel: &str, lang: Lang) -> bool {
+    if lang != Lang::Python || rw.value().is_none() {
+        return false;
+    }
+    let precision = p.category == Category::Precision
+        && v.kernels().for_source(rel).is_some_and(|m| m.language == KernelLanguage::Triton && m.curve.is_some());
+    precision || hint_op(p).is_some()
+}
+
+/// `load` or `store` when `p` adds a hint to `tl.load`/`tl.store`.
+pub(crate) fn hint_op(p: &Pattern) -> Option<&'static str> {
+    if p.category != Category::Memory {
+        return None;
+    }
+    let b = p.before.trim();
+    if b.starts_with("tl.load(") {
+        Some("load")
+    } else if b.starts_with("tl.store(") {
+        Some("store")
+    } else {
+        None
+    }
+}
+
+/// A memory hint per access by the role of its tensor
+/// (`kidiom_patterns::matcher::roles`): the value that suits each role,
+/// the first in histogram order; accesses without a role or a suitable
+/// value are left alone. Candidates: every access by its role (the
+/// choice), and each role alone.
+pub(crate) fn role_candidates(p: &Pattern, values: &[String], rel: &str, text: &str) -> Result<Vec<Candidate>> {
+    use kidiom_patterns::matcher::roles::{hint_suits, memory_accesses};
+    let Some(op) = hint_op(p) else { return Ok(Vec::new()) };
+    let tree = kidiom_miner::parse_tree(Lang::Python, text)
+        .map_err(|s| anyhow::anyhow!("{rel}: {s}"))?
+        .ok_or_else(|| anyhow::anyhow!("{rel}: no grammar"))?;
+    let rws: Vec<Rewrite> = values.iter().map(|v| Rewrite::new(p, Some(v))).collect::<Result<_, _>>()?;
+    let Some(first) = rws.first() else { return Ok(Vec::new()) };
+    let ranges = kidiom_rewriter::sites(first, text, &tree);
+    let accesses = memory_accesses(text, &tree);
+    // per site: (range, access, value index)
+    let mut plan = Vec::new();
+    for r in &ranges {
+        let Some(a) = accesses.iter().find(|a| a.op == op && a.site.start == r.start) else { continue };
+        let Some(v) = values.iter().position(|v| hint_suits(v, op, a.role)) else { continue };
+        plan.push((r.clone(), a, v));
+    }
+    let sites_json: Vec<serde_json::Value> = plan
+        .iter()
+        .map(|(r, a, v)| {
+            serde_json::json!({
+                "line": text[..r.start].matches('\n').count() + 1,
+                "base": a.base,
+                "role": a.role.name(),
+                "value": values[*v],
+                "why": a.why,
+            })
+        })
+        .collect();
+    let mut groups: Vec<(String, Vec<usize>)> = vec![("by role".into(), (0..plan.len()).collect())];
+    let mut roles: Vec<_> = plan.iter().map(|(_, a, _)| a.role).collect();
+    roles.sort();
+    roles.dedup();
+    if roles.len() > 1 {
+        for role in roles {
+            groups
+                .push((format!("{} only", role.name()), (0..plan.len()).filter(|&i| plan[i].1.role == role).collect()));
+        }
+    }
+    let mut out: Vec<Candidate> = Vec::new();
+    for (gi, (label, members)) in groups.iter().enumerate() {
+        let choices: Vec<_> = members.iter().map(|&i| (plan[i].0.clone(), &rws[plan[i].2])).collect();
+        let Some(o) = kidiom_rewriter::rewrite_sites(&choices, Lang::Python, text, &tree, rel)? else { continue };
+        if out.iter().any(|c| c.result_blob == blob_id(o.text.as_bytes())) {
+            continue;
+        }
+        let diff = kidiom_rewriter::unified(rel, text, &o.text, 3);
+        let hash = blob_id(diff.as_bytes());
+        let mut used: Vec<&str> = members.iter().map(|&i| values[plan[i].2].as_str()).collect();
+        used.dedup();
+        let value = format!("{label}: {}", used.join(", "));
+        let mut provenance = crate::cmd::apply::provenance(p, Some(&value));
+        provenance["search"] = serde_json::json!({
+            "kind": "memory-roles",
+            "roles": [if gi == 0 { "chosen" } else { "alternative" }],
+            "assignment": label,
+            "sites": members.iter().map(|&i| sites_json[i].clone()).collect::<Vec<_>>(),
+            "all_sites": ranges.len(),
+        });
+        out.push(Candidate {
+            id: format!("{}@{}#{}", p.id, rel, &hash[..8.min(hash.len())]),
+            pattern_id: p.id.clone(),
+            path: rel.to_string(),
+            base_blob: blob_id(text.as_bytes()),
+            result_blob: blob_id(o.text.as_bytes()),
+            value: Some(value),
+            sites: o.sites as u64,
+            diff,
+            status: CandidateStatus::Proposed,
+            provenance,
+            evidence: serde_json::json!({}),
+            commit_id: None,
+            created_at: String::new(),
+            updated_at: String::new(),
+        });
+    }
+    Ok(out)
+}
+
+/// The values a search tries: `pinned` alone, else every literal the
+/// histogram supports (named constants through what they resolve to),
+/// normalized and deduplicated, most frequent first.
+pub(crate) fn values(p: &Pattern, pinned: Option<&str>) -> Vec<String> {
+    if let Some(v) = pinned {
+        return vec![v.to_string()];
+    }
+    let mut out: Vec<String> = Vec::new();
+    for vc in &p.values {
+        for lit in vc.literal_values() {
+            let lit = normalize(lit);
+            if usable_value(p.language, &lit) && !out.contains(&lit) {
+                out.push(lit);
+            }
+        }
+    }
+    out
+}
+
+/// One spelling per Python string literal (`'ieee'` is `"ieee"`).
+fn normalize(v: &str) -> String {
+    let v = v.trim();
+    match v.strip_prefix('\'').and_then(|r| r.strip_suffix('\'')) {
+        Some(inner) if !inner.contains('"') && !inner.contains('\\') => format!("\"{inner}\""),
+        _ => v.to_string(),
+    }
+}
+
+/// The search of `p` on one file, and the candidates it yields.
+pub(crate) fn search_file(
+    o: &Options,
+    p: &Pattern,
+    values: &[String],
+    rel: &str,
+    text: &str,
+) -> Result<(SiteSearch, Vec<Candidate>)> {
+    let tree = kidiom_miner::parse_tree(Lang::Python, text)
+        .map_err(|s| anyhow::anyhow!("{rel}: {s}"))?
+        .ok_or_else(|| anyhow::anyhow!("{rel}: no grammar"))?;
+    let rws: Vec<Rewrite> = values.iter().map(|v| Rewrite::new(p, Some(v))).collect::<Result<_, _>>()?;
+    let ranges = kidiom_rewriter::sites(&rws[0], text, &tree);
+    let sites: Vec<Site> = ranges
+        .iter()
+        .map(|r| Site {
+            line: text[..r.start].matches('\n').count() + 1,
+            range: r.clone(),
+            text: text[r.start..].lines().next().unwrap_or("").trim().chars().take(100).collect(),
+        })
+        .collect();
+    let manifest = o
+        .validator
+        .kernels()
+        .for_source(rel)
+        .ok_or_else(|| anyhow::anyhow!("{rel} is no kernel's source"))?
+        .name
+        .clone();
+    let req = Request {
+        pattern: &p.id,
+        path: rel,
+        kernel: &manifest,
+        values: values.to_vec(),
+        sites,
+        limits: o.limits,
+        rule: o.rule,
+    };
+    let render = |a: &Assignment| -> kidiom_validator::Result<String> {
+        let choices: Vec<_> = a.iter().zip(&ranges).filter_map(|(v, r)| v.map(|v| (r.clone(), &rws[v]))).collect();
+        Ok(kidiom_rewriter::rewrite_sites(&choices, Lang::Python, text, &tree, rel)?
+            .map(|o| o.text)
+            .unwrap_or_else(|| text.to_string()))
+    };
+    if o.progress {
+        eprintln!(
+            "kidiom: searching {} site{} x {} value{} of {} in {rel}",
+            ranges.len(),
+            if ranges.len() == 1 { "" } else { "s" },
+            values.len(),
+            if values.len() == 1 { "" } else { "s" },
+            p.id
+        );
+    }
+    let s = o.validator.search_sites(&req, text, o.jobs, render)?;
+    let summary = serde_json::to_value(&s)?;
+    let mut cands = Vec::new();
+    for (i, pt) in s.points.iter().enumerate() {
+        let a = &pt.measured.assignment;
+        let fixing_all = pt.is(Role::AllSites) && a.first().copied().flatten().is_some_and(|v| s.fixing.contains(&v));
+        if pt.is(Role::Baseline) || !(pt.is(Role::Front) || pt.is(Role::Chosen) || fixing_all) {
+            continue;
+        }
+        let out = render(a)?;
+        if out == text {
+            continue;
+        }
+        let diff = kidiom_rewriter::unified(rel, text, &out, 3);
+        let hash = blob_id(diff.as_bytes());
+        let one_value = a.iter().flatten().next().filter(|v| a.iter().flatten().all(|w| w == *v));
+        let value = match one_value {
+            Some(&v) if a.iter().all(Option::is_some) => values[v].clone(),
+            _ => s.describe(a),
+        };
+        let mut provenance = crate::cmd::apply::provenance(p, Some(&value));
+        provenance["search"] = serde_json::json!({
+            "point": i,
+            "roles": pt.roles,
+            "assignment": s.describe(a),
+            "summary": summary,
+        });
+        cands.push(Candidate {
+            id: format!("{}@{}#{}", p.id, rel, &hash[..8.min(hash.len())]),
+            pattern_id: p.id.clone(),
+            path: rel.to_string(),
+            base_blob: blob_id(text.as_bytes()),
+            result_blob: blob_id(out.as_bytes()),
+            value: Some(value),
+            sites: a.iter().flatten().count() as u64,
+            diff,
+            status: CandidateStatus::Proposed,
+            provenance,
+            evidence: serde_json::json!({}),
+            commit_id: None,
+            created_at: String::new(),
+            updated_at: String::new(),
+        });
+    }
+    Ok((s, cands))
+}
+
+/// The roles a candidate has in the search it came from (empty: none).
+pub(crate) fn roles(c: &Candidate) -> Vec<String> {
+    c.provenance["search"]["roles"]
+        .as_array()
+        .map(|r| r.iter().filter_map(|x| x.as_str().map(str::to_string)).collect())
+        .unwrap_or_default()
+}
+
+/// The search's front as table rows (for `review` and `apply`), the point
+/// `mark` flagged.
+pub(crate) fn front_rows(summary: &serde_json::Value, mark: Option<usize>) -> Option<Vec<Vec<String>>> {
+    let s: SearchView = serde_json::from_value(summary.clone()).ok()?;
+    let lengths: Vec<String> = s.lengths.iter().map(|t| format!("err T={t}")).collect();
+    let mut head = vec!["".to_string(), "sites: values".to_string()];
+    head.extend(lengths);
+    head.extend(["instr".into(), "spill B".into(), "local".into(), "tensor".into(), "roles".into()]);
+    let mut rows = vec![head];
+    let base = s.points.iter().find(|p| p.roles.iter().any(|r| r == "baseline"))?;
+    let base_ins = base.figures.as_ref().map(|f| f.instructions).unwrap_or(0).max(1);
+    let mut shown: Vec<usize> = (0..s.points.len())
+        .filter(|&i| {
+            let r = &s.points[i].roles;
+            r.iter().any(|x| x == "front" || x == "chosen" || x == "baseline" || x == "all-sites")
+        })
+        .collect();
+    shown.sort_by(|&a, &b| s.points[a].last().total_cmp(&s.points[b].last()));
+    for i in shown {
+        let p = &s.points[i];
+        let mut row = vec![if Some(i) == mark { "->".into() } else { String::new() }, describe(&s, &p.assignment)];
+        row.extend(p.error.iter().map(|e| e.map(|e| format!("{e:.2e}")).unwrap_or_else(|| "-".into())));
+        match &p.figures {
+            Some(f) => row.extend([
+                format!("{} ({:.2}x)", f.instructions, f.instructions as f64 / base_ins as f64),
+                f.spill_store_bytes.to_string(),
+                f.local.to_string(),
+                f.tensor.to_string(),
+            ]),
+            None => row.extend(["-".into(), "-".into(), "-".into(), "-".into()]),
+        }
+        let mut roles = p.roles.join(",");
+        if !p.predicted_slower.is_empty() {
+            roles.push_str(" (predicted slower)");
+        }
+        row.push(roles);
+        rows.push(row);
+    }
+    Some(rows)
+}
+
+#[derive(serde::Deserialize)]
+struct SearchView {
+    values: Vec<String>,
+    lengths: Vec<i64>,
+    points: Vec<PointView>,
+}
+
+#[derive(serde::Deserialize)]
+struct PointView {
+    assignment: Vec<Option<usize>>,
+    /// null where unmeasured (JSON has no infinity)
+    error: Vec<Option<f64>>,
+    figures: Option<kidiom_validator::search::Figures>,
+    #[serde(default)]
+    roles: Vec<String>,
+    #[serde(default)]
+    predicted_slower: Vec<String>,
+}
+
+impl PointView {
+    fn last(&self) -> f64 {
+        self.error.last().copied().flatten().unwrap_or(f64::INFINITY)
+    }
+}
+
+fn describe(s: &SearchView, a: &[Option<usize>]) -> String {
+    SiteSearch::describe_with(&s.values, a)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn quotes_are_one_value() {
+        assert_eq!(normalize("'ieee'"), "\"ieee\"");
+        assert_eq!(normalize("\"ieee\""), "\"ieee\"");
+        assert_eq!(normalize("'it\"s'"), "'it\"s'");
+    }
+}

@@ -1,0 +1,204 @@
+//! The per-site search (`kidiom apply --search`): on a copy of our KDA
+//! prefill kernel, with a precision pattern mined from a self-made corpus
+//! whose values are a literal and a module-level constant built from a
+//! conditional, the search finds a variant far more accurate than TF32 at a
+//! modest static cost, rejects the all-sites ieee variant as predicted
+//! slower, and `review` shows the front beside the chosen candidate. Memory
+//! hints are proposed per access by the role of its tensor.
+
+use std::path::Path;
+
+use serde_json::Value;
+
+use crate::project::*;
+
+/// Upstream kernels where `tl.dot` carries `"ieee"` or a constant that is
+/// `bf16x3` or `ieee` depending on a flag, and dots without a precision.
+const UPSTREAM: &str = r#"import triton
+import triton.language as tl
+
+NEW_TRITON = True
+PREC = tl.constexpr('bf16x3' if NEW_TRITON else 'ieee')
+
+
+@triton.jit
+def up_a(x, y, BT: tl.constexpr):
+    a = tl.load(x + tl.arange(0, BT))
+    b = tl.dot(a, a, input_precision=PREC)
+    c = tl.dot(a, b, input_precision=PREC)
+    d = tl.dot(b, c, input_precision="ieee")
+    e = tl.dot(d, d)
+    tl.store(y + tl.arange(0, BT), e)
+"#;
+
+/// Upstream loads with both eviction policies.
+const HINTS: &str = r#"import triton
+import triton.language as tl
+
+
+@triton.jit
+def up_b(x, s, y, BT: tl.constexpr):
+    i = tl.program_id(0)
+    a = tl.load(x + i * BT + tl.arange(0, BT), eviction_policy="evict_first")
+    b = tl.load(s + tl.arange(0, BT), eviction_policy="evict_last")
+    c = tl.load(s + BT + tl.arange(0, BT), eviction_policy="evict_last")
+    d = tl.load(x + tl.arange(0, BT))
+    tl.store(y + i * BT + tl.arange(0, BT), a + b + c + d)
+"#;
+
+fn mine(env: &crate::util::Env) {
+    let up = env.write("upstream/up.py", UPSTREAM);
+    env.write("upstream/hints.py", HINTS);
+    let db = env.db();
+    let out = env.run(&[
+        "mine",
+        up.parent().and_then(Path::to_str).expect("utf8"),
+        "--name",
+        "up",
+        "--db",
+        db.to_str().expect("utf8"),
+        "-q",
+    ]);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+}
+
+fn last_error(p: &Value) -> f64 {
+    p["error"].as_array().and_then(|e| e.last()).and_then(Value::as_f64).unwrap_or(f64::INFINITY)
+}
+
+fn figure(p: &Value, k: &str) -> i64 {
+    p["figures"][k].as_i64().unwrap_or_else(|| panic!("no figure {k}: {p:#}"))
+}
+
+#[test]
+fn the_search_finds_a_precise_and_cheap_variant_and_rejects_ieee_everywhere() {
+    let Some(py) = python() else { return };
+    let _cpu = crate::util::cpu_heavy();
+    let env = project();
+    mine(&env);
+    let db = env.db();
+    let dbs = db.to_str().expect("utf8");
+    let out = env
+        .cmd()
+        .env("KIDIOM_PYTHON", &py)
+        .args([
+            "apply",
+            "kernels/kda/prefill.py",
+            "--pattern",
+            "py-keyword-tl-dot-input-precision",
+            "--search",
+            "--db",
+            dbs,
+            "--json",
+        ])
+        .output()
+        .expect("spawn");
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let report: Value = serde_json::from_slice(&out.stdout).expect("json");
+    let s = &report["searches"][0];
+    // the constant resolved: both of its literals are tried, quotes are one value
+    let values: Vec<&str> = s["values"].as_array().expect("values").iter().filter_map(Value::as_str).collect();
+    assert!(values.contains(&"\"bf16x3\"") && values.contains(&"\"ieee\""), "{values:?}");
+    assert_eq!(values.len(), 2, "{values:?}");
+    assert_eq!(s["sites"].as_array().map(Vec::len), Some(8));
+    let points = s["points"].as_array().expect("points");
+    let base = points.iter().find(|p| p["roles"].as_array().expect("roles").contains(&"baseline".into())).unwrap();
+    let (b_ins, b_spill, b_err) = (figure(base, "instructions"), figure(base, "spill_store_bytes"), last_error(base));
+    assert!(b_err > 1e-4, "TF32 error at the longest CPU length: {b_err:e}");
+
+    // ieee on every site: the most accurate, and predicted slower
+    let ieee = values.iter().position(|v| *v == "\"ieee\"").expect("ieee");
+    let all_ieee = points
+        .iter()
+        .find(|p| p["assignment"].as_array().expect("a").iter().all(|v| v.as_u64() == Some(ieee as u64)))
+        .expect("the all-sites ieee variant");
+    assert!(last_error(all_ieee) < 1e-6, "{all_ieee:#}");
+    let slower = all_ieee["predicted_slower"].as_array().expect("list");
+    assert!(!slower.is_empty() && slower[0].as_str().expect("s").starts_with("instructions"), "{all_ieee:#}");
+
+    // the choice: error <= 1e-5, instructions <= 1.5x, spill stores <= 2x + 1 KB
+    let chosen = &points[s["chosen"].as_u64().expect("a chosen point") as usize];
+    let (err, ins, spill) = (last_error(chosen), figure(chosen, "instructions"), figure(chosen, "spill_store_bytes"));
+    eprintln!(
+        "chosen {}: error {err:e}, instructions {ins} (baseline {b_ins}), spills {spill} (baseline {b_spill})",
+        chosen["assignment"]
+    );
+    assert!(err <= 1e-5, "{err:e}");
+    assert!(ins as f64 <= 1.5 * b_ins as f64, "{ins} vs {b_ins}");
+    assert!(spill <= 2 * b_spill + 1024, "{spill} vs {b_spill}");
+    assert!(figure(chosen, "tensor") > 0);
+    // it is on the front, and every front point is cheaper than any more accurate one
+    let mut front: Vec<&Value> =
+        points.iter().filter(|p| p["roles"].as_array().expect("roles").contains(&"front".into())).collect();
+    assert!(front.iter().any(|p| std::ptr::eq(*p, chosen)));
+    front.sort_by(|a, b| last_error(a).total_cmp(&last_error(b)));
+    for w in front.windows(2) {
+        assert!(figure(w[0], "instructions") > figure(w[1], "instructions"), "{:#} {:#}", w[0], w[1]);
+    }
+    // attribution: every site, both values
+    assert_eq!(s["attribution"].as_array().map(Vec::len), Some(16));
+
+    // the candidates: the choice among them, with the search in its provenance
+    let cands = report["candidates"].as_array().expect("candidates");
+    let chosen_c = cands
+        .iter()
+        .find(|c| c["provenance"]["search"]["roles"].as_array().is_some_and(|r| r.contains(&"chosen".into())))
+        .expect("a chosen candidate");
+    let id = chosen_c["id"].as_str().expect("id");
+    let shown = env.run(&["review", id, "--db", dbs]);
+    let text = String::from_utf8_lossy(&shown.stdout);
+    assert!(text.contains("site search:") && text.contains("the front"), "{text}");
+    assert!(text.contains("->") && text.contains("predicted slower") && text.contains("chosen:"), "{text}");
+
+    // again: every variant comes from the harness's cache
+    let again = env
+        .cmd()
+        .env("KIDIOM_PYTHON", &py)
+        .args(["apply", "kernels/kda/prefill.py", "--pattern", "py-keyword-tl-dot-input-precision", "--search"])
+        .args(["--db", dbs, "--json"])
+        .output()
+        .expect("spawn");
+    let again: Value = serde_json::from_slice(&again.stdout).expect("json");
+    let s2 = &again["searches"][0];
+    assert_eq!(s2["cached"], s2["measured"], "{s2:#}");
+    assert_eq!(s2["chosen"], s["chosen"]);
+}
+
+#[test]
+fn memory_hints_follow_the_role_of_each_tensor() {
+    let env = project();
+    mine(&env);
+    let db = env.db();
+    let report = env.json(&[
+        "apply",
+        "kernels/kda/decode.py",
+        "--pattern",
+        "py-keyword-tl-load-eviction-policy",
+        "--search",
+        "--db",
+        db.to_str().expect("utf8"),
+        "--json",
+    ]);
+    let cands = report["candidates"].as_array().expect("candidates");
+    let by_role = cands
+        .iter()
+        .find(|c| c["provenance"]["search"]["roles"].as_array().is_some_and(|r| r.contains(&"chosen".into())))
+        .expect("the by-role candidate");
+    let diff = by_role["diff"].as_str().expect("diff");
+    // the state pool is read and written back: keep it; v is read once by one program: stream it
+    assert!(diff.contains("+    b_s = tl.load(p_s, mask=m_s, other=0., eviction_policy=\"evict_last\")"), "{diff}");
+    assert!(diff.contains("b_v = tl.load(p_v, mask=m_v, other=0., eviction_policy=\"evict_first\")"), "{diff}");
+    // q is read by every value block (grid axis 0): shared, kept
+    assert!(diff.contains("b_q = tl.load(p_q, mask=m_k, other=0., eviction_policy=\"evict_last\")"), "{diff}");
+    let sites = by_role["provenance"]["search"]["sites"].as_array().expect("sites");
+    let role_of = |base: &str| sites.iter().find(|s| s["base"] == base).map(|s| s["role"].clone());
+    assert_eq!(role_of("state"), Some("state".into()));
+    assert_eq!(role_of("v"), Some("streamed".into()));
+    assert_eq!(role_of("k"), Some("shared".into()));
+    // and one candidate per role (state only, shared only, streamed only)
+    let alternatives = cands
+        .iter()
+        .filter(|c| c["provenance"]["search"]["roles"].as_array().is_some_and(|r| r.contains(&"alternative".into())))
+        .count();
+    assert_eq!(alternatives, 3, "{report:#}");
+}

@@ -1,0 +1,656 @@
+//! Per-site rewrite search: which sites of a kernel to rewrite, and with
+//! which value, for the precision idioms (`tl.dot(..., input_precision=V)`).
+//!
+//! Rewriting every site with one value is rarely what upstream does: FLA
+//! sets `"ieee"` only on chosen dots and `"tf32x3"` or `"bf16x3"` elsewhere.
+//! Each site and value costs differently (an ieee dot leaves the tensor
+//! cores; a split precision adds passes), and each site contributes its own
+//! share of the error. The search measures, never guesses:
+//!
+//! 1. the baseline and the all-sites variant of each value (error curve at
+//!    the CPU lengths under the TF32-faithful interpreter, and the sm_90
+//!    compile's figures); values whose all-sites error is not `min_gain`
+//!    times below the baseline's fix nothing and are dropped;
+//! 2. per-site error attribution for each remaining value: the error with
+//!    only site i rewritten and with all but site i (interpreter only);
+//!    for each pair of values where one is more precise and the other
+//!    cheaper, the error of "all cheap, site i precise";
+//! 3. nested subsets in the order the attribution gives: the k most
+//!    important sites rewritten (k = 1..N-1), and "precise value on the k
+//!    sites it helps most, cheap value on the rest"; each compiled;
+//! 4. the Pareto front of error at the longest CPU length against SASS
+//!    instructions, over every compiled variant;
+//! 5. the choice: the cheapest variant (instructions, then spill stores,
+//!    then error) that is not predicted slower by the static limits and
+//!    whose error is within `error_factor` of the reference, the all-sites
+//!    error of the least precise value that still fixes. Each value is a
+//!    precision level upstream chose somewhere; the loosest level that
+//!    still cuts the error by `min_gain` is accurate enough, and anything
+//!    at least that accurate may be chosen if it is cheaper.
+//!
+//! Variants are measured in batches by a [`Measure`] (the harness's
+//! `sweep`, which caches by source bytes and runs variants in parallel).
+
+mod measure;
+
+use std::collections::HashMap;
+use std::ops::Range;
+use std::time::Instant;
+
+use serde::Serialize;
+
+pub use measure::{Figures, HarnessMeasure, Measure, Measured};
+
+use crate::error::{Error, Result};
+use crate::gates::StaticLimits;
+
+/// Per site, the index of the value it gets (`None`: left as it is).
+pub type Assignment = Vec<Option<usize>>;
+
+/// The choice rule's parameters (`kidiom.toml` `[search]`).
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, serde::Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct Rule {
+    /// A variant may be chosen when its error is at most this many times
+    /// the reference (the loosest all-sites fix).
+    pub error_factor: f64,
+    /// A value fixes the kernel when its all-sites error is at least this
+    /// many times below the baseline's.
+    pub min_gain: f64,
+}
+
+impl Default for Rule {
+    fn default() -> Self {
+        Rule { error_factor: 2.0, min_gain: 20.0 }
+    }
+}
+
+/// A site of the pattern in the kernel source.
+#[derive(Debug, Clone, Serialize)]
+pub struct Site {
+    /// 1-based line of the site's start.
+    pub line: usize,
+    /// Its bytes in the baseline source.
+    #[serde(skip)]
+    pub range: Range<usize>,
+    /// The site's first line, trimmed (our kernel's own text).
+    pub text: String,
+}
+
+/// What each site contributes to the error, for one value.
+#[derive(Debug, Clone, Serialize)]
+pub struct Attribution {
+    /// The value (index into [`SiteSearch::values`]).
+    pub value: usize,
+    /// The site.
+    pub site: usize,
+    /// Error with only this site rewritten.
+    pub only: f64,
+    /// Error with every site but this one rewritten.
+    pub all_but: f64,
+}
+
+/// Why a point is in the report.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Role {
+    /// The kernel as it is.
+    Baseline,
+    /// Every site with one value.
+    AllSites,
+    /// On the Pareto front.
+    Front,
+    /// The search's choice.
+    Chosen,
+}
+
+/// A compiled variant.
+#[derive(Debug, Clone, Serialize)]
+pub struct Point {
+    /// Its measurement.
+    #[serde(flatten)]
+    pub measured: Measured,
+    /// Its roles (empty: measured, dominated).
+    pub roles: Vec<Role>,
+    /// Why the static limits predict it slower than the baseline (empty: not).
+    pub predicted_slower: Vec<String>,
+}
+
+impl Point {
+    /// Whether it has `role`.
+    pub fn is(&self, role: Role) -> bool {
+        self.roles.contains(&role)
+    }
+}
+
+/// The result of one search.
+#[derive(Debug, Clone, Serialize)]
+pub struct SiteSearch {
+    /// The pattern searched.
+    pub pattern: String,
+    /// The kernel source, relative to the root.
+    pub path: String,
+    /// The kernel's manifest name.
+    pub kernel: String,
+    /// The values tried, as written into the source.
+    pub values: Vec<String>,
+    /// The values whose all-sites variant fixes the error (indices).
+    pub fixing: Vec<usize>,
+    /// The pattern's sites.
+    pub sites: Vec<Site>,
+    /// The CPU lengths the errors are at.
+    pub lengths: Vec<i64>,
+    /// Every compiled variant; the first is the baseline.
+    pub points: Vec<Point>,
+    /// Per-site error attribution.
+    pub attribution: Vec<Attribution>,
+    /// The reference error of the choice rule.
+    pub reference_error: Option<f64>,
+    /// The chosen point (index into `points`).
+    pub chosen: Option<usize>,
+    /// Why that point, or why none.
+    pub why: String,
+    /// The rule.
+    pub rule: Rule,
+    /// Variants measured in all (interpreter runs), compiled, and found in the harness's cache.
+    pub measured: usize,
+    /// Variants compiled.
+    pub compiled: usize,
+    /// Variants the harness had cached.
+    pub cached: usize,
+    /// Wall time of the search.
+    pub seconds: f64,
+}
+
+impl SiteSearch {
+    /// The front, lowest error first.
+    pub fn front(&self) -> Vec<usize> {
+        let mut f: Vec<usize> = (0..self.points.len()).filter(|&i| self.points[i].is(Role::Front)).collect();
+        f.sort_by(|&a, &b| self.points[a].measured.last_error().total_cmp(&self.points[b].measured.last_error()));
+        f
+    }
+
+    /// A short description of an assignment: `all 8: "ieee"`, `1,3,5: "tf32x3"; 2: "ieee"`.
+    pub fn describe(&self, a: &Assignment) -> String {
+        Self::describe_with(&self.values, a)
+    }
+
+    /// [`SiteSearch::describe`] given the values.
+    pub fn describe_with(values: &[String], a: &[Option<usize>]) -> String {
+        let n = a.len();
+        let mut by_value: Vec<(usize, Vec<usize>)> = Vec::new();
+        for (site, v) in a.iter().enumerate() {
+            if let Some(v) = v {
+                match by_value.iter_mut().find(|(x, _)| x == v) {
+                    Some((_, s)) => s.push(site + 1),
+                    None => by_value.push((*v, vec![site + 1])),
+                }
+            }
+        }
+        if by_value.is_empty() {
+            return "none (baseline)".into();
+        }
+        let value = |v: usize| values.get(v).map(String::as_str).unwrap_or("?");
+        by_value
+            .iter()
+            .map(|(v, sites)| {
+                if sites.len() == n {
+                    format!("all {n}: {}", value(*v))
+                } else {
+                    let s: Vec<String> = sites.iter().map(usize::to_string).collect();
+                    format!("{}: {}", s.join(","), value(*v))
+                }
+            })
+            .collect::<Vec<_>>()
+            .join("; ")
+    }
+}
+
+/// What to search.
+pub struct Request<'a> {
+    /// The pattern id.
+    pub pattern: &'a str,
+    /// The kernel source, relative to the root, and its manifest name.
+    pub path: &'a str,
+    /// The kernel's manifest name.
+    pub kernel: &'a str,
+    /// The values, as written.
+    pub values: Vec<String>,
+    /// The sites.
+    pub sites: Vec<Site>,
+    /// The static limits (predicted slower).
+    pub limits: StaticLimits,
+    /// The choice rule.
+    pub rule: Rule,
+}
+
+/// The search's memory: every variant measured so far, by assignment.
+struct Book<'m, F> {
+    measure: &'m mut dyn Measure,
+    text: F,
+    seen: HashMap<Assignment, Measured>,
+    interp_runs: usize,
+    compiled: usize,
+    cached: usize,
+}
+
+impl<F: Fn(&Assignment) -> Result<String>> Book<'_, F> {
+    /// Measures the assignments not measured yet (with `compile`: not yet compiled).
+    fn run(&mut self, batch: &[Assignment], compile: bool) -> Result<()> {
+        let mut todo: Vec<(Assignment, String)> = Vec::new();
+        for a in batch {
+            let done = self.seen.get(a).is_some_and(|m| !compile || m.figures.is_some() || m.failed.is_some());
+            if done || todo.iter().any(|(b, _)| b == a) {
+                continue;
+            }
+            todo.push((a.clone(), (self.text)(a)?));
+        }
+        if todo.is_empty() {
+            return Ok(());
+        }
+        for m in self.measure.measure(&todo, compile)? {
+            self.interp_runs += 1;
+            self.compiled += usize::from(compile);
+            self.cached += usize::from(m.cached);
+            self.seen.insert(m.assignment.clone(), m);
+        }
+        Ok(())
+    }
+
+    fn error(&self, a: &Assignment) -> f64 {
+        self.seen.get(a).map(Measured::last_error).unwrap_or(f64::INFINITY)
+    }
+
+    fn instructions(&self, a: &Assignment) -> Option<i64> {
+        self.seen.get(a).and_then(|m| m.figures.as_ref()).map(|f| f.instructions)
+    }
+}
+
+/// Runs the search. `text` renders an assignment as the kernel source.
+pub fn run<F: Fn(&Assignment) -> Result<String>>(
+    req: &Request,
+    measure: &mut dyn Measure,
+    text: F,
+) -> Result<SiteSearch> {
+    let started = Instant::now();
+    let (n, nv) = (req.sites.len(), req.values.len());
+    if n == 0 || nv == 0 {
+        return Err(Error::Search(format!("{} has no site or no value of {} to search", req.path, req.pattern)));
+    }
+    let lengths = measure.lengths();
+    let mut book = Book { measure, text, seen: HashMap::new(), interp_runs: 0, compiled: 0, cached: 0 };
+    let base: Assignment = vec![None; n];
+    let all = |v: usize| -> Assignment { vec![Some(v); n] };
+
+    // 1. baseline and every value on every site
+    let mut first = vec![base.clone()];
+    first.extend((0..nv).map(all));
+    book.run(&first, true)?;
+    let e_base = book.error(&base);
+    let fixing: Vec<usize> = (0..nv)
+        .filter(|&v| {
+            let e = book.error(&all(v));
+            e.is_finite() && book.instructions(&all(v)).is_some() && e * req.rule.min_gain <= e_base
+        })
+        .collect();
+
+    // 2. attribution: only i, all but i; and for (precise, cheap) pairs, cheap everywhere but i
+    let mut attribution = Vec::new();
+    let mut pairs: Vec<(usize, usize)> = Vec::new();
+    let mut subsets: Vec<Assignment> = Vec::new();
+    if n > 1 && !fixing.is_empty() {
+        let only = |v: usize, i: usize| -> Assignment { (0..n).map(|j| (j == i).then_some(v)).collect() };
+        let but = |v: usize, i: usize| -> Assignment { (0..n).map(|j| (j != i).then_some(v)).collect() };
+        for &p in &fixing {
+            for &c in &fixing {
+                let (ep, ec) = (book.error(&all(p)), book.error(&all(c)));
+                let cheaper =
+                    matches!((book.instructions(&all(c)), book.instructions(&all(p))), (Some(a), Some(b)) if a < b);
+                if p != c && ep < ec && cheaper {
+                    pairs.push((p, c));
+                }
+            }
+        }
+        let swap =
+            |p: usize, c: usize, i: usize| -> Assignment { (0..n).map(|j| Some(if j == i { p } else { c })).collect() };
+        let mut batch = Vec::new();
+        for &v in &fixing {
+            batch.extend((0..n).flat_map(|i| [only(v, i), but(v, i)]));
+        }
+        for &(p, c) in &pairs {
+            batch.extend((0..n).map(|i| swap(p, c, i)));
+        }
+        book.run(&batch, false)?;
+        for &v in &fixing {
+            for i in 0..n {
+                attribution.push(Attribution {
+                    value: v,
+                    site: i,
+                    only: book.error(&only(v, i)),
+                    all_but: book.error(&but(v, i)),
+                });
+            }
+        }
+        // 3. nested subsets in attribution order
+        for &v in &fixing {
+            let e_all = book.error(&all(v));
+            // how much error comes back when site i is left out (ties: how much it fixes alone)
+            let mut order: Vec<usize> = (0..n).collect();
+            order.sort_by(|&a, &b| {
+                let key = |i: usize| (book.error(&but(v, i)) / e_all.max(f64::MIN_POSITIVE), -book.error(&only(v, i)));
+                let (ka, kb) = (key(a), key(b));
+                kb.0.total_cmp(&ka.0).then(kb.1.total_cmp(&ka.1)).then(a.cmp(&b))
+            });
+            for k in 1..n {
+                let mut a: Assignment = vec![None; n];
+                for &i in &order[..k] {
+                    a[i] = Some(v);
+                }
+                subsets.push(a);
+            }
+        }
+        for &(p, c) in &pairs {
+            let mut order: Vec<usize> = (0..n).collect();
+            order.sort_by(|&a, &b| book.error(&swap(p, c, a)).total_cmp(&book.error(&swap(p, c, b))).then(a.cmp(&b)));
+            for k in 1..n {
+                let mut a: Assignment = vec![Some(c); n];
+                for &i in &order[..k] {
+                    a[i] = Some(p);
+                }
+                subsets.push(a);
+            }
+        }
+        book.run(&subsets, true)?;
+    }
+
+    // 4. the front over every compiled variant
+    let mut compiled: Vec<Assignment> = first.clone();
+    for a in subsets {
+        if !compiled.contains(&a) {
+            compiled.push(a);
+        }
+    }
+    let base_metrics = book.seen.get(&base).and_then(|m| m.figures.as_ref()).map(Figures::metrics);
+    let mut points: Vec<Point> = compiled
+        .iter()
+        .filter_map(|a| book.seen.get(a).cloned())
+        .map(|m| {
+            let predicted_slower = match (&base_metrics, &m.figures) {
+                (Some(b), Some(f)) => req.limits.regressions(b, &f.metrics()),
+                _ => Vec::new(),
+            };
+            let mut roles = Vec::new();
+            if m.assignment.iter().all(Option::is_none) {
+                roles.push(Role::Baseline);
+            } else if m.assignment.iter().all(|v| v.is_some() && *v == m.assignment[0]) {
+                roles.push(Role::AllSites);
+            }
+            Point { measured: m, roles, predicted_slower }
+        })
+        .collect();
+    let usable =
+        |p: &Point| p.measured.failed.is_none() && p.measured.figures.is_some() && p.measured.last_error().is_finite();
+    let mut by_error: Vec<usize> = (0..points.len()).filter(|&i| usable(&points[i])).collect();
+    let key = |p: &Point| {
+        let f = p.measured.figures.as_ref();
+        (f.map(|f| f.instructions).unwrap_or(i64::MAX), f.map(|f| f.spill_store_bytes).unwrap_or(i64::MAX))
+    };
+    by_error.sort_by(|&a, &b| {
+        points[a]
+            .measured
+            .last_error()
+            .total_cmp(&points[b].measured.last_error())
+            .then(key(&points[a]).cmp(&key(&points[b])))
+    });
+    let mut cheapest = i64::MAX;
+    for &i in &by_error {
+        let ins = key(&points[i]).0;
+        if ins < cheapest {
+            cheapest = ins;
+            points[i].roles.push(Role::Front);
+        }
+    }
+
+    // 5. the choice
+    let reference_error = fixing.iter().map(|&v| book.error(&all(v))).filter(|e| e.is_finite()).max_by(f64::total_cmp);
+    let (chosen, why) = match reference_error {
+        None => (
+            None,
+            format!(
+                "no value fixes the error: none of {} on every site brings it {}x below the baseline's {e_base:.2e}",
+                req.values.join(", "),
+                req.rule.min_gain
+            ),
+        ),
+        Some(r) => {
+            let bound = req.rule.error_factor * r;
+            let pick = (0..points.len())
+                .filter(|&i| {
+                    usable(&points[i])
+                        && !points[i].is(Role::Baseline)
+                        && points[i].predicted_slower.is_empty()
+                        && points[i].measured.last_error() <= bound
+                })
+                .min_by(|&a, &b| {
+                    key(&points[a])
+                        .cmp(&key(&points[b]))
+                        .then(points[a].measured.last_error().total_cmp(&points[b].measured.last_error()))
+                });
+            match pick {
+                Some(i) => (
+                    Some(i),
+                    format!(
+                        "the cheapest variant not predicted slower whose error ({:.2e}) is within {}x of the loosest all-sites fix ({r:.2e})",
+                        points[i].measured.last_error(),
+                        req.rule.error_factor
+                    ),
+                ),
+                None => (
+                    None,
+                    format!(
+                        "every variant within {}x of the loosest all-sites fix ({r:.2e}) is predicted slower",
+                        req.rule.error_factor
+                    ),
+                ),
+            }
+        }
+    };
+    if let Some(i) = chosen {
+        points[i].roles.push(Role::Chosen);
+    }
+    Ok(SiteSearch {
+        pattern: req.pattern.to_string(),
+        path: req.path.to_string(),
+        kernel: req.kernel.to_string(),
+        values: req.values.clone(),
+        fixing,
+        sites: req.sites.clone(),
+        lengths,
+        points,
+        attribution,
+        reference_error,
+        chosen,
+        why,
+        rule: req.rule,
+        measured: book.interp_runs,
+        compiled: book.compiled,
+        cached: book.cached,
+        seconds: started.elapsed().as_secs_f64(),
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A kernel of `n` sites where site i contributes `weight[i]` of the
+    /// baseline error, value v leaves `residual[v]` of a site's share, and
+    /// costs `cost[v][i]` instructions at site i.
+    struct Model {
+        weight: Vec<f64>,
+        residual: Vec<f64>,
+        cost: Vec<Vec<i64>>,
+        calls: usize,
+        compiles: usize,
+    }
+
+    impl Measure for Model {
+        fn lengths(&self) -> Vec<i64> {
+            vec![64, 256]
+        }
+
+        fn measure(&mut self, variants: &[(Assignment, String)], compile: bool) -> Result<Vec<Measured>> {
+            self.calls += 1;
+            Ok(variants
+                .iter()
+                .map(|(a, _)| {
+                    self.compiles += usize::from(compile);
+                    let e: f64 = a
+                        .iter()
+                        .zip(&self.weight)
+                        .map(|(v, w)| w * v.map(|v| self.residual[v]).unwrap_or(1.0))
+                        .sum::<f64>()
+                        + 1e-9;
+                    let ins: i64 =
+                        1000 + a.iter().enumerate().map(|(i, v)| v.map(|v| self.cost[v][i]).unwrap_or(0)).sum::<i64>();
+                    Measured {
+                        assignment: a.clone(),
+                        error: vec![e / 2.0, e],
+                        figures: compile.then_some(Figures {
+                            instructions: ins,
+                            local: 0,
+                            tensor: 10,
+                            registers: Some(128),
+                            spill_store_bytes: 0,
+                        }),
+                        failed: None,
+                        cached: false,
+                    }
+                })
+                .collect())
+        }
+    }
+
+    fn request(n: usize, values: &[&str]) -> Request<'static> {
+        Request {
+            pattern: "p",
+            path: "k.py",
+            kernel: "k",
+            values: values.iter().map(|v| v.to_string()).collect(),
+            sites: (0..n).map(|i| Site { line: i + 1, range: i..i + 1, text: format!("site {i}") }).collect(),
+            limits: StaticLimits::default(),
+            rule: Rule::default(),
+        }
+    }
+
+    fn text(a: &Assignment) -> Result<String> {
+        Ok(format!("{a:?}"))
+    }
+
+    #[test]
+    fn chooses_the_cheapest_variant_within_the_band_and_keeps_the_front() {
+        // values: 0 = exact but costly (2000 per site), 1 = precise-enough and cheap (50), 2 = no fix
+        let mut m = Model {
+            weight: vec![0.4, 0.3, 0.2, 0.1],
+            residual: vec![0.0, 1e-3, 0.9],
+            cost: vec![vec![2000; 4], vec![50; 4], vec![1; 4]],
+            calls: 0,
+            compiles: 0,
+        };
+        let s = run(&request(4, &["\"ieee\"", "\"bf16x3\"", "\"tf32\""]), &mut m, text).unwrap();
+        assert_eq!(s.fixing, vec![0, 1], "the third value fixes nothing");
+        let chosen = &s.points[s.chosen.unwrap()];
+        assert_eq!(chosen.measured.assignment, vec![Some(1); 4], "{}", s.why);
+        assert!(chosen.is(Role::Front) && chosen.is(Role::AllSites));
+        // all-sites ieee: 4 x 2000 + 1000 = 9000 instructions > 2x 1000: predicted slower, never chosen
+        let ieee = s.points.iter().find(|p| p.measured.assignment == vec![Some(0); 4]).unwrap();
+        assert!(!ieee.predicted_slower.is_empty() && ieee.is(Role::Front) && !ieee.is(Role::Chosen));
+        // the front is monotone: lower error costs more
+        let f = s.front();
+        for w in f.windows(2) {
+            let (a, b) = (&s.points[w[0]], &s.points[w[1]]);
+            assert!(a.measured.last_error() <= b.measured.last_error());
+            assert!(
+                a.measured.figures.as_ref().unwrap().instructions > b.measured.figures.as_ref().unwrap().instructions
+            );
+        }
+        // attribution for both fixing values, every site
+        assert_eq!(s.attribution.len(), 8);
+        let a0 = s.attribution.iter().find(|a| a.value == 1 && a.site == 0).unwrap();
+        assert!(a0.only > 0.59 && a0.all_but > 0.39 && a0.all_but < 0.41, "{a0:?}");
+    }
+
+    #[test]
+    fn a_subset_wins_when_some_sites_do_not_matter() {
+        // sites 2 and 3 contribute nothing: rewriting them only costs
+        let mut m = Model {
+            weight: vec![0.5, 0.5, 0.0, 0.0],
+            residual: vec![1e-4],
+            cost: vec![vec![100, 100, 300, 300]],
+            calls: 0,
+            compiles: 0,
+        };
+        let s = run(&request(4, &["\"ieee\""]), &mut m, text).unwrap();
+        let chosen = &s.points[s.chosen.unwrap()];
+        assert_eq!(chosen.measured.assignment, vec![Some(0), Some(0), None, None], "{}", s.why);
+        assert!(chosen.is(Role::Front));
+        // nested subsets follow the attribution: the first two sites first
+        assert!(s.points.iter().any(|p| p.measured.assignment == vec![Some(0), None, None, None]
+            || p.measured.assignment == vec![None, Some(0), None, None]));
+    }
+
+    #[test]
+    fn mixes_values_where_a_precise_value_is_needed_on_few_sites() {
+        // value 1 is cheap but leaves 10% of site 0's large share; value 0 is exact and costly
+        let mut m = Model {
+            weight: vec![0.9, 0.05, 0.05],
+            residual: vec![0.0, 0.02],
+            cost: vec![vec![400; 3], vec![20; 3]],
+            calls: 0,
+            compiles: 0,
+        };
+        let s = run(&request(3, &["\"ieee\"", "\"tf32x3\""]), &mut m, text).unwrap();
+        let mix = s.points.iter().find(|p| p.measured.assignment == vec![Some(0), Some(1), Some(1)]);
+        assert!(mix.is_some_and(|p| p.is(Role::Front)), "the mix with ieee on site 1 is measured and on the front");
+        // nothing is measured twice
+        let compiled: usize = s.points.len();
+        assert!(m.compiles >= compiled);
+        assert!(s.compiled == m.compiles);
+    }
+
+    #[test]
+    fn no_fixing_value_means_no_choice_and_says_why() {
+        let mut m =
+            Model { weight: vec![0.5, 0.5], residual: vec![0.9], cost: vec![vec![1, 1]], calls: 0, compiles: 0 };
+        let s = run(&request(2, &["\"tf32\""]), &mut m, text).unwrap();
+        assert!(s.chosen.is_none());
+        assert!(s.why.contains("no value fixes"), "{}", s.why);
+        assert!(s.points.iter().any(|p| p.is(Role::Baseline)));
+    }
+
+    #[test]
+    fn describes_assignments() {
+        let s = SiteSearch {
+            pattern: String::new(),
+            path: String::new(),
+            kernel: String::new(),
+            values: vec!["\"ieee\"".into(), "\"tf32x3\"".into()],
+            fixing: vec![],
+            sites: vec![],
+            lengths: vec![],
+            points: vec![],
+            attribution: vec![],
+            reference_error: None,
+            chosen: None,
+            why: String::new(),
+            rule: Rule::default(),
+            measured: 0,
+            compiled: 0,
+            cached: 0,
+            seconds: 0.0,
+        };
+        assert_eq!(s.describe(&vec![Some(0); 3]), "all 3: \"ieee\"");
+        assert_eq!(s.describe(&vec![Some(1), None, Some(0), Some(1)]), "1,4: \"tf32x3\"; 3: \"ieee\"");
+        assert_eq!(s.describe(&vec![None, None]), "none (baseline)");
+    }
+}
