@@ -59,6 +59,7 @@ pub(crate) fn run(a: Args) -> Result<ExitCode> {
                 "created".into(),
                 "verdict".into(),
                 "speed".into(),
+                "search".into(),
             ]];
             for c in &cands {
                 let verdict = c.evidence["verdict"]["kind"].as_str().unwrap_or("-").to_string();
@@ -73,6 +74,7 @@ pub(crate) fn run(a: Args) -> Result<ExitCode> {
                     c.created_at.clone(),
                     verdict,
                     speed,
+                    crate::sitesearch::roles(c).join(","),
                 ]);
             }
             output::table(&rows)?;

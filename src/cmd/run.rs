@@ -196,7 +196,16 @@ pub(crate) fn run(args: Args) -> Result<ExitCode> {
             super::validate::print_report(v)?;
         }
         if !verdicts.is_empty() {
-            let parts: Vec<String> = verdicts.iter().map(|(k, n)| format!("{n} {k}")).collect();
+            let parts: Vec<String> = verdicts
+                .iter()
+                .map(|(k, n)| {
+                    if k == "not validated" {
+                        format!("{n} {k} (alternatives on a search's front: `kidiom validate ID`)")
+                    } else {
+                        format!("{n} {k}")
+                    }
+                })
+                .collect();
             output::line("")?;
             output::line(&format!("verdicts of this run's candidates: {} (see `kidiom review`)", parts.join(", ")))?;
         }
