@@ -14,7 +14,8 @@
 //! 2. per-site error attribution for each remaining value: the error with
 //!    only site i rewritten and with all but site i (interpreter only);
 //!    for each pair of values where one is more precise and the other
-//!    cheaper, the error of "all cheap, site i precise";
+//!    cheaper (and not already within `error_factor` of the precise one),
+//!    the error of "all cheap, site i precise";
 //! 3. nested subsets in the order the attribution gives: the k most
 //!    important sites rewritten (k = 1..N-1), and "precise value on the k
 //!    sites it helps most, cheap value on the rest"; each compiled;
@@ -306,7 +307,9 @@ pub fn run<F: Fn(&Assignment) -> Result<String>>(
                 let (ep, ec) = (book.error(&all(p)), book.error(&all(c)));
                 let cheaper =
                     matches!((book.instructions(&all(c)), book.instructions(&all(p))), (Some(a), Some(b)) if a < b);
-                if p != c && ep < ec && cheaper {
+                // a cheap value already within the band of the precise one leaves a mix
+                // nothing to win that the choice could use
+                if p != c && ep < ec && cheaper && ec > req.rule.error_factor * ep {
                     pairs.push((p, c));
                 }
             }
@@ -616,6 +619,25 @@ mod tests {
         let compiled: usize = s.points.len();
         assert!(m.compiles >= compiled);
         assert!(s.compiled == m.compiles);
+    }
+
+    #[test]
+    fn values_within_the_band_of_each_other_are_not_mixed() {
+        // value 1 is almost as precise as value 0 (1.2x its error) and much cheaper
+        let mut m = Model {
+            weight: vec![0.5, 0.5],
+            residual: vec![1e-3, 1.2e-3],
+            cost: vec![vec![500, 500], vec![10, 10]],
+            calls: 0,
+            compiles: 0,
+        };
+        let s = run(&request(2, &["\"ieee\"", "\"tf32x3\""]), &mut m, text).unwrap();
+        assert!(
+            !s.points.iter().any(|p| p.measured.assignment == vec![Some(0), Some(1)]
+                || p.measured.assignment == vec![Some(1), Some(0)]),
+            "no mixes measured"
+        );
+        assert_eq!(s.points[s.chosen.unwrap()].measured.assignment, vec![Some(1), Some(1)]);
     }
 
     #[test]
