@@ -41,6 +41,8 @@ pub(crate) struct MineSection {
     pub(crate) max_nesting: usize,
     /// `kidiom run` also mines the history of git corpora (edit idioms).
     pub(crate) history: bool,
+    /// The shipped catalog snapshot `kidiom run` imports for git corpora it cannot reach.
+    pub(crate) snapshot: Option<PathBuf>,
 }
 
 impl Default for MineSection {
@@ -55,6 +57,7 @@ impl Default for MineSection {
             max_file_bytes: l.max_bytes,
             max_nesting: l.max_depth,
             history: false,
+            snapshot: None,
         }
     }
 }

@@ -10,6 +10,7 @@ mod history;
 mod mcp;
 mod output;
 mod sitesearch;
+mod snapshot;
 
 fn main() -> std::process::ExitCode {
     cli::run(std::env::args_os())

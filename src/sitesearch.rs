@@ -179,7 +179,12 @@ pub(crate) fn search_file(
         .map(|r| Site {
             line: text[..r.start].matches('\n').count() + 1,
             range: r.clone(),
-            text: text[r.start..].lines().next().unwrap_or("").trim().chars().take(100).collect(),
+            // the site's whole line (our kernel's own text), runs of blanks collapsed
+            text: {
+                let start = text[..r.start].rfind('\n').map(|i| i + 1).unwrap_or(0);
+                let line = text[start..].lines().next().unwrap_or("");
+                line.split_whitespace().collect::<Vec<_>>().join(" ").chars().take(120).collect()
+            },
         })
         .collect();
     let manifest = o

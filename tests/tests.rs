@@ -12,6 +12,8 @@ mod mine;
 mod catalog;
 // `kidiom apply|review|accept` and `catalog export`: golden diffs, properties, bad input, ast-grep.
 mod apply;
+// `kidiom catalog export --format json|import`: round trip, snapshot, `run` filling in an unreachable corpus.
+mod exchange;
 // `kidiom mine --history`: planted edits, noise, safety, bad input, resumption.
 mod history;
 // `kidiom apply --search`: per-site precision search on our prefill kernel, memory hints by role.

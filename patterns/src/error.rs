@@ -34,6 +34,14 @@ pub enum Error {
         /// Why it was rejected.
         reason: String,
     },
+    /// An exported catalog file (`catalog import`) cannot be read.
+    #[error("{source_name}: {message}")]
+    Exchange {
+        /// The file, as named.
+        source_name: String,
+        /// What is wrong.
+        message: String,
+    },
     /// The catalog was written by a newer kidiom.
     #[error(
         "catalog {path} has schema version {found}, newer than version {supported} that this kidiom supports; upgrade kidiom",

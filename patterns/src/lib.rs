@@ -52,8 +52,9 @@ pub mod matcher;
 mod model;
 
 pub use catalog::{
-    CachedFile, Candidate, CandidateStatus, Catalog, CatalogStats, CorpusRow, DEFAULT_BUSY_TIMEOUT, FileOutcome,
-    Filter, HistoryState, MineTx, SCHEMA_VERSION, SearchHit, StoredFacts, TermMatch, Via, Why,
+    CachedFile, Candidate, CandidateStatus, Catalog, CatalogFile, CatalogStats, CorpusRow, DEFAULT_BUSY_TIMEOUT,
+    EXCHANGE_FORMAT, EXCHANGE_VERSION, ExportedCorpus, FileOutcome, Filter, HistoryState, ImportReport, MineTx,
+    SCHEMA_VERSION, SearchHit, StoredFacts, TermMatch, Via, Why, merge,
 };
 pub use error::{Error, Result};
 pub use model::{Category, CommitRef, IdiomExample, Kind, Lang, Pattern, Support, ValueCount};

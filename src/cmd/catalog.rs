@@ -22,6 +22,8 @@ pub(crate) enum Command {
     Stats(StatsArgs),
     /// Export the catalog: ast-grep rules, SARIF findings on targets, or JSON.
     Export(super::export::Args),
+    /// Merge an exported catalog (JSON) into this one; idempotent.
+    Import(super::import::Args),
 }
 
 #[derive(Debug, Clone, clap::Args)]
@@ -164,6 +166,7 @@ pub(crate) fn run(cmd: Command) -> Result<ExitCode> {
             Ok(ExitCode::SUCCESS)
         }
         Command::Export(a) => super::export::run(a),
+        Command::Import(a) => super::import::run(a),
     }
 }
 

@@ -6,7 +6,7 @@ use std::process::ExitCode;
 use anyhow::{Context, Result};
 use kidiom_patterns::export::{Finding, astgrep_rules, sarif_report};
 use kidiom_patterns::matcher::Rewrite;
-use kidiom_patterns::{Filter, Pattern};
+use kidiom_patterns::{CatalogFile, ExportedCorpus, Filter, Pattern};
 
 use super::CatalogArgs;
 use crate::config::Config;
@@ -32,6 +32,16 @@ pub(crate) struct Args {
     /// SARIF: files or directories to scan (default: kernels/).
     #[arg(value_name = "TARGET")]
     targets: Vec<PathBuf>,
+    /// JSON: only the support of this corpus (repeatable; default: every corpus).
+    #[arg(long, value_name = "NAME")]
+    corpus: Vec<String>,
+    /// JSON: only patterns of this kind (usage or edit).
+    #[arg(long, value_parser = super::apply::parse_kind)]
+    kind: Option<kidiom_patterns::Kind>,
+    /// JSON: a snapshot a repository may carry: templates, counts, values and references
+    /// (corpus, revision, path, line, commit id), no upstream source lines or commit messages.
+    #[arg(long)]
+    snapshot: bool,
     #[command(flatten)]
     catalog: CatalogArgs,
 }
@@ -47,9 +57,34 @@ fn line_col(text: &str, at: usize) -> (usize, usize) {
 pub(crate) fn run(a: Args) -> Result<ExitCode> {
     let cfg = Config::load()?;
     let cat = a.catalog.open_existing(&cfg)?;
-    let patterns: Vec<Pattern> = cat.list(&Filter::default())?;
+    let patterns: Vec<Pattern> =
+        cat.list(&Filter { kind: a.kind, limit: Some(usize::MAX / 2), ..Default::default() })?;
     let (text, n) = match a.format {
-        Format::Json => (serde_json::to_string_pretty(&patterns)? + "\n", patterns.len()),
+        Format::Json => {
+            let mut corpora: Vec<ExportedCorpus> = cat
+                .corpora()?
+                .into_iter()
+                .map(|c| ExportedCorpus { name: c.name, kind: c.kind, source: c.source, revision: c.revision })
+                .collect();
+            // a corpus only mined for history has support rows but no corpus row
+            for s in patterns.iter().flat_map(|p| &p.support) {
+                if !corpora.iter().any(|c| c.name == s.corpus) {
+                    corpora.push(ExportedCorpus {
+                        name: s.corpus.clone(),
+                        kind: "git".into(),
+                        source: String::new(),
+                        revision: s.revision.clone(),
+                    });
+                }
+            }
+            corpora.retain(|c| a.corpus.is_empty() || a.corpus.contains(&c.name));
+            if let Some(missing) = a.corpus.iter().find(|n| !corpora.iter().any(|c| &c.name == *n)) {
+                anyhow::bail!("no corpus {missing:?} in the catalog (see `kidiom catalog stats`)");
+            }
+            let file = CatalogFile::new(patterns, corpora, a.snapshot);
+            let n = file.patterns.len();
+            (serde_json::to_string_pretty(&file)? + "\n", n)
+        }
         Format::AstGrep => {
             let rules = astgrep_rules(&patterns);
             let docs: Vec<String> = rules.iter().map(|r| r.yaml.clone()).collect();

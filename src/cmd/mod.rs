@@ -6,6 +6,7 @@ pub(crate) mod apply;
 pub(crate) mod catalog;
 pub(crate) mod debug;
 pub(crate) mod export;
+pub(crate) mod import;
 pub(crate) mod mine;
 pub(crate) mod review;
 pub(crate) mod run;

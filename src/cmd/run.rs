@@ -49,6 +49,9 @@ struct RunReport<'a> {
     /// The dry-run `apply` on kernels/, when the loop went on.
     #[serde(skip_serializing_if = "Option::is_none")]
     apply: Option<serde_json::Value>,
+    /// Corpora this machine could not reach, filled in from the shipped snapshot.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    snapshot: Vec<crate::snapshot::Filled>,
     /// Verdict counts of this run's candidates, earlier runs' verdicts included.
     verdicts: &'a std::collections::BTreeMap<String, usize>,
     /// The validation of this run's pending candidates.
@@ -90,7 +93,7 @@ pub(crate) fn run(args: Args) -> Result<ExitCode> {
     let mut catalog = args.catalog.open(&cfg)?;
     let report = driver::mine(&mut catalog, manifests.clone(), &opts)?;
     let history = if cfg.mine.history {
-        let git: Vec<_> = manifests.into_iter().filter(|m| m.kind == kidiom_miner::SourceKind::Git).collect();
+        let git: Vec<_> = manifests.iter().filter(|m| m.kind == kidiom_miner::SourceKind::Git).cloned().collect();
         let hopts = crate::history::HistoryOptions {
             config: kidiom_miner::history::HistoryConfig { limits: cfg.limits(), ..Default::default() },
             progress: !args.output.quiet && !args.output.json,
@@ -100,6 +103,37 @@ pub(crate) fn run(args: Args) -> Result<ExitCode> {
     } else {
         None
     };
+    // Git corpora this machine could not reach (or read only through a non-git fallback):
+    // their usage and edit idioms from the shipped snapshot.
+    let mut filled = Vec::new();
+    if let Some(snap) = cfg.mine.snapshot.as_ref().map(|p| cfg.resolve(p)) {
+        let mut gaps: Vec<(String, Vec<kidiom_patterns::Kind>)> = Vec::new();
+        for m in manifests.iter().filter(|m| m.kind == kidiom_miner::SourceKind::Git) {
+            let mut kinds = Vec::new();
+            if report.corpora.iter().any(|c| c.name == m.name && c.error.is_some()) {
+                kinds.push(kidiom_patterns::Kind::Usage);
+            }
+            let history_missing = history
+                .as_ref()
+                .is_some_and(|h| h.corpora.iter().find(|c| c.name == m.name).is_none_or(|c| c.error.is_some()));
+            if history_missing {
+                kinds.push(kidiom_patterns::Kind::Edit);
+            }
+            if !kinds.is_empty() {
+                gaps.push((m.name.clone(), kinds));
+            }
+        }
+        if !gaps.is_empty() && !snap.exists() {
+            eprintln!("kidiom: no snapshot at {} to fill in {} unreachable corpora", snap.display(), gaps.len());
+        } else {
+            filled = crate::snapshot::fill(&mut catalog, &snap, &manifests, &gaps)?;
+            if !args.output.quiet && !args.output.json {
+                for f in &filled {
+                    eprintln!("kidiom: {}", crate::snapshot::describe(f, &snap));
+                }
+            }
+        }
+    }
     let top = catalog.list(&Filter { limit: Some(args.top), ..Default::default() })?;
     let progress = !args.output.quiet && !args.output.json;
     let (mut applied, mut validated) = (None, None);
@@ -171,6 +205,7 @@ pub(crate) fn run(args: Args) -> Result<ExitCode> {
         output::json(&RunReport {
             mine: &report,
             history: history.as_ref(),
+            snapshot: filled,
             top: &top,
             verdicts: &verdicts,
             apply: applied,

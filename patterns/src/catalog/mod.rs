@@ -6,6 +6,7 @@
 //! (WAL mode).
 
 mod candidates;
+mod exchange;
 mod history;
 mod query;
 pub(crate) mod schema;
@@ -22,6 +23,7 @@ use crate::error::{Error, Result};
 use crate::model::{Kind, Pattern};
 
 pub use candidates::{Candidate, CandidateStatus};
+pub use exchange::{CatalogFile, EXCHANGE_FORMAT, EXCHANGE_VERSION, ExportedCorpus, ImportReport, merge};
 pub use history::HistoryState;
 pub use query::{CatalogStats, Filter};
 pub use schema::SCHEMA_VERSION;
@@ -332,6 +334,38 @@ impl MineTx<'_> {
         tx.execute("DELETE FROM patterns WHERE kind = ?1", [k]).at(self.path)?;
 
         let mut taken = tx.prepare_cached("SELECT kind FROM patterns WHERE id = ?1").at(self.path)?;
+        for p in patterns {
+            let other: Option<String> = taken.query_row([&p.id], |r| r.get(0)).optional().at(self.path)?;
+            if let Some(other) = other {
+                return Err(invalid(&p.id, format!("the id is taken by a pattern of kind {other}")));
+            }
+            self.insert_pattern(p)?;
+        }
+        Ok(())
+    }
+
+    /// Replaces the one pattern `p.id` (or adds it), with its child rows
+    /// and search row.
+    pub fn put_pattern(&self, p: &Pattern) -> Result<()> {
+        if p.score.is_nan() {
+            return Err(Error::InvalidPattern {
+                path: self.path.to_path_buf(),
+                id: p.id.clone(),
+                message: "score is NaN".into(),
+            });
+        }
+        let tx = &self.tx;
+        tx.execute("DELETE FROM patterns_search WHERE rowid IN (SELECT rowid FROM patterns WHERE id = ?1)", [&p.id])
+            .at(self.path)?;
+        for table in ["support", "pattern_values", "examples", "commits"] {
+            tx.execute(&format!("DELETE FROM {table} WHERE pattern_id = ?1"), [&p.id]).at(self.path)?;
+        }
+        tx.execute("DELETE FROM patterns WHERE id = ?1", [&p.id]).at(self.path)?;
+        self.insert_pattern(p)
+    }
+
+    fn insert_pattern(&self, p: &Pattern) -> Result<()> {
+        let tx = &self.tx;
         let mut ins = tx
             .prepare_cached(
                 "INSERT INTO patterns (id, kind, language, category, title, rationale, before, after, score, mechanism)
@@ -360,50 +394,43 @@ impl MineTx<'_> {
                 "INSERT INTO commits (pattern_id, ord, commit_id, summary, date) VALUES (?1, ?2, ?3, ?4, ?5)",
             )
             .at(self.path)?;
-        for p in patterns {
-            let other: Option<String> = taken.query_row([&p.id], |r| r.get(0)).optional().at(self.path)?;
-            if let Some(other) = other {
-                return Err(invalid(&p.id, format!("the id is taken by a pattern of kind {other}")));
-            }
-            ins.execute(params![
+        ins.execute(params![
+            p.id,
+            p.kind.name(),
+            p.language.name(),
+            p.category.name(),
+            p.title,
+            p.rationale,
+            p.before,
+            p.after,
+            p.score,
+            p.mechanism
+        ])
+        .at(self.path)?;
+        let rowid = tx.last_insert_rowid();
+        for (i, s) in p.support.iter().enumerate() {
+            sup.execute(params![
                 p.id,
-                k,
-                p.language.name(),
-                p.category.name(),
-                p.title,
-                p.rationale,
-                p.before,
-                p.after,
-                p.score,
-                p.mechanism
+                i as i64,
+                s.corpus,
+                s.revision,
+                to_i64(s.occurrences),
+                to_i64(s.files),
+                to_i64(s.opportunities)
             ])
             .at(self.path)?;
-            let rowid = tx.last_insert_rowid();
-            for (i, s) in p.support.iter().enumerate() {
-                sup.execute(params![
-                    p.id,
-                    i as i64,
-                    s.corpus,
-                    s.revision,
-                    to_i64(s.occurrences),
-                    to_i64(s.files),
-                    to_i64(s.opportunities)
-                ])
-                .at(self.path)?;
-            }
-            for (i, v) in p.values.iter().enumerate() {
-                let literals = json(self.path, "pattern_values", &p.id, &v.literals)?;
-                val.execute(params![p.id, i as i64, v.value, to_i64(v.count), v.resolved, literals]).at(self.path)?;
-            }
-            for (i, e) in p.examples.iter().enumerate() {
-                ex.execute(params![p.id, i as i64, e.corpus, e.path, e.line, e.snippet]).at(self.path)?;
-            }
-            for (i, c) in p.commits.iter().enumerate() {
-                com.execute(params![p.id, i as i64, c.id, c.summary, c.date]).at(self.path)?;
-            }
-            search::index(tx, self.path, rowid, p)?;
         }
-        Ok(())
+        for (i, v) in p.values.iter().enumerate() {
+            let literals = json(self.path, "pattern_values", &p.id, &v.literals)?;
+            val.execute(params![p.id, i as i64, v.value, to_i64(v.count), v.resolved, literals]).at(self.path)?;
+        }
+        for (i, e) in p.examples.iter().enumerate() {
+            ex.execute(params![p.id, i as i64, e.corpus, e.path, e.line, e.snippet]).at(self.path)?;
+        }
+        for (i, c) in p.commits.iter().enumerate() {
+            com.execute(params![p.id, i as i64, c.id, c.summary, c.date]).at(self.path)?;
+        }
+        search::index(tx, self.path, rowid, p)
     }
 
     /// Makes every write of this transaction visible and durable.

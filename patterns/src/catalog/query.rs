@@ -106,8 +106,7 @@ impl Catalog {
 
     /// The pattern with this id.
     pub fn get(&self, id: &str) -> Result<Option<Pattern>> {
-        let sql = format!("SELECT {COLUMNS} FROM patterns p WHERE p.id = ?1");
-        Ok(self.reader().query_patterns(&sql, vec![Value::Text(id.to_string())])?.into_iter().next())
+        self.reader().get(id)
     }
 
     /// Counts of patterns, corpora and files.
@@ -138,6 +137,12 @@ impl Catalog {
 }
 
 impl Reader<'_> {
+    /// The pattern with this id.
+    pub(crate) fn get(&self, id: &str) -> Result<Option<Pattern>> {
+        let sql = format!("SELECT {COLUMNS} FROM patterns p WHERE p.id = ?1");
+        Ok(self.query_patterns(&sql, vec![Value::Text(id.to_string())])?.into_iter().next())
+    }
+
     /// The patterns an SQL query selects; its columns are [`COLUMNS`].
     pub(crate) fn query_patterns(&self, sql: &str, params: Vec<Value>) -> Result<Vec<Pattern>> {
         let path = self.path;

@@ -633,8 +633,10 @@ mod tests {
         };
         let s = run(&request(2, &["\"ieee\"", "\"tf32x3\""]), &mut m, text).unwrap();
         assert!(
-            !s.points.iter().any(|p| p.measured.assignment == vec![Some(0), Some(1)]
-                || p.measured.assignment == vec![Some(1), Some(0)]),
+            !s.points
+                .iter()
+                .any(|p| p.measured.assignment == vec![Some(0), Some(1)]
+                    || p.measured.assignment == vec![Some(1), Some(0)]),
             "no mixes measured"
         );
         assert_eq!(s.points[s.chosen.unwrap()].measured.assignment, vec![Some(1), Some(1)]);
