@@ -56,6 +56,10 @@ pub(crate) struct CorpusReport {
     pub(crate) error: Option<String>,
     /// Set when the manifest's fallback was used.
     pub(crate) note: Option<String>,
+    /// Calls through the corpus's own names for Triton functions, counted as
+    /// those functions (`exp2 -> tl.exp2`: calls).
+    #[serde(skip_serializing_if = "BTreeMap::is_empty")]
+    pub(crate) call_aliases: BTreeMap<String, u64>,
 }
 
 #[derive(Debug, Serialize)]
@@ -112,6 +116,18 @@ pub(crate) fn mine(catalog: &mut Catalog, manifests: Vec<Manifest>, opts: &MineO
             .with_context(|| format!("mining corpus {}", corpus.manifest.name))?;
         report.seconds = t.elapsed().as_secs_f64();
         reports.push(report);
+    }
+    // A call through a corpus's own name for a Triton function (`from .op import exp2`)
+    // counts as that function.
+    for r in reports.iter_mut() {
+        let mut files: Vec<(&str, &mut FileFacts)> = stored
+            .iter_mut()
+            .filter(|((c, _), _)| *c == r.name)
+            .map(|((_, p), s)| (p.as_str(), &mut s.facts))
+            .collect();
+        for a in kidiom_miner::resolve_call_aliases(&mut files) {
+            *r.call_aliases.entry(format!("{} -> {}", a.name, a.function)).or_default() += u64::from(a.calls);
+        }
     }
     let inputs = stored.iter().map(|((corpus, path), s)| FileInput {
         corpus,
@@ -353,13 +369,15 @@ fn process(lang: Lang, bytes: &[u8], limits: &Limits, prefilter: &Prefilter, opt
     }
     match kidiom_miner::extract(lang, text, opts) {
         // A header that only defines device macros keeps its facts: re-runs need the macros;
-        // a module that only defines constants keeps them: other modules import them.
+        // a module that only defines constants or names for Triton functions keeps them:
+        // other modules import them.
         Ok(facts)
             if facts.kernels == 0
                 && facts.families.is_empty()
                 && facts.scopes.is_empty()
                 && facts.device_macros.is_empty()
-                && facts.constants.is_empty() =>
+                && facts.constants.is_empty()
+                && facts.functions.is_empty() =>
         {
             FileOutcome::NoKernels
         }

@@ -8,6 +8,8 @@ mod project;
 
 // `kidiom mine`: counts against an independent count, bad input, incrementality, locking.
 mod mine;
+// Aliases (a corpus's helper module, `tl.math`, `import triton.language as T`): counted and rewritten.
+mod aliases;
 // `kidiom catalog list|show|search|stats`.
 mod catalog;
 // `kidiom apply|review|accept` and `catalog export`: golden diffs, properties, bad input, ast-grep.

@@ -170,6 +170,15 @@ pub struct FileFacts {
     /// imports of other files of its corpus.
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub constants: BTreeMap<String, ValueExpr>,
+    /// Module-level names this file binds to a Triton function (`exp2 =
+    /// tl.math.exp2`, in any branch), canonical (`tl.exp2`), for the imports
+    /// of other files of its corpus.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub functions: BTreeMap<String, String>,
+    /// Bare names this file's kernels call that it imports from a module
+    /// (`from .op import exp2`): name -> (module as written, name there).
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub imported_calls: BTreeMap<String, (String, String)>,
 }
 
 /// Accumulates facts during extraction.
@@ -182,6 +191,8 @@ pub(crate) struct FactsBuilder {
     call_examples: BTreeMap<String, Example>,
     pub(crate) device_macros: Vec<(String, String)>,
     pub(crate) constants: BTreeMap<String, ValueExpr>,
+    pub(crate) functions: BTreeMap<String, String>,
+    pub(crate) imported_calls: BTreeMap<String, (String, String)>,
 }
 
 const MAX_EXAMPLES_PER_FILE: usize = 3;
@@ -193,6 +204,11 @@ impl FactsBuilder {
 
     pub(crate) fn scope(&mut self, scope: &str, n: u32) {
         *self.scopes.entry(scope.to_string()).or_default() += n;
+    }
+
+    /// Whether a call to `callee` was recorded.
+    pub(crate) fn has_call(&self, callee: &str) -> bool {
+        self.scopes.contains_key(&call_scope(callee))
     }
 
     pub(crate) fn call(&mut self, callee: &str, ex: impl FnOnce() -> Example) {
@@ -248,6 +264,8 @@ impl FactsBuilder {
             call_examples: self.call_examples,
             device_macros: self.device_macros,
             constants: self.constants,
+            functions: self.functions,
+            imported_calls: self.imported_calls,
         }
     }
 }

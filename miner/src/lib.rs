@@ -24,6 +24,7 @@
 //! ```
 #![warn(missing_docs)]
 
+mod aliases;
 mod corpus;
 mod cxx;
 mod error;
@@ -38,6 +39,7 @@ mod python;
 mod rust;
 mod values;
 
+pub use aliases::{CallAlias, resolve_call_aliases};
 pub use corpus::{Corpus, CorpusFile, Listing, Manifest, SourceKind, StatKey, blob_id, cache_dir, mirror_path};
 pub use cxx::{DeviceMacros, KNOWN_DEVICE_MACROS, merge_device_macro, scan_device_macros};
 pub use error::{Error, Result};
@@ -51,7 +53,7 @@ pub use values::{ResolvedValue, ValueExpr, canonical_literals, is_literal};
 
 /// Version of the fact extractors: cached facts from another version are
 /// recomputed. Bump it whenever extraction changes what it records.
-pub const FACTS_VERSION: u32 = 5;
+pub const FACTS_VERSION: u32 = 6;
 
 /// Options for extracting one file.
 #[derive(Debug, Clone, Default)]

@@ -62,7 +62,11 @@ impl<'a> Ctx<'a> {
             (Some(t), None) => t.clone(),
             (None, _) => return dotted,
         };
-        if let Some(r) = full.strip_prefix("triton.language.") {
+        if let Some(r) = full.strip_prefix("triton.language.math.") {
+            // Every public function of `triton.language.math` is re-exported as
+            // `triton.language.<name>` (the same object): one function, one name.
+            format!("tl.{r}")
+        } else if let Some(r) = full.strip_prefix("triton.language.") {
             format!("tl.{r}")
         } else if full == "triton.language" {
             "tl".to_string()
@@ -440,7 +444,44 @@ pub(crate) fn extract(src: &str, tree: &Tree) -> FactsBuilder {
     walk(&mut ctx, root);
     ctx.out.constants =
         ctx.module.iter().filter(|(_, v)| v.has_literal()).map(|(k, v)| (k.clone(), v.clone())).collect();
+    for (name, v) in &ctx.module {
+        if let Some(f) = triton_function(&ctx, v) {
+            ctx.out.functions.insert(name.clone(), f);
+        }
+        if let ValueExpr::Import { module, name: there } = v
+            && ctx.out.has_call(name)
+        {
+            ctx.out.imported_calls.insert(name.clone(), (module.clone(), there.clone()));
+        }
+    }
     ctx.out
+}
+
+/// The Triton function a module-level binding names (`tl.math.exp2`), in
+/// canonical form; of a conditional (`fast.exp2 if FAST else tl.exp2`), the
+/// branch that is plain Triton, which holds wherever the other does not.
+fn triton_function(ctx: &Ctx, v: &ValueExpr) -> Option<String> {
+    let mut found = Vec::new();
+    triton_functions(ctx, v, &mut found);
+    found.iter().find(|f| !f.contains(".extra.")).or(found.first()).cloned()
+}
+
+fn triton_functions(ctx: &Ctx, v: &ValueExpr, out: &mut Vec<String>) {
+    let dotted = |t: &str| t.split('.').all(|p| !p.is_empty() && p.chars().all(|c| c.is_alphanumeric() || c == '_'));
+    match v {
+        ValueExpr::Opaque { text } if dotted(text) => {
+            let c = ctx.canonical(text);
+            if c.starts_with("tl.") {
+                out.push(c);
+            }
+        }
+        ValueExpr::Cond { then, otherwise, .. } => {
+            triton_functions(ctx, then, out);
+            triton_functions(ctx, otherwise, out);
+        }
+        ValueExpr::OneOf { items } => items.iter().for_each(|i| triton_functions(ctx, i, out)),
+        _ => {}
+    }
 }
 
 /// What launches in this file pass for kernel parameters

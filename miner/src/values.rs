@@ -208,30 +208,7 @@ impl<'a> ModuleIndex<'a> {
 
     /// The file that `from module import ...` in the file at `from` reads.
     fn find(&self, from: &str, module: &str) -> Option<(&'a str, &'a BTreeMap<String, ValueExpr>)> {
-        let dots = module.chars().take_while(|c| *c == '.').count();
-        if dots > 0 {
-            // Relative: the importing file's package, then one package up per extra dot.
-            let mut parts: Vec<&str> = from.split('/').collect();
-            parts.pop();
-            for _ in 1..dots {
-                parts.pop()?;
-            }
-            let rest = &module[dots..];
-            let mut name = parts.join(".");
-            if !rest.is_empty() {
-                if !name.is_empty() {
-                    name.push('.');
-                }
-                name.push_str(rest);
-            }
-            return self.modules.get(&name).copied();
-        }
-        // Absolute: the corpus may hold the package under a prefix (`src/`).
-        if let Some(m) = self.modules.get(module) {
-            return Some(*m);
-        }
-        let suffix = format!(".{module}");
-        self.modules.iter().filter(|(n, _)| n.ends_with(&suffix)).map(|(_, m)| *m).min_by_key(|(p, _)| (p.len(), *p))
+        find_module(&self.modules, from, module).copied()
     }
 
     /// Follows the imports of `expr` (written in the file at `from`):
@@ -267,8 +244,53 @@ impl<'a> ModuleIndex<'a> {
     }
 }
 
+/// The module `from module import ...`, written in the file at `from`,
+/// reads, among `modules` (dotted name -> (path, ...)): relative imports
+/// from the importing file's package; absolute ones by name, or by suffix
+/// where the corpus holds the package under a prefix (`src/`).
+pub(crate) fn find_module<'m, V: ModuleFile>(
+    modules: &'m BTreeMap<String, V>,
+    from: &str,
+    module: &str,
+) -> Option<&'m V> {
+    let dots = module.chars().take_while(|c| *c == '.').count();
+    if dots > 0 {
+        // Relative: the importing file's package, then one package up per extra dot.
+        let mut parts: Vec<&str> = from.split('/').collect();
+        parts.pop();
+        for _ in 1..dots {
+            parts.pop()?;
+        }
+        let rest = &module[dots..];
+        let mut name = parts.join(".");
+        if !rest.is_empty() {
+            if !name.is_empty() {
+                name.push('.');
+            }
+            name.push_str(rest);
+        }
+        return modules.get(&name);
+    }
+    if let Some(m) = modules.get(module) {
+        return Some(m);
+    }
+    let suffix = format!(".{module}");
+    modules.iter().filter(|(n, _)| n.ends_with(&suffix)).map(|(_, m)| m).min_by_key(|m| (m.path().len(), m.path()))
+}
+
+/// An entry of a module index: it knows its file's path.
+pub(crate) trait ModuleFile {
+    fn path(&self) -> &str;
+}
+
+impl<T> ModuleFile for (&str, T) {
+    fn path(&self) -> &str {
+        self.0
+    }
+}
+
 /// `a/b/c.py` -> `a.b.c`; `a/b/__init__.py` -> `a.b`; other files: `None`.
-fn module_name(path: &str) -> Option<String> {
+pub(crate) fn module_name(path: &str) -> Option<String> {
     let stem = path.strip_suffix(".py")?;
     let stem = stem.strip_suffix("/__init__").unwrap_or(stem);
     if stem.is_empty() || stem == "__init__" {

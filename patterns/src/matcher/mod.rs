@@ -105,6 +105,65 @@ struct SiteIndex {
     key: TreeKey,
     /// Node kind id -> (start, end) of each node, in pre-order.
     by_kind: HashMap<u16, Vec<(usize, usize)>>,
+    /// How the file spells Triton's language module other than `tl`
+    /// (`T` after `import triton.language as T`, `triton.language`).
+    tl_names: Rc<Vec<String>>,
+}
+
+/// The spellings of `triton.language` a Python file's imports give it,
+/// other than `tl` itself; `tl.math` and `<name>.math` are spellings of it
+/// too for the functions `triton.language.math` re-exports.
+pub(crate) fn tl_spellings(src: &str, root: Node) -> Vec<String> {
+    let mut out: Vec<String> = vec!["tl.math".into()];
+    let mut c = root.walk();
+    for stmt in root.named_children(&mut c) {
+        let t = |n: Node| src.get(n.byte_range()).unwrap_or("").split_whitespace().collect::<String>();
+        match stmt.kind() {
+            "import_statement" => {
+                let mut cc = stmt.walk();
+                for name in stmt.children_by_field_name("name", &mut cc) {
+                    match name.kind() {
+                        "aliased_import" => {
+                            if let (Some(n), Some(a)) =
+                                (name.child_by_field_name("name"), name.child_by_field_name("alias"))
+                                && t(n) == "triton.language"
+                            {
+                                out.push(t(a));
+                            }
+                        }
+                        _ if t(name) == "triton" || t(name) == "triton.language" => out.push("triton.language".into()),
+                        _ => {}
+                    }
+                }
+            }
+            "import_from_statement" => {
+                let Some(module) = stmt.child_by_field_name("module_name") else { continue };
+                if t(module) != "triton" {
+                    continue;
+                }
+                let mut cc = stmt.walk();
+                for name in stmt.children_by_field_name("name", &mut cc) {
+                    if name.kind() == "aliased_import"
+                        && let (Some(n), Some(a)) =
+                            (name.child_by_field_name("name"), name.child_by_field_name("alias"))
+                        && t(n) == "language"
+                    {
+                        out.push(t(a));
+                    } else if t(name) == "language" {
+                        out.push("language".into());
+                    }
+                }
+            }
+            _ => {}
+        }
+    }
+    let extra: Vec<String> =
+        out.iter().filter(|n| *n != "tl" && *n != "tl.math").map(|n| format!("{n}.math")).collect();
+    out.extend(extra);
+    out.retain(|n| n != "tl");
+    out.sort();
+    out.dedup();
+    out
 }
 
 thread_local! {
@@ -147,7 +206,9 @@ fn site_index(lang: kidiom_miner::Lang, src: &str, tree: &Tree) -> Rc<SiteIndex>
         let overlaps = kernels.iter().any(|k| k.start < end && start < k.end);
         (overlaps || node == root) && !node.is_error()
     });
-    let ix = Rc::new(SiteIndex { key, by_kind });
+    let tl_names =
+        Rc::new(if lang == kidiom_miner::Lang::Python { tl_spellings(src, tree.root_node()) } else { Vec::new() });
+    let ix = Rc::new(SiteIndex { key, by_kind, tl_names });
     LAST_INDEX.with(|c| *c.borrow_mut() = Some(ix.clone()));
     ix
 }
@@ -210,12 +271,21 @@ pub(crate) fn for_each_site<'t>(
             Shape::Tree(_) => t.leaves.iter().take_while(|l| l.hole == Hole::No).map(|l| l.text.as_str()).collect(),
             _ => String::new(),
         };
+        // `tl.dot` is also `T.dot` where the file imports triton.language as T.
+        let prefixes: Vec<String> = std::iter::once(prefix.clone())
+            .chain(
+                prefix
+                    .strip_prefix("tl.")
+                    .into_iter()
+                    .flat_map(|rest| ix.tl_names.iter().map(move |n| format!("{n}.{rest}"))),
+            )
+            .collect();
         for (start, end, kind) in sites {
-            if !src.get(start..end).is_some_and(|text| starts_with_tokens(text, &prefix)) {
+            if !src.get(start..end).is_some_and(|text| prefixes.iter().any(|p| starts_with_tokens(text, p))) {
                 continue;
             }
             if let Some(node) = node_at(tree, kind, start, end)
-                && let Some(m) = match_at(t, src, node)
+                && let Some(m) = match_with(t, src, node, ix.tl_names.clone())
             {
                 f(node, m);
             }
@@ -254,12 +324,18 @@ pub(crate) fn for_each_site<'t>(
 
 /// Matches `t` at exactly `node`.
 pub(crate) fn match_at(t: &Template, src: &str, node: Node) -> Option<Match> {
+    match_with(t, src, node, Rc::new(Vec::new()))
+}
+
+/// [`match_at`], where `tl.` in the template also matches the file's other
+/// spellings of Triton's language module (`tl_names`).
+pub(crate) fn match_with(t: &Template, src: &str, node: Node, tl_names: Rc<Vec<String>>) -> Option<Match> {
     match &t.shape {
         Shape::Tree(p) => {
             if p.hole == Hole::No && p.kind != node.kind() {
                 return None; // the cheap test first
             }
-            let mut st = State { captures: BTreeMap::new(), leaves: vec![None; t.leaves.len()] };
+            let mut st = State { captures: BTreeMap::new(), leaves: vec![None; t.leaves.len()], tl_names };
             if match_node(p, node, src, &mut st) {
                 Some(Match { range: node.byte_range(), captures: st.captures, leaves: st.leaves })
             } else {
@@ -313,6 +389,8 @@ pub(crate) fn word_offset(text: &str, word: &str) -> Option<usize> {
 struct State {
     captures: BTreeMap<String, Capture>,
     leaves: Vec<Option<Range<usize>>>,
+    /// The file's spellings of `triton.language` besides `tl`.
+    tl_names: Rc<Vec<String>>,
 }
 
 fn text<'s>(src: &'s str, n: Node) -> &'s str {
@@ -350,6 +428,9 @@ fn match_node(p: &PNode, t: Node, src: &str, st: &mut State) -> bool {
         }
         Hole::No => {}
     }
+    if p.kind == "attribute" && t.kind() == "attribute" && !st.tl_names.is_empty() && tl_alias(p, t, src, st) {
+        return true;
+    }
     if p.kind != t.kind() || p.named != t.is_named() {
         return false;
     }
@@ -366,6 +447,29 @@ fn match_node(p: &PNode, t: Node, src: &str, st: &mut State) -> bool {
         return match_args(p, t, &children, src, st);
     }
     match_seq(&p.children, &children, t.start_byte(), src, st)
+}
+
+/// `tl.name` in the template against `T.name` or `T.math.name` in the
+/// target, where the file spells `triton.language` as `T`: the template's
+/// object leaf takes the target's object, its name leaf the target's name,
+/// so an edit of the name (`exp` -> `exp2`) keeps the file's spelling.
+fn tl_alias(p: &PNode, t: Node, src: &str, st: &mut State) -> bool {
+    let [obj, dot, name] = p.children.as_slice() else { return false };
+    if obj.text != "tl" || dot.text != "." || !obj.is_leaf() || !name.is_leaf() || name.hole != Hole::No {
+        return false;
+    }
+    let (Some(tobj), Some(tname)) = (t.child_by_field_name("object"), t.child_by_field_name("attribute")) else {
+        return false;
+    };
+    let spelled: String = text(src, tobj).split_whitespace().collect();
+    if text(src, tname) != name.text || !st.tl_names.contains(&spelled) {
+        return false;
+    }
+    let Some(tdot) = tobj.next_sibling().filter(|d| text(src, *d) == ".") else { return false };
+    st.leaves[obj.leaf] = Some(tobj.byte_range());
+    st.leaves[dot.leaf] = Some(tdot.byte_range());
+    st.leaves[name.leaf] = Some(tname.byte_range());
+    true
 }
 
 /// Matches template children against target children; sequence holes take
@@ -483,6 +587,35 @@ mod tests {
         assert_eq!(check(src, "tl.dot(input_precision=$V, $$$ARGS)").len(), 2);
         assert_eq!(check(src, "tl.dot($A, $B)"), ["tl.dot(a, b)"]);
         assert_eq!(check(src, "tl.dot($$$ARGS)").len(), 3);
+    }
+
+    #[test]
+    fn tl_matches_the_files_own_spellings_of_triton_language() {
+        let src = "import triton\nimport triton.language as T\nfrom triton.language import dot\n\n\n@triton.jit\ndef k(a):\n    b = T.dot(a, a)\n    c = T.math.exp(b) + tl.math.exp(b) + dot(a, b) + U.exp(b)\n";
+        let tree = kidiom_miner::parse_tree(Lang::Python, src).unwrap().unwrap();
+        let root = tree.root_node();
+        assert_eq!(tl_spellings(src, root), ["T", "T.math", "tl.math", "triton.language", "triton.language.math"]);
+        let sites = |p: &str| -> Vec<String> {
+            let t = Template::parse(Lang::Python, p).unwrap();
+            find(&t, src, &tree, Scope::Kernels).into_iter().map(|m| src[m.range].to_string()).collect()
+        };
+        assert_eq!(sites("tl.dot($$$ARGS)"), ["T.dot(a, a)"], "a from-import (`dot`) is not rewritten");
+        assert_eq!(sites("tl.exp($X)"), ["T.math.exp(b)", "tl.math.exp(b)"], "`U` is not triton.language");
+        // the rewrite keeps the file's spelling, and a rewritten site is not found again
+        let p = crate::model::Pattern::usage(
+            "p",
+            Lang::Python,
+            "tl.dot($$$ARGS)",
+            "tl.dot($$$ARGS, input_precision=$V)",
+            &["\"ieee\""],
+        );
+        let rw = Rewrite::new(&p, None).unwrap();
+        let edits = rw.site_edits(src, &tree);
+        assert_eq!(edits.len(), 1);
+        let out = apply_edits(src, &edits[0].edits).unwrap();
+        assert!(out.contains("b = T.dot(a, a, input_precision=\"ieee\")"), "{out}");
+        let tree2 = kidiom_miner::parse_tree(Lang::Python, &out).unwrap().unwrap();
+        assert!(rw.site_edits(&out, &tree2).is_empty());
     }
 
     #[test]

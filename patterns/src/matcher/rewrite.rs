@@ -15,7 +15,7 @@ use tree_sitter::{Node, Tree};
 
 use super::binding::{Bindings, RELEASE, Refusal};
 use super::template::{BOUND_FUNCTION, DEF_CALL, Hole, Shape, render};
-use super::{Match, MatchError, Scope, Template, for_each_site, match_at, word_offset};
+use super::{Match, MatchError, Scope, Template, for_each_site, word_offset};
 use crate::model::Pattern;
 
 /// Replace `range` of the target by `text` (an insertion when empty).
@@ -332,10 +332,20 @@ impl Rewrite {
     fn present(&self, src: &str, node: Node) -> bool {
         match &self.mode {
             Mode::Tree { after, .. } => {
+                // the file's own spellings of `tl` count (`T.dot(..., input_precision=...)`)
+                let mut root = node;
+                while let Some(p) = root.parent() {
+                    root = p;
+                }
+                let names = std::rc::Rc::new(if self.before.lang == Lang::Python {
+                    super::tl_spellings(src, root)
+                } else {
+                    Vec::new()
+                });
                 let mut cur = Some(node);
                 for _ in 0..3 {
                     let Some(n) = cur else { break };
-                    if match_at(after, src, n).is_some() {
+                    if super::match_with(after, src, n, names.clone()).is_some() {
                         return true;
                     }
                     cur = n.parent();
