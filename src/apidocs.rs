@@ -63,6 +63,16 @@ impl TritonDocs {
         });
     }
 
+    /// Whether Triton documents `function` (`tl.multiple_of`) as a compiler
+    /// hint ("Let the compiler know that ..."): `Some(false)` for a function
+    /// it documents as something else (`tl.trans` permutes a tensor); `None`
+    /// when it does not document it (or Triton's sources were not found).
+    pub(crate) fn is_hint(&self, function: &str) -> Option<bool> {
+        let name = function.rsplit('.').next().unwrap_or(function);
+        let doc = self.docs.get(name)?;
+        Some(doc.trim_start().starts_with("Let the compiler know"))
+    }
+
     /// The documentation of an idiom, if Triton documents it.
     pub(crate) fn describe(&self, key: &FamilyKey) -> Option<String> {
         let last = |s: &str| s.rsplit('.').next().unwrap_or(s).to_string();
@@ -182,6 +192,17 @@ def autotune(configs, key):
         );
         assert_eq!(d.describe(&key(Mechanism::Keyword, "tl.load", "mask")), None);
         assert_eq!(d.describe(&key(Mechanism::Keyword, "tl.store", "mask")), None);
+    }
+
+    #[test]
+    fn hints_are_what_triton_documents_as_hints() {
+        let mut d = TritonDocs::default();
+        d.read_source(
+            "def multiple_of(input, values):\n    \"\"\"\n    Let the compiler know that the values are multiples.\n    \"\"\"\n\ndef trans(input, *dims):\n    \"\"\"\n    Permutes the dimensions of a tensor.\n    \"\"\"\n",
+        );
+        assert_eq!(d.is_hint("tl.multiple_of"), Some(true));
+        assert_eq!(d.is_hint("tl.trans"), Some(false));
+        assert_eq!(d.is_hint("tl.unknown"), None, "undocumented: the miner's own evidence decides");
     }
 
     #[test]

@@ -136,11 +136,14 @@ pub(crate) fn mine(catalog: &mut Catalog, manifests: Vec<Manifest>, opts: &MineO
         lang: s.lang,
         facts: &s.facts,
     });
-    let idioms = kidiom_miner::aggregate(inputs, &opts.config);
+    let mut idioms = kidiom_miner::aggregate(inputs, &opts.config);
     // Triton's own words for its keywords and decorators, where the harness's Python has Triton.
     let documented = |i: &kidiom_miner::Idiom| {
         i.key.lang == kidiom_miner::Lang::Python
-            && matches!(i.key.mechanism, kidiom_miner::Mechanism::Keyword | kidiom_miner::Mechanism::Decorator)
+            && matches!(
+                i.key.mechanism,
+                kidiom_miner::Mechanism::Keyword | kidiom_miner::Mechanism::Decorator | kidiom_miner::Mechanism::Wrapper
+            )
     };
     let docs = if idioms.iter().any(documented) {
         let cwd = std::env::current_dir().unwrap_or_default();
@@ -148,6 +151,13 @@ pub(crate) fn mine(catalog: &mut Catalog, manifests: Vec<Manifest>, opts: &MineO
     } else {
         crate::apidocs::TritonDocs::default()
     };
+    // A self-assigned wrapper (`x = W(x, 1, 0)`) is taken for a hint by the miner; Triton's
+    // documentation says which are (`tl.multiple_of`) and which transform (`tl.trans`).
+    idioms.retain(|i| {
+        !(i.key.lang == kidiom_miner::Lang::Python
+            && i.key.mechanism == kidiom_miner::Mechanism::Wrapper
+            && docs.is_hint(&i.key.decoration) == Some(false))
+    });
     let patterns: Vec<Pattern> = idioms
         .into_iter()
         .map(|i| {
