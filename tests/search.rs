@@ -202,3 +202,48 @@ fn memory_hints_follow_the_role_of_each_tensor() {
         .count();
     assert_eq!(alternatives, 3, "{report:#}");
 }
+
+#[test]
+fn rewriting_our_prefill_kernel_keeps_its_shape_comments_in_their_column() {
+    let env = project();
+    mine(&env);
+    let db = env.db();
+    let out = env.json(&[
+        "apply",
+        "kernels/kda/prefill.py",
+        "--pattern",
+        "py-keyword-tl-dot-input-precision",
+        "--value",
+        "\"bf16x3\"",
+        "--db",
+        db.to_str().expect("utf8"),
+        "--json",
+    ]);
+    let diff = out["candidates"][0]["diff"].as_str().expect("diff");
+    let before = read(&env, "kernels/kda/prefill.py");
+    let column = |line: &str| line.find("# [").map(|i| line[..i].chars().count());
+    let mut checked = 0;
+    for added in diff.lines().filter(|l| l.starts_with('+') && !l.starts_with("+++")) {
+        let line = &added[1..];
+        let Some(col) = column(line) else { continue };
+        // the same statement before the rewrite: its text up to the inserted keyword
+        let head = line.split(", input_precision").next().expect("head");
+        let original = before.lines().find(|l| l.starts_with(head)).expect("original line");
+        let want = column(original).expect("original comment");
+        let code_len = line.split("  #").next().map(|c| c.trim_end().chars().count()).unwrap_or(0);
+        // in its column, or two blanks after the code when the code reaches past it
+        assert!(col == want || (code_len + 2 == col && col > want), "{original}\n{line}");
+        checked += 1;
+    }
+    assert_eq!(checked, 8, "{diff}");
+    let kept = diff
+        .lines()
+        .filter(|l| l.starts_with('+') && !l.starts_with("+++"))
+        .filter(|l| {
+            let line = &l[1..];
+            let head = line.split(", input_precision").next().unwrap_or("");
+            before.lines().find(|o| o.starts_with(head)).and_then(column) == column(line)
+        })
+        .count();
+    assert!(kept >= 6, "most shape comments stay in their column: {kept} of 8\n{diff}");
+}

@@ -181,8 +181,72 @@ fn fixed_point(
     if count_errors(&cur_tree) > errors_before {
         return Err(Error::NewParseError { pattern: id.into(), path: path.into() });
     }
-    let spans = original_spans(&rounds);
+    let mut spans = original_spans(&rounds);
+    if let Some((kept, more)) = keep_comment_columns(src, tree, &cur, &cur_tree) {
+        cur_tree = parse_tree(lang, &kept)
+            .map_err(|s| unparsable(s.to_string()))?
+            .ok_or_else(|| unparsable("no grammar".into()))?;
+        cur = kept;
+        spans = merge_spans(spans.into_iter().chain(more).collect());
+    }
     Ok(Some((Outcome { text: cur, sites, rounds: rounds.len(), spans }, cur_tree)))
+}
+
+/// Trailing comments aligned in a column stay in it, as a person editing
+/// the line would keep them: where a rewrite lengthened the code before a
+/// trailing comment, the blanks before the comment shrink by as much, down
+/// to the gap the comment had or two blanks, whichever is less. Comments
+/// are paired in order (a rewrite adds or removes none); `None` when no
+/// comment moved or they cannot be paired. Also returns the ranges of
+/// `src` whose bytes this changes.
+fn keep_comment_columns(src: &str, tree: &Tree, out: &str, out_tree: &Tree) -> Option<(String, Vec<Range<usize>>)> {
+    let trailing = |text: &str, tree: &Tree| -> Vec<(usize, usize, String)> {
+        // (byte offset of the comment, blanks before it, its text), code before it on its line
+        let mut v = Vec::new();
+        preorder(tree.root_node(), |n| {
+            if n.kind() == "comment" {
+                let start = n.start_byte();
+                let line_start = text[..start].rfind('\n').map(|i| i + 1).unwrap_or(0);
+                let before = &text[line_start..start];
+                let code = before.trim_end_matches([' ', '\t']);
+                if !code.trim().is_empty() && !before.contains('\t') {
+                    v.push((start, before.len() - code.len(), text[n.byte_range()].to_string()));
+                }
+            }
+            true
+        });
+        v
+    };
+    let (old, new) = (trailing(src, tree), trailing(out, out_tree));
+    if old.len() != new.len() || old.iter().zip(&new).any(|(a, b)| a.2 != b.2) {
+        return None;
+    }
+    let column = |text: &str, at: usize| text[text[..at].rfind('\n').map(|i| i + 1).unwrap_or(0)..at].chars().count();
+    let mut cuts: Vec<(usize, usize)> = Vec::new(); // (offset in `out` of the blanks to drop, how many)
+    let mut spans = Vec::new();
+    for ((o_at, o_gap, _), (n_at, n_gap, _)) in old.iter().zip(&new) {
+        let (oc, nc) = (column(src, *o_at), column(out, *n_at));
+        if nc <= oc {
+            continue;
+        }
+        let keep = (*o_gap).min(2);
+        let drop = (nc - oc).min(n_gap.saturating_sub(keep));
+        if drop > 0 {
+            cuts.push((n_at - drop, drop));
+            spans.push(o_at - o_gap..*o_at);
+        }
+    }
+    if cuts.is_empty() {
+        return None;
+    }
+    let mut text = String::with_capacity(out.len());
+    let mut pos = 0;
+    for (at, n) in cuts {
+        text.push_str(&out[pos..at]);
+        pos = at + n;
+    }
+    text.push_str(&out[pos..]);
+    Some((text, spans))
 }
 
 /// The tree-sitter description of one edit of `old`: where it starts, where
@@ -226,6 +290,11 @@ fn original_spans(rounds: &[Vec<Edit>]) -> Vec<Range<usize>> {
             spans.push(s..t.max(s));
         }
     }
+    merge_spans(spans)
+}
+
+/// Sorted, with overlapping or touching ranges merged.
+fn merge_spans(mut spans: Vec<Range<usize>>) -> Vec<Range<usize>> {
     spans.sort_by_key(|r| (r.start, r.end));
     let mut merged: Vec<Range<usize>> = Vec::new();
     for r in spans {
@@ -343,6 +412,34 @@ mod tests {
         let every: Vec<_> = all.iter().map(|r| (r.clone(), &ieee)).collect();
         let a = rewrite_sites(&every, Lang::Python, src, &tree, "k.py").unwrap().unwrap();
         assert_eq!(a.text, rewrite(&ieee, Lang::Python, src, "k.py").unwrap().unwrap().text);
+    }
+
+    #[test]
+    fn aligned_trailing_comments_keep_their_column() {
+        let src = "import triton\nimport triton.language as tl\n@triton.jit\ndef k(a):\n    x = tl.dot(a, a)                                  # [B, K] @ [K, B] -> [B, B]\n    y = tl.dot(x, a)  # short gap\n    z = tl.dot(y, a)                  # [B, B] -> [B, B]\n    w = y  # untouched\n";
+        let p = kidiom_patterns::Pattern::usage(
+            "p",
+            Lang::Python,
+            "tl.dot($$$ARGS)",
+            "tl.dot($$$ARGS, input_precision=$V)",
+            &["\"ieee\""],
+        );
+        let rw = Rewrite::new(&p, None).unwrap();
+        let out = rewrite(&rw, Lang::Python, src, "k.py").unwrap().unwrap();
+        let col = |text: &str, needle: &str| {
+            let line = text.lines().find(|l| l.contains(needle)).unwrap();
+            line.find('#').unwrap()
+        };
+        // room in the gap: the comment stays in its column
+        assert_eq!(col(&out.text, "[K, B]"), col(src, "[K, B]"), "{}", out.text);
+        // not enough room: it keeps two blanks (the gap it had) and moves only as far as it must
+        assert!(out.text.contains("y = tl.dot(x, a, input_precision=\"ieee\")  # short gap"), "{}", out.text);
+        let z = out.text.lines().find(|l| l.contains("z = ")).unwrap();
+        assert!(z.contains("input_precision=\"ieee\")  # [B, B]"), "{z}");
+        assert!(out.text.ends_with("    w = y  # untouched\n"));
+        // the result is a fixed point and parses like the source
+        assert!(rewrite(&rw, Lang::Python, &out.text, "k.py").unwrap().is_none());
+        assert_eq!(parse_errors(Lang::Python, &out.text).unwrap(), 0);
     }
 
     #[test]
