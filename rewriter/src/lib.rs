@@ -46,6 +46,7 @@ mod conflict;
 mod diff;
 mod edit;
 mod error;
+mod names;
 mod write;
 
 pub use branch::{DEFAULT_BRANCH, ReviewCommit, commit_review, repo_root, uncommitted};
@@ -54,4 +55,5 @@ pub use diff::unified;
 pub use edit::{Outcome, apply_edits, parse_errors, rewrite, rewrite_parsed, rewrite_sites, rewrite_with_tree, sites};
 pub use error::{Error, Result};
 pub use kidiom_patterns::matcher::Rewrite;
+pub use names::unbound_names;
 pub use write::{atomic_write, check_writable};

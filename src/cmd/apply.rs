@@ -14,7 +14,10 @@ use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
 use anyhow::{Context, Result, bail};
-use kidiom_miner::{KNOWN_DEVICE_MACROS, Lang, Limits, blob_id, decode, parse_tree};
+use kidiom_miner::{
+    DeviceMacros, KNOWN_DEVICE_MACROS, Lang, Limits, Prefilter, blob_id, decode, merge_device_macro, parse_tree,
+    scan_device_macros,
+};
 use kidiom_patterns::matcher::Rewrite;
 use kidiom_patterns::{Candidate, CandidateStatus, Catalog, Category, Filter, Kind, Pattern};
 use rayon::prelude::*;
@@ -259,54 +262,17 @@ pub(crate) fn provenance(p: &Pattern, value: Option<&str>) -> serde_json::Value 
     })
 }
 
-/// Whether a file can hold a kernel at all: the literal test that spares
-/// parsing most host-only files.
+/// Whether a file can hold a kernel at all: the miner's literal prefilter
+/// (with the device macros the file itself defines), which spares parsing
+/// most host-only files.
 fn may_hold_kernels(t: &Target) -> bool {
-    match t.lang {
-        Lang::Python => t.text.contains("triton"),
-        _ => {
-            t.text.contains("PYBIND11_MODULE")
-                || t.text.contains("TORCH_LIBRARY")
-                || t.text.contains("__global__")
-                || t.text.contains("__device__")
-                || t.text.contains("#define")
-                || KNOWN_DEVICE_MACROS.iter().any(|(m, _)| t.text.contains(m))
+    let mut macros: DeviceMacros = KNOWN_DEVICE_MACROS.iter().map(|(a, b)| (a.to_string(), b.to_string())).collect();
+    if matches!(t.lang, Lang::Cuda | Lang::Cpp) {
+        for (name, expansion) in scan_device_macros(&t.text) {
+            merge_device_macro(&mut macros, name, expansion);
         }
     }
-}
-
-/// Bare names (`exp`, not `tl.exp`, a keyword or a hole) that a rewrite's
-/// `after` brings in and that `target` never mentions as a bare name: the
-/// rewritten file would fail with a NameError (an edit idiom that moved a
-/// call to a helper its upstream imports, say).
-fn unbound_names(before: &str, after: &str, target: &str) -> Vec<String> {
-    const PY_WORDS: [&str; 12] =
-        ["False", "True", "None", "and", "or", "not", "in", "is", "if", "else", "for", "lambda"];
-    let bare = |text: &str| -> std::collections::BTreeSet<String> {
-        let b = text.as_bytes();
-        let mut out = std::collections::BTreeSet::new();
-        let mut i = 0;
-        while i < b.len() {
-            if b[i].is_ascii_alphabetic() || b[i] == b'_' {
-                let start = i;
-                while i < b.len() && (b[i].is_ascii_alphanumeric() || b[i] == b'_') {
-                    i += 1;
-                }
-                let prev = text[..start].trim_end().chars().next_back();
-                let next = text[i..].trim_start().chars().next();
-                // Not an attribute, a hole, a keyword-argument name, or a string's content.
-                let is_kwarg = next == Some('=') && !text[i..].trim_start().starts_with("==");
-                if !matches!(prev, Some('.' | '$' | '"' | '\'')) && !is_kwarg {
-                    out.insert(text[start..i].to_string());
-                }
-            } else {
-                i += 1;
-            }
-        }
-        out
-    };
-    let (old, new, have) = (bare(before), bare(after), bare(target));
-    new.into_iter().filter(|n| !old.contains(n) && !have.contains(n) && !PY_WORDS.contains(&n.as_str())).collect()
+    Prefilter::new(&macros).may_contain_kernels(t.lang, t.text.as_bytes())
 }
 
 /// The candidates of one file (dry run: each against the file as it is;
@@ -338,8 +304,11 @@ fn rewrite_file(
         }
         match kidiom_rewriter::rewrite_with_tree(rw, t.lang, base, &tree, &t.rel) {
             Ok(Some((out, out_tree))) => {
-                let missing =
-                    if t.lang == Lang::Python { unbound_names(&p.before, &p.after, base) } else { Vec::new() };
+                let missing = if t.lang == Lang::Python {
+                    kidiom_rewriter::unbound_names(&p.before, &p.after, base)
+                } else {
+                    Vec::new()
+                };
                 if !missing.is_empty() {
                     let reason =
                         format!("the rewrite uses {}, which {} neither defines nor imports", missing.join(", "), t.rel);
@@ -568,20 +537,4 @@ pub(crate) fn print_search(s: &kidiom_validator::search::SiteSearch) -> Result<(
     }
     eprintln!("  chosen: {}", s.why);
     Ok(())
-}
-
-#[cfg(test)]
-mod tests {
-    use super::unbound_names;
-
-    #[test]
-    fn names_a_rewrite_brings_in() {
-        let target = "import triton.language as tl\n@triton.jit\ndef k(x):\n    y = tl.exp(x)\n";
-        assert_eq!(unbound_names("tl.exp($B)", "exp($B)", target), ["exp"]);
-        assert!(unbound_names("tl.exp($A)", "tl.exp2($A * 1.4426950408889634)", target).is_empty());
-        assert!(unbound_names("tl.dot($A, $B)", "tl.dot($A, $B, allow_tf32=False)", target).is_empty());
-        assert!(unbound_names("tl.program_id($$$A)", "tl.program_id($$$A).to($V)", target).is_empty());
-        let imports = "from fla.ops.utils import exp\n";
-        assert!(unbound_names("tl.exp($B)", "exp($B)", imports).is_empty());
-    }
 }
