@@ -31,8 +31,15 @@ if kinds.get("deepgemm") != "git":
 "$kidiom" catalog export --format json --snapshot --corpus fla --corpus deepgemm --db "$db" \
   --out corpora/snapshot.json
 python3 - <<'PY'
-import json, sys
+import json, sys, tomllib
 f = json.load(open("corpora/snapshot.json"))
+# a corpus mined only for its history has no corpus row: take its source from its manifest
+for c in f["corpora"]:
+    if not c["source"]:
+        with open(f"corpora/{c['name']}.toml", "rb") as m:
+            c["source"] = tomllib.load(m).get("source", "")
+json.dump(f, open("corpora/snapshot.json", "w"), indent=2)
+open("corpora/snapshot.json", "a").write("\n")
 names = {c["name"] for c in f["corpora"]}
 edit = {s["corpus"] for p in f["patterns"] if p["kind"] == "edit" for s in p["support"]}
 if not {"fla", "deepgemm"} <= edit:

@@ -20,7 +20,7 @@ use std::collections::BTreeSet;
 
 use serde::{Deserialize, Serialize};
 
-use super::MineTx;
+use super::{At, MineTx};
 use crate::error::{Error, Result};
 use crate::model::{Kind, Pattern};
 
@@ -177,8 +177,17 @@ impl MineTx<'_> {
     ) -> Result<ImportReport> {
         let wanted = |name: &str| corpora.is_none_or(|c| c.iter().any(|x| x == name));
         let mut report = ImportReport::default();
+        // A corpus mined here (say from a fallback) keeps its row when only its edit idioms come in.
         for c in file.corpora.iter().filter(|c| wanted(&c.name)) {
-            self.put_corpus(&c.name, "snapshot", &format!("{source} ({} {})", c.kind, c.source), &c.revision)?;
+            let known: bool = self
+                .tx
+                .prepare_cached("SELECT count(*) FROM corpora WHERE name = ?1")
+                .and_then(|mut st| st.query_row([&c.name], |r| r.get::<_, i64>(0)))
+                .at(self.path)?
+                > 0;
+            if kinds.contains(&Kind::Usage) || !known {
+                self.put_corpus(&c.name, "snapshot", &format!("{source} ({} {})", c.kind, c.source), &c.revision)?;
+            }
         }
         let glossary = crate::glossary::builtin();
         for p in &file.patterns {
@@ -310,6 +319,24 @@ mod tests {
         let mut v = serde_json::to_value(&f).unwrap();
         v["corpora"] = serde_json::json!([]);
         assert!(e(&v.to_string()).contains("does not list"));
+    }
+
+    #[test]
+    fn a_corpus_mined_here_keeps_its_row_when_only_its_history_comes_in() {
+        let mut cat = Catalog::open_in_memory().unwrap();
+        let tx = cat.begin().unwrap();
+        tx.put_corpus("fla", "pypi", "fla-core==0.6.0", "0.6.0").unwrap();
+        let f = CatalogFile::new(
+            vec![pattern("e", Kind::Edit, Lang::Python, Category::Math, &[("fla", 3), ("dg", 1)], 1.0)],
+            corpora(&["fla", "dg"]),
+            true,
+        );
+        tx.import(&f, "snap.json", None, &[Kind::Edit]).unwrap();
+        tx.commit().unwrap();
+        let rows = cat.corpora().unwrap();
+        let kind = |n: &str| rows.iter().find(|c| c.name == n).map(|c| c.kind.clone());
+        assert_eq!(kind("fla").as_deref(), Some("pypi"), "its usage idioms are its own");
+        assert_eq!(kind("dg").as_deref(), Some("snapshot"), "a corpus known only from the snapshot says so");
     }
 
     #[test]
