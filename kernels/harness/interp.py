@@ -1,8 +1,10 @@
 """Triton's interpreter, made to round `tl.dot` operands like the GPU does.
 
 On an NVIDIA GPU (sm_80 and later), `tl.dot` on float32 operands runs on tensor cores in TF32
-unless the kernel asks for `input_precision="ieee"` (or the 3-pass "tf32x3"): each operand is
-rounded to a 10-bit mantissa (`cvt.rna.tf32.f32`: round to nearest, ties away from zero) and the
+unless the kernel asks for `input_precision="ieee"` (or a split precision): the tensor core reads
+each float32 operand as TF32, ignoring its 13 low mantissa bits (a truncation: Triton feeds the
+fp32 bits as they are, which its `tl.dot` documentation warns "may bias the result"; rounding
+takes an explicit `cvt.rna.tf32.f32`, as its tf32x3 lowering does for the big part), and the
 products are accumulated in float32. Triton's interpreter multiplies in plain float32, so a
 precision bug of that kind is invisible on a CPU. `tf32_dot()` patches the interpreter's dot
 (`InterpreterBuilder.create_dot`) in this process so that it rounds exactly when the GPU would:
@@ -10,9 +12,10 @@ float32 operands and input precision TF32 (the default, `"tf32"` and `allow_tf32
 
 The split precisions are emulated the way Triton lowers them, so that a search over them sees
 their real error rather than plain float32's:
-- `"tf32x3"` (Triton's F32DotTC pass): a = big + small with big = tf32(a), small = a - big, and
-  the product is small·B_big + A_big·b_small + A_big·B_big, three TF32 dots accumulated in that
-  order (the small·small term is dropped).
+- `"tf32x3"` (Triton's F32DotTC pass): a = big + small with big = rna_tf32(a) (an explicit
+  `cvt.rna`), small = a - big (read as TF32 by the tensor core, so truncated), and the product is
+  small·B_big + A_big·b_small + A_big·B_big, three TF32 dots accumulated in that order (the
+  small·small term is dropped).
 - `"bf16x3"` / `"bf16x6"` (BF16DotTC): a = hi + mid + lo, each rounded to bfloat16 (nearest
   even); x3 keeps mid·hi + hi·mid + hi·hi, x6 adds mid·mid, lo·hi and hi·lo, smallest first.
 `"ieee"` is plain float32, as the interpreter computes it.
@@ -22,7 +25,7 @@ import inspect
 
 import numpy as np
 
-__all__ = ["round_to_tf32", "round_to_bf16", "emulated_dot", "tf32_dot", "install_tf32_dot", "uninstall_tf32_dot", "tf32_dot_installed"]
+__all__ = ["round_to_tf32", "truncate_to_tf32", "round_to_bf16", "emulated_dot", "tf32_dot", "install_tf32_dot", "uninstall_tf32_dot", "tf32_dot_installed"]
 
 _ORIGINAL = None
 
@@ -34,6 +37,14 @@ def round_to_tf32(x):
     special = (bits & np.uint32(0x7F800000)) == np.uint32(0x7F800000)
     rounded = (bits + np.uint32(0x1000)) & np.uint32(0xFFFFE000)
     return np.where(special, bits, rounded).view(np.float32)
+
+
+def truncate_to_tf32(x):
+    """What a tensor core reads of float32 values as TF32: the 13 low mantissa bits dropped
+    (toward zero). Inf and NaN pass unchanged."""
+    bits = np.ascontiguousarray(x, dtype=np.float32).view(np.uint32)
+    special = (bits & np.uint32(0x7F800000)) == np.uint32(0x7F800000)
+    return np.where(special, bits, bits & np.uint32(0xFFFFE000)).view(np.float32)
 
 
 def round_to_bf16(x):
@@ -56,10 +67,12 @@ def _is_tf32(input_precision):
 
 
 def _split(a, rnd, parts):
-    """a = parts[0] + parts[1] + ...: each the rounding of what the previous ones left (float32)."""
-    out, rest = [], a
-    for _ in range(parts):
-        p = rnd(rest)
+    """a = parts[0] + parts[1] + ...: each the rounding of what the previous ones left (float32);
+    for tf32x3 the last part is the plain remainder (the tensor core reads it), for bf16x3/x6 every
+    part is rounded to bfloat16 (`truncf` to bf16 in Triton's lowering)."""
+    out, rest = [], np.asarray(a, dtype=np.float32)
+    for k in range(parts):
+        p = rest if (rnd is round_to_tf32 and k == parts - 1) else rnd(rest)
         out.append(p)
         rest = (rest - p).astype(np.float32)
     return out
@@ -79,16 +92,18 @@ def emulated_dot(a, b, acc, input_precision):
     where the interpreter's plain float32 product is already faithful (ieee)."""
     name = _precision_name(input_precision)
     if name == "TF32":
-        return np.matmul(round_to_tf32(a), round_to_tf32(b), dtype=np.float32) + acc
+        return np.matmul(truncate_to_tf32(a), truncate_to_tf32(b), dtype=np.float32) + acc
     split = _SPLIT_DOTS.get(name)
     if split is None:
         return None
     rnd, parts, dots = split
-    # Each partial product is itself a rounded dot: its operands are exact in the narrow format.
     pa, pb = _split(a, rnd, parts), _split(b, rnd, parts)
+    # tf32x3's parts are fed to TF32 dots: the last (small) part is read truncated
+    feed = truncate_to_tf32 if name == "TF32X3" else (lambda x: x)
+    pa, pb = pa[:-1] + [feed(pa[-1])], pb[:-1] + [feed(pb[-1])]
     out = np.array(acc, dtype=np.float32)
     for i, j in dots:
-        out = np.matmul(rnd(pa[i]), rnd(pb[j]), dtype=np.float32) + out
+        out = np.matmul(pa[i], pb[j], dtype=np.float32) + out
     return out
 
 

@@ -33,7 +33,7 @@ from . import check
 from .manifest import REPO_ROOT
 
 # Bumped whenever what a cached entry means changes (metrics, emulation, curve inputs).
-SWEEP_VERSION = 1
+SWEEP_VERSION = 2
 
 __all__ = ["run_sweep", "cache_root"]
 

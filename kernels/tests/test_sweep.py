@@ -4,7 +4,7 @@ import json
 import numpy as np
 import pytest
 
-from kernels.harness.interp import emulated_dot, round_to_bf16, round_to_tf32
+from kernels.harness.interp import emulated_dot, round_to_bf16, round_to_tf32, truncate_to_tf32
 
 from .conftest import HAS_CUDA, add_kwarg_to_calls, harness
 
@@ -27,18 +27,28 @@ def test_split_precisions_sit_between_tf32_and_ieee():
     ieee = err(np.matmul(a, b))
     assert emulated_dot(a, b, acc, "ieee") is None   # the interpreter's own product is faithful
     # TF32 keeps 10 mantissa bits; bf16x3 about 16; tf32x3 and bf16x6 about float32's 23
-    assert 2e-4 < tf32 < 2e-3, tf32
+    assert 2e-4 < tf32 < 5e-3, tf32
     assert 20 * bf16x3 < tf32 and bf16x3 > 3 * tf32x3, (bf16x3, tf32x3)
     assert tf32x3 < 10 * ieee and bf16x6 < 10 * ieee, (tf32x3, bf16x6, ieee)
 
 
 def test_tf32x3_is_the_three_tf32_products_triton_emits():
     a, b, acc, _ = _dots(1, 16)
+    # big: an explicit cvt.rna; small: the remainder, which the tensor core reads truncated
     big_a, big_b = round_to_tf32(a), round_to_tf32(b)
     small_a, small_b = (a - big_a).astype(np.float32), (b - big_b).astype(np.float32)
-    t = lambda x, y: np.matmul(round_to_tf32(x), round_to_tf32(y), dtype=np.float32)  # noqa: E731
+    t = lambda x, y: np.matmul(truncate_to_tf32(x), truncate_to_tf32(y), dtype=np.float32)  # noqa: E731
     want = t(big_a, big_b) + (t(big_a, small_b) + (t(small_a, big_b) + acc))
     assert np.array_equal(emulated_dot(a, b, acc, "tf32x3"), want)
+
+
+def test_plain_tf32_reads_operands_truncated():
+    x = np.array([1.0 + 2.0 ** -11, 1.0 + 2.0 ** -10 + 2.0 ** -11, -(1.0 + 2.0 ** -11), np.inf], dtype=np.float32)
+    t = truncate_to_tf32(x)
+    assert t[0] == 1.0 and t[1] == 1.0 + 2.0 ** -10 and t[2] == -1.0 and np.isinf(t[3])
+    a = np.full((1, 1), 1.0 + 2.0 ** -11 + 2.0 ** -12, np.float32)
+    # rounding would give 1 + 2^-10; the tensor core's truncation gives 1
+    assert emulated_dot(a, np.ones((1, 1), np.float32), np.zeros((1, 1), np.float32), "tf32")[0, 0] == 1.0
 
 
 def test_bf16_rounds_to_nearest_even():
@@ -76,7 +86,7 @@ def test_sweep_measures_caches_and_reports_a_broken_variant(tmp_path, monkeypatc
     v = {x["id"]: x for x in out["variants"]}
     assert out["measured"] == 3 and not any(x["cached"] for x in v.values())
     base, one = v["v0"]["curve"][-1]["rel_l2"], v["v1"]["curve"][-1]["rel_l2"]
-    assert 1e-4 < base < 2e-3 and one < base / 20, (base, one)   # bf16x3 everywhere: about 7e-6
+    assert 1e-4 < base < 1e-2 and one < base / 20, (base, one)   # bf16x3 everywhere: about 7e-6
     assert "input_precision" in v["v2"]["error"] and "curve" not in v["v2"], v["v2"]
     # again: nothing measured twice
     code, out = harness("sweep", "--kernel", "kda.prefill", "--variants", str(spec),
