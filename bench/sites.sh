@@ -23,7 +23,7 @@ mkdir -p "$run"
 tmp="$(mktemp -d)"
 trap 'rm -rf "$tmp"' EXIT
 
-mapfile -t corpora < <(grep -o '"corpora/[^"]*"' kidiom.toml | tr -d '"')
+mapfile -t corpora < <("$py" -c 'import tomllib; print("\n".join(tomllib.load(open("kidiom.toml", "rb"))["mine"]["corpora"]))')
 "$kidiom" mine "${corpora[@]}" --db "$tmp/catalog.sqlite" -q >&2 || true
 search() {
   local t0 t1
