@@ -39,10 +39,25 @@ def mine_rows(j):
 
 
 def history_rows(text):
-    commits, = _num(r"commits (\d+)", text, "history.txt")
-    floor, full, ratio = _num(r"parse-only floor ([\d.]+)s, full run ([\d.]+)s, ratio ([\d.]+)", text, "history.txt")
-    return [f"| `kidiom mine --history`, {int(commits):,} first-parent commits (`history.txt`) | {full:.1f} s "
-            f"| parse-only pass over the same file versions: {floor:.1f} s | {ratio:.2f} |"], []
+    # One block per corpus (`corpus NAME (MANIFEST)` first); a file without
+    # such lines is one block of the first format (FLA alone).
+    blocks = re.split(r"^(?=corpus \S+ \()", text, flags=re.M)
+    blocks = [b for b in blocks if b.startswith("corpus ")] or [text]
+    rows = []
+    for b in blocks:
+        commits, = _num(r"commits (\d+)", b, "history.txt")
+        floor, full, ratio = _num(r"parse-only floor ([\d.]+)s, full run ([\d.]+)s, ratio ([\d.]+)", b, "history.txt")
+        m = re.match(r"corpus (\S+) \(", b)
+        if not m:
+            rows.append(f"| `kidiom mine --history`, {int(commits):,} first-parent commits (`history.txt`) | {full:.1f} s "
+                        f"| parse-only pass over the same file versions: {floor:.1f} s | {ratio:.2f} |")
+            continue
+        versions, parsed, incremental = _num(r"file versions (\d+), parsed (\d+) \((\d+) incrementally", b, "history.txt")
+        rows.append(f"| `kidiom mine --history` {m.group(1)}, {int(commits):,} first-parent commits, {int(parsed):,} "
+                    f"distinct of {int(versions):,} file versions parsed, {int(incremental):,} of them incrementally "
+                    f"(`history.txt`) | {full:.1f} s | parse-only pass over the same file versions: {floor:.1f} s "
+                    f"| {ratio:.2f} |")
+    return rows, []
 
 
 def apply_rows(text):

@@ -1,12 +1,14 @@
 #!/usr/bin/env bash
 # The whole test suite, as CI runs it: formatting, lints, the Rust workspace
 # (unit, integration and doc tests) and the kernel tests under Triton's
-# interpreter. Installs what it needs (the Python environment in .venv/).
+# interpreter. Installs what it needs (the Python environment in .venv/, a
+# headless Chromium for the review site's browser tests).
 set -euo pipefail
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$root"
 
 scripts/setup-python.sh
+scripts/setup-chromium.sh
 # Tests that run Python tools (ast-grep, the harness) find them here.
 export KIDIOM_PYTHON="$root/.venv/bin/python"
 export PATH="$root/.venv/bin:$PATH"

@@ -142,7 +142,9 @@ pub(crate) fn mine(catalog: &mut Catalog, manifests: Vec<Manifest>, opts: &MineO
         i.key.lang == kidiom_miner::Lang::Python
             && matches!(
                 i.key.mechanism,
-                kidiom_miner::Mechanism::Keyword | kidiom_miner::Mechanism::Decorator | kidiom_miner::Mechanism::Wrapper
+                kidiom_miner::Mechanism::Keyword
+                    | kidiom_miner::Mechanism::Decorator
+                    | kidiom_miner::Mechanism::Wrapper
             )
     };
     let docs = if idioms.iter().any(documented) {

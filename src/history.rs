@@ -14,7 +14,7 @@ use std::time::Instant;
 
 use anyhow::{Context, Result};
 use indicatif::{ProgressBar, ProgressStyle};
-use kidiom_miner::history::{self, CommitEdits, CorpusHistory, GeneralizeStats, HistoryConfig, Rule};
+use kidiom_miner::history::{self, BlobCache, CommitEdits, CorpusHistory, GeneralizeStats, HistoryConfig, Rule};
 use kidiom_miner::{Corpus, Manifest, SourceKind};
 use kidiom_patterns::{Catalog, CommitRef, Filter, Kind, Pattern, ValueCount};
 use serde::Serialize;
@@ -41,11 +41,20 @@ pub(crate) struct HistoryCorpusReport {
     pub(crate) edits: u64,
     /// File pairs whose trees were diffed.
     pub(crate) files: u64,
+    /// File versions the commits mined in this run needed a tree of (two
+    /// per file pair parsed).
+    pub(crate) file_versions: u64,
+    /// Distinct versions parsed for them: each once, whichever commits
+    /// touch it.
+    pub(crate) parsed_blobs: u64,
+    /// Of those, parsed incrementally from a neighbouring version's tree.
+    pub(crate) incremental_parses: u64,
     /// Files (or whole commits, path `*`) not mined, by reason.
     pub(crate) skipped: BTreeMap<String, u64>,
     /// Changes cut but dropped, by reason.
     pub(crate) dropped: BTreeMap<String, u64>,
-    /// The first few skips, with their commit.
+    /// The first few skips, with their commit (not files added, deleted,
+    /// of tests, or without kernel changes: those are by design).
     pub(crate) skipped_files: Vec<SkippedFile>,
     pub(crate) seconds: f64,
     /// Set when the corpus could not be mined; the run went on without it.
@@ -75,6 +84,11 @@ pub(crate) struct HistoryReport {
     pub(crate) catalog: PathBuf,
     pub(crate) corpora: Vec<HistoryCorpusReport>,
     pub(crate) stats: GeneralizeStats,
+    /// Training files and revision files parsed for the safety replay and
+    /// opportunities (not already held from mining).
+    pub(crate) generalize_parsed_blobs: u64,
+    /// Of those, parsed incrementally from another version of the file.
+    pub(crate) generalize_incremental_parses: u64,
     /// Edit patterns in the catalog after the run.
     pub(crate) patterns: usize,
     pub(crate) rules: Vec<RuleSummary>,
@@ -103,6 +117,8 @@ pub(crate) fn mine(catalog: &mut Catalog, manifests: Vec<Manifest>, opts: &Histo
     let fingerprint = history::history_fingerprint(&opts.config);
     let mut reports = Vec::new();
     let mut opened: Vec<(Corpus, Vec<CommitEdits>)> = Vec::new();
+    // File versions of the whole run, each parsed once (bounded memory).
+    let blobs = BlobCache::default();
     for manifest in manifests {
         let t = Instant::now();
         let mut report = HistoryCorpusReport { name: manifest.name.clone(), ..Default::default() };
@@ -124,7 +140,7 @@ pub(crate) fn mine(catalog: &mut Catalog, manifests: Vec<Manifest>, opts: &Histo
             }
         };
         report.revision = corpus.revision.clone();
-        let commits = mine_corpus(catalog, &corpus, &fingerprint, opts, &mut report)
+        let commits = mine_corpus(catalog, &corpus, &fingerprint, opts, &blobs, &mut report)
             .with_context(|| format!("mining the history of corpus {}", corpus.manifest.name))?;
         report.seconds = t.elapsed().as_secs_f64();
         reports.push(report);
@@ -133,7 +149,14 @@ pub(crate) fn mine(catalog: &mut Catalog, manifests: Vec<Manifest>, opts: &Histo
     let g = Instant::now();
     let inputs: Vec<CorpusHistory<'_>> =
         opened.iter().map(|(corpus, commits)| CorpusHistory { corpus, commits }).collect();
-    let result = history::generalize(&inputs, &opts.config);
+    let before = blobs.counts();
+    let result = history::generalize(&inputs, &opts.config, &blobs);
+    let after = blobs.counts();
+    let generalize_parsed_blobs = after.parsed - before.parsed;
+    let generalize_incremental_parses = after.incremental - before.incremental;
+    // Freeing thousands of trees takes a while: on another thread, while
+    // the catalog is written.
+    let freeing = std::thread::spawn(move || drop(blobs));
     let generalize_seconds = g.elapsed().as_secs_f64();
     let mut patterns: Vec<Pattern> = result.rules.iter().map(to_pattern).collect();
     // Edit rules mined from corpora this run does not name stay as they
@@ -172,6 +195,7 @@ pub(crate) fn mine(catalog: &mut Catalog, manifests: Vec<Manifest>, opts: &Histo
         }
     }
     tx.commit()?;
+    let _ = freeing.join();
     let rules = result
         .rules
         .iter()
@@ -189,6 +213,8 @@ pub(crate) fn mine(catalog: &mut Catalog, manifests: Vec<Manifest>, opts: &Histo
         catalog: path,
         corpora: reports,
         stats: result.stats,
+        generalize_parsed_blobs,
+        generalize_incremental_parses,
         patterns: patterns.len(),
         rules,
         generalize_seconds,
@@ -203,6 +229,7 @@ fn mine_corpus(
     corpus: &Corpus,
     fingerprint: &str,
     opts: &HistoryOptions,
+    blobs: &BlobCache,
     report: &mut HistoryCorpusReport,
 ) -> Result<Vec<CommitEdits>> {
     let name = corpus.manifest.name.as_str();
@@ -218,8 +245,9 @@ fn mine_corpus(
     report.cached = (selected.len() - todo.len()) as u64;
     let pb = bar(opts, todo.len() as u64, name);
     let abort_after = std::env::var("KIDIOM_HISTORY_ABORT_AFTER_BATCHES").ok().and_then(|v| v.parse::<usize>().ok());
+    let before = blobs.counts();
     for (i, batch) in todo.chunks(opts.batch.max(1)).enumerate() {
-        let mined = history::mine_commits(corpus, batch, &opts.config, &|| pb.inc(1))?;
+        let mined = history::mine_commits(corpus, batch, &opts.config, blobs, &|| pb.inc(1))?;
         let tx = catalog.begin()?;
         tx.put_history_commits(name, &mined)?;
         tx.commit()?;
@@ -234,6 +262,10 @@ fn mine_corpus(
         }
     }
     pb.finish_and_clear();
+    let after = blobs.counts();
+    report.file_versions = after.lookups - before.lookups;
+    report.parsed_blobs = after.parsed - before.parsed;
+    report.incremental_parses = after.incremental - before.incremental;
     let mut out = Vec::with_capacity(selected.len());
     for c in &selected {
         if let Some(e) = cached.remove(&c.id) {
@@ -246,7 +278,9 @@ fn mine_corpus(
         for s in &c.skipped {
             let reason = s.reason.split(' ').next().unwrap_or("").to_string();
             *report.skipped.entry(reason).or_default() += 1;
-            if report.skipped_files.len() < MAX_LISTED_SKIPS && !matches!(s.reason.as_str(), "added" | "deleted") {
+            if report.skipped_files.len() < MAX_LISTED_SKIPS
+                && !matches!(s.reason.as_str(), "added" | "deleted" | "test-file" | "outside-kernels")
+            {
                 report.skipped_files.push(SkippedFile {
                     commit: c.commit.id.clone(),
                     path: s.path.clone(),
@@ -352,6 +386,12 @@ pub(crate) fn print_report(report: &HistoryReport, json: bool) -> Result<()> {
         if !c.skipped.is_empty() {
             let reasons: Vec<String> = c.skipped.iter().map(|(r, n)| format!("{r} {n}")).collect();
             crate::output::line(&format!("{}: skipped {}", c.name, reasons.join(", ")))?;
+        }
+        if c.file_versions > 0 {
+            crate::output::line(&format!(
+                "{}: parsed {} distinct of {} file versions ({} incrementally)",
+                c.name, c.parsed_blobs, c.file_versions, c.incremental_parses
+            ))?;
         }
     }
     let s = &report.stats;

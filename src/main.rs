@@ -7,6 +7,7 @@ mod cmd;
 mod config;
 mod driver;
 mod history;
+mod html;
 mod mcp;
 mod output;
 mod sitesearch;

@@ -98,6 +98,55 @@ fn show_search_and_errors() {
     assert!(String::from_utf8_lossy(&none.stderr).contains("no catalog at"));
 }
 
+#[test]
+fn refactors_hide_unless_asked_and_optimizations_come_first() {
+    let env = Env::new();
+    let db = mined(&env);
+    // A rename (refactor) and a plain-API idiom, both scored above every
+    // optimization, come in by import.
+    let mut file = env.json(&["catalog", "export", "--format", "json", "--db", &db]);
+    let template = file["patterns"][0].clone();
+    let extra = |id: &str, kind: &str, category: &str| {
+        let mut p = template.clone();
+        p["id"] = json!(id);
+        p["kind"] = json!(kind);
+        p["category"] = json!(category);
+        p["title"] = json!(format!("renamed offsets {id}"));
+        p["score"] = json!(1000.0);
+        p
+    };
+    file["patterns"] = json!([extra("py-edit-rename", "edit", "refactor"), extra("py-plain-api", "usage", "api")]);
+    let path = env.write("extra.json", file.to_string());
+    let out = env.run(&["catalog", "import", path.to_str().expect("utf8"), "--db", &db]);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+
+    let ids = |v: &Value| -> Vec<String> {
+        v.as_array().expect("array").iter().filter_map(|p| p["id"].as_str().map(str::to_string)).collect()
+    };
+    let categories = |v: &Value| -> Vec<String> {
+        v.as_array().expect("array").iter().filter_map(|p| p["category"].as_str().map(str::to_string)).collect()
+    };
+    let listed = env.json(&["catalog", "list", "--db", &db, "--json"]);
+    assert!(!ids(&listed).contains(&"py-edit-rename".to_string()), "{listed:#}");
+    // Plain API usage is listed, below every optimization whatever its score.
+    assert_eq!(ids(&listed).last().map(String::as_str), Some("py-plain-api"), "{listed:#}");
+    assert!(categories(&listed).iter().rev().skip(1).all(|c| c != "api" && c != "refactor"), "{listed:#}");
+    let text = String::from_utf8_lossy(&env.run(&["catalog", "list", "--db", &db]).stdout).to_string();
+    assert!(text.contains("py-plain-api") && !text.contains("py-edit-rename"), "{text}");
+    // --all shows refactors, last; so does asking for the category.
+    let all = env.json(&["catalog", "list", "--db", &db, "--json", "--all"]);
+    assert_eq!(ids(&all).len(), ids(&listed).len() + 1);
+    assert_eq!(ids(&all).last().map(String::as_str), Some("py-edit-rename"), "{all:#}");
+    let asked = env.json(&["catalog", "list", "--db", &db, "--json", "--category", "refactor"]);
+    assert_eq!(ids(&asked), ["py-edit-rename"]);
+    assert_eq!(asked[0]["category"], "refactor", "the category round-trips");
+    // Search hides them the same way.
+    let hits = env.json(&["catalog", "search", "renamed offsets", "--db", &db, "--json"]);
+    assert_eq!(ids(&hits), ["py-plain-api"], "{hits:#}");
+    let hits = env.json(&["catalog", "search", "renamed offsets", "--db", &db, "--json", "--all"]);
+    assert_eq!(ids(&hits).len(), 2, "{hits:#}");
+}
+
 /// Triton, CUDA and host sources of our own, each idiom of the question set
 /// both used and left out, so that mining finds it.
 const QUESTION_CORPUS: &[(&str, &str)] = &[

@@ -197,8 +197,12 @@ fn bad_input_is_skipped_with_reasons() {
     let base = "    b_o = tl.exp(q)";
     let mut big: Vec<(String, Option<Vec<u8>>)> =
         (0..401).map(|i| (format!("many/m{i}.py"), s(&format!("x = {}\n", i + 1)))).collect();
-    let huge_before: String = (0..2500).map(|i| format!("v{i} = {i}\n")).collect();
-    let huge_after: String = (0..2500).map(|i| format!("v{i} = {}\n", i + 1)).collect();
+    // A kernel file (host-only files are passed over before any diff).
+    let huge_before: String =
+        std::iter::once("import triton\n".to_string()).chain((0..2500).map(|i| format!("v{i} = {i}\n"))).collect();
+    let huge_after: String = std::iter::once("import triton\n".to_string())
+        .chain((0..2500).map(|i| format!("v{i} = {}\n", i + 1)))
+        .collect();
     let first: Vec<(&str, Option<Vec<u8>>)> = vec![
         ("k.py", Some(kernel("k", base))),
         ("gone.py", Some(kernel("g", base))),
@@ -462,4 +466,93 @@ fn nested_calls_that_gain_a_keyword_are_cut_one_by_one() {
     let why = dot["rationale"].as_str().unwrap_or("");
     assert!(why.contains("makes 5 of the commits' edits and 0 they did not make"), "{why}");
     assert!(why.contains("0 edits of the same shape there are not covered"), "{why}");
+}
+
+/// A kernel file: a Triton kernel whose body is `body`, and a host
+/// function that launches it with `launch` and returns `ret`.
+fn kernel_and_host(body: &str, launch: &str, ret: &str) -> Vec<u8> {
+    format!(
+        "from typing import Optional\nimport triton\nimport triton.language as tl\n\n\n@triton.jit\ndef k(q, o, T: tl.constexpr):\n{body}\n\n\ndef host(q, o, T):\n    grid = (triton.cdiv(T, 64),)\n    {launch}\n    return {ret}\n"
+    )
+    .into_bytes()
+}
+
+#[test]
+fn only_kernels_and_launches_are_mined_never_tests_or_host_code() {
+    let env = Env::new();
+    let repo = env.path().join("repo");
+    let body = |f: &str, x: &str| format!("    b = tl.load(q)\n    tl.store(o, tl.{f}(b * {x}))");
+    let launch = |w: u32| format!("k[grid](q, o, T, num_warps={w})");
+    // Each commit makes the same three changes in a kernel file (exp2 in
+    // the kernel, more warps at the launch, one more return value in the
+    // host function) and the same two in a test file (exp2, a parameter).
+    let file = |f: &str, x: &str, w: u32, ret: &str| kernel_and_host(&body(f, x), &launch(w), ret);
+    let test = |f: &str, x: &str, ps: &str| {
+        let kernel = String::from_utf8(kernel_and_host(&body(f, x), &launch(4), "o")).unwrap_or_default();
+        format!(
+            "import pytest\n{kernel}\n\n@pytest.mark.parametrize(\"T\", [{ps}])\ndef test_k(T):\n    host(None, None, T)\n"
+        )
+    };
+    let mut init = Vec::new();
+    for (p, x) in [("a.py", "1"), ("b.py", "2"), ("c.py", "3")] {
+        init.push((p, Some(file("exp", x, 4, "o, None"))));
+    }
+    for (p, x) in [("tests/ops/test_a.py", "1"), ("tests/ops/test_b.py", "2"), ("benchmarks/bench_c.py", "3")] {
+        init.push((p, s(&test("exp", x, "64"))));
+    }
+    let change = |kp: &'static str, tp: &'static str, x: &str| {
+        vec![(kp, Some(file("exp2", x, 8, "o, None, None"))), (tp, s(&test("exp2", x, "64, 128")))]
+    };
+    history(
+        &repo,
+        &[
+            ("init", init),
+            ("[Perf] exp2 and more warps in a", change("a.py", "tests/ops/test_a.py", "1")),
+            ("exp2 and more warps in b", change("b.py", "tests/ops/test_b.py", "2")),
+            ("exp2 and more warps in c", change("c.py", "benchmarks/bench_c.py", "3")),
+        ],
+    );
+    let report = mine(&env, &repo, &[]);
+    let c = &report["corpora"][0];
+    assert_eq!(c["skipped"]["test-file"], 3, "{c:#}");
+    assert!(c["dropped"]["outside-kernel"].as_u64().is_some_and(|n| n >= 3), "the host returns: {c:#}");
+    let pats = edit_patterns(&env);
+    // The kernel edit and the launch edit are rules, trained on the kernel files only.
+    let exp = pats
+        .iter()
+        .find(|p| p["before"] == "tl.exp(b * $A)" && p["after"] == "tl.exp2(b * $A)")
+        .unwrap_or_else(|| panic!("no exp -> exp2 rule in {pats:#?}"));
+    assert_eq!(exp["support"][0]["occurrences"], 3, "{exp:#}");
+    assert_eq!(exp["support"][0]["files"], 3, "{exp:#}");
+    let paths: Vec<&str> = exp["examples"].as_array().unwrap().iter().filter_map(|e| e["path"].as_str()).collect();
+    assert!(paths.iter().all(|p| !p.contains("test") && !p.contains("bench")), "{paths:?}");
+    assert!(
+        pats.iter().any(|p| p["after"].as_str().is_some_and(|a| a.contains("num_warps=8"))),
+        "no launch rule in {pats:#?}"
+    );
+    // Host plumbing and test parameters are not.
+    for p in &pats {
+        let text = format!("{} {}", p["before"], p["after"]);
+        assert!(!text.contains("None") && !text.contains("pytest") && !text.contains("128"), "{p:#}");
+    }
+}
+
+#[test]
+fn a_file_version_is_parsed_once_however_many_commits_touch_it() {
+    let env = Env::new();
+    let repo = env.path().join("repo");
+    // Five commits change one kernel in turn: five file pairs, ten file
+    // versions, six distinct versions.
+    let version = |n: usize| kernel("k", &format!("    b = tl.load(q)\n    c = b * {n}\n    tl.store(o, c)"));
+    let steps: Vec<Step<'_>> =
+        (0..6).map(|n| (if n == 0 { "init" } else { "change" }, vec![("k.py", Some(version(n)))])).collect();
+    history(&repo, &steps);
+    let report = mine(&env, &repo, &[]);
+    let c = &report["corpora"][0];
+    assert_eq!(c["files"], 5, "{c:#}");
+    assert_eq!(c["file_versions"], 10, "{c:#}");
+    assert_eq!(c["parsed_blobs"], 6, "each version once: {c:#}");
+    let incremental = c["incremental_parses"].as_u64().unwrap_or(0);
+    assert!((1..6).contains(&incremental), "the others re-parsed from a neighbour: {c:#}");
+    assert_eq!(c["edits"], 5, "{c:#}");
 }

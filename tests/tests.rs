@@ -6,6 +6,8 @@ mod util;
 // A copy of kernels/ to validate in, planted candidates, readers of the evidence.
 mod project;
 
+// The data flow of ARCHITECTURE pinned: crate dependencies, module layers, libraries that do not print.
+mod architecture;
 // `kidiom mine`: counts against an independent count, bad input, incrementality, locking.
 mod mine;
 // Aliases (a corpus's helper module, `tl.math`, `import triton.language as T`): counted and rewritten.
@@ -26,5 +28,7 @@ mod validate;
 mod gil;
 // Planted cheats through `kidiom validate`, each rejected at its gate with the reason.
 mod cheats;
+// `kidiom review --html`: the site in headless Chromium, links, plots, escaping; `run --html`, `--open`.
+mod html;
 // `kidiom mcp`: a client session over stdio, write refusal, the Python SDK as an independent client.
 mod mcp;

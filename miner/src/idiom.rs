@@ -10,107 +10,11 @@ use std::collections::{BTreeMap, BTreeSet};
 
 use serde::{Deserialize, Serialize};
 
+use crate::classify;
+pub use crate::classify::Category;
 use crate::facts::{Example, FamilyKey, FileFacts, Mechanism};
 use crate::lang::Lang;
 use crate::values::{ModuleIndex, ResolvedValue};
-
-/// What an idiom is for.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
-#[serde(rename_all = "lowercase")]
-pub enum Category {
-    /// Numeric precision of products and accumulators.
-    Precision,
-    /// Memory traffic: caching, eviction, vector width, aliasing.
-    Memory,
-    /// Compile-time specialization and its limits.
-    Specialization,
-    /// Launch configuration: warps, stages, occupancy bounds.
-    Launch,
-    /// Cheaper or more accurate math functions.
-    Math,
-    /// Index arithmetic width and alignment.
-    Addressing,
-    /// Threads, warps and the GIL.
-    Concurrency,
-    /// Fusing separate steps.
-    Fusion,
-    /// Removing redundant work.
-    Redundancy,
-    /// Anything else.
-    Other,
-}
-
-impl Category {
-    /// Every category.
-    pub const ALL: [Category; 10] = [
-        Category::Precision,
-        Category::Memory,
-        Category::Specialization,
-        Category::Launch,
-        Category::Math,
-        Category::Addressing,
-        Category::Concurrency,
-        Category::Fusion,
-        Category::Redundancy,
-        Category::Other,
-    ];
-
-    /// The lowercase name.
-    pub fn name(self) -> &'static str {
-        match self {
-            Category::Precision => "precision",
-            Category::Memory => "memory",
-            Category::Specialization => "specialization",
-            Category::Launch => "launch",
-            Category::Math => "math",
-            Category::Addressing => "addressing",
-            Category::Concurrency => "concurrency",
-            Category::Fusion => "fusion",
-            Category::Redundancy => "redundancy",
-            Category::Other => "other",
-        }
-    }
-
-    /// Parses a lowercase name.
-    pub fn from_name(s: &str) -> Option<Category> {
-        Category::ALL.into_iter().find(|c| c.name() == s)
-    }
-
-    /// Guesses a category from the words of a decoration. Classification
-    /// only: which decorations are idioms is decided by the counts.
-    pub fn classify(text: &str) -> Category {
-        let t = text.to_ascii_lowercase();
-        let any = |ws: &[&str]| ws.iter().any(|w| t.contains(w));
-        if any(&["precision", "tf32", "ieee", "out_dtype", "acc_dtype"]) {
-            Category::Precision
-        } else if any(&["int64", "multiple_of", "max_contiguous", "block_ptr", "tensor_descriptor"]) {
-            Category::Addressing
-        } else if any(&["gil", "allow_threads", "detach", "shfl", "sync", "atomic", "barrier", "call_guard"]) {
-            Category::Concurrency
-        } else if any(&["num_warps", "num_stages", "num_ctas", "launch_bounds", "maxnreg", "$kernel[$grid]"]) {
-            Category::Launch
-        } else if any(&["constexpr", "specialize", "heuristics", "autotune", "static_range", "unroll", "inline"]) {
-            Category::Specialization
-        } else if any(&[
-            "eviction",
-            "cache",
-            "boundary_check",
-            "padding",
-            "restrict",
-            "ldg",
-            "reinterpret_cast",
-            "asm",
-            "ld.",
-            "st.",
-        ]) {
-            Category::Memory
-        } else if any(&["exp", "log", "sqrt", "rcp", "div", "fma", "sin", "cos", "tanh", "fast"]) {
-            Category::Math
-        } else {
-            Category::Other
-        }
-    }
-}
 
 /// Thresholds for calling a recurring decoration an idiom.
 #[derive(Debug, Clone)]
@@ -277,7 +181,8 @@ fn pick_resolution(mut rs: Vec<(ResolvedValue, u64)>) -> Option<ResolvedValue> {
     Some(ResolvedValue { expr: crate::values::shorten(&exprs.join(" | "), crate::values::MAX_EXPR), literals })
 }
 
-/// Folds file facts into idioms, ordered by score (then id).
+/// Folds file facts into idioms, optimizations first ([`Category::rank`]),
+/// then by score (then id).
 pub fn aggregate<'a>(files: impl IntoIterator<Item = FileInput<'a>>, cfg: &MineConfig) -> Vec<Idiom> {
     let files: Vec<FileInput<'a>> = files.into_iter().collect();
     // The Python modules of each corpus, where imported names are resolved;
@@ -407,11 +312,17 @@ pub fn aggregate<'a>(files: impl IntoIterator<Item = FileInput<'a>>, cfg: &MineC
         let mut values: Vec<(String, u64)> = values.into_iter().collect();
         values.sort_by(|a, b| b.1.cmp(&a.1).then_with(|| a.0.cmp(&b.0)));
         let resolved = resolutions.into_iter().filter_map(|(v, rs)| Some((v, pick_resolution(rs)?))).collect();
-        let mut idiom = describe(key, support, values, examples, in_error, occ, nfiles, ncorpora, opp);
-        idiom.resolved = resolved;
-        out.push(idiom);
+        let counts = Counts { occ, nfiles, ncorpora, opp, in_error };
+        out.push(describe(key, support, values, resolved, examples, counts));
     }
-    out.sort_by(|a, b| b.score.total_cmp(&a.score).then_with(|| a.id.cmp(&b.id)));
+    // Optimizations first (by category rank), then by score.
+    out.sort_by(|a, b| {
+        a.category
+            .rank()
+            .cmp(&b.category.rank())
+            .then_with(|| b.score.total_cmp(&a.score))
+            .then_with(|| a.id.cmp(&b.id))
+    });
     out
 }
 
@@ -424,38 +335,6 @@ fn last_segment(callee: &str) -> Option<&str> {
         return None; // methods and launches have no sibling forms
     }
     callee.rsplit(['.', ':']).next().filter(|s| !s.is_empty())
-}
-
-/// Words that make a sibling form of a function: `static_range`, `fast_expf`,
-/// `safe_exp`. In C++ `static_` would pair `static_cast` with unrelated `cast`s.
-fn variant_modifiers(lang: Lang) -> &'static [&'static str] {
-    match lang {
-        Lang::Python => &["static", "fast", "safe", "approx"],
-        _ => &["fast", "safe", "approx"],
-    }
-}
-
-/// `b` is a sibling form of `a`: a numeric-base suffix (`exp2`/`exp`), an
-/// intrinsic prefix (`__expf`/`expf`) or a one-word modifier prefix
-/// (`static_range`/`range`).
-fn is_variant(lang: Lang, a: &str, b: &str) -> bool {
-    if a == b || a.is_empty() || a.starts_with('_') {
-        return false;
-    }
-    // Another base (`exp2`, `log10`), an intrinsic (`__expf`), or a modifier word.
-    if let Some(base) = b.strip_prefix(a)
-        && matches!(base, "2" | "10")
-        && !a.ends_with(|c: char| c.is_ascii_digit())
-    {
-        return true;
-    }
-    if b.strip_prefix("__") == Some(a) {
-        return true;
-    }
-    if let Some(prefix) = b.strip_suffix(a).and_then(|p| p.strip_suffix('_')) {
-        return variant_modifiers(lang).contains(&prefix);
-    }
-    false
 }
 
 #[allow(clippy::type_complexity)]
@@ -481,7 +360,7 @@ fn synthesize_variants(
             if lang_a != lang {
                 break;
             }
-            if !is_variant(*lang, a, b) {
+            if !classify::is_variant(*lang, a, b) {
                 continue;
             }
             let key =
@@ -535,18 +414,24 @@ pub fn slug(parts: &[&str]) -> String {
     s.trim_matches('-').to_string()
 }
 
-#[allow(clippy::too_many_arguments)]
-fn describe(
-    key: FamilyKey,
-    support: Vec<Support>,
-    values: Vec<(String, u64)>,
-    examples: Vec<IdiomExample>,
-    in_error: u64,
+/// An idiom's totals over all corpora.
+struct Counts {
     occ: u64,
     nfiles: u64,
     ncorpora: u64,
     opp: u64,
+    in_error: u64,
+}
+
+fn describe(
+    key: FamilyKey,
+    support: Vec<Support>,
+    values: Vec<(String, u64)>,
+    resolved: BTreeMap<String, ResolvedValue>,
+    examples: Vec<IdiomExample>,
+    counts: Counts,
 ) -> Idiom {
+    let Counts { occ, nfiles, ncorpora, opp, in_error } = counts;
     let (s, d) = (key.subject.as_str(), key.decoration.as_str());
     let top = values.first().map(|v| v.0.as_str()).unwrap_or("");
     let dominant = |fallback: &str| if top.is_empty() { fallback.to_string() } else { top.to_string() };
@@ -626,14 +511,12 @@ fn describe(
             }
         }
     };
-    // A rewrite is offered only where it keeps the program's meaning (SPEC §7);
-    // the others keep their `after` shape as evidence and get an empty `before`.
-    let not_applicable = unsafe_rewrite(&key).or_else(|| {
-        (key.mechanism == Mechanism::Guard && !is_identifier(top))
-            .then_some("the guard is constructed from its function's own values")
-    });
+    let category = classify::usage(&key, &values);
+    // A rewrite is offered only where its `after` follows from its `before` and a
+    // value most sites hold, and keeps the program's meaning (SPEC §7); the
+    // others keep their `after` shape as evidence and get an empty `before`.
+    let not_applicable = guidance(&key, category, &before, &after, &values, &resolved);
     let before = if not_applicable.is_some() { String::new() } else { before };
-    let category = Category::classify(&format!("{d} {s} {top}"));
     let adoption = occ as f64 / (occ + opp).max(1) as f64;
     let rationale = format!(
         "{} in {} file{} across {} corp{}; {} site{} lack{} it ({:.0}% adoption).{}",
@@ -652,27 +535,13 @@ fn describe(
         Some(why) => format!("{rationale} Not rewritten automatically: {why}."),
         None => rationale,
     };
-    // Evidence grows with occurrences, files and corpora; uncategorized
-    // decorations (`dtype=` on `tl.zeros`) are usage, rarely optimization.
-    let weight = if category == Category::Other { 0.5 } else { 1.0 };
+    // Evidence grows with occurrences, files and corpora; what is not an
+    // optimization (`dtype=` on `tl.zeros`, uncategorized decorations) weighs half.
+    let weight = if category.is_optimization() { 1.0 } else { 0.5 };
     let evidence = (occ as f64).ln_1p() * (1.0 + (nfiles as f64).ln_1p()) * ncorpora as f64 * (0.5 + adoption);
     let score = (evidence * weight * 1000.0).round() / 1000.0;
     let id = slug(&[key.lang.slug(), key.mechanism.name(), s, d]);
-    Idiom {
-        id,
-        key,
-        category,
-        title,
-        rationale,
-        before,
-        after,
-        support,
-        values,
-        resolved: BTreeMap::new(),
-        examples,
-        in_error,
-        score,
-    }
+    Idiom { id, key, category, title, rationale, before, after, support, values, resolved, examples, in_error, score }
 }
 
 /// Variant pairs with an exact identity, as (before, after) templates:
@@ -686,52 +555,191 @@ fn exact_variant(lang: Lang, plain: &str, variant: &str) -> Option<(String, Stri
     }
 }
 
-/// Why adding this decoration where it is missing could change what the
-/// program computes (or cannot be written without a human choice); `None`
-/// for decorations that are pure hints, exact identities, or widen index
-/// arithmetic. Precision keywords are rewrites by design: they change
-/// rounding, are category `precision`, and the validator gates them.
-pub(crate) fn unsafe_rewrite(key: &FamilyKey) -> Option<&'static str> {
+/// Why the idiom is guidance only, or `None` when a rewrite is offered.
+/// Derived from the idiom itself, never from a list of idioms: its
+/// category, what its decoration asserts, the holes its `after` adds to its
+/// `before`, and whether its value histogram supports a value that can be
+/// written at any site. Precision keywords are rewrites by design: they
+/// change rounding, are category `precision`, and the validator gates them.
+fn guidance(
+    key: &FamilyKey,
+    category: Category,
+    before: &str,
+    after: &str,
+    values: &[(String, u64)],
+    resolved: &BTreeMap<String, ResolvedValue>,
+) -> Option<String> {
     let (s, d) = (key.subject.as_str(), key.decoration.as_str());
-    match key.mechanism {
-        Mechanism::Keyword => {
-            let callee = s.rsplit('.').next().unwrap_or(s);
-            let hint = matches!(
-                (callee, d),
-                ("dot", "input_precision")
-                    | ("load" | "store", "eviction_policy" | "cache_modifier")
-                    | ("range", "num_stages" | "loop_unroll_factor")
-            );
-            if s == crate::python::LAUNCH {
-                Some("launch options live in host code")
-            } else if hint && s.starts_with("tl.") {
-                None
-            } else {
-                Some("the keyword changes what the call computes, or needs a site-specific value")
-            }
-        }
-        Mechanism::MethodWrap => {
-            if matches!(s, "tl.program_id" | "tl.num_programs") && d == "to" {
-                None
-            } else {
-                Some("the method changes the value's type")
-            }
-        }
-        Mechanism::Qualifier if d == "__forceinline__" && s == crate::cxx::CUDA_DEVICE => None,
-        Mechanism::Qualifier => Some("the qualifier needs a value chosen for the launch, or changes linkage"),
-        Mechanism::ParamQualifier => Some("`__restrict__` asserts that pointers never alias"),
-        Mechanism::Pragma if d == "unroll" => None,
-        Mechanism::Pragma => Some("the pragma is not a pure hint"),
-        Mechanism::Variant if exact_variant(key.lang, s, d).is_some() => None,
-        Mechanism::Variant => Some("the sibling function is not an exact identity"),
-        Mechanism::Decorator | Mechanism::Annotation => Some("it needs configurations or changes specialization"),
-        // Inserting a scoped guard (or a `call_guard` on `.def`) is a local rewrite; whether
-        // it is safe at a site is the rewriter's question (a GIL release must not precede a
-        // touch of a Python object), answered per site with its reason.
-        Mechanism::Guard => None,
-        Mechanism::BindingArg if d.ends_with("call_guard") => None,
-        _ => Some("the idiom has no local rewrite"),
+    if before.is_empty() {
+        return Some(
+            "it is a construct of its own, not a decoration of one: where it belongs is a design decision".into(),
+        );
     }
+    if key.mechanism == Mechanism::Keyword && s == crate::python::LAUNCH {
+        return Some("launch options live in host code".into());
+    }
+    let role = (key.mechanism == Mechanism::Keyword).then(|| classify::keyword_role(d)).flatten();
+    if category == Category::Api {
+        let what = match (role, key.mechanism) {
+            (Some(r), _) => r.what,
+            (None, Mechanism::MethodWrap) if d == "to" => "its target type follows from the operand",
+            (None, Mechanism::MethodWrap) => "the method computes a value of its own",
+            (None, Mechanism::Annotation) => "the parameter's type",
+            _ => "its value follows from the site",
+        };
+        return Some(format!("`{d}` is part of what the code computes ({what}), so it is the author's to write"));
+    }
+    if let Some(caveat) = role.and_then(|r| r.caveat) {
+        return Some(format!("`{d}=` sets {}: {caveat}", role.map_or("", |r| r.what)));
+    }
+    if let Some(a) = classify::assertion(d) {
+        return Some(format!("{a}, which kidiom cannot check at a site"));
+    }
+    if s.starts_with('.') {
+        return Some(format!("`{s}` is a method of any receiver, which a template cannot name"));
+    }
+    let top = values.first().map(|v| v.0.as_str()).unwrap_or("");
+    if key.mechanism == Mechanism::Guard && !is_identifier(top) {
+        return Some("the guard is constructed from its function's own values".into());
+    }
+    if key.mechanism == Mechanism::Variant && exact_variant(key.lang, s, d).is_none() && !library_name(key.lang, top) {
+        return Some(format!("`{top}` is defined in its corpus, not in the language or its library"));
+    }
+    if one_of_many(before) {
+        return Some("it applies to one element of a list (a parameter), and which one is the author's choice".into());
+    }
+    let have = holes(before);
+    let fresh: Vec<String> = holes(after).into_iter().filter(|h| !have.contains(h)).collect();
+    if fresh.iter().any(|h| h.starts_with("$$$")) {
+        return Some(format!("`{d}` takes arguments chosen per site (configurations, keys)"));
+    }
+    if fresh.is_empty() {
+        return None;
+    }
+    let no_literals: Vec<String> = Vec::new();
+    let bars =
+        values.iter().map(|(v, n)| (v.as_str(), *n, resolved.get(v).map_or(&no_literals, |r| &r.literals).as_slice()));
+    match supported_value(key.lang, bars) {
+        None => Some(format!(
+            "no value in its histogram can be written at every site ({}: neither literals nor library names)",
+            values.iter().take(3).map(|v| format!("`{}`", v.0)).collect::<Vec<_>>().join(", ")
+        )),
+        Some(v) if v.sites * 2 <= v.total => Some(format!(
+            "its value depends on the site: {}, the most common value that can be written, holds at {} of {} sites",
+            v.value, v.sites, v.total
+        )),
+        Some(_) => None,
+    }
+}
+
+/// The holes of a template (`$V`, `$$$ARGS`), each with its `$`s.
+fn holes(t: &str) -> BTreeSet<String> {
+    let mut out = BTreeSet::new();
+    let mut rest = t;
+    while let Some(i) = rest.find('$') {
+        let tail = &rest[i..];
+        let dollars = tail.len() - tail.trim_start_matches('$').len();
+        let name: String =
+            tail[dollars..].chars().take_while(|c| c.is_ascii_uppercase() || c.is_ascii_digit() || *c == '_').collect();
+        if !name.is_empty() {
+            out.insert(format!("{}{name}", &tail[..dollars]));
+        }
+        rest = &tail[dollars + name.len()..];
+    }
+    out
+}
+
+/// `before` picks one element out of a list with any neighbours
+/// (`def $F($$$A, $P, $$$B)`): every element is a site, so where the
+/// decoration belongs is not decided by the template.
+fn one_of_many(before: &str) -> bool {
+    let name = |n: &str| !n.is_empty() && n.chars().all(|c| c.is_ascii_uppercase() || c.is_ascii_digit() || c == '_');
+    let ends_in_sequence = |p: &str| p.rfind("$$$").is_some_and(|i| name(&p[i + 3..]));
+    let single = |p: &str| p.strip_prefix('$').is_some_and(name);
+    let parts: Vec<&str> = before.split(',').map(str::trim).collect();
+    parts.windows(3).any(|w| ends_in_sequence(w[0]) && single(w[1]) && w[2].starts_with("$$$"))
+}
+
+/// A function name that exists wherever the code is compiled: Triton's
+/// (`tl.static_range`) or, in C and C++, one reserved to the implementation
+/// (`__expf`).
+fn library_name(lang: Lang, name: &str) -> bool {
+    match lang {
+        Lang::Python => name.starts_with("tl.") || name.starts_with("triton."),
+        Lang::Cuda | Lang::Cpp => name.starts_with("__"),
+        Lang::Rust => false,
+    }
+}
+
+/// Whether a hole value can be written at any site: a literal, or a name
+/// from Triton's language module. Names local to the upstream file
+/// (`DOT_PRECISION`) cannot.
+pub fn writable_value(lang: Lang, v: &str) -> bool {
+    let v = v.trim();
+    if v.is_empty() || v.contains('\n') {
+        return false;
+    }
+    let quoted = |q: char| v.len() >= 2 && v.starts_with(q) && v.ends_with(q) && !v[1..v.len() - 1].contains(q);
+    let numeric = v.chars().all(|c| c.is_ascii_digit() || c == '.') && v.chars().any(|c| c.is_ascii_digit());
+    match lang {
+        Lang::Python => {
+            quoted('"')
+                || quoted('\'')
+                || numeric
+                || matches!(v, "True" | "False" | "None")
+                || (v.starts_with("tl.") && v[3..].chars().all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '.'))
+        }
+        Lang::Cuda | Lang::Cpp => numeric,
+        Lang::Rust => false,
+    }
+}
+
+/// The value a histogram supports most ([`supported_value`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Supported {
+    /// The value, writable at any site.
+    pub value: String,
+    /// Sites whose value is it, or a name that can hold it.
+    pub sites: u64,
+    /// All sites of the histogram.
+    pub total: u64,
+}
+
+/// The writable value ([`writable_value`]) that most sites of a histogram
+/// hold, from its bars (value, sites, the literals a name resolves to): a
+/// bar supports its value when that is writable, else each writable
+/// literal its name can hold. Ties go to the bar seen first.
+pub fn supported_value<'a>(
+    lang: Lang,
+    bars: impl IntoIterator<Item = (&'a str, u64, &'a [String])>,
+) -> Option<Supported> {
+    let mut order: Vec<&str> = Vec::new();
+    let mut sites: BTreeMap<&str, u64> = BTreeMap::new();
+    let mut total = 0;
+    for (v, n, literals) in bars {
+        total += n;
+        let held: Vec<&str> = if writable_value(lang, v) {
+            vec![v]
+        } else {
+            let mut ls: Vec<&str> = literals.iter().map(String::as_str).filter(|l| writable_value(lang, l)).collect();
+            ls.dedup();
+            ls
+        };
+        for h in held {
+            if !sites.contains_key(h) {
+                order.push(h);
+            }
+            *sites.entry(h).or_default() += n;
+        }
+    }
+    let best = order.iter().copied().max_by(|a, b| {
+        sites[a].cmp(&sites[b]).then_with(|| {
+            // earlier first on a tie: `max_by` keeps the last maximum
+            let pos = |x: &str| order.iter().position(|o| *o == x);
+            pos(b).cmp(&pos(a))
+        })
+    })?;
+    Some(Supported { value: best.to_string(), sites: sites[best], total })
 }
 
 fn is_identifier(s: &str) -> bool {
@@ -753,6 +761,7 @@ mod tests {
 
     #[test]
     fn variant_morphology() {
+        use crate::classify::is_variant;
         let py = Lang::Python;
         assert!(is_variant(py, "exp", "exp2"));
         assert!(is_variant(py, "log", "log2"));
@@ -869,5 +878,129 @@ mod tests {
         let i = dot_idiom(&[("x", "a.py", &a), ("x", "c.py", &c)]);
         assert_eq!(i.resolved["P"].expr, "\"ieee\" | (\"bf16x3\" if X else \"tf32\")");
         assert_eq!(i.resolved["P"].literals, ["\"ieee\"", "\"bf16x3\"", "\"tf32\""]);
+    }
+
+    /// The idioms of one file of `lang`, mined with every threshold at one.
+    fn mined(lang: Lang, src: &str) -> Vec<Idiom> {
+        let facts = crate::extract(lang, src, &Default::default()).expect("parses");
+        let cfg = MineConfig { min_occurrences: 1, min_files: 1, ..Default::default() };
+        aggregate([FileInput { corpus: "c", revision: "r", path: "k", lang, facts: &facts }], &cfg)
+    }
+
+    /// Why `id` is guidance only (`None`: it has a rewrite).
+    fn why<'a>(idioms: &'a [Idiom], id: &str) -> Option<&'a str> {
+        let i = idioms.iter().find(|i| i.id == id).unwrap_or_else(|| panic!("no {id} in {idioms:#?}"));
+        let why = i.rationale.split_once("Not rewritten automatically: ").map(|w| w.1);
+        assert_eq!(i.before.is_empty(), why.is_some(), "{id}: {i:#?}");
+        why
+    }
+
+    #[test]
+    fn rewritability_follows_from_the_templates_and_the_histogram() {
+        let src = format!(
+            "{KERNEL}PREC = 'ieee'
+@triton.autotune(configs=[], key=['N'])
+@triton.jit
+def k(x, y, N: tl.constexpr, M):
+    i = tl.program_id(0).to(tl.int64)
+    j = tl.program_id(1)
+    a = tl.load(x + i, mask=i < N, other=0.0)
+    b = tl.load(x + j)
+    a1 = tl.load(x, eviction_policy='evict_first')
+    a2 = tl.load(x, eviction_policy='evict_last')
+    a3 = tl.load(x, eviction_policy=POLICY)
+    a4 = tl.load(x, eviction_policy=POLICY, cache_modifier=CM)
+    tl.atomic_add(y, a, sem='relaxed')
+    tl.atomic_add(y, b)
+    c = tl.dot(a, b, input_precision=PREC)
+    d = tl.dot(a, b)
+    for t in tl.static_range(4):
+        e = tl.sum(a, axis=0) + tl.sum(b) + safe_exp(a) + tl.exp(b)
+    for t in tl.range(0, 4):
+        pass
+    z = tl.cast(a, tl.float16, fp_downcast_rounding='rtne') + tl.cast(b, tl.float16)
+    w = a.to(tl.float16, hint=1) + b.to(tl.float16)
+@triton.jit
+def k2(x):
+    pass
+"
+        );
+        let py = mined(Lang::Python, &src);
+        // Rewrites: a value most sites hold (a name counts for the literal it is bound to),
+        // a library sibling.
+        assert_eq!(why(&py, "py-method-wrap-tl-program-id-to"), None);
+        assert_eq!(why(&py, "py-keyword-tl-dot-input-precision"), None);
+        assert_eq!(why(&py, "py-variant-range-static-range"), None);
+        // Plain API usage: part of what the call computes.
+        for id in ["py-keyword-tl-load-mask", "py-keyword-tl-load-other", "py-keyword-tl-sum-axis"] {
+            assert!(why(&py, id).is_some_and(|w| w.contains("part of what the code computes")), "{id}");
+        }
+        assert!(why(&py, "py-keyword-tl-load-mask").is_some_and(|w| w.contains("which elements are accessed")));
+        // A weaker memory order changes what is guaranteed.
+        assert!(why(&py, "py-keyword-tl-atomic-add-sem").is_some_and(|w| w.contains("a weaker ordering")));
+        assert!(why(&py, "py-keyword-tl-cast-fp-downcast-rounding").is_some_and(|w| w.contains("narrowing")));
+        assert!(why(&py, "py-keyword-to-hint").is_some_and(|w| w.contains("method of any receiver")));
+        // Values: none writable; or none that most sites hold.
+        assert!(why(&py, "py-keyword-tl-load-cache-modifier").is_some_and(|w| w.contains("no value")));
+        assert!(why(&py, "py-keyword-tl-load-eviction-policy").is_some_and(|w| w.contains("1 of 4 sites")));
+        // Arguments chosen per kernel; one parameter among many; a sibling of the corpus's own.
+        assert!(why(&py, "py-decorator-triton-kernel-triton-autotune").is_some_and(|w| w.contains("arguments")));
+        assert!(why(&py, "py-annotation-triton-param-tl-constexpr").is_some_and(|w| w.contains("one element")));
+        assert!(why(&py, "py-variant-exp-safe-exp").is_some_and(|w| w.contains("`safe_exp` is defined in its corpus")));
+
+        let cu = mined(
+            Lang::Cuda,
+            "__device__ __forceinline__ float f(float x) { return x; }
+__device__ float g(float x) { return x; }
+__global__ void k(float* __restrict__ a, float* b, int n) {
+    #pragma unroll
+    for (int i = 0; i < 4; i++) { a[i] = b[i]; }
+    for (int i = 0; i < n; i++) { a[i] = __expf(b[i]) + expf(b[i]); __syncthreads(); }
+}
+__global__ void h(float* a) { a[0] = 0; }
+",
+        );
+        // Token and line prefixes; a toolkit sibling.
+        assert_eq!(why(&cu, "cu-qualifier-cuda-device-forceinline"), None);
+        assert_eq!(why(&cu, "cu-pragma-loop-unroll"), None);
+        assert_eq!(why(&cu, "cu-variant-expf-expf"), None);
+        // An assertion kidiom cannot check; a construct of its own.
+        assert!(why(&cu, "cu-param-qualifier-pointer-param-restrict").is_some_and(|w| w.contains("no other pointer")));
+        assert!(why(&cu, "cu-intrinsic-kernel-syncthreads").is_some_and(|w| w.contains("construct of its own")));
+    }
+
+    #[test]
+    fn optimizations_come_first_and_plain_api_weighs_half() {
+        let src = format!(
+            "{KERNEL}@triton.jit\ndef k(x):\n    i = tl.program_id(0).to(tl.int64)\n    j = tl.program_id(1)\n{}",
+            "    a = tl.load(x, mask=m)\n    a = tl.load(x, mask=m)\n    a = tl.load(x, mask=m)\n    b = tl.load(x)\n"
+        );
+        let idioms = mined(Lang::Python, &src);
+        let ranks: Vec<u8> = idioms.iter().map(|i| i.category.rank()).collect();
+        assert!(ranks.windows(2).all(|w| w[0] <= w[1]), "{ranks:?}");
+        let mask = idioms.iter().find(|i| i.id == "py-keyword-tl-load-mask").expect("mask");
+        let to = idioms.iter().find(|i| i.id == "py-method-wrap-tl-program-id-to").expect("to");
+        assert_eq!((mask.category, to.category), (Category::Api, Category::Addressing));
+        assert!(mask.occurrences() > to.occurrences());
+        assert!(idioms.iter().position(|i| i.id == to.id) < idioms.iter().position(|i| i.id == mask.id));
+    }
+
+    #[test]
+    fn the_supported_value_counts_what_names_hold() {
+        let lits = |ls: &[&str]| ls.iter().map(|l| l.to_string()).collect::<Vec<_>>();
+        let (a, b) = (lits(&["\"tf32\"", "\"ieee\""]), lits(&[]));
+        let bars = [("P", 5, a.as_slice()), ("\"ieee\"", 2, b.as_slice()), ("LOCAL", 3, b.as_slice())];
+        let s = supported_value(Lang::Python, bars).expect("a value");
+        assert_eq!((s.value.as_str(), s.sites, s.total), ("\"ieee\"", 7, 10));
+        // Ties go to the first seen; nothing writable is nothing.
+        let bars = [("\"a\"", 1, b.as_slice()), ("\"b\"", 1, b.as_slice())];
+        assert_eq!(supported_value(Lang::Python, bars).map(|s| s.value), Some("\"a\"".to_string()));
+        assert_eq!(supported_value(Lang::Python, [("LOCAL", 3, b.as_slice())]), None);
+        assert!(writable_value(Lang::Python, "tl.int64") && !writable_value(Lang::Python, "b_k.dtype"));
+        assert!(writable_value(Lang::Cuda, "128") && !writable_value(Lang::Cuda, "1024, 1"));
+        // Template holes and list positions.
+        assert_eq!(holes("tl.dot($$$ARGS, input_precision=$V)").into_iter().collect::<Vec<_>>(), ["$$$ARGS", "$V"]);
+        assert!(one_of_many("def $F($$$A, $P, $$$B)"));
+        assert!(!one_of_many("tl.dot($$$ARGS)") && !one_of_many("f($$$A, x, $$$B)"));
     }
 }

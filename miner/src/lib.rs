@@ -25,10 +25,12 @@
 #![warn(missing_docs)]
 
 mod aliases;
+pub mod classify;
 mod corpus;
 mod cxx;
 mod error;
 mod facts;
+mod grammar;
 pub mod history;
 mod idiom;
 mod kernels;
@@ -44,7 +46,10 @@ pub use corpus::{Corpus, CorpusFile, Listing, Manifest, SourceKind, StatKey, blo
 pub use cxx::{DeviceMacros, KNOWN_DEVICE_MACROS, merge_device_macro, scan_device_macros};
 pub use error::{Error, Result};
 pub use facts::{Example, FamilyFacts, FamilyKey, FileFacts, Mechanism, call_scope};
-pub use idiom::{Category, FileInput, Idiom, IdiomExample, MineConfig, Support, aggregate, slug};
+pub use idiom::{
+    Category, FileInput, Idiom, IdiomExample, MineConfig, Support, Supported, aggregate, slug, supported_value,
+    writable_value,
+};
 pub use kernels::{KernelKind, KernelRange, kernel_ranges};
 pub use lang::Lang;
 pub use parse::{Limits, Skip, decode, dump_tree, parse_tree, preorder, reparse};

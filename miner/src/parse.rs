@@ -4,7 +4,7 @@
 use std::cell::RefCell;
 
 use serde::{Deserialize, Serialize};
-use tree_sitter::{Language, Parser, Tree};
+use tree_sitter::{Parser, Tree};
 
 use crate::lang::Lang;
 
@@ -103,15 +103,6 @@ fn max_nesting(bytes: &[u8]) -> usize {
     max
 }
 
-fn language(lang: Lang) -> Option<Language> {
-    match lang {
-        Lang::Python => Some(tree_sitter_python::LANGUAGE.into()),
-        Lang::Cuda => Some(tree_sitter_cuda::LANGUAGE.into()),
-        Lang::Cpp => Some(tree_sitter_cpp::LANGUAGE.into()),
-        Lang::Rust => None,
-    }
-}
-
 thread_local! {
     static PARSERS: RefCell<Vec<(Lang, Parser)>> = const { RefCell::new(Vec::new()) };
 }
@@ -129,14 +120,14 @@ pub fn reparse(lang: Lang, text: &str, old: &Tree) -> Result<Option<Tree>, Skip>
 }
 
 fn parse_with(lang: Lang, text: &str, old: Option<&Tree>) -> Result<Option<Tree>, Skip> {
-    let Some(language) = language(lang) else { return Ok(None) };
+    let Some(language) = crate::grammar::language(lang) else { return Ok(None) };
     PARSERS.with(|cell| {
         let mut parsers = cell.borrow_mut();
         let idx = match parsers.iter().position(|(l, _)| *l == lang) {
             Some(i) => i,
             None => {
                 let mut p = Parser::new();
-                p.set_language(&language).map_err(|_| Skip::ParseFailed)?;
+                p.set_language(language).map_err(|_| Skip::ParseFailed)?;
                 parsers.push((lang, p));
                 parsers.len() - 1
             }

@@ -448,7 +448,7 @@ pub(crate) fn run(a: Args) -> Result<ExitCode> {
     let req = Request {
         targets: &a.targets,
         patterns: &a.patterns,
-        filter: Filter { category: a.category, kind: a.kind, ..Default::default() },
+        filter: Filter { category: a.category, kind: a.kind, hide_refactor: true, ..Default::default() },
         value: a.value.as_deref(),
         write: a.write,
         force: a.force,

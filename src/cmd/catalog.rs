@@ -11,7 +11,8 @@ use crate::output;
 
 #[derive(Debug, clap::Subcommand)]
 pub(crate) enum Command {
-    /// List patterns, strongest first.
+    /// List patterns: optimizations first, then other, plain API usage (api); strongest first within
+    /// each. Refactors (renames, imports, API migrations) only with --all or --category refactor.
     List(ListArgs),
     /// Show one pattern with its support, values, examples and commits.
     Show(ShowArgs),
@@ -31,7 +32,8 @@ pub(crate) struct FilterArgs {
     /// python, cuda, cpp or rust.
     #[arg(long, value_parser = parse_lang)]
     language: Option<Lang>,
-    /// precision, memory, specialization, launch, math, addressing, concurrency, fusion, redundancy, other.
+    /// precision, memory, specialization, launch, math, addressing, concurrency, fusion, redundancy (the
+    /// optimizations, listed first), other, api (plain API usage: masks, axes, types) or refactor.
     #[arg(long, value_parser = parse_category)]
     category: Option<Category>,
     /// usage or edit.
@@ -46,6 +48,9 @@ pub(crate) struct FilterArgs {
     /// At most this many patterns.
     #[arg(long, value_name = "N")]
     limit: Option<usize>,
+    /// Also list `refactor` patterns (renames, imports, API migrations), hidden unless asked for.
+    #[arg(long)]
+    all: bool,
 }
 
 impl FilterArgs {
@@ -57,6 +62,7 @@ impl FilterArgs {
             min_support: self.min_support,
             corpus: self.corpus.clone(),
             limit: self.limit,
+            hide_refactor: !self.all,
         }
     }
 }

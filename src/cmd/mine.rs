@@ -46,7 +46,8 @@ pub(crate) struct Args {
     /// With --history: mine at most the newest N commits of each corpus.
     #[arg(long, value_name = "N", requires = "history")]
     max_commits: Option<usize>,
-    /// With --history, for benchmarks: parse both versions of every changed file and cut nothing (the floor).
+    /// With --history, for benchmarks: read and parse the file versions the run parses (each once, as the run
+    /// does) and cut nothing (the floor).
     #[arg(long, hide = true, requires = "history")]
     parse_only_floor: bool,
     #[command(flatten)]

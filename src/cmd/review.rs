@@ -1,6 +1,7 @@
 //! `kidiom review`: candidates with their status, and one candidate's diff
 //! beside the evidence for it (support, examples, commits, validation).
 
+use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
 use anyhow::{Result, bail};
@@ -17,6 +18,13 @@ pub(crate) struct Args {
     /// Only candidates with this status (proposed, applied, accepted, rejected, stale, validated).
     #[arg(long, value_parser = parse_status)]
     status: Option<CandidateStatus>,
+    /// Write the review as a static site into DIR (index.html and a page per candidate; opens from file://).
+    #[arg(long, value_name = "DIR")]
+    html: Option<PathBuf>,
+    /// Open the site in a browser (the candidate's page with an ID); without --html, the site is written to
+    /// review/ beside the catalog.
+    #[arg(long)]
+    open: bool,
     #[command(flatten)]
     catalog: CatalogArgs,
     #[command(flatten)]
@@ -44,9 +52,55 @@ pub(crate) fn find_one(cat: &Catalog, id: &str) -> Result<Candidate> {
     }
 }
 
+/// `--html DIR` / `--open`: the site of the listed candidates (and the one
+/// `id` names), then the browser.
+fn html(cat: &Catalog, a: &Args, dir: &Path) -> Result<ExitCode> {
+    let mut cands = cat.candidates(a.status)?;
+    let one = a.id.as_deref().map(|id| find_one(cat, id)).transpose()?;
+    if let Some(c) = &one
+        && !cands.iter().any(|x| x.id == c.id)
+    {
+        cands.push(c.clone());
+    }
+    let site = write_site(cat, &cands, dir, a.output.json)?;
+    if a.open {
+        let page = one.as_ref().map(|c| site.page(&c.id)).unwrap_or_else(|| site.index.clone());
+        match crate::html::open(&page) {
+            crate::html::Opened::With(b) => eprintln!("kidiom: opened {} with {b}", page.display()),
+            crate::html::Opened::NoBrowser(why) => {
+                eprintln!("kidiom: no browser to open it ({why}); open file://{} yourself", page.display())
+            }
+        }
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+/// Writes the site of `cands` into `dir` and says where (JSON with `json`).
+pub(crate) fn write_site(cat: &Catalog, cands: &[Candidate], dir: &Path, json: bool) -> Result<crate::html::Site> {
+    let site = crate::html::write_site(cat, cands, dir)?;
+    if json {
+        output::json(&serde_json::json!({ "html": &site }))?;
+    } else {
+        output::line(&format!(
+            "wrote the review of {} candidate{} to {}",
+            site.pages,
+            if site.pages == 1 { "" } else { "s" },
+            site.index.display()
+        ))?;
+    }
+    Ok(site)
+}
+
 pub(crate) fn run(a: Args) -> Result<ExitCode> {
     let cfg = Config::load()?;
     let cat = a.catalog.open_existing(&cfg)?;
+    if a.html.is_some() || a.open {
+        let dir = match &a.html {
+            Some(d) => d.clone(),
+            None => a.catalog.path(&cfg).parent().unwrap_or(Path::new(".")).join("review"),
+        };
+        return html(&cat, &a, &dir);
+    }
     let Some(id) = &a.id else {
         let cands = cat.candidates(a.status)?;
         if a.output.json {

@@ -33,6 +33,9 @@ pub(crate) struct Args {
     /// (kidiom.toml [search]).
     #[arg(long)]
     no_search: bool,
+    /// At the end, write the review as a static site into DIR (as `kidiom review --html DIR`).
+    #[arg(long, value_name = "DIR")]
+    html: Option<std::path::PathBuf>,
     #[command(flatten)]
     catalog: CatalogArgs,
     #[command(flatten)]
@@ -57,6 +60,9 @@ struct RunReport<'a> {
     /// The validation of this run's pending candidates.
     #[serde(skip_serializing_if = "Option::is_none")]
     validate: Option<&'a super::validate::Report>,
+    /// The review site written with `--html`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    html: Option<&'a crate::html::Site>,
 }
 
 /// Whether a candidate needs this run's validation: pending, and not
@@ -134,7 +140,7 @@ pub(crate) fn run(args: Args) -> Result<ExitCode> {
             }
         }
     }
-    let top = catalog.list(&Filter { limit: Some(args.top), ..Default::default() })?;
+    let top = catalog.list(&Filter { limit: Some(args.top), hide_refactor: true, ..Default::default() })?;
     let progress = !args.output.quiet && !args.output.json;
     let (mut applied, mut validated) = (None, None);
     let mut verdicts: std::collections::BTreeMap<String, usize> = std::collections::BTreeMap::new();
@@ -154,7 +160,8 @@ pub(crate) fn run(args: Args) -> Result<ExitCode> {
         let req = super::apply::Request {
             targets: &kernels,
             patterns: &[],
-            filter: Filter::default(),
+            // renames and API refactors are history, not optimizations to propose
+            filter: Filter { hide_refactor: true, ..Default::default() },
             value: None,
             write: false,
             force: false,
@@ -201,6 +208,10 @@ pub(crate) fn run(args: Args) -> Result<ExitCode> {
             *verdicts.entry(kind).or_default() += 1;
         }
     }
+    let site = match &args.html {
+        Some(dir) => Some(crate::html::write_site(&catalog, &catalog.candidates(None)?, dir)?),
+        None => None,
+    };
     if args.output.json {
         output::json(&RunReport {
             mine: &report,
@@ -210,6 +221,7 @@ pub(crate) fn run(args: Args) -> Result<ExitCode> {
             verdicts: &verdicts,
             apply: applied,
             validate: validated.as_ref(),
+            html: site.as_ref(),
         })?;
     } else {
         super::mine::print_report(&report, false)?;
@@ -243,6 +255,10 @@ pub(crate) fn run(args: Args) -> Result<ExitCode> {
                 .collect();
             output::line("")?;
             output::line(&format!("verdicts of this run's candidates: {} (see `kidiom review`)", parts.join(", ")))?;
+        }
+        if let Some(site) = &site {
+            output::line("")?;
+            output::line(&format!("review site: {} ({} candidates)", site.index.display(), site.pages))?;
         }
     }
     // Some corpora may be unreachable on this machine; the loop still ran on the rest.

@@ -151,6 +151,7 @@ fn rewrite(args: &Value, ctx: &Ctx, write: bool) -> ToolResult {
         filter: Filter {
             category: str_arg(args, "category").and_then(Category::from_name),
             kind: str_arg(args, "kind").and_then(Kind::from_name),
+            hide_refactor: true,
             ..Default::default()
         },
         value: str_arg(args, "value"),

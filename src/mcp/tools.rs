@@ -51,7 +51,8 @@ fn filter_props() -> Value {
         "kind": {"type": "string", "enum": ["usage", "edit"]},
         "min_support": {"type": "integer", "minimum": 0, "description": "at least this many occurrences over all corpora"},
         "corpus": {"type": "string"},
-        "limit": {"type": "integer", "minimum": 1, "maximum": 500, "default": 20}
+        "limit": {"type": "integer", "minimum": 1, "maximum": 500, "default": 20},
+        "all": {"type": "boolean", "default": false, "description": "also return refactor patterns (renames, imports, API migrations), hidden otherwise unless category is refactor"}
     })
 }
 
@@ -251,6 +252,7 @@ fn filter(args: &Value) -> Filter {
         min_support: args.get("min_support").and_then(Value::as_u64),
         corpus: str_arg(args, "corpus").map(str::to_string),
         limit: Some(args.get("limit").and_then(Value::as_u64).unwrap_or(20) as usize),
+        hide_refactor: !args.get("all").and_then(Value::as_bool).unwrap_or(false),
     }
 }
 

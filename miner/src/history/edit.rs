@@ -3,13 +3,13 @@
 //! statement) so that the edit carries enough unchanged context to be
 //! applied elsewhere (Getafix keeps context for the same reason).
 
-use std::sync::OnceLock;
-
 use serde::{Deserialize, Serialize};
 
 use super::HistoryConfig;
+use super::scope::Scope;
 use super::tree::{NONE, Tree};
 use super::treediff;
+use crate::grammar::{is_anchor, kind_name};
 use crate::lang::Lang;
 
 /// One concrete edit: a before subtree and the after subtree it became.
@@ -68,61 +68,18 @@ pub enum EditDrop {
     TooLarge,
     /// No anchoring construct above the change.
     NoAnchor,
+    /// The change lies outside every kernel and kernel launch.
+    OutsideKernel,
 }
 
-pub(crate) fn language(lang: Lang) -> Option<&'static tree_sitter::Language> {
-    static PY: OnceLock<tree_sitter::Language> = OnceLock::new();
-    static CU: OnceLock<tree_sitter::Language> = OnceLock::new();
-    static CPP: OnceLock<tree_sitter::Language> = OnceLock::new();
-    match lang {
-        Lang::Python => Some(PY.get_or_init(|| tree_sitter_python::LANGUAGE.into())),
-        Lang::Cuda => Some(CU.get_or_init(|| tree_sitter_cuda::LANGUAGE.into())),
-        Lang::Cpp => Some(CPP.get_or_init(|| tree_sitter_cpp::LANGUAGE.into())),
-        Lang::Rust => None,
-    }
-}
-
-pub(crate) fn kind_name(lang: Lang, kind: u16) -> &'static str {
-    language(lang).and_then(|l| l.node_kind_for_id(kind)).unwrap_or("")
-}
-
-/// Kinds that give an edit enough context to be applied elsewhere.
-pub(crate) fn is_anchor(lang: Lang, kind: &str) -> bool {
-    match lang {
-        Lang::Python => {
-            matches!(
-                kind,
-                "call"
-                    | "decorator"
-                    | "typed_parameter"
-                    | "typed_default_parameter"
-                    | "default_parameter"
-                    | "assignment"
-                    | "augmented_assignment"
-                    | "function_definition"
-                    | "class_definition"
-            ) || kind.ends_with("_statement")
-        }
-        Lang::Cuda | Lang::Cpp => {
-            kind == "call_expression"
-                || kind == "init_declarator"
-                || kind.ends_with("_statement")
-                || kind.ends_with("declaration")
-                || kind.ends_with("_definition")
-                || kind.starts_with("preproc_")
-        }
-        Lang::Rust => false,
-    }
-}
-
-/// Cuts the concrete edits of one file pair. Returns the edits and the
-/// changes that were dropped, with why.
+/// Cuts the concrete edits of one file pair that lie in `scope`. Returns
+/// the edits and the changes that were dropped, with why.
 pub(crate) fn cut(
     lang: Lang,
     path: &str,
     blobs: (&str, &str),
-    a: &Tree<'_>,
-    b: &Tree<'_>,
+    (a, b): (&Tree<'_>, &Tree<'_>),
+    scope: &Scope<'_>,
     cfg: &HistoryConfig,
 ) -> (Vec<ConcreteEdit>, Vec<EditDrop>) {
     let d = treediff::diff(a, b);
@@ -141,6 +98,10 @@ pub(crate) fn cut(
         }
         if !ok || x == 0 {
             drops.push(EditDrop::NoAnchor);
+            continue;
+        }
+        if !scope.allows(span(a, x), span(b, y)) {
+            drops.push(EditDrop::OutsideKernel);
             continue;
         }
         roots.push((x, y));
@@ -178,13 +139,15 @@ pub(crate) fn cut(
     let mut out = Vec::new();
     for (x, y) in kept {
         let nx = a.nodes[x as usize];
-        let context = enclosing(lang, a, b, &d.map, (x, y), cfg).map(|(p, q)| EditContext {
-            start: a.nodes[p as usize].start,
-            before: a.text(p).to_string(),
-            after: b.text(q).to_string(),
-            before_tree: a.flat(p),
-            after_tree: b.flat(q),
-        });
+        let context = enclosing(lang, a, b, &d.map, (x, y), cfg)
+            .filter(|&(p, q)| scope.allows(span(a, p), span(b, q)))
+            .map(|(p, q)| EditContext {
+                start: a.nodes[p as usize].start,
+                before: a.text(p).to_string(),
+                after: b.text(q).to_string(),
+                before_tree: a.flat(p),
+                after_tree: b.flat(q),
+            });
         out.push(ConcreteEdit {
             path: path.to_string(),
             lang,
@@ -200,6 +163,12 @@ pub(crate) fn cut(
         });
     }
     (out, drops)
+}
+
+/// The byte range of node `n`.
+fn span(t: &Tree<'_>, n: u32) -> (u32, u32) {
+    let node = t.nodes[n as usize];
+    (node.start, node.end)
 }
 
 /// Whether `x` became `y` by gaining keyword arguments in one argument
@@ -228,7 +197,7 @@ fn adds_keywords(a: &Tree<'_>, b: &Tree<'_>, map: &[u32], x: u32, y: u32) -> boo
         for &k in &aq {
             if j < ap.len() && (same(ap[j], k) || matched(ap[j], k)) {
                 j += 1;
-            } else if super::generalize::kw_name(b, k).is_some() {
+            } else if b.kw_name(k).is_some() {
                 added = true;
             } else if b.text(k) == "," && b.nodes[k as usize].nkids == 0 {
                 continue;
@@ -353,8 +322,9 @@ fn is_top(line: &str) -> bool {
     !(c.is_whitespace() || matches!(c, '#' | ')' | ']' | '}'))
 }
 
-/// Grows each hunk to the top-level Python blocks around it and pairs the
-/// old and new fragments; `None` when the mapping is not consistent.
+/// Grows each hunk to the top-level Python blocks around it (a decorated
+/// definition with all its decorators, an `if` with its `else`) and pairs
+/// the old and new fragments; `None` when the mapping is not consistent.
 ///
 /// A fragment's old bounds are lines outside every hunk, so each maps to
 /// the new text by the line counts of the hunks before it (a fragment that
@@ -366,9 +336,22 @@ pub(crate) fn segments(old: &str, new: &str, hunks: &[Hunk]) -> Option<Vec<Segme
         let e = lo.get(i + 1).copied().unwrap_or(old.len());
         old.get(s..e).is_some_and(is_top)
     };
-    let decorator = |i: usize| -> bool {
+    let line = |i: usize| -> &str {
         let s = lo.get(i).copied().unwrap_or(old.len());
-        old.get(s..).is_some_and(|t| t.starts_with('@'))
+        old.get(s..).unwrap_or("")
+    };
+    // A top-level line that starts a block: not one that continues a
+    // decorated definition (its `def`, or a decorator after another) or a
+    // compound statement (`else:`, `except ...:`).
+    let starts_block = |i: usize| -> bool {
+        if !top(i) {
+            return false;
+        }
+        let word = line(i).split(|c: char| !(c.is_alphanumeric() || c == '_')).next().unwrap_or("");
+        if matches!(word, "else" | "elif" | "except" | "finally") {
+            return false;
+        }
+        !(0..i).rev().find(|&p| top(p)).is_some_and(|p| line(p).starts_with('@'))
     };
     // The hunk whose old lines strictly straddle line `l`, if any.
     let straddling = |l: usize| hunks.iter().find(|h| h.old_start < l && l < h.old_start + h.old_len);
@@ -391,13 +374,11 @@ pub(crate) fn segments(old: &str, new: &str, hunks: &[Hunk]) -> Option<Vec<Segme
     let mut raw: Vec<(usize, usize)> = Vec::new();
     for h in hunks {
         let (os, oe) = (h.old_start.min(n), (h.old_start + h.old_len).min(n));
-        // Up to a top-level line, then over its decorators; never inside a hunk.
+        // Up to the top-level line that starts a block (a decorated
+        // definition's first decorator); never inside a hunk.
         let mut s = os;
         loop {
-            while s > 0 && !(s < n && top(s)) {
-                s -= 1;
-            }
-            while s > 0 && decorator(s - 1) {
+            while s > 0 && !(s < n && starts_block(s)) {
                 s -= 1;
             }
             match straddling(s) {
@@ -405,10 +386,10 @@ pub(crate) fn segments(old: &str, new: &str, hunks: &[Hunk]) -> Option<Vec<Segme
                 _ => break,
             }
         }
-        // Down to the next top-level line after the hunk; never inside a hunk.
+        // Down to the next block after the hunk; never inside a hunk.
         let mut e = oe.max(s + 1).min(n);
         loop {
-            while e < n && !top(e) {
+            while e < n && !starts_block(e) {
                 e += 1;
             }
             match straddling(e) {
@@ -451,6 +432,20 @@ mod tests {
         assert_eq!(texts[0], ("import x\n\n", "import x\nimport y\n\n"), "{texts:?}");
         assert_eq!(texts[1], ("@jit\ndef f(a):\n    return exp(a)\n\n\n", "@jit\ndef f(a):\n    return exp2(a)\n\n\n"));
         assert_eq!(segs[1].old_line, 2);
+        // A change in a multi-line decorator: the block is the whole
+        // decorated definition, from its first decorator to its end.
+        let old = "x = 1\n\n@triton.heuristics({\n    'A': f,\n})\n@triton.jit\ndef k(a):\n    pass\n\n\nif X:\n    y = 1\nelse:\n    y = 2\n";
+        let new = old.replace("'A': f", "'A': g").replace("y = 2", "y = 3");
+        let hs = hunks(old.as_bytes(), new.as_bytes()).unwrap();
+        let segs = segments(old, &new, &hs).unwrap();
+        let texts: Vec<&str> = segs.iter().map(|s| &old[s.old.clone()]).collect();
+        assert_eq!(
+            texts,
+            [
+                "@triton.heuristics({\n    'A': f,\n})\n@triton.jit\ndef k(a):\n    pass\n\n\n",
+                "if X:\n    y = 1\nelse:\n    y = 2\n"
+            ]
+        );
     }
 
     use super::*;
@@ -460,7 +455,7 @@ mod tests {
         let l = Limits::default();
         let a = Tree::parse(Lang::Python, before, &l).unwrap();
         let b = Tree::parse(Lang::Python, after, &l).unwrap();
-        let (edits, _) = cut(Lang::Python, "k.py", ("b1", "b2"), &a, &b, &HistoryConfig::default());
+        let (edits, _) = cut(Lang::Python, "k.py", ("b1", "b2"), (&a, &b), &Scope::ALL, &HistoryConfig::default());
         edits.into_iter().map(|e| (e.before, e.after)).collect()
     }
 

@@ -7,9 +7,11 @@
 //! a minimum precision, with the false edits recorded.
 
 use std::collections::{BTreeSet, HashMap};
+use std::ops::Range;
 
-use super::generalize::Template;
+use super::antiunify::Template;
 use super::pattern::{Binds, Pat, contains_run};
+use super::scope::within;
 use super::tree::Tree;
 
 /// A site where a rule would edit: an edit the commit made there too, or a
@@ -39,7 +41,8 @@ pub(crate) struct Change<'a> {
 }
 
 /// Replays `rules` on one training before-file, given the edits the commit
-/// made in it. A match is an edit the commit made when a recorded change
+/// made in it; only sites inside `scope` (its kernels and launches, where
+/// edits are mined) count. A match is an edit the commit made when a recorded change
 /// spans it and the change's after side holds exactly the rule's output.
 ///
 /// A site that already has a keyword argument the rule adds is no site (the
@@ -49,6 +52,7 @@ pub(crate) struct Change<'a> {
 /// commit's edits, as they were before and after.
 pub(crate) fn replay(
     a: &Tree<'_>,
+    scope: &[Range<usize>],
     changes: &[Change<'_>],
     contexts: &[Change<'_>],
     rules: &[&Template],
@@ -62,6 +66,9 @@ pub(crate) fn replay(
     let mut out = vec![Replay::default(); rules.len()];
     for n in 0..a.nodes.len() as u32 {
         let Some(rs) = by_kind.get(&a.nodes[n as usize].kind) else { continue };
+        if !within(scope, a.nodes[n as usize].start as usize, a.nodes[n as usize].end as usize) {
+            continue;
+        }
         for &ri in rs {
             let rule = rules[ri];
             if !rule.before.may_match(a, n) {
@@ -141,7 +148,7 @@ pub(crate) fn present(a: &Tree<'_>, n: u32, added: &[(String, u32)]) -> bool {
     }
     let size = a.nodes[n as usize].size;
     (n + 1..n + size).any(|i| {
-        let Some(name) = super::generalize::kw_name(a, i) else { return false };
+        let Some(name) = a.kw_name(i) else { return false };
         added.iter().any(|(kw, d)| {
             if kw != name {
                 return false;
@@ -222,7 +229,7 @@ pub(crate) fn specialize(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::history::generalize::{Ex, anti_unify};
+    use crate::history::antiunify::{Ex, anti_unify};
     use crate::lang::Lang;
     use crate::parse::Limits;
 
@@ -231,8 +238,8 @@ mod tests {
             Lang::Python,
             "k.py",
             ("x", "y"),
-            a,
-            b,
+            (a, b),
+            &crate::history::scope::Scope::ALL,
             &crate::history::HistoryConfig::default(),
         );
         let leaked: &'a [crate::history::ConcreteEdit] = Box::leak(edits.into_boxed_slice());
@@ -280,7 +287,7 @@ mod tests {
         assert_eq!(e1.before.text(0), e1_b);
         let t = anti_unify(&[&e1, &e2]).unwrap();
         let changes = changes_of(&ta, &tb);
-        let r = replay(&ta, &changes, &[], &[&t]);
+        let r = replay(&ta, &[Range { start: 0, end: usize::MAX }], &changes, &[], &[&t]);
         assert_eq!(r[0].true_sites.len(), 1);
         assert_eq!(r[0].false_sites.len(), 1);
 
@@ -300,7 +307,7 @@ mod tests {
         // With one commit required, `a` is a safe specialization and `c` too.
         let s = specialize(&t, &values, &[0, 1], &falses, 1);
         assert_eq!(s.len(), 2);
-        let r2 = replay(&ta, &changes, &[], &[&s[0].template, &s[1].template]);
+        let r2 = replay(&ta, &[Range { start: 0, end: usize::MAX }], &changes, &[], &[&s[0].template, &s[1].template]);
         assert!(r2.iter().all(|r| r.false_sites.is_empty()));
     }
 }

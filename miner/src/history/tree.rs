@@ -71,45 +71,97 @@ impl<'s> Tree<'s> {
         Ok(Tree::lower(src, &ts))
     }
 
-    fn lower(src: &'s str, ts: &tree_sitter::Tree) -> Tree<'s> {
+    /// Lowers a whole tree-sitter tree over `src`.
+    pub(crate) fn lower(src: &'s str, ts: &tree_sitter::Tree) -> Tree<'s> {
         let mut nodes: Vec<Node> = Vec::new();
-        let mut cur = ts.walk();
-        // Parent index of the node the cursor is on, per depth.
-        let mut stack: Vec<u32> = Vec::new();
-        loop {
-            let n = cur.node();
-            if !n.is_extra() || n.is_error() {
-                let parent = stack.last().copied().unwrap_or(NONE);
-                let idx = nodes.len() as u32;
-                nodes.push(Node {
-                    kind: n.kind_id(),
-                    named: n.is_named(),
-                    err: n.is_error() || n.is_missing(),
-                    start: n.start_byte() as u32,
-                    end: n.end_byte() as u32,
-                    size: 1,
-                    nkids: 0,
-                    parent,
-                    hash: 0,
-                });
-                if parent != NONE {
-                    nodes[parent as usize].nkids += 1;
+        lower_subtree(&mut nodes, ts.root_node(), NONE);
+        let mut t = Tree { src, nodes };
+        t.finish();
+        t
+    }
+
+    /// Lowers the top-level statements of a whole-file tree that overlap
+    /// one of `ranges`, under the file's root: enough to match
+    /// templates inside the ranges, at a fraction of lowering the file.
+    pub(crate) fn lower_overlapping(
+        src: &'s str,
+        ts: &tree_sitter::Tree,
+        ranges: &[std::ops::Range<usize>],
+    ) -> Tree<'s> {
+        let root = ts.root_node();
+        let mut nodes = vec![Node {
+            kind: root.kind_id(),
+            named: root.is_named(),
+            err: root.is_error() || root.is_missing(),
+            start: root.start_byte() as u32,
+            end: root.end_byte() as u32,
+            size: 1,
+            nkids: 0,
+            parent: NONE,
+            hash: 0,
+        }];
+        let mut cur = root.walk();
+        if cur.goto_first_child() {
+            loop {
+                let n = cur.node();
+                let (s, e) = (n.start_byte(), n.end_byte());
+                if ranges.iter().any(|r| r.start < e && s < r.end) {
+                    lower_subtree(&mut nodes, n, 0);
                 }
-                if cur.goto_first_child() {
-                    stack.push(idx);
-                    continue;
+                if !cur.goto_next_sibling() {
+                    break;
                 }
-            }
-            if cur.goto_next_sibling() {
-                continue;
-            }
-            if !climb(&mut cur, &mut stack) {
-                break;
             }
         }
         let mut t = Tree { src, nodes };
         t.finish();
         t
+    }
+
+    /// Lowers the top-level statements of a whole-file tree that lie in
+    /// `range` (byte offsets of whole lines) under a root of the file
+    /// root's kind: the tree a parse of `src[range]` alone gives, with
+    /// offsets into `src`. `None` when a statement straddles an end of
+    /// `range` or the file has a parse error (then the fragment must be
+    /// parsed on its own).
+    pub(crate) fn lower_top(src: &'s str, ts: &tree_sitter::Tree, range: std::ops::Range<usize>) -> Option<Tree<'s>> {
+        let root = ts.root_node();
+        if root.has_error() {
+            return None;
+        }
+        let mut nodes = vec![Node {
+            kind: root.kind_id(),
+            named: root.is_named(),
+            err: false,
+            start: range.start as u32,
+            end: range.end as u32,
+            size: 1,
+            nkids: 0,
+            parent: NONE,
+            hash: 0,
+        }];
+        let mut cur = root.walk();
+        if cur.goto_first_child() {
+            loop {
+                let n = cur.node();
+                let (s, e) = (n.start_byte(), n.end_byte());
+                if s >= range.end {
+                    break;
+                }
+                if (s < range.start && e > range.start) || e > range.end {
+                    return None;
+                }
+                if s >= range.start {
+                    lower_subtree(&mut nodes, n, 0);
+                }
+                if !cur.goto_next_sibling() {
+                    break;
+                }
+            }
+        }
+        let mut t = Tree { src, nodes };
+        t.finish();
+        Some(t)
     }
 
     /// Rebuilds a tree from its [`Tree::flat`] form over `src` (the
@@ -223,6 +275,18 @@ impl<'s> Tree<'s> {
         (n + 1..n + size).any(|i| self.nodes[i as usize].hash == h)
     }
 
+    /// The name of keyword argument `n` (its first child), if `n` is one
+    /// (`name=value` in Python).
+    pub(crate) fn kw_name(&self, n: u32) -> Option<&'s str> {
+        let node = self.nodes[n as usize];
+        (node.kind == crate::grammar::keyword_argument_kind() && node.nkids == 3).then(|| self.text(n + 1))
+    }
+
+    /// How many keyword arguments named `name` lie in the tree.
+    pub(crate) fn kw_count(&self, name: &str) -> usize {
+        (0..self.nodes.len() as u32).filter(|&i| self.kw_name(i) == Some(name)).count()
+    }
+
     /// Depth of the subtree of `n` (1 for a leaf), computed without recursion.
     #[cfg(test)]
     pub(crate) fn depth(&self, n: u32) -> u32 {
@@ -259,6 +323,46 @@ impl<'s> Tree<'s> {
     }
 }
 
+/// Appends the lowered subtree of `top` (comments and other extras left
+/// out) with `parent` as its parent, in preorder, without recursion.
+fn lower_subtree(nodes: &mut Vec<Node>, top: tree_sitter::Node<'_>, parent: u32) {
+    // A cursor made at `top` never leaves its subtree.
+    let mut cur = top.walk();
+    // Index of the lowered node the cursor's parent is, per depth.
+    let mut stack: Vec<u32> = Vec::new();
+    loop {
+        let n = cur.node();
+        if !n.is_extra() || n.is_error() {
+            let p = stack.last().copied().unwrap_or(parent);
+            let idx = nodes.len() as u32;
+            nodes.push(Node {
+                kind: n.kind_id(),
+                named: n.is_named(),
+                err: n.is_error() || n.is_missing(),
+                start: n.start_byte() as u32,
+                end: n.end_byte() as u32,
+                size: 1,
+                nkids: 0,
+                parent: p,
+                hash: 0,
+            });
+            if p != NONE {
+                nodes[p as usize].nkids += 1;
+            }
+            if cur.goto_first_child() {
+                stack.push(idx);
+                continue;
+            }
+        }
+        if cur.goto_next_sibling() {
+            continue;
+        }
+        if !climb(&mut cur, &mut stack) {
+            break;
+        }
+    }
+}
+
 fn climb(cur: &mut tree_sitter::TreeCursor<'_>, stack: &mut Vec<u32>) -> bool {
     loop {
         if !cur.goto_parent() {
@@ -290,6 +394,26 @@ mod tests {
         assert_eq!(back.tokens(0), t.tokens(call));
         assert!(Tree::from_flat(text, &flat[..flat.len() - 4]).is_none());
         assert!(Tree::from_flat("x", &flat).is_none());
+    }
+
+    #[test]
+    fn top_level_statements_lowered_from_the_whole_file_are_the_fragment_parsed_alone() {
+        let l = Limits::default();
+        let src = "import x\n\n# note\n@jit\ndef f(a):\n    return a  # c\n\n\nY = f(1)\n";
+        let ts = crate::parse::parse_tree(Lang::Python, src).unwrap().unwrap();
+        let at = |s: &str| src.find(s).unwrap();
+        let range = at("# note")..at("Y =");
+        let part = Tree::lower_top(src, &ts, range.clone()).unwrap();
+        let alone = Tree::parse(Lang::Python, &src[range.clone()], &l).unwrap();
+        assert_eq!(part.nodes.len(), alone.nodes.len());
+        for (p, a) in part.nodes.iter().zip(&alone.nodes) {
+            assert_eq!((p.kind, p.size, p.nkids, p.parent, p.hash), (a.kind, a.size, a.nkids, a.parent, a.hash));
+        }
+        assert_eq!(part.text(1), "@jit\ndef f(a):\n    return a  # c");
+        assert_eq!(part.nodes[1].start as usize, at("@jit"), "offsets are the file's");
+        // A range that cuts a statement in two is no fragment.
+        assert!(Tree::lower_top(src, &ts, at("def f")..at("Y =")).is_none());
+        assert_eq!(Tree::lower(src, &ts).nodes.len(), Tree::parse(Lang::Python, src, &l).unwrap().nodes.len());
     }
 
     #[test]

@@ -25,6 +25,10 @@ pub struct Filter {
     pub corpus: Option<String>,
     /// At most this many patterns.
     pub limit: Option<usize>,
+    /// Leave out `refactor` patterns (renames, imports, API migrations),
+    /// unless [`Filter::category`] asks for them. Listings for people and
+    /// agents set it unless told to show everything.
+    pub hide_refactor: bool,
 }
 
 impl Filter {
@@ -43,6 +47,9 @@ impl Filter {
         }
         if let Some(k) = self.kind {
             push("p.kind = ?", Value::Text(k.name().into()));
+        }
+        if self.hide_refactor && self.category != Some(Category::Refactor) {
+            push("p.category <> ?", Value::Text(Category::Refactor.name().into()));
         }
         if let Some(n) = self.min_support {
             push(
@@ -88,18 +95,32 @@ pub struct CatalogStats {
     pub skipped_by_reason: BTreeMap<String, u64>,
 }
 
+/// [`Category::rank`] of `p.category` in SQL: a `CASE` over the names of
+/// the categories that rank below the optimizations.
+fn rank_sql() -> String {
+    let arms: String = Category::ALL
+        .iter()
+        .filter(|c| c.rank() > 0)
+        .map(|c| format!(" WHEN '{}' THEN {}", c.name(), c.rank()))
+        .collect();
+    format!("CASE p.category{arms} ELSE 0 END")
+}
+
 pub(crate) const COLUMNS: &str =
     "p.id, p.kind, p.language, p.category, p.title, p.rationale, p.before, p.after, p.score, p.mechanism";
 
 impl Catalog {
-    /// Patterns matching `filter`, by score (highest first), then id.
+    /// Patterns matching `filter`: optimizations first, then `other`, `api`
+    /// and `refactor` ([`Category::rank`]); within each, by score (highest
+    /// first), then id.
     pub fn list(&self, filter: &Filter) -> Result<Vec<Pattern>> {
         let mut params = Vec::new();
         let cond = filter.condition(&mut params);
         params.push(Value::Integer(filter.limit()));
         let sql = format!(
-            "SELECT {COLUMNS} FROM patterns p WHERE {cond} ORDER BY p.score DESC, p.id LIMIT ?{}",
-            params.len()
+            "SELECT {COLUMNS} FROM patterns p WHERE {cond} ORDER BY {rank}, p.score DESC, p.id LIMIT ?{}",
+            params.len(),
+            rank = rank_sql(),
         );
         self.reader().query_patterns(&sql, params)
     }
@@ -321,6 +342,39 @@ mod tests {
                 "cpp-guard-gil-scoped-release",
             ]
         );
+    }
+
+    #[test]
+    fn optimizations_rank_first_and_refactors_hide_on_request() {
+        use Category::*;
+        let mut cat = Catalog::open_in_memory().unwrap();
+        let usage = vec![
+            pattern("mask", Usage, Lang::Python, Api, &[("fla", 9)], 8.0),
+            pattern("unknown", Usage, Lang::Python, Other, &[("fla", 9)], 7.0),
+            pattern("exp2", Usage, Lang::Python, Math, &[("fla", 9)], 1.0),
+        ];
+        let edit = vec![
+            pattern("rename", Edit, Lang::Python, Refactor, &[("fla", 9)], 9.0),
+            pattern("ieee", Edit, Lang::Python, Precision, &[("fla", 9)], 2.0),
+        ];
+        let tx = cat.begin().unwrap();
+        tx.replace_patterns(Usage, &usage).unwrap();
+        tx.replace_patterns(Edit, &edit).unwrap();
+        tx.commit().unwrap();
+        // Categories round-trip through the catalog.
+        assert_eq!(cat.get("rename").unwrap().map(|p| p.category), Some(Refactor));
+        assert_eq!(cat.get("mask").unwrap().map(|p| p.category), Some(Api));
+        let all = Filter::default();
+        assert_eq!(ids(&cat.list(&all).unwrap()), ["ieee", "exp2", "unknown", "mask", "rename"]);
+        let shown = Filter { hide_refactor: true, ..all.clone() };
+        assert_eq!(ids(&cat.list(&shown).unwrap()), ["ieee", "exp2", "unknown", "mask"]);
+        assert_eq!(ids(&cat.list(&Filter { limit: Some(1), ..shown.clone() }).unwrap()), ["ieee"]);
+        // Asking for refactors shows them.
+        let asked = Filter { category: Some(Refactor), ..shown.clone() };
+        assert_eq!(ids(&cat.list(&asked).unwrap()), ["rename"]);
+        // Search filters the same way.
+        assert!(ids(&cat.search("rename", &all).unwrap()).contains(&"rename"));
+        assert!(!ids(&cat.search("rename", &shown).unwrap()).contains(&"rename"));
     }
 
     #[test]

@@ -37,6 +37,10 @@
 //! hold, every branch in definition order; `[]` when none). Rows of older
 //! catalogs keep their values and count, unresolved.
 //!
+//! Version 6 adds the categories `api` (plain API usage) and `refactor`
+//! (renames and API refactors from history), and an index on
+//! `patterns.category`.
+//!
 //! Child tables reference `patterns(id)` with `ON DELETE CASCADE`. Enum
 //! columns hold the lowercase names printed by `name()` (`usage`, `python`,
 //! `precision`).
@@ -173,6 +177,13 @@ CREATE VIRTUAL TABLE patterns_search USING fts5 (
     r#"
 ALTER TABLE pattern_values ADD COLUMN resolved TEXT;
 ALTER TABLE pattern_values ADD COLUMN literals TEXT NOT NULL DEFAULT '[]';
+"#,
+    // 6: two new values of `patterns.category`, `api` and `refactor` (listings hide
+    // refactors by default and rank both below optimizations), with an index for that
+    // filter; an older kidiom, which would read the new categories as corrupt rows,
+    // refuses the catalog instead.
+    r#"
+CREATE INDEX patterns_category ON patterns (category);
 "#,
 ];
 

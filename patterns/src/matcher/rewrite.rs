@@ -112,30 +112,17 @@ pub struct Rewrite {
 
 /// Whether a hole value from a histogram can be written at any site: a
 /// literal, or a name from Triton's language module. Names local to the
-/// upstream file (`DOT_PRECISION`) cannot.
+/// upstream file (`DOT_PRECISION`) cannot. (The miner decides with the same
+/// function whether a usage idiom gets a rewrite.)
 pub fn usable_value(lang: Lang, v: &str) -> bool {
-    let v = v.trim();
-    if v.is_empty() || v.contains('\n') {
-        return false;
-    }
-    let quoted = |q: char| v.len() >= 2 && v.starts_with(q) && v.ends_with(q) && !v[1..v.len() - 1].contains(q);
-    let numeric = v.chars().all(|c| c.is_ascii_digit() || c == '.') && v.chars().any(|c| c.is_ascii_digit());
-    match lang {
-        Lang::Python => {
-            quoted('"')
-                || quoted('\'')
-                || numeric
-                || matches!(v, "True" | "False" | "None")
-                || (v.starts_with("tl.") && v[3..].chars().all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '.'))
-        }
-        Lang::Cuda | Lang::Cpp => numeric,
-        Lang::Rust => false,
-    }
+    kidiom_miner::writable_value(lang, v)
 }
 
 impl Rewrite {
-    /// Compiles `pattern`'s rewrite. `value` overrides the histogram's
-    /// dominant usable value for `$V`.
+    /// Compiles `pattern`'s rewrite. `value` overrides the value for `$V`
+    /// that most sites of the histogram hold and that can be written at any
+    /// site (a bar that is a name counts for each literal it can hold; see
+    /// `kidiom_miner::supported_value`).
     pub fn new(pattern: &Pattern, value: Option<&str>) -> Result<Rewrite, MatchError> {
         let no = |message: String| MatchError::NoRewrite { id: pattern.id.clone(), message };
         if pattern.before.trim().is_empty() {
@@ -233,7 +220,11 @@ impl Rewrite {
         if !needs_value.is_empty() {
             let v = match value {
                 Some(v) => Some(v.to_string()),
-                None => pattern.values.iter().map(|v| v.value.clone()).find(|v| usable_value(lang, v)),
+                None => kidiom_miner::supported_value(
+                    lang,
+                    pattern.values.iter().map(|v| (v.value.as_str(), v.count, v.literals.as_slice())),
+                )
+                .map(|s| s.value),
             };
             match v {
                 Some(v) => rw.value = Some(v),
@@ -708,6 +699,11 @@ mod tests {
         let p = pattern(Lang::Python, KW.0, KW.1, &["DOT_PRECISION"]);
         assert!(matches!(Rewrite::new(&p, None), Err(MatchError::NoRewrite { .. })));
         assert_eq!(Rewrite::new(&p, Some("'tf32'")).unwrap().value(), Some("'tf32'"));
+        // A name counts for the literals it is bound to: the value most sites hold wins.
+        let mut p = pattern(Lang::Python, KW.0, KW.1, &["DOT_PRECISION", "\"ieee\""]);
+        p.values[0].count = 5;
+        p.values[0].literals = vec!["\"tf32\"".into()];
+        assert_eq!(Rewrite::new(&p, None).unwrap().value(), Some("\"tf32\""));
         let empty = pattern(Lang::Python, "", "x", &[]);
         assert!(Rewrite::new(&empty, None).is_err());
         let broken = pattern(Lang::Python, "tl.dot(", "tl.dot()", &[]);

@@ -1,4 +1,4 @@
-//! Generalization: concrete edits become templates.
+//! Anti-unification: concrete edits become templates.
 //!
 //! 1. **Buckets** (Revisar): edits are grouped by the 1-cap of their before
 //!    and after trees (root kind, child kinds, punctuation) plus the tokens
@@ -142,33 +142,13 @@ pub(crate) fn bucket_key(ex: &Ex<'_>) -> u64 {
     h
 }
 
-/// The keyword-argument kind of Python's grammar.
-fn kw_kind() -> u16 {
-    static KW: std::sync::OnceLock<u16> = std::sync::OnceLock::new();
-    *KW.get_or_init(|| {
-        super::edit::language(crate::lang::Lang::Python)
-            .map_or(u16::MAX, |l| l.id_for_node_kind("keyword_argument", true))
-    })
-}
-
-/// The name of keyword argument `n` (its first child), if `n` is one.
-pub(crate) fn kw_name<'s>(t: &Tree<'s>, n: u32) -> Option<&'s str> {
-    let node = t.nodes[n as usize];
-    (node.kind == kw_kind() && node.nkids == 3).then(|| t.text(n + 1))
-}
-
-/// How many keyword arguments named `name` lie in `t`.
-fn kw_count(t: &Tree<'_>, name: &str) -> usize {
-    (0..t.nodes.len() as u32).filter(|&i| kw_name(t, i) == Some(name)).count()
-}
-
 /// The value nodes of the keyword arguments an edit adds: named `kw` more
 /// often after than before.
 pub(crate) fn added_kw_values(ex: &Ex<'_>) -> Vec<u32> {
     let mut out = Vec::new();
     for i in 0..ex.after.nodes.len() as u32 {
-        let Some(name) = kw_name(&ex.after, i) else { continue };
-        if kw_count(&ex.after, name) > kw_count(&ex.before, name) {
+        let Some(name) = ex.after.kw_name(i) else { continue };
+        if ex.after.kw_count(name) > ex.before.kw_count(name) {
             out.push(ex.after.kids(i)[2]);
         }
     }
@@ -208,10 +188,10 @@ impl Au<'_, '_> {
     /// Whether the after-side column `ns` is a keyword argument that every
     /// example adds (same name, more of them after than before).
     fn added_kw(&self, ns: &[u32]) -> Option<String> {
-        let name = kw_name(&self.exs[0].after, ns[0])?;
+        let name = self.exs[0].after.kw_name(ns[0])?;
         for (i, &n) in ns.iter().enumerate() {
             let ex = self.exs[i];
-            if kw_name(&ex.after, n) != Some(name) || kw_count(&ex.after, name) <= kw_count(&ex.before, name) {
+            if ex.after.kw_name(n) != Some(name) || ex.after.kw_count(name) <= ex.before.kw_count(name) {
                 return None;
             }
         }
@@ -357,7 +337,7 @@ pub(crate) fn anti_unify(exs: &[&Ex<'_>]) -> Option<Template> {
     if exs.is_empty() {
         return None;
     }
-    let atoms = atom_kinds();
+    let atoms = crate::grammar::atom_kinds();
     let mut au = Au {
         exs,
         one: HashMap::new(),
@@ -366,33 +346,12 @@ pub(crate) fn anti_unify(exs: &[&Ex<'_>]) -> Option<Template> {
         seq: Vec::new(),
         fresh: Vec::new(),
         added: Vec::new(),
-        atoms: &atoms,
+        atoms,
     };
     let roots = vec![0u32; exs.len()];
     let before = au.au(false, &roots, 0)?;
     let after = au.au(true, &roots, 0)?;
     Some(Template { before, after, seq: au.seq, fresh: au.fresh, added: au.added, lifted: false })
-}
-
-/// String and character literal kinds of every tree-sitter language.
-fn atom_kinds() -> Vec<u16> {
-    use crate::lang::Lang;
-    static ATOMS: std::sync::OnceLock<Vec<u16>> = std::sync::OnceLock::new();
-    ATOMS
-        .get_or_init(|| {
-            let mut out = Vec::new();
-            for lang in [Lang::Python, Lang::Cuda, Lang::Cpp] {
-                let Some(l) = super::edit::language(lang) else { continue };
-                for name in ["string", "concatenated_string", "string_literal", "raw_string_literal", "char_literal"] {
-                    let id = l.id_for_node_kind(name, true);
-                    if id != 0 {
-                        out.push(id);
-                    }
-                }
-            }
-            out
-        })
-        .clone()
 }
 
 /// A cluster: a template and the groups it covers.
@@ -455,8 +414,8 @@ mod tests {
                     Lang::Python,
                     "k.py",
                     ("x", "y"),
-                    &tb,
-                    &ta,
+                    (&tb, &ta),
+                    &crate::history::scope::Scope::ALL,
                     &crate::history::HistoryConfig::default(),
                 );
                 let e = e.into_iter().next().unwrap();

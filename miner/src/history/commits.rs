@@ -1,0 +1,101 @@
+//! The commits to mine: a git corpus's first-parent chain, with what each
+//! commit's message says about intent.
+
+use git2::{Oid, Sort};
+use serde::{Deserialize, Serialize};
+
+use super::HistoryConfig;
+use crate::corpus::Corpus;
+use crate::error::{Error, Result};
+
+/// A commit's identity.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct CommitMeta {
+    /// Full commit id.
+    pub id: String,
+    /// First line of the message.
+    pub summary: String,
+    /// Author date, RFC 3339 (UTC).
+    pub date: String,
+    /// Author time, seconds since the epoch.
+    pub time: i64,
+    /// Words of the message that hint at intent (`perf`, `speed`,
+    /// `precision`, `overflow`, `fuse`, `redundant`).
+    pub tags: Vec<String>,
+}
+
+/// Lists the commits to mine, newest first: the first-parent chain from the
+/// corpus's revision, limited by `since` and `max_commits`.
+pub fn commits(corpus: &Corpus, cfg: &HistoryConfig) -> Result<Vec<CommitMeta>> {
+    let repo = corpus.repository().ok_or_else(|| Error::git(&corpus.manifest.source, "not a git corpus"))?;
+    let git = |e: git2::Error| Error::git(repo.path().display(), e.message());
+    let mut walk = repo.revwalk().map_err(git)?;
+    walk.set_sorting(Sort::TOPOLOGICAL).map_err(git)?;
+    walk.simplify_first_parent().map_err(git)?;
+    walk.push(Oid::from_str(&corpus.revision).map_err(git)?).map_err(git)?;
+    let mut out = Vec::new();
+    for oid in walk {
+        let oid = oid.map_err(git)?;
+        let c = repo.find_commit(oid).map_err(git)?;
+        let time = c.author().when().seconds();
+        if cfg.since.is_some_and(|s| time < s) {
+            continue;
+        }
+        let message = String::from_utf8_lossy(c.message_bytes()).into_owned();
+        out.push(CommitMeta {
+            id: oid.to_string(),
+            summary: message.lines().next().unwrap_or("").trim().to_string(),
+            date: rfc3339(time),
+            time,
+            tags: tags(&message),
+        });
+        if cfg.max_commits.is_some_and(|m| out.len() >= m) {
+            break;
+        }
+    }
+    Ok(out)
+}
+
+fn tags(message: &str) -> Vec<String> {
+    let m = message.to_ascii_lowercase();
+    let table: [(&str, &[&str]); 6] = [
+        ("perf", &["[perf]", "perf:", "performance", "optimiz", "optimis"]),
+        ("speed", &["speed", "faster", "accelerat", "latency"]),
+        ("precision", &["precision", "tf32", "ieee", "accuracy", "numerical"]),
+        ("overflow", &["overflow", "int64", "illegal memory", "out of bound"]),
+        ("fuse", &["fuse", "fusion", "fusing"]),
+        ("redundant", &["redundant", "unnecessary", "unneeded", "useless"]),
+    ];
+    table.iter().filter(|(_, ws)| ws.iter().any(|w| m.contains(w))).map(|(t, _)| t.to_string()).collect()
+}
+
+/// RFC 3339 in UTC for seconds since the epoch.
+fn rfc3339(secs: i64) -> String {
+    let days = secs.div_euclid(86_400);
+    let rem = secs.rem_euclid(86_400);
+    // Civil from days (H. Hinnant).
+    let z = days + 719_468;
+    let era = z.div_euclid(146_097);
+    let doe = z.rem_euclid(146_097);
+    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy + 2) / 153;
+    let d = doy - (153 * mp + 2) / 5 + 1;
+    let m = if mp < 10 { mp + 3 } else { mp - 9 };
+    let y = yoe + era * 400 + i64::from(m <= 2);
+    format!("{y:04}-{m:02}-{d:02}T{:02}:{:02}:{:02}Z", rem / 3600, rem % 3600 / 60, rem % 60)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn dates_and_tags() {
+        assert_eq!(rfc3339(0), "1970-01-01T00:00:00Z");
+        assert_eq!(rfc3339(1_700_000_000), "2023-11-14T22:13:20Z");
+        assert_eq!(rfc3339(951_782_400), "2000-02-29T00:00:00Z");
+        assert_eq!(tags("[Perf] fuse kernels; avoid overflow"), ["perf", "overflow", "fuse"]);
+        assert!(tags("Update README").is_empty());
+    }
+}

@@ -1,0 +1,329 @@
+//! Reading a candidate's evidence for the site: the verdict and the gate
+//! that decided it, the static gate's key figures, the correctness gate's
+//! error numbers and curves, the speed gate's speedup and samples.
+
+use kidiom_validator::{Evidence, Gate, GateRecord, GateStatus, VerdictKind};
+use serde_json::Value;
+
+/// A number shown in a table cell, with the key it sorts by.
+#[derive(Debug, Clone, PartialEq)]
+pub(crate) struct Cell {
+    pub(crate) text: String,
+    /// A second, smaller line (the relative change, the output, the length).
+    pub(crate) note: String,
+    /// Empty when there is nothing to sort by (the row sorts last).
+    pub(crate) sort: String,
+}
+
+impl Cell {
+    pub(crate) fn none() -> Cell {
+        Cell { text: "-".into(), note: String::new(), sort: String::new() }
+    }
+
+    fn num(text: String, note: String, key: f64) -> Cell {
+        Cell { text, note, sort: if key.is_finite() { format!("{key}") } else { String::new() } }
+    }
+
+    /// Text and note on one line.
+    pub(crate) fn full(&self) -> String {
+        if self.note.is_empty() { self.text.clone() } else { format!("{} ({})", self.text, self.note) }
+    }
+}
+
+/// The evidence of a candidate, parsed when it has the validator's shape.
+pub(crate) fn parse(v: &Value) -> Option<Evidence> {
+    if v.as_object().is_none_or(|o| o.is_empty()) {
+        return None;
+    }
+    serde_json::from_value(v.clone()).ok()
+}
+
+/// The verdict's name (`not validated` without evidence).
+pub(crate) fn verdict(ev: Option<&Evidence>) -> String {
+    ev.map(|e| e.verdict.kind.name().to_string()).unwrap_or_else(|| "not validated".into())
+}
+
+/// The gate that decided the verdict: the failing or erroring gate; for
+/// `needs-gpu` the first gate that did not run; for `accepted` the last gate.
+pub(crate) fn deciding_gate(ev: &Evidence) -> Option<Gate> {
+    if let Some(g) = ev.verdict.gate {
+        return Some(g);
+    }
+    match ev.verdict.kind {
+        VerdictKind::NeedsGpu => ev.gates.iter().find(|r| r.status == GateStatus::Skipped).map(|r| r.gate),
+        _ => ev.gates.last().map(|r| r.gate),
+    }
+}
+
+fn int(v: Option<&Value>, key: &str) -> Option<i64> {
+    v?.get(key)?.as_i64()
+}
+
+fn tensor(v: Option<&Value>) -> Option<i64> {
+    v?.get("by_class")?.as_object().map(|c| c.get("tensor").and_then(Value::as_i64).unwrap_or(0))
+}
+
+/// `before -> after` of an integer figure, sorted by the relative change.
+fn delta(b: Option<i64>, a: Option<i64>, unit: &str) -> Cell {
+    match (b, a) {
+        (Some(b), Some(a)) => {
+            let rel = if b != 0 {
+                (a - b) as f64 / b as f64
+            } else if a == 0 {
+                0.0
+            } else {
+                f64::INFINITY
+            };
+            let pct = if b != 0 && a != b { format!("{:+.0}%", rel * 100.0) } else { String::new() };
+            let key = if rel.is_finite() { rel } else { 1e9 };
+            Cell::num(format!("{b} → {a}{unit}"), pct, key)
+        }
+        (None, Some(a)) => Cell::num(format!("{a}{unit}"), String::new(), 0.0),
+        _ => Cell::none(),
+    }
+}
+
+/// The static gate's key figures: instructions, spilled bytes (stores),
+/// registers, tensor-core instructions.
+pub(crate) struct StaticFigures {
+    pub(crate) instructions: Cell,
+    pub(crate) spills: Cell,
+    pub(crate) registers: Cell,
+    pub(crate) tensor: Cell,
+}
+
+pub(crate) fn static_figures(ev: Option<&Evidence>) -> StaticFigures {
+    let rec = ev.and_then(|e| e.gate(Gate::Static));
+    let (b, a) = (rec.and_then(|r| r.before.as_ref()), rec.and_then(|r| r.after.as_ref()));
+    StaticFigures {
+        instructions: delta(int(b, "instructions"), int(a, "instructions"), ""),
+        spills: delta(int(b, "spill_store_bytes"), int(a, "spill_store_bytes"), " B"),
+        registers: delta(int(b, "registers"), int(a, "registers"), ""),
+        tensor: delta(tensor(b), tensor(a), ""),
+    }
+}
+
+/// A value that may be `"inf"` (a non-finite error as the validator writes it).
+fn float(v: &Value) -> Option<f64> {
+    match v {
+        Value::String(s) if s == "inf" => Some(f64::INFINITY),
+        v => v.as_f64(),
+    }
+}
+
+pub(crate) fn fmt_e(x: f64) -> String {
+    if x.is_finite() { format!("{x:.2e}") } else { "inf".into() }
+}
+
+/// The largest rel_l2 over the outputs the correctness gate judged.
+pub(crate) fn worst_rel_l2(ev: Option<&Evidence>) -> Cell {
+    let Some(rec) = ev.and_then(|e| e.gate(Gate::Correctness)) else { return Cell::none() };
+    let worst = rec.after.as_ref().map(|a| &a["worst"]).filter(|w| w.is_object()).unwrap_or(&rec.metrics["worst"]);
+    let Some(outputs) = worst.as_object() else { return Cell::none() };
+    let mut max: Option<(f64, &str)> = None;
+    for (name, m) in outputs {
+        if let Some(x) = float(&m["rel_l2"])
+            && max.is_none_or(|(y, _)| x > y)
+        {
+            max = Some((x, name));
+        }
+    }
+    match max {
+        Some((x, name)) => Cell::num(fmt_e(x), name.to_string(), x),
+        None => Cell::none(),
+    }
+}
+
+/// One point of an error curve.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub(crate) struct CurvePoint {
+    pub(crate) t: f64,
+    pub(crate) rel_l2: f64,
+}
+
+/// The error-versus-length curve in a correctness record's `before` or `after`.
+pub(crate) fn curve(side: Option<&Value>) -> Vec<CurvePoint> {
+    side.and_then(|s| s["curve"].as_array())
+        .into_iter()
+        .flatten()
+        .filter_map(|p| Some(CurvePoint { t: p["T"].as_f64()?, rel_l2: float(&p["rel_l2"]).unwrap_or(f64::NAN) }))
+        .collect()
+}
+
+/// The curves' end points, `T=256: 5.72e-04 → 8.55e-06`, sorted by the
+/// candidate's error there.
+pub(crate) fn curve_end(ev: Option<&Evidence>) -> Cell {
+    let Some(rec) = ev.and_then(|e| e.gate(Gate::Correctness)) else { return Cell::none() };
+    let (b, a) = (curve(rec.before.as_ref()), curve(rec.after.as_ref()));
+    match (b.last(), a.last()) {
+        (Some(b), Some(a)) => {
+            Cell::num(format!("{} → {}", fmt_e(b.rel_l2), fmt_e(a.rel_l2)), format!("T={}", a.t), a.rel_l2)
+        }
+        (None, Some(a)) => Cell::num(fmt_e(a.rel_l2), format!("T={}", a.t), a.rel_l2),
+        _ => Cell::none(),
+    }
+}
+
+/// The speed gate's result with its noise floor, where it measured one:
+/// a GPU kernel's speedup, a host target's scheduler gap (SPEC §8); sorted
+/// by the speedup.
+pub(crate) fn speed(ev: Option<&Evidence>) -> Cell {
+    let Some(rec) = ev.and_then(|e| e.gate(Gate::Speed)) else { return Cell::none() };
+    let m = &rec.metrics;
+    let Some(speedup) = m["speedup"].as_f64().filter(|s| s.is_finite()) else {
+        return Cell { text: status_word(rec).into(), note: String::new(), sort: String::new() };
+    };
+    let noise = m["noise_floor"].as_f64().map(|n| format!("noise {:.1}%", n * 100.0));
+    let gap = |side: &Option<Value>| side.as_ref().and_then(|v| v["gap"].as_f64());
+    if m["metric"] == "scheduler-throughput"
+        && let (Some(b), Some(c)) = (gap(&rec.before), gap(&rec.after))
+    {
+        let note = [Some(format!("{speedup:.2}x")), noise].into_iter().flatten().collect::<Vec<_>>().join(", ");
+        return Cell::num(format!("gap {:.1}% → {:.1}%", b * 100.0, c * 100.0), note, speedup);
+    }
+    Cell::num(format!("{speedup:.2}x"), noise.unwrap_or_default(), speedup)
+}
+
+/// `passed`, `failed`, `skipped`, `error`.
+pub(crate) fn status_word(rec: &GateRecord) -> &'static str {
+    match rec.status {
+        GateStatus::Passed => "passed",
+        GateStatus::Failed => "failed",
+        GateStatus::Skipped => "skipped",
+        GateStatus::Error => "error",
+    }
+}
+
+/// The samples of one variant of a speed record: every array of numbers it
+/// holds (`gaps` per round of a host bench, per-iteration timings where the
+/// harness keeps them), and its p10/median/p90 where reported.
+pub(crate) struct Samples {
+    pub(crate) key: String,
+    pub(crate) values: Vec<f64>,
+}
+
+/// The sample arrays both variants of a speed record hold, by key.
+pub(crate) fn speed_samples(rec: &GateRecord) -> Vec<(Samples, Samples)> {
+    let (Some(b), Some(a)) =
+        (rec.before.as_ref().and_then(Value::as_object), rec.after.as_ref().and_then(Value::as_object))
+    else {
+        return Vec::new();
+    };
+    let nums = |v: &Value| -> Option<Vec<f64>> {
+        let arr = v.as_array()?;
+        let xs: Vec<f64> = arr.iter().filter_map(Value::as_f64).collect();
+        (!xs.is_empty() && xs.len() == arr.len()).then_some(xs)
+    };
+    let mut out = Vec::new();
+    for (key, bv) in b {
+        if let (Some(bx), Some(ax)) = (nums(bv), a.get(key).and_then(nums)) {
+            out.push((Samples { key: key.clone(), values: bx }, Samples { key: key.clone(), values: ax }));
+        }
+    }
+    out
+}
+
+/// `(p10, median, p90)` of a variant: `<prefix>_p10`, `<prefix>` or
+/// `median_<unit>`, `<prefix>_p90` (the host bench's gap, a GPU bench's µs).
+pub(crate) fn percentiles(side: Option<&Value>, p10: &str, median: &str, p90: &str) -> Option<(f64, f64, f64)> {
+    let s = side?;
+    Some((s[p10].as_f64()?, s[median].as_f64()?, s[p90].as_f64()?))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn ev(gates: Value, verdict: Value) -> Evidence {
+        serde_json::from_value(json!({
+            "format": 1, "candidate": "c", "pattern": "p", "category": "precision", "target": "k.py",
+            "kernel": "kda.prefill", "verdict": verdict, "gates": gates, "device": "auto", "commit": null,
+            "seeds": [1], "started_at": 0, "seconds": 1.0, "validator": "0.1.0"
+        }))
+        .expect("evidence")
+    }
+
+    fn rec(gate: &str, status: &str, before: Value, after: Value, metrics: Value) -> Value {
+        json!({"gate": gate, "status": status, "summary": "", "metrics": metrics, "before": before, "after": after,
+               "device": null, "versions": null, "commands": [], "seconds": 0.0, "log": null})
+    }
+
+    #[test]
+    fn figures_from_each_gate() {
+        let st = rec(
+            "static",
+            "passed",
+            json!({"instructions": 6960, "spill_store_bytes": 2008, "registers": 255, "by_class": {"tensor": 104}}),
+            json!({"instructions": 10120, "spill_store_bytes": 2592, "registers": 255, "by_class": {"fp32": 1}}),
+            json!({}),
+        );
+        let co = rec(
+            "correctness",
+            "passed",
+            json!({"curve": [{"T": 64, "rel_l2": 5e-4}, {"T": 256, "rel_l2": 6e-4}]}),
+            json!({"curve": [{"T": 64, "rel_l2": 1e-6}, {"T": 256, "rel_l2": 2e-6}],
+                   "worst": {"o": {"rel_l2": 3e-6}, "state": {"rel_l2": "inf"}}}),
+            json!({}),
+        );
+        let sp = rec(
+            "speed",
+            "passed",
+            json!({"median_us": 10.0, "p10_us": 9.0, "p90_us": 11.0, "us": [9.0, 10.0, 11.0]}),
+            json!({"median_us": 5.0, "p10_us": 4.0, "p90_us": 6.0, "us": [4.0, 5.0, 6.0]}),
+            json!({"speedup": 2.0, "noise_floor": 0.02}),
+        );
+        let e =
+            ev(json!([st, co, sp]), json!({"kind": "accepted", "gate": null, "reason": "", "log": null, "flags": []}));
+        let f = static_figures(Some(&e));
+        assert_eq!(f.instructions.full(), "6960 → 10120 (+45%)");
+        assert_eq!(f.spills.full(), "2008 → 2592 B (+29%)");
+        assert_eq!(f.registers.full(), "255 → 255");
+        assert_eq!(f.tensor.full(), "104 → 0 (-100%)");
+        assert_eq!(worst_rel_l2(Some(&e)).full(), "inf (state)");
+        assert_eq!(curve_end(Some(&e)).full(), "6.00e-4 → 2.00e-6 (T=256)");
+        assert_eq!(speed(Some(&e)).full(), "2.00x (noise 2.0%)");
+        assert_eq!(speed(Some(&e)).sort, "2");
+        assert_eq!(deciding_gate(&e), Some(Gate::Speed));
+        let s = speed_samples(e.gate(Gate::Speed).expect("speed"));
+        assert_eq!(s.len(), 1);
+        assert_eq!(s[0].1.values, vec![4.0, 5.0, 6.0]);
+        assert_eq!(
+            percentiles(e.gate(Gate::Speed).and_then(|r| r.after.as_ref()), "p10_us", "median_us", "p90_us"),
+            Some((4.0, 5.0, 6.0))
+        );
+    }
+
+    #[test]
+    fn a_host_target_shows_its_scheduler_gap() {
+        let sp = rec(
+            "speed",
+            "passed",
+            json!({"gap": 0.543, "gaps": [0.5, 0.55]}),
+            json!({"gap": 0.015, "gaps": [0.01, 0.02]}),
+            json!({"metric": "scheduler-throughput", "speedup": 2.13, "noise_floor": 0.085}),
+        );
+        let e = ev(json!([sp]), json!({"kind": "accepted", "gate": null, "reason": "", "log": null, "flags": []}));
+        let c = speed(Some(&e));
+        assert_eq!(c.full(), "gap 54.3% → 1.5% (2.13x, noise 8.5%)");
+        assert_eq!(c.sort, "2.13");
+        assert_eq!(speed_samples(e.gate(Gate::Speed).expect("speed"))[0].0.key, "gaps");
+    }
+
+    #[test]
+    fn no_evidence_is_not_validated() {
+        assert!(parse(&json!({})).is_none());
+        assert!(parse(&json!({"verdict": "odd"})).is_none());
+        assert_eq!(verdict(None), "not validated");
+        assert_eq!(static_figures(None).instructions, Cell::none());
+        let e = ev(
+            json!([
+                rec("syntax", "passed", json!(null), json!(null), json!({})),
+                rec("speed", "skipped", json!(null), json!(null), json!({}))
+            ]),
+            json!({"kind": "needs-gpu", "gate": null, "reason": "", "log": null, "flags": []}),
+        );
+        assert_eq!(deciding_gate(&e), Some(Gate::Speed));
+        assert_eq!(speed(Some(&e)).text, "skipped");
+    }
+}

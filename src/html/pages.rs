@@ -1,0 +1,684 @@
+//! The two kinds of page, as askama templates (`templates/html/`), and the
+//! views they print: every field is a plain string (escaped by askama) or a
+//! [`Markup`] our own code made.
+
+use std::collections::BTreeMap;
+
+use askama::Template;
+use kidiom_patterns::{Candidate, CorpusRow, Pattern};
+use kidiom_validator::{Evidence, Gate, GateRecord};
+use serde_json::Value;
+
+use super::diff::{self, DiffFile};
+use super::evidence::{self as ev, Cell};
+use super::highlight::{self, Code};
+use super::links;
+use super::markup::{Markup, escape};
+use super::plot;
+
+/// One row of the index.
+pub(crate) struct IndexRow {
+    pub(crate) id: String,
+    pub(crate) href: String,
+    pub(crate) verdict: String,
+    pub(crate) verdict_class: &'static str,
+    pub(crate) gate: String,
+    pub(crate) reason: String,
+    pub(crate) status: String,
+    pub(crate) pattern: String,
+    pub(crate) title: String,
+    pub(crate) category: String,
+    pub(crate) path: String,
+    /// The path with a line-break opportunity after each `/`.
+    pub(crate) path_breakable: Markup,
+    pub(crate) kernel: String,
+    pub(crate) sites: u64,
+    pub(crate) roles: String,
+    pub(crate) instructions: Cell,
+    pub(crate) spills: Cell,
+    pub(crate) registers: Cell,
+    pub(crate) tensor: Cell,
+    pub(crate) worst: Cell,
+    pub(crate) curve_end: Cell,
+    pub(crate) speed: Cell,
+}
+
+/// A facet of the index (verdict, kernel file, category) and its count.
+pub(crate) struct Facet {
+    pub(crate) value: String,
+    pub(crate) count: usize,
+    /// The CSS class of a verdict facet.
+    pub(crate) class: &'static str,
+}
+
+#[derive(Template)]
+#[template(path = "html/index.html")]
+pub(crate) struct IndexPage {
+    pub(crate) catalog: String,
+    pub(crate) rows: Vec<IndexRow>,
+    pub(crate) verdicts: Vec<Facet>,
+    pub(crate) kernels: Vec<Facet>,
+    pub(crate) categories: Vec<Facet>,
+}
+
+/// The CSS class of a verdict (a fixed set: never text from the catalog).
+pub(crate) fn verdict_class(verdict: &str) -> &'static str {
+    match verdict {
+        "accepted" => "accepted",
+        "rejected" => "rejected",
+        "needs-gpu" => "needs-gpu",
+        "error" => "error",
+        _ => "none",
+    }
+}
+
+fn category(c: &Candidate, e: Option<&Evidence>) -> String {
+    c.provenance["category"]
+        .as_str()
+        .map(str::to_string)
+        .or_else(|| e.and_then(|e| e.category.clone()))
+        .unwrap_or_else(|| "-".into())
+}
+
+pub(crate) fn index_row(c: &Candidate, href: String) -> IndexRow {
+    let e = ev::parse(&c.evidence);
+    let e = e.as_ref();
+    let verdict = ev::verdict(e);
+    let st = ev::static_figures(e);
+    IndexRow {
+        id: c.id.clone(),
+        href,
+        verdict_class: verdict_class(&verdict),
+        verdict,
+        gate: e.and_then(ev::deciding_gate).map(|g| g.name().to_string()).unwrap_or_else(|| "-".into()),
+        reason: e.map(|e| e.verdict.reason.clone()).unwrap_or_default(),
+        status: c.status.to_string(),
+        pattern: c.pattern_id.clone(),
+        title: c.provenance["title"].as_str().unwrap_or("").to_string(),
+        category: category(c, e),
+        path: c.path.clone(),
+        path_breakable: Markup::trusted(c.path.split('/').map(escape).collect::<Vec<_>>().join("/<wbr>")),
+        kernel: e.and_then(|e| e.kernel.clone()).unwrap_or_default(),
+        sites: c.sites,
+        roles: crate::sitesearch::roles(c).join(", "),
+        instructions: st.instructions,
+        spills: st.spills,
+        registers: st.registers,
+        tensor: st.tensor,
+        worst: ev::worst_rel_l2(e),
+        curve_end: ev::curve_end(e),
+        speed: ev::speed(e),
+    }
+}
+
+/// Counts of each value, most frequent first.
+pub(crate) fn facets<'a>(values: impl Iterator<Item = &'a str>) -> Vec<Facet> {
+    let mut counts: BTreeMap<&str, usize> = BTreeMap::new();
+    for v in values {
+        *counts.entry(v).or_default() += 1;
+    }
+    let mut out: Vec<Facet> =
+        counts.into_iter().map(|(v, n)| Facet { value: v.to_string(), count: n, class: verdict_class(v) }).collect();
+    out.sort_by(|a, b| b.count.cmp(&a.count).then_with(|| a.value.cmp(&b.value)));
+    out
+}
+
+/// A chart with what it shows.
+pub(crate) struct PlotView {
+    /// `curve`, `mix`, `speed`, `values`, `front` (the page's `data-plot`).
+    pub(crate) kind: &'static str,
+    pub(crate) caption: String,
+    pub(crate) svg: Markup,
+}
+
+/// A figure before and after (the static gate's resources, curve points).
+pub(crate) struct FigureRow {
+    pub(crate) name: String,
+    pub(crate) before: String,
+    pub(crate) after: String,
+    pub(crate) change: String,
+}
+
+/// One gate's record.
+pub(crate) struct GateView {
+    pub(crate) name: &'static str,
+    pub(crate) status: &'static str,
+    pub(crate) summary: String,
+    pub(crate) device: String,
+    pub(crate) seconds: String,
+    pub(crate) versions: String,
+    pub(crate) figures: Vec<FigureRow>,
+    pub(crate) plots: Vec<PlotView>,
+    pub(crate) commands: Vec<String>,
+    pub(crate) log: Option<String>,
+    pub(crate) metrics: String,
+}
+
+/// One corpus's support.
+pub(crate) struct SupportRow {
+    pub(crate) corpus: String,
+    pub(crate) revision: String,
+    pub(crate) files: String,
+    pub(crate) occurrences: String,
+    pub(crate) opportunities: String,
+    pub(crate) link: Option<String>,
+}
+
+/// One bar of the value histogram.
+pub(crate) struct ValueRow {
+    pub(crate) value: String,
+    pub(crate) count: u64,
+    pub(crate) resolved: String,
+}
+
+/// An upstream example.
+pub(crate) struct ExampleView {
+    pub(crate) corpus: String,
+    pub(crate) path: String,
+    pub(crate) line: String,
+    pub(crate) code: Vec<Markup>,
+    pub(crate) link: Option<String>,
+}
+
+/// A commit an edit pattern was mined from.
+pub(crate) struct CommitView {
+    pub(crate) id: String,
+    pub(crate) summary: String,
+    pub(crate) date: String,
+    pub(crate) link: Option<String>,
+}
+
+/// A per-site search the candidate came from.
+pub(crate) struct SearchView {
+    pub(crate) headline: String,
+    pub(crate) sites: Vec<(String, String)>,
+    pub(crate) head: Vec<String>,
+    pub(crate) rows: Vec<(bool, Vec<String>)>,
+    pub(crate) why: String,
+    pub(crate) plot: Option<PlotView>,
+}
+
+#[derive(Template)]
+#[template(path = "html/candidate.html")]
+pub(crate) struct CandidatePage {
+    pub(crate) id: String,
+    pub(crate) row: IndexRow,
+    pub(crate) flags: Vec<String>,
+    pub(crate) verdict_log: Option<String>,
+    pub(crate) commit_id: String,
+    pub(crate) base_blob: String,
+    pub(crate) value: String,
+    pub(crate) rationale: String,
+    pub(crate) mechanism: String,
+    pub(crate) template_before: Vec<Markup>,
+    pub(crate) template_after: Vec<Markup>,
+    pub(crate) note: String,
+    pub(crate) files: Vec<DiffFile>,
+    pub(crate) raw_diff: Vec<(&'static str, Markup)>,
+    pub(crate) support: Vec<SupportRow>,
+    pub(crate) values: Vec<ValueRow>,
+    pub(crate) histogram: Option<PlotView>,
+    pub(crate) examples: Vec<ExampleView>,
+    pub(crate) commits: Vec<CommitView>,
+    pub(crate) gates: Vec<GateView>,
+    pub(crate) reproduce: String,
+    pub(crate) validated: String,
+    pub(crate) search: Option<SearchView>,
+    pub(crate) role_sites: Vec<Vec<String>>,
+    pub(crate) raw_evidence: String,
+}
+
+/// What a candidate page needs from the catalog besides the candidate.
+pub(crate) struct Context<'a> {
+    pub(crate) pattern: Option<&'a Pattern>,
+    pub(crate) corpora: &'a [CorpusRow],
+}
+
+fn s(v: &Value) -> String {
+    match v {
+        Value::String(s) => s.clone(),
+        Value::Null => String::new(),
+        v => v.to_string(),
+    }
+}
+
+/// `'...'` for a POSIX shell.
+fn shell_quote(x: &str) -> String {
+    if x.bytes().all(|b| b.is_ascii_alphanumeric() || b"-_./=:@".contains(&b)) {
+        return x.to_string();
+    }
+    format!("'{}'", x.replace('\'', "'\\''"))
+}
+
+pub(crate) fn candidate_page(c: &Candidate, cx: &Context<'_>) -> CandidatePage {
+    let e = ev::parse(&c.evidence);
+    let prov = &c.provenance;
+    let pattern = cx.pattern;
+    let code = Code::from_path(&c.path);
+    let tpl = |key: &str, fallback: Option<&str>| -> Vec<Markup> {
+        let text = prov[key].as_str().or(fallback).unwrap_or("");
+        if text.is_empty() { Vec::new() } else { highlight::fragment(code, text) }
+    };
+    let note = if c.pattern_id == kidiom_validator::MANUAL_PATTERN {
+        "an edit submitted as a patch with `kidiom validate --patch`, not from the catalog"
+    } else if pattern.is_none() {
+        "the pattern is no longer in the catalog; the evidence below is from when it was proposed"
+    } else {
+        ""
+    };
+    let device = e.as_ref().map(|e| e.device.as_str()).unwrap_or("auto");
+    CandidatePage {
+        id: c.id.clone(),
+        row: index_row(c, String::new()),
+        flags: e.as_ref().map(|e| e.verdict.flags.clone()).unwrap_or_default(),
+        verdict_log: e.as_ref().and_then(|e| e.verdict.log.clone()),
+        commit_id: c.commit_id.clone().unwrap_or_default(),
+        base_blob: c.base_blob.clone(),
+        value: c.value.clone().unwrap_or_default(),
+        rationale: prov["rationale"].as_str().or(pattern.map(|p| p.rationale.as_str())).unwrap_or("").to_string(),
+        mechanism: prov["mechanism"].as_str().or(pattern.map(|p| p.mechanism.as_str())).unwrap_or("").to_string(),
+        template_before: tpl("before", pattern.map(|p| p.before.as_str())),
+        template_after: tpl("after", pattern.map(|p| p.after.as_str())),
+        note: note.into(),
+        files: diff::side_by_side(&c.diff),
+        raw_diff: diff::raw_lines(&c.diff),
+        support: support(prov, pattern, cx.corpora),
+        values: values(pattern),
+        histogram: histogram(pattern),
+        examples: examples(prov, pattern, cx.corpora),
+        commits: commits(prov, pattern, cx.corpora),
+        gates: e.as_ref().map(|e| e.gates.iter().map(gate_view).collect()).unwrap_or_default(),
+        reproduce: format!("kidiom validate {} --device {}", shell_quote(&c.id), shell_quote(device)),
+        validated: e.as_ref().map(|e| format!("validator {} in {:.1} s", e.validator, e.seconds)).unwrap_or_default(),
+        search: search(c),
+        role_sites: role_sites(c),
+        raw_evidence: if e.is_none() && c.evidence.as_object().is_some_and(|o| !o.is_empty()) {
+            serde_json::to_string_pretty(&c.evidence).unwrap_or_default()
+        } else {
+            String::new()
+        },
+    }
+}
+
+/// The revision of `corpus` the candidate's evidence was mined at (its
+/// support row), else the catalog's.
+fn revision<'a>(prov: &'a Value, corpus: &str, row: Option<&'a CorpusRow>) -> &'a str {
+    prov["support"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .find(|s| s["corpus"] == corpus)
+        .and_then(|s| s["revision"].as_str())
+        .or(row.map(|r| r.revision.as_str()))
+        .unwrap_or("")
+}
+
+fn corpus<'a>(corpora: &'a [CorpusRow], name: &str) -> Option<&'a CorpusRow> {
+    corpora.iter().find(|r| r.name == name)
+}
+
+fn support(prov: &Value, pattern: Option<&Pattern>, corpora: &[CorpusRow]) -> Vec<SupportRow> {
+    let rows: Vec<Value> = match prov["support"].as_array() {
+        Some(a) if !a.is_empty() => a.clone(),
+        _ => {
+            pattern.map(|p| p.support.iter().filter_map(|s| serde_json::to_value(s).ok()).collect()).unwrap_or_default()
+        }
+    };
+    rows.iter()
+        .map(|r| {
+            let name = s(&r["corpus"]);
+            let rev = s(&r["revision"]);
+            SupportRow {
+                link: corpus(corpora, &name).and_then(|c| links::tree(&c.source, &rev)),
+                corpus: name,
+                revision: rev,
+                files: s(&r["files"]),
+                occurrences: s(&r["occurrences"]),
+                opportunities: s(&r["opportunities"]),
+            }
+        })
+        .collect()
+}
+
+fn values(pattern: Option<&Pattern>) -> Vec<ValueRow> {
+    pattern
+        .map(|p| {
+            p.values
+                .iter()
+                .map(|v| ValueRow {
+                    value: v.value.clone(),
+                    count: v.count,
+                    resolved: match (&v.resolved, v.literals.is_empty()) {
+                        (Some(r), _) => r.clone(),
+                        (None, false) => v.literals.join(" | "),
+                        (None, true) => String::new(),
+                    },
+                })
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+/// The value histogram (the 15 most frequent values).
+fn histogram(pattern: Option<&Pattern>) -> Option<PlotView> {
+    let p = pattern?;
+    let top: Vec<_> = p.values.iter().take(15).collect();
+    let names: Vec<String> = top
+        .iter()
+        .map(|v| {
+            if v.value.chars().count() > 40 {
+                format!("{}…", v.value.chars().take(39).collect::<String>())
+            } else {
+                v.value.clone()
+            }
+        })
+        .collect();
+    let svg = plot::bars(&names, &[("sites".into(), top.iter().map(|v| v.count as f64).collect())], "sites upstream")?;
+    Some(PlotView {
+        kind: "values",
+        caption: format!("values seen upstream ({} of {})", top.len(), p.values.len()),
+        svg,
+    })
+}
+
+fn examples(prov: &Value, pattern: Option<&Pattern>, corpora: &[CorpusRow]) -> Vec<ExampleView> {
+    let rows: Vec<Value> = match prov["examples"].as_array() {
+        Some(a) if !a.is_empty() => a.clone(),
+        _ => pattern
+            .map(|p| p.examples.iter().filter_map(|x| serde_json::to_value(x).ok()).collect())
+            .unwrap_or_default(),
+    };
+    rows.iter()
+        .map(|x| {
+            let name = s(&x["corpus"]);
+            let path = s(&x["path"]);
+            let row = corpus(corpora, &name);
+            let link =
+                row.and_then(|r| links::blob(&r.source, revision(prov, &name, Some(r)), &path, x["line"].as_u64()));
+            ExampleView {
+                code: highlight::fragment(Code::from_path(&path), x["snippet"].as_str().unwrap_or("")),
+                line: s(&x["line"]),
+                corpus: name,
+                path,
+                link,
+            }
+        })
+        .collect()
+}
+
+/// A commit links to the one GitHub repository among the pattern's corpora
+/// (with several, which one holds it is not recorded: no link).
+fn commits(prov: &Value, pattern: Option<&Pattern>, corpora: &[CorpusRow]) -> Vec<CommitView> {
+    let rows: Vec<Value> = match prov["commits"].as_array() {
+        Some(a) if !a.is_empty() => a.clone(),
+        _ => {
+            pattern.map(|p| p.commits.iter().filter_map(|x| serde_json::to_value(x).ok()).collect()).unwrap_or_default()
+        }
+    };
+    let mut sources: Vec<&str> = prov["support"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter_map(|r| corpus(corpora, r["corpus"].as_str()?))
+        .filter(|r| links::github_repo(&r.source).is_some())
+        .map(|r| r.source.as_str())
+        .collect();
+    sources.dedup();
+    let source = if sources.len() == 1 { sources.first().copied() } else { None };
+    rows.iter()
+        .map(|k| {
+            let id = s(&k["id"]);
+            CommitView {
+                link: source.and_then(|src| links::commit(src, &id)),
+                summary: s(&k["summary"]),
+                date: s(&k["date"]),
+                id,
+            }
+        })
+        .collect()
+}
+
+fn gate_view(r: &GateRecord) -> GateView {
+    let mut plots = Vec::new();
+    let mut figures = Vec::new();
+    match r.gate {
+        Gate::Static => {
+            figures = static_rows(r.before.as_ref(), r.after.as_ref());
+            plots.extend(mix_plot(r));
+        }
+        Gate::Correctness => {
+            figures = curve_rows(r);
+            plots.extend(curve_plot(r));
+        }
+        Gate::Speed => plots.extend(speed_plots(r)),
+        Gate::Syntax => {}
+    }
+    GateView {
+        name: r.gate.name(),
+        status: ev::status_word(r),
+        summary: r.summary.clone(),
+        device: r.device.clone().unwrap_or_default(),
+        seconds: format!("{:.2} s", r.seconds),
+        versions: r
+            .versions
+            .as_object()
+            .map(|o| o.iter().map(|(k, v)| format!("{k} {}", s(v))).collect::<Vec<_>>().join(", "))
+            .unwrap_or_default(),
+        figures,
+        plots,
+        commands: r.commands.clone(),
+        log: r.log.clone(),
+        metrics: serde_json::to_string_pretty(&r.metrics).unwrap_or_default(),
+    }
+}
+
+/// The static gate's resources before and after.
+fn static_rows(b: Option<&Value>, a: Option<&Value>) -> Vec<FigureRow> {
+    const KEYS: &[(&str, &str)] = &[
+        ("instructions", "SASS instructions"),
+        ("registers", "registers per thread"),
+        ("spill_store_bytes", "spill stores (B)"),
+        ("spill_load_bytes", "spill loads (B)"),
+        ("stack_bytes", "stack (B)"),
+        ("local_bytes", "local memory (B)"),
+        ("shared_static_bytes", "static shared memory (B)"),
+        ("shared_dynamic_bytes", "dynamic shared memory (B)"),
+    ];
+    let mut out = Vec::new();
+    for (key, name) in KEYS {
+        let (bv, av) = (b.and_then(|b| b[*key].as_i64()), a.and_then(|a| a[*key].as_i64()));
+        if bv.is_none() && av.is_none() {
+            continue;
+        }
+        let show = |v: Option<i64>| v.map(|v| v.to_string()).unwrap_or_else(|| "-".into());
+        let change = match (bv, av) {
+            (Some(b), Some(a)) if a != b => format!("{:+}", a - b),
+            (Some(_), Some(_)) => "=".into(),
+            _ => String::new(),
+        };
+        out.push(FigureRow { name: (*name).into(), before: show(bv), after: show(av), change });
+    }
+    out
+}
+
+/// Instruction classes before and after, the largest first.
+fn mix_plot(r: &GateRecord) -> Option<PlotView> {
+    let class = |v: Option<&Value>| -> BTreeMap<String, f64> {
+        v.and_then(|v| v["by_class"].as_object())
+            .map(|o| o.iter().filter_map(|(k, n)| Some((k.clone(), n.as_f64()?))).collect())
+            .unwrap_or_default()
+    };
+    let (b, a) = (class(r.before.as_ref()), class(r.after.as_ref()));
+    let mut names: Vec<String> = b.keys().chain(a.keys()).cloned().collect();
+    names.sort();
+    names.dedup();
+    let size = |k: &String| b.get(k).copied().unwrap_or(0.0).max(a.get(k).copied().unwrap_or(0.0));
+    names.sort_by(|x, y| size(y).total_cmp(&size(x)).then_with(|| x.cmp(y)));
+    let get = |m: &BTreeMap<String, f64>| names.iter().map(|k| m.get(k).copied().unwrap_or(0.0)).collect::<Vec<_>>();
+    let series = vec![("baseline".to_string(), get(&b)), ("candidate".to_string(), get(&a))];
+    let svg = plot::bars(&names, &series, "SASS instructions")?;
+    Some(PlotView { kind: "mix", caption: "instruction classes, baseline and candidate".into(), svg })
+}
+
+fn curve_rows(r: &GateRecord) -> Vec<FigureRow> {
+    let (b, a) = (ev::curve(r.before.as_ref()), ev::curve(r.after.as_ref()));
+    a.iter()
+        .map(|p| {
+            let base = b.iter().find(|q| q.t == p.t).map(|q| q.rel_l2);
+            FigureRow {
+                name: format!("rel_l2 at T={}", p.t),
+                before: base.map(ev::fmt_e).unwrap_or_else(|| "-".into()),
+                after: ev::fmt_e(p.rel_l2),
+                change: match base {
+                    Some(x) if x > 0.0 && p.rel_l2.is_finite() => format!("{:.3}x", p.rel_l2 / x),
+                    _ => String::new(),
+                },
+            }
+        })
+        .collect()
+}
+
+/// The error-versus-T curves of baseline and candidate.
+fn curve_plot(r: &GateRecord) -> Option<PlotView> {
+    let (b, a) = (ev::curve(r.before.as_ref()), ev::curve(r.after.as_ref()));
+    let series = |name: &str, c: &[ev::CurvePoint]| plot::Series {
+        name: name.into(),
+        points: c.iter().map(|p| (p.t, p.rel_l2)).collect(),
+    };
+    let svg = plot::log_curve(&[series("baseline", &b), series("candidate", &a)], "T (sequence length)", "rel_l2")?;
+    Some(PlotView { kind: "curve", caption: "error against the float64 reference by length (log scale)".into(), svg })
+}
+
+/// The speed gate's samples: every array both variants hold, else the
+/// reported percentiles alone.
+fn speed_plots(r: &GateRecord) -> Vec<PlotView> {
+    let (b, a) = (r.before.as_ref(), r.after.as_ref());
+    let mut out = Vec::new();
+    for (bs, as_) in ev::speed_samples(r) {
+        let summary = |side| {
+            if bs.key == "gaps" { ev::percentiles(side, "gap_p10", "gap", "gap_p90") } else { None }
+        };
+        let rows = vec![
+            plot::Distribution { name: "baseline".into(), samples: bs.values.clone(), summary: summary(b) },
+            plot::Distribution { name: "candidate".into(), samples: as_.values.clone(), summary: summary(a) },
+        ];
+        if let Some(svg) = plot::distribution(&rows, &bs.key) {
+            out.push(PlotView {
+                kind: "speed",
+                caption: format!(
+                    "{}: {} and {} samples (bar: p10-p90, tick: median)",
+                    bs.key,
+                    bs.values.len(),
+                    as_.values.len()
+                ),
+                svg,
+            });
+        }
+    }
+    let timings = |side| ev::percentiles(side, "p10_us", "median_us", "p90_us");
+    if out.is_empty()
+        && let (Some(tb), Some(ta)) = (timings(b), timings(a))
+    {
+        let rows = vec![
+            plot::Distribution { name: "baseline".into(), samples: Vec::new(), summary: Some(tb) },
+            plot::Distribution { name: "candidate".into(), samples: Vec::new(), summary: Some(ta) },
+        ];
+        if let Some(svg) = plot::distribution(&rows, "µs per call") {
+            out.push(PlotView { kind: "speed", caption: "time per call (bar: p10-p90, tick: median)".into(), svg });
+        }
+    }
+    out
+}
+
+/// The Pareto front of the search the candidate came from.
+fn search(c: &Candidate) -> Option<SearchView> {
+    let search = &c.provenance["search"];
+    let sm = &search["summary"];
+    let point = search["point"].as_u64().map(|i| i as usize);
+    let mut rows = crate::sitesearch::front_rows(sm, point)?;
+    if rows.is_empty() {
+        return None;
+    }
+    let head = rows.remove(0);
+    let rows: Vec<(bool, Vec<String>)> = rows.into_iter().map(|r| (r.first().is_some_and(|m| m == "->"), r)).collect();
+    let lengths = sm["lengths"].as_array().map(Vec::len).unwrap_or(0);
+    let last_t = sm["lengths"].as_array().and_then(|l| l.last()).map(s).unwrap_or_default();
+    let points: Vec<plot::FrontPoint> = sm["points"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .enumerate()
+        .filter(|(_, p)| {
+            p["roles"].as_array().is_some_and(|r| {
+                r.iter().any(|x| ["front", "chosen", "baseline", "all-sites"].contains(&x.as_str().unwrap_or("")))
+            })
+        })
+        .filter_map(|(i, p)| {
+            let roles: Vec<&str> = p["roles"].as_array()?.iter().filter_map(Value::as_str).collect();
+            let label: Vec<&str> = roles.iter().copied().filter(|r| ["baseline", "chosen"].contains(r)).collect();
+            Some(plot::FrontPoint {
+                instructions: p["figures"]["instructions"].as_f64()?,
+                error: p["error"].as_array()?.get(lengths.checked_sub(1)?)?.as_f64()?,
+                label: label.join(", "),
+                this: Some(i) == point,
+            })
+        })
+        .collect();
+    let plot = plot::front(&points, &format!("rel_l2 at T={last_t}")).map(|svg| PlotView {
+        kind: "front",
+        caption: "the front: error against instructions (ringed: this candidate)".into(),
+        svg,
+    });
+    Some(SearchView {
+        headline: format!(
+            "{} of {} sites rewritten ({}); this candidate is {}",
+            c.sites,
+            sm["sites"].as_array().map(Vec::len).unwrap_or(0),
+            search["assignment"].as_str().unwrap_or(""),
+            crate::sitesearch::roles(c).join(", ")
+        ),
+        sites: sm["sites"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .map(|x| (s(&x["line"]), x["text"].as_str().unwrap_or("").to_string()))
+            .collect(),
+        head,
+        rows,
+        why: sm["why"].as_str().unwrap_or("").to_string(),
+        plot,
+    })
+}
+
+/// A memory-hint search's sites, each by the role of its tensor.
+fn role_sites(c: &Candidate) -> Vec<Vec<String>> {
+    let search = &c.provenance["search"];
+    if search["kind"] != "memory-roles" {
+        return Vec::new();
+    }
+    search["sites"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .map(|x| ["line", "base", "role", "value", "why"].iter().map(|k| s(&x[*k])).collect())
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn shell_quoting() {
+        assert_eq!(shell_quote("a@b/c.py"), "a@b/c.py");
+        assert_eq!(shell_quote("p@k.py#0a1b"), "'p@k.py#0a1b'");
+        assert_eq!(shell_quote("it's"), "'it'\\''s'");
+    }
+
+    #[test]
+    fn facets_count_most_frequent_first() {
+        let f = facets(["b", "a", "b", "c"].into_iter());
+        let got: Vec<(&str, usize)> = f.iter().map(|f| (f.value.as_str(), f.count)).collect();
+        assert_eq!(got, vec![("b", 2), ("a", 1), ("c", 1)]);
+    }
+}

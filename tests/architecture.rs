@@ -1,0 +1,125 @@
+//! The one-way data flow of docs/ARCHITECTURE.md, pinned: which workspace
+//! crates each crate may depend on, which modules may not reach into which,
+//! and the invariants that are cheap to check from the source (libraries do
+//! not print, `patterns` runs no process and opens no repository, the
+//! rewriter writes files only through `write.rs`). A change that breaks one
+//! fails here with the file and line, and must change ARCHITECTURE too.
+
+use std::path::{Path, PathBuf};
+
+use crate::project::repo;
+
+/// Workspace crates each crate may depend on (normal dependencies).
+const ALLOWED: &[(&str, &[&str])] = &[
+    ("miner", &[]),
+    ("patterns", &["kidiom-miner"]),
+    ("rewriter", &["kidiom-miner", "kidiom-patterns"]),
+    ("validator", &["kidiom-miner", "kidiom-patterns", "kidiom-rewriter"]),
+    (".", &["kidiom-miner", "kidiom-patterns", "kidiom-rewriter", "kidiom-validator"]),
+];
+
+/// The `kidiom-*` names in the `[dependencies]` table of a Cargo.toml.
+fn workspace_deps(manifest: &Path) -> Vec<String> {
+    let text = std::fs::read_to_string(manifest).expect("Cargo.toml");
+    let value: toml::Value = toml::from_str(&text).expect("toml");
+    let mut deps: Vec<String> = value
+        .get("dependencies")
+        .and_then(|d| d.as_table())
+        .map(|t| t.keys().filter(|k| k.starts_with("kidiom")).cloned().collect())
+        .unwrap_or_default();
+    deps.sort();
+    deps
+}
+
+#[test]
+fn crates_depend_only_on_crates_upstream_in_the_data_flow() {
+    for (dir, allowed) in ALLOWED {
+        let deps = workspace_deps(&repo().join(dir).join("Cargo.toml"));
+        for d in &deps {
+            assert!(allowed.contains(&d.as_str()), "{dir}/Cargo.toml depends on {d}; the data flow allows {allowed:?}");
+        }
+    }
+}
+
+/// The Rust files under `dir`, and each one's text before its first
+/// `#[cfg(test)]` (tests may do what the library may not).
+fn library_sources(dir: &Path) -> Vec<(PathBuf, String)> {
+    let mut out = Vec::new();
+    let mut stack = vec![dir.to_path_buf()];
+    while let Some(d) = stack.pop() {
+        for e in std::fs::read_dir(&d).expect("read_dir") {
+            let p = e.expect("entry").path();
+            if p.is_dir() {
+                stack.push(p);
+            } else if p.extension().is_some_and(|x| x == "rs") {
+                let text = std::fs::read_to_string(&p).expect("read");
+                let lib = text.split("#[cfg(test)]").next().unwrap_or("").to_string();
+                out.push((p, lib));
+            }
+        }
+    }
+    out.sort();
+    out
+}
+
+/// `(file:line, line)` of each line of the library sources under `dir`
+/// (comments skipped) that contains any of `needles`.
+fn offending(dir: &str, needles: &[&str], except: &[&str]) -> Vec<String> {
+    let mut out = Vec::new();
+    for (path, text) in library_sources(&repo().join(dir)) {
+        let rel = path.strip_prefix(repo()).unwrap_or(&path).display().to_string();
+        if except.iter().any(|e| rel.ends_with(e)) {
+            continue;
+        }
+        for (i, line) in text.lines().enumerate() {
+            let code = line.trim_start();
+            if code.starts_with("//") {
+                continue;
+            }
+            if needles.iter().any(|n| code.contains(n)) {
+                out.push(format!("{rel}:{}: {}", i + 1, code));
+            }
+        }
+    }
+    out
+}
+
+#[test]
+fn libraries_return_data_and_never_print() {
+    for dir in ["miner/src", "patterns/src", "rewriter/src", "validator/src"] {
+        let found = offending(dir, &["println!(", "eprintln!(", "print!(", "eprint!(", "dbg!("], &[]);
+        assert!(found.is_empty(), "a library prints (return data; the CLI reports):\n{}", found.join("\n"));
+    }
+}
+
+#[test]
+fn the_catalog_crate_runs_nothing_and_opens_no_repository() {
+    let found = offending("patterns/src", &["git2::", "process::Command", "Command::new("], &[]);
+    assert!(found.is_empty(), "patterns never opens a git repository or runs code:\n{}", found.join("\n"));
+}
+
+#[test]
+fn the_rewriter_writes_files_only_by_atomic_rename() {
+    let found = offending("rewriter/src", &["fs::write(", "File::create(", "OpenOptions"], &["rewriter/src/write.rs"]);
+    assert!(found.is_empty(), "files are written only through write.rs (atomic rename):\n{}", found.join("\n"));
+}
+
+#[test]
+fn modules_do_not_reach_across_the_layers() {
+    // (directory, what it may not use, why)
+    let rules: &[(&str, &[&str], &str)] = &[
+        ("validator/src/backend", &["crate::gates"], "backends run the harness; the gates judge what they return"),
+        (
+            "validator/src/search",
+            &["crate::gates::correctness", "crate::gates::speed"],
+            "the search measures; it judges nothing",
+        ),
+        ("patterns/src/catalog", &["crate::matcher"], "the catalog stores patterns; matching is the matcher's"),
+        ("patterns/src/matcher", &["crate::catalog"], "the matcher needs no database"),
+        ("miner/src/history", &["crate::python::"], "history shares grammar helpers, not the usage extractors"),
+    ];
+    for (dir, banned, why) in rules {
+        let found = offending(dir, banned, &[]);
+        assert!(found.is_empty(), "{dir} uses {banned:?} ({why}):\n{}", found.join("\n"));
+    }
+}
