@@ -100,8 +100,6 @@ pub(crate) fn role_candidates(p: &Pattern, values: &[String], rel: &str, text: &
         if out.iter().any(|c| c.result_blob == blob_id(o.text.as_bytes())) {
             continue;
         }
-        let diff = kidiom_rewriter::unified(rel, text, &o.text, 3);
-        let hash = blob_id(diff.as_bytes());
         let mut used: Vec<&str> = members.iter().map(|&i| values[plan[i].2].as_str()).collect();
         used.dedup();
         let value = format!("{label}: {}", used.join(", "));
@@ -113,22 +111,7 @@ pub(crate) fn role_candidates(p: &Pattern, values: &[String], rel: &str, text: &
             "sites": members.iter().map(|&i| sites_json[i].clone()).collect::<Vec<_>>(),
             "all_sites": ranges.len(),
         });
-        out.push(Candidate {
-            id: format!("{}@{}#{}", p.id, rel, &hash[..8.min(hash.len())]),
-            pattern_id: p.id.clone(),
-            path: rel.to_string(),
-            base_blob: blob_id(text.as_bytes()),
-            result_blob: blob_id(o.text.as_bytes()),
-            value: Some(value),
-            sites: o.sites as u64,
-            diff,
-            status: CandidateStatus::Proposed,
-            provenance,
-            evidence: serde_json::json!({}),
-            commit_id: None,
-            created_at: String::new(),
-            updated_at: String::new(),
-        });
+        out.push(proposed(p, rel, text, &o.text, value, o.sites as u64, provenance));
     }
     Ok(out)
 }
@@ -232,8 +215,6 @@ pub(crate) fn search_file(
         if out == text {
             continue;
         }
-        let diff = kidiom_rewriter::unified(rel, text, &out, 3);
-        let hash = blob_id(diff.as_bytes());
         let one_value = a.iter().flatten().next().filter(|v| a.iter().flatten().all(|w| w == *v));
         let value = match one_value {
             Some(&v) if a.iter().all(Option::is_some) => values[v].clone(),
@@ -246,24 +227,39 @@ pub(crate) fn search_file(
             "assignment": s.describe(a),
             "summary": summary,
         });
-        cands.push(Candidate {
-            id: format!("{}@{}#{}", p.id, rel, &hash[..8.min(hash.len())]),
-            pattern_id: p.id.clone(),
-            path: rel.to_string(),
-            base_blob: blob_id(text.as_bytes()),
-            result_blob: blob_id(out.as_bytes()),
-            value: Some(value),
-            sites: a.iter().flatten().count() as u64,
-            diff,
-            status: CandidateStatus::Proposed,
-            provenance,
-            evidence: serde_json::json!({}),
-            commit_id: None,
-            created_at: String::new(),
-            updated_at: String::new(),
-        });
+        cands.push(proposed(p, rel, text, &out, value, a.iter().flatten().count() as u64, provenance));
     }
     Ok((s, cands))
+}
+
+/// A proposed candidate of `p` rewriting `rel` from `text` to `out`.
+fn proposed(
+    p: &Pattern,
+    rel: &str,
+    text: &str,
+    out: &str,
+    value: String,
+    sites: u64,
+    provenance: serde_json::Value,
+) -> Candidate {
+    let diff = kidiom_rewriter::unified(rel, text, out, 3);
+    let hash = blob_id(diff.as_bytes());
+    Candidate {
+        id: format!("{}@{}#{}", p.id, rel, &hash[..8.min(hash.len())]),
+        pattern_id: p.id.clone(),
+        path: rel.to_string(),
+        base_blob: blob_id(text.as_bytes()),
+        result_blob: blob_id(out.as_bytes()),
+        value: Some(value),
+        sites,
+        diff,
+        status: CandidateStatus::Proposed,
+        provenance,
+        evidence: serde_json::json!({}),
+        commit_id: None,
+        created_at: String::new(),
+        updated_at: String::new(),
+    }
 }
 
 /// The roles a candidate has in the search it came from (empty: none).
