@@ -119,18 +119,26 @@ pub(crate) fn role_candidates(p: &Pattern, values: &[String], rel: &str, text: &
 /// The values a search tries: `pinned` alone, else every literal the
 /// histogram supports (named constants through what they resolve to),
 /// normalized and deduplicated, most frequent first.
-pub(crate) fn values(p: &Pattern, pinned: Option<&str>) -> Vec<String> {
+pub(crate) fn values(p: &Pattern, pinned: Option<&str>, default: Option<&str>) -> Vec<String> {
     if let Some(v) = pinned {
         return vec![v.to_string()];
     }
     let mut out: Vec<String> = Vec::new();
     for vc in &p.values {
-        for lit in vc.literal_values() {
+        // a name that resolves: its literals; a writable name of Triton's (`tl.float32`): itself
+        let lits = vc.literal_values();
+        let own = [vc.value.as_str()];
+        for lit in if lits.is_empty() { &own[..] } else { &lits[..] } {
             let lit = normalize(lit);
             if usable_value(p.language, &lit) && !out.contains(&lit) {
                 out.push(lit);
             }
         }
+    }
+    if out.is_empty()
+        && let Some(d) = default
+    {
+        out.push(d.to_string());
     }
     out
 }
@@ -156,7 +164,8 @@ pub(crate) fn search_file(
         .map_err(|s| anyhow::anyhow!("{rel}: {s}"))?
         .ok_or_else(|| anyhow::anyhow!("{rel}: no grammar"))?;
     let rws: Vec<Rewrite> = values.iter().map(|v| Rewrite::new(p, Some(v))).collect::<Result<_, _>>()?;
-    let ranges = kidiom_rewriter::sites(&rws[0], text, &tree);
+    let Some(first) = rws.first() else { anyhow::bail!("{} has no value to write at {rel}", p.id) };
+    let ranges = kidiom_rewriter::sites(first, text, &tree);
     let sites: Vec<Site> = ranges
         .iter()
         .map(|r| Site {
@@ -343,6 +352,32 @@ fn describe(s: &SearchView, a: &[Option<usize>]) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn values_are_literals_resolved_names_or_writable_names() {
+        use kidiom_patterns::ValueCount;
+        let mut p = Pattern::usage("p", Lang::Python, "tl.dot($$$A)", "tl.dot($$$A, out_dtype=$V)", &["tl.float32"]);
+        assert_eq!(values(&p, None, None), ["tl.float32"], "a writable name of Triton's is its own value");
+        p.values = vec![
+            ValueCount {
+                value: "PREC".into(),
+                count: 9,
+                resolved: None,
+                literals: vec!["'tf32'".into(), "\"ieee\"".into()],
+            },
+            ValueCount { value: "'ieee'".into(), count: 3, resolved: None, literals: vec![] },
+            ValueCount { value: "LOCAL_NAME".into(), count: 2, resolved: None, literals: vec![] },
+        ];
+        assert_eq!(values(&p, None, None), ["\"tf32\"", "\"ieee\""]);
+        assert_eq!(values(&p, Some("\"bf16x3\""), None), ["\"bf16x3\""]);
+        p.values.clear();
+        assert_eq!(
+            values(&p, None, Some("\"ieee\"")),
+            ["\"ieee\""],
+            "the rewrite's own value when the histogram has none"
+        );
+        assert!(values(&p, None, None).is_empty());
+    }
 
     #[test]
     fn quotes_are_one_value() {

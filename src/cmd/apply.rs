@@ -364,11 +364,11 @@ pub(crate) fn apply(cat: &mut Catalog, root: &Path, req: &Request) -> Result<Rep
     let mut searches = Vec::new();
     if let Some(o) = search {
         for t in &targets {
-            for (p, _) in rws.iter().filter(|(p, rw)| p.language == t.lang && searched(p, rw, t)) {
+            for (p, rw) in rws.iter().filter(|(p, rw)| p.language == t.lang && searched(p, rw, t)) {
                 if !may_hold_kernels(t) {
                     continue;
                 }
-                let values = crate::sitesearch::values(p, req.value);
+                let values = crate::sitesearch::values(p, req.value, rw.value());
                 if crate::sitesearch::hint_op(p).is_some() {
                     match crate::sitesearch::role_candidates(p, &values, &t.rel, &t.text) {
                         Ok(c) => candidates.extend(c),
