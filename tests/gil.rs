@@ -3,8 +3,6 @@
 //! applied to our KV-transfer module, and accepted by the speed gate measured
 //! on this CPU (the scheduler thread's throughput gap while transfers run).
 
-use std::path::Path;
-
 use serde_json::Value;
 
 use crate::project::*;
@@ -69,17 +67,7 @@ PYBIND11_MODULE(planted, m) {
 
 fn mine_upstream(env: &Env) {
     let up = env.write("upstream/up.cpp", UPSTREAM);
-    let db = env.db();
-    let out = env.run(&[
-        "mine",
-        up.parent().and_then(Path::to_str).expect("utf8"),
-        "--name",
-        "up",
-        "--db",
-        db.to_str().expect("utf8"),
-        "-q",
-    ]);
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    mine_upstream_dir(env, up.parent().expect("dir"));
 }
 
 fn apply(env: &Env, target: &str, pattern: &str) -> Value {

@@ -60,6 +60,13 @@ pub fn project() -> Env {
     env
 }
 
+/// Mines the corpus directory `dir` (under the project) as corpus `up` into the project's catalog.
+pub fn mine_upstream_dir(env: &Env, dir: &Path) {
+    let db = env.db();
+    let out = env.run(&["mine", dir.to_str().expect("utf8"), "--name", "up", "--db", db.to_str().expect("utf8"), "-q"]);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+}
+
 pub fn read(env: &Env, rel: &str) -> String {
     std::fs::read_to_string(env.path().join(rel)).expect("read")
 }

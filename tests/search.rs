@@ -6,8 +6,6 @@
 //! slower, and `review` shows the front beside the chosen candidate. Memory
 //! hints are proposed per access by the role of its tensor.
 
-use std::path::Path;
-
 use serde_json::Value;
 
 use crate::project::*;
@@ -49,17 +47,7 @@ def up_b(x, s, y, BT: tl.constexpr):
 fn mine(env: &crate::util::Env) {
     let up = env.write("upstream/up.py", UPSTREAM);
     env.write("upstream/hints.py", HINTS);
-    let db = env.db();
-    let out = env.run(&[
-        "mine",
-        up.parent().and_then(Path::to_str).expect("utf8"),
-        "--name",
-        "up",
-        "--db",
-        db.to_str().expect("utf8"),
-        "-q",
-    ]);
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    mine_upstream_dir(env, up.parent().expect("dir"));
 }
 
 fn last_error(p: &Value) -> f64 {
