@@ -129,7 +129,8 @@ pub(crate) fn values(p: &Pattern, pinned: Option<&str>, default: Option<&str>) -
         let lits = vc.literal_values();
         let own = [vc.value.as_str()];
         for lit in if lits.is_empty() { &own[..] } else { &lits[..] } {
-            let lit = normalize(lit);
+            // one spelling per string literal, as the miner writes them (`'ieee'` is `"ieee"`)
+            let lit = kidiom_miner::canonical_literals(lit.trim());
             if usable_value(p.language, &lit) && !out.contains(&lit) {
                 out.push(lit);
             }
@@ -141,15 +142,6 @@ pub(crate) fn values(p: &Pattern, pinned: Option<&str>, default: Option<&str>) -
         out.push(d.to_string());
     }
     out
-}
-
-/// One spelling per Python string literal (`'ieee'` is `"ieee"`).
-fn normalize(v: &str) -> String {
-    let v = v.trim();
-    match v.strip_prefix('\'').and_then(|r| r.strip_suffix('\'')) {
-        Some(inner) if !inner.contains('"') && !inner.contains('\\') => format!("\"{inner}\""),
-        _ => v.to_string(),
-    }
 }
 
 /// The search of `p` on one file, and the candidates it yields.
@@ -381,8 +373,13 @@ mod tests {
 
     #[test]
     fn quotes_are_one_value() {
-        assert_eq!(normalize("'ieee'"), "\"ieee\"");
-        assert_eq!(normalize("\"ieee\""), "\"ieee\"");
-        assert_eq!(normalize("'it\"s'"), "'it\"s'");
+        let mut p = Pattern::usage("p", Lang::Python, "tl.dot($$$A)", "tl.dot($$$A, input_precision=$V)", &["'ieee'"]);
+        p.values.push(kidiom_patterns::ValueCount {
+            value: "\"ieee\"".into(),
+            count: 1,
+            resolved: None,
+            literals: vec![],
+        });
+        assert_eq!(values(&p, None, None), ["\"ieee\""]);
     }
 }
