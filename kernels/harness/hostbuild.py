@@ -24,7 +24,7 @@ from functools import lru_cache
 from pathlib import Path
 
 __all__ = ["BuildError", "build", "compiler", "compiler_version", "pybind11_version", "tsan_runtime",
-           "instruction_mix", "FLAGS", "TSAN_FLAGS"]
+           "instruction_mix", "source_functions", "base_name", "FLAGS", "TSAN_FLAGS"]
 
 FLAGS = ["-O2", "-std=c++17", "-shared", "-fPIC", "-fvisibility=hidden"]
 # ThreadSanitizer build: -O1 -g keeps the reports' stacks readable.
@@ -144,7 +144,7 @@ def source_functions(text):
     return {m.group(1) for m in _FUNC_DEF.finditer(text)} - _KEYWORDS
 
 
-def _base_name(demangled):
+def base_name(demangled):
     """`(anonymous namespace)::check_page_ids(BufferView const&, ...) [clone .cold]` -> check_page_ids."""
     name = re.sub(r"\s*\[clone [^\]]*\]", "", demangled)
     name = name.replace("(anonymous namespace)::", "")
@@ -220,7 +220,7 @@ def instruction_mix(so_path, source_text):
     for line in r.stdout.splitlines():
         h = head.match(line)
         if h:
-            base = _base_name(h.group(1))
+            base = base_name(h.group(1))
             current = base if base in own else None
             continue
         if current is None:

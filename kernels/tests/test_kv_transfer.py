@@ -15,7 +15,7 @@ from concurrent.futures import ThreadPoolExecutor
 import numpy as np
 import pytest
 
-from kernels.harness import hostbuild, hoststats
+from kernels.harness import host, hostbuild, hoststats
 from kernels.harness.manifest import find_manifest
 from kernels.kv_transfer import reference as ref
 
@@ -271,3 +271,46 @@ def test_bench_baseline_against_gil_release(sources):
     assert b > c, (b, c)       # holding the GIL through the copies stalls the scheduler
     print(f"\nbench: baseline gap {b:.1%}, GIL-release gap {c:.1%}, speedup {out['speedup']:.2f}x, "
           f"noise {out['noise_floor']:.1%}, flags {out['flags']}")
+
+
+# TSan report attribution on synthetic reports -----------------------------------------------------
+
+def _report(*accesses, extra=""):
+    """A TSan data-race report: each access is (header, [(func, location, module)])."""
+    lines = ["WARNING: ThreadSanitizer: data race (pid=7)"]
+    for header, frames in accesses:
+        lines.append(f"  {header} of size 8 at 0x7b0400003170 by thread T2:")
+        lines += [f"    #{i} {f} {loc} ({mod}+0x1a2b)" for i, (f, loc, mod) in enumerate(frames)]
+        lines.append("")
+    lines.append(extra)
+    lines.append("SUMMARY: ThreadSanitizer: data race somewhere")
+    return "==================\n" + "\n".join(lines) + "\n==================\n"
+
+
+MOD = "kv.cpython-311-x86_64-linux-gnu.so"
+TSAN = ("free", "tsan_interceptors_posix.cpp:706", "libtsan.so.2.0.0")
+OURS = ("gather(View const&)", "/tmp/b/kv.cpp:202", MOD)
+CREATED_BY_US = f"  Thread T2 (tid=9, running) created by main thread at:\n    #0 start /tmp/b/kv.cpp:9 ({MOD}+0x10)\n"
+
+
+def test_tsan_blames_the_candidate_only_for_its_own_accesses():
+    ours = _report(("Write", [OURS]), ("Previous read", [OURS]))
+    via_interceptor = _report(("Write", [("memcpy", "tsan_interceptors.inc:827", "libtsan.so.2.0.0"), OURS]),
+                              ("Previous write", [("PyObject_Malloc", "Objects/obmalloc.c:9", "libpython3.11.so.1.0"),
+                                                  OURS]))
+    loader = _report(("Write", [TSAN, ("free", "../include/rtld-malloc.h:50", "ld-linux-x86-64.so.2"),
+                                ("__GI__dl_deallocate_tls", "../elf/dl-tls.c:682", "ld-linux-x86-64.so.2")]),
+                     ("Previous write", [("pybind11::detail::loader_life_support::~loader_life_support()",
+                                          "type_caster_base.h:78", MOD)]), extra=CREATED_BY_US)
+    elsewhere = _report(("Write", [("PyDict_SetItem", "Objects/dictobject.c:1", "libpython3.11.so.1.0")]),
+                        ("Previous read", [("PyDict_GetItem", "Objects/dictobject.c:2", "libpython3.11.so.1.0")]),
+                        extra=CREATED_BY_US)
+    by_name = _report(("Write", [("(anonymous namespace)::copy_page(View const&) [clone .cold]", "kv.cpp:5",
+                                  "unknown-module")]), ("Previous read", [TSAN]))
+    leak = "==================\nWARNING: ThreadSanitizer: thread leak (pid=7)\n==================\n"
+    races, in_loader, other = host._tsan_reports(ours + via_interceptor + loader + elsewhere + by_name + leak,
+                                                 MOD, {"gather", "copy_page"})
+    assert len(races) == 3, races              # ours, via_interceptor and by_name
+    assert "__GI__dl_deallocate_tls" not in "".join(races)
+    assert len(in_loader) == 1 and "rtld-malloc.h" in in_loader[0]
+    assert other == 2                         # the race between Python's own accesses, and the thread leak
