@@ -273,7 +273,7 @@ fn reruns_mine_only_new_commits_and_interrupted_runs_resume() {
         .env("KIDIOM_HISTORY_ABORT_AFTER_BATCHES", "2")
         .output()
         .expect("spawn");
-    assert_eq!(out.status.code(), Some(3), "{}", String::from_utf8_lossy(&out.stderr));
+    assert_eq!(out.status.code(), None, "killed, not exited: {}", String::from_utf8_lossy(&out.stderr));
     let r = env.json(&args);
     assert_eq!((r["corpora"][0]["cached"].as_u64(), r["corpora"][0]["mined"].as_u64()), (Some(2), Some(2)), "{r:#}");
     let first = edit_patterns(&env);
@@ -555,4 +555,181 @@ fn a_file_version_is_parsed_once_however_many_commits_touch_it() {
     let incremental = c["incremental_parses"].as_u64().unwrap_or(0);
     assert!((1..6).contains(&incremental), "the others re-parsed from a neighbour: {c:#}");
     assert_eq!(c["edits"], 5, "{c:#}");
+}
+
+/// Mines `repo` with the library, once checking rules with `check`.
+fn generalize_with(
+    repo: &Path,
+    check: &dyn kidiom_miner::history::TemplateCheck,
+) -> kidiom_miner::history::HistoryResult {
+    use kidiom_miner::history::{self, BlobCache, CorpusHistory, HistoryConfig};
+    let manifest = kidiom_miner::Manifest {
+        name: "repo".into(),
+        kind: kidiom_miner::SourceKind::Git,
+        source: repo.to_str().expect("utf8").into(),
+        revision: None,
+        include: vec![],
+        exclude: vec![],
+        description: None,
+        fallback: None,
+    };
+    let corpus = kidiom_miner::Corpus::open(manifest).expect("open");
+    let cfg = HistoryConfig::default();
+    let metas = history::commits(&corpus, &cfg).expect("commits");
+    let blobs = BlobCache::default();
+    let mined = history::mine_commits(&corpus, &metas, &cfg, &blobs, &|| {}).expect("mine");
+    history::generalize(&[CorpusHistory { corpus: &corpus, commits: &mined }], &cfg, &blobs, check)
+}
+
+/// A check that accepts every example: generalization as it was before the
+/// applying matcher had a say.
+struct AcceptAll;
+
+impl kidiom_miner::history::TemplateCheck for AcceptAll {
+    fn reproduces(
+        &self,
+        _: &kidiom_miner::history::RuleText<'_>,
+        _: &kidiom_miner::history::TrainingExample<'_>,
+    ) -> Result<(), kidiom_miner::history::CheckFailure> {
+        Ok(())
+    }
+}
+
+/// A [`Step`] whose paths are owned.
+type OwnedStep<'a> = (&'a str, Vec<(String, Option<Vec<u8>>)>);
+
+/// [`history`] of steps with owned paths.
+fn owned_history(repo: &Path, steps: &[OwnedStep<'_>]) {
+    let borrowed: Vec<Step<'_>> =
+        steps.iter().map(|(m, fs)| (*m, fs.iter().map(|(p, c)| (p.as_str(), c.clone())).collect())).collect();
+    history(repo, &borrowed);
+}
+
+/// Three kernels; each commit moves `other=` after `mask=` in one of them
+/// (the miner's matcher is positional, the applying one reads keyword
+/// arguments in any order), and each turns one `tl.exp` into `tl.exp2`.
+fn reorder_history(repo: &Path) {
+    let body =
+        |exp: &str, args: &str| format!("    b_a = tl.load(q, {args})\n    b_o = {exp}(b_a)\n    tl.store(o, b_o)");
+    let (old, new) = ("other=0.0, mask=T > 0", "mask=T > 0, other=0.0");
+    let files = |k: &str, exp: &str, args: &str| (format!("{k}.py"), Some(kernel(k, &body(exp, args))));
+    let step = |k: &str| -> Vec<(String, Option<Vec<u8>>)> { vec![files(k, "tl.exp2", new)] };
+    let init: Vec<(String, Option<Vec<u8>>)> = ["ka", "kb", "kc"].iter().map(|k| files(k, "tl.exp", old)).collect();
+    let steps: Vec<OwnedStep<'_>> = vec![("init", init), ("ka", step("ka")), ("kb", step("kb")), ("kc", step("kc"))];
+    owned_history(repo, &steps);
+}
+
+#[test]
+fn a_rule_the_applying_matcher_reads_otherwise_is_dropped_and_counted() {
+    let env = Env::new();
+    let repo = env.path().join("repo");
+    reorder_history(&repo);
+    let reorder = |r: &&kidiom_miner::history::Rule| r.before.contains("other=0.0, mask=");
+    // The miner's own matcher validates the reordering on every example...
+    let loose = generalize_with(&repo, &AcceptAll);
+    let r = loose.rules.iter().find(reorder).unwrap_or_else(|| panic!("no reorder rule: {:#?}", loose.rules));
+    assert_eq!(r.commits.len(), 3, "{r:#?}");
+    assert_eq!(loose.stats.apply_check_failed, 0);
+    // ...but `apply` finds every such site already reordered (keyword
+    // arguments match in any order there), so it would never make the edit.
+    let checked = generalize_with(&repo, &kidiom_patterns::matcher::ApplyCheck);
+    assert!(!checked.rules.iter().any(|r| reorder(&r)), "{:#?}", checked.rules);
+    assert!(checked.stats.apply_check_failed >= 3, "{:#?}", checked.stats);
+    assert!(checked.stats.apply_check_failures.get("no-site").is_some_and(|n| *n >= 3), "{:#?}", checked.stats);
+    assert!(checked.stats.apply_check_dropped >= 1, "{:#?}", checked.stats);
+    // The exp2 rule comes through, proven on its examples.
+    let exp = checked.rules.iter().find(|r| r.after.contains("tl.exp2(")).unwrap_or_else(|| panic!("{checked:#?}"));
+    assert_eq!(exp.commits.len(), 3);
+    assert!(checked.stats.apply_checked > checked.stats.apply_check_failed);
+}
+
+/// Six edit families made by hand in each of three kernels, one kernel per
+/// commit, and the keyword reordering above (which `apply` cannot make).
+/// Some name a different tensor in each kernel, so their rules have holes.
+fn families_history(repo: &Path) {
+    let body = |name: &str, v: usize| {
+        let w = format!("b_{name}");
+        let prec = if v == 3 { "\"tf32\"" } else { "\"ieee\"" };
+        let [exp, dot, sum, acc, ar, load, zeros] = if v == 0 {
+            [
+                "tl.exp(b_a)".to_string(),
+                format!("tl.dot(b_a, {w})"),
+                "tl.sum(b_a,  # rows\n        axis=0)".to_string(),
+                format!("b_o += tl.dot(b_a, tl.trans({w}))"),
+                "tl.arange(0, BT)".to_string(),
+                "tl.load(q, other=0.0, mask=T > 0)".to_string(),
+                "h = tl.zeros([BT], dtype=tl.float32)".to_string(),
+            ]
+        } else {
+            [
+                "tl.exp2(b_a)".to_string(),
+                format!("tl.dot(b_a, {w}, input_precision={prec})"),
+                "tl.sum(b_a,  # rows\n        axis=0, keep_dims=True)".to_string(),
+                format!("b_o += tl.dot(b_a, {w})"),
+                "tl.arange(0, min(BT, T))".to_string(),
+                "tl.load(q, mask=T > 0, other=0.0)".to_string(),
+                "b_h = tl.zeros([BT], dtype=tl.float32)".to_string(),
+            ]
+        };
+        format!(
+            "    b_a = {load}\n    {w} = tl.load(k)\n    b_e = {exp}\n    b_d = {dot}\n    b_s = {sum}\n    b_o = b_e\n    {acc}\n    i = {ar}\n    {zeros}\n    tl.store(o, b_o)"
+        )
+    };
+    let k = |name: &str, v: usize| (format!("{name}.py"), Some(kernel(name, &body(name, v))));
+    let steps: Vec<OwnedStep<'_>> = vec![
+        ("init", vec![k("ka", 0), k("kb", 0), k("kc", 0)]),
+        ("ka: exp2, ieee dot, keep dims", vec![k("ka", 1)]),
+        ("kb: exp2, ieee dot, keep dims", vec![k("kb", 2)]),
+        ("kc: exp2, tf32 dot, keep dims", vec![k("kc", 3)]),
+    ];
+    owned_history(repo, &steps);
+}
+
+#[test]
+fn every_mined_edit_rule_reapplies_to_its_examples_with_apply() {
+    let env = Env::new();
+    let repo = env.path().join("repo");
+    families_history(&repo);
+    let report = mine(&env, &repo, &[]);
+    assert!(report["stats"]["apply_checked"].as_u64().is_some_and(|n| n > 0), "{report:#}");
+    let cat = kidiom_patterns::Catalog::open(&env.db()).expect("catalog");
+    let filter = kidiom_patterns::Filter { kind: Some(kidiom_patterns::Kind::Edit), ..Default::default() };
+    let rules = cat.list(&filter).expect("list");
+    assert!(rules.len() >= 6, "{:#?}", rules.iter().map(|p| (&p.before, &p.after)).collect::<Vec<_>>());
+    assert!(!rules.iter().any(|p| p.before.contains("other=0.0, mask=")), "the reordering cannot be applied");
+    let git = git2::Repository::open(&repo).expect("repo");
+    let squash = |s: &str| s.chars().filter(|c| !c.is_whitespace()).collect::<String>();
+    for p in &rules {
+        assert!(!p.examples.is_empty(), "{}", p.id);
+        for ex in &p.examples {
+            let (before, after) = ex.snippet.split_once("  =>  ").expect("snippet");
+            // The example's before-file: the parent version in one of the rule's commits.
+            let files: Vec<String> = p
+                .commits
+                .iter()
+                .filter_map(|c| {
+                    let commit = git.find_commit(git2::Oid::from_str(&c.id).ok()?).ok()?;
+                    let blob = commit.parent(0).ok()?.tree().ok()?.get_path(Path::new(&ex.path)).ok()?;
+                    let text = String::from_utf8(git.find_blob(blob.id()).ok()?.content().to_vec()).ok()?;
+                    squash(&text).contains(&squash(before)).then_some(text)
+                })
+                .collect();
+            assert!(!files.is_empty(), "{}: no before-file for {ex:?}", p.id);
+            // `apply`'s machinery: the compiled rewrite, to its fixed point,
+            // with each value of the rule's histogram (or none).
+            let values: Vec<Option<&str>> = if p.values.is_empty() {
+                vec![None]
+            } else {
+                p.values.iter().map(|v| Some(v.value.as_str())).collect()
+            };
+            let reapplied = files.iter().any(|text| {
+                values.iter().any(|v| {
+                    let Ok(rw) = kidiom_patterns::matcher::Rewrite::new(p, *v) else { return false };
+                    let out = kidiom_rewriter::rewrite(&rw, p.language, text, &ex.path).expect("rewrite");
+                    out.is_some_and(|o| squash(&o.text).contains(&squash(after)))
+                })
+            });
+            assert!(reapplied, "{} ({} -> {}) does not reapply to {ex:?}", p.id, p.before, p.after);
+        }
+    }
 }

@@ -4,8 +4,8 @@ use std::ops::Range;
 
 use kidiom_miner::{Lang, parse_tree, preorder, reparse};
 pub use kidiom_patterns::matcher::apply_edits;
-use kidiom_patterns::matcher::{Edit, Rewrite};
-use tree_sitter::{InputEdit, Point, Tree};
+use kidiom_patterns::matcher::{Edit, Rewrite, edited_tree};
+use tree_sitter::Tree;
 
 use crate::conflict::resolve;
 use crate::error::{Error, Result};
@@ -161,14 +161,7 @@ fn fixed_point(
             apply_edits(&cur, &edits).ok_or_else(|| Error::NotIdempotent { pattern: id.into(), path: path.into() })?;
         // Tell the old tree about the edits and re-parse only what changed;
         // the same tree then answers both "any sites left?" and "new errors?".
-        let mut edited = cur_tree.clone();
-        let mut sorted: Vec<&Edit> = edits.iter().collect();
-        sorted.sort_by_key(|e| std::cmp::Reverse((e.range.start, e.range.end)));
-        let newlines: Vec<usize> = cur.bytes().enumerate().filter(|(_, b)| *b == b'\n').map(|(i, _)| i).collect();
-        for e in sorted {
-            edited.edit(&input_edit(&cur, &newlines, e));
-        }
-        cur_tree = reparse(lang, &next, &edited)
+        cur_tree = reparse(lang, &next, &edited_tree(&cur_tree, &cur, &edits))
             .map_err(|s| unparsable(s.to_string()))?
             .ok_or_else(|| unparsable("no grammar".into()))?;
         cur = next;
@@ -249,34 +242,6 @@ fn keep_comment_columns(src: &str, tree: &Tree, out: &str, out_tree: &Tree) -> O
     Some((text, spans))
 }
 
-/// The tree-sitter description of one edit of `old`: where it starts, where
-/// the replaced bytes ended, and where the new text ends.
-fn input_edit(old: &str, newlines: &[usize], e: &Edit) -> InputEdit {
-    let start = e.range.start.min(old.len());
-    let old_end = e.range.end.clamp(start, old.len());
-    let start_position = point_at(newlines, start);
-    let old_end_position = point_at(newlines, old_end);
-    let new_end_position = match e.text.rfind('\n') {
-        Some(i) => Point { row: start_position.row + e.text.matches('\n').count(), column: e.text.len() - i - 1 },
-        None => Point { row: start_position.row, column: start_position.column + e.text.len() },
-    };
-    InputEdit {
-        start_byte: start,
-        old_end_byte: old_end,
-        new_end_byte: start + e.text.len(),
-        start_position,
-        old_end_position,
-        new_end_position,
-    }
-}
-
-/// Row and column of a byte offset, given the offsets of every newline.
-fn point_at(newlines: &[usize], byte: usize) -> Point {
-    let row = newlines.partition_point(|&n| n < byte);
-    let column = if row == 0 { byte } else { byte - newlines[row - 1] - 1 };
-    Point { row, column }
-}
-
 /// Maps the edits of every round back to byte ranges of the original.
 fn original_spans(rounds: &[Vec<Edit>]) -> Vec<Range<usize>> {
     let mut spans: Vec<Range<usize>> = Vec::new();
@@ -351,31 +316,6 @@ mod tests {
         assert_eq!(back(&r, 3, true), 2);
         assert_eq!(back(&r, 6, false), 5);
         assert_eq!(original_spans(&[r.clone(), vec![e(4..4, "!")]]), vec![1..2, 3..3]);
-    }
-
-    #[test]
-    fn points_count_rows_and_columns() {
-        let text = "ab\ncd\n\nx";
-        let nl: Vec<usize> = text.bytes().enumerate().filter(|(_, b)| *b == b'\n').map(|(i, _)| i).collect();
-        assert_eq!(point_at(&nl, 0), Point { row: 0, column: 0 });
-        assert_eq!(point_at(&nl, 2), Point { row: 0, column: 2 });
-        assert_eq!(point_at(&nl, 3), Point { row: 1, column: 0 });
-        assert_eq!(point_at(&nl, 7), Point { row: 3, column: 0 });
-    }
-
-    #[test]
-    fn incremental_reparse_equals_a_fresh_parse() {
-        let src = "import triton\nimport triton.language as tl\n@triton.jit\ndef k(a):\n    x = tl.dot(a, a)\n    y = tl.dot(x, a)\n";
-        let e = Edit { range: 56..56, text: ", input_precision=\"ieee\"".into() };
-        let tree = parse_tree(Lang::Python, src).unwrap().unwrap();
-        let next = apply_edits(src, std::slice::from_ref(&e)).unwrap();
-        let nl: Vec<usize> = src.bytes().enumerate().filter(|(_, b)| *b == b'\n').map(|(i, _)| i).collect();
-        let mut edited = tree.clone();
-        edited.edit(&input_edit(src, &nl, &e));
-        let inc = reparse(Lang::Python, &next, &edited).unwrap().unwrap();
-        let fresh = parse_tree(Lang::Python, &next).unwrap().unwrap();
-        assert_eq!(inc.root_node().to_sexp(), fresh.root_node().to_sexp());
-        assert_eq!(inc.root_node().end_byte(), fresh.root_node().end_byte());
     }
 
     #[test]

@@ -6,8 +6,9 @@
 //! them into templates that every example validates, [`Generalizer::make_safe`]
 //! replays the candidates on their training files and specializes, lifts or
 //! drops the unsafe ones, [`Generalizer::count_missed`] counts the edits of
-//! the same shape they do not cover, and [`super::rules::assemble`] names
-//! and scores what is left.
+//! the same shape they do not cover, [`Generalizer::check_applied`] has the
+//! matcher that applies rules reproduce their examples ([`super::check`]),
+//! and [`super::rules::assemble`] names and scores what is left.
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::path::PathBuf;
@@ -19,7 +20,9 @@ use serde::Serialize;
 
 use super::antiunify::{self, Ex, Template};
 use super::blobs::{Blob, BlobCache};
+use super::check::{self, CheckFailure, RuleText, TemplateCheck, TrainingExample};
 use super::edit::ConcreteEdit;
+use super::mine::with_repo;
 use super::pattern::{Binds, Pat};
 use super::replay;
 use super::rules::{self, CorpusName, Rule, Safety};
@@ -60,12 +63,24 @@ pub struct GeneralizeStats {
     pub lifted: u64,
     /// Training file pairs replayed.
     pub replayed_files: u64,
+    /// Examples the matcher that applies rules was asked to reproduce
+    /// (at most [`check::MAX_CHECKED_EXAMPLES`] per rule).
+    pub apply_checked: u64,
+    /// Of those, the ones it did not reproduce (removed from their rule).
+    pub apply_check_failed: u64,
+    /// The failures by reason (`no-rewrite`, `no-site`, `differs`).
+    pub apply_check_failures: BTreeMap<String, u64>,
+    /// Rules dropped because the applying matcher reproduced their
+    /// examples in fewer than `min_commits` commits.
+    pub apply_check_dropped: u64,
     /// Seconds spent clustering, replaying and counting opportunities.
     pub cluster_seconds: f64,
     /// Seconds spent in the safety replay.
     pub replay_seconds: f64,
     /// Seconds spent counting opportunities at the corpora's revisions.
     pub opportunity_seconds: f64,
+    /// Seconds spent in the check by the applying matcher.
+    pub apply_check_seconds: f64,
 }
 
 /// What [`generalize`] produced.
@@ -79,8 +94,15 @@ pub struct HistoryResult {
 
 /// Generalizes the concrete edits of `corpora` into safe, recurring rules.
 /// Training files and the corpora's revisions are parsed through `blobs`
-/// (the cache mining used, when it is still warm).
-pub fn generalize(corpora: &[CorpusHistory<'_>], cfg: &HistoryConfig, blobs: &BlobCache) -> HistoryResult {
+/// (the cache mining used, when it is still warm). Every rule kept is one
+/// that `check` (the matcher that applies rules) reproduces on examples of
+/// at least `cfg.min_commits` of its commits.
+pub fn generalize(
+    corpora: &[CorpusHistory<'_>],
+    cfg: &HistoryConfig,
+    blobs: &BlobCache,
+    check: &dyn TemplateCheck,
+) -> HistoryResult {
     let mut stats = GeneralizeStats::default();
     let t0 = Instant::now();
     let g = Generalizer::new(corpora, cfg, blobs);
@@ -91,6 +113,9 @@ pub fn generalize(corpora: &[CorpusHistory<'_>], cfg: &HistoryConfig, blobs: &Bl
     let mut safe = g.make_safe(cands, &mut stats);
     stats.replay_seconds = t1.elapsed().as_secs_f64();
     g.count_missed(&mut safe);
+    let tc = Instant::now();
+    let safe = g.check_applied(safe, check, &mut stats);
+    stats.apply_check_seconds = tc.elapsed().as_secs_f64();
     let t2 = Instant::now();
     let opportunities = replay::count_opportunities(corpora, &safe, blobs, &cfg.limits);
     stats.opportunity_seconds = t2.elapsed().as_secs_f64();
@@ -117,13 +142,16 @@ pub(super) struct Item {
 }
 
 /// A rule in the making: its template, the edits (item indices) it was
-/// generalized from, its bucket and how it fared in the replay.
+/// generalized from, its bucket and how it fared in the replay; once
+/// checked by the applying matcher, the text it checked.
 pub(super) struct Candidate {
     pub template: Template,
     pub items: Vec<usize>,
     pub bucket: u64,
     pub lang: Lang,
     pub safety: Safety,
+    /// Before and after in ast-grep syntax.
+    pub text: Option<(String, String)>,
 }
 
 /// A bucket's clusters: language, bucket key, (template, edit indices).
@@ -131,6 +159,13 @@ type Clustered = (Lang, u64, Vec<(Template, Vec<usize>)>);
 
 /// A training file pair: path, language and the candidates trained on it.
 type TrainingFile = (String, Lang, Vec<usize>);
+
+/// A training before-file to check rules in: corpus, blob and language.
+type CheckFile<'a> = (usize, &'a str, Lang);
+
+/// A checked example: candidate, position in its items, and the outcome
+/// (`None`: it could not be put to the matcher).
+type CheckOutcome = (usize, usize, Option<Result<(), CheckFailure>>);
 
 /// The training file pairs of one path (indices), each with its commit's
 /// age, oldest first once sorted.
@@ -277,7 +312,7 @@ impl<'a> Generalizer<'a> {
                 stats.candidates += 1;
                 let Some(valid) = self.validated(&template, &members, &self.exs, stats) else { continue };
                 let safety = Safety { validated: valid.len() as u64, ..Default::default() };
-                cands.push(Candidate { template, items: valid, bucket, lang, safety });
+                cands.push(Candidate { template, items: valid, bucket, lang, safety, text: None });
             }
         }
         cands
@@ -426,7 +461,7 @@ impl<'a> Generalizer<'a> {
                     validated: kept.len() as u64,
                     missed_edits: 0,
                 };
-                Candidate { template: s.template, items: kept, bucket: c.bucket, lang: c.lang, safety }
+                Candidate { template: s.template, items: kept, bucket: c.bucket, lang: c.lang, safety, text: None }
             })
             .collect()
     }
@@ -464,7 +499,7 @@ impl<'a> Generalizer<'a> {
                 let members: Vec<usize> = cl.groups.iter().flat_map(|&g| gs[g].clone()).collect();
                 let Some(valid) = self.validated(&template, &members, &self.ctx_exs, stats) else { continue };
                 let safety = Safety { validated: valid.len() as u64, ..Default::default() };
-                lifted.push(Candidate { template, items: valid, bucket: c.bucket, lang: c.lang, safety });
+                lifted.push(Candidate { template, items: valid, bucket: c.bucket, lang: c.lang, safety, text: None });
                 lifted_from.push(c.safety.precision());
             }
         }
@@ -525,6 +560,115 @@ impl<'a> Generalizer<'a> {
             }
         }
         safe
+    }
+
+    /// The check by the matcher that applies rules: each candidate's text
+    /// is rendered once (the catalog gets that text), and up to
+    /// [`check::MAX_CHECKED_EXAMPLES`] of its examples, one per commit
+    /// first, are rewritten by `check` in their before-files. Examples it
+    /// does not reproduce are removed; a candidate is kept only when it
+    /// reproduced examples of `min_commits` commits. Each file is read once
+    /// for all the candidates trained on it; files are checked in parallel.
+    fn check_applied(
+        &self,
+        mut cands: Vec<Candidate>,
+        check: &dyn TemplateCheck,
+        stats: &mut GeneralizeStats,
+    ) -> Vec<Candidate> {
+        let texts: Vec<Option<(String, String)>> = cands.par_iter().map(|c| rules::render(self, c)).collect();
+        let values: Vec<Vec<(String, u64)>> = cands.par_iter().map(|c| rules::values(self, c)).collect();
+        // (corpus, before blob, language) -> (candidate, position in its items)
+        let mut by_file: BTreeMap<CheckFile<'_>, Vec<(usize, usize)>> = BTreeMap::new();
+        for (ci, c) in cands.iter().enumerate() {
+            if texts[ci].is_none() {
+                continue;
+            }
+            let commits: Vec<(usize, usize)> = c.items.iter().map(|&i| self.commit_key(i)).collect();
+            for slot in check::pick(&commits) {
+                let i = c.items[slot];
+                let e = self.edit(i);
+                by_file.entry((self.items[i].corpus, e.before_blob.as_str(), e.lang)).or_default().push((ci, slot));
+            }
+        }
+        let files: Vec<_> = by_file.into_iter().collect();
+        let rule = |ci: usize| {
+            texts[ci].as_ref().map(|(before, after)| RuleText {
+                lang: cands[ci].lang,
+                before,
+                after,
+                values: &values[ci],
+            })
+        };
+        let results: Vec<CheckOutcome> = files
+            .par_iter()
+            .flat_map_iter(|(file, tasks)| self.check_file(*file, tasks, &cands, &rule, check))
+            .collect();
+        let mut outcomes: Vec<Vec<Option<bool>>> = cands.iter().map(|c| vec![None; c.items.len()]).collect();
+        for (ci, slot, r) in results {
+            let Some(r) = r else { continue };
+            stats.apply_checked += 1;
+            if let Err(why) = r {
+                stats.apply_check_failed += 1;
+                *stats.apply_check_failures.entry(why.name().to_string()).or_default() += 1;
+            }
+            outcomes[ci][slot] = Some(r.is_ok());
+        }
+        let mut kept = Vec::with_capacity(cands.len());
+        for (ci, (mut c, text)) in cands.drain(..).zip(texts).enumerate() {
+            let commits: Vec<(usize, usize)> = c.items.iter().map(|&i| self.commit_key(i)).collect();
+            let Some(keep) = check::verdict(&commits, &outcomes[ci], self.cfg.min_commits) else {
+                stats.apply_check_dropped += 1;
+                continue;
+            };
+            c.items = keep.into_iter().map(|k| c.items[k]).collect();
+            c.safety.validated = c.items.len() as u64;
+            c.text = text;
+            kept.push(c);
+        }
+        kept
+    }
+
+    /// The check of the examples `tasks` (candidate, position in its
+    /// items) whose before-file is blob `blob` of corpus `corpus`. `None`
+    /// for an example that could not be put to the matcher (its file
+    /// unreadable, its edit not where it says): it proves nothing.
+    fn check_file<'r>(
+        &self,
+        (corpus, blob, lang): CheckFile<'_>,
+        tasks: &[(usize, usize)],
+        cands: &[Candidate],
+        rule: &(dyn Fn(usize) -> Option<RuleText<'r>> + Sync),
+        check: &dyn TemplateCheck,
+    ) -> Vec<CheckOutcome> {
+        let unread = || tasks.iter().map(|&(ci, slot)| (ci, slot, None)).collect();
+        let Some(repo) = self.repos[corpus].as_deref() else { return unread() };
+        let Ok(oid) = git2::Oid::from_str(blob) else { return unread() };
+        let Some(Some(b)) = with_repo(repo, |r| self.blobs.get(r, oid, lang, &self.cfg.limits)) else {
+            return unread();
+        };
+        let (Ok(text), Ok(tree)) = (b.text(), self.blobs.tree(&b, None)) else { return unread() };
+        tasks
+            .iter()
+            .map(|&(ci, slot)| {
+                let c = &cands[ci];
+                let i = c.items[slot];
+                let e = self.edit(i);
+                let (start, before) = match (&e.context, c.template.lifted) {
+                    (Some(x), true) => (x.start as usize, x.before.as_str()),
+                    _ => (e.start as usize, e.before.as_str()),
+                };
+                let range = start..start + before.len();
+                let (Some(ex), Some(rule)) = (self.ex(c, i), rule(ci)) else { return (ci, slot, None) };
+                if text.get(range.clone()) != Some(before) {
+                    return (ci, slot, None);
+                }
+                let fresh = if c.template.has_fresh() { c.template.validate_full(ex).map(|(_, f)| f) } else { None };
+                let value = fresh.as_ref().and_then(|f| f.iter().flatten().next()).map(String::as_str);
+                let after = ex.after.tokens(0);
+                let example = TrainingExample { file: text, tree, range, after: &after, value };
+                (ci, slot, Some(check.reproduces(&rule, &example)))
+            })
+            .collect()
     }
 
     /// Missed edits: edits of the same bucket in a rule's training file

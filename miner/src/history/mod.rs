@@ -12,8 +12,8 @@
 //! files and host-only changes are not mined. [`generalize`] turns the concrete edits of one or
 //! more corpora into [`Rule`]s: bucketed by shape, clustered by
 //! anti-unification, validated on every example, replayed for safety on the
-//! training files, counted for opportunities at each corpus's revision,
-//! categorized and scored.
+//! training files, checked by the matcher that applies rules, counted for
+//! opportunities at each corpus's revision, categorized and scored.
 //!
 //! Bad input is data: deleted, added and renamed files, binary blobs,
 //! enormous commits and diffs, unparsable revisions are skipped with a
@@ -24,12 +24,15 @@
 //! versions parsed once), `scope` (kernels, launches, tests), `treediff`
 //! and `edit` (concrete edits), `antiunify` (templates), `generalizer` (the
 //! run's edits to safe candidates), `safety` and `replay` (candidates
-//! matched against training files and revisions), `rules` and `naming`
+//! matched against training files and revisions), `check` (rules proven
+//! on their examples by the matcher that applies them, which the caller
+//! passes in as a [`TemplateCheck`]), `rules` and `naming`
 //! (what a rule says about itself). `tree` and `pattern` are the trees and
 //! templates they share; the grammar facts are [`crate::grammar`]'s.
 
 mod antiunify;
 mod blobs;
+mod check;
 mod commits;
 mod edit;
 mod generalizer;
@@ -44,6 +47,7 @@ mod tree;
 mod treediff;
 
 pub use blobs::{BlobCache, BlobCounts};
+pub use check::{CheckFailure, MAX_CHECKED_EXAMPLES, RuleText, TemplateCheck, TrainingExample, tokens_in};
 pub use commits::{CommitMeta, commits};
 pub use edit::{ConcreteEdit, EditContext, EditDrop};
 pub use generalizer::{CorpusHistory, GeneralizeStats, HistoryResult, generalize};

@@ -87,15 +87,9 @@ pub(super) fn assemble(
     let mut rules: Vec<Rule> = Vec::new();
     let mut seen: HashMap<(Lang, String, String), usize> = HashMap::new();
     let mut ids: BTreeSet<String> = BTreeSet::new();
-    for (ri, c) in cands.into_iter().enumerate() {
-        let Some(first) = c.items.first().and_then(|&i| g.ex(&c, i)) else { continue };
-        let Some(bb) = c.template.validate(first) else { continue };
-        let before = pattern::render(&first.before, 0, &bb, &c.template.seq);
-        let mut ba = Binds::new(c.template.holes());
-        if !c.template.after.matches(&first.after, 0, &mut ba) {
-            continue;
-        }
-        let after = pattern::render(&first.after, 0, &ba, &c.template.seq);
+    for (ri, mut c) in cands.into_iter().enumerate() {
+        // The text the applying matcher checked, when it did.
+        let Some((before, after)) = c.text.take().or_else(|| render(g, &c)) else { continue };
         if seen.contains_key(&(c.lang, before.clone(), after.clone())) {
             // The same template from another bucket or specialization: keep the first.
             continue;
@@ -138,6 +132,20 @@ pub(super) fn assemble(
     rules
 }
 
+/// A candidate's templates in ast-grep syntax, rendered from its first
+/// example; `None` when that example no longer validates.
+pub(super) fn render(g: &Generalizer<'_>, c: &Candidate) -> Option<(String, String)> {
+    let first = c.items.first().and_then(|&i| g.ex(c, i))?;
+    let bb = c.template.validate(first)?;
+    let before = pattern::render(&first.before, 0, &bb, &c.template.seq);
+    let mut ba = Binds::new(c.template.holes());
+    if !c.template.after.matches(&first.after, 0, &mut ba) {
+        return None;
+    }
+    let after = pattern::render(&first.after, 0, &ba, &c.template.seq);
+    Some((before, after))
+}
+
 /// A candidate's commits, oldest first.
 fn commits_of(g: &Generalizer<'_>, c: &Candidate) -> Vec<CommitMeta> {
     let mut commits: BTreeMap<(i64, String), CommitMeta> = BTreeMap::new();
@@ -171,7 +179,7 @@ fn support(g: &Generalizer<'_>, corpora: &[CorpusName], c: &Candidate, opportuni
 /// Hole values: the after-only values when the rule adds some (the values
 /// a rewrite chooses from), else the values bound on the before side; the
 /// twelve most frequent.
-fn values(g: &Generalizer<'_>, c: &Candidate) -> Vec<(String, u64)> {
+pub(super) fn values(g: &Generalizer<'_>, c: &Candidate) -> Vec<(String, u64)> {
     let mut values: BTreeMap<String, u64> = BTreeMap::new();
     for &i in &c.items {
         let Some(ex) = g.ex(c, i) else { continue };

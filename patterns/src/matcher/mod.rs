@@ -9,9 +9,11 @@
 //! [`Template`] parses a pattern with the target's own grammar; [`find`]
 //! lists the sites of a parsed file that match it; [`Rewrite`] turns a
 //! catalog pattern's `before`/`after` pair into [`Edit`]s at each site that
-//! lacks the idiom.
+//! lacks the idiom. [`ApplyCheck`] puts a mined edit rule to this matcher
+//! on its own training examples, for history mining.
 
 mod binding;
+mod check;
 mod rewrite;
 pub mod roles;
 mod template;
@@ -25,7 +27,8 @@ use kidiom_miner::{KernelKind, kernel_ranges};
 use tree_sitter::{Node, Tree};
 
 pub use binding::Refusal;
-pub use rewrite::{Edit, Rewrite, SiteEdits, apply_edits, usable_value};
+pub use check::ApplyCheck;
+pub use rewrite::{Edit, Rewrite, SiteEdits, apply_edits, edited_tree, usable_value};
 pub use template::Template;
 
 use template::{Hole, PNode, Shape, is_comment};
@@ -227,8 +230,32 @@ fn root_kinds(t: &Template) -> Option<Vec<&str>> {
 /// Whether `text` begins with `prefix`, whitespace in `text` aside (leaves
 /// are tokens; the source may space them).
 fn starts_with_tokens(text: &str, prefix: &str) -> bool {
-    let mut src = text.chars().filter(|c| !c.is_whitespace());
+    // A line continuation (`\` before a line break) is layout too.
+    let b = text.as_bytes();
+    let layout = |i: usize, c: char| c.is_whitespace() || (c == '\\' && matches!(b.get(i + 1), Some(b'\n' | b'\r')));
+    let mut src = text.char_indices().filter(|&(i, c)| !layout(i, c)).map(|(_, c)| c);
     prefix.chars().filter(|c| !c.is_whitespace()).all(|p| src.next() == Some(p))
+}
+
+/// Appends the literal text every match of `p` starts with: its leaves up
+/// to the first hole, or to the opening bracket of an argument list (whose
+/// keyword arguments match in any order, and whose separators an empty
+/// sequence does without). Returns whether `p` was literal throughout.
+fn literal_prefix(p: &PNode, out: &mut String) -> bool {
+    if p.hole != Hole::No {
+        return false;
+    }
+    if p.is_leaf() {
+        out.push_str(&p.text);
+        return true;
+    }
+    if p.kind == "argument_list" {
+        if let Some(open) = p.children.first().filter(|c| !c.named && c.is_leaf()) {
+            out.push_str(&open.text);
+        }
+        return false;
+    }
+    p.children.iter().all(|c| literal_prefix(c, out))
 }
 
 /// The node of `kind` spanning exactly `start..end`.
@@ -268,7 +295,11 @@ pub(crate) fn for_each_site<'t>(
         // literal text (`tl.load` of `tl.load($$$A)`): a cheap test before
         // the node is looked up and matched.
         let prefix: String = match &t.shape {
-            Shape::Tree(_) => t.leaves.iter().take_while(|l| l.hole == Hole::No).map(|l| l.text.as_str()).collect(),
+            Shape::Tree(p) => {
+                let mut out = String::new();
+                literal_prefix(p, &mut out);
+                out
+            }
             _ => String::new(),
         };
         // `tl.dot` is also `T.dot` where the file imports triton.language as T.
@@ -474,6 +505,8 @@ fn tl_alias(p: &PNode, t: Node, src: &str, st: &mut State) -> bool {
 
 /// Matches template children against target children; sequence holes take
 /// any run, tried shortest first. `pos` is where an empty run would sit.
+/// An empty run does without the separator next to it, as ast-grep's
+/// `$$$` does: `$$$A, x` matches `x`, and `x, $$$B` matches `x`.
 fn match_seq(ps: &[PNode], ts: &[Node], pos: usize, src: &str, st: &mut State) -> bool {
     let Some((p0, prest)) = ps.split_first() else { return ts.is_empty() };
     if let Hole::Seq(name) = &p0.hole {
@@ -488,21 +521,51 @@ fn match_seq(ps: &[PNode], ts: &[Node], pos: usize, src: &str, st: &mut State) -
             trial.leaves[p0.leaf] = Some(range.clone());
             let kind = if k == 0 { String::new() } else { ts[0].kind().to_string() };
             let ok_bind = name == "_" || bind(&mut trial, name, Capture { range: range.clone(), kind, nodes: k }, src);
+            if !ok_bind {
+                continue;
+            }
             let next = if k == 0 { pos } else { range.end };
-            if ok_bind && match_seq(prest, &ts[k..], next, src, &mut trial) {
+            if match_seq(prest, &ts[k..], next, src, &mut trial) {
+                *st = trial;
+                return true;
+            }
+            if k == 0
+                && let Some((sep, rest)) = prest.split_first()
+                && is_separator(sep)
+                && match_seq(rest, ts, next, src, &mut trial)
+            {
                 *st = trial;
                 return true;
             }
         }
         return false;
     }
-    let Some((t0, trest)) = ts.split_first() else { return false };
-    let mut trial = st.clone();
-    if match_node(p0, *t0, src, &mut trial) && match_seq(prest, trest, t0.end_byte(), src, &mut trial) {
-        *st = trial;
-        return true;
+    if let Some((t0, trest)) = ts.split_first() {
+        let mut trial = st.clone();
+        if match_node(p0, *t0, src, &mut trial) && match_seq(prest, trest, t0.end_byte(), src, &mut trial) {
+            *st = trial;
+            return true;
+        }
+    }
+    // `x, $$$B` against `x`: the separator goes with the empty run.
+    if is_separator(p0)
+        && let Some((seq, rest)) = prest.split_first()
+        && let Hole::Seq(name) = &seq.hole
+    {
+        let mut trial = st.clone();
+        trial.leaves[seq.leaf] = Some(pos..pos);
+        let empty = Capture { range: pos..pos, kind: String::new(), nodes: 0 };
+        if (name == "_" || bind(&mut trial, name, empty, src)) && match_seq(rest, ts, pos, src, &mut trial) {
+            *st = trial;
+            return true;
+        }
     }
     false
+}
+
+/// A template's `,` between items.
+fn is_separator(p: &PNode) -> bool {
+    !p.named && p.is_leaf() && p.hole == Hole::No && p.text == ","
 }
 
 /// Argument lists: keyword arguments of the template match keyword
@@ -551,7 +614,54 @@ fn match_args(p: &PNode, t: Node, children: &[Node], src: &str, st: &mut State) 
     }
     let rest_t: Vec<Node> = items.iter().zip(&claimed).filter(|(_, c)| !**c).map(|(n, _)| *n).collect();
     let pos = children.first().map(|n| n.end_byte()).unwrap_or(t.start_byte());
-    match_seq(&rest_p, &rest_t, pos, src, st)
+    if !match_seq(&rest_p, &rest_t, pos, src, st) {
+        return false;
+    }
+    separators(p, children, src, st);
+    true
+}
+
+/// Gives the separators of a matched argument list (`,`) their target
+/// bytes: the one separator of the same text between the targets of its
+/// two neighbours. Items matched in another order (keyword arguments) or
+/// an empty sequence leave a separator without one. A rewrite anchors
+/// insertions on these (`range(0, BC)` -> `range(0, min(BC, N))`).
+fn separators(p: &PNode, children: &[Node], src: &str, st: &mut State) {
+    for (k, c) in p.children.iter().enumerate() {
+        if c.named || !c.is_leaf() || st.leaves[c.leaf].is_some() || k == 0 {
+            continue;
+        }
+        let (Some(prev), Some(next)) = (p.children.get(k - 1), p.children.get(k + 1)) else { continue };
+        let (Some(Some(a)), Some(Some(b))) = (st.leaves.get(last_leaf(prev)), st.leaves.get(first_leaf(next))) else {
+            continue;
+        };
+        let (from, to) = (a.end, b.start);
+        let mut found = children
+            .iter()
+            .filter(|n| !n.is_named() && from <= n.start_byte() && n.end_byte() <= to && text(src, **n) == c.text);
+        if let (Some(one), None) = (found.next(), found.next()) {
+            st.leaves[c.leaf] = Some(one.byte_range());
+        }
+    }
+}
+
+/// The leaf index of a template node's first (last) leaf.
+fn first_leaf(p: &PNode) -> usize {
+    let mut n = p;
+    while !n.is_leaf() {
+        let Some(c) = n.children.first() else { return usize::MAX };
+        n = c;
+    }
+    n.leaf
+}
+
+fn last_leaf(p: &PNode) -> usize {
+    let mut n = p;
+    while !n.is_leaf() {
+        let Some(c) = n.children.last() else { return usize::MAX };
+        n = c;
+    }
+    n.leaf
 }
 
 #[cfg(test)]
@@ -565,6 +675,7 @@ mod prefix_tests {
         assert!(starts_with_tokens("anything", ""));
         assert!(!starts_with_tokens("tl.store(x)", "tl.load("));
         assert!(!starts_with_tokens("tl", "tl.load"));
+        assert!(starts_with_tokens("x = a + \\\n    b", "x=a+b"));
     }
 }
 
@@ -624,6 +735,27 @@ mod tests {
         assert_eq!(check(src, "f($$$A, 3)"), ["f(1, 2, 3)", "f(3)"]);
         assert_eq!(check(src, "f($$$A, 3, $$$B)").len(), 3);
         assert_eq!(check(src, "f(1, $$$REST)"), ["f(1, 2, 3)", "f(1, 3, 2)"]);
+    }
+
+    #[test]
+    fn an_empty_sequence_takes_its_separator() {
+        let src = "g([x])\ng([y, x])\ng([x, y])\n";
+        assert_eq!(check(src, "g([$$$A, x])"), ["g([x])", "g([y, x])"]);
+        assert_eq!(check(src, "g([x, $$$B])"), ["g([x])", "g([x, y])"]);
+        assert_eq!(check(src, "g([x, $$$B, y])"), ["g([x, y])"]);
+    }
+
+    #[test]
+    fn kernel_sites_are_found_past_optional_separators_and_line_continuations() {
+        let src = "import triton\nimport triton.language as tl\n@triton.jit\ndef k(a, b):\n    c = tl.dot(a, b)\n    d = tl.dot(b, a, input_precision=\"ieee\")\n    e = a + \\\n        b\n";
+        let tree = kidiom_miner::parse_tree(Lang::Python, src).unwrap().unwrap();
+        let sites = |p: &str| -> Vec<String> {
+            let t = Template::parse(Lang::Python, p).unwrap();
+            find(&t, src, &tree, Scope::Kernels).into_iter().map(|m| src[m.range].to_string()).collect()
+        };
+        assert_eq!(sites("tl.dot(a, b, $$$A)"), ["tl.dot(a, b)"]);
+        assert_eq!(sites("tl.dot(input_precision=$V, $$$A)"), ["tl.dot(b, a, input_precision=\"ieee\")"]);
+        assert_eq!(sites("e = a + b"), ["e = a + \\\n        b"]);
     }
 
     #[test]

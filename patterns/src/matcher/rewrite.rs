@@ -191,7 +191,10 @@ impl Rewrite {
             ));
         }
         let after_text = pattern.after.trim();
-        let mode = if let Some(prefix) = a.strip_suffix(&b).filter(|p| !p.trim().is_empty()) {
+        // A prefix is a line or token of its own before `before` (`#pragma
+        // unroll`, `__forceinline__`): it ends in a blank. `b_k = x` is no
+        // `b` prefixed to `_k = x` but a rename.
+        let mode = if let Some(prefix) = a.strip_suffix(&b).filter(|p| !p.trim().is_empty() && p.ends_with(' ')) {
             let line_break = after_text.len() > pattern.before.trim().len()
                 && after_text[..after_text.len() - pattern.before.trim().len()]
                     .trim_end_matches([' ', '\t'])
@@ -286,7 +289,7 @@ impl Rewrite {
             return out;
         }
         for_each_site(&self.before, src, tree, self.scope, |node, m| {
-            if self.present(src, node) {
+            if self.present(src, node, &m) {
                 return;
             }
             if let Some(b) = &bindings {
@@ -296,7 +299,7 @@ impl Rewrite {
                     return;
                 }
             }
-            if let Some(edits) = self.edits_for(src, node, &m) {
+            if let Some(edits) = self.edits_for(src, node, &m).filter(|e| !e.is_empty()) {
                 out.push(SiteEdits { site: m.range.clone(), edits });
             }
         });
@@ -319,9 +322,15 @@ impl Rewrite {
         Bindings::new(src, tree).release_sites().1
     }
 
-    /// Whether the idiom is already at (or around) this site.
-    fn present(&self, src: &str, node: Node) -> bool {
+    /// Whether the idiom is already at (or around) this site (`m`, where
+    /// `before` matched).
+    fn present(&self, src: &str, node: Node, m: &Match) -> bool {
         match &self.mode {
+            // A rewrite that only deletes is never done where `before`
+            // matches: what it deletes is there. (`after` matches such a
+            // site whenever a hole of `after` stands for what is deleted:
+            // `$A += tl.dot($B, tl.trans($C))` -> `$A += tl.dot($B, $C)`.)
+            Mode::Tree { ops, .. } if !ops.iter().any(|o| matches!(o, Op::Ins(_))) => false,
             Mode::Tree { after, .. } => {
                 // the file's own spellings of `tl` count (`T.dot(..., input_precision=...)`)
                 let mut root = node;
@@ -336,7 +345,9 @@ impl Rewrite {
                 let mut cur = Some(node);
                 for _ in 0..3 {
                     let Some(n) = cur else { break };
-                    if super::match_with(after, src, n, names.clone()).is_some() {
+                    if let Some(am) = super::match_with(after, src, n, names.clone())
+                        && (n != node || self.same_holes(src, m, &am))
+                    {
                         return true;
                     }
                     cur = n.parent();
@@ -364,6 +375,20 @@ impl Rewrite {
                 src.get(node.byte_range()).is_some_and(|t| t.contains(RELEASE))
             }
         }
+    }
+
+    /// Whether `after`'s match `am` at a site binds each single hole it
+    /// shares with `before` to what `before`'s match `m` bound: `$A, $B =
+    /// x` -> `$B, $A = x` matches its own sites, but has not been done there.
+    fn same_holes(&self, src: &str, m: &Match, am: &Match) -> bool {
+        let text = |c: &super::Capture| src.get(c.range.clone());
+        self.before.leaves.iter().all(|l| match &l.hole {
+            Hole::Single(name) => match (m.captures.get(name), am.captures.get(name)) {
+                (Some(a), Some(b)) => text(a) == text(b),
+                _ => true,
+            },
+            _ => true,
+        })
     }
 
     fn edits_for(&self, src: &str, node: Node, m: &Match) -> Option<Vec<Edit>> {
@@ -466,7 +491,20 @@ impl Rewrite {
                         // After an empty sequence, no separator.
                         text = text.trim_start().trim_start_matches(',').trim_start().to_string();
                     }
-                    r.end
+                    let gap = next.and_then(|(nb, _)| m.leaves.get(nb).cloned().flatten()).and_then(|n| {
+                        src.get(r.end..n.start).filter(|g| !g.is_empty() && g.trim().is_empty()).map(|_| n.start)
+                    });
+                    match gap {
+                        // The target's own blank stays (`0, BC` -> `0, min(BC`, not
+                        // `0, min( BC`), unless a parenthesis opens there.
+                        Some(at)
+                            if text.starts_with(char::is_whitespace) && !edits.iter().any(|e| e.range.start == at) =>
+                        {
+                            text = text.trim_start().to_string();
+                            at
+                        }
+                        _ => r.end,
+                    }
                 }
                 (None, Some((b, _))) => m.leaves.get(b).cloned().flatten()?.start,
                 (None, None) => return None,
@@ -567,6 +605,49 @@ pub fn apply_edits(src: &str, edits: &[Edit]) -> Option<String> {
     Some(out)
 }
 
+/// `tree` (of `old`) told about `edits`, so that re-parsing the edited
+/// text with it (`kidiom_miner::reparse`) parses only what changed.
+pub fn edited_tree(tree: &tree_sitter::Tree, old: &str, edits: &[Edit]) -> tree_sitter::Tree {
+    let newlines: Vec<usize> = old.bytes().enumerate().filter(|(_, b)| *b == b'\n').map(|(i, _)| i).collect();
+    let mut sorted: Vec<&Edit> = edits.iter().collect();
+    // last edit first: each edit's offsets are still those of the old text
+    sorted.sort_by_key(|e| std::cmp::Reverse((e.range.start, e.range.end)));
+    let mut edited = tree.clone();
+    for e in sorted {
+        edited.edit(&input_edit(old, &newlines, e));
+    }
+    edited
+}
+
+/// The tree-sitter description of one edit of `old`: where it starts, where
+/// the replaced bytes ended, and where the new text ends.
+fn input_edit(old: &str, newlines: &[usize], e: &Edit) -> tree_sitter::InputEdit {
+    let start = e.range.start.min(old.len());
+    let old_end = e.range.end.clamp(start, old.len());
+    let start_position = point_at(newlines, start);
+    let new_end_position = match e.text.rfind('\n') {
+        Some(i) => {
+            tree_sitter::Point { row: start_position.row + e.text.matches('\n').count(), column: e.text.len() - i - 1 }
+        }
+        None => tree_sitter::Point { row: start_position.row, column: start_position.column + e.text.len() },
+    };
+    tree_sitter::InputEdit {
+        start_byte: start,
+        old_end_byte: old_end,
+        new_end_byte: start + e.text.len(),
+        start_position,
+        old_end_position: point_at(newlines, old_end),
+        new_end_position,
+    }
+}
+
+/// Row and column of a byte offset, given the offsets of every newline.
+fn point_at(newlines: &[usize], byte: usize) -> tree_sitter::Point {
+    let row = newlines.partition_point(|&n| n < byte);
+    let column = if row == 0 { byte } else { byte - newlines[row - 1] - 1 };
+    tree_sitter::Point { row, column }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -650,6 +731,23 @@ mod tests {
     }
 
     #[test]
+    fn renames_deletions_swaps_and_insertions_after_separators() {
+        let py = |src: &str, b: &str, a: &str| check(Lang::Python, src, b, a, &[]);
+        // `b_h` ends in `h`: a rename, not a token put before the statement.
+        assert_eq!(py("h = tl.zeros([BT])\n", "h = tl.zeros([BT])", "b_h = tl.zeros([BT])"), "b_h = tl.zeros([BT])\n");
+        // A rule that only deletes: `after` matches its sites too, yet they are not done.
+        let (b, a) = ("$A += tl.dot($B, tl.trans($C))", "$A += tl.dot($B, $C)");
+        assert_eq!(py("b_o += tl.dot(b_a, tl.trans(b_w))\n", b, a), "b_o += tl.dot(b_a, b_w)\n");
+        // A swap matches its own sites, with the holes the other way round
+        // (spaced as the alignment leaves it).
+        let squash = |s: String| s.split_whitespace().collect::<String>();
+        assert_eq!(squash(py("i, j = f()\n", "$A, $B = f()", "$B, $A = f()")), "j,i=f()");
+        assert_eq!(py("i, i = f()\n", "$A, $B = f()", "$B, $A = f()"), "i, i = f()\n");
+        // Inserted after an argument's separator, before the target's own blank.
+        assert_eq!(py("r = range(0,  BC)\n", "range(0, BC)", "range(0, min(BC, T))"), "r = range(0,  min(BC, T))\n");
+    }
+
+    #[test]
     fn wraps_and_variants() {
         let wrap = ("tl.program_id($$$ARGS)", "tl.program_id($$$ARGS).to($V)");
         assert_eq!(
@@ -708,5 +806,27 @@ mod tests {
         assert!(Rewrite::new(&empty, None).is_err());
         let broken = pattern(Lang::Python, "tl.dot(", "tl.dot()", &[]);
         assert!(matches!(Rewrite::new(&broken, None), Err(MatchError::Pattern { .. })));
+    }
+
+    #[test]
+    fn incremental_reparse_equals_a_fresh_parse() {
+        let src = "import triton\nimport triton.language as tl\n@triton.jit\ndef k(a):\n    x = tl.dot(a, a)\n    y = tl.dot(x, a)\n";
+        let e = Edit { range: 56..56, text: ", input_precision=\"ieee\"".into() };
+        let tree = kidiom_miner::parse_tree(Lang::Python, src).unwrap().unwrap();
+        let next = apply_edits(src, std::slice::from_ref(&e)).unwrap();
+        let inc = kidiom_miner::reparse(Lang::Python, &next, &edited_tree(&tree, src, &[e])).unwrap().unwrap();
+        let fresh = kidiom_miner::parse_tree(Lang::Python, &next).unwrap().unwrap();
+        assert_eq!(inc.root_node().to_sexp(), fresh.root_node().to_sexp());
+        assert_eq!(inc.root_node().end_byte(), fresh.root_node().end_byte());
+    }
+
+    #[test]
+    fn points_count_rows_and_columns() {
+        let text = "ab\ncd\n\nx";
+        let nl: Vec<usize> = text.bytes().enumerate().filter(|(_, b)| *b == b'\n').map(|(i, _)| i).collect();
+        assert_eq!(point_at(&nl, 0), tree_sitter::Point { row: 0, column: 0 });
+        assert_eq!(point_at(&nl, 2), tree_sitter::Point { row: 0, column: 2 });
+        assert_eq!(point_at(&nl, 3), tree_sitter::Point { row: 1, column: 0 });
+        assert_eq!(point_at(&nl, 7), tree_sitter::Point { row: 3, column: 0 });
     }
 }

@@ -243,8 +243,10 @@ fn unwrap_root(root: Node) -> Option<Node> {
     }
 }
 
+/// Comments and other extras (Python's `\` line continuation): never
+/// part of a match, as the miner's trees leave them out too.
 pub(crate) fn is_comment(n: Node) -> bool {
-    n.kind() == "comment"
+    n.kind() == "comment" || (n.is_extra() && !n.is_error())
 }
 
 fn convert(node: Node, text: &str, leaves: &mut Vec<PNode>) -> PNode {
