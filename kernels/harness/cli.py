@@ -3,6 +3,7 @@
     python -m kernels.harness compile|check|bench --kernel NAME [--source FILE] [--json]
     python -m kernels.harness sweep --kernel NAME --variants FILE [--jobs N] [--seed S]
     python -m kernels.harness list [--json]
+    python -m kernels.harness fleet [--address ADDR]    # jobs on a Ray cluster (fleet.py, docs/RAY.md)
 
 Prints one JSON object on stdout (wire format in kernels/README.md, "Harness wire format";
 `--json` is accepted for symmetry with the Rust CLI: output is always JSON). Exit codes:
@@ -103,6 +104,10 @@ def parse_args(argv):
 
 def main(argv=None):
     argv = sys.argv[1:] if argv is None else argv
+    if argv[:1] == ["fleet"]:
+        # a long-lived driver speaking JSON lines, not one wire object: its own parser
+        from .fleet import main as fleet_main
+        return fleet_main(argv[1:])
     t0 = time.time()
     # Triton 3.9 warns unless this is set; "1" is its (and the GPU's) current default.
     os.environ.setdefault("TRITON_DEFAULT_FP_FUSION", "1")

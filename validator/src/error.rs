@@ -9,12 +9,12 @@ use std::path::PathBuf;
 #[non_exhaustive]
 pub enum Error {
     /// A file could not be read or written.
-    #[error("{path}: {source}")]
+    #[error("{path}: {cause}", path = .path.display())]
     Io {
         /// The file.
         path: PathBuf,
-        /// The cause.
-        source: std::io::Error,
+        /// The cause (in the message, so not also a `source()`).
+        cause: std::io::Error,
     },
     /// A kernel manifest is not valid TOML or lacks a key.
     #[error("manifest {path}: {message}")]
@@ -36,20 +36,27 @@ pub enum Error {
         message: String,
     },
     /// A subprocess could not be started.
-    #[error("cannot run {command}: {source}")]
+    #[error("cannot run {command}: {cause}")]
     Spawn {
         /// The command line.
         command: String,
-        /// The cause.
-        source: std::io::Error,
+        /// The cause (in the message, so not also a `source()`).
+        cause: std::io::Error,
     },
     /// A per-site search could not run (its harness call failed, or there
     /// is nothing to search).
     #[error("site search: {0}")]
     Search(String),
+    /// The Ray executor's driver could not start, reach its cluster, or
+    /// talk (a task that fails on the cluster is a verdict, not this).
+    #[error("ray executor: {0}")]
+    Fleet(String),
     /// A rewrite of a search variant failed.
     #[error(transparent)]
     Rewrite(#[from] kidiom_rewriter::Error),
+    /// Reading the kernel tree failed.
+    #[error(transparent)]
+    Miner(#[from] kidiom_miner::Error),
 }
 
 /// The validator's result type.
@@ -57,7 +64,7 @@ pub type Result<T, E = Error> = std::result::Result<T, E>;
 
 impl Error {
     pub(crate) fn io(path: impl Into<PathBuf>, source: std::io::Error) -> Error {
-        Error::Io { path: path.into(), source }
+        Error::Io { path: path.into(), cause: source }
     }
 }
 

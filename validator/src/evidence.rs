@@ -3,6 +3,7 @@
 
 use serde::{Deserialize, Serialize};
 
+use crate::backend::fleet::Placement;
 use crate::verdict::{Gate, Verdict};
 
 /// The version of the evidence JSON; fields are only added within a version.
@@ -10,7 +11,9 @@ pub const EVIDENCE_FORMAT: u32 = 1;
 
 /// How one gate ended.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(strum::Display, strum::EnumString, strum::IntoStaticStr, strum::VariantArray)]
 #[serde(rename_all = "kebab-case")]
+#[strum(serialize_all = "kebab-case")]
 pub enum GateStatus {
     /// It passed.
     Passed,
@@ -47,6 +50,10 @@ pub struct GateRecord {
     pub seconds: f64,
     /// The log of a failure or error (harness error, traceback, stderr tail).
     pub log: Option<String>,
+    /// Where each command ran when not on this machine (the Ray executor):
+    /// node, GPU, attempts. Empty (and absent from the JSON) for local runs.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub placements: Vec<Placement>,
 }
 
 impl GateRecord {
@@ -64,6 +71,7 @@ impl GateRecord {
             commands: Vec::new(),
             seconds: 0.0,
             log: None,
+            placements: Vec::new(),
         }
     }
 }

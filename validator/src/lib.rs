@@ -56,9 +56,11 @@ mod verdict;
 mod wire;
 
 pub use backend::cpu::StaticMetrics;
+pub use backend::executor::{Executor, ParseExecutorError};
+pub use backend::fleet::{CommandJob, CommandReply, Fleet, Hello, Placement};
 pub use backend::python::{Harness, HarnessRun, HarnessStatus, ProcessOutcome, find_python, run_with_deadline};
 pub use error::{Error, Result};
 pub use evidence::{EVIDENCE_FORMAT, Evidence, GateRecord, GateStatus};
-pub use gates::{CandidateInput, Device, MANUAL_PATTERN, StaticLimits, Validator, ValidatorBuilder};
+pub use gates::{CandidateInput, DEFAULT_SEEDS, Device, MANUAL_PATTERN, StaticLimits, Validator, ValidatorBuilder};
 pub use manifest::{Curve, Floor, KernelLanguage, Kernels, Manifest, Shape, Shapes, Tolerance};
 pub use verdict::{Gate, Verdict, VerdictKind};

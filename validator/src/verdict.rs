@@ -4,7 +4,9 @@ use serde::{Deserialize, Serialize};
 
 /// The gates, in the order they run.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+#[derive(strum::Display, strum::EnumString, strum::IntoStaticStr, strum::VariantArray)]
 #[serde(rename_all = "lowercase")]
+#[strum(serialize_all = "lowercase")]
 pub enum Gate {
     /// The rewritten file parses with no new error nodes.
     Syntax,
@@ -18,28 +20,19 @@ pub enum Gate {
 
 impl Gate {
     /// Every gate, in order.
-    pub const ALL: [Gate; 4] = [Gate::Syntax, Gate::Static, Gate::Correctness, Gate::Speed];
+    pub const ALL: &'static [Gate] = <Gate as strum::VariantArray>::VARIANTS;
 
     /// The lowercase name.
     pub fn name(self) -> &'static str {
-        match self {
-            Gate::Syntax => "syntax",
-            Gate::Static => "static",
-            Gate::Correctness => "correctness",
-            Gate::Speed => "speed",
-        }
-    }
-}
-
-impl std::fmt::Display for Gate {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(self.name())
+        self.into()
     }
 }
 
 /// The four outcomes of a validation (SPEC section 8).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[derive(strum::Display, strum::EnumString, strum::IntoStaticStr, strum::VariantArray)]
 #[serde(rename_all = "kebab-case")]
+#[strum(serialize_all = "kebab-case")]
 pub enum VerdictKind {
     /// Every gate passed, speed included (a GPU ran).
     Accepted,
@@ -54,18 +47,7 @@ pub enum VerdictKind {
 impl VerdictKind {
     /// The name printed and stored (`needs-gpu`).
     pub fn name(self) -> &'static str {
-        match self {
-            VerdictKind::Accepted => "accepted",
-            VerdictKind::Rejected => "rejected",
-            VerdictKind::NeedsGpu => "needs-gpu",
-            VerdictKind::Error => "error",
-        }
-    }
-}
-
-impl std::fmt::Display for VerdictKind {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(self.name())
+        self.into()
     }
 }
 
@@ -148,7 +130,10 @@ mod tests {
 
     #[test]
     fn gates_have_names_in_order() {
-        assert_eq!(Gate::ALL.map(Gate::name), ["syntax", "static", "correctness", "speed"]);
+        assert_eq!(
+            Gate::ALL.iter().map(|g| g.name()).collect::<Vec<_>>(),
+            ["syntax", "static", "correctness", "speed"]
+        );
         assert!(Gate::Syntax < Gate::Speed);
     }
 }

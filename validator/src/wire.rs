@@ -412,6 +412,7 @@ pub(crate) mod tests {
                 stderr_tail: String::new(),
             },
             json,
+            placement: None,
         }
     }
 

@@ -10,11 +10,13 @@
 use std::io::Read;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
+use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
 use serde::{Deserialize, Serialize};
 
+use super::fleet::{Fleet, Placement};
 use crate::error::{Error, Result};
 
 /// How much of stderr is kept (the end of it).
@@ -42,7 +44,7 @@ pub struct ProcessOutcome {
     pub stderr_tail: String,
 }
 
-fn quote(s: &str) -> String {
+pub(crate) fn quote(s: &str) -> String {
     if !s.is_empty() && s.chars().all(|c| c.is_ascii_alphanumeric() || "-_./=:,+@%".contains(c)) {
         s.to_string()
     } else {
@@ -104,7 +106,7 @@ pub fn run_cancellable(
     for (k, v) in env {
         cmd.env(k, v);
     }
-    let mut child = cmd.spawn().map_err(|source| Error::Spawn { command: command.clone(), source })?;
+    let mut child = cmd.spawn().map_err(|cause| Error::Spawn { command: command.clone(), cause })?;
     let pid = child.id();
     let reader = |pipe: Option<Box<dyn Read + Send>>| {
         std::thread::spawn(move || {
@@ -181,6 +183,9 @@ pub struct HarnessRun {
     pub process: ProcessOutcome,
     /// The harness's JSON object (`Null` when it printed none).
     pub json: serde_json::Value,
+    /// Where it ran, when not on this machine (the Ray executor).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub placement: Option<Placement>,
 }
 
 impl HarnessRun {
@@ -212,9 +217,44 @@ pub struct Harness {
     pub python: PathBuf,
     /// The directory holding the `kernels` package (the baseline tree).
     pub root: PathBuf,
+    /// `None`: subprocesses here; `Some`: tasks on a Ray cluster through this driver.
+    pub(crate) fleet: Option<Arc<Fleet>>,
+}
+
+/// The last line of `stdout` that is a JSON object (`Null` when none is).
+pub(crate) fn last_object(stdout: &str) -> serde_json::Value {
+    stdout
+        .lines()
+        .rev()
+        .find_map(|l| serde_json::from_str::<serde_json::Value>(l.trim()).ok().filter(|v| v.is_object()))
+        .unwrap_or(serde_json::Value::Null)
+}
+
+/// How a harness that exited with `code` and printed `json` ended.
+pub(crate) fn harness_status(code: Option<i32>, json: &serde_json::Value) -> HarnessStatus {
+    if json.is_null() {
+        return HarnessStatus::Crashed;
+    }
+    match code {
+        Some(0) => HarnessStatus::Ok,
+        Some(1) => HarnessStatus::Failed,
+        Some(2) => HarnessStatus::Error,
+        Some(3) => HarnessStatus::Skipped,
+        _ => HarnessStatus::Crashed,
+    }
 }
 
 impl Harness {
+    /// The harness under `python` in the tree `root`, run here.
+    pub fn new(python: impl Into<PathBuf>, root: impl Into<PathBuf>) -> Harness {
+        Harness { python: python.into(), root: root.into(), fleet: None }
+    }
+
+    /// Where calls run: `ray` when they go to a fleet, else `local`.
+    pub fn executor_name(&self) -> &'static str {
+        if self.fleet.is_some() { "ray" } else { "local" }
+    }
+
     /// Runs `python -m kernels.harness <args> --json --timeout <limit>` with a deadline
     /// slightly after the harness's own, so that the harness normally reports its own
     /// timeout as JSON and the kill is the backstop.
@@ -226,6 +266,16 @@ impl Harness {
     pub fn call_cancellable(&self, args: &[String], limit: Duration, cancel: &AtomicBool) -> Result<HarnessRun> {
         let secs = limit.as_secs_f64().max(1.0);
         let inner = (secs - 3.0).max(1.0).floor();
+        if let Some(fleet) = &self.fleet {
+            return fleet.call(
+                &self.python,
+                &self.root,
+                args,
+                format!("{inner}"),
+                Duration::from_secs_f64(secs),
+                cancel,
+            );
+        }
         let mut full: Vec<String> = vec!["-m".into(), "kernels.harness".into()];
         full.extend(args.iter().cloned());
         full.extend(["--json".into(), "--timeout".into(), format!("{inner}")]);
@@ -235,26 +285,9 @@ impl Harness {
             ("TRITON_DEFAULT_FP_FUSION".to_string(), "1".to_string()),
         ];
         let process = run_cancellable(&self.python, &full, &self.root, &env, Duration::from_secs_f64(secs), cancel)?;
-        let json = process
-            .stdout
-            .lines()
-            .rev()
-            .find_map(|l| serde_json::from_str::<serde_json::Value>(l.trim()).ok().filter(|v| v.is_object()))
-            .unwrap_or(serde_json::Value::Null);
-        let status = if process.timed_out {
-            HarnessStatus::TimedOut
-        } else if json.is_null() {
-            HarnessStatus::Crashed
-        } else {
-            match process.code {
-                Some(0) => HarnessStatus::Ok,
-                Some(1) => HarnessStatus::Failed,
-                Some(2) => HarnessStatus::Error,
-                Some(3) => HarnessStatus::Skipped,
-                _ => HarnessStatus::Crashed,
-            }
-        };
-        Ok(HarnessRun { status, process, json })
+        let json = last_object(&process.stdout);
+        let status = if process.timed_out { HarnessStatus::TimedOut } else { harness_status(process.code, &json) };
+        Ok(HarnessRun { status, process, json, placement: None })
     }
 }
 

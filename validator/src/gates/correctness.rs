@@ -89,7 +89,7 @@ pub(super) fn judge(run: &mut Run<'_>, manifest: &Manifest, runs: &Runs) -> Resu
     let header = wire::header(cand, "check");
     stamp(&mut rec, cand, header.as_ref().ok());
     if let Some(b) = &runs.base_check {
-        rec.commands.push(b.process.command.clone());
+        super::note(&mut rec, b);
     }
     rec.seconds = runs.base_check.as_ref().map(|b| b.process.seconds).unwrap_or(0.0).max(cand.process.seconds);
     let header = match header {

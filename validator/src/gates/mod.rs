@@ -27,14 +27,16 @@ pub use static_gate::StaticLimits;
 
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
-use std::sync::Mutex;
 use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use kidiom_miner::blob_id;
 use kidiom_patterns::Category;
 use serde::{Deserialize, Serialize};
 
+use crate::backend::executor::Executor;
+use crate::backend::fleet::Fleet;
 use crate::backend::python::{Harness, HarnessRun, HarnessStatus, find_python};
 use crate::error::{Error, Result};
 use crate::evidence::{EVIDENCE_FORMAT, Evidence, GateRecord, GateStatus};
@@ -45,7 +47,9 @@ use crate::wire::{Header, WireError};
 
 /// Where kernels run.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[derive(strum::Display, strum::EnumString, strum::IntoStaticStr, strum::VariantArray)]
 #[serde(rename_all = "lowercase")]
+#[strum(serialize_all = "lowercase")]
 pub enum Device {
     /// A GPU when the harness finds one, else the CPU.
     #[default]
@@ -57,18 +61,17 @@ pub enum Device {
 }
 
 impl Device {
+    /// Every device choice.
+    pub const ALL: &'static [Device] = <Device as strum::VariantArray>::VARIANTS;
+
     /// The name given to the harness's `--device`.
     pub fn name(self) -> &'static str {
-        match self {
-            Device::Auto => "auto",
-            Device::Cpu => "cpu",
-            Device::Cuda => "cuda",
-        }
+        self.into()
     }
 
     /// Parses `auto`, `cpu` or `cuda`.
     pub fn from_name(s: &str) -> Option<Device> {
-        [Device::Auto, Device::Cpu, Device::Cuda].into_iter().find(|d| d.name() == s)
+        s.parse().ok()
     }
 }
 
@@ -145,6 +148,9 @@ const SMALL_EDIT_LINES: usize = 3;
 /// Any speedup beyond this is flagged.
 const MAX_PLAUSIBLE_SPEEDUP: f64 = 5.0;
 
+/// Fresh random seeds of the correctness gate, unless told otherwise.
+pub const DEFAULT_SEEDS: u32 = 3;
+
 /// Options of a validation run.
 #[derive(Debug, Clone)]
 pub struct ValidatorBuilder {
@@ -158,6 +164,7 @@ pub struct ValidatorBuilder {
     consistency: bool,
     bench_iters: u32,
     static_limits: Option<StaticLimits>,
+    executor: Executor,
 }
 
 impl ValidatorBuilder {
@@ -169,12 +176,22 @@ impl ValidatorBuilder {
             python: None,
             device: Device::Auto,
             timeout: Duration::from_secs(600),
-            seeds: 3,
+            seeds: DEFAULT_SEEDS,
             seed: None,
             consistency: true,
             bench_iters: 50,
             static_limits: Some(StaticLimits::default()),
+            executor: Executor::Local,
         }
+    }
+
+    /// Where the harness runs (default [`Executor::Local`]). With
+    /// [`Executor::Ray`] every validation and speed call is a task on the
+    /// cluster, through one driver started on the first call and stopped
+    /// when the [`Validator`] is dropped; the per-site search stays local.
+    pub fn executor(&mut self, executor: Executor) -> &mut Self {
+        self.executor = executor;
+        self
     }
 
     /// The kernels directory, relative to the root (default `kernels`).
@@ -235,12 +252,17 @@ impl ValidatorBuilder {
     pub fn build(&self) -> Result<Validator> {
         let kernels = Kernels::load(&self.root, &self.kernels_dir)?;
         let python = self.python.clone().unwrap_or_else(|| find_python(&self.root));
+        let fleet = match &self.executor {
+            Executor::Local => None,
+            Executor::Ray { address } => Some(Arc::new(Fleet::new(&python, &self.root, address.clone()))),
+        };
         Ok(Validator {
             opts: self.clone(),
             kernels,
             python,
             commit: git_head(&self.root),
             compiled: Mutex::new(HashMap::new()),
+            fleet,
         })
     }
 }
@@ -254,6 +276,8 @@ pub struct Validator {
     commit: Option<String>,
     /// Baseline compiles, by kernel name and baseline blob.
     compiled: Mutex<HashMap<(String, String), HarnessRun>>,
+    /// The Ray executor's driver (`None`: the harness runs here).
+    fleet: Option<Arc<Fleet>>,
 }
 
 fn git_head(root: &Path) -> Option<String> {
@@ -272,20 +296,16 @@ fn fresh_seed() -> u64 {
 /// Copies a directory tree, leaving out caches and hidden entries.
 fn copy_tree(from: &Path, to: &Path) -> Result<()> {
     std::fs::create_dir_all(to).map_err(|e| Error::io(to, e))?;
-    for entry in std::fs::read_dir(from).map_err(|e| Error::io(from, e))? {
-        let entry = entry.map_err(|e| Error::io(from, e))?;
-        let name = entry.file_name();
-        let s = name.to_string_lossy();
-        if s.starts_with('.') || s == "__pycache__" {
+    for src in kidiom_miner::tree_files(from)? {
+        // a symlink is not copied: the baseline tree is regular files
+        if !std::fs::symlink_metadata(&src).is_ok_and(|m| m.is_file()) {
             continue;
         }
-        let (src, dst) = (entry.path(), to.join(&name));
-        let ft = entry.file_type().map_err(|e| Error::io(&src, e))?;
-        if ft.is_dir() {
-            copy_tree(&src, &dst)?;
-        } else if ft.is_file() {
-            std::fs::copy(&src, &dst).map_err(|e| Error::io(&src, e))?;
+        let dst = to.join(src.strip_prefix(from).unwrap_or(&src));
+        if let Some(parent) = dst.parent() {
+            std::fs::create_dir_all(parent).map_err(|e| Error::io(parent, e))?;
         }
+        std::fs::copy(&src, &dst).map_err(|e| Error::io(&src, e))?;
     }
     Ok(())
 }
@@ -331,8 +351,11 @@ impl Run<'_> {
         let gate = rec.gate;
         let timed_out = h.status == HarnessStatus::TimedOut
             || h.json.get("error").and_then(|e| e.as_str()).is_some_and(|e| e.contains("timed out"));
+        let fleet_error = h.placement.as_ref().and_then(|p| p.error.as_deref());
         let reason = if timed_out {
             format!("{what} timed out ({:.1} s)", h.process.seconds)
+        } else if let Some(e) = fleet_error.filter(|_| h.status == HarnessStatus::Crashed) {
+            format!("{what} crashed on the cluster ({:.1} s): {e}", h.process.seconds)
         } else if h.status == HarnessStatus::Crashed {
             format!("{what} crashed ({:.1} s)", h.process.seconds)
         } else {
@@ -409,7 +432,15 @@ fn stamp(rec: &mut GateRecord, run: &HarnessRun, header: Option<&Header>) {
     if rec.versions.is_null() {
         rec.versions = header.and_then(|h| h.versions.clone()).unwrap_or(serde_json::Value::Null);
     }
+    note(rec, run);
+}
+
+/// The command of a harness run, and where it ran when that was not here.
+fn note(rec: &mut GateRecord, run: &HarnessRun) {
     rec.commands.push(run.process.command.clone());
+    if let Some(p) = &run.placement {
+        rec.placements.push(p.clone());
+    }
 }
 
 /// The harness runs of the static and correctness gates (they overlap).
@@ -439,6 +470,44 @@ impl Validator {
     /// The Python interpreter the harness runs under.
     pub fn python(&self) -> &Path {
         &self.python
+    }
+
+    /// How many candidates to validate at once to keep the executor busy:
+    /// 1 here; on a Ray cluster one per GPU, or per three CPUs on a cluster
+    /// without GPUs (a candidate runs up to three CPU tasks at once). Starts
+    /// the Ray driver if it is not running yet.
+    pub fn parallelism(&self) -> Result<usize> {
+        let Some(fleet) = &self.fleet else { return Ok(1) };
+        let r = fleet.hello()?.resources;
+        let (gpus, cpus) = (r.get("GPU").copied().unwrap_or(0.0), r.get("CPU").copied().unwrap_or(0.0));
+        let n = if gpus >= 1.0 { gpus } else { cpus / 3.0 };
+        Ok((n.floor() as usize).max(1))
+    }
+
+    /// Validates `inputs`, `width` at a time (see [`Validator::parallelism`]),
+    /// handing each result to `done` on the calling thread as it is known,
+    /// with its index. The order of completion is not the order of `inputs`.
+    pub fn validate_all(&self, inputs: &[CandidateInput], width: usize, mut done: impl FnMut(usize, Result<Evidence>)) {
+        let next = std::sync::atomic::AtomicUsize::new(0);
+        let (tx, rx) = std::sync::mpsc::channel();
+        std::thread::scope(|s| {
+            for _ in 0..width.clamp(1, inputs.len().max(1)) {
+                let (tx, next) = (tx.clone(), &next);
+                s.spawn(move || {
+                    loop {
+                        let i = next.fetch_add(1, Ordering::SeqCst);
+                        let Some(c) = inputs.get(i) else { break };
+                        if tx.send((i, self.validate(c))).is_err() {
+                            break;
+                        }
+                    }
+                });
+            }
+            drop(tx);
+            for (i, r) in rx {
+                done(i, r);
+            }
+        });
     }
 
     /// Runs the gates on one candidate. Candidate failures are verdicts;
@@ -488,7 +557,7 @@ impl Validator {
         std::fs::write(&base_file, baseline).map_err(|e| Error::io(&base_file, e))?;
         let dir = tmp.path().join("variants");
         let mut m = crate::search::HarnessMeasure {
-            harness: Harness { python: self.python.clone(), root: tree },
+            harness: Harness::new(self.python.clone(), tree),
             manifest,
             dir: &dir,
             jobs,
@@ -587,7 +656,8 @@ impl Validator {
         }
         std::fs::write(&cand_file, &t.cand).map_err(|e| Error::io(&cand_file, e))?;
         let cand_src = cand_file.to_string_lossy().to_string();
-        Ok(Prepared { harness: Harness { python: self.python.clone(), root: tree }, cand_src, _tmp: tmp })
+        let harness = Harness { python: self.python.clone(), root: tree, fleet: self.fleet.clone() };
+        Ok(Prepared { harness, cand_src, _tmp: tmp })
     }
 
     /// Runs the compiles (baseline cached per blob) and the correctness checks
@@ -842,6 +912,68 @@ flops = "N"
         assert!(e.verdict.reason.contains("field `passed`"), "{}", e.verdict.reason);
         let e = judge(harness_run(HarnessStatus::Ok, compile_ok()), harness_run(HarnessStatus::Ok, check_passed()));
         assert_eq!(kind(&e), (VerdictKind::NeedsGpu, None), "a well-formed run passes: {e:?}");
+    }
+
+    #[test]
+    fn a_task_whose_worker_died_twice_is_an_error_with_the_reason_and_the_placements_are_evidence() {
+        let placed = |mut run: HarnessRun, node: &str, error: Option<&str>| {
+            run.placement = Some(crate::backend::fleet::Placement {
+                command: run.process.command.clone(),
+                executor: "ray".into(),
+                node: Some(node.into()),
+                gpu: None,
+                attempts: if error.is_some() { 2 } else { 1 },
+                seconds: 1.0,
+                harness: Some("abc".into()),
+                failures: Vec::new(),
+                error: error.map(str::to_string),
+            });
+            run
+        };
+        let died = placed(
+            harness_run(HarnessStatus::Crashed, Value::Null),
+            "n2 (10.0.0.2)",
+            Some("worker died twice: attempt 1: WorkerCrashedError; attempt 2: WorkerCrashedError"),
+        );
+        let e = judge(placed(harness_run(HarnessStatus::Ok, compile_ok()), "n1 (10.0.0.1)", None), died);
+        assert_eq!(kind(&e), (VerdictKind::Error, Some(Gate::Correctness)), "{e:?}");
+        assert!(e.verdict.reason.starts_with("the correctness check crashed on the cluster"), "{}", e.verdict.reason);
+        assert!(e.verdict.reason.contains("worker died twice"), "{}", e.verdict.reason);
+        let nodes = |g: Gate| e.gate(g).unwrap().placements.iter().map(|p| p.node.clone()).collect::<Vec<_>>();
+        assert_eq!(nodes(Gate::Static), [Some("n1 (10.0.0.1)".to_string())]);
+        assert_eq!(nodes(Gate::Correctness), [Some("n2 (10.0.0.2)".to_string())]);
+        // evidence without placements (local runs, older records) reads and writes as before
+        let json = serde_json::to_value(
+            e.gate(Gate::Syntax).cloned().unwrap_or_else(|| GateRecord::new(Gate::Syntax, GateStatus::Passed, "")),
+        )
+        .unwrap();
+        assert!(json.get("placements").is_none());
+        let back: GateRecord = serde_json::from_value(json).unwrap();
+        assert!(back.placements.is_empty());
+    }
+
+    #[test]
+    fn validate_all_hands_back_every_candidate_once() {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::create_dir_all(dir.path().join("kernels")).unwrap();
+        let v = ValidatorBuilder::new(dir.path()).build().unwrap();
+        assert_eq!(v.parallelism().unwrap(), 1, "local: one at a time");
+        let inputs: Vec<CandidateInput> = (0..7)
+            .map(|i| CandidateInput {
+                id: format!("c{i}"),
+                pattern_id: "p".into(),
+                category: None,
+                path: "kernels/k.py".into(),
+                base_blob: String::new(),
+                result_blob: String::new(),
+                diff: String::new(),
+            })
+            .collect();
+        let mut seen = Vec::new();
+        v.validate_all(&inputs, 3, |i, r| seen.push((i, r.map(|e| e.candidate))));
+        seen.sort_by_key(|(i, _)| *i);
+        let got: Vec<(usize, String)> = seen.into_iter().map(|(i, c)| (i, c.unwrap())).collect();
+        assert_eq!(got, (0..7).map(|i| (i, format!("c{i}"))).collect::<Vec<_>>());
     }
 
     #[test]

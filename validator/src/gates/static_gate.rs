@@ -202,7 +202,7 @@ pub(super) fn judge_compiles(
 ) -> Option<Verdict> {
     let mut rec = rec;
     let (base, cand) = (&runs.base_compile, &runs.cand_compile);
-    rec.commands.push(base.process.command.clone());
+    super::note(&mut rec, base);
     let header = wire::header(cand, "compile");
     stamp(&mut rec, cand, header.as_ref().ok());
     // the compiles' own wall time (they overlap the correctness check)
