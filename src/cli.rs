@@ -3,9 +3,14 @@
 use std::ffi::OsString;
 use std::process::ExitCode;
 
+use std::path::PathBuf;
+
+use anyhow::Result;
 use clap::{Parser, Subcommand};
+use kidiom_patterns::Catalog;
 
 use crate::cmd;
+use crate::config::Config;
 
 /// Mine optimization idioms from GPU-inference code and apply them as validated rewrites.
 #[derive(Debug, Parser)]
@@ -15,8 +20,10 @@ use crate::cmd;
     about,
     propagate_version = true,
     after_help = "Exit codes (every command): 0 success; 1 it ran, but found nothing, or some input failed \
-                  (a corpus that could not be opened, a candidate rejected or in error); 2 error (bad arguments, \
-                  an unreadable or locked catalog, a failed write). Errors are one line on stderr."
+                  (mine/run: a corpus that could not be opened; apply: no candidate; review: none listed; \
+                  validate: a candidate rejected or in error, or none to validate); 2 error (bad arguments, an \
+                  unreadable, locked or corrupt catalog, a failed write). No other code. Errors are one line \
+                  on stderr."
 )]
 pub(crate) struct Cli {
     #[command(subcommand)]
@@ -45,6 +52,9 @@ enum Command {
     /// Debugging aids (parse trees, extracted facts).
     #[command(subcommand)]
     Debug(cmd::debug::Command),
+    /// The worker side of `mine --executor ray`: mines one shard's job file, prints its result (docs/RAY.md).
+    #[command(hide = true)]
+    Shard(cmd::shard::Args),
 }
 
 /// Exit codes: 0 success, 1 ran but found nothing / some input failed, 2 error.
@@ -69,6 +79,7 @@ pub(crate) fn run(args: impl IntoIterator<Item = OsString>) -> ExitCode {
         Command::Mcp(a) => crate::mcp::run(a),
         Command::Run(a) => cmd::run::run(a),
         Command::Debug(c) => cmd::debug::run(c),
+        Command::Shard(a) => cmd::shard::run(a),
     };
     match result {
         Ok(code) => code,
@@ -102,29 +113,60 @@ fn is_broken_pipe(e: &anyhow::Error) -> bool {
     e.chain().any(|c| c.downcast_ref::<std::io::Error>().is_some_and(|io| io.kind() == std::io::ErrorKind::BrokenPipe))
 }
 
+// Options every command that reads the catalog or prints shares -----------------------------
+
+/// `--db`: which catalog.
+#[derive(Debug, Clone, clap::Args)]
+pub(crate) struct CatalogArgs {
+    /// The catalog file (default: kidiom.toml's [catalog] path, else .kidiom/catalog.sqlite).
+    #[arg(long, value_name = "PATH")]
+    pub(crate) db: Option<PathBuf>,
+}
+
+impl CatalogArgs {
+    pub(crate) fn path(&self, cfg: &Config) -> PathBuf {
+        match &self.db {
+            Some(p) => p.clone(),
+            None => cfg.resolve(&cfg.catalog.path),
+        }
+    }
+
+    pub(crate) fn open(&self, cfg: &Config) -> Result<Catalog> {
+        crate::ops::open_catalog(&self.path(cfg))
+    }
+
+    /// Opens an existing catalog for reading; a missing one is an error, not a new file.
+    pub(crate) fn open_existing(&self, cfg: &Config) -> Result<Catalog> {
+        let path = self.path(cfg);
+        if !path.exists() {
+            anyhow::bail!("no catalog at {} (run `kidiom mine` first, or pass --db)", path.display());
+        }
+        self.open(cfg)
+    }
+}
+
+/// `--json` and `--quiet`.
+#[derive(Debug, Clone, Copy, clap::Args)]
+pub(crate) struct OutputArgs {
+    /// Print machine-readable JSON on stdout.
+    #[arg(long)]
+    pub(crate) json: bool,
+    /// No progress bars.
+    #[arg(long, short)]
+    pub(crate) quiet: bool,
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
 
     #[test]
-    fn an_error_line_never_repeats_its_cause() {
-        let io = || std::io::Error::new(std::io::ErrorKind::NotFound, "No such file or directory (os error 2)");
-        let path = std::path::PathBuf::from("/nonexistent");
-        // every library error that prints its source and also returns it
-        let errors: Vec<anyhow::Error> = vec![
-            kidiom_miner::Error::Io { path: path.clone(), source: io() }.into(),
-            kidiom_patterns::Error::Io { path: path.clone(), source: io() }.into(),
-            kidiom_rewriter::Error::Io { path: path.clone(), source: io() }.into(),
-            kidiom_validator::Error::Io { path: path.clone(), source: io() }.into(),
-        ];
-        for e in errors {
-            let line = one_line(&e.context("corpus /nonexistent"));
-            assert_eq!(line.matches("No such file or directory").count(), 1, "{line}");
-            assert!(line.starts_with("corpus /nonexistent: ") && line.contains("/nonexistent: No such"), "{line}");
-        }
-        // distinct causes are all kept
+    fn an_error_line_joins_the_chain_and_drops_a_repeated_tail() {
         let e = anyhow::anyhow!("inner").context("middle").context("outer");
         assert_eq!(one_line(&e), "outer: middle: inner");
+        // a context that already ends with its cause (as a foreign error may print it)
+        let e = anyhow::anyhow!("No such file").context("reading k.py: No such file");
+        assert_eq!(one_line(&e), "reading k.py: No such file");
     }
 
     fn parses(line: &str) -> bool {

@@ -1,17 +1,15 @@
 //! The `kidiom` command line: glue over the miner, patterns, rewriter and
-//! validator crates. Each subcommand lives in `cmd/`.
+//! validator crates. The service layer is `ops/`; its front ends are the
+//! subcommands in `cmd/` (terminal) and the MCP server in `mcp/`.
 
 mod apidocs;
 mod cli;
 mod cmd;
 mod config;
-mod driver;
-mod history;
 mod html;
 mod mcp;
+mod ops;
 mod output;
-mod sitesearch;
-mod snapshot;
 
 fn main() -> std::process::ExitCode {
     cli::run(std::env::args_os())

@@ -77,6 +77,13 @@ pub(crate) fn utc(secs: u64) -> String {
     format!("{y:04}-{mo:02}-{d:02} {h:02}:{m:02} UTC")
 }
 
+/// `corpus@revision` (the revision cut to 12 characters), or the corpus
+/// alone when it has none (a directory).
+pub(crate) fn at_revision(corpus: &str, revision: &str) -> String {
+    let rev: String = revision.chars().take(12).collect();
+    if rev.is_empty() { corpus.to_string() } else { format!("{corpus}@{rev}") }
+}
+
 #[cfg(test)]
 mod utc_tests {
     #[test]

@@ -393,7 +393,7 @@ fn review_and_accept_commit_on_the_review_branch() {
     assert_eq!(listed[0]["id"], id.as_str());
     let shown = env.run(&["review", &id, "--db", dbs]);
     let text = String::from_utf8_lossy(&shown.stdout);
-    assert!(text.contains("up@: 3 occurrences in 2 files"), "{text}");
+    assert!(text.contains("up: 3 occurrences in 2 files"), "{text}");
     assert!(text.contains("+    b_a = tl.dot(b_q, b_k, input_precision=\"ieee\")"), "{text}");
 
     let repo = git2::Repository::open(env.path()).expect("repo");

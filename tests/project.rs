@@ -36,19 +36,12 @@ pub fn python() -> Option<PathBuf> {
     Some(py)
 }
 
+/// Copies a tree with the workspace's one walk (hidden entries and `__pycache__` left out).
 pub fn copy_dir(from: &Path, to: &Path) {
-    std::fs::create_dir_all(to).expect("mkdir");
-    for e in std::fs::read_dir(from).expect("read_dir") {
-        let e = e.expect("entry");
-        let name = e.file_name();
-        if name == "__pycache__" || name.to_string_lossy().starts_with('.') {
-            continue;
-        }
-        if e.file_type().expect("type").is_dir() {
-            copy_dir(&e.path(), &to.join(&name));
-        } else {
-            std::fs::copy(e.path(), to.join(&name)).expect("copy");
-        }
+    for src in kidiom_miner::tree_files(from).expect("walk") {
+        let dst = to.join(src.strip_prefix(from).expect("under from"));
+        std::fs::create_dir_all(dst.parent().expect("parent")).expect("mkdir");
+        std::fs::copy(&src, &dst).expect("copy");
     }
 }
 

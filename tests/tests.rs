@@ -8,6 +8,10 @@ mod project;
 
 // The data flow of ARCHITECTURE pinned: crate dependencies, module layers, libraries that do not print.
 mod architecture;
+// Every library error variant: one line, each cause once.
+mod errors;
+// The terminal output of the commands as users read it: insta snapshots.
+mod terminal;
 // `kidiom mine`: counts against an independent count, bad input, incrementality, locking.
 mod mine;
 // Aliases (a corpus's helper module, `tl.math`, `import triton.language as T`): counted and rewritten.
@@ -24,6 +28,8 @@ mod history;
 mod search;
 // `kidiom validate`: the gates on a copy of our kernels (CPU), planted bugs, a hanging kernel.
 mod validate;
+// The Ray executor: the same verdicts through a local Ray head as locally, node evidence, a deadline.
+mod ray;
 // The GIL idiom: mined, refused where unsafe, accepted on our KV-transfer module by the CPU speed gate.
 mod gil;
 // Planted cheats through `kidiom validate`, each rejected at its gate with the reason.

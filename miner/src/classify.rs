@@ -33,7 +33,9 @@ use crate::lang::Lang;
 /// [`Category::Api`] and [`Category::Refactor`] are not optimizations and
 /// rank below them ([`Category::rank`]).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+#[derive(strum::Display, strum::EnumString, strum::IntoStaticStr, strum::VariantArray)]
 #[serde(rename_all = "lowercase")]
+#[strum(serialize_all = "lowercase")]
 pub enum Category {
     /// Numeric precision of products and accumulators.
     Precision,
@@ -65,42 +67,16 @@ pub enum Category {
 
 impl Category {
     /// Every category, optimizations first.
-    pub const ALL: [Category; 12] = [
-        Category::Precision,
-        Category::Memory,
-        Category::Specialization,
-        Category::Launch,
-        Category::Math,
-        Category::Addressing,
-        Category::Concurrency,
-        Category::Fusion,
-        Category::Redundancy,
-        Category::Other,
-        Category::Api,
-        Category::Refactor,
-    ];
+    pub const ALL: &'static [Category] = <Category as strum::VariantArray>::VARIANTS;
 
     /// The lowercase name.
     pub fn name(self) -> &'static str {
-        match self {
-            Category::Precision => "precision",
-            Category::Memory => "memory",
-            Category::Specialization => "specialization",
-            Category::Launch => "launch",
-            Category::Math => "math",
-            Category::Addressing => "addressing",
-            Category::Concurrency => "concurrency",
-            Category::Fusion => "fusion",
-            Category::Redundancy => "redundancy",
-            Category::Other => "other",
-            Category::Api => "api",
-            Category::Refactor => "refactor",
-        }
+        self.into()
     }
 
     /// Parses a lowercase name.
     pub fn from_name(s: &str) -> Option<Category> {
-        Category::ALL.into_iter().find(|c| c.name() == s)
+        s.parse().ok()
     }
 
     /// Whether patterns of this category make code faster or more exact
@@ -125,12 +101,6 @@ impl Category {
     /// else [`Category::Other`].
     pub fn classify(text: &str) -> Category {
         vote(words(text).iter().filter_map(|w| word_category(w))).unwrap_or(Category::Other)
-    }
-}
-
-impl std::fmt::Display for Category {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(self.name())
     }
 }
 
@@ -1005,7 +975,7 @@ mod tests {
 
     #[test]
     fn categories_round_trip_and_rank_optimizations_first() {
-        for c in Category::ALL {
+        for &c in Category::ALL {
             assert_eq!(Category::from_name(c.name()), Some(c));
             assert_eq!(serde_json::to_string(&c).unwrap_or_default(), format!("\"{}\"", c.name()));
             assert_eq!(c.rank() == 0, c.is_optimization(), "{c}");

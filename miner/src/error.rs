@@ -8,12 +8,12 @@ use std::path::PathBuf;
 #[non_exhaustive]
 pub enum Error {
     /// A file could not be read or written.
-    #[error("{path}: {source}")]
+    #[error("{path}: {cause}", path = .path.display())]
     Io {
         /// The file involved.
         path: PathBuf,
-        /// The underlying failure.
-        source: std::io::Error,
+        /// The underlying failure (in the message, so not also a `source()`).
+        cause: std::io::Error,
     },
     /// A corpus manifest is not valid TOML or lacks a field.
     #[error("manifest {path}: {message}")]
@@ -54,7 +54,7 @@ pub type Result<T, E = Error> = std::result::Result<T, E>;
 
 impl Error {
     pub(crate) fn io(path: impl Into<PathBuf>, source: std::io::Error) -> Self {
-        Error::Io { path: path.into(), source }
+        Error::Io { path: path.into(), cause: source }
     }
     pub(crate) fn git(repo: impl std::fmt::Display, e: impl std::fmt::Display) -> Self {
         Error::Git { repo: repo.to_string(), message: e.to_string() }

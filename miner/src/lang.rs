@@ -7,7 +7,9 @@ use serde::{Deserialize, Serialize};
 /// Detection is by extension only: Triton is Python, and whether a Python
 /// function is a Triton kernel is decided by its decorators at parse time.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+#[derive(strum::Display, strum::EnumString, strum::IntoStaticStr, strum::VariantArray)]
 #[serde(rename_all = "lowercase")]
+#[strum(serialize_all = "lowercase")]
 pub enum Lang {
     /// `.py`: Python, including Triton kernels.
     Python,
@@ -21,7 +23,7 @@ pub enum Lang {
 
 impl Lang {
     /// Every language, for tests and listings.
-    pub const ALL: [Lang; 4] = [Lang::Python, Lang::Cuda, Lang::Cpp, Lang::Rust];
+    pub const ALL: &'static [Lang] = <Lang as strum::VariantArray>::VARIANTS;
 
     /// The language of a path, by extension; `None` for files kidiom does not read.
     pub fn from_path(path: &Path) -> Option<Lang> {
@@ -37,17 +39,12 @@ impl Lang {
 
     /// The lowercase name used in the catalog and on the command line.
     pub fn name(self) -> &'static str {
-        match self {
-            Lang::Python => "python",
-            Lang::Cuda => "cuda",
-            Lang::Cpp => "cpp",
-            Lang::Rust => "rust",
-        }
+        self.into()
     }
 
     /// Parses a name as printed by [`Lang::name`].
     pub fn from_name(name: &str) -> Option<Lang> {
-        Lang::ALL.into_iter().find(|l| l.name() == name)
+        name.parse().ok()
     }
 
     /// Short prefix for pattern ids.
@@ -58,12 +55,6 @@ impl Lang {
             Lang::Cpp => "cpp",
             Lang::Rust => "rs",
         }
-    }
-}
-
-impl std::fmt::Display for Lang {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(self.name())
     }
 }
 
@@ -86,7 +77,7 @@ mod tests {
         for (p, want) in cases {
             assert_eq!(Lang::from_path(Path::new(p)), want, "{p}");
         }
-        for l in Lang::ALL {
+        for &l in Lang::ALL {
             assert_eq!(Lang::from_name(l.name()), Some(l));
         }
     }

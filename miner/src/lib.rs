@@ -40,6 +40,7 @@ mod prefilter;
 mod python;
 mod rust;
 mod values;
+mod walk;
 
 pub use aliases::{CallAlias, resolve_call_aliases};
 pub use corpus::{Corpus, CorpusFile, Listing, Manifest, SourceKind, StatKey, blob_id, cache_dir, mirror_path};
@@ -55,6 +56,7 @@ pub use lang::Lang;
 pub use parse::{Limits, Skip, decode, dump_tree, parse_tree, preorder, reparse};
 pub use prefilter::Prefilter;
 pub use values::{ResolvedValue, ValueExpr, canonical_literals, is_literal};
+pub use walk::tree_files;
 
 /// Version of the fact extractors: cached facts from another version are
 /// recomputed. Bump it whenever extraction changes what it records.

@@ -211,7 +211,7 @@ mod tests {
 
     #[test]
     fn every_language_parses_an_empty_file() {
-        for lang in Lang::ALL {
+        for &lang in Lang::ALL {
             assert!(dump_tree(lang, "").is_ok(), "{lang}");
         }
     }

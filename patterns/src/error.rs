@@ -10,13 +10,12 @@ use std::path::PathBuf;
 #[non_exhaustive]
 pub enum Error {
     /// SQLite reported an error.
-    #[error("catalog {path}: {source}", path = .path.display())]
+    #[error("catalog {path}: {cause}", path = .path.display())]
     Sqlite {
         /// The catalog file.
         path: PathBuf,
-        /// What SQLite said.
-        #[source]
-        source: rusqlite::Error,
+        /// What SQLite said (in the message, so not also a `source()`).
+        cause: rusqlite::Error,
     },
     /// Another process holds the catalog's write lock for longer than the
     /// busy timeout.
@@ -80,13 +79,12 @@ pub enum Error {
         message: String,
     },
     /// The catalog's directory could not be created.
-    #[error("cannot create catalog directory {path}: {source}", path = .path.display())]
+    #[error("cannot create catalog directory {path}: {cause}", path = .path.display())]
     Io {
         /// The directory.
         path: PathBuf,
-        /// The underlying failure.
-        #[source]
-        source: std::io::Error,
+        /// The underlying failure (in the message, so not also a `source()`).
+        cause: std::io::Error,
     },
 }
 
@@ -106,7 +104,7 @@ impl Error {
             Some(ErrorCode::DatabaseCorrupt) => {
                 Error::NotACatalog { path, reason: "the SQLite database is damaged".into() }
             }
-            _ => Error::Sqlite { path, source },
+            _ => Error::Sqlite { path, cause: source },
         }
     }
 }

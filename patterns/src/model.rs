@@ -8,7 +8,9 @@ use kidiom_miner::Idiom;
 
 /// Where a pattern was mined from.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+#[derive(strum::Display, strum::EnumString, strum::IntoStaticStr, strum::VariantArray)]
 #[serde(rename_all = "lowercase")]
+#[strum(serialize_all = "lowercase")]
 pub enum Kind {
     /// Mined from code as it is (a static census).
     Usage,
@@ -18,25 +20,16 @@ pub enum Kind {
 
 impl Kind {
     /// Every kind.
-    pub const ALL: [Kind; 2] = [Kind::Usage, Kind::Edit];
+    pub const ALL: &'static [Kind] = <Kind as strum::VariantArray>::VARIANTS;
 
     /// The lowercase name used in the catalog, in JSON and on the command line.
     pub fn name(self) -> &'static str {
-        match self {
-            Kind::Usage => "usage",
-            Kind::Edit => "edit",
-        }
+        self.into()
     }
 
     /// Parses a name as printed by [`Kind::name`].
     pub fn from_name(name: &str) -> Option<Kind> {
-        Kind::ALL.into_iter().find(|k| k.name() == name)
-    }
-}
-
-impl std::fmt::Display for Kind {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(self.name())
+        name.parse().ok()
     }
 }
 
@@ -204,7 +197,7 @@ mod tests {
 
     #[test]
     fn kind_names_round_trip() {
-        for k in Kind::ALL {
+        for &k in Kind::ALL {
             assert_eq!(Kind::from_name(k.name()), Some(k));
             assert_eq!(serde_json::to_string(&k).unwrap(), format!("\"{}\"", k.name()));
         }

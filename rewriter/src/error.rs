@@ -70,22 +70,20 @@ pub enum Error {
         path: PathBuf,
     },
     /// Reading or writing a file failed.
-    #[error("{path}: {source}", path = .path.display())]
+    #[error("{path}: {cause}", path = .path.display())]
     Io {
         /// The file.
         path: PathBuf,
-        /// The failure.
-        #[source]
-        source: std::io::Error,
+        /// The failure (in the message, so not also a `source()`).
+        cause: std::io::Error,
     },
     /// A git operation failed.
-    #[error("git: {context}: {source}")]
+    #[error("git: {context}: {cause}")]
     Git {
         /// What was being done.
         context: String,
-        /// What libgit2 said.
-        #[source]
-        source: git2::Error,
+        /// What libgit2 said (in the message, so not also a `source()`).
+        cause: git2::Error,
     },
     /// The review branch cannot take the commit.
     #[error("review branch {branch}: {reason}")]
@@ -102,7 +100,7 @@ pub type Result<T, E = Error> = std::result::Result<T, E>;
 
 pub(crate) fn git(context: impl Into<String>) -> impl FnOnce(git2::Error) -> Error {
     let context = context.into();
-    move |source| Error::Git { context, source }
+    move |cause| Error::Git { context, cause }
 }
 
 #[cfg(test)]

@@ -9,7 +9,7 @@ use crate::error::{Error, Result};
 /// Checks that `path` can be replaced: a regular file (not a symlink), not
 /// read-only.
 pub fn check_writable(path: &Path) -> Result<()> {
-    let io = |source| Error::Io { path: path.to_path_buf(), source };
+    let io = |cause| Error::Io { path: path.to_path_buf(), cause };
     let meta = std::fs::symlink_metadata(path).map_err(io)?;
     if meta.file_type().is_symlink() {
         return Err(Error::BadTarget { path: path.to_path_buf(), reason: "is a symlink; not written through".into() });
@@ -27,7 +27,7 @@ pub fn check_writable(path: &Path) -> Result<()> {
 /// file or the new one, never a mix, and a failure leaves the old file.
 pub fn atomic_write(path: &Path, bytes: &[u8]) -> Result<()> {
     check_writable(path)?;
-    let io = |source| Error::Io { path: path.to_path_buf(), source };
+    let io = |cause| Error::Io { path: path.to_path_buf(), cause };
     let perms = std::fs::metadata(path).map_err(io)?.permissions();
     let dir = path.parent().filter(|d| !d.as_os_str().is_empty()).unwrap_or(Path::new("."));
     let mut tmp = tempfile::Builder::new().prefix(".kidiom-").suffix(".tmp").tempfile_in(dir).map_err(io)?;

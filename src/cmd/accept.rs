@@ -1,27 +1,14 @@
-//! `kidiom accept`: commit a candidate on the review branch.
-//!
-//! The working tree, the index and `HEAD` are left alone: the commit goes
-//! on `kidiom/review` (created at `HEAD` the first time), one commit per
-//! accepted rewrite, with the pattern, its provenance and the evidence as
-//! trailers. The target on disk must still be the blob the candidate was
-//! computed from; otherwise nothing happens and `apply` must be re-run.
-//!
-//! Only a candidate whose stored evidence has the verdict `accepted` (every
-//! gate passed, speed included) is committed. `needs-gpu`, `rejected`,
-//! `error` and a candidate never validated are refused with the verdict and
-//! its reason, unless `--force` (MCP: `force: true`) overrides it.
+//! `kidiom accept`: commit a candidate on the review branch (`ops::accept`):
+//! only a candidate whose verdict is `accepted`, unless `--force`.
 
-use std::path::Path;
 use std::process::ExitCode;
 
-use anyhow::{Context, Result, bail};
-use kidiom_miner::blob_id;
-use kidiom_patterns::{Candidate, CandidateStatus, Catalog};
-use kidiom_rewriter::{DEFAULT_BRANCH, ReviewCommit};
+use anyhow::Result;
+use kidiom_rewriter::DEFAULT_BRANCH;
 
-use super::{CatalogArgs, OutputArgs};
+use crate::cli::{CatalogArgs, OutputArgs};
 use crate::config::Config;
-use crate::output;
+use crate::{ops, output};
 
 #[derive(Debug, clap::Args)]
 pub(crate) struct Args {
@@ -39,99 +26,10 @@ pub(crate) struct Args {
     output: OutputArgs,
 }
 
-/// The commit message: subject, rationale, then `Kidiom-*` trailers.
-pub(crate) fn message(c: &Candidate) -> String {
-    let p = &c.provenance;
-    let s = |k: &str| p[k].as_str().unwrap_or("").replace('\n', " ");
-    let mut m = format!("kidiom: {} in {}\n\n{}\n\n", s("title"), c.path, s("rationale"));
-    m.push_str(&format!("Kidiom-Pattern: {}\n", c.pattern_id));
-    m.push_str(&format!("Kidiom-Candidate: {}\n", c.id));
-    m.push_str(&format!("Kidiom-Category: {}\n", s("category")));
-    m.push_str(&format!("Kidiom-Kind: {}\n", s("kind")));
-    if let Some(v) = &c.value {
-        m.push_str(&format!("Kidiom-Value: {v}\n"));
-    }
-    m.push_str(&format!("Kidiom-Sites: {}\n", c.sites));
-    m.push_str(&format!("Kidiom-Base-Blob: {}\n", c.base_blob));
-    for sup in p["support"].as_array().into_iter().flatten() {
-        m.push_str(&format!(
-            "Kidiom-Support: {}@{} occurrences={} files={} opportunities={}\n",
-            sup["corpus"].as_str().unwrap_or(""),
-            sup["revision"].as_str().unwrap_or(""),
-            sup["occurrences"],
-            sup["files"],
-            sup["opportunities"]
-        ));
-    }
-    for e in p["examples"].as_array().into_iter().flatten() {
-        m.push_str(&format!(
-            "Kidiom-Example: {}:{}:{}\n",
-            e["corpus"].as_str().unwrap_or(""),
-            e["path"].as_str().unwrap_or(""),
-            e["line"]
-        ));
-    }
-    for k in p["commits"].as_array().into_iter().flatten() {
-        m.push_str(&format!("Kidiom-Provenance-Commit: {}\n", k["id"].as_str().unwrap_or("")));
-    }
-    m.push_str(&format!("Kidiom-Evidence: {}\n", c.evidence));
-    m
-}
-
-/// Why `c` may not be committed without force: its verdict (with gate and
-/// reason) when that is not `accepted`, or that it was never validated.
-pub(crate) fn refusal(c: &Candidate) -> Option<String> {
-    let v = c.evidence.get("verdict");
-    let kind = v.and_then(|v| v.get("kind")).and_then(serde_json::Value::as_str);
-    match kind {
-        Some("accepted") => None,
-        Some(kind) => {
-            let at = v.and_then(|v| v["gate"].as_str()).map(|g| format!(" at {g}")).unwrap_or_default();
-            let reason = v.and_then(|v| v["reason"].as_str()).unwrap_or("no reason recorded");
-            Some(format!("{} is not accepted by validation: its verdict is {kind}{at}: {reason}", c.id))
-        }
-        None => Some(format!("{} is not validated (run `kidiom validate {}` first)", c.id, c.id)),
-    }
-}
-
-/// Commits candidate `id` on `branch` in the repository holding `root`;
-/// returns the candidate id and the commit id. Refused unless its verdict is
-/// `accepted` or `force` is set.
-pub(crate) fn accept(cat: &Catalog, root: &Path, id: &str, branch: &str, force: bool) -> Result<(String, String)> {
-    let c = super::review::find_one(cat, id)?;
-    if c.status == CandidateStatus::Accepted {
-        bail!("{} is already accepted ({})", c.id, c.commit_id.as_deref().unwrap_or("no commit recorded"));
-    }
-    if !force && let Some(why) = refusal(&c) {
-        bail!("refusing to commit: {why}; force it with `kidiom accept --force` (MCP: \"force\": true)");
-    }
-    if kidiom_rewriter::repo_root(root).is_none() {
-        bail!("{} is not in a git repository; `accept` commits on a review branch", root.display());
-    }
-    let abs = root.join(&c.path);
-    let now = std::fs::read(&abs).with_context(|| format!("reading {}", abs.display()))?;
-    let found = blob_id(&now);
-    // An applied candidate's base is the file before --write; its result is what is on disk now.
-    let expected = if c.status == CandidateStatus::Applied { &c.result_blob } else { &c.base_blob };
-    if &found != expected {
-        cat.set_candidate_status(&c.id, CandidateStatus::Stale, None)?;
-        return Err(kidiom_rewriter::Error::Stale { path: abs, expected: expected.clone(), found }.into());
-    }
-    let mut msg = message(&c);
-    if let Some(why) = refusal(&c) {
-        // forced: the commit says what validation concluded
-        msg.push_str(&format!("Kidiom-Forced: {}\n", why.replace('\n', " ")));
-    }
-    let commit = kidiom_rewriter::commit_review(root, &ReviewCommit { branch, diff: &c.diff, message: &msg })?;
-    cat.set_candidate_status(&c.id, CandidateStatus::Accepted, Some(&commit))?;
-    Ok((c.id, commit))
-}
-
 pub(crate) fn run(a: Args) -> Result<ExitCode> {
     let cfg = Config::load()?;
     let cat = a.catalog.open_existing(&cfg)?;
-    let root = super::apply::root()?;
-    let (id, commit) = accept(&cat, &root, &a.id, &a.branch, a.force)?;
+    let (id, commit) = ops::accept::accept(&cat, &ops::root()?, &a.id, &a.branch, a.force)?;
     if a.output.json {
         output::json(&serde_json::json!({ "candidate": id, "branch": a.branch, "commit": commit }))?;
     } else {

@@ -5,7 +5,7 @@ use std::process::ExitCode;
 use anyhow::Result;
 use kidiom_patterns::{Catalog, Category, Filter, Kind, Lang, Pattern, SearchHit};
 
-use super::{CatalogArgs, OutputArgs};
+use crate::cli::{CatalogArgs, OutputArgs};
 use crate::config::Config;
 use crate::output;
 
@@ -30,14 +30,14 @@ pub(crate) enum Command {
 #[derive(Debug, Clone, clap::Args)]
 pub(crate) struct FilterArgs {
     /// python, cuda, cpp or rust.
-    #[arg(long, value_parser = parse_lang)]
+    #[arg(long, value_parser = super::named::<Lang>)]
     language: Option<Lang>,
     /// precision, memory, specialization, launch, math, addressing, concurrency, fusion, redundancy (the
     /// optimizations, listed first), other, api (plain API usage: masks, axes, types) or refactor.
-    #[arg(long, value_parser = parse_category)]
+    #[arg(long, value_parser = super::named::<Category>)]
     category: Option<Category>,
     /// usage or edit.
-    #[arg(long, value_parser = parse_kind)]
+    #[arg(long, value_parser = super::named::<Kind>)]
     kind: Option<Kind>,
     /// At least this many occurrences over all corpora.
     #[arg(long, value_name = "N")]
@@ -65,19 +65,6 @@ impl FilterArgs {
             hide_refactor: !self.all,
         }
     }
-}
-
-fn parse_lang(s: &str) -> Result<Lang, String> {
-    Lang::from_name(s).ok_or_else(|| format!("unknown language {s:?} (python, cuda, cpp, rust)"))
-}
-
-fn parse_category(s: &str) -> Result<Category, String> {
-    let names: Vec<&str> = Category::ALL.iter().map(|c| c.name()).collect();
-    Category::from_name(s).ok_or_else(|| format!("unknown category {s:?} ({})", names.join(", ")))
-}
-
-fn parse_kind(s: &str) -> Result<Kind, String> {
-    Kind::from_name(s).ok_or_else(|| format!("unknown kind {s:?} (usage, edit)"))
 }
 
 #[derive(Debug, clap::Args)]
@@ -302,9 +289,8 @@ fn print_pattern(p: &Pattern) -> Result<()> {
     output::line("  support:")?;
     for s in &p.support {
         output::line(&format!(
-            "    {} @ {}: {} occurrences in {} files, {} opportunities",
-            s.corpus,
-            s.revision.chars().take(12).collect::<String>(),
+            "    {}: {} occurrences in {} files, {} opportunities",
+            output::at_revision(&s.corpus, &s.revision),
             s.occurrences,
             s.files,
             s.opportunities

@@ -20,7 +20,7 @@ pub(crate) enum Command {
 pub(crate) struct FileArgs {
     file: PathBuf,
     /// Override the language detected from the extension.
-    #[arg(long, value_parser = |s: &str| Lang::from_name(s).ok_or_else(|| format!("unknown language {s:?}")))]
+    #[arg(long, value_parser = super::named::<Lang>)]
     lang: Option<Lang>,
 }
 

@@ -8,7 +8,7 @@ use kidiom_patterns::export::{Finding, astgrep_rules, sarif_report};
 use kidiom_patterns::matcher::Rewrite;
 use kidiom_patterns::{CatalogFile, ExportedCorpus, Filter, Pattern};
 
-use super::CatalogArgs;
+use crate::cli::CatalogArgs;
 use crate::config::Config;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
@@ -36,7 +36,7 @@ pub(crate) struct Args {
     #[arg(long, value_name = "NAME")]
     corpus: Vec<String>,
     /// JSON: only patterns of this kind (usage or edit).
-    #[arg(long, value_parser = super::apply::parse_kind)]
+    #[arg(long, value_parser = super::named::<kidiom_patterns::Kind>)]
     kind: Option<kidiom_patterns::Kind>,
     /// JSON: a snapshot a repository may carry: templates, counts, values and references
     /// (corpus, revision, path, line, commit id), no upstream source lines or commit messages.
@@ -91,8 +91,11 @@ pub(crate) fn run(a: Args) -> Result<ExitCode> {
             (docs.join("---\n"), rules.len())
         }
         Format::Sarif => {
-            let root = super::apply::root()?;
-            let targets = super::apply::collect_targets(&a.targets, &root, false)?;
+            let root = crate::ops::root()?;
+            let (targets, skipped) = crate::ops::targets::collect(&a.targets, &root)?;
+            for s in &skipped {
+                eprintln!("kidiom: skipping {}: {}", s.path.display(), s.reason);
+            }
             let mut findings = Vec::new();
             for (p, rw) in patterns.iter().filter_map(|p| Rewrite::new(p, None).ok().map(|rw| (p, rw))) {
                 for t in targets.iter().filter(|t| t.lang == p.language) {

@@ -4,10 +4,10 @@
 use std::path::PathBuf;
 use std::process::ExitCode;
 
-use anyhow::{Context, Result};
-use kidiom_patterns::{CatalogFile, Kind};
+use anyhow::Result;
+use kidiom_patterns::Kind;
 
-use super::{CatalogArgs, OutputArgs};
+use crate::cli::{CatalogArgs, OutputArgs};
 use crate::config::Config;
 use crate::output;
 
@@ -20,7 +20,7 @@ pub(crate) struct Args {
     #[arg(long, value_name = "NAME")]
     corpus: Vec<String>,
     /// Only patterns of this kind (usage or edit).
-    #[arg(long, value_parser = super::apply::parse_kind)]
+    #[arg(long, value_parser = super::named::<kidiom_patterns::Kind>)]
     kind: Option<Kind>,
     #[command(flatten)]
     catalog: CatalogArgs,
@@ -28,15 +28,9 @@ pub(crate) struct Args {
     output: OutputArgs,
 }
 
-/// Reads `path` as an exported catalog.
-pub(crate) fn read(path: &std::path::Path) -> Result<CatalogFile> {
-    let text = std::fs::read_to_string(path).with_context(|| format!("reading {}", path.display()))?;
-    Ok(CatalogFile::parse(&text, &path.display().to_string())?)
-}
-
 pub(crate) fn run(a: Args) -> Result<ExitCode> {
     let cfg = Config::load()?;
-    let file = read(&a.file)?;
+    let file = crate::ops::snapshot::read_catalog_file(&a.file)?;
     if let Some(missing) = a.corpus.iter().find(|n| !file.corpora.iter().any(|c| &c.name == *n)) {
         anyhow::bail!(
             "{} has no corpus {missing:?} (it has {})",

@@ -3,12 +3,12 @@
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
-use anyhow::{Context, Result};
+use anyhow::Result;
 use kidiom_miner::Manifest;
 
-use super::{CatalogArgs, OutputArgs};
+use crate::cli::{CatalogArgs, OutputArgs};
 use crate::config::Config;
-use crate::driver::{self, MineOptions, MineReport};
+use crate::ops::mine::{self as driver, MineOptions, MineReport, PathInputs, Remote, manifests_for};
 use crate::output;
 
 #[derive(Debug, clap::Args)]
@@ -50,30 +50,26 @@ pub(crate) struct Args {
     /// does) and cut nothing (the floor).
     #[arg(long, hide = true, requires = "history")]
     parse_only_floor: bool,
+    /// Where files (and with --history, commits) are parsed: local, or shards on a Ray cluster (ray, ray://HOST:PORT;
+    /// docs/RAY.md). The catalog is written here either way.
+    #[arg(long, value_name = "EXECUTOR", default_value = "local", value_parser = super::executor)]
+    executor: kidiom_validator::Executor,
     #[command(flatten)]
     catalog: CatalogArgs,
     #[command(flatten)]
     output: OutputArgs,
 }
 
-pub(crate) fn manifests_for(inputs: &[PathBuf], args: Option<&Args>) -> Result<Vec<Manifest>> {
-    let mut out = Vec::new();
-    for input in inputs {
-        let is_manifest = input.extension().is_some_and(|e| e == "toml") && input.is_file();
-        let m = if is_manifest {
-            Manifest::load(input).with_context(|| format!("reading manifest {}", input.display()))?
-        } else {
-            let (name, rev) = args.map(|a| (a.name.as_deref(), a.rev.as_deref())).unwrap_or((None, None));
-            let mut m = Manifest::for_path(input, name, rev).with_context(|| format!("corpus {}", input.display()))?;
-            if let Some(a) = args {
-                m.include = a.include.clone();
-                m.exclude = a.exclude.clone();
-            }
-            m
-        };
-        out.push(m);
+impl Args {
+    /// How path inputs become corpora.
+    fn path_inputs(&self) -> PathInputs {
+        PathInputs {
+            name: self.name.clone(),
+            rev: self.rev.clone(),
+            include: self.include.clone(),
+            exclude: self.exclude.clone(),
+        }
     }
-    Ok(out)
 }
 
 pub(crate) fn run(args: Args) -> Result<ExitCode> {
@@ -86,7 +82,7 @@ pub(crate) fn run(args: Args) -> Result<ExitCode> {
     if inputs.is_empty() {
         anyhow::bail!("nothing to mine: name a manifest, repository or directory, or list corpora in kidiom.toml");
     }
-    let manifests = manifests_for(&inputs, Some(&args))?;
+    let manifests = manifests_for(&inputs, &args.path_inputs())?;
     if args.history {
         return run_history(&args, &cfg, manifests);
     }
@@ -100,7 +96,9 @@ pub(crate) fn run(args: Args) -> Result<ExitCode> {
     if let Some(n) = args.min_corpora {
         config.min_corpora = n;
     }
-    let opts = MineOptions { limits: cfg.limits(), config, progress: !args.output.quiet && !args.output.json };
+    let progress = !args.output.quiet && !args.output.json;
+    let remote = Remote::for_executor(&args.executor)?;
+    let opts = MineOptions { limits: cfg.limits(), config, progress, remote };
     let mut catalog = args.catalog.open(&cfg)?;
     let report = driver::mine(&mut catalog, manifests, &opts)?;
     print_report(&report, args.output.json)?;
@@ -170,11 +168,78 @@ fn run_history(args: &Args, cfg: &Config, manifests: Vec<Manifest>) -> Result<Ex
     let mut config = kidiom_miner::history::HistoryConfig { limits: cfg.limits(), ..Default::default() };
     config.max_commits = args.max_commits;
     config.parse_only = args.parse_only_floor;
-    config.since = args.since.as_deref().map(crate::history::parse_since).transpose()?;
+    config.since = args.since.as_deref().map(crate::ops::history::parse_since).transpose()?;
     let batch = std::env::var("KIDIOM_HISTORY_BATCH").ok().and_then(|v| v.parse().ok()).unwrap_or(256);
-    let opts = crate::history::HistoryOptions { config, progress: !args.output.quiet && !args.output.json, batch };
+    let remote = Remote::for_executor(&args.executor)?;
+    let progress = !args.output.quiet && !args.output.json;
+    let opts = crate::ops::history::HistoryOptions { config, progress, batch, remote };
     let mut catalog = args.catalog.open(cfg)?;
-    let report = crate::history::mine(&mut catalog, manifests, &opts)?;
-    crate::history::print_report(&report, args.output.json)?;
-    Ok(crate::history::exit_code(&report))
+    let report = crate::ops::history::mine(&mut catalog, manifests, &opts)?;
+    print_history_report(&report, args.output.json)?;
+    Ok(history_exit_code(&report))
+}
+
+/// The history run's table and summary (JSON with `json`).
+pub(crate) fn print_history_report(report: &crate::ops::history::HistoryReport, json: bool) -> Result<()> {
+    if json {
+        return output::json(report);
+    }
+    let mut rows = vec![
+        ["corpus", "revision", "commits", "cached", "mined", "files", "edits", "skipped", "time"]
+            .map(String::from)
+            .to_vec(),
+    ];
+    for c in &report.corpora {
+        if let Some(e) = &c.error {
+            eprintln!("kidiom: corpus {} not mined: {e}", c.name);
+            continue;
+        }
+        rows.push(vec![
+            c.name.clone(),
+            c.revision.chars().take(12).collect(),
+            c.commits.to_string(),
+            c.cached.to_string(),
+            c.mined.to_string(),
+            c.files.to_string(),
+            c.edits.to_string(),
+            c.skipped.values().sum::<u64>().to_string(),
+            format!("{:.2}s", c.seconds),
+        ]);
+    }
+    output::table(&rows)?;
+    for c in &report.corpora {
+        if !c.skipped.is_empty() {
+            let reasons: Vec<String> = c.skipped.iter().map(|(r, n)| format!("{r} {n}")).collect();
+            output::line(&format!("{}: skipped {}", c.name, reasons.join(", ")))?;
+        }
+        if c.file_versions > 0 {
+            output::line(&format!(
+                "{}: parsed {} distinct of {} file versions ({} incrementally)",
+                c.name, c.parsed_blobs, c.file_versions, c.incremental_parses
+            ))?;
+        }
+    }
+    let s = &report.stats;
+    output::line(&format!(
+        "generalized {} edits in {} buckets into {} clusters, {} candidates; {} specialized, {} dropped as unsafe ({:.2}s)",
+        s.edits, s.buckets, s.clusters, s.candidates, s.specialized, s.unsafe_dropped, report.generalize_seconds
+    ))?;
+    for r in report.rules.iter().take(15) {
+        output::line(&format!("  {} ({} commits, {} edits)", r.id, r.commits, r.occurrences))?;
+    }
+    output::line(&format!(
+        "catalog {}: {} edit patterns ({:.2}s)",
+        report.catalog.display(),
+        report.patterns,
+        report.seconds
+    ))
+}
+
+/// 0: every corpus mined; 1: some corpus could not be (the others were).
+fn history_exit_code(report: &crate::ops::history::HistoryReport) -> std::process::ExitCode {
+    if report.corpora.iter().any(|c| c.error.is_some()) {
+        std::process::ExitCode::from(1)
+    } else {
+        std::process::ExitCode::SUCCESS
+    }
 }

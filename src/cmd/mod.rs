@@ -1,5 +1,7 @@
 //! One module per subcommand: each has an `Args` (or `Command`) type and a
-//! `run` returning the exit code.
+//! `run` returning the exit code. A command parses its arguments, calls
+//! the service layer (`crate::ops`) and prints what comes back; it holds
+//! no logic the MCP server would need.
 
 pub(crate) mod accept;
 pub(crate) mod apply;
@@ -10,60 +12,23 @@ pub(crate) mod import;
 pub(crate) mod mine;
 pub(crate) mod review;
 pub(crate) mod run;
+pub(crate) mod shard;
 pub(crate) mod validate;
 
-use std::path::PathBuf;
-
-use anyhow::{Context, Result};
-use kidiom_patterns::Catalog;
-
-use crate::config::Config;
-
-/// `--db`: which catalog.
-#[derive(Debug, Clone, clap::Args)]
-pub(crate) struct CatalogArgs {
-    /// The catalog file (default: kidiom.toml's [catalog] path, else .kidiom/catalog.sqlite).
-    #[arg(long, value_name = "PATH")]
-    pub(crate) db: Option<PathBuf>,
+/// The value parser of an option that names an enum (`--category precision`,
+/// `--device cpu`): the names are the enum's own, and a wrong one is told
+/// what the right ones are.
+pub(crate) fn named<T>(s: &str) -> Result<T, String>
+where
+    T: std::str::FromStr + strum::VariantArray + Copy + Into<&'static str>,
+{
+    s.parse().map_err(|_| {
+        let names: Vec<&'static str> = T::VARIANTS.iter().map(|v| (*v).into()).collect();
+        format!("unknown value {s:?} (one of: {})", names.join(", "))
+    })
 }
 
-impl CatalogArgs {
-    pub(crate) fn path(&self, cfg: &Config) -> PathBuf {
-        match &self.db {
-            Some(p) => p.clone(),
-            None => cfg.resolve(&cfg.catalog.path),
-        }
-    }
-
-    pub(crate) fn open(&self, cfg: &Config) -> Result<Catalog> {
-        let path = self.path(cfg);
-        Catalog::open_with_timeout(&path, lock_timeout()).with_context(|| format!("opening catalog {}", path.display()))
-    }
-
-    /// Opens an existing catalog for reading; a missing one is an error, not a new file.
-    pub(crate) fn open_existing(&self, cfg: &Config) -> Result<Catalog> {
-        let path = self.path(cfg);
-        if !path.exists() {
-            anyhow::bail!("no catalog at {} (run `kidiom mine` first, or pass --db)", path.display());
-        }
-        self.open(cfg)
-    }
-}
-
-/// `--json` and `--quiet`.
-#[derive(Debug, Clone, Copy, clap::Args)]
-pub(crate) struct OutputArgs {
-    /// Print machine-readable JSON on stdout.
-    #[arg(long)]
-    pub(crate) json: bool,
-    /// No progress bars.
-    #[arg(long, short)]
-    pub(crate) quiet: bool,
-}
-
-/// How long a run waits for another run's write lock on the catalog:
-/// `KIDIOM_LOCK_TIMEOUT_MS`, default 30 s.
-fn lock_timeout() -> std::time::Duration {
-    let ms = std::env::var("KIDIOM_LOCK_TIMEOUT_MS").ok().and_then(|v| v.parse().ok()).unwrap_or(30_000);
-    std::time::Duration::from_millis(ms)
+/// The value parser of `--executor`: `local`, `ray` or `ray://HOST:PORT`.
+pub(crate) fn executor(s: &str) -> Result<kidiom_validator::Executor, String> {
+    s.parse().map_err(|e: kidiom_validator::ParseExecutorError| e.to_string())
 }

@@ -4,19 +4,20 @@
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
-use anyhow::{Result, bail};
+use anyhow::Result;
 use kidiom_patterns::{Candidate, CandidateStatus, Catalog};
+use kidiom_validator::Evidence;
 
-use super::{CatalogArgs, OutputArgs};
+use crate::cli::{CatalogArgs, OutputArgs};
 use crate::config::Config;
-use crate::output;
+use crate::{ops, output};
 
 #[derive(Debug, clap::Args)]
 pub(crate) struct Args {
     /// A candidate id (or a unique prefix); without it, list the candidates.
     id: Option<String>,
     /// Only candidates with this status (proposed, applied, accepted, rejected, stale, validated).
-    #[arg(long, value_parser = parse_status)]
+    #[arg(long, value_parser = super::named::<CandidateStatus>)]
     status: Option<CandidateStatus>,
     /// Write the review as a static site into DIR (index.html and a page per candidate; opens from file://).
     #[arg(long, value_name = "DIR")]
@@ -31,32 +32,11 @@ pub(crate) struct Args {
     output: OutputArgs,
 }
 
-fn parse_status(s: &str) -> Result<CandidateStatus, String> {
-    CandidateStatus::from_name(s).ok_or_else(|| format!("unknown status {s:?}"))
-}
-
-/// The one candidate `id` names (exactly or as a unique prefix).
-pub(crate) fn find_one(cat: &Catalog, id: &str) -> Result<Candidate> {
-    let mut found = cat.find_candidates(id)?;
-    match found.len() {
-        0 => bail!("no candidate {id:?} (see `kidiom review`)"),
-        1 => Ok(found.remove(0)),
-        n => {
-            let ids: Vec<&str> = found.iter().take(5).map(|c| c.id.as_str()).collect();
-            bail!(
-                "{id:?} names {n} candidates ({}{}); give more of the id",
-                ids.join(", "),
-                if n > 5 { ", ..." } else { "" }
-            )
-        }
-    }
-}
-
 /// `--html DIR` / `--open`: the site of the listed candidates (and the one
 /// `id` names), then the browser.
 fn html(cat: &Catalog, a: &Args, dir: &Path) -> Result<ExitCode> {
     let mut cands = cat.candidates(a.status)?;
-    let one = a.id.as_deref().map(|id| find_one(cat, id)).transpose()?;
+    let one = a.id.as_deref().map(|id| ops::candidates::find_one(cat, id)).transpose()?;
     if let Some(c) = &one
         && !cands.iter().any(|x| x.id == c.id)
     {
@@ -128,14 +108,14 @@ pub(crate) fn run(a: Args) -> Result<ExitCode> {
                     c.created_at.clone(),
                     verdict,
                     speed,
-                    crate::sitesearch::roles(c).join(","),
+                    ops::sitesearch::roles(c).join(","),
                 ]);
             }
             output::table(&rows)?;
         }
         return Ok(if cands.is_empty() { ExitCode::from(1) } else { ExitCode::SUCCESS });
     };
-    let c = find_one(&cat, id)?;
+    let c = ops::candidates::find_one(&cat, id)?;
     let pattern = cat.get(&c.pattern_id)?;
     if a.output.json {
         output::json(&serde_json::json!({ "candidate": c, "pattern": pattern }))?;
@@ -168,9 +148,8 @@ pub(crate) fn run(a: Args) -> Result<ExitCode> {
     output::line("  evidence upstream:")?;
     for s in prov["support"].as_array().into_iter().flatten() {
         output::line(&format!(
-            "    {}@{}: {} occurrences in {} files, {} opportunities",
-            s["corpus"].as_str().unwrap_or(""),
-            s["revision"].as_str().unwrap_or("").get(..12).unwrap_or(s["revision"].as_str().unwrap_or("")),
+            "    {}: {} occurrences in {} files, {} opportunities",
+            output::at_revision(s["corpus"].as_str().unwrap_or(""), s["revision"].as_str().unwrap_or("")),
             s["occurrences"],
             s["files"],
             s["opportunities"]
@@ -214,15 +193,14 @@ pub(crate) fn run(a: Args) -> Result<ExitCode> {
             output::line(&format!("    {l}"))?;
         }
     }
-    if let Some(rows) = crate::sitesearch::front_rows(&search["summary"], search["point"].as_u64().map(|i| i as usize))
-    {
+    if let Some(rows) = ops::sitesearch::front_rows(&search["summary"], search["point"].as_u64().map(|i| i as usize)) {
         let sm = &search["summary"];
         output::line(&format!(
             "  site search: {} of {} sites rewritten ({}); this candidate is {}",
             c.sites,
             sm["sites"].as_array().map(Vec::len).unwrap_or(0),
             search["assignment"].as_str().unwrap_or(""),
-            crate::sitesearch::roles(&c).join(", ")
+            ops::sitesearch::roles(&c).join(", ")
         ))?;
         for (i, site) in sm["sites"].as_array().into_iter().flatten().enumerate() {
             output::line(&format!(
@@ -245,7 +223,7 @@ pub(crate) fn run(a: Args) -> Result<ExitCode> {
     } else {
         c.evidence.to_string()
     };
-    match super::validate::review_lines(&c.evidence) {
+    match review_lines(&c.evidence) {
         // evidence written by `kidiom validate`: the verdict, then one line per gate
         Some(lines) => {
             output::line("  validation:")?;
@@ -258,4 +236,32 @@ pub(crate) fn run(a: Args) -> Result<ExitCode> {
     output::line("")?;
     output::raw(&c.diff)?;
     Ok(ExitCode::SUCCESS)
+}
+
+/// A candidate's stored evidence for `kidiom review`: the verdict, then each gate.
+fn review_lines(evidence: &serde_json::Value) -> Option<Vec<String>> {
+    let e: Evidence = serde_json::from_value(evidence.clone()).ok()?;
+    let mut out = vec![format!(
+        "{} (validated at {}, {:.1}s, device {})",
+        e.verdict.describe(),
+        crate::output::utc(e.started_at),
+        e.seconds,
+        e.device
+    )];
+    for g in &e.gates {
+        out.push(format!(
+            "{:<11} {:<7} {:>6.1}s  {}",
+            g.gate.name(),
+            format!("{:?}", g.status).to_lowercase(),
+            g.seconds,
+            g.summary
+        ));
+    }
+    for f in &e.verdict.flags {
+        out.push(format!("flag: {f}"));
+    }
+    if let Some(log) = &e.verdict.log {
+        out.extend(log.lines().rev().take(8).collect::<Vec<_>>().into_iter().rev().map(|l| format!("log: {l}")));
+    }
+    Some(out)
 }

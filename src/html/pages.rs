@@ -100,7 +100,7 @@ pub(crate) fn index_row(c: &Candidate, href: String) -> IndexRow {
         path_breakable: Markup::trusted(c.path.split('/').map(escape).collect::<Vec<_>>().join("/<wbr>")),
         kernel: e.and_then(|e| e.kernel.clone()).unwrap_or_default(),
         sites: c.sites,
-        roles: crate::sitesearch::roles(c).join(", "),
+        roles: crate::ops::sitesearch::roles(c).join(", "),
         instructions: st.instructions,
         spills: st.spills,
         registers: st.registers,
@@ -595,7 +595,7 @@ fn search(c: &Candidate) -> Option<SearchView> {
     let search = &c.provenance["search"];
     let sm = &search["summary"];
     let point = search["point"].as_u64().map(|i| i as usize);
-    let mut rows = crate::sitesearch::front_rows(sm, point)?;
+    let mut rows = crate::ops::sitesearch::front_rows(sm, point)?;
     if rows.is_empty() {
         return None;
     }
@@ -635,7 +635,7 @@ fn search(c: &Candidate) -> Option<SearchView> {
             c.sites,
             sm["sites"].as_array().map(Vec::len).unwrap_or(0),
             search["assignment"].as_str().unwrap_or(""),
-            crate::sitesearch::roles(c).join(", ")
+            crate::ops::sitesearch::roles(c).join(", ")
         ),
         sites: sm["sites"]
             .as_array()

@@ -4,11 +4,11 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use kidiom_patterns::{Category, Filter, Kind};
+use kidiom_validator::Device;
 use serde_json::{Value, json};
 
-use super::Ctx;
-use super::tools::{Access, Tool, ToolError, ToolResult, one_candidate, open, str_arg};
-use crate::cmd::{accept, apply, validate};
+use super::{Access, Ctx, Tool, ToolError, ToolResult, confine, one_candidate, open, str_arg};
+use crate::ops::{self, accept, apply, validate};
 
 fn rewrite_schema() -> Value {
     json!({
@@ -22,6 +22,16 @@ fn rewrite_schema() -> Value {
         },
         "additionalProperties": false
     })
+}
+
+/// The schema of a validating tool: its own properties (`required` among
+/// them) and the device and time limit every validation takes.
+fn validation_schema(own: Value, required: &str) -> Value {
+    let mut props = own;
+    props["device"] =
+        json!({"type": "string", "enum": Device::ALL.iter().map(|d| d.name()).collect::<Vec<_>>(), "default": "auto"});
+    props["timeout_seconds"] = json!({"type": "integer", "minimum": 1, "maximum": 3600, "default": 600});
+    json!({"type": "object", "properties": props, "required": [required], "additionalProperties": false})
 }
 
 pub(crate) const TOOLS: &[Tool] = &[
@@ -46,16 +56,10 @@ pub(crate) const TOOLS: &[Tool] = &[
         destructive: false,
         idempotent: false,
         input: || {
-            json!({
-                "type": "object",
-                "properties": {
-                    "ids": {"type": "array", "items": {"type": "string"}, "description": "candidate ids or unique prefixes"},
-                    "device": {"type": "string", "enum": ["auto", "cpu", "cuda"], "default": "auto"},
-                    "timeout_seconds": {"type": "integer", "minimum": 1, "maximum": 3600, "default": 600}
-                },
-                "required": ["ids"],
-                "additionalProperties": false
-            })
+            validation_schema(
+                json!({"ids": {"type": "array", "items": {"type": "string"}, "description": "candidate ids or unique prefixes"}}),
+                "ids",
+            )
         },
     },
     Tool {
@@ -68,17 +72,13 @@ pub(crate) const TOOLS: &[Tool] = &[
         destructive: false,
         idempotent: false,
         input: || {
-            json!({
-                "type": "object",
-                "properties": {
+            validation_schema(
+                json!({
                     "patch": {"type": "string", "description": "a unified diff (git diff or diff -u) against files under the workspace root"},
-                    "category": {"type": "string", "enum": Category::ALL.iter().map(|c| c.name()).collect::<Vec<_>>(), "description": "the edit's category; numeric flags may change only under precision"},
-                    "device": {"type": "string", "enum": ["auto", "cpu", "cuda"], "default": "auto"},
-                    "timeout_seconds": {"type": "integer", "minimum": 1, "maximum": 3600, "default": 600}
-                },
-                "required": ["patch"],
-                "additionalProperties": false
-            })
+                    "category": {"type": "string", "enum": Category::ALL.iter().map(|c| c.name()).collect::<Vec<_>>(), "description": "the edit's category; numeric flags may change only under precision"}
+                }),
+                "patch",
+            )
         },
     },
     Tool {
@@ -138,10 +138,10 @@ fn rewrite(args: &Value, ctx: &Ctx, write: bool) -> ToolResult {
     let mut cat = open(ctx)?;
     let mut targets = Vec::new();
     for t in strings(args, "targets") {
-        targets.push(super::tools::confine(ctx, &t)?);
+        targets.push(confine(ctx, &t)?);
     }
     if targets.is_empty() {
-        targets.push(super::tools::confine(ctx, "kernels")?);
+        targets.push(confine(ctx, "kernels")?);
     }
     let targets: Vec<PathBuf> = targets;
     let patterns = strings(args, "pattern_ids");
@@ -157,7 +157,6 @@ fn rewrite(args: &Value, ctx: &Ctx, write: bool) -> ToolResult {
         value: str_arg(args, "value"),
         write,
         force: false,
-        quiet: true,
         search: None,
     };
     let report = apply::apply(&mut cat, &ctx.root, &req).map_err(|e| ToolError(format!("{e:#}")))?;
@@ -165,16 +164,18 @@ fn rewrite(args: &Value, ctx: &Ctx, write: bool) -> ToolResult {
 }
 
 fn options(args: &Value, ctx: &Ctx) -> Result<validate::Options, ToolError> {
-    let device = validate::parse_device(str_arg(args, "device").unwrap_or("auto")).map_err(ToolError)?;
+    let name = str_arg(args, "device").unwrap_or("auto");
+    let device =
+        kidiom_validator::Device::from_name(name).ok_or_else(|| ToolError(format!("unknown device {name:?}")))?;
     let timeout = Duration::from_secs(args.get("timeout_seconds").and_then(Value::as_u64).unwrap_or(600).max(1));
     Ok(validate::Options {
         device,
         timeout,
-        seeds: 3,
+        seeds: kidiom_validator::DEFAULT_SEEDS,
         seed: None,
         consistency: true,
         python: None,
-        progress: false,
+        executor: kidiom_validator::Executor::Local,
         static_limits: Some(ctx.static_limits),
     })
 }
@@ -182,24 +183,14 @@ fn options(args: &Value, ctx: &Ctx) -> Result<validate::Options, ToolError> {
 fn validate_patch(args: &Value, ctx: &Ctx, progress: &mut dyn FnMut(u64, u64, &str)) -> ToolResult {
     let cat = open(ctx)?;
     let diff = str_arg(args, "patch").unwrap_or("");
-    if diff.trim().is_empty() {
-        return Err(ToolError("the patch is empty".into()));
-    }
     let category = match str_arg(args, "category") {
-        Some(c) => Some(validate::parse_category(c).map_err(ToolError)?),
+        Some(c) => Some(Category::from_name(c).ok_or_else(|| ToolError(format!("unknown category {c:?}")))?),
         None => None,
     };
     let opts = options(args, ctx)?;
-    let c = validate::store_patch(&cat, &ctx.root, diff, category).map_err(|e| ToolError(format!("{e:#}")))?;
-    progress(0, 1, &format!("validating {}", c.id));
-    let report =
-        validate::validate_all(&cat, std::slice::from_ref(&c), &opts).map_err(|e| ToolError(format!("{e:#}")))?;
-    let mut results = Vec::new();
-    for ev in report.candidates {
-        progress(1, 1, &format!("{}: {}", c.id, ev.verdict.describe()));
-        results.push(serde_json::to_value(ev)?);
-    }
-    Ok(json!({"candidates": results}))
+    let c = ops::candidates::store_patch(&cat, &ctx.root, diff, category).map_err(|e| ToolError(format!("{e:#}")))?;
+    let cands = [c];
+    validate_reporting(&cat, &cands, &opts, progress)
 }
 
 fn validate_candidates(args: &Value, ctx: &Ctx, progress: &mut dyn FnMut(u64, u64, &str)) -> ToolResult {
@@ -212,18 +203,23 @@ fn validate_candidates(args: &Value, ctx: &Ctx, progress: &mut dyn FnMut(u64, u6
         return Err(ToolError("no candidate ids given; list_candidates lists them".into()));
     }
     let opts = options(args, ctx)?;
+    validate_reporting(&cat, &cands, &opts, progress)
+}
+
+/// Validates `cands`, with a progress notification as each starts and ends.
+fn validate_reporting(
+    cat: &kidiom_patterns::Catalog,
+    cands: &[kidiom_patterns::Candidate],
+    opts: &validate::Options,
+    progress: &mut dyn FnMut(u64, u64, &str),
+) -> ToolResult {
     let total = cands.len() as u64;
-    let mut results = Vec::new();
-    for (i, c) in cands.iter().enumerate() {
-        progress(i as u64, total, &format!("validating {}", c.id));
-        let report =
-            validate::validate_all(&cat, std::slice::from_ref(c), &opts).map_err(|e| ToolError(format!("{e:#}")))?;
-        for ev in report.candidates {
-            progress(i as u64 + 1, total, &format!("{}: {}", c.id, ev.verdict.describe()));
-            results.push(serde_json::to_value(ev)?);
-        }
-    }
-    Ok(json!({"candidates": results}))
+    let report = validate::validate_all(cat, cands, opts, &mut |i, c, ev| match ev {
+        None => progress(i as u64, total, &format!("validating {}", c.id)),
+        Some(ev) => progress(i as u64 + 1, total, &format!("{}: {}", c.id, ev.verdict.describe())),
+    })
+    .map_err(|e| ToolError(format!("{e:#}")))?;
+    Ok(json!({"candidates": report.candidates}))
 }
 
 fn accept_candidate(args: &Value, ctx: &Ctx) -> ToolResult {

@@ -9,19 +9,24 @@
 //! catalog rewrites write candidates and evidence to the catalog, never the
 //! workspace. Every path an agent names is confined to the workspace root. The server never exits on a bad request: protocol errors become
 //! JSON-RPC errors, failing tools become results with `isError: true`.
+//!
+//! This module is the protocol and the registry of tools (`tools.rs`: the
+//! tools that read; `actions.rs`: the tools that act); the work is
+//! `crate::ops`'s, as for the terminal commands.
 
 mod actions;
 mod protocol;
 mod tools;
 
 use std::io::{BufRead, Write};
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
 use anyhow::{Context, Result};
+use kidiom_patterns::Catalog;
 use serde_json::{Value, json};
 
-use crate::cmd::CatalogArgs;
+use crate::cli::CatalogArgs;
 use crate::config::Config;
 use protocol::{Incoming, RpcError};
 
@@ -137,7 +142,7 @@ fn handle(
             }))
         }
         "ping" => Ok(json!({})),
-        "tools/list" => Ok(json!({"tools": tools::list()})),
+        "tools/list" => Ok(json!({"tools": list_tools()})),
         "tools/call" => {
             let name = params
                 .get("name")
@@ -157,7 +162,7 @@ fn handle(
                     let _ = notify(n);
                 }
             };
-            tools::call(name, &args, ctx, &mut progress)
+            call_tool(name, &args, ctx, &mut progress)
         }
         "resources/list" => Ok(json!({"resources": tools::resources()})),
         "resources/read" => {
@@ -171,4 +176,180 @@ fn handle(
         "prompts/list" => Ok(json!({"prompts": []})),
         other => Err(RpcError::new(protocol::METHOD_NOT_FOUND, format!("unknown method {other:?}"))),
     }
+}
+
+// The registry of tools ------------------------------------------------------------------------
+
+/// A failing tool: reported to the agent as a result with `isError: true`.
+pub(crate) struct ToolError(pub(crate) String);
+
+impl<E: std::fmt::Display> From<E> for ToolError {
+    fn from(e: E) -> Self {
+        ToolError(e.to_string())
+    }
+}
+
+pub(crate) type ToolResult = Result<Value, ToolError>;
+
+/// What a tool may touch, which decides its annotations and whether this server runs it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Access {
+    /// Reads the catalog or the workspace; changes nothing.
+    Read,
+    /// Adds or updates rows of the catalog (candidates, evidence); never the workspace files.
+    Catalog,
+    /// Writes the workspace (files, the review branch): needs `--allow-write`.
+    Workspace,
+    /// Runs code the agent supplies (and writes the catalog): needs `--allow-exec`.
+    Exec,
+}
+
+pub(crate) struct Tool {
+    pub(crate) name: &'static str,
+    pub(crate) title: &'static str,
+    pub(crate) description: &'static str,
+    pub(crate) access: Access,
+    /// Whether it may overwrite or remove what exists (files).
+    pub(crate) destructive: bool,
+    /// Whether calling it again with the same arguments has no further effect.
+    pub(crate) idempotent: bool,
+    pub(crate) input: fn() -> Value,
+}
+
+/// The tool descriptions for `tools/list`.
+fn list_tools() -> Vec<Value> {
+    tools::TOOLS
+        .iter()
+        .chain(actions::TOOLS)
+        .map(|t| {
+            let note = match t.access {
+                Access::Read => "",
+                Access::Catalog => " Writes to the catalog (candidates, evidence), never to the workspace's files.",
+                Access::Workspace => " Writes to the workspace: needs a server started with --allow-write.",
+                Access::Exec => {
+                    " Executes the submitted code (compile, correctness check, benchmark) and writes the catalog: \
+                     needs a server started with --allow-exec."
+                }
+            };
+            json!({
+                "name": t.name,
+                "title": t.title,
+                "description": format!("{}{note}", t.description),
+                "inputSchema": (t.input)(),
+                "annotations": {
+                    "title": t.title,
+                    "readOnlyHint": t.access == Access::Read,
+                    "destructiveHint": t.destructive,
+                    "idempotentHint": t.idempotent,
+                    "openWorldHint": false,
+                },
+            })
+        })
+        .collect()
+}
+
+/// Runs a tool. Unknown tools and arguments that do not fit the schema are
+/// protocol errors; a tool that fails is a result with `isError: true`.
+fn call_tool(name: &str, args: &Value, ctx: &Ctx, progress: &mut dyn FnMut(u64, u64, &str)) -> Result<Value, RpcError> {
+    let tool = tools::TOOLS
+        .iter()
+        .chain(actions::TOOLS)
+        .find(|t| t.name == name)
+        .ok_or_else(|| RpcError::params(format!("unknown tool {name:?}")))?;
+    check_args(args, &(tool.input)())?;
+    let refused = match tool.access {
+        Access::Workspace if !ctx.allow_write => Some(format!(
+            "{name} writes to the workspace, and this server is read-only: restart it with `kidiom mcp --allow-write`"
+        )),
+        Access::Exec if !ctx.allow_exec => Some(format!(
+            "{name} executes the code of the patch it is given (compiles, correctness checks, benchmarks), and this \
+             server was not started to allow that: restart it with `kidiom mcp --allow-exec` (--allow-write does not \
+             enable it)"
+        )),
+        _ => None,
+    };
+    let out = if let Some(msg) = refused {
+        Err(ToolError(msg))
+    } else {
+        tools::call(name, args, ctx).unwrap_or_else(|| actions::call(name, args, ctx, progress))
+    };
+    Ok(match out {
+        Ok(v) => json!({
+            "content": [{"type": "text", "text": serde_json::to_string_pretty(&v).unwrap_or_default()}],
+            "structuredContent": v,
+            "isError": false,
+        }),
+        Err(ToolError(msg)) => json!({"content": [{"type": "text", "text": msg}], "isError": true}),
+    })
+}
+
+/// Checks the argument object against the small subset of JSON Schema we
+/// use: known properties, required ones, and their types.
+fn check_args(args: &Value, schema: &Value) -> Result<(), RpcError> {
+    let empty = serde_json::Map::new();
+    let props = schema["properties"].as_object().unwrap_or(&empty);
+    let obj = args.as_object().unwrap_or(&empty);
+    for key in obj.keys() {
+        if !props.contains_key(key) {
+            return Err(RpcError::params(format!("unknown argument {key:?}")));
+        }
+    }
+    if let Some(req) = schema["required"].as_array() {
+        for r in req.iter().filter_map(Value::as_str) {
+            if !obj.contains_key(r) {
+                return Err(RpcError::params(format!("missing argument {r:?}")));
+            }
+        }
+    }
+    for (key, v) in obj {
+        let ty = props[key]["type"].as_str().unwrap_or("");
+        let ok = match ty {
+            "string" => v.is_string(),
+            "integer" => v.is_u64() || v.is_i64(),
+            "boolean" => v.is_boolean(),
+            "array" => v.is_array(),
+            _ => true,
+        };
+        if !ok {
+            return Err(RpcError::params(format!("argument {key:?} must be a {ty}")));
+        }
+        if let (Some(choices), Some(s)) = (props[key]["enum"].as_array(), v.as_str())
+            && !choices.iter().any(|c| c == s)
+        {
+            return Err(RpcError::params(format!(
+                "argument {key:?}: {s:?} is not one of {}",
+                Value::Array(choices.clone())
+            )));
+        }
+    }
+    Ok(())
+}
+
+pub(crate) fn open(ctx: &Ctx) -> Result<Catalog, String> {
+    if !ctx.db.exists() {
+        return Err(format!("no catalog at {} (run `kidiom mine` first)", ctx.db.display()));
+    }
+    Catalog::open(&ctx.db).map_err(|e| e.to_string())
+}
+
+pub(crate) fn str_arg<'a>(args: &'a Value, key: &str) -> Option<&'a str> {
+    args.get(key).and_then(Value::as_str)
+}
+
+/// Resolves a path an agent gave, refusing anything outside the workspace
+/// (absolute paths elsewhere, `..`, symlinks that lead out).
+pub(crate) fn confine(ctx: &Ctx, rel: &str) -> Result<PathBuf, ToolError> {
+    let p = Path::new(rel);
+    let joined = if p.is_absolute() { p.to_path_buf() } else { ctx.root.join(p) };
+    // Canonicalizing resolves `..` and symlinks, so the check below sees where the path really leads.
+    let canon = joined.canonicalize().map_err(|e| ToolError(format!("{rel}: {e}")))?;
+    if !canon.starts_with(&ctx.root) {
+        return Err(ToolError(format!("{rel} is outside the workspace {}; refused", ctx.root.display())));
+    }
+    Ok(canon)
+}
+
+/// The candidate `id` names (exactly or as a unique prefix).
+pub(crate) fn one_candidate(cat: &Catalog, id: &str) -> Result<kidiom_patterns::Candidate, ToolError> {
+    crate::ops::candidates::find_one(cat, id).map_err(|e| ToolError(format!("{e:#}")))
 }

@@ -1,48 +1,11 @@
-//! The tools and resources the MCP server offers, with their JSON schemas.
+//! The tools that read (the catalog, targets, candidates and evidence),
+//! with their JSON schemas, and the catalog's resources.
 
-use std::path::{Path, PathBuf};
-
-use kidiom_patterns::{CandidateStatus, Catalog, Category, Filter, Kind, Lang, Pattern};
+use kidiom_patterns::{CandidateStatus, Category, Filter, Kind, Lang, Pattern};
 use serde_json::{Value, json};
 
-use super::Ctx;
 use super::protocol::RpcError;
-
-/// A failing tool: reported to the agent as a result with `isError: true`.
-pub(crate) struct ToolError(pub(crate) String);
-
-impl<E: std::fmt::Display> From<E> for ToolError {
-    fn from(e: E) -> Self {
-        ToolError(e.to_string())
-    }
-}
-
-pub(crate) type ToolResult = Result<Value, ToolError>;
-
-/// What a tool may touch, which decides its annotations and whether this server runs it.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum Access {
-    /// Reads the catalog or the workspace; changes nothing.
-    Read,
-    /// Adds or updates rows of the catalog (candidates, evidence); never the workspace files.
-    Catalog,
-    /// Writes the workspace (files, the review branch): needs `--allow-write`.
-    Workspace,
-    /// Runs code the agent supplies (and writes the catalog): needs `--allow-exec`.
-    Exec,
-}
-
-pub(crate) struct Tool {
-    pub(crate) name: &'static str,
-    pub(crate) title: &'static str,
-    pub(crate) description: &'static str,
-    pub(crate) access: Access,
-    /// Whether it may overwrite or remove what exists (files).
-    pub(crate) destructive: bool,
-    /// Whether calling it again with the same arguments has no further effect.
-    pub(crate) idempotent: bool,
-    pub(crate) input: fn() -> Value,
-}
+use super::{Access, Ctx, Tool, ToolError, ToolResult, confine, one_candidate, open, str_arg};
 
 fn filter_props() -> Value {
     json!({
@@ -56,7 +19,7 @@ fn filter_props() -> Value {
     })
 }
 
-const TOOLS: &[Tool] = &[
+pub(crate) const TOOLS: &[Tool] = &[
     Tool {
         name: "search_patterns",
         title: "Search the idiom catalog",
@@ -112,138 +75,6 @@ const TOOLS: &[Tool] = &[
     },
 ];
 
-/// The tool descriptions for `tools/list`.
-pub(crate) fn list() -> Vec<Value> {
-    TOOLS
-        .iter()
-        .chain(super::actions::TOOLS)
-        .map(|t| {
-            let note = match t.access {
-                Access::Read => "",
-                Access::Catalog => " Writes to the catalog (candidates, evidence), never to the workspace's files.",
-                Access::Workspace => " Writes to the workspace: needs a server started with --allow-write.",
-                Access::Exec => {
-                    " Executes the submitted code (compile, correctness check, benchmark) and writes the catalog: \
-                     needs a server started with --allow-exec."
-                }
-            };
-            json!({
-                "name": t.name,
-                "title": t.title,
-                "description": format!("{}{note}", t.description),
-                "inputSchema": (t.input)(),
-                "annotations": {
-                    "title": t.title,
-                    "readOnlyHint": t.access == Access::Read,
-                    "destructiveHint": t.destructive,
-                    "idempotentHint": t.idempotent,
-                    "openWorldHint": false,
-                },
-            })
-        })
-        .collect()
-}
-
-/// Runs a tool. Unknown tools and arguments that do not fit the schema are
-/// protocol errors; a tool that fails is a result with `isError: true`.
-pub(crate) fn call(
-    name: &str,
-    args: &Value,
-    ctx: &Ctx,
-    progress: &mut dyn FnMut(u64, u64, &str),
-) -> Result<Value, RpcError> {
-    let tool = TOOLS
-        .iter()
-        .chain(super::actions::TOOLS)
-        .find(|t| t.name == name)
-        .ok_or_else(|| RpcError::params(format!("unknown tool {name:?}")))?;
-    check_args(args, &(tool.input)())?;
-    let refused = match tool.access {
-        Access::Workspace if !ctx.allow_write => Some(format!(
-            "{name} writes to the workspace, and this server is read-only: restart it with `kidiom mcp --allow-write`"
-        )),
-        Access::Exec if !ctx.allow_exec => Some(format!(
-            "{name} executes the code of the patch it is given (compiles, correctness checks, benchmarks), and this \
-             server was not started to allow that: restart it with `kidiom mcp --allow-exec` (--allow-write does not \
-             enable it)"
-        )),
-        _ => None,
-    };
-    let out = if let Some(msg) = refused {
-        Err(ToolError(msg))
-    } else {
-        match name {
-            "search_patterns" => search_patterns(args, ctx),
-            "get_pattern" => get_pattern(args, ctx),
-            "list_targets" => list_targets(args, ctx),
-            "list_candidates" => list_candidates(args, ctx),
-            "get_evidence" => get_evidence(args, ctx),
-            other => super::actions::call(other, args, ctx, progress),
-        }
-    };
-    Ok(match out {
-        Ok(v) => json!({
-            "content": [{"type": "text", "text": serde_json::to_string_pretty(&v).unwrap_or_default()}],
-            "structuredContent": v,
-            "isError": false,
-        }),
-        Err(ToolError(msg)) => json!({"content": [{"type": "text", "text": msg}], "isError": true}),
-    })
-}
-
-/// Checks the argument object against the small subset of JSON Schema we
-/// use: known properties, required ones, and their types.
-fn check_args(args: &Value, schema: &Value) -> Result<(), RpcError> {
-    let empty = serde_json::Map::new();
-    let props = schema["properties"].as_object().unwrap_or(&empty);
-    let obj = args.as_object().unwrap_or(&empty);
-    for key in obj.keys() {
-        if !props.contains_key(key) {
-            return Err(RpcError::params(format!("unknown argument {key:?}")));
-        }
-    }
-    if let Some(req) = schema["required"].as_array() {
-        for r in req.iter().filter_map(Value::as_str) {
-            if !obj.contains_key(r) {
-                return Err(RpcError::params(format!("missing argument {r:?}")));
-            }
-        }
-    }
-    for (key, v) in obj {
-        let ty = props[key]["type"].as_str().unwrap_or("");
-        let ok = match ty {
-            "string" => v.is_string(),
-            "integer" => v.is_u64() || v.is_i64(),
-            "boolean" => v.is_boolean(),
-            "array" => v.is_array(),
-            _ => true,
-        };
-        if !ok {
-            return Err(RpcError::params(format!("argument {key:?} must be a {ty}")));
-        }
-        if let (Some(choices), Some(s)) = (props[key]["enum"].as_array(), v.as_str())
-            && !choices.iter().any(|c| c == s)
-        {
-            return Err(RpcError::params(format!(
-                "argument {key:?}: {s:?} is not one of {}",
-                Value::Array(choices.clone())
-            )));
-        }
-    }
-    Ok(())
-}
-
-pub(crate) fn open(ctx: &Ctx) -> Result<Catalog, String> {
-    if !ctx.db.exists() {
-        return Err(format!("no catalog at {} (run `kidiom mine` first)", ctx.db.display()));
-    }
-    Catalog::open(&ctx.db).map_err(|e| e.to_string())
-}
-
-pub(crate) fn str_arg<'a>(args: &'a Value, key: &str) -> Option<&'a str> {
-    args.get(key).and_then(Value::as_str)
-}
-
 fn filter(args: &Value) -> Filter {
     Filter {
         language: str_arg(args, "language").and_then(Lang::from_name),
@@ -294,24 +125,22 @@ fn get_pattern(args: &Value, ctx: &Ctx) -> ToolResult {
     }
 }
 
-/// Resolves a path an agent gave, refusing anything outside the workspace
-/// (absolute paths elsewhere, `..`, symlinks that lead out).
-pub(crate) fn confine(ctx: &Ctx, rel: &str) -> Result<PathBuf, ToolError> {
-    let p = Path::new(rel);
-    let joined = if p.is_absolute() { p.to_path_buf() } else { ctx.root.join(p) };
-    // Canonicalizing resolves `..` and symlinks, so the check below sees where the path really leads.
-    let canon = joined.canonicalize().map_err(|e| ToolError(format!("{rel}: {e}")))?;
-    if !canon.starts_with(&ctx.root) {
-        return Err(ToolError(format!("{rel} is outside the workspace {}; refused", ctx.root.display())));
-    }
-    Ok(canon)
+/// Runs one of these tools; `None` for a tool that is not one of them.
+pub(crate) fn call(name: &str, args: &Value, ctx: &Ctx) -> Option<ToolResult> {
+    Some(match name {
+        "search_patterns" => search_patterns(args, ctx),
+        "get_pattern" => get_pattern(args, ctx),
+        "list_targets" => list_targets(args, ctx),
+        "list_candidates" => list_candidates(args, ctx),
+        "get_evidence" => get_evidence(args, ctx),
+        _ => return None,
+    })
 }
 
 fn list_targets(args: &Value, ctx: &Ctx) -> ToolResult {
     let dir = confine(ctx, str_arg(args, "path").unwrap_or("kernels"))?;
     let mut files = Vec::new();
-    let walk = walk(&dir)?;
-    for path in walk {
+    for path in kidiom_miner::tree_files(&dir)? {
         let Some(lang) = Lang::from_path(&path) else { continue };
         let Ok(bytes) = std::fs::read(&path) else { continue };
         let kernels = kidiom_miner::decode(&bytes, &kidiom_miner::Limits::default())
@@ -322,31 +151,6 @@ fn list_targets(args: &Value, ctx: &Ctx) -> ToolResult {
         files.push(json!({"path": rel, "language": lang.name(), "kernels": kernels, "bytes": bytes.len()}));
     }
     Ok(json!({"targets": files}))
-}
-
-fn walk(dir: &Path) -> Result<Vec<PathBuf>, ToolError> {
-    if dir.is_file() {
-        return Ok(vec![dir.to_path_buf()]);
-    }
-    let mut out = Vec::new();
-    let mut stack = vec![dir.to_path_buf()];
-    while let Some(d) = stack.pop() {
-        for e in std::fs::read_dir(&d)? {
-            let e = e?;
-            let name = e.file_name();
-            if name.to_string_lossy().starts_with('.') || name == "__pycache__" {
-                continue;
-            }
-            let ft = e.file_type()?;
-            if ft.is_dir() {
-                stack.push(e.path());
-            } else if ft.is_file() {
-                out.push(e.path());
-            }
-        }
-    }
-    out.sort();
-    Ok(out)
 }
 
 fn list_candidates(args: &Value, ctx: &Ctx) -> ToolResult {
@@ -361,15 +165,6 @@ fn list_candidates(args: &Value, ctx: &Ctx) -> ToolResult {
         })
         .collect();
     Ok(json!({"candidates": rows}))
-}
-
-pub(crate) fn one_candidate(cat: &Catalog, id: &str) -> Result<kidiom_patterns::Candidate, ToolError> {
-    let mut found = cat.find_candidates(id)?;
-    match found.len() {
-        1 => Ok(found.remove(0)),
-        0 => Err(ToolError(format!("no candidate {id:?}; list_candidates lists ids"))),
-        n => Err(ToolError(format!("{id:?} matches {n} candidates; give more of the id"))),
-    }
 }
 
 fn get_evidence(args: &Value, ctx: &Ctx) -> ToolResult {

@@ -9,7 +9,9 @@ use crate::error::Result;
 
 /// Where a candidate stands in review.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[derive(strum::Display, strum::EnumString, strum::IntoStaticStr, strum::VariantArray)]
 #[serde(rename_all = "lowercase")]
+#[strum(serialize_all = "lowercase")]
 pub enum CandidateStatus {
     /// Proposed by a dry run; nothing written.
     Proposed,
@@ -27,36 +29,16 @@ pub enum CandidateStatus {
 
 impl CandidateStatus {
     /// Every status.
-    pub const ALL: [CandidateStatus; 6] = [
-        CandidateStatus::Proposed,
-        CandidateStatus::Applied,
-        CandidateStatus::Accepted,
-        CandidateStatus::Rejected,
-        CandidateStatus::Stale,
-        CandidateStatus::Validated,
-    ];
+    pub const ALL: &'static [CandidateStatus] = <CandidateStatus as strum::VariantArray>::VARIANTS;
 
     /// The lowercase name stored in the catalog.
     pub fn name(self) -> &'static str {
-        match self {
-            CandidateStatus::Proposed => "proposed",
-            CandidateStatus::Applied => "applied",
-            CandidateStatus::Accepted => "accepted",
-            CandidateStatus::Rejected => "rejected",
-            CandidateStatus::Stale => "stale",
-            CandidateStatus::Validated => "validated",
-        }
+        self.into()
     }
 
     /// Parses a name as printed by [`CandidateStatus::name`].
     pub fn from_name(s: &str) -> Option<CandidateStatus> {
-        CandidateStatus::ALL.into_iter().find(|c| c.name() == s)
-    }
-}
-
-impl std::fmt::Display for CandidateStatus {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(self.name())
+        s.parse().ok()
     }
 }
 

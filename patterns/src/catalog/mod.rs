@@ -138,7 +138,7 @@ impl Catalog {
         if let Some(dir) = path.parent()
             && !dir.as_os_str().is_empty()
         {
-            std::fs::create_dir_all(dir).map_err(|source| Error::Io { path: dir.to_path_buf(), source })?;
+            std::fs::create_dir_all(dir).map_err(|cause| Error::Io { path: dir.to_path_buf(), cause })?;
         }
         if path.is_dir() {
             return Err(Error::NotACatalog { path: path.to_path_buf(), reason: "a directory".into() });

@@ -19,7 +19,8 @@ pub(crate) struct Options<'a> {
     pub(crate) jobs: usize,
     pub(crate) rule: Rule,
     pub(crate) limits: StaticLimits,
-    pub(crate) progress: bool,
+    /// Hears what is being searched, before each search starts.
+    pub(crate) progress: &'a (dyn Fn(String) + Sync),
 }
 
 /// Whether `p` on the file `rel` is searched: a precision pattern with a
@@ -103,7 +104,7 @@ pub(crate) fn role_candidates(p: &Pattern, values: &[String], rel: &str, text: &
         let mut used: Vec<&str> = members.iter().map(|&i| values[plan[i].2].as_str()).collect();
         used.dedup();
         let value = format!("{label}: {}", used.join(", "));
-        let mut provenance = crate::cmd::apply::provenance(p, Some(&value));
+        let mut provenance = super::apply::provenance(p, Some(&value));
         provenance["search"] = serde_json::json!({
             "kind": "memory-roles",
             "roles": [if gi == 0 { "chosen" } else { "alternative" }],
@@ -193,16 +194,14 @@ pub(crate) fn search_file(
             .map(|o| o.text)
             .unwrap_or_else(|| text.to_string()))
     };
-    if o.progress {
-        eprintln!(
-            "kidiom: searching {} site{} x {} value{} of {} in {rel}",
-            ranges.len(),
-            if ranges.len() == 1 { "" } else { "s" },
-            values.len(),
-            if values.len() == 1 { "" } else { "s" },
-            p.id
-        );
-    }
+    (o.progress)(format!(
+        "searching {} site{} x {} value{} of {} in {rel}",
+        ranges.len(),
+        if ranges.len() == 1 { "" } else { "s" },
+        values.len(),
+        if values.len() == 1 { "" } else { "s" },
+        p.id
+    ));
     let s = o.validator.search_sites(&req, text, o.jobs, render)?;
     let summary = serde_json::to_value(&s)?;
     let mut cands = Vec::new();
@@ -221,7 +220,7 @@ pub(crate) fn search_file(
             Some(&v) if a.iter().all(Option::is_some) => values[v].clone(),
             _ => s.describe(a),
         };
-        let mut provenance = crate::cmd::apply::provenance(p, Some(&value));
+        let mut provenance = super::apply::provenance(p, Some(&value));
         provenance["search"] = serde_json::json!({
             "point": i,
             "roles": pt.roles,

@@ -6,6 +6,10 @@
 //! interrupted run resumes after the last batch). Then the concrete edits
 //! of every corpus of the run are generalized into rules, and the catalog's
 //! edit patterns are replaced by them in one transaction.
+//!
+//! With a Ray executor the commits to mine go out in ranges ([`HistoryJob`])
+//! that `kidiom shard` mines on the nodes; each range's edits go into the
+//! cache as they come back, as a local batch's do. Generalizing stays here.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::io::IsTerminal;
@@ -14,10 +18,14 @@ use std::time::Instant;
 
 use anyhow::{Context, Result};
 use indicatif::{ProgressBar, ProgressStyle};
-use kidiom_miner::history::{self, BlobCache, CommitEdits, CorpusHistory, GeneralizeStats, HistoryConfig, Rule};
-use kidiom_miner::{Corpus, Manifest, SourceKind};
+use kidiom_miner::history::{
+    self, BlobCache, BlobCounts, CommitEdits, CommitMeta, CorpusHistory, GeneralizeStats, HistoryConfig, Rule,
+};
+use kidiom_miner::{Corpus, Limits, Manifest, SourceKind};
 use kidiom_patterns::{Catalog, CommitRef, Filter, Kind, Pattern, ValueCount};
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
+
+use crate::ops::mine::{Remote, Shard, ShardJob, ShardReport};
 
 /// What to mine and how.
 pub(crate) struct HistoryOptions {
@@ -25,6 +33,100 @@ pub(crate) struct HistoryOptions {
     pub(crate) progress: bool,
     /// Commits per cache batch.
     pub(crate) batch: usize,
+    /// Where commits are mined: here (`None`) or on a Ray cluster.
+    pub(crate) remote: Option<std::sync::Arc<Remote>>,
+}
+
+/// A history shard: consecutive commits of a git corpus to mine as the
+/// local run mines each one. The node opens the corpus itself from the
+/// manifest (its `source`: the same path, on a shared file system, or a URL
+/// it clones; its `revision`: the run's commit id).
+#[derive(Debug, Serialize, Deserialize)]
+pub(crate) struct HistoryJob {
+    /// The driver's cache fingerprint: a node's kidiom must cut edits the same way.
+    pub(crate) fingerprint: String,
+    pub(crate) manifest: Manifest,
+    pub(crate) commits: Vec<CommitMeta>,
+    pub(crate) max_files_per_commit: usize,
+    pub(crate) max_changed_lines: usize,
+    pub(crate) max_edit_nodes: u32,
+    pub(crate) max_bytes: u64,
+    pub(crate) max_depth: usize,
+    #[serde(default)]
+    pub(crate) parse_only: bool,
+}
+
+/// A history shard's result: each commit's edits, in the job's order, and
+/// what its file-version cache did.
+#[derive(Debug, Serialize, Deserialize)]
+pub(crate) struct HistoryShardResult {
+    pub(crate) commits: Vec<CommitEdits>,
+    pub(crate) lookups: u64,
+    pub(crate) parsed: u64,
+    pub(crate) incremental: u64,
+}
+
+impl HistoryJob {
+    fn new(corpus: &Corpus, commits: &[CommitMeta], cfg: &HistoryConfig) -> HistoryJob {
+        let mut manifest = corpus.manifest.clone();
+        // the commit this run resolved, whatever the branch has become since
+        manifest.revision = Some(corpus.revision.clone());
+        manifest.fallback = None;
+        HistoryJob {
+            fingerprint: history::history_fingerprint(cfg),
+            manifest,
+            commits: commits.to_vec(),
+            max_files_per_commit: cfg.max_files_per_commit,
+            max_changed_lines: cfg.max_changed_lines,
+            max_edit_nodes: cfg.max_edit_nodes,
+            max_bytes: cfg.limits.max_bytes,
+            max_depth: cfg.limits.max_depth,
+            parse_only: cfg.parse_only,
+        }
+    }
+}
+
+/// A history shard, on a node: its commits, as [`mine_corpus`] mines them here.
+pub(crate) fn mine_shard(job: HistoryJob) -> Result<HistoryShardResult> {
+    let cfg = HistoryConfig {
+        max_files_per_commit: job.max_files_per_commit,
+        max_changed_lines: job.max_changed_lines,
+        max_edit_nodes: job.max_edit_nodes,
+        limits: Limits { max_bytes: job.max_bytes, max_depth: job.max_depth },
+        parse_only: job.parse_only,
+        ..HistoryConfig::default()
+    };
+    let here = history::history_fingerprint(&cfg);
+    if here != job.fingerprint {
+        anyhow::bail!(
+            "this kidiom cuts edits as {here}, the job needs {} (run the driver's kidiom: leave KIDIOM_NODE_KIDIOM unset to ship it)",
+            job.fingerprint
+        );
+    }
+    let (name, source) = (job.manifest.name.clone(), job.manifest.source.clone());
+    // A URL is cloned once per node into its cache; the shards that start together on a
+    // fresh node take turns, or each would remove the other's partial clone.
+    let turn = if source.contains("://") || source.starts_with("git@") {
+        let lock = kidiom_miner::mirror_path(&source).with_extension("lock");
+        if let Some(dir) = lock.parent() {
+            std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
+        }
+        let file = std::fs::File::create(&lock).with_context(|| format!("creating {}", lock.display()))?;
+        file.lock().with_context(|| format!("locking {}", lock.display()))?;
+        Some(file)
+    } else {
+        None
+    };
+    let corpus = Corpus::open(job.manifest).with_context(|| {
+        format!(
+            "opening corpus {name} ({source}) on this node: a node needs the repository at the same path (a shared file system) or a URL it can clone"
+        )
+    })?;
+    drop(turn); // the clone is there: the others may open it
+    let blobs = BlobCache::default();
+    let commits = history::mine_commits(&corpus, &job.commits, &cfg, &blobs, &|| {})?;
+    let BlobCounts { lookups, parsed, incremental } = blobs.counts();
+    Ok(HistoryShardResult { commits, lookups, parsed, incremental })
 }
 
 #[derive(Debug, Default, Serialize)]
@@ -59,6 +161,9 @@ pub(crate) struct HistoryCorpusReport {
     pub(crate) seconds: f64,
     /// Set when the corpus could not be mined; the run went on without it.
     pub(crate) error: Option<String>,
+    /// The shards sent to the cluster (Ray executor only).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub(crate) shards: Option<ShardReport>,
 }
 
 #[derive(Debug, Serialize)]
@@ -150,7 +255,8 @@ pub(crate) fn mine(catalog: &mut Catalog, manifests: Vec<Manifest>, opts: &Histo
     let inputs: Vec<CorpusHistory<'_>> =
         opened.iter().map(|(corpus, commits)| CorpusHistory { corpus, commits }).collect();
     let before = blobs.counts();
-    let result = history::generalize(&inputs, &opts.config, &blobs);
+    // Rules are kept only where the matcher that applies them reproduces them.
+    let result = history::generalize(&inputs, &opts.config, &blobs, &kidiom_patterns::matcher::ApplyCheck);
     let after = blobs.counts();
     let generalize_parsed_blobs = after.parsed - before.parsed;
     let generalize_incremental_parses = after.incremental - before.incremental;
@@ -246,26 +352,76 @@ fn mine_corpus(
     let pb = bar(opts, todo.len() as u64, name);
     let abort_after = std::env::var("KIDIOM_HISTORY_ABORT_AFTER_BATCHES").ok().and_then(|v| v.parse::<usize>().ok());
     let before = blobs.counts();
-    for (i, batch) in todo.chunks(opts.batch.max(1)).enumerate() {
-        let mined = history::mine_commits(corpus, batch, &opts.config, blobs, &|| pb.inc(1))?;
-        let tx = catalog.begin()?;
-        tx.put_history_commits(name, &mined)?;
-        tx.commit()?;
-        report.mined += mined.len() as u64;
-        for c in mined {
-            cached.insert(c.commit.id.clone(), c);
+    if let Some(remote) = &opts.remote {
+        // Commit ranges on the cluster; each range's edits are cached as they come back.
+        let ranges: Vec<&[CommitMeta]> = todo.chunks(remote.sizes.commits.max(1)).collect();
+        let shards = ranges
+            .iter()
+            .map(|r| Shard {
+                label: match (r.first(), r.last()) {
+                    (Some(a), Some(b)) if r.len() > 1 => {
+                        format!("{} commits {}..{}", r.len(), short(&b.id), short(&a.id))
+                    }
+                    _ => r.first().map(|c| format!("commit {}", short(&c.id))).unwrap_or_default(),
+                },
+                job: ShardJob::History(HistoryJob::new(corpus, r, &opts.config)),
+                files: BTreeMap::new(),
+            })
+            .collect();
+        let (mut done, mut counts) = (0usize, BlobCounts::default());
+        let mut shard_report = remote.run("history", shards, |k, r: HistoryShardResult| {
+            let asked = ranges.get(k).map_or(0, |r| r.len());
+            let ids_match =
+                r.commits.iter().zip(ranges.get(k).copied().unwrap_or_default()).all(|(e, c)| e.commit.id == c.id);
+            if r.commits.len() != asked || !ids_match {
+                anyhow::bail!("history shard {} answered other commits than it was sent", k + 1);
+            }
+            let tx = catalog.begin()?;
+            tx.put_history_commits(name, &r.commits)?;
+            tx.commit()?;
+            report.mined += r.commits.len() as u64;
+            pb.inc(r.commits.len() as u64);
+            counts.lookups += r.lookups;
+            counts.parsed += r.parsed;
+            counts.incremental += r.incremental;
+            for c in r.commits {
+                cached.insert(c.commit.id.clone(), c);
+            }
+            done += 1;
+            if abort_after == Some(done) {
+                // Test seam: a run killed (SIGABRT) between batches.
+                eprintln!("kidiom: aborting after {done} shards (KIDIOM_HISTORY_ABORT_AFTER_BATCHES)"); // test seam
+                std::process::abort();
+            }
+            Ok(())
+        })?;
+        shard_report.items = todo.len() as u64;
+        report.shards = Some(shard_report);
+        report.file_versions = counts.lookups;
+        report.parsed_blobs = counts.parsed;
+        report.incremental_parses = counts.incremental;
+    } else {
+        for (i, batch) in todo.chunks(opts.batch.max(1)).enumerate() {
+            let mined = history::mine_commits(corpus, batch, &opts.config, blobs, &|| pb.inc(1))?;
+            let tx = catalog.begin()?;
+            tx.put_history_commits(name, &mined)?;
+            tx.commit()?;
+            report.mined += mined.len() as u64;
+            for c in mined {
+                cached.insert(c.commit.id.clone(), c);
+            }
+            if abort_after == Some(i + 1) {
+                // Test seam: a run killed (SIGABRT) between batches.
+                eprintln!("kidiom: aborting after {} batches (KIDIOM_HISTORY_ABORT_AFTER_BATCHES)", i + 1); // test seam
+                std::process::abort();
+            }
         }
-        if abort_after == Some(i + 1) {
-            // Test seam: simulates a run killed between batches.
-            eprintln!("kidiom: aborting after {} batches (KIDIOM_HISTORY_ABORT_AFTER_BATCHES)", i + 1);
-            std::process::exit(3);
-        }
+        let after = blobs.counts();
+        report.file_versions = after.lookups - before.lookups;
+        report.parsed_blobs = after.parsed - before.parsed;
+        report.incremental_parses = after.incremental - before.incremental;
     }
     pb.finish_and_clear();
-    let after = blobs.counts();
-    report.file_versions = after.lookups - before.lookups;
-    report.parsed_blobs = after.parsed - before.parsed;
-    report.incremental_parses = after.incremental - before.incremental;
     let mut out = Vec::with_capacity(selected.len());
     for c in &selected {
         if let Some(e) = cached.remove(&c.id) {
@@ -294,6 +450,10 @@ fn mine_corpus(
         }
     }
     Ok(out)
+}
+
+fn short(id: &str) -> &str {
+    id.get(..12).unwrap_or(id)
 }
 
 /// The edit pattern of a rule; its mechanism text names what the rewrite
@@ -353,70 +513,6 @@ pub(crate) fn parse_since(s: &str) -> Result<i64> {
     let doy = (153 * mp + 2) / 5 + d - 1;
     let doe = yoe * 365 + yoe / 4 - yoe / 100 + doy;
     Ok((era * 146_097 + doe - 719_468) * 86_400)
-}
-
-pub(crate) fn print_report(report: &HistoryReport, json: bool) -> Result<()> {
-    if json {
-        return crate::output::json(report);
-    }
-    let mut rows = vec![
-        ["corpus", "revision", "commits", "cached", "mined", "files", "edits", "skipped", "time"]
-            .map(String::from)
-            .to_vec(),
-    ];
-    for c in &report.corpora {
-        if let Some(e) = &c.error {
-            eprintln!("kidiom: corpus {} not mined: {e}", c.name);
-            continue;
-        }
-        rows.push(vec![
-            c.name.clone(),
-            c.revision.chars().take(12).collect(),
-            c.commits.to_string(),
-            c.cached.to_string(),
-            c.mined.to_string(),
-            c.files.to_string(),
-            c.edits.to_string(),
-            c.skipped.values().sum::<u64>().to_string(),
-            format!("{:.2}s", c.seconds),
-        ]);
-    }
-    crate::output::table(&rows)?;
-    for c in &report.corpora {
-        if !c.skipped.is_empty() {
-            let reasons: Vec<String> = c.skipped.iter().map(|(r, n)| format!("{r} {n}")).collect();
-            crate::output::line(&format!("{}: skipped {}", c.name, reasons.join(", ")))?;
-        }
-        if c.file_versions > 0 {
-            crate::output::line(&format!(
-                "{}: parsed {} distinct of {} file versions ({} incrementally)",
-                c.name, c.parsed_blobs, c.file_versions, c.incremental_parses
-            ))?;
-        }
-    }
-    let s = &report.stats;
-    crate::output::line(&format!(
-        "generalized {} edits in {} buckets into {} clusters, {} candidates; {} specialized, {} dropped as unsafe ({:.2}s)",
-        s.edits, s.buckets, s.clusters, s.candidates, s.specialized, s.unsafe_dropped, report.generalize_seconds
-    ))?;
-    for r in report.rules.iter().take(15) {
-        crate::output::line(&format!("  {} ({} commits, {} edits)", r.id, r.commits, r.occurrences))?;
-    }
-    crate::output::line(&format!(
-        "catalog {}: {} edit patterns ({:.2}s)",
-        report.catalog.display(),
-        report.patterns,
-        report.seconds
-    ))
-}
-
-/// 0: every corpus mined; 1: some corpus could not be (the others were).
-pub(crate) fn exit_code(report: &HistoryReport) -> std::process::ExitCode {
-    if report.corpora.iter().any(|c| c.error.is_some()) {
-        std::process::ExitCode::from(1)
-    } else {
-        std::process::ExitCode::SUCCESS
-    }
 }
 
 #[cfg(test)]

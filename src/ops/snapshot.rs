@@ -35,7 +35,7 @@ pub(crate) fn fill(
     if gaps.is_empty() {
         return Ok(Vec::new());
     }
-    let file = crate::cmd::import::read(snapshot)?;
+    let file = read_catalog_file(snapshot)?;
     let source = snapshot.display().to_string();
     let mut out = Vec::new();
     let tx = cat.begin()?;
@@ -91,4 +91,11 @@ pub(crate) fn describe(f: &Filled, snapshot: &Path) -> String {
             snapshot.display()
         ),
     }
+}
+
+/// Reads `path` as an exported catalog (`kidiom catalog import`, the shipped snapshot).
+pub(crate) fn read_catalog_file(path: &Path) -> Result<kidiom_patterns::CatalogFile> {
+    use anyhow::Context;
+    let text = std::fs::read_to_string(path).with_context(|| format!("reading {}", path.display()))?;
+    Ok(kidiom_patterns::CatalogFile::parse(&text, &path.display().to_string())?)
 }

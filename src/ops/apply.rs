@@ -1,0 +1,291 @@
+//! Catalog patterns as rewrite candidates on target files.
+//!
+//! Dry run by default: each (pattern, file) with at least one site becomes
+//! a candidate, computed against the file as it is on disk, stored in the
+//! catalog (status `proposed`). With `write`, the candidates of one file
+//! are chained (each computed on the previous one's result), every target
+//! is checked first (clean in git unless `force`, writable, unchanged since
+//! it was read), and only then are files replaced, each atomically; the
+//! candidates are stored as `applied`. Precision patterns on kernels with
+//! an error curve may be searched per site instead (`ops::sitesearch`).
+
+use std::path::{Path, PathBuf};
+
+use anyhow::{Context, Result, bail};
+use kidiom_miner::{Lang, blob_id, parse_tree};
+use kidiom_patterns::matcher::Rewrite;
+use kidiom_patterns::{Candidate, CandidateStatus, Catalog, Filter, Pattern};
+use rayon::prelude::*;
+use serde::Serialize;
+
+use super::targets::{self, Skipped, Target};
+use crate::config::Config;
+
+/// The patterns selected by `--pattern`/`--category`/`--kind`, compiled.
+/// Named patterns that cannot be compiled are errors; others are reported
+/// as not applicable.
+pub(crate) fn rewrites(cat: &Catalog, ids: &[String], filter: Filter, value: Option<&str>) -> Result<Compiled> {
+    let mut pats = Vec::new();
+    if ids.is_empty() {
+        pats = cat.list(&filter)?;
+    } else {
+        for id in ids {
+            match cat.get(id)? {
+                Some(p) => pats.push(p),
+                None => bail!("no pattern {id:?} in the catalog (see `kidiom catalog list`)"),
+            }
+        }
+    }
+    let mut ok = Vec::new();
+    let mut skipped = Vec::new();
+    for p in pats {
+        match Rewrite::new(&p, value) {
+            Ok(rw) => ok.push((p, rw)),
+            // A pattern asked for by name must work; the rest are reported.
+            Err(e) if !ids.is_empty() => return Err(e.into()),
+            Err(e) => skipped.push(NotApplicable { pattern: p.id.clone(), reason: e.to_string() }),
+        }
+    }
+    Ok((ok, skipped))
+}
+
+/// The compiled rewrites, and the patterns without one.
+pub(crate) type Compiled = (Vec<(Pattern, Rewrite)>, Vec<NotApplicable>);
+
+#[derive(Debug, Serialize)]
+pub(crate) struct NotApplicable {
+    pub(crate) pattern: String,
+    pub(crate) reason: String,
+}
+
+#[derive(Debug, Serialize)]
+pub(crate) struct Dropped {
+    pub(crate) pattern: String,
+    pub(crate) path: String,
+    pub(crate) reason: String,
+}
+
+/// What one `apply` did; also the JSON of `apply --json` and of the MCP tools.
+#[derive(Debug, Serialize)]
+pub(crate) struct Report {
+    pub(crate) write: bool,
+    /// Files met while walking the targets that could not be read as sources.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub(crate) skipped: Vec<Skipped>,
+    pub(crate) candidates: Vec<Candidate>,
+    pub(crate) dropped: Vec<Dropped>,
+    pub(crate) not_applicable: Vec<NotApplicable>,
+    pub(crate) files: usize,
+    pub(crate) patterns: usize,
+    /// The per-site searches run (their candidates are in `candidates`).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub(crate) searches: Vec<kidiom_validator::search::SiteSearch>,
+    pub(crate) seconds: f64,
+}
+
+/// What to apply, where, and how.
+pub(crate) struct Request<'a> {
+    pub(crate) targets: &'a [PathBuf],
+    pub(crate) patterns: &'a [String],
+    pub(crate) filter: Filter,
+    pub(crate) value: Option<&'a str>,
+    pub(crate) write: bool,
+    pub(crate) force: bool,
+    /// Search sites and values of precision patterns on kernels with an
+    /// error curve, instead of rewriting every site with one value.
+    pub(crate) search: Option<crate::ops::sitesearch::Options<'a>>,
+}
+
+pub(crate) fn provenance(p: &Pattern, value: Option<&str>) -> serde_json::Value {
+    serde_json::json!({
+        "pattern": p.id,
+        "kind": p.kind.name(),
+        "category": p.category.name(),
+        "title": p.title,
+        "rationale": p.rationale,
+        "mechanism": p.mechanism,
+        "before": p.before,
+        "after": p.after,
+        "value": value,
+        "score": p.score,
+        "support": p.support,
+        "examples": p.examples,
+        "commits": p.commits,
+    })
+}
+
+/// The candidates of one file (dry run: each against the file as it is;
+/// `write`: chained), what was dropped, and the final text when it changed.
+fn rewrite_file(
+    t: &Target,
+    rws: &[(Pattern, Rewrite)],
+    write: bool,
+    searched: &(dyn Fn(&Pattern, &Rewrite, &Target) -> bool + Sync),
+) -> (Vec<Candidate>, Vec<Dropped>, Option<String>) {
+    let (mut cands, mut dropped) = (Vec::new(), Vec::new());
+    if !t.may_hold_kernels() || !rws.iter().any(|(p, _)| p.language == t.lang) {
+        return (cands, dropped, None);
+    }
+    let Some(mut tree) = parse_tree(t.lang, &t.text).ok().flatten() else {
+        dropped.push(Dropped { pattern: String::new(), path: t.rel.clone(), reason: "cannot parse".into() });
+        return (cands, dropped, None);
+    };
+    let mut cur = t.text.clone();
+    for (p, rw) in rws.iter().filter(|(p, _)| p.language == t.lang) {
+        if searched(p, rw, t) {
+            continue;
+        }
+        let base = if write { cur.as_str() } else { t.text.as_str() };
+        for r in rw.refusals(base, &tree) {
+            let line = base.get(..r.site.start).map(|s| s.matches('\n').count() + 1).unwrap_or(0);
+            let reason = format!("not at `{}` (line {line}): {}", r.function, r.reason);
+            dropped.push(Dropped { pattern: p.id.clone(), path: t.rel.clone(), reason });
+        }
+        match kidiom_rewriter::rewrite_with_tree(rw, t.lang, base, &tree, &t.rel) {
+            Ok(Some((out, out_tree))) => {
+                let missing = if t.lang == Lang::Python {
+                    kidiom_rewriter::unbound_names(&p.before, &p.after, base)
+                } else {
+                    Vec::new()
+                };
+                if !missing.is_empty() {
+                    let reason =
+                        format!("the rewrite uses {}, which {} neither defines nor imports", missing.join(", "), t.rel);
+                    dropped.push(Dropped { pattern: p.id.clone(), path: t.rel.clone(), reason });
+                    continue;
+                }
+                let diff = kidiom_rewriter::unified(&t.rel, base, &out.text, 3);
+                let hash = blob_id(diff.as_bytes());
+                cands.push(Candidate {
+                    id: format!("{}@{}#{}", p.id, t.rel, &hash[..8.min(hash.len())]),
+                    pattern_id: p.id.clone(),
+                    path: t.rel.clone(),
+                    base_blob: blob_id(base.as_bytes()),
+                    result_blob: blob_id(out.text.as_bytes()),
+                    value: rw.value().map(str::to_string),
+                    sites: out.sites as u64,
+                    diff,
+                    status: if write { CandidateStatus::Applied } else { CandidateStatus::Proposed },
+                    provenance: provenance(p, rw.value()),
+                    evidence: serde_json::json!({}),
+                    commit_id: None,
+                    created_at: String::new(),
+                    updated_at: String::new(),
+                });
+                if write {
+                    cur = out.text;
+                    tree = out_tree;
+                }
+            }
+            Ok(None) => {}
+            Err(e) => dropped.push(Dropped { pattern: p.id.clone(), path: t.rel.clone(), reason: e.to_string() }),
+        }
+    }
+    let changed = (write && cur != t.text).then_some(cur);
+    (cands, dropped, changed)
+}
+
+/// Proposes (or, with `write`, applies) the selected patterns on the
+/// targets under `root`, and stores the candidates in the catalog.
+pub(crate) fn apply(cat: &mut Catalog, root: &Path, req: &Request) -> Result<Report> {
+    let started = std::time::Instant::now();
+    let (rws, not_applicable) = rewrites(cat, req.patterns, req.filter.clone(), req.value)?;
+    let (targets, skipped) = targets::collect(req.targets, root)?;
+    // A dry run searches sites and values where it can; --write applies what it is told.
+    let search = req.search.as_ref().filter(|_| !req.write);
+    let searched = |p: &Pattern, rw: &Rewrite, t: &Target| {
+        search.is_some_and(|o| crate::ops::sitesearch::searchable(o.validator, p, rw, &t.rel, t.lang))
+    };
+    let per_file: Vec<(Vec<Candidate>, Vec<Dropped>, Option<String>)> =
+        targets.par_iter().map(|t| rewrite_file(t, &rws, req.write, &searched)).collect();
+    let mut candidates = Vec::new();
+    let mut dropped = Vec::new();
+    let mut searches = Vec::new();
+    if let Some(o) = search {
+        for t in &targets {
+            for (p, rw) in rws.iter().filter(|(p, rw)| p.language == t.lang && searched(p, rw, t)) {
+                if !t.may_hold_kernels() {
+                    continue;
+                }
+                let values = crate::ops::sitesearch::values(p, req.value, rw.value());
+                if crate::ops::sitesearch::hint_op(p).is_some() {
+                    match crate::ops::sitesearch::role_candidates(p, &values, &t.rel, &t.text) {
+                        Ok(c) => candidates.extend(c),
+                        Err(e) => dropped.push(Dropped {
+                            pattern: p.id.clone(),
+                            path: t.rel.clone(),
+                            reason: format!("per-access hints failed: {e:#}"),
+                        }),
+                    }
+                    continue;
+                }
+                match crate::ops::sitesearch::search_file(o, p, &values, &t.rel, &t.text) {
+                    Ok((s, c)) => {
+                        candidates.extend(c);
+                        searches.push(s);
+                    }
+                    Err(e) => dropped.push(Dropped {
+                        pattern: p.id.clone(),
+                        path: t.rel.clone(),
+                        reason: format!("site search failed: {e:#}"),
+                    }),
+                }
+            }
+        }
+    }
+    let mut results: Vec<(usize, String)> = Vec::new(); // (target index, final text) for --write
+    for (ti, (c, d, text)) in per_file.into_iter().enumerate() {
+        candidates.extend(c);
+        dropped.extend(d);
+        if let Some(text) = text {
+            results.push((ti, text));
+        }
+    }
+    if req.write {
+        // Check every file before writing any: nothing is half-written.
+        for (ti, _) in &results {
+            let t = &targets[*ti];
+            if !req.force
+                && let Some(status) = kidiom_rewriter::uncommitted(root, Path::new(&t.rel)).ok().flatten()
+            {
+                return Err(kidiom_rewriter::Error::Uncommitted { path: t.abs.clone(), status }.into());
+            }
+            kidiom_rewriter::check_writable(&t.abs)?;
+            let now = std::fs::read(&t.abs).with_context(|| format!("reading {}", t.abs.display()))?;
+            let (expected, found) = (blob_id(t.text.as_bytes()), blob_id(&now));
+            if expected != found {
+                return Err(kidiom_rewriter::Error::Stale { path: t.abs.clone(), expected, found }.into());
+            }
+        }
+        for (ti, text) in &results {
+            kidiom_rewriter::atomic_write(&targets[*ti].abs, text.as_bytes())?;
+        }
+    }
+    cat.put_candidates(&candidates)?;
+    Ok(Report {
+        write: req.write,
+        skipped,
+        files: targets.len(),
+        patterns: rws.len(),
+        searches,
+        seconds: started.elapsed().as_secs_f64(),
+        candidates,
+        dropped,
+        not_applicable,
+    })
+}
+
+/// The validator settings a search uses (its compiles and interpreter runs; no GPU).
+pub(crate) fn search_validator_options(cfg: &Config, timeout: std::time::Duration) -> super::validate::Options {
+    super::validate::Options {
+        device: kidiom_validator::Device::Cpu,
+        timeout,
+        seeds: 1,
+        seed: None,
+        consistency: false,
+        python: None,
+        // the search's compiles and interpreter runs stay here (their cache is local)
+        executor: kidiom_validator::Executor::Local,
+        static_limits: Some(cfg.validate.static_limits),
+    }
+}

@@ -1,0 +1,1025 @@
+//! The mining run: list each corpus, reuse cached facts for unchanged
+//! blobs, read and parse the rest in parallel, aggregate every corpus's
+//! facts into idioms and write it all in one catalog transaction.
+//!
+//! The transaction starts before anything is read, so a second run on the
+//! same catalog waits (or fails with a clear message) instead of computing
+//! from a stale snapshot, and a killed run leaves the previous state intact.
+//!
+//! With a Ray executor ([`Remote`]) the parsing and extraction of the fresh
+//! files runs on the cluster instead: everything else (listing, the cache,
+//! the device macros, the literal prefilter) stays here, the files that may
+//! hold kernels go out in shards that `kidiom shard` mines on the nodes
+//! ([`FactsJob`]), and their outcomes come back to exactly where the local
+//! run's go. History mining shards commit ranges the same way
+//! (`crate::history`).
+
+use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
+use std::io::IsTerminal;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::{Mutex, mpsc};
+use std::time::{Duration, Instant};
+
+use anyhow::{Context, Result};
+use indicatif::{ProgressBar, ProgressStyle};
+use kidiom_miner::{
+    Corpus, CorpusFile, DeviceMacros, ExtractOptions, FACTS_VERSION, FileFacts, FileInput, KNOWN_DEVICE_MACROS, Lang,
+    Limits, Manifest, MineConfig, Prefilter, Skip, SourceKind, blob_id, merge_device_macro, scan_device_macros,
+};
+use kidiom_patterns::{Catalog, FileOutcome, Kind, Pattern};
+use rayon::prelude::*;
+use serde::de::DeserializeOwned;
+use serde::{Deserialize, Serialize};
+
+/// What to mine and how.
+pub(crate) struct MineOptions {
+    pub(crate) limits: Limits,
+    pub(crate) config: MineConfig,
+    pub(crate) progress: bool,
+    /// Where files are parsed: here (`None`) or on a Ray cluster.
+    pub(crate) remote: Option<std::sync::Arc<Remote>>,
+}
+
+/// One corpus's part of a run.
+#[derive(Debug, Default, Serialize)]
+pub(crate) struct CorpusReport {
+    pub(crate) name: String,
+    pub(crate) kind: String,
+    pub(crate) source: String,
+    pub(crate) revision: String,
+    /// Files of known languages that passed the globs.
+    pub(crate) files: u64,
+    /// Files whose cached facts were reused (blob unchanged).
+    pub(crate) cached: u64,
+    /// Files parsed in this run.
+    pub(crate) parsed: u64,
+    /// Files the literal prefilter showed to hold no kernel code.
+    pub(crate) no_kernels: u64,
+    /// Skipped files by reason.
+    pub(crate) skipped: BTreeMap<String, u64>,
+    /// The first few skipped files with their reasons.
+    pub(crate) skipped_files: Vec<SkippedFile>,
+    /// Kernels found in the files parsed or reused.
+    pub(crate) kernels: u64,
+    /// Files parsed with error nodes (still mined).
+    pub(crate) with_parse_errors: u64,
+    pub(crate) seconds: f64,
+    /// Set when the corpus could not be opened; the run went on without it.
+    pub(crate) error: Option<String>,
+    /// Set when the manifest's fallback was used.
+    pub(crate) note: Option<String>,
+    /// Calls through the corpus's own names for Triton functions, counted as
+    /// those functions (`exp2 -> tl.exp2`: calls).
+    #[serde(skip_serializing_if = "BTreeMap::is_empty")]
+    pub(crate) call_aliases: BTreeMap<String, u64>,
+    /// The shards sent to the cluster (Ray executor only).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub(crate) shards: Option<ShardReport>,
+}
+
+#[derive(Debug, Serialize)]
+pub(crate) struct SkippedFile {
+    pub(crate) path: String,
+    pub(crate) reason: String,
+}
+
+#[derive(Debug, Serialize)]
+pub(crate) struct MineReport {
+    pub(crate) catalog: PathBuf,
+    pub(crate) corpora: Vec<CorpusReport>,
+    /// Usage patterns in the catalog after the run.
+    pub(crate) patterns: usize,
+    pub(crate) seconds: f64,
+}
+
+const MAX_LISTED_SKIPS: usize = 20;
+
+struct Stored {
+    revision: String,
+    lang: Lang,
+    facts: FileFacts,
+}
+
+pub(crate) fn mine(catalog: &mut Catalog, manifests: Vec<Manifest>, opts: &MineOptions) -> Result<MineReport> {
+    let start = Instant::now();
+    let path = catalog.path().to_path_buf();
+    let tx = catalog.begin()?;
+    // Every corpus's facts, for cross-corpus aggregation: (corpus, path) -> facts.
+    let mut stored: BTreeMap<(String, String), Stored> = BTreeMap::new();
+    for f in tx.all_facts().context("loading cached facts")? {
+        stored.insert((f.corpus, f.path), Stored { revision: f.revision, lang: f.lang, facts: f.facts });
+    }
+    let mut reports = Vec::new();
+    for manifest in manifests {
+        let t = Instant::now();
+        let mut report = CorpusReport { name: manifest.name.clone(), ..Default::default() };
+        let corpus = match open_with_fallback(manifest) {
+            Ok((c, note)) => {
+                report.note = note;
+                c
+            }
+            Err(e) => {
+                report.error = Some(format!("{e:#}"));
+                reports.push(report);
+                continue;
+            }
+        };
+        report.kind = kind_name(corpus.manifest.kind).to_string();
+        report.source = corpus.manifest.source.clone();
+        report.revision = corpus.revision.clone();
+        mine_corpus(&tx, &corpus, opts, &mut stored, &mut report)
+            .with_context(|| format!("mining corpus {}", corpus.manifest.name))?;
+        report.seconds = t.elapsed().as_secs_f64();
+        reports.push(report);
+    }
+    // A call through a corpus's own name for a Triton function (`from .op import exp2`)
+    // counts as that function.
+    for r in reports.iter_mut() {
+        let mut files: Vec<(&str, &mut FileFacts)> = stored
+            .iter_mut()
+            .filter(|((c, _), _)| *c == r.name)
+            .map(|((_, p), s)| (p.as_str(), &mut s.facts))
+            .collect();
+        for a in kidiom_miner::resolve_call_aliases(&mut files) {
+            *r.call_aliases.entry(format!("{} -> {}", a.name, a.function)).or_default() += u64::from(a.calls);
+        }
+    }
+    let inputs = stored.iter().map(|((corpus, path), s)| FileInput {
+        corpus,
+        revision: &s.revision,
+        path,
+        lang: s.lang,
+        facts: &s.facts,
+    });
+    let mut idioms = kidiom_miner::aggregate(inputs, &opts.config);
+    // Triton's own words for its keywords and decorators, where the harness's Python has Triton.
+    let documented = |i: &kidiom_miner::Idiom| {
+        i.key.lang == kidiom_miner::Lang::Python
+            && matches!(
+                i.key.mechanism,
+                kidiom_miner::Mechanism::Keyword
+                    | kidiom_miner::Mechanism::Decorator
+                    | kidiom_miner::Mechanism::Wrapper
+            )
+    };
+    let docs = if idioms.iter().any(documented) {
+        let cwd = std::env::current_dir().unwrap_or_default();
+        crate::apidocs::TritonDocs::load(&kidiom_validator::find_python(&cwd))
+    } else {
+        crate::apidocs::TritonDocs::default()
+    };
+    // A self-assigned wrapper (`x = W(x, 1, 0)`) is taken for a hint by the miner; Triton's
+    // documentation says which are (`tl.multiple_of`) and which transform (`tl.trans`).
+    idioms.retain(|i| {
+        !(i.key.lang == kidiom_miner::Lang::Python
+            && i.key.mechanism == kidiom_miner::Mechanism::Wrapper
+            && docs.is_hint(&i.key.decoration) == Some(false))
+    });
+    let patterns: Vec<Pattern> = idioms
+        .into_iter()
+        .map(|i| {
+            let doc = docs.describe(&i.key);
+            let mut p = Pattern::from(i);
+            if let Some(d) = doc {
+                p.mechanism =
+                    format!("{} Triton {}'s documentation: {d}", p.mechanism, docs.version).trim().to_string();
+            }
+            p
+        })
+        .collect();
+    tx.replace_patterns(Kind::Usage, &patterns)?;
+    stall_for_tests();
+    tx.commit()?;
+    Ok(MineReport { catalog: path, corpora: reports, patterns: patterns.len(), seconds: start.elapsed().as_secs_f64() })
+}
+
+fn kind_name(k: SourceKind) -> &'static str {
+    match k {
+        SourceKind::Git => "git",
+        SourceKind::Dir => "dir",
+        SourceKind::Pypi => "pypi",
+    }
+}
+
+fn open_with_fallback(manifest: Manifest) -> Result<(Corpus, Option<String>)> {
+    let fallback = manifest.fallback.clone();
+    let name = manifest.name.clone();
+    match Corpus::open(manifest) {
+        Ok(c) => Ok((c, None)),
+        Err(first) => {
+            let Some(fb) = fallback else { return Err(first.into()) };
+            let m = Manifest::load(Path::new(&fb)).with_context(|| format!("fallback of corpus {name}"))?;
+            let c = Corpus::open(m).with_context(|| format!("{first}; fallback {fb}"))?;
+            let note = format!("used fallback {fb} ({} {}): {first}", kind_name(c.manifest.kind), c.manifest.source);
+            Ok((c, Some(note)))
+        }
+    }
+}
+
+/// The cache key for facts: extractor version, limits, and for C/C++ the
+/// device macros (they decide which functions are kernels).
+fn fingerprint(lang: Lang, limits: &Limits, macros: &DeviceMacros) -> String {
+    let mut key = format!("v{FACTS_VERSION};{};{}", limits.max_bytes, limits.max_depth);
+    if matches!(lang, Lang::Cuda | Lang::Cpp) {
+        for (k, v) in macros {
+            key.push_str(&format!(";{k}={v}"));
+        }
+    }
+    blob_id(key.as_bytes())
+}
+
+fn bar(opts: &MineOptions, len: u64, name: &str) -> ProgressBar {
+    if !opts.progress || !std::io::stderr().is_terminal() {
+        return ProgressBar::hidden();
+    }
+    let pb = ProgressBar::new(len);
+    let style = ProgressStyle::with_template("{prefix:>10} [{bar:30}] {pos}/{len} files {per_sec} {msg}")
+        .map(|s| s.progress_chars("=> "))
+        .unwrap_or_else(|_| ProgressStyle::default_bar());
+    pb.set_style(style);
+    pb.set_prefix(name.to_string());
+    pb
+}
+
+fn mine_corpus(
+    tx: &kidiom_patterns::MineTx<'_>,
+    corpus: &Corpus,
+    opts: &MineOptions,
+    stored: &mut BTreeMap<(String, String), Stored>,
+    report: &mut CorpusReport,
+) -> Result<()> {
+    let name = corpus.manifest.name.as_str();
+    let kidiom_miner::Listing { files, skipped: list_skips } = corpus.files()?;
+    let cached = tx.cached_files(name)?;
+    report.files = files.len() as u64 + list_skips.len() as u64;
+    let pb = bar(opts, files.len() as u64, name);
+
+    // Unchanged blobs (git: same blob id; directories: same size and mtime).
+    let unchanged = |f: &CorpusFile| -> Option<String> {
+        let c = cached.get(&f.path)?;
+        match (&f.blob, f.stat) {
+            (Some(b), _) if *b == c.blob => Some(b.clone()),
+            (None, Some(s)) if c.stat == Some(s) => Some(c.blob.clone()),
+            _ => None,
+        }
+    };
+    let (mut reuse, mut fresh): (Vec<&CorpusFile>, Vec<&CorpusFile>) = (Vec::new(), Vec::new());
+    for f in &files {
+        if unchanged(f).is_some() { reuse.push(f) } else { fresh.push(f) }
+    }
+    let mut texts = read_all(corpus, &fresh, opts.limits.max_bytes);
+
+    // Device macros: known ones, those of reused C/C++ facts, and those in fresh text.
+    let mut macros: DeviceMacros = KNOWN_DEVICE_MACROS.iter().map(|(a, b)| (a.to_string(), b.to_string())).collect();
+    for f in &reuse {
+        if let Some(s) = stored.get(&(name.to_string(), f.path.clone())) {
+            for (name, body) in &s.facts.device_macros {
+                merge_device_macro(&mut macros, name.clone(), body.clone());
+            }
+        }
+    }
+    for (f, bytes) in &texts {
+        if matches!(f.lang, Lang::Cuda | Lang::Cpp)
+            && let Ok(bytes) = bytes
+            && let Ok(text) = std::str::from_utf8(bytes)
+        {
+            for (name, body) in scan_device_macros(text) {
+                merge_device_macro(&mut macros, name, body);
+            }
+        }
+    }
+    let fp: HashMap<Lang, String> = Lang::ALL.iter().map(|l| (*l, fingerprint(*l, &opts.limits, &macros))).collect();
+    // Reused facts computed under other macros or another extractor are recomputed.
+    let (still, stale): (Vec<&CorpusFile>, Vec<&CorpusFile>) =
+        reuse.into_iter().partition(|f| cached.get(&f.path).is_some_and(|c| fp.get(&f.lang) == Some(&c.fingerprint)));
+    texts.extend(read_all(corpus, &stale, opts.limits.max_bytes));
+    report.cached = still.len() as u64;
+    pb.inc(still.len() as u64);
+
+    let prefilter = Prefilter::new(&macros);
+    let extract_opts = ExtractOptions { device_macros: macros.clone() };
+    let outcomes: Vec<(&CorpusFile, String, FileOutcome)> = match &opts.remote {
+        Some(remote) => {
+            let (outcomes, shards) = remote_outcomes(remote, texts, &opts.limits, &prefilter, &macros, &pb)?;
+            report.shards = Some(shards);
+            outcomes
+        }
+        None => texts
+            .into_par_iter()
+            .map(|(f, bytes)| {
+                let (blob, outcome) = match bytes {
+                    Err(skip) => (f.blob.clone().unwrap_or_default(), FileOutcome::Skipped(skip)),
+                    Ok(bytes) => {
+                        let blob = f.blob.clone().unwrap_or_else(|| blob_id(&bytes));
+                        (blob, process(f.lang, &bytes, &opts.limits, &prefilter, &extract_opts))
+                    }
+                };
+                pb.inc(1);
+                (f, blob, outcome)
+            })
+            .collect(),
+    };
+    pb.finish_and_clear();
+
+    tx.put_corpus(name, kind_name(corpus.manifest.kind), &corpus.manifest.source, &corpus.revision)?;
+    for (path, skip) in &list_skips {
+        count_skip(report, path, skip);
+    }
+    for (f, blob, outcome) in &outcomes {
+        let fingerprint = fp.get(&f.lang).map(String::as_str).unwrap_or("");
+        tx.put_file(name, &f.path, f.lang, blob, f.stat, fingerprint, outcome)?;
+        let key = (name.to_string(), f.path.clone());
+        match outcome {
+            FileOutcome::Parsed(facts) => {
+                report.parsed += 1;
+                stored.insert(key, Stored { revision: corpus.revision.clone(), lang: f.lang, facts: facts.clone() });
+            }
+            FileOutcome::NoKernels => {
+                report.no_kernels += 1;
+                stored.remove(&key);
+            }
+            FileOutcome::Skipped(skip) => {
+                count_skip(report, &f.path, skip);
+                stored.remove(&key);
+            }
+        }
+    }
+    let keep: HashSet<String> = files.iter().map(|f| f.path.clone()).collect();
+    tx.retain_files(name, &keep)?;
+    stored.retain(|(c, p), _| c != name || keep.contains(p));
+    // Reused files keep their outcome: facts, kernel-free, or skipped with the cached reason.
+    let cached_skips: HashMap<String, Skip> = tx.skipped_files(name)?.into_iter().collect();
+    for f in &still {
+        if let Some(s) = stored.get_mut(&(name.to_string(), f.path.clone())) {
+            s.revision = corpus.revision.clone();
+        } else if let Some(skip) = cached_skips.get(&f.path) {
+            count_skip(report, &f.path, skip);
+        } else {
+            report.no_kernels += 1;
+        }
+    }
+    for ((c, _), s) in stored.iter() {
+        if c == name {
+            report.kernels += u64::from(s.facts.kernels);
+            report.with_parse_errors += u64::from(s.facts.has_errors);
+        }
+    }
+    Ok(())
+}
+
+fn count_skip(report: &mut CorpusReport, path: &str, skip: &Skip) {
+    *report.skipped.entry(skip.name().to_string()).or_default() += 1;
+    if report.skipped_files.len() < MAX_LISTED_SKIPS {
+        report.skipped_files.push(SkippedFile { path: path.to_string(), reason: skip.to_string() });
+    }
+}
+
+type Read<'f> = (&'f CorpusFile, std::result::Result<Vec<u8>, Skip>);
+
+/// Reads files: git blobs one by one (a repository handle is not shared
+/// across threads), directory files in parallel. Oversized files are not read.
+fn read_all<'f>(corpus: &Corpus, files: &[&'f CorpusFile], max_bytes: u64) -> Vec<Read<'f>> {
+    let too_large = |f: &CorpusFile| (f.size > max_bytes).then_some(Skip::TooLarge(f.size));
+    if corpus.repository().is_some() {
+        files.iter().map(|f| (*f, too_large(f).map_or_else(|| corpus.read(f), Err))).collect()
+    } else {
+        files
+            .par_iter()
+            .map(|f| {
+                let bytes = too_large(f).map_or_else(|| f.read_from_disk().unwrap_or(Err(Skip::MissingObject)), Err);
+                (*f, bytes)
+            })
+            .collect()
+    }
+}
+
+fn process(lang: Lang, bytes: &[u8], limits: &Limits, prefilter: &Prefilter, opts: &ExtractOptions) -> FileOutcome {
+    match screen(lang, bytes, limits, prefilter) {
+        Screen::Parse(text) => extract_outcome(lang, text, opts),
+        Screen::Decided(outcome) => outcome,
+    }
+}
+
+/// What the bytes alone decide, before any parse.
+enum Screen<'b> {
+    /// The text, to parse.
+    Parse(&'b str),
+    /// A skip (binary, invalid UTF-8, nesting too deep) or no kernel marker.
+    Decided(FileOutcome),
+}
+
+fn screen<'b>(lang: Lang, bytes: &'b [u8], limits: &Limits, prefilter: &Prefilter) -> Screen<'b> {
+    let text = match kidiom_miner::decode(bytes, limits) {
+        Ok(t) => t,
+        Err(skip) => return Screen::Decided(FileOutcome::Skipped(skip)),
+    };
+    if !prefilter.may_contain_kernels(lang, bytes) {
+        return Screen::Decided(FileOutcome::NoKernels);
+    }
+    Screen::Parse(text)
+}
+
+fn extract_outcome(lang: Lang, text: &str, opts: &ExtractOptions) -> FileOutcome {
+    match kidiom_miner::extract(lang, text, opts) {
+        // A header that only defines device macros keeps its facts: re-runs need the macros;
+        // a module that only defines constants or names for Triton functions keeps them:
+        // other modules import them.
+        Ok(facts)
+            if facts.kernels == 0
+                && facts.families.is_empty()
+                && facts.scopes.is_empty()
+                && facts.device_macros.is_empty()
+                && facts.constants.is_empty()
+                && facts.functions.is_empty() =>
+        {
+            FileOutcome::NoKernels
+        }
+        Ok(facts) => FileOutcome::Parsed(facts),
+        Err(skip) => FileOutcome::Skipped(skip),
+    }
+}
+
+// ---------------------------------------------------------------- mining on a Ray cluster
+
+/// Files per usage shard, at most (`KIDIOM_SHARD_FILES`).
+const SHARD_FILES: usize = 64;
+/// Bytes per usage shard, about (`KIDIOM_SHARD_BYTES`): a larger file goes alone.
+const SHARD_BYTES: u64 = 4 << 20;
+/// Commits per history shard (`KIDIOM_SHARD_COMMITS`): consecutive ones, which share file versions.
+const SHARD_COMMITS: usize = 32;
+/// How long one shard may run on its node (`KIDIOM_SHARD_DEADLINE_S`).
+const SHARD_DEADLINE: Duration = Duration::from_secs(1800);
+/// Shards waited on at once, one thread each; the fleet driver holds them
+/// until the cluster has a slot, so this only bounds this side's threads.
+const MAX_IN_FLIGHT: usize = 256;
+
+/// Mining's parsing as tasks on a Ray cluster: shards of files (usage) or
+/// of commits (history) that `kidiom shard` mines on the nodes, through one
+/// fleet driver (`kidiom_validator::Fleet`) per run. Tasks return facts and
+/// edits; the catalog is written here, as in a local run.
+pub(crate) struct Remote {
+    fleet: kidiom_validator::Fleet,
+    kidiom: NodeKidiom,
+    pub(crate) sizes: ShardSizes,
+    deadline: Duration,
+    /// Added to each task's environment.
+    env: BTreeMap<String, String>,
+}
+
+/// The kidiom the nodes run.
+enum NodeKidiom {
+    /// This binary, shipped with the jobs (kept on each node by content, so it travels once).
+    Ship(PathBuf),
+    /// A program the nodes have (`KIDIOM_NODE_KIDIOM`): a name on their `PATH`, or a path.
+    OnNode(String),
+}
+
+/// How work is cut into shards.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct ShardSizes {
+    pub(crate) files: usize,
+    pub(crate) bytes: u64,
+    pub(crate) commits: usize,
+}
+
+/// What one corpus sent to the cluster, and what it cost.
+#[derive(Debug, Default, Serialize)]
+pub(crate) struct ShardReport {
+    pub(crate) shards: u64,
+    /// Files (usage) or commits (history) in them.
+    pub(crate) items: u64,
+    /// The nodes that ran them.
+    pub(crate) nodes: BTreeSet<String>,
+    /// Summed over the shards: `kidiom shard`'s own time (the mining).
+    pub(crate) work_seconds: f64,
+    /// Summed: the tasks' time on their nodes (files written, kidiom started, the mining).
+    pub(crate) node_seconds: f64,
+    /// Summed: the time shards waited in the driver for a free slot.
+    pub(crate) queued_seconds: f64,
+    /// Summed: each shard's time from admission to answer, less its mining and
+    /// its wait: dispatch, shipping, the process start and the results' way back.
+    pub(crate) overhead_seconds: f64,
+    /// Shards whose first worker died (retried once).
+    pub(crate) retried: u64,
+    /// Starting the fleet driver and joining the cluster (0 when the run had already).
+    pub(crate) connect_seconds: f64,
+    /// From sending the first shard to the last answer.
+    pub(crate) seconds: f64,
+}
+
+/// One shard: its job and the files the job names.
+pub(crate) struct Shard {
+    /// What it holds, for messages (`64 files from a/b.py`, `32 commits 1a2b..3c4d`).
+    pub(crate) label: String,
+    pub(crate) job: ShardJob,
+    /// Relative path (under the task's scratch directory) -> content.
+    pub(crate) files: BTreeMap<String, Vec<u8>>,
+}
+
+/// The job file a shard's `kidiom shard` reads (`job.json`).
+#[derive(Debug, Serialize, Deserialize)]
+#[serde(tag = "kind", rename_all = "kebab-case")]
+pub(crate) enum ShardJob {
+    /// Mine files for usage facts.
+    Facts(FactsJob),
+    /// Mine commits for concrete edits.
+    History(crate::ops::history::HistoryJob),
+}
+
+/// What `kidiom shard` prints: its own time and the shard's result.
+#[derive(Debug, Serialize, Deserialize)]
+pub(crate) struct ShardOutput<T> {
+    pub(crate) seconds: f64,
+    pub(crate) result: T,
+}
+
+/// A usage shard: files to mine exactly as the local run mines each one,
+/// under the run's device macros and limits. Contents travel beside the job
+/// file (`input`, relative to its directory).
+#[derive(Debug, Serialize, Deserialize)]
+pub(crate) struct FactsJob {
+    /// The driver's facts version: a node's kidiom must extract the same way.
+    pub(crate) facts_version: u32,
+    pub(crate) max_bytes: u64,
+    pub(crate) max_depth: usize,
+    /// The corpus's device macros (they decide which C++ functions are kernels).
+    pub(crate) device_macros: DeviceMacros,
+    pub(crate) files: Vec<FactsFile>,
+}
+
+/// One file of a usage shard.
+#[derive(Debug, Serialize, Deserialize)]
+pub(crate) struct FactsFile {
+    /// Its path in the corpus.
+    pub(crate) path: String,
+    pub(crate) lang: Lang,
+    /// Its content, relative to the job file.
+    pub(crate) input: String,
+}
+
+/// A usage shard's result: each file's outcome, in the job's order.
+#[derive(Debug, Serialize, Deserialize)]
+pub(crate) struct FactsResult {
+    pub(crate) files: Vec<FactsOutcome>,
+}
+
+/// One file's outcome ([`FileOutcome`] on the wire).
+#[derive(Debug, Serialize, Deserialize)]
+pub(crate) struct FactsOutcome {
+    pub(crate) path: String,
+    #[serde(flatten)]
+    pub(crate) outcome: WireOutcome,
+}
+
+#[derive(Debug, Serialize, Deserialize)]
+#[serde(tag = "outcome", rename_all = "kebab-case")]
+pub(crate) enum WireOutcome {
+    Parsed { facts: Box<FileFacts> },
+    NoKernels,
+    Skipped { skip: Skip },
+}
+
+impl From<FileOutcome> for WireOutcome {
+    fn from(o: FileOutcome) -> WireOutcome {
+        match o {
+            FileOutcome::Parsed(facts) => WireOutcome::Parsed { facts: Box::new(facts) },
+            FileOutcome::NoKernels => WireOutcome::NoKernels,
+            FileOutcome::Skipped(skip) => WireOutcome::Skipped { skip },
+        }
+    }
+}
+
+impl From<WireOutcome> for FileOutcome {
+    fn from(o: WireOutcome) -> FileOutcome {
+        match o {
+            WireOutcome::Parsed { facts } => FileOutcome::Parsed(*facts),
+            WireOutcome::NoKernels => FileOutcome::NoKernels,
+            WireOutcome::Skipped { skip } => FileOutcome::Skipped(skip),
+        }
+    }
+}
+
+/// A finished shard.
+struct Done<T> {
+    result: T,
+    /// `kidiom shard`'s own time.
+    work: f64,
+    reply: kidiom_validator::CommandReply,
+}
+
+impl ShardReport {
+    fn add(&mut self, work: f64, r: &kidiom_validator::CommandReply) {
+        self.work_seconds += work;
+        self.node_seconds += r.seconds;
+        self.queued_seconds += r.queued;
+        self.overhead_seconds += (r.wall - r.queued - work).max(0.0);
+        self.retried += u64::from(r.attempts > 1);
+        if let Some(n) = &r.node {
+            self.nodes.insert(n.clone());
+        }
+    }
+}
+
+impl Remote {
+    /// The remote side of `executor`: `None` for the local one. Settings
+    /// beyond the address come from the environment (docs/RAY.md):
+    /// `KIDIOM_NODE_KIDIOM` (run that kidiom on the nodes instead of
+    /// shipping this one), `KIDIOM_SHARD_FILES`, `KIDIOM_SHARD_BYTES`,
+    /// `KIDIOM_SHARD_COMMITS`, `KIDIOM_SHARD_DEADLINE_S`.
+    pub(crate) fn for_executor(executor: &kidiom_validator::Executor) -> Result<Option<std::sync::Arc<Remote>>> {
+        let kidiom_validator::Executor::Ray { address } = executor else { return Ok(None) };
+        let cwd = std::env::current_dir().context("reading the current directory")?;
+        let fleet = kidiom_validator::Fleet::standalone(kidiom_validator::find_python(&cwd), address.clone())
+            .context("preparing the Ray driver")?;
+        let kidiom = match std::env::var("KIDIOM_NODE_KIDIOM").ok().filter(|s| !s.is_empty()) {
+            Some(program) => NodeKidiom::OnNode(program),
+            None => NodeKidiom::Ship(std::env::current_exe().context("locating this kidiom binary to ship it")?),
+        };
+        let num = |k: &str| std::env::var(k).ok().and_then(|v| v.parse::<u64>().ok()).filter(|n| *n > 0);
+        let sizes = ShardSizes {
+            files: num("KIDIOM_SHARD_FILES").map_or(SHARD_FILES, |n| n as usize),
+            bytes: num("KIDIOM_SHARD_BYTES").unwrap_or(SHARD_BYTES),
+            commits: num("KIDIOM_SHARD_COMMITS").map_or(SHARD_COMMITS, |n| n as usize),
+        };
+        let deadline = num("KIDIOM_SHARD_DEADLINE_S").map_or(SHARD_DEADLINE, Duration::from_secs);
+        // one task holds one CPU: its kidiom mines on one thread
+        let mut env = BTreeMap::from([("RAYON_NUM_THREADS".to_string(), "1".to_string())]);
+        if let Ok(v) = std::env::var("KIDIOM_SHARD_CRASH") {
+            // test seam: forwarded to the nodes (`kidiom shard` crashes on a shard that names it)
+            env.insert("KIDIOM_SHARD_CRASH".into(), v);
+        }
+        Ok(Some(std::sync::Arc::new(Remote { fleet, kidiom, sizes, deadline, env })))
+    }
+
+    /// Runs `shards` on the cluster, all in flight at once, and hands each
+    /// result to `take` on this thread as it comes (shard index, result).
+    /// The first failure (a shard's, or `take`'s) cancels the others and is
+    /// the error.
+    pub(crate) fn run<T: DeserializeOwned + Send>(
+        &self,
+        what: &str,
+        shards: Vec<Shard>,
+        mut take: impl FnMut(usize, T) -> Result<()>,
+    ) -> Result<ShardReport> {
+        let n = shards.len();
+        let mut report = ShardReport { shards: n as u64, ..ShardReport::default() };
+        if n == 0 {
+            return Ok(report);
+        }
+        // connecting (starting the driver, joining the cluster) is timed apart from the shards
+        let started = Instant::now();
+        self.fleet
+            .hello()
+            .map_err(|e| anyhow::anyhow!("{what}: cannot reach the Ray cluster: {}", condense(&e.to_string())))?;
+        report.connect_seconds = started.elapsed().as_secs_f64();
+        let started = Instant::now();
+        let queue: Vec<Mutex<Option<Shard>>> = shards.into_iter().map(|s| Mutex::new(Some(s))).collect();
+        let next = AtomicUsize::new(0);
+        let cancel = AtomicBool::new(false);
+        let (tx, rx) = mpsc::channel::<(usize, Result<Done<T>>)>();
+        std::thread::scope(|scope| -> Result<()> {
+            for _ in 0..n.min(MAX_IN_FLIGHT) {
+                let tx = tx.clone();
+                let (queue, next, cancel) = (&queue, &next, &cancel);
+                scope.spawn(move || {
+                    loop {
+                        let i = next.fetch_add(1, Ordering::SeqCst);
+                        let Some(slot) = queue.get(i) else { break };
+                        let Some(shard) = slot.lock().unwrap_or_else(|e| e.into_inner()).take() else { continue };
+                        let r = if cancel.load(Ordering::SeqCst) {
+                            Err(anyhow::anyhow!("cancelled"))
+                        } else {
+                            self.run_one(i, n, what, shard, cancel)
+                        };
+                        if tx.send((i, r)).is_err() {
+                            break;
+                        }
+                    }
+                });
+            }
+            drop(tx);
+            let mut failed: Option<anyhow::Error> = None;
+            for (i, r) in rx {
+                if failed.is_some() {
+                    continue; // the others end cancelled; the first failure is the one to tell
+                }
+                let r = r.and_then(|d| {
+                    report.add(d.work, &d.reply);
+                    take(i, d.result)
+                });
+                if let Err(e) = r {
+                    cancel.store(true, Ordering::SeqCst);
+                    failed = Some(e);
+                }
+            }
+            failed.map_or(Ok(()), Err)
+        })?;
+        report.seconds = started.elapsed().as_secs_f64();
+        Ok(report)
+    }
+
+    fn run_one<T: DeserializeOwned>(
+        &self,
+        i: usize,
+        n: usize,
+        what: &str,
+        shard: Shard,
+        cancel: &AtomicBool,
+    ) -> Result<Done<T>> {
+        let name = format!("{what} shard {} of {n} ({})", i + 1, shard.label);
+        let mut files = shard.files;
+        files.insert("job.json".into(), serde_json::to_vec(&shard.job).context("writing a shard's job")?);
+        let mut executables = BTreeMap::new();
+        let program = match &self.kidiom {
+            NodeKidiom::Ship(path) => {
+                executables.insert("kidiom".to_string(), path.clone());
+                "{base}/kidiom".to_string()
+            }
+            NodeKidiom::OnNode(program) => program.clone(),
+        };
+        let job = kidiom_validator::CommandJob {
+            argv: vec![program, "shard".into(), "{base}/job.json".into()],
+            files,
+            executables,
+            env: self.env.clone(),
+            cpus: 1.0,
+            deadline: self.deadline,
+        };
+        let reply = self
+            .fleet
+            .command(job, cancel)
+            .map_err(|e| anyhow::anyhow!("{name}: the Ray driver failed: {}", condense(&e.to_string())))?;
+        if !reply.succeeded() {
+            let on = reply.node.as_deref().map(|n| format!(" on {n}")).unwrap_or_default();
+            anyhow::bail!("{name} failed{on}: {}", why_failed(&reply));
+        }
+        let line = reply.stdout.lines().rev().find(|l| !l.trim().is_empty()).unwrap_or("");
+        let out: ShardOutput<T> =
+            serde_json::from_str(line).with_context(|| format!("{name}: its output is not a shard result"))?;
+        Ok(Done { result: out.result, work: out.seconds, reply })
+    }
+}
+
+/// A driver's error on one line: it quotes the driver's stderr, of which
+/// the first line and the last two tell.
+fn condense(text: &str) -> String {
+    let lines: Vec<&str> = text.lines().map(str::trim).filter(|l| !l.is_empty()).collect();
+    match lines.as_slice() {
+        [first, .., a, b] if lines.len() > 3 => format!("{first} / ... / {a} / {b}"),
+        _ => lines.join(" / "),
+    }
+}
+
+/// Why a shard gave no result, in a line: the fleet's reason, or how
+/// `kidiom shard` ended and the last of what it said.
+fn why_failed(r: &kidiom_validator::CommandReply) -> String {
+    let said: Vec<&str> = r.stderr_tail.lines().map(str::trim).filter(|l| !l.is_empty()).collect();
+    let said = said.iter().rev().take(2).rev().copied().collect::<Vec<_>>().join(" / ");
+    let said = if said.chars().count() > 600 { said.chars().take(600).collect::<String>() + "..." } else { said };
+    let how = if let Some(e) = &r.error {
+        e.clone()
+    } else if r.timed_out {
+        "killed at its deadline".into()
+    } else {
+        match r.rc {
+            Some(c) if c < 0 => format!("kidiom shard was killed by signal {}", -c),
+            Some(c) => format!("kidiom shard exited with {c}"),
+            None => "kidiom shard was killed".into(),
+        }
+    };
+    if said.is_empty() { how } else { format!("{how}: {said}") }
+}
+
+/// `kidiom shard`: mines one shard on this node; `dir` holds its files.
+pub(crate) fn run_shard(job: ShardJob, dir: &Path) -> Result<serde_json::Value> {
+    let t = Instant::now();
+    let result = match job {
+        ShardJob::Facts(j) => serde_json::to_value(mine_facts(j, dir)?)?,
+        ShardJob::History(j) => serde_json::to_value(crate::ops::history::mine_shard(j)?)?,
+    };
+    Ok(serde_json::to_value(ShardOutput { seconds: t.elapsed().as_secs_f64(), result })?)
+}
+
+/// A usage shard, on a node: each file as [`mine_corpus`] mines it here.
+fn mine_facts(job: FactsJob, dir: &Path) -> Result<FactsResult> {
+    if job.facts_version != FACTS_VERSION {
+        anyhow::bail!(
+            "this kidiom extracts facts v{FACTS_VERSION}, the job needs v{} (run the driver's kidiom: leave KIDIOM_NODE_KIDIOM unset to ship it)",
+            job.facts_version
+        );
+    }
+    let limits = Limits { max_bytes: job.max_bytes, max_depth: job.max_depth };
+    let prefilter = Prefilter::new(&job.device_macros);
+    let opts = ExtractOptions { device_macros: job.device_macros };
+    let inputs = job
+        .files
+        .iter()
+        .map(|f| {
+            let p = dir.join(&f.input);
+            std::fs::read(&p).map(|b| (f, b)).with_context(|| format!("reading {} ({})", p.display(), f.path))
+        })
+        .collect::<Result<Vec<_>>>()?;
+    let files = inputs
+        .into_par_iter()
+        .map(|(f, bytes)| FactsOutcome {
+            path: f.path.clone(),
+            outcome: process(f.lang, &bytes, &limits, &prefilter, &opts).into(),
+        })
+        .collect();
+    Ok(FactsResult { files })
+}
+
+type Outcome<'f> = (&'f CorpusFile, String, FileOutcome);
+
+/// The outcomes of `texts` with the parsing on the cluster: what the bytes
+/// decide (skips, no kernel marker) is decided here, the rest goes out in
+/// shards; each outcome lands at its file's place, as the local run's do.
+fn remote_outcomes<'f>(
+    remote: &Remote,
+    texts: Vec<Read<'f>>,
+    limits: &Limits,
+    prefilter: &Prefilter,
+    macros: &DeviceMacros,
+    pb: &ProgressBar,
+) -> Result<(Vec<Outcome<'f>>, ShardReport)> {
+    let mut done: Vec<Option<Outcome<'f>>> = Vec::with_capacity(texts.len());
+    let mut todo: Vec<(usize, &'f CorpusFile, String, Vec<u8>)> = Vec::new();
+    for (i, (f, bytes)) in texts.into_iter().enumerate() {
+        match bytes {
+            Err(skip) => done.push(Some((f, f.blob.clone().unwrap_or_default(), FileOutcome::Skipped(skip)))),
+            Ok(bytes) => {
+                let blob = f.blob.clone().unwrap_or_else(|| blob_id(&bytes));
+                match screen(f.lang, &bytes, limits, prefilter) {
+                    Screen::Decided(decided) => done.push(Some((f, blob, decided))),
+                    Screen::Parse(_) => {
+                        done.push(None);
+                        todo.push((i, f, blob, bytes));
+                    }
+                }
+            }
+        }
+    }
+    pb.inc((done.len() - todo.len()) as u64);
+    let items = todo.len() as u64;
+    // consecutive files (listing order: neighbours in the tree), cut by count and size
+    let mut groups: Vec<Vec<(usize, &'f CorpusFile, String)>> = Vec::new();
+    let mut shards: Vec<Shard> = Vec::new();
+    let mut members: Vec<(usize, &'f CorpusFile, String)> = Vec::new();
+    let mut job_files: Vec<FactsFile> = Vec::new();
+    let mut contents: BTreeMap<String, Vec<u8>> = BTreeMap::new();
+    let mut size = 0u64;
+    let mut flush = |members: &mut Vec<(usize, &'f CorpusFile, String)>,
+                     job_files: &mut Vec<FactsFile>,
+                     contents: &mut BTreeMap<String, Vec<u8>>| {
+        if members.is_empty() {
+            return;
+        }
+        let first = members.first().map(|m| m.1.path.as_str()).unwrap_or("");
+        let label =
+            if members.len() == 1 { first.to_string() } else { format!("{} files from {first}", members.len()) };
+        shards.push(Shard {
+            label,
+            job: ShardJob::Facts(FactsJob {
+                facts_version: FACTS_VERSION,
+                max_bytes: limits.max_bytes,
+                max_depth: limits.max_depth,
+                device_macros: macros.clone(),
+                files: std::mem::take(job_files),
+            }),
+            files: std::mem::take(contents),
+        });
+        groups.push(std::mem::take(members));
+    };
+    for (i, f, blob, bytes) in todo {
+        let len = bytes.len() as u64;
+        if !members.is_empty() && (members.len() >= remote.sizes.files || size + len > remote.sizes.bytes) {
+            flush(&mut members, &mut job_files, &mut contents);
+            size = 0;
+        }
+        let input = format!("in/{}", members.len());
+        job_files.push(FactsFile { path: f.path.clone(), lang: f.lang, input: input.clone() });
+        contents.insert(input, bytes);
+        members.push((i, f, blob));
+        size += len;
+    }
+    flush(&mut members, &mut job_files, &mut contents);
+    let mut report = remote.run("usage", shards, |k, r: FactsResult| {
+        let group = groups.get(k).ok_or_else(|| anyhow::anyhow!("an answer to no shard ({k})"))?;
+        if r.files.len() != group.len() {
+            anyhow::bail!("usage shard {} answered {} files of {}", k + 1, r.files.len(), group.len());
+        }
+        for ((i, f, blob), got) in group.iter().zip(r.files) {
+            if got.path != f.path {
+                anyhow::bail!("usage shard {} answered {} for {}", k + 1, got.path, f.path);
+            }
+            if let Some(slot) = done.get_mut(*i) {
+                *slot = Some((*f, blob.clone(), got.outcome.into()));
+            }
+        }
+        pb.inc(group.len() as u64);
+        Ok(())
+    })?;
+    report.items = items;
+    let outcomes = done
+        .into_iter()
+        .map(|d| d.ok_or_else(|| anyhow::anyhow!("a file came back from no shard")))
+        .collect::<Result<Vec<_>>>()?;
+    Ok((outcomes, report))
+}
+
+/// Test seam: `KIDIOM_STALL_BEFORE_COMMIT_MS` holds the finished, uncommitted
+/// transaction for a while, so tests can kill a run or race a second one at
+/// the moment it matters. It announces itself on stderr.
+fn stall_for_tests() {
+    if let Some(ms) = std::env::var("KIDIOM_STALL_BEFORE_COMMIT_MS").ok().and_then(|v| v.parse::<u64>().ok()) {
+        eprintln!("kidiom: stalling before commit for {ms} ms"); // test seam: locking tests wait for it
+        std::thread::sleep(std::time::Duration::from_millis(ms));
+    }
+}
+
+/// How a path input (a git repository or a directory, not a manifest)
+/// becomes a corpus.
+#[derive(Debug, Default)]
+pub(crate) struct PathInputs {
+    /// Corpus name (default: the directory's name).
+    pub(crate) name: Option<String>,
+    /// Revision of a git repository (default: HEAD).
+    pub(crate) rev: Option<String>,
+    pub(crate) include: Vec<String>,
+    pub(crate) exclude: Vec<String>,
+}
+
+/// The corpus manifests of `inputs`: manifests read, paths described by `paths`.
+pub(crate) fn manifests_for(inputs: &[PathBuf], paths: &PathInputs) -> Result<Vec<Manifest>> {
+    let mut out = Vec::new();
+    for input in inputs {
+        let is_manifest = input.extension().is_some_and(|e| e == "toml") && input.is_file();
+        let m = if is_manifest {
+            Manifest::load(input).with_context(|| format!("reading manifest {}", input.display()))?
+        } else {
+            if !input.exists() {
+                anyhow::bail!("corpus {}: no such file or directory", input.display());
+            }
+            let mut m = Manifest::for_path(input, paths.name.as_deref(), paths.rev.as_deref())
+                .with_context(|| format!("corpus {}", input.display()))?;
+            m.include = paths.include.clone();
+            m.exclude = paths.exclude.clone();
+            m
+        };
+        out.push(m);
+    }
+    Ok(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn reply(rc: Option<i32>, error: Option<&str>, stderr: &str) -> kidiom_validator::CommandReply {
+        kidiom_validator::CommandReply {
+            rc,
+            error: error.map(String::from),
+            stderr_tail: stderr.into(),
+            ..Default::default()
+        }
+    }
+
+    #[test]
+    fn a_failed_shard_says_how_it_ended_and_the_last_it_said() {
+        let r = reply(Some(2), None, "warming up\n\nkidiom: error: reading in/3: gone\n");
+        assert_eq!(why_failed(&r), "kidiom shard exited with 2: warming up / kidiom: error: reading in/3: gone");
+        assert_eq!(why_failed(&reply(Some(-9), None, "")), "kidiom shard was killed by signal 9");
+        let died = reply(None, Some("worker died twice: attempt 1: X; attempt 2: Y"), "");
+        assert_eq!(why_failed(&died), "worker died twice: attempt 1: X; attempt 2: Y");
+        let late = kidiom_validator::CommandReply { timed_out: true, ..Default::default() };
+        assert_eq!(why_failed(&late), "killed at its deadline");
+        let long = "x".repeat(1000);
+        assert!(why_failed(&reply(Some(1), None, &long)).ends_with("x..."));
+    }
+
+    #[test]
+    fn a_drivers_error_fits_on_one_line() {
+        assert_eq!(
+            condense("cannot start Ray\n  \nTraceback\n  a\n  b\nRuntimeError: no"),
+            "cannot start Ray / ... / b / RuntimeError: no"
+        );
+        assert_eq!(condense("one\ntwo"), "one / two");
+    }
+
+    #[test]
+    fn outcomes_cross_the_wire_unchanged() {
+        let facts = kidiom_miner::extract(
+            Lang::Python,
+            "import triton\nimport triton.language as tl\n\n@triton.jit\ndef k(a, b):\n    tl.store(b, tl.dot(a, a, input_precision=\"ieee\"))\n",
+            &ExtractOptions::default(),
+        )
+        .unwrap();
+        for o in [FileOutcome::Parsed(facts), FileOutcome::NoKernels, FileOutcome::Skipped(Skip::TooDeep(7))] {
+            let wire = FactsOutcome { path: "a.py".into(), outcome: o.clone().into() };
+            let back: FactsOutcome = serde_json::from_str(&serde_json::to_string(&wire).unwrap()).unwrap();
+            assert_eq!(back.path, "a.py");
+            assert_eq!(FileOutcome::from(back.outcome), o);
+        }
+    }
+}

@@ -1,0 +1,217 @@
+//! The whole loop on the defaults of kidiom.toml: mine (usage, and history
+//! where asked), fill unreachable corpora from the shipped snapshot, apply
+//! the catalog to kernels/ (dry run, with per-site search), validate this
+//! run's pending candidates, and gather their verdicts.
+
+use std::collections::{BTreeMap, HashSet};
+use std::path::PathBuf;
+use std::time::Duration;
+
+use anyhow::Result;
+use kidiom_miner::SourceKind;
+use kidiom_patterns::{Candidate, Catalog, Filter, Kind, Pattern};
+use kidiom_validator::Device;
+use serde::Serialize;
+
+use super::mine::{MineOptions, MineReport, PathInputs, manifests_for};
+use crate::config::Config;
+
+/// What the loop is asked to do (`kidiom run`'s flags).
+pub(crate) struct Options {
+    /// Patterns in the summary.
+    pub(crate) top: usize,
+    /// Stop after mining.
+    pub(crate) no_validate: bool,
+    pub(crate) device: Device,
+    /// Where mining's parsing and validation's harness calls run.
+    pub(crate) executor: kidiom_validator::Executor,
+    /// One candidate's validation limit.
+    pub(crate) timeout: Duration,
+    pub(crate) allow_static_regression: bool,
+    pub(crate) no_search: bool,
+    /// Progress bars while mining.
+    pub(crate) progress_bars: bool,
+}
+
+/// Everything one run did; also `kidiom run --json`.
+#[derive(Serialize)]
+pub(crate) struct Report {
+    pub(crate) mine: MineReport,
+    /// The history run (edit idioms), when kidiom.toml asks for it.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub(crate) history: Option<crate::ops::history::HistoryReport>,
+    pub(crate) top: Vec<Pattern>,
+    /// The dry-run apply on kernels/, when the loop went on.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub(crate) apply: Option<super::apply::Report>,
+    /// Corpora this machine could not reach, filled in from the shipped snapshot.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub(crate) snapshot: Vec<super::snapshot::Filled>,
+    /// Verdict counts of this run's candidates, earlier runs' verdicts included.
+    pub(crate) verdicts: BTreeMap<String, usize>,
+    /// The validation of this run's pending candidates.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub(crate) validate: Option<super::validate::Report>,
+    /// The review site, when the front end wrote one (`kidiom run --html`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub(crate) html: Option<crate::html::Site>,
+}
+
+/// What the loop tells its caller as it goes (the CLI prints these).
+pub(crate) enum Event<'a> {
+    /// A step starts, or something worth a line happened.
+    Note(String),
+    /// A site search finished.
+    Searched(&'a kidiom_validator::search::SiteSearch),
+    /// A candidate's validation starts (`None`) or ended.
+    Validating(usize, usize, &'a Candidate, Option<&'a kidiom_validator::Evidence>),
+}
+
+/// Whether a candidate needs this run's validation: pending, and not
+/// already judged `needs-gpu` on a machine that still has no GPU.
+/// A site search's alternatives on its front wait for `kidiom validate ID`;
+/// the loop validates its choice and the all-sites variants it compares with.
+fn worth_validating(c: &Candidate, device: Device) -> bool {
+    let roles = super::sitesearch::roles(c);
+    if !roles.is_empty() && !roles.iter().any(|r| r == "chosen" || r == "all-sites") {
+        return false;
+    }
+    let gpu_here = match device {
+        Device::Cuda => true,
+        Device::Auto => std::path::Path::new("/dev/nvidiactl").exists(),
+        Device::Cpu => false,
+    };
+    let waiting_for_gpu = c.evidence["verdict"]["kind"] == "needs-gpu";
+    super::candidates::is_pending(c) && (gpu_here || !waiting_for_gpu)
+}
+
+/// Runs the loop on `catalog` with kidiom.toml's settings `cfg`.
+pub(crate) fn run(cfg: &Config, catalog: &mut Catalog, o: &Options, tell: &(dyn Fn(Event) + Sync)) -> Result<Report> {
+    let corpora: Vec<PathBuf> = cfg.mine.corpora.iter().map(|p| cfg.resolve(p)).collect();
+    let manifests = manifests_for(&corpora, &PathInputs::default())?;
+    if manifests.is_empty() {
+        anyhow::bail!("kidiom.toml lists no corpora under [mine] corpora");
+    }
+    // one fleet driver for the run's mining, usage and history alike
+    let remote = super::mine::Remote::for_executor(&o.executor)?;
+    let mopts = MineOptions {
+        limits: cfg.limits(),
+        config: cfg.mine_config(),
+        progress: o.progress_bars,
+        remote: remote.clone(),
+    };
+    let mine = super::mine::mine(catalog, manifests.clone(), &mopts)?;
+    let history = if cfg.mine.history {
+        let git: Vec<_> = manifests.iter().filter(|m| m.kind == SourceKind::Git).cloned().collect();
+        let hopts = crate::ops::history::HistoryOptions {
+            config: kidiom_miner::history::HistoryConfig { limits: cfg.limits(), ..Default::default() },
+            progress: o.progress_bars,
+            batch: 256,
+            remote: remote.clone(),
+        };
+        Some(crate::ops::history::mine(catalog, git, &hopts)?)
+    } else {
+        None
+    };
+    // the mining's driver leaves the cluster before validation starts its own
+    drop((mopts, remote));
+    // Git corpora this machine could not reach (or read only through a non-git fallback):
+    // their usage and edit idioms from the shipped snapshot.
+    let mut snapshot = Vec::new();
+    if let Some(snap) = cfg.mine.snapshot.as_ref().map(|p| cfg.resolve(p)) {
+        let mut gaps: Vec<(String, Vec<Kind>)> = Vec::new();
+        for m in manifests.iter().filter(|m| m.kind == SourceKind::Git) {
+            let mut kinds = Vec::new();
+            if mine.corpora.iter().any(|c| c.name == m.name && c.error.is_some()) {
+                kinds.push(Kind::Usage);
+            }
+            let history_missing = history
+                .as_ref()
+                .is_some_and(|h| h.corpora.iter().find(|c| c.name == m.name).is_none_or(|c| c.error.is_some()));
+            if history_missing {
+                kinds.push(Kind::Edit);
+            }
+            if !kinds.is_empty() {
+                gaps.push((m.name.clone(), kinds));
+            }
+        }
+        if !gaps.is_empty() && !snap.exists() {
+            tell(Event::Note(format!(
+                "no snapshot at {} to fill in {} unreachable corpora",
+                snap.display(),
+                gaps.len()
+            )));
+        } else {
+            snapshot = super::snapshot::fill(catalog, &snap, &manifests, &gaps)?;
+            for f in &snapshot {
+                tell(Event::Note(super::snapshot::describe(f, &snap)));
+            }
+        }
+    }
+    let top = catalog.list(&Filter { limit: Some(o.top), hide_refactor: true, ..Default::default() })?;
+    let (mut apply, mut validate) = (None, None);
+    let mut verdicts: BTreeMap<String, usize> = BTreeMap::new();
+    if !o.no_validate && std::path::Path::new("kernels").is_dir() {
+        tell(Event::Note("applying the catalog to kernels/ (dry run)".into()));
+        let root = super::root()?;
+        let kernels = [root.join("kernels")];
+        let validator = if cfg.search.enabled && !o.no_search {
+            let opts = super::apply::search_validator_options(cfg, o.timeout * 3);
+            Some(super::validate::build_validator(&root, &opts)?)
+        } else {
+            None
+        };
+        let note = |m: String| tell(Event::Note(m));
+        let req = super::apply::Request {
+            targets: &kernels,
+            patterns: &[],
+            // renames and API refactors are history, not optimizations to propose
+            filter: Filter { hide_refactor: true, ..Default::default() },
+            value: None,
+            write: false,
+            force: false,
+            search: validator.as_ref().map(|v| super::sitesearch::Options {
+                validator: v,
+                jobs: cfg.search.jobs(),
+                rule: cfg.search.rule(),
+                limits: cfg.validate.static_limits,
+                progress: &note,
+            }),
+        };
+        let report = super::apply::apply(catalog, &root, &req)?;
+        for s in &report.searches {
+            tell(Event::Searched(s));
+        }
+        // This run's candidates on kernels/ (other candidates in the catalog, e.g. from
+        // `kidiom apply` on another tree, are left to `kidiom validate`).
+        let ours: HashSet<String> = report.candidates.iter().map(|c| c.id.clone()).collect();
+        apply = Some(report);
+        let pending: Vec<_> = catalog
+            .candidates(None)?
+            .into_iter()
+            .filter(|c| ours.contains(&c.id) && worth_validating(c, o.device))
+            .collect();
+        let vopts = super::validate::Options {
+            device: o.device,
+            timeout: o.timeout,
+            seeds: kidiom_validator::DEFAULT_SEEDS,
+            seed: None,
+            consistency: true,
+            python: None,
+            executor: o.executor.clone(),
+            static_limits: (!o.allow_static_regression).then_some(cfg.validate.static_limits),
+        };
+        if !pending.is_empty() {
+            let n = pending.len();
+            let mut progress =
+                |i: usize, c: &Candidate, ev: Option<&kidiom_validator::Evidence>| tell(Event::Validating(i, n, c, ev));
+            validate = Some(super::validate::validate_all(catalog, &pending, &vopts, &mut progress)?);
+        }
+        // Verdicts of this run's candidates, including those judged by earlier runs.
+        for c in catalog.candidates(None)?.iter().filter(|c| ours.contains(&c.id)) {
+            let kind = c.evidence["verdict"]["kind"].as_str().unwrap_or("not validated").to_string();
+            *verdicts.entry(kind).or_default() += 1;
+        }
+    }
+    Ok(Report { mine, history, top, apply, snapshot, verdicts, validate, html: None })
+}

@@ -1,0 +1,180 @@
+//! Candidates through the syntax, static, correctness and speed gates,
+//! with the evidence stored next to each diff.
+//!
+//! Each candidate is checked in a temporary copy of the baseline `kernels/`
+//! tree (the contract comes from there, never from the candidate), every
+//! kernel run is a harness subprocess under the candidate's time limit, and
+//! a candidate that hangs or crashes gets the verdict `error` while the run
+//! goes on. `accepted` sets its status to `validated`, `rejected` to
+//! `rejected`; `needs-gpu` and `error` leave it pending, so that a later run
+//! (e.g. on a GPU machine) picks it up again.
+
+use std::path::PathBuf;
+use std::time::{Duration, Instant};
+
+use anyhow::{Context, Result};
+use kidiom_patterns::{Candidate, CandidateStatus, Catalog};
+use kidiom_validator::{CandidateInput, Device, Evidence, ValidatorBuilder, VerdictKind};
+use serde::Serialize;
+
+/// The version of the validation report's JSON (`kidiom validate --json`).
+pub(crate) const JSON_VERSION: u32 = 1;
+
+#[derive(Debug, Default, Serialize)]
+pub(crate) struct Counts {
+    pub(crate) accepted: usize,
+    pub(crate) rejected: usize,
+    pub(crate) needs_gpu: usize,
+    pub(crate) error: usize,
+}
+
+impl Counts {
+    fn add(&mut self, k: VerdictKind) {
+        match k {
+            VerdictKind::Accepted => self.accepted += 1,
+            VerdictKind::Rejected => self.rejected += 1,
+            VerdictKind::NeedsGpu => self.needs_gpu += 1,
+            VerdictKind::Error => self.error += 1,
+        }
+    }
+}
+
+impl Report {
+    /// The report of a run with nothing to validate.
+    pub(crate) fn empty(device: Device) -> Report {
+        Report {
+            version: JSON_VERSION,
+            device: device.name().into(),
+            python: String::new(),
+            summary: Counts::default(),
+            candidates: Vec::new(),
+            seconds: 0.0,
+        }
+    }
+}
+
+#[derive(Debug, Serialize)]
+pub(crate) struct Report {
+    pub(crate) version: u32,
+    pub(crate) device: String,
+    pub(crate) python: String,
+    pub(crate) summary: Counts,
+    pub(crate) candidates: Vec<Evidence>,
+    pub(crate) seconds: f64,
+}
+
+/// How candidates are validated (the CLI's flags, the MCP tools' arguments).
+pub(crate) struct Options {
+    pub(crate) device: Device,
+    pub(crate) timeout: Duration,
+    pub(crate) seeds: u32,
+    pub(crate) seed: Option<u64>,
+    pub(crate) consistency: bool,
+    pub(crate) python: Option<PathBuf>,
+    /// Where the harness runs (here, or tasks on a Ray cluster).
+    pub(crate) executor: kidiom_validator::Executor,
+    /// `None`: no "predicted slower" rule.
+    pub(crate) static_limits: Option<kidiom_validator::StaticLimits>,
+}
+
+/// The validator of the tree at `root` with `opts`.
+pub(crate) fn build_validator(root: &std::path::Path, opts: &Options) -> Result<kidiom_validator::Validator> {
+    ValidatorBuilder::new(root)
+        .python(opts.python.clone())
+        .device(opts.device)
+        .timeout(opts.timeout)
+        .seeds(opts.seeds)
+        .seed(opts.seed)
+        .consistency(opts.consistency)
+        .static_limits(opts.static_limits)
+        .executor(opts.executor.clone())
+        .build()
+        .with_context(|| format!("reading the kernel manifests under {}", root.join("kernels").display()))
+}
+
+/// Validates `cands`, storing each one's evidence as soon as it is known.
+/// `progress` hears of each candidate before (`None`) and after (its evidence) its gates.
+pub(crate) fn validate_all(
+    cat: &Catalog,
+    cands: &[Candidate],
+    opts: &Options,
+    progress: &mut dyn FnMut(usize, &Candidate, Option<&Evidence>),
+) -> Result<Report> {
+    let started = Instant::now();
+    let root = super::root()?;
+    let validator = build_validator(&root, opts)?;
+    let mut report = Report {
+        version: JSON_VERSION,
+        device: opts.device.name().to_string(),
+        python: validator.python().display().to_string(),
+        summary: Counts::default(),
+        candidates: Vec::new(),
+        seconds: 0.0,
+    };
+    let inputs: Vec<CandidateInput> = cands
+        .iter()
+        .map(|c| CandidateInput::from_candidate(c, cat.get(&c.pattern_id).ok().flatten().map(|p| p.category)))
+        .collect();
+    // Here one candidate at a time, each announced before its gates; on a cluster as many
+    // at once as keep it busy, each reported when its verdict is known.
+    let width = validator.parallelism().context("starting the executor")?;
+    let mut results: Vec<(usize, Result<Evidence>)> = Vec::new();
+    if width <= 1 {
+        for (i, input) in inputs.iter().enumerate() {
+            progress(i, &cands[i], None);
+            let r = validator.validate(input).with_context(|| format!("validating {}", cands[i].id));
+            let failed = r.is_err();
+            let r = r.and_then(|ev| record(cat, &cands[i], ev));
+            if let Ok(ev) = &r {
+                progress(i, &cands[i], Some(ev));
+            }
+            results.push((i, r));
+            if failed {
+                break;
+            }
+        }
+    } else {
+        validator.validate_all(&inputs, width, |i, r| {
+            let r = r.with_context(|| format!("validating {}", cands[i].id)).and_then(|ev| record(cat, &cands[i], ev));
+            if let Ok(ev) = &r {
+                progress(i, &cands[i], Some(ev));
+            }
+            results.push((i, r));
+        });
+    }
+    // in the candidates' order; a validation that could not run at all fails the run,
+    // after every other candidate's evidence is stored
+    results.sort_by_key(|(i, _)| *i);
+    for (_, r) in results {
+        let ev = r?;
+        report.summary.add(ev.verdict.kind);
+        report.candidates.push(ev);
+    }
+    report.seconds = started.elapsed().as_secs_f64();
+    Ok(report)
+}
+
+/// Stores a candidate's evidence and the status its verdict implies.
+fn record(cat: &Catalog, c: &Candidate, ev: Evidence) -> Result<Evidence> {
+    let value = serde_json::to_value(&ev).context("serialising evidence")?;
+    cat.set_candidate_evidence(&c.id, &value)?;
+    // The latest verdict decides the status, except for a candidate already committed
+    // (accepted) or stale; one judged earlier and now undecided is pending again.
+    let status = match ev.verdict.kind {
+        VerdictKind::Accepted => Some(CandidateStatus::Validated),
+        VerdictKind::Rejected => Some(CandidateStatus::Rejected),
+        VerdictKind::NeedsGpu | VerdictKind::Error
+            if matches!(c.status, CandidateStatus::Validated | CandidateStatus::Rejected) =>
+        {
+            Some(CandidateStatus::Proposed)
+        }
+        VerdictKind::NeedsGpu | VerdictKind::Error => None,
+    };
+    if let Some(s) = status
+        && s != c.status
+        && !matches!(c.status, CandidateStatus::Accepted | CandidateStatus::Stale)
+    {
+        cat.set_candidate_status(&c.id, s, None)?;
+    }
+    Ok(ev)
+}
