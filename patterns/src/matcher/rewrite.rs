@@ -829,4 +829,24 @@ mod tests {
         assert_eq!(point_at(&nl, 3), tree_sitter::Point { row: 1, column: 0 });
         assert_eq!(point_at(&nl, 7), tree_sitter::Point { row: 3, column: 0 });
     }
+
+    #[test]
+    fn a_decorator_is_a_pattern_and_a_rewrite() {
+        let src = "import triton\nimport triton.language as tl\n\n@triton.jit\ndef k(x, T):\n    tl.store(x, tl.load(x))\n\n@triton.autotune(configs=[])\n@triton.jit\ndef j(x):\n    pass\n";
+        let p = pattern(Lang::Python, "@triton.jit", "@triton.jit(do_not_specialize=$A)", &["['T']"]);
+        // the value names the kernel's own parameter: no value for every site, so a person gives it
+        let e = Rewrite::new(&p, None).unwrap_err();
+        assert!(e.to_string().contains("pass --value"), "{e}");
+        let rw = Rewrite::new(&p, Some("['T']")).unwrap();
+        let tree = kidiom_miner::parse_tree(Lang::Python, src).unwrap().unwrap();
+        let sites = rw.site_edits(src, &tree);
+        assert_eq!(sites.len(), 2, "both kernels' decorators, inside their kernels");
+        let edits: Vec<Edit> = sites.into_iter().flat_map(|s| s.edits).collect();
+        let out = apply_edits(src, &edits).unwrap();
+        assert_eq!(out.matches("@triton.jit(do_not_specialize=['T'])").count(), 2, "{out}");
+        assert!(out.contains("@triton.autotune(configs=[])\n@triton.jit(do_not_specialize"), "{out}");
+        // where the idiom is there already, nothing to do
+        let tree = kidiom_miner::parse_tree(Lang::Python, &out).unwrap().unwrap();
+        assert!(rw.site_edits(&out, &tree).is_empty());
+    }
 }

@@ -11,6 +11,8 @@ use super::MatchError;
 const SINGLE: &str = "__kidiom_mv_";
 const SEQ: &str = "__kidiom_seq_";
 const ANY: &str = "__kidiom_any_";
+/// The definition a decorator pattern is parsed on.
+const DECORATED: &str = "__kidiom_decorated";
 
 /// What a template node stands for.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -95,15 +97,26 @@ impl Template {
         if lang == Lang::Rust {
             return Err(bad("Rust patterns are not supported by the structural matcher".into()));
         }
-        let tree = parse_tree(lang, &text)
+        // A Python decorator (`@triton.jit`) parses only on a definition: give it one, and take
+        // the decorator back out (its spans are the pattern's own, the definition comes after).
+        let decorator = lang == Lang::Python && trimmed.starts_with('@') && !trimmed.contains('\n');
+        let parsed = if decorator { format!("{text}\ndef {DECORATED}():\n    pass\n") } else { text.clone() };
+        let tree = parse_tree(lang, &parsed)
             .map_err(|s| bad(format!("parser failed: {s}")))?
             .ok_or_else(|| bad("no tree-sitter grammar".into()))?;
         let root = tree.root_node();
         if root.has_error() {
             return Err(bad(format!("does not parse as {lang}")));
         }
-        let node =
-            unwrap_root(root).ok_or_else(|| bad("a pattern must be one expression, statement or definition".into()))?;
+        let node = if decorator {
+            root.named_child(0)
+                .filter(|d| d.kind() == "decorated_definition")
+                .and_then(|d| d.named_child(0))
+                .filter(|n| n.kind() == "decorator")
+                .ok_or_else(|| bad("a decorator pattern must be one decorator".into()))?
+        } else {
+            unwrap_root(root).ok_or_else(|| bad("a pattern must be one expression, statement or definition".into()))?
+        };
         let mut leaves = Vec::new();
         let tree = convert(node, &text, &mut leaves);
         Ok(Template { lang, source: pattern.into(), text, shape: Shape::Tree(tree), leaves })
