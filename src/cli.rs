@@ -145,6 +145,15 @@ impl CatalogArgs {
     }
 }
 
+/// `--db`, `--json` and `--quiet`: what every command that reads the catalog and prints takes.
+#[derive(Debug, Clone, clap::Args)]
+pub(crate) struct CommonArgs {
+    #[command(flatten)]
+    pub(crate) catalog: CatalogArgs,
+    #[command(flatten)]
+    pub(crate) output: OutputArgs,
+}
+
 /// `--json` and `--quiet`.
 #[derive(Debug, Clone, Copy, clap::Args)]
 pub(crate) struct OutputArgs {

@@ -6,7 +6,7 @@ use std::process::ExitCode;
 use anyhow::Result;
 use kidiom_rewriter::DEFAULT_BRANCH;
 
-use crate::cli::{CatalogArgs, OutputArgs};
+use crate::cli::CommonArgs;
 use crate::config::Config;
 use crate::{ops, output};
 
@@ -21,16 +21,14 @@ pub(crate) struct Args {
     #[arg(long)]
     force: bool,
     #[command(flatten)]
-    catalog: CatalogArgs,
-    #[command(flatten)]
-    output: OutputArgs,
+    common: CommonArgs,
 }
 
 pub(crate) fn run(a: Args) -> Result<ExitCode> {
     let cfg = Config::load()?;
-    let cat = a.catalog.open_existing(&cfg)?;
+    let cat = a.common.catalog.open_existing(&cfg)?;
     let (id, commit) = ops::accept::accept(&cat, &ops::root()?, &a.id, &a.branch, a.force)?;
-    if a.output.json {
+    if a.common.output.json {
         output::json(&serde_json::json!({ "candidate": id, "branch": a.branch, "commit": commit }))?;
     } else {
         output::line(&format!("accepted {} as {} on {}", id, &commit[..12.min(commit.len())], a.branch))?;

@@ -7,7 +7,7 @@ use std::process::ExitCode;
 use anyhow::Result;
 use kidiom_patterns::{Category, Filter, Kind};
 
-use crate::cli::{CatalogArgs, OutputArgs};
+use crate::cli::CommonArgs;
 use crate::config::Config;
 use crate::{ops, output};
 
@@ -43,14 +43,12 @@ pub(crate) struct Args {
     #[arg(long, value_name = "SECS", default_value_t = 1800, requires = "search")]
     timeout: u64,
     #[command(flatten)]
-    catalog: CatalogArgs,
-    #[command(flatten)]
-    output: OutputArgs,
+    common: CommonArgs,
 }
 
 pub(crate) fn run(a: Args) -> Result<ExitCode> {
     let cfg = Config::load()?;
-    let mut cat = a.catalog.open_existing(&cfg)?;
+    let mut cat = a.common.catalog.open_existing(&cfg)?;
     let root = ops::root()?;
     let validator = if a.search {
         let opts = ops::apply::search_validator_options(&cfg, std::time::Duration::from_secs(a.timeout.max(1)));
@@ -58,7 +56,7 @@ pub(crate) fn run(a: Args) -> Result<ExitCode> {
     } else {
         None
     };
-    let progress = !a.output.quiet && !a.output.json;
+    let progress = !a.common.output.quiet && !a.common.output.json;
     let note = |m: String| {
         if progress {
             eprintln!("kidiom: {m}");
@@ -81,7 +79,7 @@ pub(crate) fn run(a: Args) -> Result<ExitCode> {
     };
     let report = ops::apply::apply(&mut cat, &root, &req)?;
     let found = !report.candidates.is_empty();
-    if a.output.json {
+    if a.common.output.json {
         output::json(&report)?;
     } else {
         for c in &report.candidates {
@@ -89,7 +87,7 @@ pub(crate) fn run(a: Args) -> Result<ExitCode> {
                 output::raw(&c.diff)?;
             }
         }
-        if !a.output.quiet {
+        if !a.common.output.quiet {
             for s in &report.skipped {
                 eprintln!("kidiom: skipping {}: {}", s.path.display(), s.reason);
             }
@@ -100,7 +98,7 @@ pub(crate) fn run(a: Args) -> Result<ExitCode> {
         for s in &report.searches {
             print_search(s)?;
         }
-        if !a.output.quiet {
+        if !a.common.output.quiet {
             let sites: u64 = report.candidates.iter().map(|c| c.sites).sum();
             eprintln!(
                 "kidiom: {} candidate{} ({} site{}) from {} pattern{} on {} file{}{}; {} pattern{} without an automatic rewrite ({:.2}s)",

@@ -5,7 +5,7 @@ use std::process::ExitCode;
 use anyhow::Result;
 use kidiom_patterns::{Catalog, Category, Filter, Kind, Lang, Pattern, SearchHit};
 
-use crate::cli::{CatalogArgs, OutputArgs};
+use crate::cli::CommonArgs;
 use crate::config::Config;
 use crate::output;
 
@@ -72,9 +72,7 @@ pub(crate) struct ListArgs {
     #[command(flatten)]
     filter: FilterArgs,
     #[command(flatten)]
-    catalog: CatalogArgs,
-    #[command(flatten)]
-    output: OutputArgs,
+    common: CommonArgs,
 }
 
 #[derive(Debug, clap::Args)]
@@ -82,9 +80,7 @@ pub(crate) struct ShowArgs {
     /// The pattern id.
     id: String,
     #[command(flatten)]
-    catalog: CatalogArgs,
-    #[command(flatten)]
-    output: OutputArgs,
+    common: CommonArgs,
 }
 
 /// Hits `catalog search` prints without `--limit`.
@@ -100,41 +96,37 @@ pub(crate) struct SearchArgs {
     #[command(flatten)]
     filter: FilterArgs,
     #[command(flatten)]
-    catalog: CatalogArgs,
-    #[command(flatten)]
-    output: OutputArgs,
+    common: CommonArgs,
 }
 
 #[derive(Debug, clap::Args)]
 pub(crate) struct StatsArgs {
     #[command(flatten)]
-    catalog: CatalogArgs,
-    #[command(flatten)]
-    output: OutputArgs,
+    common: CommonArgs,
 }
 
 pub(crate) fn run(cmd: Command) -> Result<ExitCode> {
     let cfg = Config::load()?;
     match cmd {
         Command::List(a) => {
-            let cat = a.catalog.open_existing(&cfg)?;
+            let cat = a.common.catalog.open_existing(&cfg)?;
             let pats = cat.list(&a.filter.filter())?;
-            print_list(&pats, a.output.json)?;
+            print_list(&pats, a.common.output.json)?;
             Ok(found(!pats.is_empty()))
         }
         Command::Search(a) => {
-            let cat = a.catalog.open_existing(&cfg)?;
+            let cat = a.common.catalog.open_existing(&cfg)?;
             let mut filter = a.filter.filter();
             // Any word may match, so a search lists the best few unless told otherwise.
             filter.limit = filter.limit.or(Some(SEARCH_LIMIT));
             let hits = cat.search_hits(&a.query, &filter)?;
-            print_hits(&hits, a.output.json)?;
+            print_hits(&hits, a.common.output.json)?;
             Ok(found(!hits.is_empty()))
         }
         Command::Show(a) => {
-            let cat = a.catalog.open_existing(&cfg)?;
+            let cat = a.common.catalog.open_existing(&cfg)?;
             match cat.get(&a.id)? {
-                Some(p) if a.output.json => {
+                Some(p) if a.common.output.json => {
                     output::json(&p)?;
                     Ok(ExitCode::SUCCESS)
                 }
@@ -149,9 +141,9 @@ pub(crate) fn run(cmd: Command) -> Result<ExitCode> {
             }
         }
         Command::Stats(a) => {
-            let cat = a.catalog.open_existing(&cfg)?;
+            let cat = a.common.catalog.open_existing(&cfg)?;
             let stats = cat.stats()?;
-            if a.output.json {
+            if a.common.output.json {
                 output::json(&stats)?;
             } else {
                 print_stats(&stats)?;

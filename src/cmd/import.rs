@@ -7,7 +7,7 @@ use std::process::ExitCode;
 use anyhow::Result;
 use kidiom_patterns::Kind;
 
-use crate::cli::{CatalogArgs, OutputArgs};
+use crate::cli::CommonArgs;
 use crate::config::Config;
 use crate::output;
 
@@ -23,9 +23,7 @@ pub(crate) struct Args {
     #[arg(long, value_parser = super::named::<kidiom_patterns::Kind>)]
     kind: Option<Kind>,
     #[command(flatten)]
-    catalog: CatalogArgs,
-    #[command(flatten)]
-    output: OutputArgs,
+    common: CommonArgs,
 }
 
 pub(crate) fn run(a: Args) -> Result<ExitCode> {
@@ -42,14 +40,14 @@ pub(crate) fn run(a: Args) -> Result<ExitCode> {
         Some(k) => vec![k],
         None => vec![Kind::Usage, Kind::Edit],
     };
-    let mut cat = a.catalog.open(&cfg)?;
+    let mut cat = a.common.catalog.open(&cfg)?;
     let tx = cat.begin()?;
     let corpora = (!a.corpus.is_empty()).then_some(a.corpus.as_slice());
     let report = tx.import(&file, &a.file.display().to_string(), corpora, &kinds)?;
     tx.commit()?;
-    if a.output.json {
+    if a.common.output.json {
         output::json(&report)?;
-    } else if !a.output.quiet {
+    } else if !a.common.output.quiet {
         output::line(&format!(
             "imported {} patterns from {} ({} new, {} merged; {} usage, {} edit){}",
             report.added + report.merged,

@@ -6,7 +6,7 @@ use std::process::ExitCode;
 use anyhow::Result;
 use kidiom_miner::Manifest;
 
-use crate::cli::{CatalogArgs, OutputArgs};
+use crate::cli::CommonArgs;
 use crate::config::Config;
 use crate::ops::mine::{self as driver, MineOptions, MineReport, PathInputs, Remote, manifests_for};
 use crate::output;
@@ -55,9 +55,7 @@ pub(crate) struct Args {
     #[arg(long, value_name = "EXECUTOR", default_value = "local", value_parser = super::executor)]
     executor: kidiom_validator::Executor,
     #[command(flatten)]
-    catalog: CatalogArgs,
-    #[command(flatten)]
-    output: OutputArgs,
+    common: CommonArgs,
 }
 
 impl Args {
@@ -96,12 +94,12 @@ pub(crate) fn run(args: Args) -> Result<ExitCode> {
     if let Some(n) = args.min_corpora {
         config.min_corpora = n;
     }
-    let progress = !args.output.quiet && !args.output.json;
+    let progress = !args.common.output.quiet && !args.common.output.json;
     let remote = Remote::for_executor(&args.executor)?;
     let opts = MineOptions { limits: cfg.limits(), config, progress, remote };
-    let mut catalog = args.catalog.open(&cfg)?;
+    let mut catalog = args.common.catalog.open(&cfg)?;
     let report = driver::mine(&mut catalog, manifests, &opts)?;
-    print_report(&report, args.output.json)?;
+    print_report(&report, args.common.output.json)?;
     Ok(exit_code(&report))
 }
 
@@ -171,11 +169,11 @@ fn run_history(args: &Args, cfg: &Config, manifests: Vec<Manifest>) -> Result<Ex
     config.since = args.since.as_deref().map(crate::ops::history::parse_since).transpose()?;
     let batch = std::env::var("KIDIOM_HISTORY_BATCH").ok().and_then(|v| v.parse().ok()).unwrap_or(256);
     let remote = Remote::for_executor(&args.executor)?;
-    let progress = !args.output.quiet && !args.output.json;
+    let progress = !args.common.output.quiet && !args.common.output.json;
     let opts = crate::ops::history::HistoryOptions { config, progress, batch, remote };
-    let mut catalog = args.catalog.open(cfg)?;
+    let mut catalog = args.common.catalog.open(cfg)?;
     let report = crate::ops::history::mine(&mut catalog, manifests, &opts)?;
-    print_history_report(&report, args.output.json)?;
+    print_history_report(&report, args.common.output.json)?;
     Ok(history_exit_code(&report))
 }
 

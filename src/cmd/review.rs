@@ -8,7 +8,7 @@ use anyhow::Result;
 use kidiom_patterns::{Candidate, CandidateStatus, Catalog};
 use kidiom_validator::Evidence;
 
-use crate::cli::{CatalogArgs, OutputArgs};
+use crate::cli::CommonArgs;
 use crate::config::Config;
 use crate::{ops, output};
 
@@ -27,9 +27,7 @@ pub(crate) struct Args {
     #[arg(long)]
     open: bool,
     #[command(flatten)]
-    catalog: CatalogArgs,
-    #[command(flatten)]
-    output: OutputArgs,
+    common: CommonArgs,
 }
 
 /// `--html DIR` / `--open`: the site of the listed candidates (and the one
@@ -42,7 +40,7 @@ fn html(cat: &Catalog, a: &Args, dir: &Path) -> Result<ExitCode> {
     {
         cands.push(c.clone());
     }
-    let site = write_site(cat, &cands, dir, a.output.json)?;
+    let site = write_site(cat, &cands, dir, a.common.output.json)?;
     if a.open {
         let page = one.as_ref().map(|c| site.page(&c.id)).unwrap_or_else(|| site.index.clone());
         match crate::html::open(&page) {
@@ -73,17 +71,17 @@ pub(crate) fn write_site(cat: &Catalog, cands: &[Candidate], dir: &Path, json: b
 
 pub(crate) fn run(a: Args) -> Result<ExitCode> {
     let cfg = Config::load()?;
-    let cat = a.catalog.open_existing(&cfg)?;
+    let cat = a.common.catalog.open_existing(&cfg)?;
     if a.html.is_some() || a.open {
         let dir = match &a.html {
             Some(d) => d.clone(),
-            None => a.catalog.path(&cfg).parent().unwrap_or(Path::new(".")).join("review"),
+            None => a.common.catalog.path(&cfg).parent().unwrap_or(Path::new(".")).join("review"),
         };
         return html(&cat, &a, &dir);
     }
     let Some(id) = &a.id else {
         let cands = cat.candidates(a.status)?;
-        if a.output.json {
+        if a.common.output.json {
             output::json(&cands)?;
         } else {
             let mut rows = vec![vec![
@@ -117,7 +115,7 @@ pub(crate) fn run(a: Args) -> Result<ExitCode> {
     };
     let c = ops::candidates::find_one(&cat, id)?;
     let pattern = cat.get(&c.pattern_id)?;
-    if a.output.json {
+    if a.common.output.json {
         output::json(&serde_json::json!({ "candidate": c, "pattern": pattern }))?;
         return Ok(ExitCode::SUCCESS);
     }

@@ -7,7 +7,7 @@ use std::process::ExitCode;
 
 use anyhow::Result;
 
-use crate::cli::{CatalogArgs, OutputArgs};
+use crate::cli::CommonArgs;
 use crate::config::Config;
 use crate::ops::run::Event;
 use crate::{ops, output};
@@ -41,15 +41,13 @@ pub(crate) struct Args {
     #[arg(long, value_name = "DIR")]
     html: Option<std::path::PathBuf>,
     #[command(flatten)]
-    catalog: CatalogArgs,
-    #[command(flatten)]
-    output: OutputArgs,
+    common: CommonArgs,
 }
 
 pub(crate) fn run(args: Args) -> Result<ExitCode> {
     let cfg = Config::load()?;
-    let mut catalog = args.catalog.open(&cfg)?;
-    let progress = !args.output.quiet && !args.output.json;
+    let mut catalog = args.common.catalog.open(&cfg)?;
+    let progress = !args.common.output.quiet && !args.common.output.json;
     let opts = ops::run::Options {
         top: args.top,
         no_validate: args.no_validate,
@@ -76,7 +74,7 @@ pub(crate) fn run(args: Args) -> Result<ExitCode> {
     if let Some(dir) = &args.html {
         report.html = Some(crate::html::write_site(&catalog, &catalog.candidates(None)?, dir)?);
     }
-    if args.output.json {
+    if args.common.output.json {
         output::json(&report)?;
     } else {
         print_summary(&report)?;

@@ -19,7 +19,7 @@ use anyhow::{Context, Result, bail};
 use kidiom_patterns::{Candidate, Category};
 use kidiom_validator::{Device, Evidence, Gate, GateStatus, VerdictKind};
 
-use crate::cli::{CatalogArgs, OutputArgs};
+use crate::cli::CommonArgs;
 use crate::config::Config;
 use crate::ops::validate::{Options, Report};
 use crate::{ops, output};
@@ -65,9 +65,7 @@ pub(crate) struct Args {
     #[arg(long, value_name = "PATH")]
     python: Option<PathBuf>,
     #[command(flatten)]
-    catalog: CatalogArgs,
-    #[command(flatten)]
-    output: OutputArgs,
+    common: CommonArgs,
 }
 
 fn clip(s: &str, n: usize) -> String {
@@ -153,7 +151,7 @@ pub(crate) fn evidence_lines(e: &Evidence) -> Vec<String> {
 
 pub(crate) fn run(a: Args) -> Result<ExitCode> {
     let cfg = Config::load()?;
-    let cat = a.catalog.open_existing(&cfg)?;
+    let cat = a.common.catalog.open_existing(&cfg)?;
     if a.category.is_some() && a.patch.is_none() {
         bail!("--category is the category of a --patch edit; a catalog candidate has its pattern's");
     }
@@ -178,9 +176,9 @@ pub(crate) fn run(a: Args) -> Result<ExitCode> {
         v
     };
     if cands.is_empty() {
-        if a.output.json {
+        if a.common.output.json {
             output::json(&Report::empty(a.device))?;
-        } else if !a.output.quiet {
+        } else if !a.common.output.quiet {
             eprintln!("kidiom: no pending candidates (run `kidiom apply` first)");
         }
         return Ok(ExitCode::from(1));
@@ -195,13 +193,13 @@ pub(crate) fn run(a: Args) -> Result<ExitCode> {
         executor: a.executor,
         static_limits: (!a.allow_static_regression).then_some(cfg.validate.static_limits),
     };
-    let progress = !a.output.quiet && !a.output.json;
+    let progress = !a.common.output.quiet && !a.common.output.json;
     let report = ops::validate::validate_all(&cat, &cands, &opts, &mut |i, c, ev| {
         if progress {
             print_progress(i, cands.len(), c, ev);
         }
     })?;
-    if a.output.json {
+    if a.common.output.json {
         output::json(&report)?;
     } else {
         print_report(&report)?;
