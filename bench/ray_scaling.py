@@ -88,47 +88,30 @@ def machine_cpu():
     return sum(v) - v[3] - v[4], sum(v)     # busy, total jiffies
 
 
-def group_cpu(sid):
-    """CPU seconds of the processes of the head's session (and of their exited children)."""
-    total = 0
+def session_stats(sid):
+    """Per process of the head's session (Ray's processes and its workers): (CPU jiffies, RSS pages)."""
     for d in Path("/proc").iterdir():
         if not d.name.isdigit():
             continue
         try:
             stat = (d / "stat").read_text().rsplit(")", 1)[1].split()
             if int(stat[3]) == sid:
-                total += sum(int(x) for x in stat[11:15])
+                yield sum(int(x) for x in stat[11:15]), int(stat[21])
         except (OSError, IndexError, ValueError):
             pass
-    return total / os.sysconf("SC_CLK_TCK")
+
+
+def group_cpu(sid):
+    """CPU seconds of the processes of the head's session (and of their exited children)."""
+    return sum(cpu for cpu, _ in session_stats(sid)) / os.sysconf("SC_CLK_TCK")
 
 
 def group_rss_mb(sid):
-    """Resident memory of the head's session: Ray's processes and its workers (shared pages counted
-    once per process, so an upper bound)."""
-    total = 0
-    for d in Path("/proc").iterdir():
-        if not d.name.isdigit():
-            continue
-        try:
-            stat = (d / "stat").read_text().rsplit(")", 1)[1].split()
-            if int(stat[3]) == sid:
-                total += int(stat[21]) * os.sysconf("SC_PAGE_SIZE")
-        except (OSError, IndexError, ValueError):
-            pass
-    return round(total / 2**20)
+    """Resident memory of the head's session (shared pages counted once per process: an upper bound)."""
+    return round(sum(rss for _, rss in session_stats(sid)) * os.sysconf("SC_PAGE_SIZE") / 2**20)
 
 
 # ---------------------------------------------------------------- part 1: real harness calls
-
-def tree_files(prefix):
-    out = {}
-    for p in sorted((ROOT / "kernels").rglob("*")):
-        rel = p.relative_to(ROOT)
-        if p.is_file() and "__pycache__" not in rel.parts and rel.parts[1] != "tests" and not p.name.startswith("."):
-            out[f"{prefix}/{rel.as_posix()}"] = p.read_bytes()
-    return out
-
 
 def real_calls(cand_path):
     seed = ["--seeds", "3", "--seed", "5", "--device", "cpu"]
@@ -154,7 +137,7 @@ def part1():
             r = subprocess.run([sys.executable, "-m", "kernels.harness", *argv, "--json"], cwd=ROOT,
                                capture_output=True, text=True, timeout=900)
             local[name] = (time.time() - t0, json.loads(r.stdout)["status"])
-        files = {**tree_files("tree"), "candidate/kernels/kda/decode.py": cand.encode()}
+        files = {**fleet.kernels_tree(ROOT, "tree"), "candidate/kernels/kda/decode.py": cand.encode()}
         blobs = {fleet.git_blob_id(d): {"text": d.decode()} for d in files.values()}
         files = {k: fleet.git_blob_id(d) for k, d in files.items()}
         with fleet.LocalHead(num_cpus=2) as head:

@@ -74,6 +74,18 @@ def harness_version(root):
     return git_blob_id("".join(lines).encode())
 
 
+def kernels_tree(root, prefix="tree"):
+    """The kernels package under `root` as the validator ships it (its baseline tree, without the
+    tests and caches), each file at `prefix/kernels/...`: for the tests and benchmarks that stand in
+    for the validator."""
+    out = {}
+    for p in sorted((Path(root) / "kernels").rglob("*")):
+        rel = p.relative_to(root)
+        if p.is_file() and "__pycache__" not in rel.parts and rel.parts[1] != "tests" and not p.name.startswith("."):
+            out[f"{prefix}/{rel.as_posix()}"] = p.read_bytes()
+    return out
+
+
 def _where():
     """Which node and GPU ran this task."""
     node, node_id, gpu = socket.gethostname(), None, None

@@ -77,16 +77,6 @@ def files_of(named):
     return files, blobs
 
 
-def kernels_tree(prefix="tree"):
-    """The kernels package as the validator ships it (its baseline tree), without its tests."""
-    out = {}
-    for p in sorted((ROOT / "kernels").rglob("*")):
-        rel = p.relative_to(ROOT)
-        if p.is_file() and "__pycache__" not in rel.parts and rel.parts[1] != "tests" and not p.name.startswith("."):
-            out[f"{prefix}/{rel.as_posix()}"] = p.read_bytes()
-    return out
-
-
 def command(job_id, code, deadline=60, **more):
     return {"id": job_id, "kind": "command", "argv": [sys.executable, "-c", code], "deadline_s": deadline, **more}
 
@@ -116,7 +106,7 @@ def test_a_harness_job_answers_what_the_harness_answers_here(driver):
             "--json"]
     local = subprocess.run([sys.executable, "-m", "kernels.harness", *argv], cwd=ROOT, capture_output=True,
                            text=True, timeout=300)
-    files, blobs = files_of(kernels_tree())
+    files, blobs = files_of(fleet.kernels_tree(ROOT))
     driver.send({"id": 1, "kind": "harness", "argv": argv, "cwd": "tree", "files": files, "blobs": blobs,
                  "deadline_s": 300, "harness_version": fleet.harness_version(ROOT)})
     r = driver.result(1, timeout=330)
@@ -131,7 +121,7 @@ def test_a_harness_job_answers_what_the_harness_answers_here(driver):
 
 
 def test_a_job_with_the_wrong_harness_version_does_not_run(driver):
-    files, blobs = files_of(kernels_tree("t2"))
+    files, blobs = files_of(fleet.kernels_tree(ROOT, "t2"))
     driver.send({"id": "v", "kind": "harness", "argv": ["list"], "cwd": "t2", "files": files, "blobs": blobs,
                  "harness_version": "0" * 40})
     r = driver.result("v")

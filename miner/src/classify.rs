@@ -65,20 +65,9 @@ pub enum Category {
     Refactor,
 }
 
+crate::named_enum!(Category);
+
 impl Category {
-    /// Every category, optimizations first.
-    pub const ALL: &'static [Category] = <Category as strum::VariantArray>::VARIANTS;
-
-    /// The lowercase name.
-    pub fn name(self) -> &'static str {
-        self.into()
-    }
-
-    /// Parses a lowercase name.
-    pub fn from_name(s: &str) -> Option<Category> {
-        s.parse().ok()
-    }
-
     /// Whether patterns of this category make code faster or more exact
     /// (everything but `other`, `api` and `refactor`).
     pub fn is_optimization(self) -> bool {

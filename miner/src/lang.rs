@@ -2,6 +2,30 @@ use std::path::Path;
 
 use serde::{Deserialize, Serialize};
 
+/// The names of an enum whose spelling strum derives (`Display`,
+/// `EnumString`, `IntoStaticStr`, `VariantArray` with `serialize_all` in the
+/// case of its serde `rename_all`): `ALL`, `name()` and `from_name()`, the
+/// same for every such enum of the workspace.
+#[macro_export]
+macro_rules! named_enum {
+    ($t:ty) => {
+        impl $t {
+            /// Every variant, in declaration order.
+            pub const ALL: &'static [$t] = <$t as strum::VariantArray>::VARIANTS;
+
+            /// The name printed, stored and given on the command line.
+            pub fn name(self) -> &'static str {
+                self.into()
+            }
+
+            /// Parses a name as [`Self::name`] prints it.
+            pub fn from_name(name: &str) -> Option<$t> {
+                name.parse().ok()
+            }
+        }
+    };
+}
+
 /// A source language kidiom parses.
 ///
 /// Detection is by extension only: Triton is Python, and whether a Python
@@ -21,10 +45,9 @@ pub enum Lang {
     Rust,
 }
 
-impl Lang {
-    /// Every language, for tests and listings.
-    pub const ALL: &'static [Lang] = <Lang as strum::VariantArray>::VARIANTS;
+named_enum!(Lang);
 
+impl Lang {
     /// The language of a path, by extension; `None` for files kidiom does not read.
     pub fn from_path(path: &Path) -> Option<Lang> {
         let ext = path.extension()?.to_str()?;
@@ -35,16 +58,6 @@ impl Lang {
             "rs" => Lang::Rust,
             _ => return None,
         })
-    }
-
-    /// The lowercase name used in the catalog and on the command line.
-    pub fn name(self) -> &'static str {
-        self.into()
-    }
-
-    /// Parses a name as printed by [`Lang::name`].
-    pub fn from_name(name: &str) -> Option<Lang> {
-        name.parse().ok()
     }
 
     /// Short prefix for pattern ids.

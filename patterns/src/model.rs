@@ -18,20 +18,7 @@ pub enum Kind {
     Edit,
 }
 
-impl Kind {
-    /// Every kind.
-    pub const ALL: &'static [Kind] = <Kind as strum::VariantArray>::VARIANTS;
-
-    /// The lowercase name used in the catalog, in JSON and on the command line.
-    pub fn name(self) -> &'static str {
-        self.into()
-    }
-
-    /// Parses a name as printed by [`Kind::name`].
-    pub fn from_name(name: &str) -> Option<Kind> {
-        name.parse().ok()
-    }
-}
+kidiom_miner::named_enum!(Kind);
 
 /// One bar of a value histogram: a value seen in a pattern's hole and how
 /// often; for a name, what it resolves to.

@@ -108,18 +108,37 @@ pub(crate) fn exit_code(report: &MineReport) -> ExitCode {
     if report.corpora.iter().any(|c| c.error.is_some()) { ExitCode::from(1) } else { ExitCode::SUCCESS }
 }
 
+/// A table's header row.
+fn header(names: &[&str]) -> Vec<Vec<String>> {
+    vec![names.iter().map(|n| n.to_string()).collect()]
+}
+
+/// Whether a corpus was mined; one that was not says why on stderr (the table leaves it out).
+fn mined(name: &str, error: Option<&str>) -> bool {
+    if let Some(e) = error {
+        eprintln!("kidiom: corpus {name} not mined: {e}");
+    }
+    error.is_none()
+}
+
 pub(crate) fn print_report(report: &MineReport, json: bool) -> Result<()> {
     if json {
         return output::json(report);
     }
-    let mut rows = vec![
-        ["corpus", "kind", "revision", "files", "cached", "parsed", "no-kernels", "skipped", "kernels", "time"]
-            .map(String::from)
-            .to_vec(),
-    ];
+    let mut rows = header(&[
+        "corpus",
+        "kind",
+        "revision",
+        "files",
+        "cached",
+        "parsed",
+        "no-kernels",
+        "skipped",
+        "kernels",
+        "time",
+    ]);
     for c in &report.corpora {
-        if let Some(e) = &c.error {
-            eprintln!("kidiom: corpus {} not mined: {e}", c.name);
+        if !mined(&c.name, c.error.as_deref()) {
             continue;
         }
         if let Some(n) = &c.note {
@@ -182,14 +201,9 @@ pub(crate) fn print_history_report(report: &crate::ops::history::HistoryReport, 
     if json {
         return output::json(report);
     }
-    let mut rows = vec![
-        ["corpus", "revision", "commits", "cached", "mined", "files", "edits", "skipped", "time"]
-            .map(String::from)
-            .to_vec(),
-    ];
+    let mut rows = header(&["corpus", "revision", "commits", "cached", "mined", "files", "edits", "skipped", "time"]);
     for c in &report.corpora {
-        if let Some(e) = &c.error {
-            eprintln!("kidiom: corpus {} not mined: {e}", c.name);
+        if !mined(&c.name, c.error.as_deref()) {
             continue;
         }
         rows.push(vec![

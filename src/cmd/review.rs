@@ -247,13 +247,7 @@ fn review_lines(evidence: &serde_json::Value) -> Option<Vec<String>> {
         e.device
     )];
     for g in &e.gates {
-        out.push(format!(
-            "{:<11} {:<7} {:>6.1}s  {}",
-            g.gate.name(),
-            format!("{:?}", g.status).to_lowercase(),
-            g.seconds,
-            g.summary
-        ));
+        out.push(format!("{:<11} {:<7} {:>6.1}s  {}", g.gate.name(), g.status.name(), g.seconds, g.summary));
     }
     for f in &e.verdict.flags {
         out.push(format!("flag: {f}"));

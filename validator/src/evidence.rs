@@ -25,6 +25,8 @@ pub enum GateStatus {
     Error,
 }
 
+kidiom_miner::named_enum!(GateStatus);
+
 /// What one gate measured.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct GateRecord {

@@ -18,15 +18,7 @@ pub enum Gate {
     Speed,
 }
 
-impl Gate {
-    /// Every gate, in order.
-    pub const ALL: &'static [Gate] = <Gate as strum::VariantArray>::VARIANTS;
-
-    /// The lowercase name.
-    pub fn name(self) -> &'static str {
-        self.into()
-    }
-}
+kidiom_miner::named_enum!(Gate);
 
 /// The four outcomes of a validation (SPEC section 8).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
@@ -44,12 +36,7 @@ pub enum VerdictKind {
     Error,
 }
 
-impl VerdictKind {
-    /// The name printed and stored (`needs-gpu`).
-    pub fn name(self) -> &'static str {
-        self.into()
-    }
-}
+kidiom_miner::named_enum!(VerdictKind);
 
 /// A verdict with its reason.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]

@@ -27,20 +27,7 @@ pub enum CandidateStatus {
     Validated,
 }
 
-impl CandidateStatus {
-    /// Every status.
-    pub const ALL: &'static [CandidateStatus] = <CandidateStatus as strum::VariantArray>::VARIANTS;
-
-    /// The lowercase name stored in the catalog.
-    pub fn name(self) -> &'static str {
-        self.into()
-    }
-
-    /// Parses a name as printed by [`CandidateStatus::name`].
-    pub fn from_name(s: &str) -> Option<CandidateStatus> {
-        s.parse().ok()
-    }
-}
+kidiom_miner::named_enum!(CandidateStatus);
 
 /// One rewrite candidate (table `candidates`).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]

@@ -60,20 +60,7 @@ pub enum Device {
     Cuda,
 }
 
-impl Device {
-    /// Every device choice.
-    pub const ALL: &'static [Device] = <Device as strum::VariantArray>::VARIANTS;
-
-    /// The name given to the harness's `--device`.
-    pub fn name(self) -> &'static str {
-        self.into()
-    }
-
-    /// Parses `auto`, `cpu` or `cuda`.
-    pub fn from_name(s: &str) -> Option<Device> {
-        s.parse().ok()
-    }
-}
+kidiom_miner::named_enum!(Device);
 
 /// The pattern id of a candidate that came from a patch rather than the catalog.
 pub const MANUAL_PATTERN: &str = "manual";
