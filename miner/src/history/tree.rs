@@ -89,28 +89,11 @@ impl<'s> Tree<'s> {
         ranges: &[std::ops::Range<usize>],
     ) -> Tree<'s> {
         let root = ts.root_node();
-        let mut nodes = vec![Node {
-            kind: root.kind_id(),
-            named: root.is_named(),
-            err: root.is_error() || root.is_missing(),
-            start: root.start_byte() as u32,
-            end: root.end_byte() as u32,
-            size: 1,
-            nkids: 0,
-            parent: NONE,
-            hash: 0,
-        }];
-        let mut cur = root.walk();
-        if cur.goto_first_child() {
-            loop {
-                let n = cur.node();
-                let (s, e) = (n.start_byte(), n.end_byte());
-                if ranges.iter().any(|r| r.start < e && s < r.end) {
-                    lower_subtree(&mut nodes, n, 0);
-                }
-                if !cur.goto_next_sibling() {
-                    break;
-                }
+        let mut nodes = vec![file_root(root, root.start_byte()..root.end_byte(), root.is_error() || root.is_missing())];
+        for n in top_level(root) {
+            let (s, e) = (n.start_byte(), n.end_byte());
+            if ranges.iter().any(|r| r.start < e && s < r.end) {
+                lower_subtree(&mut nodes, n, 0);
             }
         }
         let mut t = Tree { src, nodes };
@@ -129,34 +112,17 @@ impl<'s> Tree<'s> {
         if root.has_error() {
             return None;
         }
-        let mut nodes = vec![Node {
-            kind: root.kind_id(),
-            named: root.is_named(),
-            err: false,
-            start: range.start as u32,
-            end: range.end as u32,
-            size: 1,
-            nkids: 0,
-            parent: NONE,
-            hash: 0,
-        }];
-        let mut cur = root.walk();
-        if cur.goto_first_child() {
-            loop {
-                let n = cur.node();
-                let (s, e) = (n.start_byte(), n.end_byte());
-                if s >= range.end {
-                    break;
-                }
-                if (s < range.start && e > range.start) || e > range.end {
-                    return None;
-                }
-                if s >= range.start {
-                    lower_subtree(&mut nodes, n, 0);
-                }
-                if !cur.goto_next_sibling() {
-                    break;
-                }
+        let mut nodes = vec![file_root(root, range.clone(), false)];
+        for n in top_level(root) {
+            let (s, e) = (n.start_byte(), n.end_byte());
+            if s >= range.end {
+                break;
+            }
+            if (s < range.start && e > range.start) || e > range.end {
+                return None;
+            }
+            if s >= range.start {
+                lower_subtree(&mut nodes, n, 0);
             }
         }
         let mut t = Tree { src, nodes };
@@ -373,6 +339,29 @@ fn climb(cur: &mut tree_sitter::TreeCursor<'_>, stack: &mut Vec<u32>) -> bool {
             return true;
         }
     }
+}
+
+/// The root of a lowered tree: the file root's kind over `span`; its
+/// children are lowered after it.
+fn file_root(root: tree_sitter::Node<'_>, span: std::ops::Range<usize>, err: bool) -> Node {
+    Node {
+        kind: root.kind_id(),
+        named: root.is_named(),
+        err,
+        start: span.start as u32,
+        end: span.end as u32,
+        size: 1,
+        nkids: 0,
+        parent: NONE,
+        hash: 0,
+    }
+}
+
+/// The top-level children of a file root, in order (extras included, as
+/// the cursor gives them).
+fn top_level(root: tree_sitter::Node<'_>) -> Vec<tree_sitter::Node<'_>> {
+    let mut cur = root.walk();
+    root.children(&mut cur).collect()
 }
 
 #[cfg(test)]
