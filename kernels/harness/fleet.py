@@ -519,6 +519,24 @@ def _is_loopback(address):
     return host in ("localhost", "::1") or host.startswith("127.")
 
 
+# Waits between attempts to connect through Ray Client: the head starts a server process for each
+# client, which a busy head may fail to start in time ("Starting Ray client server failed").
+CLIENT_RETRIES_S = (2.0, 5.0)
+
+
+def _connect(ray, kw):
+    """ray.init, retried on a refused or aborted connection of a Ray Client (`ray://`) address only:
+    a bad address or a local start fails at once."""
+    waits = list(CLIENT_RETRIES_S) if str(kw.get("address", "")).startswith("ray://") else []
+    while True:
+        try:
+            return ray.init(**kw)
+        except ConnectionError:
+            if not waits:
+                raise
+            time.sleep(waits.pop(0))
+
+
 def serve(args):
     # the protocol's stdout is the original fd 1; everything else that prints goes to stderr
     out = os.fdopen(os.dup(1), "w", buffering=1)
@@ -540,7 +558,7 @@ def serve(args):
         kw = {"log_to_driver": False, "include_dashboard": False, "configure_logging": False}
         if args.address:
             kw["address"] = args.address
-        ray.init(**kw)
+        _connect(ray, kw)
     except Exception as e:
         say({"fatal": f"cannot start Ray at {args.address or 'the default address'}: {type(e).__name__}: {e}"})
         return 2

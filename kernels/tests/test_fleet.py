@@ -307,3 +307,27 @@ def test_git_blob_ids_match_git():
     assert fleet.git_blob_id(b"") == "e69de29bb2d1d6434b8b29ae775ad8c2e48c5391"
     assert fleet.git_blob_id(b"hello\n") == "ce013625030ba8dba906f756967f9e9ca394464a"
     assert len(fleet.harness_version(ROOT)) == 40 and fleet.harness_version(ROOT / "nowhere") is None
+
+
+def test_a_ray_client_connection_is_retried_and_nothing_else(monkeypatch):
+    """A busy head may fail to start its per-client server: `ray://` connects are retried twice,
+    then the error stands; other addresses fail at once."""
+    monkeypatch.setattr(fleet, "CLIENT_RETRIES_S", (0.0, 0.0))
+
+    class FakeRay:
+        def __init__(self, failures):
+            self.failures, self.calls = failures, 0
+
+        def init(self, **kw):
+            self.calls += 1
+            if self.calls <= self.failures:
+                raise ConnectionAbortedError("Starting Ray client server failed")
+            return "connected"
+
+    r = FakeRay(2)
+    assert fleet._connect(r, {"address": "ray://127.0.0.1:1"}) == "connected" and r.calls == 3
+    for address, calls in (("ray://127.0.0.1:1", 3), ("127.0.0.1:1", 1)):
+        r = FakeRay(9)
+        with pytest.raises(ConnectionAbortedError):
+            fleet._connect(r, {"address": address})
+        assert r.calls == calls
