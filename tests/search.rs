@@ -235,3 +235,141 @@ fn rewriting_our_prefill_kernel_keeps_its_shape_comments_in_their_column() {
         .count();
     assert!(kept >= 6, "most shape comments stay in their column: {kept} of 8\n{diff}");
 }
+
+/// `apply --search --json` on `targets` (exit status 1 when no candidate): the report.
+fn search_report(env: &crate::util::Env, py: Option<&std::path::Path>, args: &[&str]) -> Value {
+    let mut cmd = env.cmd();
+    if let Some(py) = py {
+        cmd.env("KIDIOM_PYTHON", py);
+    }
+    let db = env.db();
+    let out = cmd
+        .arg("apply")
+        .args(args)
+        .args(["--search", "--db", db.to_str().expect("utf8"), "--json"])
+        .output()
+        .expect("spawn");
+    assert!(matches!(out.status.code(), Some(0 | 1)), "{}", String::from_utf8_lossy(&out.stderr));
+    serde_json::from_slice(&out.stdout).unwrap_or_else(|e| panic!("{e}: {}", String::from_utf8_lossy(&out.stderr)))
+}
+
+#[test]
+fn a_file_no_manifest_names_is_not_searched_and_the_report_says_why() {
+    // upstream code (here the corpus itself) has dots but no error curve and no kernel to compile
+    let env = project();
+    mine(&env);
+    let report = search_report(&env, None, &["upstream/up.py", "--pattern", "py-keyword-tl-dot-input-precision"]);
+    assert!(report.get("searches").is_none(), "{report:#}");
+    let why = &report["not_searched"][0];
+    assert_eq!(why["path"], "upstream/up.py");
+    assert!(why["reason"].as_str().expect("reason").contains("no kernel manifest names upstream/up.py"), "{why:#}");
+    let cands = report["candidates"].as_array().expect("candidates");
+    assert_eq!(cands.len(), 1, "proposed as without --search: {report:#}");
+    // and the terminal says it, beside the diff
+    let db = env.db();
+    let out = env.run(&[
+        "apply",
+        "upstream/up.py",
+        "--pattern",
+        "py-keyword-tl-dot-input-precision",
+        "--search",
+        "--db",
+        db.to_str().expect("utf8"),
+    ]);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("not searched: py-keyword-tl-dot-input-precision on upstream/up.py"), "{err}");
+}
+
+#[test]
+fn without_kernels_memory_hints_are_placed_and_precision_is_not_searched() {
+    let env = crate::util::Env::new();
+    kidiom_patterns::Catalog::open(&env.db()).expect("catalog");
+    mine(&env);
+    let report = search_report(&env, None, &["upstream", "--pattern", "py-keyword-tl-load-eviction-policy"]);
+    let cands = report["candidates"].as_array().expect("candidates");
+    assert!(!cands.is_empty(), "hints need no manifest: {report:#}");
+    let report = search_report(&env, None, &["upstream/up.py", "--pattern", "py-keyword-tl-dot-input-precision"]);
+    let why = report["not_searched"][0]["reason"].as_str().expect("reason");
+    assert!(why.contains("no kernels/ directory"), "{why}");
+}
+
+#[test]
+fn a_kernel_without_a_site_is_no_failed_search() {
+    let env = project();
+    mine(&env);
+    let src = read(&env, "kernels/kda/prefill.py");
+    // every dot already pinned: nothing for the pattern to add
+    let mut pinned = String::new();
+    let mut rest = src.as_str();
+    while let Some(i) = rest.find("tl.dot(") {
+        let (head, call) = rest.split_at(i + "tl.dot(".len());
+        let mut depth = 1;
+        let end = call
+            .char_indices()
+            .find(|&(_, c)| {
+                depth += match c {
+                    '(' => 1,
+                    ')' => -1,
+                    _ => 0,
+                };
+                depth == 0
+            })
+            .expect("closed")
+            .0;
+        pinned.push_str(head);
+        pinned.push_str(&call[..end]);
+        pinned.push_str(", input_precision=\"tf32\"");
+        rest = &call[end..];
+    }
+    pinned.push_str(rest);
+    assert_eq!(pinned.matches("input_precision").count(), 8);
+    env.write("kernels/kda/prefill.py", &pinned);
+    let report =
+        search_report(&env, None, &["kernels/kda/prefill.py", "--pattern", "py-keyword-tl-dot-input-precision"]);
+    assert!(report["candidates"].as_array().expect("c").is_empty(), "{report:#}");
+    assert!(report["dropped"].as_array().expect("d").is_empty(), "{report:#}");
+    assert!(report.get("searches").is_none(), "{report:#}");
+}
+
+/// Our prefill kernel with `line` inserted before `o_t = tl.arange(0, BT)`.
+fn prefill_with(env: &crate::util::Env, line: &str) {
+    let src = read(env, "kernels/kda/prefill.py");
+    let anchor = "    o_t = tl.arange(0, BT)\n";
+    assert!(src.contains(anchor));
+    env.write("kernels/kda/prefill.py", src.replacen(anchor, &format!("{line}{anchor}"), 1));
+}
+
+#[test]
+fn a_baseline_that_does_not_compile_is_refused_with_the_compilers_reason() {
+    let Some(py) = python() else { return };
+    let _cpu = crate::util::cpu_heavy();
+    let env = project();
+    mine(&env);
+    // the bench shape (K = 128) fails it, the interpreter's shapes (K <= 32) do not
+    prefill_with(&env, "    tl.static_assert(K < 128)\n");
+    let report =
+        search_report(&env, Some(&py), &["kernels/kda/prefill.py", "--pattern", "py-keyword-tl-dot-input-precision"]);
+    assert!(report["candidates"].as_array().expect("c").is_empty());
+    let why = report["dropped"][0]["reason"].as_str().expect("a reason");
+    assert!(why.contains("kernels/kda/prefill.py as it is cannot be measured") && why.contains("compile"), "{why}");
+    assert!(!why.contains('\n'), "one line: {why}");
+}
+
+#[test]
+fn a_kernel_that_hangs_in_the_interpreter_ends_the_search_at_its_time_limit() {
+    let Some(py) = python() else { return };
+    let _cpu = crate::util::cpu_heavy();
+    let env = project();
+    mine(&env);
+    prefill_with(&env, "    t_hang = T\n    while t_hang > 0:\n        t_hang = t_hang + 1\n");
+    let started = std::time::Instant::now();
+    let report = search_report(
+        &env,
+        Some(&py),
+        &["kernels/kda/prefill.py", "--pattern", "py-keyword-tl-dot-input-precision", "--timeout", "20"],
+    );
+    assert!(started.elapsed().as_secs() < 120, "{:?}", started.elapsed());
+    let why = report["dropped"][0]["reason"].as_str().expect("a reason");
+    assert!(why.contains("ran out of its time limit (20s)"), "not a variant that 'failed': {why}");
+    assert!(report.get("searches").is_none(), "no front from unmeasured variants: {report:#}");
+}

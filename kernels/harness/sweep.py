@@ -10,27 +10,36 @@ kernel with a chosen subset of its sites rewritten) and asks for, per variant:
   and tensor-core instructions, registers, spill stores and loads. Each compile runs in a
   process of its own (`python -m kernels.harness compile`), since compiling imports the variant.
 
-Results are cached by the variant's bytes, the kernel, the seed and lengths, and the harness's
-and Triton's versions (`$KIDIOM_CACHE/sweep/`, else `~/.cache/kidiom/sweep/`), so a search that
-is run again, or that meets a variant twice, never measures it twice. Variants run `--jobs` at a
-time (threads that wait on subprocesses). A variant that fails to compile or to run is reported
-with its error; the sweep itself fails only on bad input.
+Results are cached by the variant's bytes, the kernel, the seed and lengths, Triton's version and
+everything else a measurement reads (`_context`: the harness's own sources, the manifest, the
+other sources beside the kernel, the reference's module), in `$KIDIOM_CACHE/sweep/`, else
+`~/.cache/kidiom/sweep/`, so a search that is run again, or that meets a variant twice, never
+measures it twice, and an edit of the reference or the emulation never reads a stale entry. An
+entry is written atomically and checked when read: a truncated or malformed one is measured
+again. Variants run `--jobs` at a time (threads that wait on subprocesses). A variant that fails
+to compile or to run is reported with its error; one stopped by the sweep's deadline also with
+`timed_out` (its failure says nothing about the variant); the sweep itself fails only on bad
+input.
 
 Input (`--variants FILE`): {"variants": [{"id": str, "source": path}], "compile": bool,
-"curve": bool}. Output: {variants: [{id, sha256, cached, curve?, static?, error?}], lengths,
-seed, jobs}.
+"curve": bool}. Output: {variants: [{id, sha256, cached, curve?, static?, error?, timed_out?}],
+lengths, seed, jobs, measured, timed_out}.
 """
 import concurrent.futures as cf
 import hashlib
 import json
 import os
+import signal
 import subprocess
 import sys
+import threading
 import time
+from functools import lru_cache
 from pathlib import Path
 
 from . import check
 from .manifest import REPO_ROOT
+from .workers import WorkerTimeout
 
 # Bumped whenever what a cached entry means changes (metrics, emulation, curve inputs).
 SWEEP_VERSION = 2
@@ -51,32 +60,85 @@ def _triton_version():
         return "none"
 
 
+@lru_cache(maxsize=None)
+def _context(manifest_path, source):
+    """A digest of what a measurement reads besides the variant: the harness's own sources (the
+    emulation, the workers, the compile), the manifest, the other Python sources beside the
+    kernel (helpers it imports, the reference) and the reference's module wherever it lives."""
+    manifest_path = Path(manifest_path)
+    files = sorted(Path(__file__).resolve().parent.glob("*.py"))
+    files.append(manifest_path)
+    files += sorted(p for p in manifest_path.parent.glob("*.py") if p.name != source)
+    try:
+        import tomllib
+        ref = tomllib.loads(manifest_path.read_text()).get("reference", "").split(":")[0]
+        if ref:
+            files.append(REPO_ROOT.joinpath(*ref.split(".")).with_suffix(".py"))
+    except (OSError, ValueError):
+        pass
+    h = hashlib.sha256()
+    for f in files:
+        h.update(str(f.name).encode() + b"\0")
+        try:
+            h.update(f.read_bytes())
+        except OSError:
+            h.update(b"<missing>")
+        h.update(b"\0")
+    return h.hexdigest()
+
+
 def _key(kind, manifest, text, extra):
     h = hashlib.sha256()
-    for part in (kind, str(SWEEP_VERSION), manifest.name, _triton_version(), json.dumps(extra, sort_keys=True)):
+    context = _context(str(manifest.path), Path(manifest.source).name)
+    for part in (kind, str(SWEEP_VERSION), manifest.name, _triton_version(), context,
+                 json.dumps(extra, sort_keys=True)):
         h.update(part.encode())
         h.update(b"\0")
     h.update(text)
     return h.hexdigest()
 
 
+def _valid(kind, value):
+    """Whether a cache entry has the shape this version writes (else it is measured again)."""
+    if kind == "curve":
+        return isinstance(value, list) and all(isinstance(p, dict) and "T" in p and "rel_l2" in p for p in value)
+    if kind == "static":
+        return isinstance(value, dict) and all(isinstance(value.get(k), int) and not isinstance(value.get(k), bool)
+                                               for k in ("instructions", "local", "tensor", "spill_store_bytes"))
+    return False
+
+
 def _cached(kind, key):
     p = cache_root() / kind / f"{key}.json"
     try:
-        return json.loads(p.read_text())
-    except (OSError, ValueError):
+        value = json.loads(p.read_text())
+    except (OSError, ValueError):   # absent, unreadable, truncated, not UTF-8
         return None
+    return value if _valid(kind, value) else None
 
 
 def _store(kind, key, value):
     d = cache_root() / kind
+    # one writer per file: threads of one sweep and other sweeps never share a temporary
+    tmp = d / f".{key}.{os.getpid()}.{threading.get_ident()}.tmp"
     try:
         d.mkdir(parents=True, exist_ok=True)
-        tmp = d / f".{key}.{os.getpid()}.tmp"
         tmp.write_text(json.dumps(value))
         os.replace(tmp, d / f"{key}.json")   # atomic: a reader never sees half an entry
     except OSError:
-        pass   # a read-only cache only costs time
+        try:
+            tmp.unlink()
+        except OSError:
+            pass   # a read-only cache only costs time
+
+
+def _timed_out(e, deadline):
+    """Whether a variant's failure is the sweep's deadline, not the variant's own. A limit of the
+    variant's own (ptxas's two minutes on a huge kernel) is its failure like any other."""
+    if isinstance(e, (WorkerTimeout, TimeoutError, subprocess.TimeoutExpired)):
+        return True   # the workers' and our compiles' limits are the sweep's deadline
+    # the compile's harness stopped at its --timeout, which is what was left of the deadline
+    return time.monotonic() >= deadline - 1 or (isinstance(e, RuntimeError) and "harness timed out after" in str(e))
 
 
 def _static_of(out):
@@ -92,6 +154,33 @@ def _static_of(out):
         "spill_load_bytes": int(res.get("spill_load_bytes") or 0),
         "stack_bytes": int(res.get("stack_bytes") or 0),
     }
+
+
+def _children():
+    """The processes this one started (compiles, the interpreter's workers): Linux's /proc."""
+    me, out = os.getpid(), []
+    for d in Path("/proc").iterdir() if Path("/proc").is_dir() else ():
+        try:
+            stat = (d / "stat").read_text()
+            if int(stat.rsplit(")", 1)[1].split()[1]) == me:
+                out.append(int(d.name))
+        except (OSError, ValueError, IndexError):
+            continue
+    return out
+
+
+def _orphan_watch(parent):
+    """Ends the sweep, the compiles and the interpreter's workers it started, once the process
+    that asked for it is gone (killed, interrupted): nobody would read its result, and it would
+    run on to its deadline."""
+    while os.getppid() == parent:
+        time.sleep(0.5)
+    for pid in _children():
+        try:
+            os.kill(pid, signal.SIGKILL)
+        except OSError:
+            pass
+    os._exit(3)
 
 
 def _compile(manifest, source, deadline):
@@ -111,9 +200,10 @@ def _compile(manifest, source, deadline):
 
 
 def _measure(manifest, v, lengths, seed, want_compile, want_curve, deadline):
-    text = Path(v["source"]).read_bytes()
-    rec = {"id": v["id"], "sha256": hashlib.sha256(text).hexdigest(), "cached": True}
+    rec = {"id": v["id"], "cached": True}
     try:
+        text = Path(v["source"]).read_bytes()
+        rec["sha256"] = hashlib.sha256(text).hexdigest()
         if want_curve:
             key = _key("curve", manifest, text, {"lengths": lengths, "seed": seed})
             curve = _cached("curve", key)
@@ -133,6 +223,8 @@ def _measure(manifest, v, lengths, seed, want_compile, want_curve, deadline):
             rec["static"] = static
     except Exception as e:  # noqa: BLE001 - one variant's failure is its own result
         rec["error"] = f"{type(e).__name__}: {e}"
+        if _timed_out(e, deadline):
+            rec["timed_out"] = True
     return rec
 
 
@@ -152,10 +244,12 @@ def run_sweep(manifest, spec, jobs, deadline, seed=0):
     lengths = list(manifest.curve["cpu_T"])
     want_compile, want_curve = bool(spec.get("compile", True)), bool(spec.get("curve", True))
     t0 = time.monotonic()
+    threading.Thread(target=_orphan_watch, args=(os.getppid(),), daemon=True, name="orphan-watch").start()
     with cf.ThreadPoolExecutor(max_workers=max(1, jobs)) as ex:
         futs = [ex.submit(_measure, manifest, v, lengths, seed, want_compile, want_curve, deadline)
                 for v in variants]
         results = [f.result() for f in futs]
     return {"variants": results, "lengths": lengths, "seed": seed, "jobs": max(1, jobs),
             "measured": sum(1 for r in results if not r["cached"]),
+            "timed_out": sum(1 for r in results if r.get("timed_out")),
             "sweep_seconds": round(time.monotonic() - t0, 3)}

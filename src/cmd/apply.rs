@@ -50,7 +50,9 @@ pub(crate) fn run(a: Args) -> Result<ExitCode> {
     let cfg = Config::load()?;
     let mut cat = a.common.catalog.open_existing(&cfg)?;
     let root = ops::root()?;
-    let validator = if a.search {
+    // a project without kernels/ has no manifests: memory hints are still placed by role,
+    // precision patterns are proposed as without --search (and the report says why)
+    let validator = if a.search && root.join("kernels").is_dir() {
         let opts = ops::apply::search_validator_options(&cfg, std::time::Duration::from_secs(a.timeout.max(1)));
         Some(ops::validate::build_validator(&root, &opts)?)
     } else {
@@ -69,8 +71,8 @@ pub(crate) fn run(a: Args) -> Result<ExitCode> {
         value: a.value.as_deref(),
         write: a.write,
         force: a.force,
-        search: validator.as_ref().map(|v| ops::sitesearch::Options {
-            validator: v,
+        search: a.search.then(|| ops::sitesearch::Options {
+            validator: validator.as_ref(),
             jobs: cfg.search.jobs(),
             rule: cfg.search.rule(),
             limits: cfg.validate.static_limits,
@@ -94,6 +96,12 @@ pub(crate) fn run(a: Args) -> Result<ExitCode> {
         }
         for d in &report.dropped {
             eprintln!("kidiom: dropped {} on {}: {}", d.pattern, d.path, d.reason);
+        }
+        for d in &report.not_searched {
+            eprintln!(
+                "kidiom: not searched: {} on {}: {}; proposed with one value on every site, as without --search",
+                d.pattern, d.path, d.reason
+            );
         }
         for s in &report.searches {
             print_search(s)?;
@@ -143,5 +151,8 @@ pub(crate) fn print_search(s: &kidiom_validator::search::SiteSearch) -> Result<(
         }
     }
     eprintln!("  chosen: {}", s.why);
+    for n in &s.notes {
+        eprintln!("  note: {n}");
+    }
     Ok(())
 }

@@ -31,7 +31,8 @@ pub(crate) struct Args {
 }
 
 /// `--html DIR` / `--open`: the site of the listed candidates (and the one
-/// `id` names), then the browser.
+/// `id` names), then the browser. With no candidate the site is written
+/// (its index says there are none) and the exit code is 1, as for a list.
 fn html(cat: &Catalog, a: &Args, dir: &Path) -> Result<ExitCode> {
     let mut cands = cat.candidates(a.status)?;
     let one = a.id.as_deref().map(|id| ops::candidates::find_one(cat, id)).transpose()?;
@@ -50,7 +51,7 @@ fn html(cat: &Catalog, a: &Args, dir: &Path) -> Result<ExitCode> {
             }
         }
     }
-    Ok(ExitCode::SUCCESS)
+    Ok(if cands.is_empty() { ExitCode::from(1) } else { ExitCode::SUCCESS })
 }
 
 /// Writes the site of `cands` into `dir` and says where (JSON with `json`).

@@ -5,10 +5,29 @@
 use super::highlight::{self, Code};
 use super::markup::{Markup, escape};
 
+/// Rows of the side-by-side view a page shows, over all its files: past
+/// them the page says how many it left out (the unified view below, and
+/// `kidiom review ID`, have every line). A browser renders this many
+/// highlighted rows in a second or two.
+pub(crate) const MAX_ROWS: usize = 5000;
+
+/// Bytes of the unified diff a page holds.
+pub(crate) const MAX_RAW_BYTES: usize = 2 << 20;
+
 /// One file of a diff.
 pub(crate) struct DiffFile {
     pub(crate) path: String,
     pub(crate) hunks: Vec<Hunk>,
+    /// Why the file has no rows (`binary file`, a mode or name change), or
+    /// that some were left out.
+    pub(crate) note: String,
+}
+
+/// A diff as side-by-side files.
+pub(crate) struct SideBySide {
+    pub(crate) files: Vec<DiffFile>,
+    /// Lines of hunks past [`MAX_ROWS`], not shown side by side.
+    pub(crate) omitted: usize,
 }
 
 /// One hunk: its header (`@@ -6,7 +6,7 @@ def k`) and rows.
@@ -45,6 +64,12 @@ enum Op {
     Added,
 }
 
+struct RawFile {
+    path: String,
+    hunks: Vec<RawHunk>,
+    binary: bool,
+}
+
 struct RawHunk {
     header: String,
     old_start: usize,
@@ -77,10 +102,11 @@ fn header_path(rest: &str) -> Option<String> {
     Some(p.strip_prefix("a/").or_else(|| p.strip_prefix("b/")).unwrap_or(p).to_string())
 }
 
-/// Parses `diff` (one or several files) into side-by-side files. Text the
-/// parser does not understand is skipped: the raw diff is on the page too.
-pub(crate) fn side_by_side(diff: &str) -> Vec<DiffFile> {
-    let mut files: Vec<(String, Vec<RawHunk>)> = Vec::new();
+/// Parses `diff` (one or several files) into side-by-side files, at most
+/// `max_rows` hunk lines of them. Text the parser does not understand is
+/// skipped: the raw diff is on the page too.
+pub(crate) fn side_by_side(diff: &str, max_rows: usize) -> SideBySide {
+    let mut files: Vec<RawFile> = Vec::new();
     let mut old_left = 0usize;
     let mut new_left = 0usize;
     for line in diff.lines() {
@@ -104,46 +130,78 @@ pub(crate) fn side_by_side(diff: &str) -> Vec<DiffFile> {
                 if op != Op::Removed {
                     new_left = new_left.saturating_sub(1);
                 }
-                if let Some(h) = files.last_mut().and_then(|f| f.1.last_mut()) {
+                if let Some(h) = files.last_mut().and_then(|f| f.hunks.last_mut()) {
                     h.lines.push((op, text.to_string()));
                 }
                 continue;
             }
             (old_left, new_left) = (0, 0);
         }
+        let file = |path: String| RawFile { path, hunks: Vec::new(), binary: false };
         if let Some(rest) = line.strip_prefix("diff --git ") {
             let path = rest.rsplit_once(" b/").map(|(_, p)| p.to_string()).unwrap_or_else(|| rest.to_string());
-            files.push((path, Vec::new()));
+            files.push(file(path));
+        } else if line == "GIT binary patch" || (line.starts_with("Binary files ") && line.ends_with(" differ")) {
+            match files.last_mut() {
+                Some(f) => f.binary = true,
+                None => files.push(RawFile { binary: true, ..file(String::new()) }),
+            }
         } else if let Some(rest) = line.strip_prefix("+++ ") {
             let path = header_path(rest);
             match (files.last_mut(), path) {
-                (Some(f), Some(p)) if f.1.is_empty() => f.0 = p,
-                (None, Some(p)) => files.push((p, Vec::new())),
+                (Some(f), Some(p)) if f.hunks.is_empty() && !f.binary => f.path = p,
+                (None, Some(p)) => files.push(file(p)),
                 _ => {}
             }
         } else if let Some(rest) = line.strip_prefix("--- ") {
             // a plain diff without `diff --git` lines: each `---` starts a file
-            let starts_file = files.last().is_none_or(|f| !f.1.is_empty());
+            let starts_file = files.last().is_none_or(|f| !f.hunks.is_empty() || f.binary);
             if starts_file && let Some(p) = header_path(rest) {
-                files.push((p, Vec::new()));
+                files.push(file(p));
             }
         } else if let Some((os, oc, ns, nc)) = hunk_header(line) {
             if files.is_empty() {
-                files.push((String::new(), Vec::new()));
+                files.push(file(String::new()));
             }
             if let Some(f) = files.last_mut() {
-                f.1.push(RawHunk { header: line.to_string(), old_start: os, new_start: ns, lines: Vec::new() });
+                f.hunks.push(RawHunk { header: line.to_string(), old_start: os, new_start: ns, lines: Vec::new() });
             }
             (old_left, new_left) = (oc, nc);
         }
     }
-    files
+    let mut budget = max_rows;
+    let mut omitted = 0;
+    let several = files.len() > 1;
+    let files = files
         .into_iter()
-        .map(|(path, hunks)| {
-            let code = Code::from_path(&path);
-            DiffFile { hunks: hunks.into_iter().map(|h| rows(code, h)).collect(), path }
+        .map(|f| {
+            let code = Code::from_path(&f.path);
+            let mut hunks = Vec::new();
+            let mut left_out = 0;
+            for mut h in f.hunks {
+                if h.lines.len() > budget {
+                    left_out += h.lines.len() - budget;
+                    h.lines.truncate(budget);
+                }
+                budget -= h.lines.len();
+                if !h.lines.is_empty() {
+                    hunks.push(rows(code, h));
+                }
+            }
+            omitted += left_out;
+            let note = if left_out > 0 && several {
+                format!("{left_out} more lines of this file's hunks not shown side by side")
+            } else if f.binary {
+                "binary file: no text to show".to_string()
+            } else if hunks.is_empty() && left_out == 0 {
+                "no change to its text (a new mode or name, or an empty file)".to_string()
+            } else {
+                String::new()
+            };
+            DiffFile { hunks, path: f.path, note }
         })
-        .collect()
+        .collect();
+    SideBySide { files, omitted }
 }
 
 /// The rows of one hunk, each side highlighted as one fragment.
@@ -188,9 +246,20 @@ fn rows(code: Option<Code>, h: RawHunk) -> Hunk {
 }
 
 /// The raw diff, escaped, one line per entry with its class (`add`, `del`,
-/// `meta` or `ctx`), for the page's plain view.
-pub(crate) fn raw_lines(diff: &str) -> Vec<(&'static str, Markup)> {
-    diff.lines()
+/// `meta` or `ctx`), for the page's plain view: the lines within the first
+/// `max_bytes`, and how many lines were left out.
+pub(crate) fn raw_lines(diff: &str, max_bytes: usize) -> (Vec<(&'static str, Markup)>, usize) {
+    let mut bytes = 0;
+    let kept: Vec<&str> = diff
+        .lines()
+        .take_while(|l| {
+            bytes += l.len() + 1;
+            bytes <= max_bytes
+        })
+        .collect();
+    let omitted = diff.lines().count() - kept.len();
+    let lines = kept
+        .into_iter()
         .map(|l| {
             let class = if l.starts_with("+++") || l.starts_with("---") || l.starts_with("@@") || l.starts_with("diff ")
             {
@@ -204,7 +273,8 @@ pub(crate) fn raw_lines(diff: &str) -> Vec<(&'static str, Markup)> {
             };
             (class, Markup::trusted(escape(l)))
         })
-        .collect()
+        .collect();
+    (lines, omitted)
 }
 
 #[cfg(test)]
@@ -217,7 +287,7 @@ mod tests {
 
     #[test]
     fn changes_pair_up_and_numbers_follow_the_header() {
-        let files = side_by_side(DIFF);
+        let files = side_by_side(DIFF, MAX_ROWS).files;
         assert_eq!(files.len(), 1);
         assert_eq!(files[0].path, "kernels/k.py");
         let h = &files[0].hunks[0];
@@ -243,12 +313,51 @@ mod tests {
     #[test]
     fn several_files_and_a_diff_without_git_headers() {
         let two = format!("{DIFF}{}", DIFF.replace("kernels/k.py", "kernels/d.cu"));
-        let files = side_by_side(&two);
+        let files = side_by_side(&two, MAX_ROWS).files;
         assert_eq!(files.iter().map(|f| f.path.as_str()).collect::<Vec<_>>(), ["kernels/k.py", "kernels/d.cu"]);
-        let plain = side_by_side("--- a/x.py\n+++ b/x.py\n@@ -1 +1 @@\n-a\n+b\n");
+        let plain = side_by_side("--- a/x.py\n+++ b/x.py\n@@ -1 +1 @@\n-a\n+b\n", MAX_ROWS).files;
         assert_eq!(plain.len(), 1);
         assert_eq!(plain[0].hunks[0].rows.len(), 1);
-        assert!(side_by_side("not a diff <b>").is_empty());
-        assert_eq!(raw_lines("+<b>")[0], ("add", Markup::trusted("+&lt;b&gt;".into())));
+        assert!(side_by_side("not a diff <b>", MAX_ROWS).files.is_empty());
+        assert_eq!(raw_lines("+<b>", MAX_RAW_BYTES).0[0], ("add", Markup::trusted("+&lt;b&gt;".into())));
+    }
+
+    #[test]
+    fn binary_files_and_files_without_hunks_say_so() {
+        let d = "diff --git a/w.bin b/w.bin\nindex 1..2 100644\nGIT binary patch\nliteral 3\nKcmZ?d\n\n\
+diff --git a/x.png b/x.png\nBinary files a/x.png and b/x.png differ\n--- a/k.py\n+++ b/k.py\n@@ -1 +1 @@\n-a\n+b\n\
+diff --git a/m.py b/m.py\nold mode 100644\nnew mode 100755\n";
+        let files = side_by_side(d, MAX_ROWS).files;
+        let got: Vec<(&str, &str, usize)> =
+            files.iter().map(|f| (f.path.as_str(), f.note.as_str(), f.hunks.len())).collect();
+        assert_eq!(
+            got,
+            [
+                ("w.bin", "binary file: no text to show", 0),
+                ("x.png", "binary file: no text to show", 0),
+                ("k.py", "", 1),
+                ("m.py", "no change to its text (a new mode or name, or an empty file)", 0)
+            ]
+        );
+    }
+
+    #[test]
+    fn a_long_diff_is_cut_at_its_budget() {
+        let mut d = String::from("--- a/k.py\n+++ b/k.py\n@@ -1,300 +1,300 @@\n");
+        for i in 0..300 {
+            d.push_str(&format!("-x = {i}\n+x = {i} + 1\n"));
+        }
+        let s = side_by_side(&d, 100);
+        assert_eq!(s.omitted, 500);
+        assert_eq!(s.files[0].hunks[0].rows.len(), 50);
+        assert!(s.files[0].note.is_empty(), "one file: the page says it: {}", s.files[0].note);
+        let two = format!("{d}{}", d.replace("k.py", "j.py"));
+        let s = side_by_side(&two, 100);
+        assert_eq!(s.omitted, 1100);
+        assert!(s.files[0].note.starts_with("500 more lines"), "{}", s.files[0].note);
+        assert!(s.files[1].hunks.is_empty() && s.files[1].note.starts_with("600 more lines"), "{}", s.files[1].note);
+        let (lines, omitted) = raw_lines(&d, 100);
+        assert_eq!(omitted, d.lines().count() - lines.len());
+        assert!(lines.len() < 10);
     }
 }

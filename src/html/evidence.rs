@@ -30,17 +30,58 @@ impl Cell {
     }
 }
 
-/// The evidence of a candidate, parsed when it has the validator's shape.
-pub(crate) fn parse(v: &Value) -> Option<Evidence> {
-    if v.as_object().is_none_or(|o| o.is_empty()) {
-        return None;
-    }
-    serde_json::from_value(v.clone()).ok()
+/// What a candidate's stored evidence is, for the site.
+pub(crate) enum Read {
+    /// None stored: not validated.
+    Empty,
+    /// The validator's record.
+    Evidence(Box<Evidence>),
+    /// Something else (written by hand, by another tool, or damaged): why
+    /// it is not the validator's record. The page shows it raw; nothing in
+    /// it is taken for a verdict.
+    Unreadable(String),
 }
 
-/// The verdict's name (`not validated` without evidence).
-pub(crate) fn verdict(ev: Option<&Evidence>) -> String {
-    ev.map(|e| e.verdict.kind.name().to_string()).unwrap_or_else(|| "not validated".into())
+impl Read {
+    pub(crate) fn evidence(&self) -> Option<&Evidence> {
+        match self {
+            Read::Evidence(e) => Some(e),
+            _ => None,
+        }
+    }
+}
+
+/// A candidate's evidence, read.
+pub(crate) fn read(v: &Value) -> Read {
+    if v.is_null() || v.as_object().is_some_and(|o| o.is_empty()) {
+        return Read::Empty;
+    }
+    match serde_json::from_value::<Evidence>(v.clone()) {
+        Ok(e) => Read::Evidence(Box::new(e)),
+        Err(e) => Read::Unreadable(e.to_string()),
+    }
+}
+
+/// The evidence of a candidate, parsed when it has the validator's shape.
+#[cfg(test)]
+pub(crate) fn parse(v: &Value) -> Option<Evidence> {
+    match read(v) {
+        Read::Evidence(e) => Some(*e),
+        _ => None,
+    }
+}
+
+/// What the index says of evidence that is not the validator's.
+pub(crate) const UNREADABLE: &str = "unreadable evidence";
+
+/// The verdict's name: `not validated` without evidence, `unreadable
+/// evidence` for a record that is not the validator's.
+pub(crate) fn verdict(read: &Read) -> String {
+    match read {
+        Read::Empty => "not validated".into(),
+        Read::Evidence(e) => e.verdict.kind.name().to_string(),
+        Read::Unreadable(_) => UNREADABLE.into(),
+    }
 }
 
 /// The gate that decided the verdict: the failing or erroring gate; for
@@ -67,8 +108,9 @@ fn tensor(v: Option<&Value>) -> Option<i64> {
 fn delta(b: Option<i64>, a: Option<i64>, unit: &str) -> Cell {
     match (b, a) {
         (Some(b), Some(a)) => {
+            // i128: figures from the catalog may be anywhere in i64
             let rel = if b != 0 {
-                (a - b) as f64 / b as f64
+                (i128::from(a) - i128::from(b)) as f64 / b as f64
             } else if a == 0 {
                 0.0
             } else {
@@ -295,6 +337,16 @@ mod tests {
     }
 
     #[test]
+    fn figures_at_the_ends_of_i64_do_not_overflow() {
+        let c = delta(Some(i64::MAX), Some(i64::MIN), "");
+        assert_eq!(c.text, format!("{} → {}", i64::MAX, i64::MIN));
+        assert_eq!(c.note, "-200%");
+        let c = delta(Some(0), Some(i64::MAX), "");
+        assert_eq!(c.sort, "1000000000");
+        assert_eq!(delta(Some(-5), Some(-5), "").full(), "-5 → -5");
+    }
+
+    #[test]
     fn a_host_target_shows_its_scheduler_gap() {
         let sp = rec(
             "speed",
@@ -314,7 +366,11 @@ mod tests {
     fn no_evidence_is_not_validated() {
         assert!(parse(&json!({})).is_none());
         assert!(parse(&json!({"verdict": "odd"})).is_none());
-        assert_eq!(verdict(None), "not validated");
+        assert_eq!(verdict(&read(&json!({}))), "not validated");
+        assert_eq!(verdict(&read(&Value::Null)), "not validated");
+        // a record that names a verdict but is not the validator's is not believed
+        assert_eq!(verdict(&read(&json!({"verdict": {"kind": "accepted"}, "gates": "x"}))), UNREADABLE);
+        assert_eq!(verdict(&read(&json!([1, 2]))), UNREADABLE);
         assert_eq!(static_figures(None).instructions, Cell::none());
         let e = ev(
             json!([

@@ -3,6 +3,16 @@
 //! `commit/<id>` and its support row to `tree/<revision>`. Other sources
 //! (PyPI packages, local folders) get no link.
 
+/// Every link the site makes passes here: `https://` and nothing a URL or
+/// an attribute could be broken out of with (quotes, angle brackets,
+/// spaces, controls, backslashes). The builders below only ever make such
+/// URLs; this is the rule written once, so that no `javascript:` or
+/// `data:` link can reach a page whatever a corpus's source says.
+fn checked(url: String) -> Option<String> {
+    let ok = url.starts_with("https://") && url.bytes().all(|b| b.is_ascii_graphic() && !b"\"'<>\\`".contains(&b));
+    ok.then_some(url)
+}
+
 /// `owner/repo` of a GitHub source (`https://github.com/o/r`, `.git`,
 /// `git@github.com:o/r.git`); `None` for anything else.
 pub(crate) fn github_repo(source: &str) -> Option<String> {
@@ -47,7 +57,7 @@ pub(crate) fn blob(source: &str, revision: &str, path: &str, line: Option<u64>) 
         return None;
     }
     let anchor = line.filter(|l| *l > 0).map(|l| format!("#L{l}")).unwrap_or_default();
-    Some(format!("https://github.com/{repo}/blob/{revision}/{}{anchor}", encode_path(path.trim_start_matches('/'))))
+    checked(format!("https://github.com/{repo}/blob/{revision}/{}{anchor}", encode_path(path.trim_start_matches('/'))))
 }
 
 /// A commit.
@@ -55,12 +65,13 @@ pub(crate) fn commit(source: &str, id: &str) -> Option<String> {
     let repo = github_repo(source)?;
     (id.len() >= 7 && id.bytes().all(|b| b.is_ascii_hexdigit()))
         .then(|| format!("https://github.com/{repo}/commit/{id}"))
+        .and_then(checked)
 }
 
 /// The tree at a revision.
 pub(crate) fn tree(source: &str, revision: &str) -> Option<String> {
     let repo = github_repo(source)?;
-    revision_ok(revision).then(|| format!("https://github.com/{repo}/tree/{revision}"))
+    revision_ok(revision).then(|| format!("https://github.com/{repo}/tree/{revision}")).and_then(checked)
 }
 
 #[cfg(test)]
@@ -86,5 +97,29 @@ mod tests {
         assert_eq!(blob(src, "abc", "../../x", None), None);
         assert_eq!(github_repo("https://github.com/o/r/extra"), None);
         assert_eq!(github_repo("https://github.com/o/r.git/").as_deref(), Some("o/r"));
+        // sources that are not a GitHub repository over https or ssh never link
+        for src in [
+            "javascript:alert(1)//https://github.com/o/r",
+            "javascript://github.com/o/r",
+            "data:text/html,<script>alert(1)</script>",
+            " https://github.com/o/r\"onmouseover=\"x",
+            "https://github.com/o/r\"><script>",
+            "https://github.com.evil.example/o/r",
+            "https://github.com@evil.example/o/r",
+            "https://github.com/o/../r",
+            "file:///etc/passwd",
+        ] {
+            assert_eq!(tree(src, "abc"), None, "{src}");
+            assert_eq!(commit(src, "0123456789"), None, "{src}");
+            assert_eq!(blob(src, "abc", "x.py", Some(1)), None, "{src}");
+        }
+        // a path or line from the catalog stays inside the URL
+        let url = blob(src, "abc", "javascript:alert('x')/\"<b> c.py", Some(3)).expect("link");
+        assert_eq!(
+            url,
+            "https://github.com/kvcache-ai/Mooncake/blob/abc/javascript%3Aalert%28%27x%27%29/%22%3Cb%3E%20c.py#L3"
+        );
+        assert_eq!(checked("javascript:alert(1)".into()), None);
+        assert_eq!(checked("https://x/\"".into()), None);
     }
 }

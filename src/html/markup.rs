@@ -31,7 +31,11 @@ impl fmt::Display for Markup {
 impl askama::filters::HtmlSafe for Markup {}
 
 /// `s` with the five characters that matter in HTML text and attributes
-/// replaced by entities.
+/// replaced by entities, and the characters a reader of code must not miss
+/// made visible: control characters as their Unicode pictures (`␀`, `␛`),
+/// direction overrides and invisible marks (which can make code read
+/// otherwise than it runs) as `<U+202E>`, each in a `ctl` span. Tabs and
+/// line ends stay as they are.
 pub(crate) fn escape(s: &str) -> String {
     let mut out = String::with_capacity(s.len());
     for c in s.chars() {
@@ -41,10 +45,24 @@ pub(crate) fn escape(s: &str) -> String {
             '>' => out.push_str("&gt;"),
             '"' => out.push_str("&quot;"),
             '\'' => out.push_str("&#39;"),
+            '\t' | '\n' | '\r' => out.push(c),
+            '\0'..='\u{1f}' => {
+                let picture = char::from_u32(0x2400 + c as u32).unwrap_or('\u{fffd}');
+                out.push_str(&format!("<span class=\"ctl\" title=\"U+{:04X}\">{picture}</span>", c as u32));
+            }
+            '\u{7f}' => out.push_str("<span class=\"ctl\" title=\"U+007F\">\u{2421}</span>"),
+            c if hidden(c) => out.push_str(&format!("<span class=\"ctl\">&lt;U+{:04X}&gt;</span>", c as u32)),
             c => out.push(c),
         }
     }
     out
+}
+
+/// Characters that change how text around them is shown while showing
+/// nothing themselves: C1 controls, bidirectional controls, zero-width
+/// characters, the byte order mark.
+fn hidden(c: char) -> bool {
+    matches!(c, '\u{80}'..='\u{9f}' | '\u{200b}'..='\u{200f}' | '\u{202a}'..='\u{202e}' | '\u{2060}'..='\u{2069}' | '\u{feff}')
 }
 
 #[cfg(test)]
@@ -58,5 +76,10 @@ mod tests {
             "&lt;script&gt;alert(&#39;x&#39;)&amp;&quot;&lt;/script&gt;"
         );
         assert_eq!(escape("tl.dot(a, b)"), "tl.dot(a, b)");
+        assert_eq!(escape("\ta\r\n"), "\ta\r\n");
+        assert_eq!(escape("a\0b"), "a<span class=\"ctl\" title=\"U+0000\">\u{2400}</span>b");
+        assert!(escape("\u{1b}[31m").contains("\u{241b}</span>[31m"));
+        assert_eq!(escape("x\u{202e}y"), "x<span class=\"ctl\">&lt;U+202E&gt;</span>y");
+        assert!(escape("\u{feff}").contains("U+FEFF"));
     }
 }

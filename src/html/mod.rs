@@ -20,20 +20,22 @@ mod plot;
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 
-use anyhow::{Context, Result};
+use anyhow::{Context, Result, bail};
 use askama::Template;
 use kidiom_patterns::{Candidate, Catalog, Pattern};
 use rayon::prelude::*;
 
 const STYLE: &str = include_str!("../../templates/html/style.css");
 
-/// A file in a site's folder that says kidiom wrote it: only then are
-/// candidate pages of an earlier run that are gone now removed.
+/// A file in a site's folder that says kidiom wrote it, and lists the
+/// candidate pages it wrote: only those are ever removed (when their
+/// candidate is no longer listed) or overwritten without asking.
 const MARKER: &str = ".kidiom-site";
+
+const MARKER_HEAD: &str = "kidiom review --html: this folder is generated; its pages are rewritten";
 
 /// Where the candidate pages live, relative to the index.
 const PAGES: &str = "c";
-
 /// What was written.
 #[derive(Debug, serde::Serialize)]
 pub(crate) struct Site {
@@ -68,13 +70,17 @@ pub(crate) fn page_name(id: &str) -> String {
     format!("{PAGES}/{safe}-{}.html", &hash[..8.min(hash.len())])
 }
 
-/// Writes the site of `cands` into `dir`.
+/// Writes the site of `cands` into `dir`: the pages first, the index last,
+/// each file whole or not at all (written beside its place, then renamed).
+///
+/// `dir` may be new, empty, or a site kidiom wrote before. In any other
+/// folder, a file the site would replace (`index.html`, `style.css`, a page)
+/// is an error before anything is written: nothing of the user's is
+/// overwritten or removed.
 pub(crate) fn write_site(cat: &Catalog, cands: &[Candidate], dir: &Path) -> Result<Site> {
     let pages_dir = dir.join(PAGES);
-    std::fs::create_dir_all(&pages_dir).with_context(|| format!("creating {}", pages_dir.display()))?;
-    let ours = dir.join(MARKER).exists();
-    write(&dir.join(MARKER), "kidiom review --html: this folder is generated; its pages are rewritten\n")?;
-    write(&dir.join("style.css"), STYLE)?;
+    let names: Vec<String> = cands.iter().map(|c| page_name(&c.id)).collect();
+    let before = prepare(dir, &names)?;
     let corpora = cat.corpora()?;
     let mut patterns: HashMap<String, Option<Pattern>> = HashMap::new();
     for c in cands {
@@ -82,14 +88,21 @@ pub(crate) fn write_site(cat: &Catalog, cands: &[Candidate], dir: &Path) -> Resu
             patterns.insert(c.pattern_id.clone(), cat.get(&c.pattern_id)?);
         }
     }
+    // the marker lists what this run may write before it writes: a run cut
+    // short leaves no page the next run would take for the user's
+    let mut listed: Vec<String> = before.iter().cloned().chain(names.iter().cloned()).collect();
+    listed.sort();
+    listed.dedup();
+    write_marker(dir, &listed)?;
     // pages in parallel: highlighting and plots are the work
-    cands.par_iter().try_for_each(|c| -> Result<()> {
+    cands.par_iter().zip(names.par_iter()).try_for_each(|(c, name)| -> Result<()> {
         let cx = pages::Context { pattern: patterns.get(&c.pattern_id).and_then(Option::as_ref), corpora: &corpora };
         let html = pages::candidate_page(c, &cx).render().with_context(|| format!("rendering the page of {}", c.id))?;
-        write(&dir.join(page_name(&c.id)), &html)
+        write(&dir.join(name), &html)
     })?;
-    let removed = if ours { remove_stale(&pages_dir, cands)? } else { 0 };
-    let rows: Vec<pages::IndexRow> = cands.iter().map(|c| pages::index_row(c, page_name(&c.id))).collect();
+    write(&dir.join("style.css"), STYLE)?;
+    let rows: Vec<pages::IndexRow> =
+        cands.iter().zip(&names).map(|(c, name)| pages::index_row(c, name.clone())).collect();
     let index = pages::IndexPage {
         catalog: cat.path().display().to_string(),
         verdicts: pages::facets(rows.iter().map(|r| r.verdict.as_str())),
@@ -100,24 +113,113 @@ pub(crate) fn write_site(cat: &Catalog, cands: &[Candidate], dir: &Path) -> Resu
     let html = index.render().context("rendering index.html")?;
     let index_path = dir.join("index.html");
     write(&index_path, &html)?;
+    write_marker(dir, &names)?;
+    let removed = remove_stale(&pages_dir, &before, &names)?;
     Ok(Site { dir: dir.to_path_buf(), index: index_path, pages: cands.len(), removed })
 }
 
-fn write(path: &Path, text: &str) -> Result<()> {
-    std::fs::write(path, text).with_context(|| format!("writing {}", path.display()))
+/// Checks `dir` before anything is written and creates it (and `c/`);
+/// returns the pages an earlier run listed in its marker.
+fn prepare(dir: &Path, names: &[String]) -> Result<Vec<String>> {
+    let kind = |p: &Path| std::fs::symlink_metadata(p).ok().map(|m| m.file_type());
+    match kind(dir) {
+        Some(t) if t.is_symlink() && !dir.is_dir() => bail!("{} is a link to no folder", dir.display()),
+        Some(t) if !t.is_symlink() && !t.is_dir() => bail!("{} is a file, not a folder", dir.display()),
+        _ => {}
+    }
+    let pages_dir = dir.join(PAGES);
+    // `c/` as a link would put pages (and their removal) in another folder
+    if let Some(t) = kind(&pages_dir)
+        && !t.is_dir()
+    {
+        bail!("{} is not a folder (a file or a link): the site's pages go there", pages_dir.display());
+    }
+    let marker = dir.join(MARKER);
+    let before = match std::fs::read_to_string(&marker) {
+        Ok(text) if text.starts_with(MARKER_HEAD) => Some(listed_pages(&text)),
+        Ok(_) => bail!("{} is not kidiom's (it does not start as kidiom writes it)", marker.display()),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => None,
+        Err(e) => return Err(e).with_context(|| format!("reading {}", marker.display())),
+    };
+    if before.is_none() {
+        let mut taken: Vec<PathBuf> = ["index.html", "style.css"]
+            .iter()
+            .map(|f| dir.join(f))
+            .chain(names.iter().map(|n| dir.join(n)))
+            .filter(|p| kind(p).is_some())
+            .collect();
+        if !taken.is_empty() {
+            let n = taken.len();
+            taken.truncate(3);
+            let shown: Vec<String> = taken.iter().map(|p| p.display().to_string()).collect();
+            bail!(
+                "{} holds files kidiom did not write that the site would replace ({}{}): write the site into a new \
+                 or empty folder, or into one kidiom wrote",
+                dir.display(),
+                shown.join(", "),
+                if n > 3 { format!(" and {} more", n - 3) } else { String::new() }
+            );
+        }
+    }
+    std::fs::create_dir_all(&pages_dir).with_context(|| format!("creating {}", pages_dir.display()))?;
+    Ok(before.unwrap_or_default())
 }
 
-/// Removes the `.html` pages under `c/` that no candidate of this site has.
-fn remove_stale(pages_dir: &Path, cands: &[Candidate]) -> Result<usize> {
-    let keep: std::collections::HashSet<String> =
-        cands.iter().filter_map(|c| page_name(&c.id).strip_prefix("c/").map(str::to_string)).collect();
+/// The page names a marker lists: `c/<name>.html` lines, nothing else.
+fn listed_pages(text: &str) -> Vec<String> {
+    text.lines()
+        .skip(1)
+        .filter(|l| l.strip_prefix("c/").is_some_and(|f| f.ends_with(".html") && is_page_file(f)))
+        .map(str::to_string)
+        .collect()
+}
+
+/// A file name `page_name` could have made (no folder, no leading dot).
+fn is_page_file(f: &str) -> bool {
+    !f.is_empty() && !f.starts_with('.') && f.bytes().all(|b| b.is_ascii_alphanumeric() || b"._-".contains(&b))
+}
+
+fn write_marker(dir: &Path, pages: &[String]) -> Result<()> {
+    let mut text = format!("{MARKER_HEAD}\n");
+    for p in pages {
+        text.push_str(p);
+        text.push('\n');
+    }
+    write(&dir.join(MARKER), &text)
+}
+
+/// Writes `path` whole or not at all: a temporary file beside it, renamed
+/// over it (removed again when anything fails).
+fn write(path: &Path, text: &str) -> Result<()> {
+    static NEXT: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+    let n = NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    let tmp = path.with_file_name(format!(".kidiom-{}-{n}.tmp", std::process::id()));
+    let done = (|| -> std::io::Result<()> {
+        let mut f = std::fs::OpenOptions::new().write(true).create_new(true).open(&tmp)?;
+        std::io::Write::write_all(&mut f, text.as_bytes())?;
+        drop(f);
+        std::fs::rename(&tmp, path)
+    })();
+    if done.is_err() {
+        let _ = std::fs::remove_file(&tmp);
+    }
+    done.with_context(|| format!("writing {}", path.display()))
+}
+
+/// Removes the pages an earlier run wrote (`before`) that this run did not
+/// (`now`); files kidiom did not write are never touched.
+fn remove_stale(pages_dir: &Path, before: &[String], now: &[String]) -> Result<usize> {
+    let keep: std::collections::HashSet<&str> = now.iter().map(String::as_str).collect();
     let mut removed = 0;
-    for e in std::fs::read_dir(pages_dir).with_context(|| format!("reading {}", pages_dir.display()))? {
-        let e = e?;
-        let name = e.file_name().to_string_lossy().to_string();
-        if name.ends_with(".html") && !keep.contains(&name) && e.file_type()?.is_file() {
-            std::fs::remove_file(e.path()).with_context(|| format!("removing {}", e.path().display()))?;
-            removed += 1;
+    for name in before.iter().filter(|n| !keep.contains(n.as_str())) {
+        let Some(file) = name.strip_prefix("c/") else { continue };
+        let path = pages_dir.join(file);
+        match std::fs::symlink_metadata(&path) {
+            Ok(m) if m.is_file() => {
+                std::fs::remove_file(&path).with_context(|| format!("removing {}", path.display()))?;
+                removed += 1;
+            }
+            _ => {}
         }
     }
     Ok(removed)
@@ -200,5 +302,14 @@ mod tests {
             assert!(file.bytes().all(|b| b.is_ascii_alphanumeric() || b"._-".contains(&b)), "{id:?} -> {n}");
         }
         assert!(page_name(&"x".repeat(500)).len() < 120);
+    }
+
+    #[test]
+    fn a_marker_lists_only_page_files() {
+        let text = format!(
+            "{MARKER_HEAD}\nc/a-0123abcd.html\nc/../x.html\n../c/y.html\nc/.hidden.html\nc/sub/z.html\nc/b.txt\n"
+        );
+        assert_eq!(listed_pages(&text), ["c/a-0123abcd.html"]);
+        assert!(listed_pages(MARKER_HEAD).is_empty(), "a marker of an earlier version lists nothing");
     }
 }

@@ -81,9 +81,9 @@ fn category(c: &Candidate, e: Option<&Evidence>) -> String {
 }
 
 pub(crate) fn index_row(c: &Candidate, href: String) -> IndexRow {
-    let e = ev::parse(&c.evidence);
-    let e = e.as_ref();
-    let verdict = ev::verdict(e);
+    let read = ev::read(&c.evidence);
+    let e = read.evidence();
+    let verdict = ev::verdict(&read);
     let st = ev::static_figures(e);
     IndexRow {
         id: c.id.clone(),
@@ -91,7 +91,11 @@ pub(crate) fn index_row(c: &Candidate, href: String) -> IndexRow {
         verdict_class: verdict_class(&verdict),
         verdict,
         gate: e.and_then(ev::deciding_gate).map(|g| g.name().to_string()).unwrap_or_else(|| "-".into()),
-        reason: e.map(|e| e.verdict.reason.clone()).unwrap_or_default(),
+        reason: match &read {
+            ev::Read::Evidence(e) => e.verdict.reason.clone(),
+            ev::Read::Unreadable(why) => format!("not the validator's record: {why}"),
+            ev::Read::Empty => String::new(),
+        },
         status: c.status.to_string(),
         pattern: c.pattern_id.clone(),
         title: c.provenance["title"].as_str().unwrap_or("").to_string(),
@@ -214,7 +218,13 @@ pub(crate) struct CandidatePage {
     pub(crate) template_after: Vec<Markup>,
     pub(crate) note: String,
     pub(crate) files: Vec<DiffFile>,
+    /// Hunk lines not shown side by side (past [`diff::MAX_ROWS`]).
+    pub(crate) omitted_rows: usize,
     pub(crate) raw_diff: Vec<(&'static str, Markup)>,
+    /// Lines of the unified diff not on the page (past [`diff::MAX_RAW_BYTES`]).
+    pub(crate) omitted_raw: usize,
+    /// Why the evidence is not the validator's record, when it is not.
+    pub(crate) unreadable: String,
     pub(crate) support: Vec<SupportRow>,
     pub(crate) values: Vec<ValueRow>,
     pub(crate) histogram: Option<PlotView>,
@@ -222,6 +232,8 @@ pub(crate) struct CandidatePage {
     pub(crate) commits: Vec<CommitView>,
     pub(crate) gates: Vec<GateView>,
     pub(crate) reproduce: String,
+    /// The id as a shell word.
+    pub(crate) reproduce_id: String,
     pub(crate) validated: String,
     pub(crate) search: Option<SearchView>,
     pub(crate) role_sites: Vec<Vec<String>>,
@@ -251,7 +263,8 @@ fn shell_quote(x: &str) -> String {
 }
 
 pub(crate) fn candidate_page(c: &Candidate, cx: &Context<'_>) -> CandidatePage {
-    let e = ev::parse(&c.evidence);
+    let read = ev::read(&c.evidence);
+    let e = read.evidence();
     let prov = &c.provenance;
     let pattern = cx.pattern;
     let code = Code::from_path(&c.path);
@@ -266,12 +279,14 @@ pub(crate) fn candidate_page(c: &Candidate, cx: &Context<'_>) -> CandidatePage {
     } else {
         ""
     };
-    let device = e.as_ref().map(|e| e.device.as_str()).unwrap_or("auto");
+    let device = e.map(|e| e.device.as_str()).unwrap_or("auto");
+    let sbs = diff::side_by_side(&c.diff, diff::MAX_ROWS);
+    let (raw_diff, omitted_raw) = diff::raw_lines(&c.diff, diff::MAX_RAW_BYTES);
     CandidatePage {
         id: c.id.clone(),
         row: index_row(c, String::new()),
-        flags: e.as_ref().map(|e| e.verdict.flags.clone()).unwrap_or_default(),
-        verdict_log: e.as_ref().and_then(|e| e.verdict.log.clone()),
+        flags: e.map(|e| e.verdict.flags.clone()).unwrap_or_default(),
+        verdict_log: e.and_then(|e| e.verdict.log.clone()),
         commit_id: c.commit_id.clone().unwrap_or_default(),
         base_blob: c.base_blob.clone(),
         value: c.value.clone().unwrap_or_default(),
@@ -280,22 +295,28 @@ pub(crate) fn candidate_page(c: &Candidate, cx: &Context<'_>) -> CandidatePage {
         template_before: tpl("before", pattern.map(|p| p.before.as_str())),
         template_after: tpl("after", pattern.map(|p| p.after.as_str())),
         note: note.into(),
-        files: diff::side_by_side(&c.diff),
-        raw_diff: diff::raw_lines(&c.diff),
+        files: sbs.files,
+        omitted_rows: sbs.omitted,
+        raw_diff,
+        omitted_raw,
+        unreadable: match &read {
+            ev::Read::Unreadable(why) => why.clone(),
+            _ => String::new(),
+        },
         support: support(prov, pattern, cx.corpora),
         values: values(pattern),
         histogram: histogram(pattern),
         examples: examples(prov, pattern, cx.corpora),
         commits: commits(prov, pattern, cx.corpora),
-        gates: e.as_ref().map(|e| e.gates.iter().map(gate_view).collect()).unwrap_or_default(),
+        gates: e.map(|e| e.gates.iter().map(gate_view).collect()).unwrap_or_default(),
         reproduce: format!("kidiom validate {} --device {}", shell_quote(&c.id), shell_quote(device)),
-        validated: e.as_ref().map(|e| format!("validator {} in {:.1} s", e.validator, e.seconds)).unwrap_or_default(),
+        reproduce_id: shell_quote(&c.id),
+        validated: e.map(|e| format!("validator {} in {:.1} s", e.validator, e.seconds)).unwrap_or_default(),
         search: search(c),
         role_sites: role_sites(c),
-        raw_evidence: if e.is_none() && c.evidence.as_object().is_some_and(|o| !o.is_empty()) {
-            serde_json::to_string_pretty(&c.evidence).unwrap_or_default()
-        } else {
-            String::new()
+        raw_evidence: match &read {
+            ev::Read::Unreadable(_) => serde_json::to_string_pretty(&c.evidence).unwrap_or_default(),
+            _ => String::new(),
         },
     }
 }
@@ -492,7 +513,7 @@ fn static_rows(b: Option<&Value>, a: Option<&Value>) -> Vec<FigureRow> {
         }
         let show = |v: Option<i64>| v.map(|v| v.to_string()).unwrap_or_else(|| "-".into());
         let change = match (bv, av) {
-            (Some(b), Some(a)) if a != b => format!("{:+}", a - b),
+            (Some(b), Some(a)) if a != b => format!("{:+}", i128::from(a) - i128::from(b)),
             (Some(_), Some(_)) => "=".into(),
             _ => String::new(),
         };

@@ -80,6 +80,9 @@ pub(crate) struct Report {
     /// The per-site searches run (their candidates are in `candidates`).
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub(crate) searches: Vec<kidiom_validator::search::SiteSearch>,
+    /// With a search: candidates proposed with one value on every site instead, and why.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub(crate) not_searched: Vec<Dropped>,
     pub(crate) seconds: f64,
 }
 
@@ -220,10 +223,11 @@ pub(crate) fn apply(cat: &mut Catalog, root: &Path, req: &Request) -> Result<Rep
                     continue;
                 }
                 match crate::ops::sitesearch::search_file(o, p, &values, &t.rel, &t.text) {
-                    Ok((s, c)) => {
+                    Ok(Some((s, c))) => {
                         candidates.extend(c);
                         searches.push(s);
                     }
+                    Ok(None) => {}
                     Err(e) => dropped.push(Dropped {
                         pattern: p.id.clone(),
                         path: t.rel.clone(),
@@ -234,7 +238,16 @@ pub(crate) fn apply(cat: &mut Catalog, root: &Path, req: &Request) -> Result<Rep
         }
     }
     let mut results: Vec<(usize, String)> = Vec::new(); // (target index, final text) for --write
+    let mut not_searched = Vec::new();
     for (ti, (c, d, text)) in per_file.into_iter().enumerate() {
+        if let Some(o) = search {
+            let t = &targets[ti];
+            for (p, rw) in rws.iter().filter(|(p, _)| c.iter().any(|c| c.pattern_id == p.id)) {
+                if let Some(reason) = crate::ops::sitesearch::not_searched(o.validator, p, rw, &t.rel, t.lang) {
+                    not_searched.push(Dropped { pattern: p.id.clone(), path: t.rel.clone(), reason });
+                }
+            }
+        }
         candidates.extend(c);
         dropped.extend(d);
         if let Some(text) = text {
@@ -268,6 +281,7 @@ pub(crate) fn apply(cat: &mut Catalog, root: &Path, req: &Request) -> Result<Rep
         files: targets.len(),
         patterns: rws.len(),
         searches,
+        not_searched,
         seconds: started.elapsed().as_secs_f64(),
         candidates,
         dropped,

@@ -171,7 +171,7 @@ pub(crate) fn run(cfg: &Config, catalog: &mut Catalog, o: &Options, tell: &(dyn 
             write: false,
             force: false,
             search: validator.as_ref().map(|v| super::sitesearch::Options {
-                validator: v,
+                validator: Some(v),
                 jobs: cfg.search.jobs(),
                 rule: cfg.search.rule(),
                 limits: cfg.validate.static_limits,

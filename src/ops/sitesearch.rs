@@ -14,7 +14,9 @@ use kidiom_validator::{KernelLanguage, StaticLimits, Validator};
 
 /// How `apply` searches.
 pub(crate) struct Options<'a> {
-    pub(crate) validator: &'a Validator,
+    /// The kernels' validator (`None`: the project has no kernels/ directory, so no manifest
+    /// and no precision search; memory hints need none).
+    pub(crate) validator: Option<&'a Validator>,
     /// Variants measured at a time.
     pub(crate) jobs: usize,
     pub(crate) rule: Rule,
@@ -26,13 +28,39 @@ pub(crate) struct Options<'a> {
 /// Whether `p` on the file `rel` is searched: a precision pattern with a
 /// value to choose, on a Triton kernel whose manifest has an error curve;
 /// or a memory hint on loads or stores (chosen per access by role).
-pub(crate) fn searchable(v: &Validator, p: &Pattern, rw: &Rewrite, rel: &str, lang: Lang) -> bool {
+pub(crate) fn searchable(v: Option<&Validator>, p: &Pattern, rw: &Rewrite, rel: &str, lang: Lang) -> bool {
     if lang != Lang::Python || rw.value().is_none() {
         return false;
     }
-    let precision = p.category == Category::Precision
-        && v.kernels().for_source(rel).is_some_and(|m| m.language == KernelLanguage::Triton && m.curve.is_some());
-    precision || hint_op(p).is_some()
+    hint_op(p).is_some() || (p.category == Category::Precision && not_searched(v, p, rw, rel, lang).is_none())
+}
+
+/// Why a precision pattern with a value is not searched on the Python file
+/// `rel` (`None`: it is, or it is no such pattern): the search measures the
+/// error curve a Triton kernel's manifest defines and compiles the kernel
+/// it names, so a file no manifest names (upstream code, a helper, a
+/// symlink to a kernel) has neither.
+pub(crate) fn not_searched(v: Option<&Validator>, p: &Pattern, rw: &Rewrite, rel: &str, lang: Lang) -> Option<String> {
+    if lang != Lang::Python || rw.value().is_none() || p.category != Category::Precision || hint_op(p).is_some() {
+        return None;
+    }
+    let Some(v) = v else {
+        return Some(
+            "the project has no kernels/ directory, so no manifest defines an error curve to search on".into(),
+        );
+    };
+    match v.kernels().for_source(rel) {
+        None => Some(format!(
+            "no kernel manifest names {rel} as its source, so there is no error curve to measure and no kernel to compile"
+        )),
+        Some(m) if m.language != KernelLanguage::Triton => {
+            Some(format!("{} is a {:?} kernel; the search measures Triton kernels", m.name, m.language))
+        }
+        Some(m) if m.curve.is_none() => {
+            Some(format!("{}'s manifest has no [curve], so there is no error to search on", m.name))
+        }
+        Some(_) => None,
+    }
 }
 
 /// `load` or `store` when `p` adds a hint to `tl.load`/`tl.store`.
@@ -145,20 +173,25 @@ pub(crate) fn values(p: &Pattern, pinned: Option<&str>, default: Option<&str>) -
     out
 }
 
-/// The search of `p` on one file, and the candidates it yields.
+/// The search of `p` on one file, and the candidates it yields (`None`:
+/// the file has no site of `p`, as plain `apply` would find none).
 pub(crate) fn search_file(
     o: &Options,
     p: &Pattern,
     values: &[String],
     rel: &str,
     text: &str,
-) -> Result<(SiteSearch, Vec<Candidate>)> {
+) -> Result<Option<(SiteSearch, Vec<Candidate>)>> {
+    let Some(validator) = o.validator else { anyhow::bail!("no kernels/ directory: no manifest names {rel}") };
     let tree = kidiom_miner::parse_tree(Lang::Python, text)
         .map_err(|s| anyhow::anyhow!("{rel}: {s}"))?
         .ok_or_else(|| anyhow::anyhow!("{rel}: no grammar"))?;
     let rws: Vec<Rewrite> = values.iter().map(|v| Rewrite::new(p, Some(v))).collect::<Result<_, _>>()?;
     let Some(first) = rws.first() else { anyhow::bail!("{} has no value to write at {rel}", p.id) };
     let ranges = kidiom_rewriter::sites(first, text, &tree);
+    if ranges.is_empty() {
+        return Ok(None);
+    }
     let sites: Vec<Site> = ranges
         .iter()
         .map(|r| Site {
@@ -172,13 +205,8 @@ pub(crate) fn search_file(
             },
         })
         .collect();
-    let manifest = o
-        .validator
-        .kernels()
-        .for_source(rel)
-        .ok_or_else(|| anyhow::anyhow!("{rel} is no kernel's source"))?
-        .name
-        .clone();
+    let manifest =
+        validator.kernels().for_source(rel).ok_or_else(|| anyhow::anyhow!("{rel} is no kernel's source"))?.name.clone();
     let req = Request {
         pattern: &p.id,
         path: rel,
@@ -202,7 +230,7 @@ pub(crate) fn search_file(
         if values.len() == 1 { "" } else { "s" },
         p.id
     ));
-    let s = o.validator.search_sites(&req, text, o.jobs, render)?;
+    let s = validator.search_sites(&req, text, o.jobs, render)?;
     let summary = serde_json::to_value(&s)?;
     let mut cands = Vec::new();
     for (i, pt) in s.points.iter().enumerate() {
@@ -229,7 +257,7 @@ pub(crate) fn search_file(
         });
         cands.push(proposed(p, rel, text, &out, value, a.iter().flatten().count() as u64, provenance));
     }
-    Ok((s, cands))
+    Ok(Some((s, cands)))
 }
 
 /// A proposed candidate of `p` rewriting `rel` from `text` to `out`.

@@ -130,7 +130,9 @@ impl Catalog {
     }
 
     fn query_candidates(&self, sql: &str, p: impl rusqlite::Params) -> Result<Vec<Candidate>> {
-        type Row = (String, String, String, String, String, Option<String>, i64, String, String, String, String);
+        // the diff as bytes: one with bytes that are not UTF-8 (written by another tool) is read with
+        // U+FFFD in their place, rather than making every candidate unreadable
+        type Row = (String, String, String, String, String, Option<String>, i64, Vec<u8>, String, String, String);
         let mut st = self.conn.prepare_cached(sql).at(&self.path)?;
         let rows: Vec<(Row, Option<String>, String, String)> = st
             .query_map(p, |r| {
@@ -143,7 +145,7 @@ impl Catalog {
                         r.get(4)?,
                         r.get(5)?,
                         r.get(6)?,
-                        r.get(7)?,
+                        r.get_ref(7)?.as_bytes().map(<[u8]>::to_vec).unwrap_or_default(),
                         r.get(8)?,
                         r.get(9)?,
                         r.get(10)?,
@@ -177,7 +179,8 @@ impl Catalog {
                         result_blob,
                         value,
                         sites: u64::try_from(sites).unwrap_or(0),
-                        diff,
+                        diff: String::from_utf8(diff)
+                            .unwrap_or_else(|e| String::from_utf8_lossy(e.as_bytes()).into_owned()),
                         status,
                         provenance,
                         evidence,

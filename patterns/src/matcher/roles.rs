@@ -14,13 +14,17 @@
 //! - **state**: the kernel loads and stores the same base (read-modify-write
 //!   of a tensor that outlives the call: the next call reads it again);
 //! - **shared**: a load whose address does not depend on some grid axis the
-//!   kernel uses, so every program along that axis reads the same bytes;
+//!   kernel uses, so every program along that axis reads the same bytes; or
+//!   a load inside a `for` loop whose address does not change with it (no
+//!   loop variable, nothing the loop reassigns), read again at every step;
 //! - **streamed**: a load whose address depends on every grid axis: each
 //!   byte is read by one program, once;
 //! - **output**: a store to a base the kernel never loads.
 //!
 //! An access whose base cannot be followed (a pointer from a call, a
-//! subscript) has no role and gets no hint.
+//! subscript) has no role and gets no hint; nor has any access of a
+//! function that never reads `tl.program_id` (a helper: its pointers are
+//! its callers', and "every grid axis" would hold vacuously).
 
 use std::collections::{BTreeSet, HashMap};
 use std::ops::Range;
@@ -97,12 +101,21 @@ struct Flow {
     base: Option<String>,
 }
 
+/// The `for` statements around a node: (start byte, line), innermost first.
+type Loops = Vec<(usize, usize)>;
+
+/// Loop variables flow like grid axes, numbered from here (one per `for` statement).
+const LOOP_AXIS: u32 = 1 << 30;
+
 struct Kernel<'s> {
     src: &'s str,
     params: BTreeSet<String>,
     locals: HashMap<String, Flow>,
     axes_used: BTreeSet<u32>,
-    calls: Vec<(Range<usize>, &'static str, Flow)>,
+    /// Each access, with the `for` statements around it, innermost first.
+    calls: Vec<(Range<usize>, &'static str, Flow, Loops)>,
+    /// Each `for` statement's pseudo axis, by its start byte.
+    loops: HashMap<usize, u32>,
 }
 
 /// The loads and stores of every Triton kernel in `src`, with their roles;
@@ -121,6 +134,7 @@ pub fn memory_accesses(src: &str, tree: &Tree) -> Vec<Access> {
             locals: HashMap::new(),
             axes_used: BTreeSet::new(),
             calls: Vec::new(),
+            loops: HashMap::new(),
         };
         if let Some(ps) = def.child_by_field_name("parameters") {
             let mut c = ps.walk();
@@ -143,16 +157,26 @@ pub fn memory_accesses(src: &str, tree: &Tree) -> Vec<Access> {
         if let Some(body) = def.child_by_field_name("body") {
             kern.block(body);
         }
+        if kern.axes_used.is_empty() {
+            continue; // no program_id: a helper, whose pointers are its callers'
+        }
         let loaded: BTreeSet<&str> =
             kern.calls.iter().filter(|c| c.1 == "load").filter_map(|c| c.2.base.as_deref()).collect();
         let stored: BTreeSet<&str> =
             kern.calls.iter().filter(|c| c.1 == "store").filter_map(|c| c.2.base.as_deref()).collect();
-        for (site, op, flow) in &kern.calls {
+        for (site, op, flow, loops) in &kern.calls {
             let Some(base) = flow.base.clone() else { continue };
+            // the innermost `for` the address does not change with
+            let fixed_in = loops.iter().find(|l| kern.loops.get(&l.0).is_some_and(|a| !flow.axes.contains(a)));
             let (role, why) = if loaded.contains(base.as_str()) && stored.contains(base.as_str()) {
                 (Role::State, format!("the kernel loads and stores {base}"))
             } else if *op == "store" {
                 (Role::Output, format!("the kernel writes {base} and never reads it"))
+            } else if let Some(l) = fixed_in {
+                (
+                    Role::Shared,
+                    format!("each program reads the same part of {base} at every step of the loop at line {}", l.1),
+                )
             } else {
                 let missing: Vec<String> = kern.axes_used.difference(&flow.axes).map(u32::to_string).collect();
                 if missing.is_empty() {
@@ -213,9 +237,19 @@ impl Kernel<'_> {
                 }
                 "block" => stack.extend(kids.into_iter().rev()),
                 "for_statement" => {
+                    let axis = LOOP_AXIS + self.loops.len() as u32;
+                    self.loops.insert(n.start_byte(), axis);
+                    // what the loop reassigns changes with it, before its reassignment too
+                    // (`tl.load(p); p += BT`)
+                    for name in assigned_in(self.src, n) {
+                        if let Some(l) = self.locals.get_mut(&name) {
+                            l.axes.insert(axis);
+                        }
+                    }
                     if let (Some(left), Some(right)) = (n.child_by_field_name("left"), n.child_by_field_name("right")) {
                         self.scan(right);
-                        let flow = self.flow(right);
+                        let mut flow = self.flow(right);
+                        flow.axes.insert(axis);
                         self.bind(left, flow);
                     }
                     let nested: Vec<Node> =
@@ -263,7 +297,9 @@ impl Kernel<'_> {
     }
 
     /// A name (or each name of a pattern) takes `flow`; reassignment unions.
-    fn bind(&mut self, left: Node, flow: Flow) {
+    /// A name bound inside a `for` changes with it.
+    fn bind(&mut self, left: Node, mut flow: Flow) {
+        flow.axes.extend(enclosing_loops(left).iter().filter_map(|l| self.loops.get(&l.0)));
         let mut stack = vec![left];
         while let Some(l) = stack.pop() {
             if l.kind() == "identifier" {
@@ -400,9 +436,55 @@ impl Kernel<'_> {
         }
         for (range, op, p) in found {
             let flow = self.flow(p);
-            self.calls.push((range, op, flow));
+            let loops = enclosing_loops(p);
+            self.calls.push((range, op, flow, loops));
         }
     }
+}
+
+/// The `for` statements whose body holds `n` (start byte, line), innermost first, up to its function.
+fn enclosing_loops(n: Node) -> Loops {
+    let mut out = Vec::new();
+    let (mut child, mut cur) = (n, n.parent());
+    while let Some(p) = cur {
+        if p.kind() == "function_definition" {
+            break;
+        }
+        if p.kind() == "for_statement" && p.child_by_field_name("body").is_some_and(|b| b.id() == child.id()) {
+            out.push((p.start_byte(), p.start_position().row + 1));
+        }
+        (child, cur) = (p, p.parent());
+    }
+    out
+}
+
+/// The names a `for` statement (re)binds in its body and as its targets.
+fn assigned_in(src: &str, for_stmt: Node) -> BTreeSet<String> {
+    let mut out = BTreeSet::new();
+    let mut stack = vec![for_stmt];
+    while let Some(n) = stack.pop() {
+        let left = match n.kind() {
+            "assignment" | "augmented_assignment" | "for_statement" => n.child_by_field_name("left"),
+            _ => None,
+        };
+        if let Some(l) = left {
+            let mut names = vec![l];
+            while let Some(x) = names.pop() {
+                if x.kind() == "identifier" {
+                    out.insert(text(src, x).to_string());
+                } else if matches!(x.kind(), "pattern_list" | "tuple_pattern" | "list_pattern") {
+                    let mut c = x.walk();
+                    names.extend(x.named_children(&mut c));
+                }
+            }
+        }
+        if matches!(n.kind(), "function_definition" | "lambda" | "class_definition") {
+            continue;
+        }
+        let mut c = n.walk();
+        stack.extend(n.named_children(&mut c));
+    }
+    out
 }
 
 #[cfg(test)]
@@ -447,6 +529,49 @@ def k(x, w, s, idx, y, n, B: tl.constexpr):
         assert_eq!(find("y", "store"), Some(Role::Output));
         // a block pointer from a call cannot be followed: no role, no hint
         assert_eq!(r.len(), 6, "{r:?}");
+    }
+
+    #[test]
+    fn a_load_the_loop_does_not_move_is_reused_and_a_helper_has_no_roles() {
+        let src = r#"import triton
+import triton.language as tl
+
+
+@triton.jit
+def k(x, w, u, s, y, n, NT, B: tl.constexpr):
+    i_c, i_r = tl.program_id(0), tl.program_id(1)
+    o = i_c * B + tl.arange(0, B)
+    p_s = s + i_r * n + o
+    p_u = u + i_r * n + o
+    b_s = tl.load(p_s)
+    for t in range(0, NT):
+        b_x = tl.load(x + (i_r * NT + t) * n + o)
+        b_w = tl.load(w + i_r * n + o)
+        b_u = tl.load(p_u)
+        p_u += n
+        b_s = b_s * b_w + b_x + b_u
+        tl.store(y + (i_r * NT + t) * n + o, b_s)
+    tl.store(p_s, b_s)
+
+
+@triton.jit
+def helper(p, q):
+    tl.store(q, tl.load(p))
+"#;
+        let tree = kidiom_miner::parse_tree(kidiom_miner::Lang::Python, src).unwrap().unwrap();
+        let r: Vec<_> = memory_accesses(src, &tree).into_iter().map(|a| (a.base, a.op, a.role, a.why)).collect();
+        let find = |base: &str, op: &str| r.iter().find(|x| x.0 == base && x.1 == op).map(|x| (x.2, x.3.clone()));
+        assert_eq!(find("s", "load").map(|x| x.0), Some(Role::State), "{r:?}");
+        assert_eq!(find("x", "load").map(|x| x.0), Some(Role::Streamed), "moves with t: {r:?}");
+        assert_eq!(find("u", "load").map(|x| x.0), Some(Role::Streamed), "advanced by the loop (`p_u += n`): {r:?}");
+        let (role, why) = find("w", "load").expect("w");
+        assert_eq!(role, Role::Shared, "the same bytes at every step: {r:?}");
+        assert!(why.contains("every step of the loop at line 12"), "{why}");
+        assert_eq!(find("y", "store").map(|x| x.0), Some(Role::Output));
+        assert!(
+            find("p", "load").is_none() && find("q", "store").is_none(),
+            "a helper's pointers are its callers': {r:?}"
+        );
     }
 
     #[test]

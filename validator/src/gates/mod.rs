@@ -543,14 +543,8 @@ impl Validator {
         let base_file = tree.join(req.path);
         std::fs::write(&base_file, baseline).map_err(|e| Error::io(&base_file, e))?;
         let dir = tmp.path().join("variants");
-        let mut m = crate::search::HarnessMeasure {
-            harness: Harness::new(self.python.clone(), tree),
-            manifest,
-            dir: &dir,
-            jobs,
-            limit: self.opts.timeout,
-            batch: 0,
-        };
+        let harness = Harness::new(self.python.clone(), tree);
+        let mut m = crate::search::HarnessMeasure::new(harness, manifest, &dir, jobs, self.opts.timeout);
         crate::search::run(req, &mut m, text)
     }
 

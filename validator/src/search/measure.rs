@@ -5,9 +5,14 @@
 //! in one harness call: the error curve at the manifest's CPU lengths under
 //! the TF32-faithful interpreter, and the ahead-of-time compile's figures.
 //! The harness caches both by the variant's bytes.
+//!
+//! The time limit is the whole search's: each call gets what is left of it,
+//! and a call that runs out of it (the harness killed, or variants stopped
+//! at the sweep's deadline) fails the search with that reason, never as
+//! variants that "failed" (which would read as variants that do not work).
 
 use std::path::Path;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use serde::{Deserialize, Serialize};
 
@@ -77,12 +82,19 @@ pub trait Measure {
     fn measure(&mut self, variants: &[(Assignment, String)], compile: bool) -> Result<Vec<Measured>>;
     /// The CPU lengths the errors are at.
     fn lengths(&self) -> Vec<i64>;
+    /// The time left to the search (`None`: no limit).
+    fn remaining(&self) -> Option<Duration> {
+        None
+    }
 }
 
 #[derive(Deserialize)]
 struct SweepOut {
     variants: Vec<SweepVariant>,
 }
+
+/// A harness call gets at least this long, else the search stops first.
+const MIN_CALL: Duration = Duration::from_secs(5);
 
 #[derive(Deserialize)]
 struct SweepVariant {
@@ -95,6 +107,9 @@ struct SweepVariant {
     figures: Option<Figures>,
     #[serde(default)]
     error: Option<String>,
+    /// Stopped by the sweep's deadline (says nothing about the variant).
+    #[serde(default)]
+    timed_out: bool,
 }
 
 #[derive(Deserialize)]
@@ -105,12 +120,28 @@ struct CurvePoint {
 
 /// The harness's `sweep` over a temporary copy of the baseline tree.
 pub struct HarnessMeasure<'a> {
-    pub(crate) harness: Harness,
-    pub(crate) manifest: &'a Manifest,
-    pub(crate) dir: &'a Path,
-    pub(crate) jobs: usize,
-    pub(crate) limit: Duration,
-    pub(crate) batch: usize,
+    harness: Harness,
+    manifest: &'a Manifest,
+    dir: &'a Path,
+    jobs: usize,
+    /// The whole search's time limit, from `started`.
+    limit: Duration,
+    started: Instant,
+    batch: usize,
+}
+
+impl<'a> HarnessMeasure<'a> {
+    /// A measurer whose calls all share `limit`, counted from now.
+    pub(crate) fn new(harness: Harness, manifest: &'a Manifest, dir: &'a Path, jobs: usize, limit: Duration) -> Self {
+        HarnessMeasure { harness, manifest, dir, jobs, limit, started: Instant::now(), batch: 0 }
+    }
+
+    fn out_of_time(&self, done: &str) -> Error {
+        Error::Search(format!(
+            "the search ran out of its time limit ({}s) {done}; raise it (`kidiom apply --timeout`; `kidiom run` gives a search three times its `--timeout`) or search one value (`--value`)",
+            self.limit.as_secs()
+        ))
+    }
 }
 
 impl Measure for HarnessMeasure<'_> {
@@ -118,7 +149,15 @@ impl Measure for HarnessMeasure<'_> {
         self.manifest.curve.as_ref().map(|c| c.cpu_t.clone()).unwrap_or_default()
     }
 
+    fn remaining(&self) -> Option<Duration> {
+        Some(self.limit.saturating_sub(self.started.elapsed()))
+    }
+
     fn measure(&mut self, variants: &[(Assignment, String)], compile: bool) -> Result<Vec<Measured>> {
+        let left = self.limit.saturating_sub(self.started.elapsed());
+        if left < MIN_CALL {
+            return Err(self.out_of_time(&format!("before measuring {} more variants", variants.len())));
+        }
         self.batch += 1;
         let dir = self.dir.join(format!("batch-{}", self.batch));
         let file_name = Path::new(&self.manifest.source).file_name().map(|n| n.to_owned()).unwrap_or_default();
@@ -142,13 +181,20 @@ impl Measure for HarnessMeasure<'_> {
             "--jobs".into(),
             self.jobs.max(1).to_string(),
         ];
-        let run = self.harness.call(&args, self.limit)?;
+        let run = self.harness.call(&args, left)?;
+        if run.status == HarnessStatus::TimedOut {
+            return Err(self.out_of_time(&format!("while measuring {} variants", variants.len())));
+        }
         if run.status != HarnessStatus::Ok {
             let why = run.json["error"].as_str().map(str::to_string).unwrap_or_else(|| run.log());
             return Err(Error::Search(format!("the harness's sweep failed: {why}")));
         }
         let out: SweepOut = serde_json::from_value(run.json.clone())
             .map_err(|e| Error::Search(format!("the harness's sweep printed unexpected JSON: {e}")))?;
+        let stopped = out.variants.iter().filter(|v| v.timed_out).count();
+        if stopped > 0 {
+            return Err(self.out_of_time(&format!("with {stopped} of {} variants unmeasured", variants.len())));
+        }
         let mut measured = Vec::with_capacity(variants.len());
         for (i, (assignment, _)) in variants.iter().enumerate() {
             let id = format!("v{i}");

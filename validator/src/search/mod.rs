@@ -31,6 +31,14 @@
 //!
 //! Variants are measured in batches by a [`Measure`] (the harness's
 //! `sweep`, which caches by source bytes and runs variants in parallel).
+//!
+//! The search is linear in the sites: about `2N` interpreter runs per
+//! fixing value and `N` per mixed pair, `N - 1` compiles each. When the
+//! first batch's pace says steps 2 and 3 would not fit in the time left,
+//! they are skipped (a note says so) and the choice is among the all-sites
+//! variants. A baseline that cannot be measured (it fails to run in the
+//! interpreter or to compile for sm_90) is an error: nothing could be
+//! compared with it.
 
 mod measure;
 
@@ -151,6 +159,9 @@ pub struct SiteSearch {
     pub chosen: Option<usize>,
     /// Why that point, or why none.
     pub why: String,
+    /// What the search could not do, and why (values that failed, steps skipped).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub notes: Vec<String>,
     /// The rule.
     pub rule: Rule,
     /// Variants measured in all (interpreter runs), compiled, and found in the harness's cache.
@@ -282,11 +293,26 @@ pub fn run<F: Fn(&Assignment) -> Result<String>>(
     let mut book = Book { measure, text, seen: HashMap::new(), interp_runs: 0, compiled: 0, cached: 0 };
     let base: Assignment = vec![None; n];
     let all = |v: usize| -> Assignment { vec![Some(v); n] };
+    let mut notes = Vec::new();
 
     // 1. baseline and every value on every site
     let mut first = vec![base.clone()];
     first.extend((0..nv).map(all));
+    let batch_started = Instant::now();
     book.run(&first, true)?;
+    let first_wall = batch_started.elapsed();
+    if let Some(why) = book.seen.get(&base).and_then(|m| m.failed.as_deref()) {
+        return Err(Error::Search(format!(
+            "{} as it is cannot be measured, so no variant can be compared with it: {}",
+            req.path,
+            clip(why)
+        )));
+    }
+    for v in 0..nv {
+        if let Some(why) = book.seen.get(&all(v)).and_then(|m| m.failed.as_deref()) {
+            notes.push(format!("{} on every site failed: {}", req.values[v], clip(why)));
+        }
+    }
     let e_base = book.error(&base);
     let fixing: Vec<usize> = (0..nv)
         .filter(|&v| {
@@ -299,21 +325,43 @@ pub fn run<F: Fn(&Assignment) -> Result<String>>(
     let mut attribution = Vec::new();
     let mut pairs: Vec<(usize, usize)> = Vec::new();
     let mut subsets: Vec<Assignment> = Vec::new();
-    if n > 1 && !fixing.is_empty() {
-        let only = |v: usize, i: usize| -> Assignment { (0..n).map(|j| (j == i).then_some(v)).collect() };
-        let but = |v: usize, i: usize| -> Assignment { (0..n).map(|j| (j != i).then_some(v)).collect() };
-        for &p in &fixing {
-            for &c in &fixing {
-                let (ep, ec) = (book.error(&all(p)), book.error(&all(c)));
-                let cheaper =
-                    matches!((book.instructions(&all(c)), book.instructions(&all(p))), (Some(a), Some(b)) if a < b);
-                // a cheap value already within the band of the precise one leaves a mix
-                // nothing to win that the choice could use
-                if p != c && ep < ec && cheaper && ec > req.rule.error_factor * ep {
-                    pairs.push((p, c));
-                }
+    for &p in &fixing {
+        for &c in &fixing {
+            let (ep, ec) = (book.error(&all(p)), book.error(&all(c)));
+            let cheaper =
+                matches!((book.instructions(&all(c)), book.instructions(&all(p))), (Some(a), Some(b)) if a < b);
+            // a cheap value already within the band of the precise one leaves a mix
+            // nothing to win that the choice could use
+            if p != c && ep < ec && cheaper && ec > req.rule.error_factor * ep {
+                pairs.push((p, c));
             }
         }
+    }
+    // steps 2 and 3 at the first batch's pace (compiled variants; an interpreter run alone
+    // takes about half as long), skipped when they cannot fit in the time left
+    let mut per_site = n > 1 && !fixing.is_empty();
+    let fresh = first.iter().filter(|a| book.seen.get(*a).is_some_and(|m| !m.cached)).count();
+    if per_site
+        && fresh > 0
+        && let Some(left) = book.measure.remaining()
+    {
+        let interp_runs = fixing.len() * 2 * n + pairs.len() * n;
+        let compiles = (fixing.len() + pairs.len()) * (n - 1);
+        let pace = first_wall.as_secs_f64() / fresh as f64;
+        let need = pace * (interp_runs as f64 / 2.0 + compiles as f64);
+        if need > left.as_secs_f64() {
+            notes.push(format!(
+                "per-site attribution skipped: {n} sites x {} value{} need {interp_runs} interpreter runs and {compiles} compiles, about {need:.0}s at this kernel's pace ({pace:.1}s a variant), more than the {:.0}s left; the choice is among the all-sites variants (raise the time limit or pin one value with --value)",
+                fixing.len(),
+                if fixing.len() == 1 { "" } else { "s" },
+                left.as_secs_f64()
+            ));
+            per_site = false;
+        }
+    }
+    if per_site {
+        let only = |v: usize, i: usize| -> Assignment { (0..n).map(|j| (j == i).then_some(v)).collect() };
+        let but = |v: usize, i: usize| -> Assignment { (0..n).map(|j| (j != i).then_some(v)).collect() };
         let swap =
             |p: usize, c: usize, i: usize| -> Assignment { (0..n).map(|j| Some(if j == i { p } else { c })).collect() };
         let mut batch = Vec::new();
@@ -420,9 +468,13 @@ pub fn run<F: Fn(&Assignment) -> Result<String>>(
         None => (
             None,
             format!(
-                "no value fixes the error: none of {} on every site brings it {}x below the baseline's {e_base:.2e}",
+                "no value fixes the error: none of {} on every site brings it {}x below the baseline's {e_base:.2e}{}",
                 req.values.join(", "),
-                req.rule.min_gain
+                req.rule.min_gain,
+                match (0..nv).filter(|&v| book.seen.get(&all(v)).is_some_and(|m| m.failed.is_some())).count() {
+                    0 => String::new(),
+                    k => format!(" ({k} of them failed to measure: see the notes)"),
+                }
             ),
         ),
         Some(r) => {
@@ -474,12 +526,23 @@ pub fn run<F: Fn(&Assignment) -> Result<String>>(
         reference_error,
         chosen,
         why,
+        notes,
         rule: req.rule,
         measured: book.interp_runs,
         compiled: book.compiled,
         cached: book.cached,
         seconds: started.elapsed().as_secs_f64(),
     })
+}
+
+/// A failure's message, cut to a readable length.
+fn clip(s: &str) -> String {
+    // one line: a compiler's message spans several
+    let s = s.split_whitespace().collect::<Vec<_>>().join(" ");
+    match s.char_indices().nth(400) {
+        Some((i, _)) => format!("{}...", &s[..i]),
+        None => s.to_string(),
+    }
 }
 
 #[cfg(test)]
@@ -495,6 +558,16 @@ mod tests {
         cost: Vec<Vec<i64>>,
         calls: usize,
         compiles: usize,
+        extra: Extra,
+    }
+
+    /// What a harder kernel adds: variants that fail, a time limit, a slow first batch.
+    #[derive(Default)]
+    struct Extra {
+        fails: Option<fn(&Assignment) -> Option<String>>,
+        remaining: Option<std::time::Duration>,
+        first_batch: std::time::Duration,
+        measured: usize,
     }
 
     impl Measure for Model {
@@ -502,11 +575,29 @@ mod tests {
             vec![64, 256]
         }
 
+        fn remaining(&self) -> Option<std::time::Duration> {
+            self.extra.remaining
+        }
+
         fn measure(&mut self, variants: &[(Assignment, String)], compile: bool) -> Result<Vec<Measured>> {
             self.calls += 1;
+            self.extra.measured += variants.len();
+            if self.calls == 1 {
+                std::thread::sleep(self.extra.first_batch);
+            }
+            let fails = self.extra.fails;
             Ok(variants
                 .iter()
                 .map(|(a, _)| {
+                    if let Some(why) = fails.and_then(|f| f(a)) {
+                        return Measured {
+                            assignment: a.clone(),
+                            error: vec![],
+                            figures: None,
+                            failed: Some(why),
+                            cached: false,
+                        };
+                    }
                     self.compiles += usize::from(compile);
                     let e: f64 = a
                         .iter()
@@ -559,6 +650,7 @@ mod tests {
             cost: vec![vec![2000; 4], vec![50; 4], vec![1; 4]],
             calls: 0,
             compiles: 0,
+            extra: Extra::default(),
         };
         let s = run(&request(4, &["\"ieee\"", "\"bf16x3\"", "\"tf32\""]), &mut m, text).unwrap();
         assert_eq!(s.fixing, vec![0, 1], "the third value fixes nothing");
@@ -592,6 +684,7 @@ mod tests {
             cost: vec![vec![100, 100, 300, 300]],
             calls: 0,
             compiles: 0,
+            extra: Extra::default(),
         };
         let s = run(&request(4, &["\"ieee\""]), &mut m, text).unwrap();
         let chosen = &s.points[s.chosen.unwrap()];
@@ -611,6 +704,7 @@ mod tests {
             cost: vec![vec![400; 3], vec![20; 3]],
             calls: 0,
             compiles: 0,
+            extra: Extra::default(),
         };
         let s = run(&request(3, &["\"ieee\"", "\"tf32x3\""]), &mut m, text).unwrap();
         let mix = s.points.iter().find(|p| p.measured.assignment == vec![Some(0), Some(1), Some(1)]);
@@ -630,6 +724,7 @@ mod tests {
             cost: vec![vec![500, 500], vec![10, 10]],
             calls: 0,
             compiles: 0,
+            extra: Extra::default(),
         };
         let s = run(&request(2, &["\"ieee\"", "\"tf32x3\""]), &mut m, text).unwrap();
         assert!(
@@ -644,12 +739,93 @@ mod tests {
 
     #[test]
     fn no_fixing_value_means_no_choice_and_says_why() {
-        let mut m =
-            Model { weight: vec![0.5, 0.5], residual: vec![0.9], cost: vec![vec![1, 1]], calls: 0, compiles: 0 };
+        let mut m = Model {
+            weight: vec![0.5, 0.5],
+            residual: vec![0.9],
+            cost: vec![vec![1, 1]],
+            calls: 0,
+            compiles: 0,
+            extra: Extra::default(),
+        };
         let s = run(&request(2, &["\"tf32\""]), &mut m, text).unwrap();
         assert!(s.chosen.is_none());
         assert!(s.why.contains("no value fixes"), "{}", s.why);
         assert!(s.points.iter().any(|p| p.is(Role::Baseline)));
+    }
+
+    fn model(n: usize, extra: Extra) -> Model {
+        // value 0 exact and costly, value 1 cheap and leaving 1% of each site's share
+        Model {
+            weight: (0..n).map(|i| 1.0 / (i + 1) as f64).collect(),
+            residual: vec![0.0, 1e-2],
+            cost: vec![vec![100; n], vec![20; n]],
+            calls: 0,
+            compiles: 0,
+            extra,
+        }
+    }
+
+    #[test]
+    fn a_baseline_that_cannot_be_measured_is_an_error_with_its_reason() {
+        let fails: fn(&Assignment) -> Option<String> =
+            |a| a.iter().all(Option::is_none).then(|| "compile failed: static_assert(K < 128)".into());
+        let mut m = model(3, Extra { fails: Some(fails), ..Extra::default() });
+        let e = run(&request(3, &["\"ieee\"", "\"tf32x3\""]), &mut m, text).unwrap_err().to_string();
+        assert!(e.contains("k.py as it is cannot be measured") && e.contains("static_assert(K < 128)"), "{e}");
+        assert_eq!(m.calls, 1, "nothing measured after the baseline failed");
+    }
+
+    #[test]
+    fn a_value_that_fails_everywhere_is_a_note_and_the_others_are_searched() {
+        let fails: fn(&Assignment) -> Option<String> =
+            |a| a.contains(&Some(1)).then(|| "ValueError: input_precision \"tf32x3\" unsupported".into());
+        let mut m = model(3, Extra { fails: Some(fails), ..Extra::default() });
+        let s = run(&request(3, &["\"ieee\"", "\"tf32x3\""]), &mut m, text).unwrap();
+        assert_eq!(s.fixing, vec![0]);
+        assert!(s.notes.iter().any(|n| n.starts_with("\"tf32x3\" on every site failed: ValueError")), "{:?}", s.notes);
+        assert!(s.chosen.is_some(), "{}", s.why);
+        // every value failing: no choice, and the reason says they failed
+        let all: fn(&Assignment) -> Option<String> = |a| a.iter().any(Option::is_some).then(|| "boom".into());
+        let mut m = model(3, Extra { fails: Some(all), ..Extra::default() });
+        let s = run(&request(3, &["\"ieee\"", "\"tf32x3\""]), &mut m, text).unwrap();
+        assert!(s.chosen.is_none() && s.why.contains("2 of them failed to measure"), "{}", s.why);
+        assert_eq!(s.notes.len(), 2, "{:?}", s.notes);
+    }
+
+    #[test]
+    fn the_search_is_linear_in_the_sites() {
+        for n in [2, 8, 24, 40] {
+            let mut m = model(n, Extra::default());
+            let s = run(&request(n, &["\"ieee\"", "\"tf32x3\""]), &mut m, text).unwrap();
+            // 3 + (2 values x 2n + 1 pair x n) interpreter runs + 3 x (n - 1) compiles
+            assert!(m.extra.measured <= 3 + 5 * n + 3 * (n - 1), "{n} sites: {} variants", m.extra.measured);
+            assert!(m.calls <= 3, "three batches");
+            assert!(s.chosen.is_some());
+        }
+    }
+
+    #[test]
+    fn per_site_steps_that_cannot_fit_in_the_time_left_are_skipped_with_a_note() {
+        let slow = Extra {
+            remaining: Some(std::time::Duration::from_millis(200)),
+            first_batch: std::time::Duration::from_millis(60),
+            ..Extra::default()
+        };
+        let mut m = model(24, slow);
+        let s = run(&request(24, &["\"ieee\"", "\"tf32x3\""]), &mut m, text).unwrap();
+        assert!(
+            s.notes.iter().any(|n| n.starts_with("per-site attribution skipped: 24 sites x 2 values")),
+            "{:?}",
+            s.notes
+        );
+        assert_eq!(m.calls, 1, "only the first batch ran");
+        assert!(s.attribution.is_empty());
+        let chosen = &s.points[s.chosen.expect("a choice among the all-sites variants")];
+        assert!(chosen.is(Role::AllSites), "{chosen:?}");
+        // with time enough, the same kernel is searched per site
+        let mut m = model(24, Extra { remaining: Some(std::time::Duration::from_secs(3600)), ..Extra::default() });
+        let s = run(&request(24, &["\"ieee\"", "\"tf32x3\""]), &mut m, text).unwrap();
+        assert!(s.notes.is_empty() && !s.attribution.is_empty(), "{:?}", s.notes);
     }
 
     #[test]
@@ -667,6 +843,7 @@ mod tests {
             reference_error: None,
             chosen: None,
             why: String::new(),
+            notes: vec![],
             rule: Rule::default(),
             measured: 0,
             compiled: 0,
