@@ -59,7 +59,7 @@ def test_bf16_rounds_to_nearest_even():
     assert r[3] == 1.0 and np.isinf(r[4])
 
 
-def _variants(tmp_path, texts):
+def _variants(tmp_path, texts, compile=False):
     items = []
     for i, t in enumerate(texts):
         d = tmp_path / f"v{i}"
@@ -67,7 +67,7 @@ def _variants(tmp_path, texts):
         (d / "prefill.py").write_text(t)
         items.append({"id": f"v{i}", "source": str(d / "prefill.py")})
     spec = tmp_path / "variants.json"
-    spec.write_text(json.dumps({"variants": items, "compile": False}))
+    spec.write_text(json.dumps({"variants": items, "compile": compile}))
     return spec
 
 

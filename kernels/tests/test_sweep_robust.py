@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 
 from .conftest import HAS_CUDA, ROOT, harness
+from .test_sweep import _variants
 
 # the interpreter hangs in this variant (T is a runtime argument; the compile would not)
 HANG = "    t_hang = T\n    while t_hang > 0:\n        t_hang = t_hang + 1\n"
@@ -18,18 +19,6 @@ HANG = "    t_hang = T\n    while t_hang > 0:\n        t_hang = t_hang + 1\n"
 def _prefill():
     from kernels.harness.manifest import find_manifest
     return find_manifest("kda.prefill").source_path.read_text()
-
-
-def _spec(tmp_path, texts, compile=False):
-    items = []
-    for i, t in enumerate(texts):
-        d = tmp_path / f"v{i}"
-        d.mkdir()
-        (d / "prefill.py").write_text(t)
-        items.append({"id": f"v{i}", "source": str(d / "prefill.py")})
-    spec = tmp_path / "variants.json"
-    spec.write_text(json.dumps({"variants": items, "compile": compile}))
-    return spec
 
 
 def _hanging():
@@ -42,7 +31,7 @@ def _hanging():
 @pytest.mark.skipif(HAS_CUDA, reason="the sweep's curves run in the interpreter")
 def test_a_damaged_cache_entry_is_measured_again(tmp_path):
     cache = tmp_path / "cache"
-    spec = _spec(tmp_path, [_prefill()])
+    spec = _variants(tmp_path, [_prefill()])
     env = {"KIDIOM_CACHE": str(cache)}
     code, first = harness("sweep", "--kernel", "kda.prefill", "--variants", str(spec), env=env)
     assert code == 0 and first["measured"] == 1, first
@@ -91,7 +80,7 @@ def test_the_cache_key_follows_what_a_measurement_reads(tmp_path):
 
 @pytest.mark.skipif(HAS_CUDA, reason="the sweep's curves run in the interpreter")
 def test_a_variant_stopped_by_the_deadline_says_so(tmp_path):
-    spec = _spec(tmp_path, [_hanging()])
+    spec = _variants(tmp_path, [_hanging()])
     t0 = time.monotonic()
     code, out = harness("sweep", "--kernel", "kda.prefill", "--variants", str(spec), "--timeout", "12",
                         env={"KIDIOM_CACHE": str(tmp_path / "cache")}, timeout=120)
@@ -129,7 +118,7 @@ def _descendants(pid):
 @pytest.mark.skipif(HAS_CUDA or not Path("/proc/self/stat").exists(),
                     reason="the interpreter's workers, seen through Linux's /proc")
 def test_a_sweep_whose_caller_is_gone_ends_with_its_workers(tmp_path):
-    spec = _spec(tmp_path, [_hanging(), _hanging()])
+    spec = _variants(tmp_path, [_hanging(), _hanging()])
     # a caller that starts the sweep and dies while it runs, as kidiom does on ^C or kill -9
     starter = ("import subprocess, sys, time; p = subprocess.Popen(sys.argv[1:], stdout=subprocess.DEVNULL, "
                "stderr=subprocess.DEVNULL); print(p.pid, flush=True); time.sleep(10)")
