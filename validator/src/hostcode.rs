@@ -9,6 +9,16 @@
 //! [`kidiom_miner::kernel_ranges`], and every top-level definition or
 //! statement outside them (with any kernel nested in it cut out) is compared:
 //! the ones that differ are named.
+//!
+//! A Triton kernel's decorators and its signature (parameter defaults,
+//! annotations, return annotation) are host code although they sit on the
+//! kernel: Python evaluates them when the module is imported, and
+//! `autotune`/`heuristics` arguments run again at every launch. They are
+//! compared like any host item, with one exception: a candidate whose
+//! pattern is a decorator idiom (a [`DecoratorIdiom`]) may change decorators
+//! of that idiom's callee, as long as every argument it writes is a literal
+//! (or a `Config(...)` of literals, or a `lambda` over its own parameters
+//! that calls nothing but a few pure helpers).
 
 use std::collections::HashMap;
 use std::ops::Range;
@@ -21,13 +31,54 @@ use tree_sitter::Node;
 struct Item {
     name: String,
     text: String,
+    /// For a kernel's decorators: the kernel's name and each decorator, as
+    /// (callee, whether its arguments are literals), so that a decorator
+    /// idiom can be told apart from other decorator edits.
+    decorators: Option<(String, Vec<(String, bool)>)>,
+    /// For a kernel's decorators or signature: the kernel, and whether the
+    /// item runs nothing but value construction (literal decorator
+    /// arguments; literal defaults and annotations that are names).
+    kernel: Option<(String, bool)>,
+}
+
+/// The decorator a candidate's pattern adds or changes (its `after` is a
+/// decorator, `@triton.jit(do_not_specialize=$A)`): decorators of this
+/// callee may change, with literal arguments only.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct DecoratorIdiom {
+    /// The decorator's callee, last dotted part (`jit`, `autotune`, `heuristics`).
+    pub callee: String,
+}
+
+impl DecoratorIdiom {
+    /// The idiom of a pattern whose `after` template is a Python decorator.
+    pub fn from_template(after: &str) -> Option<DecoratorIdiom> {
+        let line = after.lines().map(str::trim).find(|l| !l.is_empty())?;
+        let head = line.strip_prefix('@')?;
+        let callee = head.split('(').next()?.trim();
+        let last = callee.rsplit('.').next()?.trim();
+        (!last.is_empty() && last.chars().all(|c| c.is_alphanumeric() || c == '_'))
+            .then(|| DecoratorIdiom { callee: last.to_string() })
+    }
 }
 
 /// The host code a candidate changes, named (`kda_decode_launch`,
 /// `import numpy as np`, `module-level code `X = 1``), in the order it appears;
 /// empty when only kernels changed. `Err` when a text cannot be parsed.
-pub(crate) fn changed_host_code(lang: Lang, base: &str, cand: &str) -> Result<Vec<String>, String> {
-    let (b, c) = (items(lang, base)?, items(lang, cand)?);
+pub(crate) fn changed_host_code(
+    lang: Lang,
+    base: &str,
+    cand: &str,
+    idiom: Option<&DecoratorIdiom>,
+) -> Result<Vec<String>, String> {
+    let (mut b, mut c) = (items(lang, base)?, items(lang, cand)?);
+    if let Some(idiom) = idiom {
+        allow_decorator_idiom(idiom, &mut b, &mut c);
+    }
+    // a new kernel (a helper a rewrite adds) brings its own decorators and
+    // signature: allowed when they only build values
+    let known: Vec<String> = b.iter().filter_map(|i| i.kernel.as_ref().map(|(k, _)| k.clone())).collect();
+    c.retain(|i| !i.kernel.as_ref().is_some_and(|(k, pure)| *pure && !known.contains(k)));
     if b == c {
         return Ok(Vec::new());
     }
@@ -51,6 +102,185 @@ pub(crate) fn changed_host_code(lang: Lang, base: &str, cand: &str) -> Result<Ve
     Ok(names)
 }
 
+/// Drops, from both sides, a kernel's decorator items that differ only by
+/// decorators of the idiom's callee whose arguments are all literals in the
+/// candidate: that edit is the idiom being applied, not host code.
+fn allow_decorator_idiom(idiom: &DecoratorIdiom, base: &mut Vec<Item>, cand: &mut Vec<Item>) {
+    let others = |decs: &[(String, bool)]| -> Vec<String> {
+        decs.iter().filter(|(callee, _)| callee_last(callee) != idiom.callee).map(|(d, _)| d.clone()).collect()
+    };
+    let mut allowed: Vec<String> = Vec::new();
+    for c in cand.iter() {
+        let Some((kernel, decs)) = &c.decorators else { continue };
+        let Some(b) = base.iter().find(|b| b.decorators.as_ref().is_some_and(|(k, _)| k == kernel)) else { continue };
+        let Some((_, base_decs)) = &b.decorators else { continue };
+        let literal = decs.iter().filter(|(callee, _)| callee_last(callee) == idiom.callee).all(|(_, lit)| *lit);
+        if literal && others(decs) == others(base_decs) {
+            allowed.push(kernel.clone());
+        }
+    }
+    let keep = |i: &Item| !i.decorators.as_ref().is_some_and(|(k, _)| allowed.contains(k));
+    base.retain(keep);
+    cand.retain(keep);
+}
+
+/// `triton.jit(...)` -> `jit`: the decorator's callee, last dotted part.
+fn callee_last(decorator: &str) -> &str {
+    let head = decorator.trim_start_matches('@').split('(').next().unwrap_or("").trim();
+    head.rsplit('.').next().unwrap_or(head).trim()
+}
+
+/// A Triton kernel's decorators and signature, as host items.
+fn kernel_host_items(node: Node, text: &str, out: &mut Vec<Item>) {
+    if node.kind() != "decorated_definition" {
+        return;
+    }
+    let Some(def) = node.child_by_field_name("definition") else { return };
+    let kernel = field_text(def, "name", text).unwrap_or("(kernel)").to_string();
+    let mut decs: Vec<(String, bool)> = Vec::new();
+    let mut cursor = node.walk();
+    for d in node.named_children(&mut cursor).filter(|d| d.kind() == "decorator") {
+        let src = normalize(Lang::Python, text.get(d.byte_range()).unwrap_or(""));
+        let src = src.split_whitespace().collect::<Vec<_>>().join(" ");
+        decs.push((src, decorator_is_literal(d, text)));
+    }
+    let listed: Vec<&str> = decs.iter().map(|(d, _)| d.as_str()).collect();
+    let literal = decs.iter().all(|(_, lit)| *lit);
+    out.push(Item {
+        name: format!("the decorators of `{kernel}` (they run on the host)"),
+        text: format!("decorators of {kernel}: {}", listed.join(" | ")),
+        decorators: Some((kernel.clone(), decs)),
+        kernel: Some((kernel.clone(), literal)),
+    });
+    let params = def.child_by_field_name("parameters");
+    let ret = def.child_by_field_name("return_type");
+    let pure = params.is_none_or(|p| parameters_pure(p, text)) && ret.is_none_or(is_name);
+    let (params, ret) = (
+        params.and_then(|p| text.get(p.byte_range())).unwrap_or(""),
+        ret.and_then(|p| text.get(p.byte_range())).unwrap_or(""),
+    );
+    let sig = format!("{params} -> {ret}").split_whitespace().collect::<Vec<_>>().join(" ");
+    out.push(Item {
+        name: format!("the signature of `{kernel}` (defaults and annotations run on the host)"),
+        text: format!("signature of {kernel}: {sig}"),
+        decorators: None,
+        kernel: Some((kernel, pure)),
+    });
+}
+
+/// Parameters whose defaults are literals and whose annotations are names
+/// (`tl.constexpr`): evaluating them at import runs nothing.
+fn parameters_pure(params: Node, text: &str) -> bool {
+    let mut cursor = params.walk();
+    params.named_children(&mut cursor).all(|p| {
+        let default_ok = p.child_by_field_name("value").is_none_or(|v| is_literal(v, text, &[], 0));
+        let annotation_ok = p.child_by_field_name("type").is_none_or(|t| {
+            let mut c = t.walk();
+            t.named_children(&mut c).all(is_name)
+        });
+        default_ok && annotation_ok
+    })
+}
+
+/// `tl.constexpr`, `int`: a dotted name, which evaluating only looks up.
+fn is_name(node: Node) -> bool {
+    match node.kind() {
+        "identifier" => true,
+        "attribute" => node.child_by_field_name("object").is_some_and(is_name),
+        "type" => {
+            let mut c = node.walk();
+            node.named_children(&mut c).all(is_name)
+        }
+        _ => false,
+    }
+}
+
+/// Whether a decorator's arguments are literals: nothing in them can run
+/// code when the module is imported or the kernel launched, beyond
+/// building values (a `Config(...)`) and pure lambdas.
+fn decorator_is_literal(decorator: Node, text: &str) -> bool {
+    let mut cursor = decorator.walk();
+    let Some(expr) = decorator.named_children(&mut cursor).find(|c| c.kind() != "comment") else { return false };
+    match expr.kind() {
+        "identifier" | "attribute" => true, // `@triton.jit`: no arguments
+        "call" => expr.child_by_field_name("arguments").is_some_and(|a| arguments_literal(a, text, &[])),
+        _ => false,
+    }
+}
+
+/// Calls a decorator argument may make: value constructors and pure helpers.
+const PURE_CALLS: &[&str] = &["Config", "next_power_of_2", "cdiv", "min", "max", "abs", "int", "bool", "float"];
+
+fn arguments_literal(args: Node, text: &str, params: &[&str]) -> bool {
+    let mut cursor = args.walk();
+    args.named_children(&mut cursor).all(|a| match a.kind() {
+        "comment" => true,
+        "keyword_argument" => a.child_by_field_name("value").is_some_and(|v| is_literal(v, text, params, 0)),
+        _ => is_literal(a, text, params, 0),
+    })
+}
+
+fn is_literal(node: Node, text: &str, params: &[&str], depth: usize) -> bool {
+    if depth > 64 {
+        return false;
+    }
+    let all = |n: Node, params: &[&str]| {
+        let mut cursor = n.walk();
+        n.named_children(&mut cursor).all(|c| c.kind() == "comment" || is_literal(c, text, params, depth + 1))
+    };
+    match node.kind() {
+        "integer" | "float" | "true" | "false" | "none" | "ellipsis" => true,
+        "string" => {
+            let mut cursor = node.walk();
+            node.named_children(&mut cursor).all(|c| c.kind() != "interpolation")
+        }
+        "concatenated_string"
+        | "list"
+        | "tuple"
+        | "set"
+        | "dictionary"
+        | "pair"
+        | "parenthesized_expression"
+        | "unary_operator"
+        | "binary_operator"
+        | "comparison_operator"
+        | "boolean_operator"
+        | "not_operator"
+        | "conditional_expression" => all(node, params),
+        // only the lambda's own parameters are names a value may read
+        "identifier" => text.get(node.byte_range()).is_some_and(|n| params.contains(&n)),
+        "subscript" => {
+            node.child_by_field_name("value").is_some_and(|v| is_literal(v, text, params, depth + 1)) && {
+                let mut cursor = node.walk();
+                node.children_by_field_name("subscript", &mut cursor).all(|s| is_literal(s, text, params, depth + 1))
+            }
+        }
+        "lambda" => {
+            let names: Vec<&str> = node
+                .child_by_field_name("parameters")
+                .map(|p| {
+                    let mut cursor = p.walk();
+                    p.named_children(&mut cursor)
+                        .filter(|c| c.kind() == "identifier")
+                        .filter_map(|c| text.get(c.byte_range()))
+                        .collect()
+                })
+                .unwrap_or_default();
+            let mut all_params: Vec<&str> = params.to_vec();
+            all_params.extend(names);
+            node.child_by_field_name("body").is_some_and(|b| is_literal(b, text, &all_params, depth + 1))
+        }
+        "call" => {
+            let callee = node.child_by_field_name("function").and_then(|f| text.get(f.byte_range())).unwrap_or("");
+            let last = callee.rsplit('.').next().unwrap_or(callee);
+            PURE_CALLS.contains(&last)
+                && callee.split('.').all(|p| !p.is_empty() && p.chars().all(|c| c.is_alphanumeric() || c == '_'))
+                && node.child_by_field_name("arguments").is_some_and(|a| arguments_literal(a, text, params))
+        }
+        _ => false,
+    }
+}
+
 fn items(lang: Lang, text: &str) -> Result<Vec<Item>, String> {
     let tree = parse_tree(lang, text)
         .map_err(|e| format!("cannot parse: {e:?}"))?
@@ -62,6 +292,13 @@ fn items(lang: Lang, text: &str) -> Result<Vec<Item>, String> {
         .collect();
     let root = tree.root_node();
     let mut out = Vec::new();
+    if lang == Lang::Python {
+        for k in &kernels {
+            if let Some(node) = root.descendant_for_byte_range(k.start, k.end) {
+                kernel_host_items(node, text, &mut out);
+            }
+        }
+    }
     let mut cursor = root.walk();
     for node in root.named_children(&mut cursor) {
         if node.kind() == "comment" {
@@ -75,7 +312,7 @@ fn items(lang: Lang, text: &str) -> Result<Vec<Item>, String> {
         if body.is_empty() {
             continue;
         }
-        out.push(Item { name: name(lang, node, text), text: body });
+        out.push(Item { name: name(lang, node, text), text: body, decorators: None, kernel: None });
     }
     Ok(out)
 }
@@ -178,15 +415,18 @@ def launch(x, o):
 "#;
 
     fn changed(lang: Lang, base: &str, cand: &str) -> Vec<String> {
-        changed_host_code(lang, base, cand).unwrap()
+        changed_host_code(lang, base, cand, None).unwrap()
+    }
+
+    fn changed_by_idiom(base: &str, cand: &str, callee: &str) -> Vec<String> {
+        let idiom = DecoratorIdiom { callee: callee.into() };
+        changed_host_code(Lang::Python, base, cand, Some(&idiom)).unwrap()
     }
 
     #[test]
     fn kernel_edits_and_new_helpers_are_allowed() {
         let body = TRITON.replace("return x * 2", "return x + x");
         assert!(changed(Lang::Python, TRITON, &body).is_empty());
-        let decorated = TRITON.replace("@triton.jit\ndef kernel", "@triton.jit(do_not_specialize=[\"N\"])\ndef kernel");
-        assert!(changed(Lang::Python, TRITON, &decorated).is_empty());
         let helper = TRITON.replace(
             "\n\n@triton.jit\ndef kernel",
             "\n\n@triton.jit\ndef helper2(x):\n    return x\n\n\n@triton.jit\ndef kernel",
@@ -212,7 +452,81 @@ def launch(x, o):
         assert_eq!(changed(Lang::Python, TRITON, &indent), ["launch"]);
         // a kernel turned into host code (its decorator removed) is a host change
         let undecorated = TRITON.replace("@triton.jit\ndef helper", "def helper");
-        assert_eq!(changed(Lang::Python, TRITON, &undecorated), ["helper"]);
+        assert_eq!(changed(Lang::Python, TRITON, &undecorated).first().map(String::as_str), Some("helper"));
+    }
+
+    #[test]
+    fn decorators_and_signatures_of_kernels_are_host_code() {
+        let kernel = "the decorators of `kernel` (they run on the host)";
+        // any decorator edit, without a decorator idiom, is host code
+        let dns = TRITON.replace("@triton.jit\ndef kernel", "@triton.jit(do_not_specialize=[\"N\"])\ndef kernel");
+        assert_eq!(changed(Lang::Python, TRITON, &dns), [kernel]);
+        // the idiom being applied, with a literal value: the kernel's business
+        assert!(changed_by_idiom(TRITON, &dns, "jit").is_empty());
+        // ... but not with a value that runs code at import, nor another decorator
+        for hostile in [
+            "@triton.jit(do_not_specialize=__import__(\"os\").system(\"touch /tmp/x\") or [])",
+            "@triton.jit(do_not_specialize=[f\"{open('/etc/passwd').read()}\"])",
+            "@triton.jit(do_not_specialize=NAMES)",
+            "@triton.jit(do_not_specialize=[\"N\"])\n@functools.cache",
+            "@triton.jit(do_not_specialize=[(lambda: exec(\"x\"))()])",
+        ] {
+            let cand = TRITON.replace("@triton.jit\ndef kernel", &format!("{hostile}\ndef kernel"));
+            assert_eq!(changed_by_idiom(TRITON, &cand, "jit"), [kernel], "{hostile}");
+        }
+        // another idiom's callee does not open this one
+        assert_eq!(changed_by_idiom(TRITON, &dns, "autotune"), [kernel]);
+        // autotune configs and heuristics lambdas over their own arguments are values
+        let tuned = TRITON.replace(
+            "@triton.jit\ndef kernel",
+            "@triton.autotune(configs=[triton.Config({\"B\": 64}, num_warps=4)], key=[\"N\"])\n\
+             @triton.heuristics({\"EVEN\": lambda args: args[\"N\"] % 64 == 0})\n@triton.jit\ndef kernel",
+        );
+        assert_eq!(changed_by_idiom(TRITON, &tuned, "autotune"), [kernel], "heuristics is another callee");
+        let only_tuned = TRITON.replace(
+            "@triton.jit\ndef kernel",
+            "@triton.autotune(configs=[triton.Config({\"B\": 64}, num_warps=4)], key=[\"N\"])\n@triton.jit\ndef kernel",
+        );
+        assert!(changed_by_idiom(TRITON, &only_tuned, "autotune").is_empty());
+        let pure = TRITON.replace(
+            "@triton.jit\ndef kernel",
+            "@triton.heuristics({\"EVEN\": lambda args: args[\"N\"] % 64 == 0})\n@triton.jit\ndef kernel",
+        );
+        assert!(changed_by_idiom(TRITON, &pure, "heuristics").is_empty());
+        let impure = TRITON.replace(
+            "@triton.jit\ndef kernel",
+            "@triton.heuristics({\"EVEN\": lambda args: print(args) or True})\n@triton.jit\ndef kernel",
+        );
+        assert_eq!(changed_by_idiom(TRITON, &impure, "heuristics"), [kernel]);
+        // parameter defaults and annotations run at import: never the idiom's
+        let signature = "the signature of `kernel` (defaults and annotations run on the host)";
+        let default = TRITON.replace("N: tl.constexpr)", "N: tl.constexpr = __import__(\"os\").getpid())");
+        assert_eq!(changed_by_idiom(TRITON, &default, "jit"), [signature]);
+        let annotation = TRITON.replace("def kernel(x_ptr,", "def kernel(x_ptr: print(1),");
+        assert_eq!(changed(Lang::Python, TRITON, &annotation), [signature]);
+        // a helper's decorators too
+        let helper = TRITON.replace("@triton.jit\ndef helper", "@triton.jit(noinline=print(1))\ndef helper");
+        assert_eq!(changed(Lang::Python, TRITON, &helper), ["the decorators of `helper` (they run on the host)"]);
+        // a new helper kernel brings its own decorators and signature: values only
+        let add = |def: &str| {
+            TRITON.replace("\n\n@triton.jit\ndef kernel", &format!("\n\n{def}\n\n\n@triton.jit\ndef kernel"))
+        };
+        assert!(
+            changed(Lang::Python, TRITON, &add("@triton.jit\ndef h(x, N: tl.constexpr = 4):\n    return x")).is_empty()
+        );
+        assert_eq!(
+            changed(Lang::Python, TRITON, &add("@triton.jit\ndef h(x, N=print(1)):\n    return x")),
+            ["the signature of `h` (defaults and annotations run on the host)"]
+        );
+        assert_eq!(
+            changed(Lang::Python, TRITON, &add("@triton.jit(debug=open('/x'))\ndef h(x):\n    return x")),
+            ["the decorators of `h` (they run on the host)"]
+        );
+        assert_eq!(
+            DecoratorIdiom::from_template("@triton.jit(do_not_specialize=$A)"),
+            Some(DecoratorIdiom { callee: "jit".into() })
+        );
+        assert_eq!(DecoratorIdiom::from_template("tl.dot($A, $B)"), None);
     }
 
     const CUDA: &str = r#"#include <cuda_runtime.h>

@@ -410,6 +410,7 @@ pub(crate) mod tests {
                 seconds: 1.0,
                 stdout: String::new(),
                 stderr_tail: String::new(),
+                stragglers_killed: Vec::new(),
             },
             json,
             placement: None,

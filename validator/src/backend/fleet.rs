@@ -478,6 +478,7 @@ impl Fleet {
                 seconds: started.elapsed().as_secs_f64(),
                 stdout,
                 stderr_tail: tail(&err, STDERR_TAIL),
+                stragglers_killed: Vec::new(),
             };
         let lost = |conn: &Conn, why: &str| {
             let err = format!("fleet: {why}; driver stderr: {}", tail(lock(&conn.stderr).trim(), 1500));

@@ -6,8 +6,16 @@
 //! (the interpreter and whatever it started: ptxas, cuobjdump). The exit
 //! status, the one JSON object the harness prints on stdout (wire format v1,
 //! kernels/README.md) and the tail of its stderr are kept.
+//!
+//! The pipes have the same deadline as the process: they are polled, never
+//! read to end of file, since a process that left the group (`setsid` after
+//! a double fork) can hold them open for ever. When the harness has ended
+//! and its pipes are still open after [`PIPE_GRACE`], every process that
+//! holds one of them is killed (found by the pipe's inode in `/proc/*/fd`):
+//! it can only have inherited it from the harness.
 
 use std::io::Read;
+use std::os::fd::AsRawFd;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::sync::Arc;
@@ -42,7 +50,17 @@ pub struct ProcessOutcome {
     pub stdout: String,
     /// The last [`STDERR_TAIL`] bytes of standard error.
     pub stderr_tail: String,
+    /// Processes outside the harness's group still holding its pipes after
+    /// it ended, killed (pids).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub stragglers_killed: Vec<u32>,
 }
+
+/// How long the pipes may stay open after the harness process has ended.
+pub const PIPE_GRACE: Duration = Duration::from_secs(2);
+
+/// Standard output is capped (the harness prints one JSON object).
+const STDOUT_CAP: usize = 256 << 20;
 
 pub(crate) fn quote(s: &str) -> String {
     if !s.is_empty() && s.chars().all(|c| c.is_ascii_alphanumeric() || "-_./=:,+@%".contains(c)) {
@@ -108,17 +126,7 @@ pub fn run_cancellable(
     }
     let mut child = cmd.spawn().map_err(|cause| Error::Spawn { command: command.clone(), cause })?;
     let pid = child.id();
-    let reader = |pipe: Option<Box<dyn Read + Send>>| {
-        std::thread::spawn(move || {
-            let mut buf = Vec::new();
-            if let Some(mut p) = pipe {
-                let _ = p.read_to_end(&mut buf);
-            }
-            String::from_utf8_lossy(&buf).into_owned()
-        })
-    };
-    let out_t = reader(child.stdout.take().map(|p| Box::new(p) as Box<dyn Read + Send>));
-    let err_t = reader(child.stderr.take().map(|p| Box::new(p) as Box<dyn Read + Send>));
+    let mut pipes = Pipes::new(child.stdout.take(), child.stderr.take());
     let deadline = started + limit;
     let mut timed_out = false;
     let mut cancelled = false;
@@ -138,12 +146,24 @@ pub fn run_cancellable(
             kill_group(pid);
             break child.wait().ok();
         }
-        std::thread::sleep(Duration::from_millis(20));
+        pipes.poll(Duration::from_millis(20));
     };
     // The child is gone; kill any leftovers of its group so the pipes close.
     kill_group(pid);
-    let stdout = out_t.join().unwrap_or_default();
-    let stderr = err_t.join().unwrap_or_default();
+    let grace = Instant::now() + PIPE_GRACE;
+    while pipes.open() && Instant::now() < grace {
+        pipes.poll(Duration::from_millis(20));
+    }
+    let mut stragglers_killed = Vec::new();
+    if pipes.open() {
+        // someone outside the group holds them: it came from the harness
+        stragglers_killed = pipes.kill_holders();
+        let drain = Instant::now() + Duration::from_millis(500);
+        while pipes.open() && Instant::now() < drain {
+            pipes.poll(Duration::from_millis(20));
+        }
+    }
+    let (stdout, stderr) = pipes.finish();
     Ok(ProcessOutcome {
         command,
         cwd: cwd.to_string_lossy().into_owned(),
@@ -153,7 +173,131 @@ pub fn run_cancellable(
         seconds: started.elapsed().as_secs_f64(),
         stdout,
         stderr_tail: tail(&stderr, STDERR_TAIL),
+        stragglers_killed,
     })
+}
+
+/// A child's stdout and stderr, read without blocking as they fill.
+struct Pipes {
+    ends: Vec<PipeEnd>,
+}
+
+/// One pipe (closed: `None`), what it gave, and how much of it is kept.
+type PipeEnd = (Option<Box<dyn ReadFd>>, Vec<u8>, usize);
+
+trait ReadFd: Read + AsRawFd + Send {}
+impl<T: Read + AsRawFd + Send> ReadFd for T {}
+
+impl Pipes {
+    fn new(out: Option<std::process::ChildStdout>, err: Option<std::process::ChildStderr>) -> Pipes {
+        let end = |p: Option<Box<dyn ReadFd>>, cap: usize| {
+            if let Some(p) = &p {
+                // SAFETY: fcntl on a descriptor we own; it changes only its flags.
+                unsafe {
+                    let fd = p.as_raw_fd();
+                    let flags = libc::fcntl(fd, libc::F_GETFL);
+                    libc::fcntl(fd, libc::F_SETFL, flags | libc::O_NONBLOCK);
+                }
+            }
+            (p, Vec::new(), cap)
+        };
+        Pipes {
+            ends: vec![
+                end(out.map(|p| Box::new(p) as Box<dyn ReadFd>), STDOUT_CAP),
+                // stderr: only its tail is kept, so keep a bounded window
+                end(err.map(|p| Box::new(p) as Box<dyn ReadFd>), 4 * STDERR_TAIL),
+            ],
+        }
+    }
+
+    fn open(&self) -> bool {
+        self.ends.iter().any(|(p, _, _)| p.is_some())
+    }
+
+    /// Waits up to `wait` for data and reads what there is.
+    fn poll(&mut self, wait: Duration) {
+        let mut fds: Vec<libc::pollfd> = self
+            .ends
+            .iter()
+            .filter_map(|(p, _, _)| p.as_ref())
+            .map(|p| libc::pollfd { fd: p.as_raw_fd(), events: libc::POLLIN, revents: 0 })
+            .collect();
+        if fds.is_empty() {
+            std::thread::sleep(wait);
+            return;
+        }
+        let ms = libc::c_int::try_from(wait.as_millis()).unwrap_or(libc::c_int::MAX);
+        // SAFETY: `fds` is a valid array of `fds.len()` pollfd structures.
+        unsafe {
+            libc::poll(fds.as_mut_ptr(), fds.len() as libc::nfds_t, ms);
+        }
+        let mut chunk = [0u8; 65536];
+        for (pipe, buf, cap) in &mut self.ends {
+            let Some(p) = pipe else { continue };
+            loop {
+                match p.read(&mut chunk) {
+                    Ok(0) => {
+                        *pipe = None;
+                        break;
+                    }
+                    Ok(n) => {
+                        buf.extend_from_slice(&chunk[..n]);
+                        if buf.len() > *cap {
+                            // keep the end (stderr's tail; stdout past its cap is not a reply)
+                            let cut = buf.len() - *cap;
+                            buf.drain(..cut);
+                        }
+                    }
+                    Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => break,
+                    Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
+                    Err(_) => {
+                        *pipe = None;
+                        break;
+                    }
+                }
+            }
+        }
+    }
+
+    /// SIGKILLs every other process that holds one of the still-open pipes;
+    /// returns their pids.
+    fn kill_holders(&self) -> Vec<u32> {
+        let mut inodes = Vec::new();
+        for (p, _, _) in &self.ends {
+            let Some(p) = p else { continue };
+            // SAFETY: fstat on a descriptor we own, into a zeroed stat buffer.
+            let mut st: libc::stat = unsafe { std::mem::zeroed() };
+            if unsafe { libc::fstat(p.as_raw_fd(), &mut st) } == 0 {
+                inodes.push(format!("pipe:[{}]", st.st_ino));
+            }
+        }
+        let me = std::process::id();
+        let mut killed = Vec::new();
+        let Ok(procs) = std::fs::read_dir("/proc") else { return killed };
+        for entry in procs.flatten() {
+            let Some(pid) = entry.file_name().to_str().and_then(|n| n.parse::<u32>().ok()) else { continue };
+            if pid == me {
+                continue;
+            }
+            let Ok(fds) = std::fs::read_dir(entry.path().join("fd")) else { continue };
+            let holds = fds.flatten().any(|fd| {
+                std::fs::read_link(fd.path()).is_ok_and(|l| inodes.iter().any(|i| l.as_os_str() == i.as_str()))
+            });
+            if holds && let Ok(p) = libc::pid_t::try_from(pid) {
+                // SAFETY: kill(2) of a process that holds our pipe; no memory is touched.
+                unsafe {
+                    libc::kill(p, libc::SIGKILL);
+                }
+                killed.push(pid);
+            }
+        }
+        killed
+    }
+
+    fn finish(self) -> (String, String) {
+        let mut it = self.ends.into_iter().map(|(_, buf, _)| String::from_utf8_lossy(&buf).into_owned());
+        (it.next().unwrap_or_default(), it.next().unwrap_or_default())
+    }
 }
 
 /// The harness's exit codes (kernels/README.md).
@@ -339,6 +483,41 @@ mod tests {
         assert_eq!(o.code, None);
         assert_eq!(o.stdout, "started\n");
         assert!(started.elapsed() < Duration::from_secs(10), "{:?}", started.elapsed());
+    }
+
+    /// Whether a process with this pid is alive (not a zombie).
+    fn alive(pid: u32) -> bool {
+        std::fs::read_to_string(format!("/proc/{pid}/stat"))
+            .is_ok_and(|s| s.rsplit(')').next().is_some_and(|rest| !rest.trim_start().starts_with('Z')))
+    }
+
+    #[test]
+    fn a_detached_grandchild_holding_the_pipes_neither_hangs_the_call_nor_survives_it() {
+        let started = Instant::now();
+        let marker = format!("kidiom-detached-{}", std::process::id());
+        // a double fork into a new session: out of the process group, holding stdout and stderr
+        let script =
+            format!("setsid bash -c 'exec -a {marker} sleep 60' & echo $! > /dev/null; sleep 0.2; echo reply; exit 0");
+        let o = sh(&script, 30.0);
+        assert_eq!((o.code, o.timed_out), (Some(0), false), "{o:?}");
+        assert_eq!(o.stdout, "reply\n");
+        assert!(started.elapsed() < PIPE_GRACE + Duration::from_secs(5), "{:?}", started.elapsed());
+        assert_eq!(o.stragglers_killed.len(), 1, "{o:?}");
+        std::thread::sleep(Duration::from_millis(200));
+        assert!(o.stragglers_killed.iter().all(|p| !alive(*p)), "the straggler survived: {o:?}");
+        // the census: nothing with the marker is left
+        let left: Vec<String> = std::fs::read_dir("/proc")
+            .unwrap()
+            .flatten()
+            .filter_map(|e| std::fs::read(e.path().join("cmdline")).ok())
+            .map(|c| String::from_utf8_lossy(&c).into_owned())
+            .filter(|c| c.contains(&marker))
+            .collect();
+        assert!(left.is_empty(), "{left:?}");
+        // a grandchild that closes the pipes and detaches is not ours to find here (the
+        // harness's sandbox ends those); one that keeps them and the deadline passes is killed too
+        let o = sh(&format!("setsid bash -c 'exec -a {marker} sleep 60' & sleep 30"), 1.0);
+        assert!(o.timed_out && o.stragglers_killed.len() == 1, "{o:?}");
     }
 
     #[test]

@@ -82,6 +82,11 @@ pub struct CandidateInput {
     pub result_blob: String,
     /// The unified diff.
     pub diff: String,
+    /// When the pattern is a decorator idiom (its `after` is a Python
+    /// decorator), that decorator's callee: decorators of this callee, with
+    /// literal arguments, are the idiom and not host code (`hostcode`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub decorator_idiom: Option<String>,
 }
 
 impl CandidateInput {
@@ -89,6 +94,12 @@ impl CandidateInput {
     /// unless `category` names one (the pattern's, from the catalog).
     pub fn from_candidate(c: &kidiom_patterns::Candidate, category: Option<Category>) -> CandidateInput {
         let category = category.or_else(|| c.provenance["category"].as_str().and_then(Category::from_name));
+        // the pattern's `after`, as kidiom's own apply recorded it; a manual patch has none
+        let decorator_idiom = (c.pattern_id != MANUAL_PATTERN)
+            .then(|| c.provenance["after"].as_str())
+            .flatten()
+            .and_then(crate::hostcode::DecoratorIdiom::from_template)
+            .map(|d| d.callee);
         CandidateInput {
             id: c.id.clone(),
             pattern_id: c.pattern_id.clone(),
@@ -97,6 +108,7 @@ impl CandidateInput {
             base_blob: c.base_blob.clone(),
             result_blob: c.result_blob.clone(),
             diff: c.diff.clone(),
+            decorator_idiom,
         }
     }
 
@@ -125,6 +137,7 @@ impl CandidateInput {
             base_blob: blob_id(current.as_bytes()),
             result_blob: blob_id(result.as_bytes()),
             diff: diff.to_string(),
+            decorator_idiom: None,
         })
     }
 }
@@ -777,6 +790,7 @@ flops = "N"
             base_blob: String::new(),
             result_blob: String::new(),
             diff: String::new(),
+            decorator_idiom: None,
         };
         let seeds = if kernel.is_some() { vec![1] } else { Vec::new() };
         f(Run {
@@ -948,6 +962,7 @@ flops = "N"
                 base_blob: String::new(),
                 result_blob: String::new(),
                 diff: String::new(),
+                decorator_idiom: None,
             })
             .collect();
         let mut seen = Vec::new();

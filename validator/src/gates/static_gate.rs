@@ -13,7 +13,7 @@ use super::{Run, Runs, Touched, Validator, stamp};
 use crate::backend::cpu::{StaticMetrics, delta};
 use crate::backend::python::{HarnessStatus, tail};
 use crate::evidence::{GateRecord, GateStatus};
-use crate::hostcode::changed_host_code;
+use crate::hostcode::{DecoratorIdiom, changed_host_code};
 use crate::manifest::{KernelLanguage, Manifest};
 use crate::patch::FilePatch;
 use crate::scan::{FlagChange, flag_changes};
@@ -122,7 +122,8 @@ pub(super) fn scan(
             continue; // host C++: all of the source is the kernel
         }
         let Some(lang) = Lang::from_path(Path::new(&t.path)) else { continue };
-        match changed_host_code(lang, &t.base, &t.cand) {
+        let idiom = run.c.decorator_idiom.as_ref().map(|callee| DecoratorIdiom { callee: callee.clone() });
+        match changed_host_code(lang, &t.base, &t.cand, idiom.as_ref()) {
             Ok(names) if names.is_empty() => {}
             Ok(names) => {
                 rec.metrics = json!({"host_code": names});
