@@ -34,6 +34,8 @@ mod ray;
 mod gil;
 // Planted cheats through `kidiom validate`, each rejected at its gate with the reason.
 mod cheats;
+// Trust, round two: candidates that try to escape the sandbox or to win on a CPU, each blocked and rejected.
+mod trust;
 // `kidiom review --html`: the site in headless Chromium, links, plots, escaping; `run --html`, `--open`.
 mod html;
 // `kidiom mcp`: a client session over stdio, write refusal, the Python SDK as an independent client.
