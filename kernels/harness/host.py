@@ -795,17 +795,62 @@ def service_params(manifest, args):
     return svc
 
 
-def _expected_digests(src, src_ids, dst_ids, batches, pairs):
-    """blake2b of the destination pool after thread t completed pairs[t] pairs (batches in turn)."""
+# The bench's state is an exchange ring. Thread t owns slots (lists of N distinct pages of the pool)
+# and two transfer buffers of N pages; its pair i gathers slot s = owned[i % m] into buffer i % 2, then
+# scatters the other buffer (what pair i - 1 gathered) into the same slot s. So every page a call
+# writes is read by a later call before it is overwritten, and the bytes a scatter needs exist only
+# in the buffer the previous gather filled: a call that skips, shortens or misplaces any copy (or
+# does it from anywhere but its inputs) changes every later state, and the state at the end of the
+# window shows it. The harness replays the calls on page labels with the reference semantics.
+
+def bench_ring(shape, threads, seed=2024):
+    """(initial state [P + 2 * threads * N, B] uint8, slot page ids [K, N] int64, owned slots per
+    thread) of the bench on `shape`."""
+    P, B, N = shape["P"], shape["B"], shape["N"]
+    K = P // N if N else 0
+    if N < 1 or K < threads:
+        raise ValueError(f"bench shape {shape}: needs N >= 1 and at least one slot of N pages per transfer "
+                         f"thread ({threads})")
+    rng = np.random.default_rng(seed)
+    init = rng.integers(0, 256, (P + 2 * threads * N, B), dtype=np.uint8)
+    ids = rng.permutation(P)[:K * N].reshape(K, N).astype(np.int64)
+    return init, ids, [list(range(t, K, threads)) for t in range(threads)]
+
+
+def ring_labels(P, N, ids, owned, pairs):
+    """Which initial row each row of the state holds after thread t completed pairs[t] pairs."""
+    lab = np.arange(P + 2 * len(owned) * N)
+    for t, (own, n) in enumerate(zip(owned, pairs)):
+        bufs = [np.arange(P + (2 * t + k) * N, P + (2 * t + k + 1) * N) for k in (0, 1)]
+        for i in range(n):
+            x = ids[own[i % len(own)]]
+            cur = i & 1
+            lab[bufs[cur]] = lab[x]          # gather(pool, x, buffer cur)
+            lab[x] = lab[bufs[1 - cur]]      # scatter(buffer 1 - cur, x, pool)
+    return lab
+
+
+def ring_expected(init, ids, owned, N, pairs):
+    """sha256 per region of the state the calls must produce (the worker's `_digests`)."""
     import hashlib
-    exp = np.zeros_like(src)
-    for bs, n in zip(batches, pairs):
-        done = bs[:min(n, len(bs))]
-        if done:
-            s = src_ids[done].reshape(-1)
-            d = dst_ids[done].reshape(-1)
-            exp[d] = src[s]
-    return hashlib.blake2b(exp, digest_size=16).hexdigest()
+    P = init.shape[0] - 2 * len(owned) * N
+    state = init[ring_labels(P, N, ids, owned, pairs)]
+    d = {"pool": hashlib.sha256(state[:P]).hexdigest(), "page_ids": hashlib.sha256(ids).hexdigest()}
+    for t in range(len(owned)):
+        for k in (0, 1):
+            r0 = P + (2 * t + k) * N
+            d[f"buffer {t}.{k}"] = hashlib.sha256(state[r0:r0 + N]).hexdigest()
+    return d
+
+
+def _region_text(names):
+    what = {"pool": "the pool (scatter's destination, gather's source)", "page_ids": "the page ids"}
+    parts = [what.get(n, n) for n in names if not n.startswith("buffer ")]
+    bufs = [n for n in names if n.startswith("buffer ")]
+    if bufs:
+        parts.append(f"transfer buffer{'s' if len(bufs) > 1 else ''} {', '.join(b[7:] for b in bufs)} "
+                     "(gather's out)")
+    return ", ".join(parts)
 
 
 def bench_command(manifest, args, deadline):

@@ -14,12 +14,15 @@ Everything it writes goes to `out/` (the sandbox lets it write only there and in
 check: `out/progress.jsonl` gets `{"start": i}` before case i and `{"done": i, ...}` after it (one
 unbuffered write each, so a crash leaves the case that was running); the case's arrays, as they
 are after the call, go to `out/<i>_<name>.npy`.
-bench: `out/progress.jsonl` gets `{"phase": ...}` lines; `out/result.json` the raw samples.
+bench: `out/progress.jsonl` gets `{"phase": ...}` lines; `out/result.json` the raw samples and,
+per loaded window, sha256 digests of the state the calls produced (the harness knows what they
+must be; the worker does not).
 """
 import gc
 import hashlib
 import importlib.util
 import json
+import mmap
 import os
 import sys
 import threading
@@ -124,6 +127,40 @@ def run_threads(mod, case, arrays):
             "results": [sorted(r, key=lambda x: (x is None, x if x is not None else 0)) for r in results]}
 
 
+def run_phases(mod, case, arrays):
+    """Phases in order; in each, every thread makes its own list of calls (threads start together
+    at a barrier; a phase of one thread runs in this thread). Every call has its own outputs, so
+    each can be judged, not only the last."""
+    calls = []
+    t0 = time.perf_counter()
+    for phase in case["phases"]:
+        per_thread = [[(c["label"], getattr(mod, c["fn"]), [make_arg(arrays, a) for a in c["args"]]) for c in cl]
+                      for cl in phase]
+        out = [[] for _ in per_thread]
+        barrier = threading.Barrier(len(per_thread))
+
+        def body(t):
+            if len(per_thread) > 1:
+                barrier.wait()
+            for label, fn, args in per_thread[t]:
+                try:
+                    r, exc = fn(*args), None
+                except Exception as e:  # noqa: BLE001 - judged by the harness
+                    r, exc = None, describe_exception(e)
+                out[t].append({"label": label, "exception": exc, "result": _result(r)})
+
+        if len(per_thread) == 1:
+            body(0)
+        else:
+            threads = [threading.Thread(target=body, args=(t,)) for t in range(len(per_thread))]
+            for th in threads:
+                th.start()
+            for th in threads:
+                th.join()
+        calls += [c for cl in out for c in cl]
+    return {"seconds": time.perf_counter() - t0, "calls": calls}
+
+
 EXIT_WORKER_BUG = 70    # the worker's own machinery failed: a harness error, not the candidate's
 EXIT_LOAD_FAILED = 71   # the module raised while being imported: the candidate's failure
 
@@ -148,7 +185,8 @@ def check(plan):
         case = plan["cases"][i]
         arrays = {name: np.load(f) for name, f in case["arrays"].items()}
         log({"start": i})
-        res = run_threads(mod, case, arrays) if case["kind"] == "threads" else run_call(mod, case, arrays)
+        run = {"threads": run_threads, "phases": run_phases}.get(case["kind"], run_call)
+        res = run(mod, case, arrays)
         for name, a in arrays.items():
             np.save(os.path.join("out", f"{i}_{name}.npy"), a)
         log(dict(res, done=i))
@@ -212,36 +250,80 @@ def _peak(src, nbytes, reps):
             "copies": reps, "bytes": nbytes}
 
 
-def _transfer(mod, src, dst, buf, src_rows, dst_rows, barrier, stop, record):
+def _ring_memory(rows, B):
+    """The bench's state (pool and transfer buffers, `rows` pages of B bytes) as two mappings of
+    one shared-memory object: (writable view, read-only view, how). The calls get their inputs
+    through the read-only view, so a call that writes its source pool or the buffer it reads
+    faults (SIGSEGV), whatever the flags it is handed; without memfd the inputs are only flagged
+    read-only (`how` says so)."""
+    size = rows * B
+    try:
+        fd = os.memfd_create("kidiom-bench-ring", os.MFD_CLOEXEC)
+        try:
+            os.ftruncate(fd, size)
+            rw = mmap.mmap(fd, size, mmap.MAP_SHARED, mmap.PROT_READ | mmap.PROT_WRITE)
+            ro = mmap.mmap(fd, size, mmap.MAP_SHARED, mmap.PROT_READ)
+        finally:
+            os.close(fd)
+        return (np.frombuffer(rw, np.uint8).reshape(rows, B), np.frombuffer(ro, np.uint8).reshape(rows, B),
+                "read-only mapping (memfd): a write to a call's input faults")
+    except (AttributeError, OSError, ValueError) as e:
+        a = np.zeros((rows, B), np.uint8)
+        v = a.view()
+        v.flags.writeable = False
+        return a, v, f"not enforced (flagged read-only only): memfd/mmap unavailable: {e}"
+
+
+def _transfer(mod, pool_ro, pool_rw, bufs_rw, bufs_ro, slots, barrier, stop, record):
+    """Pair i: gather(slot, buffer i % 2) then scatter(the other buffer, the same slot): every
+    call's output is the input of a later call (see host.ring_expected), so the state at the end
+    of the window is right only if every call was."""
     gather, scatter = mod.gather, mod.scatter
     spans = []
-    i, n = 0, len(src_rows)
+    i, n = 0, len(slots)
     barrier.wait()
-    while not stop.is_set():
-        t0 = time.perf_counter()
-        gather(src, src_rows[i % n], buf)
-        scatter(buf, dst_rows[i % n], dst)
-        spans.append((t0, time.perf_counter()))
-        i += 1
+    try:
+        while not stop.is_set():
+            ids = slots[i % n]
+            cur = i & 1
+            t0 = time.perf_counter()
+            gather(pool_ro, ids, bufs_rw[cur])
+            scatter(bufs_ro[1 - cur], ids, pool_rw)
+            spans.append((t0, time.perf_counter()))
+            i += 1
+    except Exception as e:  # noqa: BLE001 - the candidate raised on the bench's input: judged by the harness
+        record["error"] = describe_exception(e)
     record["pairs"] = i
     record["spans"] = spans
+
+
+def _digests(mem, ids, P, regions):
+    """sha256 of the pool, of each transfer buffer (`regions`: name -> (first row, rows)) and of
+    the page ids."""
+    d = {"pool": hashlib.sha256(mem[:P]).hexdigest(), "page_ids": hashlib.sha256(ids).hexdigest()}
+    for name, (r0, nr) in regions.items():
+        d[name] = hashlib.sha256(mem[r0:r0 + nr]).hexdigest()
+    return d
 
 
 def bench(plan):
     svc = plan["service"]
     T, W = int(svc["threads"]), float(svc["window_s"])
     mods = {v: _load_or_exit(plan["name"], path, f"kidiom_{v}") for v, path in plan["modules"].items()}
-    src = np.load("src.npy")
-    src_ids, dst_ids = np.load("src_ids.npy"), np.load("dst_ids.npy")
-    K, N = src_ids.shape
-    B = src.shape[1]
-    dst = {v: np.zeros_like(src) for v in mods}
-    bufs = {v: [np.empty(N * B, np.uint8) for _ in range(T)] for v in mods}
-    # thread t moves batches t, t + T, ...: threads write disjoint pages of dst
-    batches = [list(range(t, K, T)) for t in range(T)]
-    rows = [([src_ids[b] for b in bs], [dst_ids[b] for b in bs]) for bs in batches]
+    ring = plan["ring"]
+    init = np.load("ring_init.npy")                 # [pool pages + 2 buffers of N pages per thread, B]
+    ids = np.load("ring_ids.npy", mmap_mode="r")    # [slots, N] int64, mapped read-only: a write faults
+    P, N, B = int(ring["P"]), int(ring["N"]), init.shape[1]
+    K = ids.shape[0]
+    owned = ring["owned"]   # thread t's slots (disjoint pages); its transfer buffers are 2t and 2t + 1
+    regions = {f"buffer {t}.{k}": (P + (2 * t + k) * N, N) for t in range(T) for k in (0, 1)}
+    mem, readonly = {}, None
+    for v in mods:
+        rw, ro, readonly = _ring_memory(init.shape[0], B)
+        mem[v] = (rw, ro)
+    slots = [[ids[s] for s in own] for own in owned]
     log({"phase": "peak"})
-    peak = _peak(src, N * B, reps=max(20, 2 * K))
+    peak = _peak(init[:P], N * B, reps=max(20, 2 * K))
     log({"phase": "calibrate"})
     units, step_us = _calibrate(float(svc["step_us"]))
     names = list(mods)
@@ -257,14 +339,19 @@ def bench(plan):
             a_steps, a_s, _, _ = _sched_window(W, units)
             gc.enable()
             log({"phase": f"round {r - warmup} {v} loaded"})
-            dst[v].fill(0)
+            rw, ro = mem[v]
+            np.copyto(rw, init)     # every window starts from the same state
             gc.collect()
             gc.disable()
             stop = threading.Event()
             barrier = threading.Barrier(T + 1)
             records = [{} for _ in range(T)]
-            threads = [threading.Thread(target=_transfer, args=(mods[v], src, dst[v], bufs[v][t], rows[t][0],
-                                                                 rows[t][1], barrier, stop, records[t]))
+
+            def bufs(view, t):
+                return [view[P + (2 * t + k) * N:P + (2 * t + k + 1) * N].reshape(-1) for k in (0, 1)]
+
+            threads = [threading.Thread(target=_transfer, args=(mods[v], ro[:P], rw[:P], bufs(rw, t), bufs(ro, t),
+                                                                 slots[t], barrier, stop, records[t]))
                        for t in range(T)]
             for th in threads:
                 th.start()
@@ -286,11 +373,14 @@ def bench(plan):
                 "alone_steps": a_steps, "alone_s": a_s, "loaded_steps": l_steps, "loaded_s": l_s,
                 "pairs_in_window": in_window, "pair_us": pair_us,
                 "pairs": [rec["pairs"] for rec in records],
-                "digest": hashlib.blake2b(dst[v], digest_size=16).hexdigest(),
+                "digests": _digests(rw, ids, P, regions),
             }
+            errors = [rec["error"] for rec in records if "error" in rec]
+            if errors:
+                entry["variants"][v]["errors"] = errors
         samples.append(entry)
     result = {"peak": peak, "units": units, "step_us": step_us, "switch_interval_s": sys.getswitchinterval(),
-              "threads": T, "batches": batches, "samples": samples}
+              "threads": T, "inputs_readonly": readonly, "samples": samples}
     with open(os.path.join("out", "result.json.tmp"), "w") as f:
         json.dump(result, f)
     os.rename(os.path.join("out", "result.json.tmp"), os.path.join("out", "result.json"))

@@ -25,7 +25,9 @@ import inspect
 
 import numpy as np
 
-__all__ = ["round_to_tf32", "truncate_to_tf32", "round_to_bf16", "emulated_dot", "tf32_dot", "install_tf32_dot", "uninstall_tf32_dot", "tf32_dot_installed"]
+__all__ = ["round_to_tf32", "truncate_to_tf32", "round_to_bf16", "emulated_dot", "tf32_dot", "install_tf32_dot",
+           "uninstall_tf32_dot", "tf32_dot_installed", "install_bounds_check", "MEMORY", "install_program_order",
+           "PROGRAMS", "program_schedule"]
 
 _ORIGINAL = None
 
@@ -184,33 +186,40 @@ def tf32_dot(enabled=True):
 # live bytes at every `checkpoint` (before and after each kernel launch, and at the end of the
 # call): a difference there was written by host code, not by a kernel. `provenance(name)` says
 # which elements host code never wrote (an output computed on the host and written around or
-# before the launch, a kernel that only copies what the host put there, are visible).
+# before the launch, a kernel that only copies what the host put there, are visible), and
+# `kernel_written(name)` which elements a kernel store did write (a call that ran only some of a
+# grid's programs is judged on those). `atomics` counts the atomic operations of a call.
 
 class MemoryMap:
     def __init__(self):
         self.regions = []   # (start, end, name)
         self.violations = {}
-        self.tracked = {}   # name -> {start, end, buf (live bytes), shadow, stored}
+        self.tracked = {}   # name -> {start, end, buf (live bytes), shadow, host, kernel}
+        self.atomics = 0
 
     def clear(self):
         self.regions.clear()
         self.violations.clear()
         self.tracked.clear()
+        self.atomics = 0
 
     def reset(self):
         """Forget violations and host writes; the tracked tensors' bytes now are the harness's
         (a new call on the same tensors)."""
         self.violations.clear()
+        self.atomics = 0
         for tr in self.tracked.values():
             tr["shadow"][:] = tr["buf"]
             tr["host"][:] = False
+            tr["kernel"][:] = False
 
     def register(self, name, start, nbytes, track=None):
         """A tensor's extent; `track`: its bytes as a live uint8 numpy array, to see host writes."""
         self.regions.append((int(start), int(start) + int(nbytes), name))
         if track is not None:
             self.tracked[name] = {"start": int(start), "end": int(start) + int(nbytes), "buf": track,
-                                  "shadow": np.array(track), "host": np.zeros(int(nbytes), bool)}
+                                  "shadow": np.array(track), "host": np.zeros(int(nbytes), bool),
+                                  "kernel": np.zeros(int(nbytes), bool)}
 
     def checkpoint(self):
         """Bytes of tracked tensors that changed since the shadow was last right were written by
@@ -251,11 +260,16 @@ class MemoryMap:
             off = (addrs[sel] - np.uint64(tr["start"])).astype(np.int64)
             idx = (off[:, None] + np.arange(itemsize, dtype=np.int64)).ravel()
             tr["shadow"][idx] = tr["buf"][idx]
+            tr["kernel"][idx] = True
 
     def provenance(self, name, itemsize):
         """Per element of a tracked tensor: no host code wrote it since `reset` (call
         `checkpoint` first)."""
         return ~self.tracked[name]["host"].reshape(-1, itemsize).any(axis=1)
+
+    def kernel_written(self, name, itemsize):
+        """Per element of a tracked tensor: a kernel store wrote it since `reset`."""
+        return self.tracked[name]["kernel"].reshape(-1, itemsize).any(axis=1)
 
     def report(self):
         return list(self.violations.values())
@@ -315,6 +329,7 @@ def install_bounds_check():
             ptr = ptr_of(args, kwargs)
             mask = mask_of(args, kwargs) if mask_of else None
             n, addrs = itemsize_of(ptr), _active(ptr, mask)
+            MEMORY.atomics += 1
             MEMORY.check("read", addrs, n)
             MEMORY.check("write", addrs, n)
             r = orig(self, *args, **kwargs)
@@ -330,3 +345,106 @@ def install_bounds_check():
     B.create_atomic_rmw = create_atomic_rmw
     B.create_atomic_cas = create_atomic_cas
     _ORIGINAL_MEM = (load, store, rmw, cas)
+
+
+# Program order and partial grids ------------------------------------------------------------------
+# The interpreter runs a grid's programs one after another in a fixed order (x outer, z inner).
+# A kernel whose programs communicate (one reads what another writes, or accumulates into shared
+# output without atomics) then looks deterministic and correct, while on a GPU programs run
+# concurrently in any order. `PROGRAMS` (set by the worker per call) makes the interpreter run a
+# launch's programs in another order ("reversed", or "shuffle" with `seed`), and with `sample` only
+# that many of them (the first, the last and seeded others: a GPU shape's specialization where the
+# whole grid is too slow to interpret). Each program still runs to completion: programs interleave
+# by order, never mid-program. `STATS` counts programs run and in the grids of the call's launches.
+#
+# How: the interpreter's grid loop calls `set_grid_dim` once, then per program `set_grid_idx` and
+# the kernel's function (`GridExecutor.fn`). While a launch runs, the executor's function is
+# replaced by `_Schedule`, which sets the k-th scheduled program's index itself before running it
+# (and runs nothing once the schedule is exhausted), so the loop's own order no longer matters.
+
+PROGRAMS = {"order": "natural", "seed": 0, "sample": None}
+STATS = {"ran": 0, "of": 0}
+_ORIGINAL_GRID = None
+
+
+def program_schedule(grid, order="natural", seed=0, sample=None):
+    """The programs (x, y, z) of `grid` to run, in the order to run them."""
+    nx, ny, nz = (tuple(int(g) for g in grid) + (1, 1, 1))[:3]
+    total = nx * ny * nz
+    rng = np.random.default_rng([int(seed) & 0xFFFFFFFF, total])
+    if sample is not None and 0 < int(sample) < total:
+        k = int(sample)
+        # the first and the last program, and seeded others
+        picked = {0, total - 1} if k >= 2 else {0}
+        if k > len(picked):
+            rest = np.arange(1, total - 1)
+            picked.update(int(i) for i in rng.choice(rest, size=min(k - len(picked), rest.size), replace=False))
+        linear = np.array(sorted(picked), dtype=np.int64)
+    else:
+        linear = np.arange(total, dtype=np.int64)
+    if order == "reversed":
+        linear = linear[::-1]
+    elif order == "shuffle":
+        linear = rng.permutation(linear)
+    elif order != "natural":
+        raise ValueError(f"unknown program order {order!r}")
+    z = linear % nz
+    y = (linear // nz) % ny
+    x = linear // (nz * ny)
+    return list(zip(x.tolist(), y.tolist(), z.tolist())), total
+
+
+class _Schedule:
+    """Stands in for a GridExecutor's kernel function during one launch (see above)."""
+
+    def __init__(self, fn, builder, set_idx, schedule):
+        self.fn, self.builder, self.set_idx, self.schedule, self.k = fn, builder, set_idx, schedule, 0
+
+    def __call__(self, *args, **kwargs):
+        k = self.k
+        self.k += 1
+        if k >= len(self.schedule):
+            return None
+        self.set_idx(self.builder, *self.schedule[k])
+        STATS["ran"] += 1
+        return self.fn(*args, **kwargs)
+
+
+def install_program_order():
+    """Patch the interpreter's grid loop to follow `PROGRAMS` (idempotent). Natural order on
+    the whole grid runs exactly as before."""
+    global _ORIGINAL_GRID
+    from triton.runtime import interpreter as ti
+    if _ORIGINAL_GRID is not None:
+        return
+    GE, B = ti.GridExecutor, ti.InterpreterBuilder
+    call, set_dim, set_idx = GE.__call__, B.set_grid_dim, B.set_grid_idx
+    running = []   # the executors whose launch is in progress (innermost last)
+
+    def grid_call(self, *args, **kwargs):
+        running.append(self)
+        fn = self.fn
+        try:
+            return call(self, *args, **kwargs)
+        finally:
+            self.fn = fn
+            running.pop()
+
+    def set_grid_dim(self, nx, ny, nz):
+        set_dim(self, nx, ny, nz)
+        total = int(nx) * int(ny) * int(nz)
+        STATS["of"] += total
+        if not running:
+            STATS["ran"] += total
+            return
+        ex = running[-1]
+        if PROGRAMS.get("order", "natural") == "natural" and not PROGRAMS.get("sample"):
+            STATS["ran"] += total
+            return
+        schedule, _ = program_schedule((nx, ny, nz), PROGRAMS.get("order", "natural"), PROGRAMS.get("seed", 0),
+                                       PROGRAMS.get("sample"))
+        ex.fn = _Schedule(ex.fn, self, set_idx, schedule)
+
+    GE.__call__ = grid_call
+    B.set_grid_dim = set_grid_dim
+    _ORIGINAL_GRID = (call, set_dim)

@@ -23,10 +23,21 @@ file in set j keeps its contents: a sequence of decode steps), outputs are poiso
 and every sentinel tail restored. Per set it reports the launches (of the entry kernel, and of
 every kernel), the exception if any, digests of every read-only input after the call (elements
 and tail separately), and on a CPU the out-of-bounds accesses; it never judges anything.
+
+Optional keys of a `call` request (the harness passes them in the request's layout):
+`programs` `{order: natural|reversed|shuffle, seed, sample}`: run every launch's programs in that
+order, and with `sample` only that many of each grid (interp.py; for a CUDA kernel the emulation
+orders blocks and the threads of each block, and runs every one); a call that ran a sample also
+writes `r<j>_<name>.kw.npy` (packed bits: a kernel store wrote the element). `record`: a list of
+argument lists (`{shape, dtype}` or null per argument): the public function is called on
+shape-only tensors and every launch is recorded instead of run (a GPU shape's constexprs, without
+its memory); its sets are `{launched, exception}`. On a CPU a call's set also reports `launched`
+(per launch: kernel, constexprs, grid), `atomics` and `programs` `{ran, of}`.
 """
 import functools
 import hashlib
 import importlib.util
+import inspect
 import json
 import os
 import sys
@@ -44,6 +55,10 @@ COUNTS = {}             # id(kernel object) -> launches
 TOTAL = [0]             # launches of every Triton kernel
 CHECKPOINT = [lambda: None]   # before and after every launch: see host writes (CPU)
 KERNEL_CLASSES = ()
+RECORDING = [None]      # a list while a `record` request runs: launches are recorded, not run
+LAUNCHED = []           # this call's launches (kernel, constexprs, grid): interpreted kernels only
+FACTS = [False]         # whether launches are described (CPU: the interpreter's kernels)
+MAX_LAUNCHED = 64       # launches described per call
 
 
 def send(msg):
@@ -85,6 +100,11 @@ def _counting(orig):
     def run(self, *args, **kwargs):
         if kwargs.get("warmup", False):
             return orig(self, *args, **kwargs)
+        if RECORDING[0] is not None:
+            RECORDING[0].append(launch_facts(self, args, kwargs))
+            return None
+        if FACTS[0] and len(LAUNCHED) < MAX_LAUNCHED:
+            LAUNCHED.append(launch_facts(self, args, kwargs))
         COUNTS[id(self)] = COUNTS.get(id(self), 0) + 1
         TOTAL[0] += 1
         CHECKPOINT[0]()
@@ -94,6 +114,100 @@ def _counting(orig):
             CHECKPOINT[0]()
     run.__wrapped__ = orig
     return run
+
+
+def _is_constexpr(annotation):
+    try:
+        from triton.runtime.jit import _normalize_ty
+        return _normalize_ty(annotation) == "constexpr"
+    except Exception:  # noqa: BLE001 - another Triton: the annotation's own name
+        name = annotation if isinstance(annotation, str) else getattr(annotation, "__name__", str(annotation))
+        return name.rsplit(".", 1)[-1] == "constexpr"
+
+
+def _plain(v):
+    if v is None or isinstance(v, (bool, int, float, str)):
+        return v
+    return str(v)[:80]
+
+
+def launch_facts(kernel, args, kwargs):
+    """What a launch specialises on: the kernel's name, the values of its constexpr parameters
+    (defaults included) and the grid."""
+    fn = getattr(kernel, "fn", kernel)
+    facts = {"kernel": getattr(fn, "__name__", "?"), "constexprs": {}, "grid": None}
+    try:
+        sig = inspect.signature(fn)
+        bound = sig.bind_partial(*args, **{k: v for k, v in kwargs.items() if k in sig.parameters})
+        bound.apply_defaults()
+        ann = inspect.get_annotations(fn)
+        facts["constexprs"] = {n: _plain(v) for n, v in bound.arguments.items()
+                               if n in ann and _is_constexpr(ann[n])}
+        grid = kwargs.get("grid")
+        grid = grid(dict(bound.arguments)) if callable(grid) else grid
+        facts["grid"] = [int(g) for g in grid]
+    except Exception as e:  # noqa: BLE001 - described as far as it goes
+        facts["error"] = f"{type(e).__name__}: {e}"[:200]
+    return facts
+
+
+class ShapeOnly:
+    """A tensor without memory, for `record`: shape, dtype, strides and an aligned address."""
+
+    def __init__(self, shape, dtype):
+        from .arrays import NpDtype
+        self.shape = tuple(int(s) for s in shape)
+        self.dtype = NpDtype(dtype)
+        self.device = "cpu"
+
+    def data_ptr(self):
+        return 1 << 20
+
+    def stride(self, dim=None):
+        s, acc = [], 1
+        for n in reversed(self.shape):
+            s.append(acc)
+            acc *= n
+        s = tuple(reversed(s))
+        return s if dim is None else s[dim]
+
+    def size(self, dim=None):
+        return self.shape if dim is None else self.shape[dim]
+
+    def dim(self):
+        return len(self.shape)
+
+    @property
+    def ndim(self):
+        return len(self.shape)
+
+    def numel(self):
+        n = 1
+        for d in self.shape:
+            n *= d
+        return n
+
+    def element_size(self):
+        return self.dtype.itemsize
+
+    def is_contiguous(self):
+        return True
+
+
+def run_record(kern, req):
+    """Call the public function on shape-only tensors per argument list, recording the launches."""
+    sets = []
+    for arglist in req["record"]:
+        RECORDING[0] = []
+        exc = None
+        try:
+            kern.fn(*[ShapeOnly(a["shape"], a["dtype"]) if a is not None else None for a in arglist])
+        except BaseException as e:  # noqa: BLE001 - the candidate's, reported
+            exc = describe_exception(e)
+        finally:
+            launched, RECORDING[0] = RECORDING[0], None
+        sets.append({"launched": launched[:MAX_LAUNCHED], "exception": exc})
+    return sets
 
 
 def kernel_object(obj):
@@ -138,6 +252,8 @@ class Hosted:
             self.fn = getattr(mod, spec["launcher"])
             self.launches = lambda: COUNTS.get(id(obj), 0)
             self.total = lambda: TOTAL[0]
+            self.launched = LAUNCHED
+            self.emulation = None
         else:
             from . import cuda_launch
             cuda_launch.prepare(spec["file"], self.entry, on_gpu=on_gpu)
@@ -145,6 +261,30 @@ class Hosted:
                                         block_threads=spec.get("block_threads", 128))
             self.launches = lambda: cuda_launch.LAUNCHES.get(self.entry, 0)
             self.total = lambda: sum(cuda_launch.LAUNCHES.values())
+            self.launched = cuda_launch.LAUNCHED
+            self.emulation = None if on_gpu else cuda_launch.emulation_info(spec["file"], self.entry)
+        self.language = spec["language"]
+
+    def set_programs(self, programs):
+        """Program order (and sample) of the next call's launches; None: natural, every program."""
+        p = {"order": "natural", "seed": 0, "sample": None}
+        if isinstance(programs, dict):
+            p.update(order=str(programs.get("order", "natural")), seed=int(programs.get("seed") or 0),
+                     sample=int(programs["sample"]) if programs.get("sample") else None)
+        if self.language == "triton":
+            from . import interp
+            interp.PROGRAMS.update(p)
+            interp.STATS.update(ran=0, of=0)
+        else:
+            from . import cuda_launch
+            cuda_launch.ORDER.update(order=p["order"], seed=p["seed"])   # the emulation runs every block
+        return p["sample"] is not None
+
+    def programs_run(self):
+        if self.language == "triton":
+            from . import interp
+            return dict(interp.STATS)
+        return None
 
 
 # calls --------------------------------------------------------------------------------------------
@@ -157,6 +297,8 @@ def run_call(backend, kern, req, in_dir, out_dir):
     inputs, inouts, outputs = list(req["inputs"]), list(req["inouts"]), dict(req["outputs"])
     pad = int(req.get("pad", 64))
     tensors, results = {}, []
+    on_cpu = kern.observes["provenance"] or kern.emulation is not None
+    sampled = kern.set_programs(req.get("programs")) if on_cpu else False
     backend.begin()
     for j in range(int(req["sets"])):
         for name in inputs + inouts:
@@ -176,6 +318,9 @@ def run_call(backend, kern, req, in_dir, out_dir):
             else:
                 tensors[name] = backend.poisoned(tuple(shape), pad=pad, name=name, track=True)
         backend.reset()
+        if on_cpu:
+            kern.set_programs(req.get("programs"))   # counts from zero per set
+        del kern.launched[:]
         e0, t0 = kern.launches(), kern.total()
         exc = None
         start = time.perf_counter()
@@ -189,6 +334,11 @@ def run_call(backend, kern, req, in_dir, out_dir):
                "launches": {"entry": kern.launches() - e0, "total": kern.total() - t0},
                "violations": backend.violations() if kern.observes["out_of_bounds"] else None,
                "inputs": {}, "arrays": {}, "provenance": None}
+        if on_cpu:
+            rec["launched"] = list(kern.launched)
+            rec["programs"] = kern.programs_run()
+            if kern.observes["out_of_bounds"]:
+                rec["atomics"] = int(backend.memory.atomics)
         for name in inputs:
             t = tensors[name]
             flat, n = backend.flat(t), t.numel()
@@ -205,6 +355,14 @@ def run_call(backend, kern, req, in_dir, out_dir):
                 f = os.path.join(res_dir, f"r{j}_{name}.prov.npy")
                 np.save(f, np.packbits(backend.provenance(tensors[name], name)))
                 rec["provenance"][name] = f
+            if sampled:
+                # a partial grid is judged on what the programs that ran wrote
+                rec["written"] = {}
+                for name in written:
+                    f = os.path.join(res_dir, f"r{j}_{name}.kw.npy")
+                    t = tensors[name]
+                    np.save(f, np.packbits(backend.memory.kernel_written(name, t.element_size())))
+                    rec["written"][name] = f
         results.append(rec)
     return results
 
@@ -221,13 +379,15 @@ def main():
             from .backend import TorchBackend
             backend = TorchBackend()
         else:
-            from .interp import install_bounds_check, install_tf32_dot
+            from .interp import install_bounds_check, install_program_order, install_tf32_dot
             install_bounds_check()
+            install_program_order()
             if cfg.get("tf32", True):
                 install_tf32_dot()
             from .backend import NumpyBackend
             backend = NumpyBackend()
         hook_triton(interpreted=not on_gpu)
+        FACTS[0] = not on_gpu
         CHECKPOINT[0] = backend.checkpoint
     except Exception:  # noqa: BLE001
         send({"worker_error": traceback.format_exc()[-3000:]})
@@ -252,8 +412,12 @@ def main():
         device = "cpu (triton interpreter)"
     else:
         device = "cpu (triton interpreter; sequential-thread CUDA emulation)"
-    send({"ready": {"device": device, "kernels": sorted(kernels), "pid": os.getpid(),
-                    "observes": {k: h.observes for k, h in kernels.items()}}})
+    ready = {"device": device, "kernels": sorted(kernels), "pid": os.getpid(),
+             "observes": {k: h.observes for k, h in kernels.items()}}
+    emulation = {k: h.emulation for k, h in kernels.items() if h.emulation is not None}
+    if emulation:
+        ready["emulation"] = emulation
+    send({"ready": ready})
     while True:
         line = requests.readline()
         if not line:
@@ -261,7 +425,10 @@ def main():
         req = json.loads(line)
         send({"start": req["id"]})
         try:
-            sets = run_call(backend, kernels[req["kernel"]], req, cfg["in_dir"], cfg["out_dir"])
+            if req.get("record") is not None:
+                sets = run_record(kernels[req["kernel"]], req) if not on_gpu else []
+            else:
+                sets = run_call(backend, kernels[req["kernel"]], req, cfg["in_dir"], cfg["out_dir"])
         except Exception:  # noqa: BLE001 - the worker's own failure (or a candidate that broke it)
             send({"worker_error": traceback.format_exc()[-3000:]})
             os._exit(EXIT_WORKER_BUG)

@@ -4,8 +4,12 @@ CUDA workers, workers.py).
 A worker is started as `[unshare ...] python -I -X faulthandler SCRATCH/confine.py CONFIG`:
 
 - its own session and process group (the whole group is killed at the deadline), and where the
-  machine allows (`unshare`), an empty network namespace and its own PID namespace (the
-  trampoline is its init: when the worker ends, everything it started ends too);
+  machine allows (`unshare`), an empty network namespace, its own PID namespace (the trampoline
+  is its init: when the worker ends, everything it started ends too) and its own mount namespace,
+  in which the trampoline pivots into a new root: read-only binds of only what the policy allows,
+  private /tmp, /dev/shm and /proc, a minimal /dev (confine.py `enter_root`). Without a PID
+  namespace the trampoline and the harness are child subreapers that kill every orphaned
+  descendant (`become_subreaper`, `reap_orphans`);
 - a scrubbed environment (PATH, LANG, HOME = TMPDIR = scratch/work, one thread per math
   library, plus what the caller adds), cwd in a fresh scratch directory, `python -I` (no user
   site, no PYTHON* variables, neither the harness's nor the script's directory on sys.path);
@@ -20,7 +24,15 @@ A worker is started as `[unshare ...] python -I -X faulthandler SCRATCH/confine.
 
 `describe()` and the trampoline's report say what applied on this machine.
 Set KIDIOM_SANDBOX_LANDLOCK=0 in the harness's environment to run without the Landlock policy
-(for a machine where it breaks a legitimate toolchain; the report then says so).
+(for a machine where it breaks a legitimate toolchain; the report then says so), and
+KIDIOM_SANDBOX_NAMESPACES to a subset of `net,mount,pid` (empty: none) to use fewer namespaces
+(to see a fallback at work; the report says what is missing).
+
+Every process that runs candidate code is started here (`spawn`, `run_job`): the check's workers,
+the ahead-of-time compile (aot.py), the host C++ build (hostbuild.py, with the narrower
+`build_policy`), the host workers, the GPU bench's worker. Each has a hard deadline on the
+process group and never a pipe the harness reads to its end: results come back through files
+in `out/` or a report pipe read with a deadline (workers.py).
 """
 import json
 import os
@@ -34,7 +46,8 @@ import sys
 from functools import lru_cache
 from pathlib import Path
 
-__all__ = ["isolation", "limits", "preexec", "scrubbed_env", "writable_dirs", "fs_policy", "command",
+__all__ = ["isolation", "namespaces", "limits", "preexec", "scrubbed_env", "writable_dirs", "fs_policy",
+           "build_policy", "command", "spawn", "run_job", "kill_group", "become_subreaper", "reap_orphans",
            "install_trampoline", "signal_name", "death_text", "FSIZE_LIMIT"]
 
 HERE = Path(__file__).resolve().parent
@@ -45,31 +58,62 @@ FSIZE_LIMIT = 1 << 30   # largest file a worker may write
 SYSTEM_DIRS = ["/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32", "/etc", "/opt", "/proc", "/sys"]
 
 
+NAMESPACES = ("net", "mount", "pid")
+
+
+def _wanted_namespaces():
+    raw = os.environ.get("KIDIOM_SANDBOX_NAMESPACES")
+    if raw is None:
+        return set(NAMESPACES)
+    return {n.strip() for n in raw.split(",") if n.strip() in NAMESPACES}
+
+
 @lru_cache(maxsize=None)
-def isolation():
-    """(command prefix, network description, pid-namespace description)."""
+def namespaces():
+    """The `unshare` prefix that works here, most namespaces first: {"prefix", "net", "pid", "mount",
+    "user"} (net, pid: descriptions as the report gives them; mount: bool)."""
+    wanted = _wanted_namespaces()
+    none = {"prefix": [], "mount": False, "user": False}
+    if not wanted:
+        return dict(none, net="not isolated: no namespaces (KIDIOM_SANDBOX_NAMESPACES is empty)",
+                    pid="no (KIDIOM_SANDBOX_NAMESPACES is empty)")
     unshare = shutil.which("unshare")
     if not unshare:
-        return [], "not isolated: unshare(1) not found", "no (unshare(1) not found)"
-    pid = ["--pid", "--fork", "--kill-child"]
-    tries = [([unshare, "--net", *pid, "--"], "none (unshare --net: empty network namespace)", True),
-             ([unshare, "--user", "--map-root-user", "--net", *pid, "--"],
-              "none (unshare --user --map-root-user --net: empty network namespace)", True),
-             ([unshare, "--net", "--"], "none (unshare --net: empty network namespace)", False),
-             ([unshare, "--user", "--map-root-user", "--net", "--"],
-              "none (unshare --user --map-root-user --net: empty network namespace)", False)]
+        return dict(none, net="not isolated: unshare(1) not found", pid="no (unshare(1) not found)")
+    combos = []
+    for drop in ((), ("mount",), ("pid",), ("mount", "pid")):
+        combo = [n for n in NAMESPACES if n in wanted and n not in drop]
+        if combo and combo not in combos:
+            combos.append(combo)
+    flags = {"net": ["--net"], "mount": ["--mount"], "pid": ["--pid", "--fork", "--kill-child"]}
     errors = []
-    for prefix, what, has_pid in tries:
-        try:
-            r = subprocess.run(prefix + ["true"], capture_output=True, text=True, timeout=10)
-        except Exception as e:  # noqa: BLE001
-            errors.append(str(e))
-            continue
-        if r.returncode == 0:
-            return prefix, what, ("own PID namespace (the worker's init ends everything it started)" if has_pid
-                                  else "no (unshare --pid failed here)")
-        errors.append(r.stderr.strip()[-200:])
-    return [], "not isolated: unshare failed (" + "; ".join(errors) + ")", "no"
+    for combo in combos:
+        for user in (False, True):
+            prefix = [unshare] + (["--user", "--map-root-user"] if user else [])
+            for n in combo:
+                prefix += flags[n]
+            prefix.append("--")
+            try:
+                r = subprocess.run(prefix + ["true"], capture_output=True, text=True, timeout=10)
+            except Exception as e:  # noqa: BLE001
+                errors.append(str(e))
+                continue
+            if r.returncode != 0:
+                errors.append(r.stderr.strip()[-200:])
+                continue
+            how = "unshare " + " ".join(a for a in prefix[1:-1] if a not in ("--fork", "--kill-child"))
+            net = (f"none ({how}: empty network namespace)" if "net" in combo
+                   else "not isolated: no network namespace (KIDIOM_SANDBOX_NAMESPACES)")
+            pid = ("own PID namespace (the worker's init ends everything it started)" if "pid" in combo
+                   else "no (unshare --pid " + ("failed here" if "pid" in wanted else "not asked for") + ")")
+            return {"prefix": prefix, "net": net, "pid": pid, "mount": "mount" in combo, "user": user}
+    return dict(none, net="not isolated: unshare failed (" + "; ".join(errors) + ")", pid="no")
+
+
+def isolation():
+    """(command prefix, network description, pid-namespace description)."""
+    ns = namespaces()
+    return ns["prefix"], ns["net"], ns["pid"]
 
 
 def _nproc_limit(room=64):
