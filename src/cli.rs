@@ -45,6 +45,8 @@ enum Command {
     Accept(cmd::accept::Args),
     /// Validate candidates: syntax, static, correctness and speed gates, with the evidence stored.
     Validate(cmd::validate::Args),
+    /// A kernel's work counted on the CPU by source line, against its floor, with the predicted time.
+    Profile(cmd::profile::Args),
     /// Serve the catalog, rewrites and validation to an agent over MCP (stdio).
     Mcp(crate::mcp::Args),
     /// Run the whole loop on the defaults of kidiom.toml.
@@ -76,6 +78,7 @@ pub(crate) fn run(args: impl IntoIterator<Item = OsString>) -> ExitCode {
         Command::Review(a) => cmd::review::run(a),
         Command::Accept(a) => cmd::accept::run(a),
         Command::Validate(a) => cmd::validate::run(a),
+        Command::Profile(a) => cmd::profile::run(a),
         Command::Mcp(a) => crate::mcp::run(a),
         Command::Run(a) => cmd::run::run(a),
         Command::Debug(c) => cmd::debug::run(c),

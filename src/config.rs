@@ -13,6 +13,9 @@ pub(crate) struct Config {
     pub(crate) mine: MineSection,
     pub(crate) validate: ValidateSection,
     pub(crate) search: SearchSection,
+    pub(crate) predict: PredictSection,
+    /// Device models by name (`[devices.h200]`); the built-in H200 when none is given.
+    pub(crate) devices: std::collections::BTreeMap<String, kidiom_validator::predict::DeviceModel>,
     /// Where the file was found (for resolving relative paths).
     #[serde(skip)]
     pub(crate) root: PathBuf,
@@ -67,6 +70,22 @@ impl Default for MineSection {
 pub(crate) struct ValidateSection {
     /// When the static gate rejects a candidate as "predicted slower".
     pub(crate) static_limits: kidiom_validator::StaticLimits,
+}
+
+/// The roofline prediction from work profiles (`[predict]`).
+#[derive(Debug, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub(crate) struct PredictSection {
+    /// Predict times for this device (a `[devices.NAME]` table, or `h200`, built in).
+    pub(crate) device: String,
+    /// Profile every candidate and predict its speedup.
+    pub(crate) enabled: bool,
+}
+
+impl Default for PredictSection {
+    fn default() -> Self {
+        PredictSection { device: "h200".into(), enabled: true }
+    }
 }
 
 /// The per-site search of precision patterns (`kidiom run`, `kidiom apply --search`).
@@ -130,7 +149,59 @@ impl Config {
         }
     }
 
+    /// The device model of `[predict] device` (`None` when predictions are off).
+    pub(crate) fn device_model(&self) -> Result<Option<kidiom_validator::predict::DeviceModel>> {
+        if !self.predict.enabled {
+            return Ok(None);
+        }
+        let name = self.predict.device.as_str();
+        let model = match self.devices.get(name) {
+            Some(m) => m.clone(),
+            None if name == "h200" => kidiom_validator::predict::DeviceModel::h200(),
+            None => {
+                let known: Vec<&str> = self.devices.keys().map(String::as_str).chain(["h200"]).collect();
+                anyhow::bail!(
+                    "kidiom.toml: [predict] device {name:?} has no [devices.{name}] table (known: {})",
+                    known.join(", ")
+                )
+            }
+        };
+        model.check().map_err(|e| anyhow::anyhow!("kidiom.toml: {e}"))?;
+        Ok(Some(model))
+    }
+
     pub(crate) fn limits(&self) -> kidiom_miner::Limits {
         kidiom_miner::Limits { max_bytes: self.mine.max_file_bytes, max_depth: self.mine.max_nesting }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_repository_s_device_is_the_built_in_h200_with_its_sources() {
+        let cfg = Config::load_from(&Path::new(env!("CARGO_MANIFEST_DIR")).join("kidiom.toml")).unwrap();
+        let model = cfg.device_model().unwrap().expect("predictions on");
+        let built_in = kidiom_validator::predict::DeviceModel::h200();
+        assert_eq!(
+            (model.copy_gbps, model.sm_count, model.name.as_str()),
+            (built_in.copy_gbps, 132.0, "NVIDIA H200 SXM")
+        );
+        for k in ["hbm_gbps", "copy_gbps", "fp32_tflops", "tensor_tflops", "sfu_per_sm_clock", "sm_count", "clock_ghz"]
+        {
+            assert!(model.sources.get(k).is_some_and(|s| !s.is_empty()), "{k} has no source");
+        }
+        let unknown: Config = toml::from_str("[predict]\ndevice = \"b200\"").unwrap();
+        let e = unknown.device_model().unwrap_err().to_string();
+        assert!(e.contains("no [devices.b200] table"), "{e}");
+        let broken: Config = toml::from_str(
+            "[predict]\ndevice = \"x\"\n[devices.x]\nname = \"x\"\nhbm_gbps = 1.0\ncopy_gbps = -1.0\nfp32_tflops = 1.0\n\
+             tensor_tflops = 1.0\nsfu_per_sm_clock = 1.0\nsm_count = 1.0\nclock_ghz = 1.0\nlaunch_us = 0.0\n",
+        )
+        .unwrap();
+        assert!(broken.device_model().unwrap_err().to_string().contains("copy_gbps"));
+        let off: Config = toml::from_str("[predict]\nenabled = false").unwrap();
+        assert!(off.device_model().unwrap().is_none());
     }
 }

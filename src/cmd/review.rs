@@ -92,13 +92,30 @@ pub(crate) fn run(a: Args) -> Result<ExitCode> {
                 "created".into(),
                 "verdict".into(),
                 "speed".into(),
+                "predicted".into(),
                 "search".into(),
             ]];
-            for c in &cands {
+            // strongest predicted speedup first; candidates without a prediction keep their order after
+            let mut listed: Vec<(&kidiom_patterns::Candidate, Option<kidiom_validator::Evidence>)> = cands
+                .iter()
+                .map(|c| (c, serde_json::from_value::<kidiom_validator::Evidence>(c.evidence.clone()).ok()))
+                .collect();
+            let predicted = |e: &Option<kidiom_validator::Evidence>| {
+                e.as_ref().and_then(|e| e.prediction.as_ref()).map(|p| p.speedup).filter(|s| s.is_finite())
+            };
+            listed.sort_by(|a, b| match (predicted(&a.1), predicted(&b.1)) {
+                (Some(x), Some(y)) => y.total_cmp(&x),
+                (Some(_), None) => std::cmp::Ordering::Less,
+                (None, Some(_)) => std::cmp::Ordering::Greater,
+                (None, None) => std::cmp::Ordering::Equal,
+            });
+            for (c, ev) in listed {
                 let verdict = c.evidence["verdict"]["kind"].as_str().unwrap_or("-").to_string();
-                let speed = serde_json::from_value::<kidiom_validator::Evidence>(c.evidence.clone())
-                    .ok()
-                    .and_then(|e| e.speed_headline())
+                let speed = ev.as_ref().and_then(|e| e.speed_headline()).unwrap_or_else(|| "-".into());
+                let prediction = ev
+                    .as_ref()
+                    .and_then(|e| e.prediction.as_ref())
+                    .map(|p| format!("{:.2}x {}", p.speedup, p.bound.name()))
                     .unwrap_or_else(|| "-".into());
                 rows.push(vec![
                     c.id.clone(),
@@ -107,6 +124,7 @@ pub(crate) fn run(a: Args) -> Result<ExitCode> {
                     c.created_at.clone(),
                     verdict,
                     speed,
+                    prediction,
                     ops::sitesearch::roles(c).join(","),
                 ]);
             }

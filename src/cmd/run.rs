@@ -84,6 +84,27 @@ pub(crate) fn run(args: Args) -> Result<ExitCode> {
     Ok(if mined == 0 { ExitCode::from(1) } else { ExitCode::SUCCESS })
 }
 
+/// `best by predicted speedup (roofline from CPU work profiles, H200; not measured): a 1.45x, b 1.02x`:
+/// the candidates still in the running (accepted or needs-gpu), strongest first.
+fn best_predicted(v: &ops::validate::Report) -> Option<String> {
+    let mut best: Vec<(&str, f64, &str)> = v
+        .candidates
+        .iter()
+        .filter(|e| {
+            matches!(e.verdict.kind, kidiom_validator::VerdictKind::Accepted | kidiom_validator::VerdictKind::NeedsGpu)
+        })
+        .filter_map(|e| e.prediction.as_ref().map(|p| (e.candidate.as_str(), p.speedup, p.device.as_str())))
+        .filter(|(_, s, _)| s.is_finite())
+        .collect();
+    best.sort_by(|a, b| b.1.total_cmp(&a.1));
+    let device = best.first()?.2;
+    let named: Vec<String> = best.iter().take(5).map(|(id, s, _)| format!("{id} {s:.2}x")).collect();
+    Some(format!(
+        "best by predicted speedup (a roofline over work counted on this CPU, {device}; not measured): {}",
+        named.join(", ")
+    ))
+}
+
 /// The run's summary: mining, history, the top patterns, apply, the verdict table.
 fn print_summary(r: &ops::run::Report) -> Result<()> {
     super::mine::print_report(&r.mine, false)?;
@@ -103,6 +124,12 @@ fn print_summary(r: &ops::run::Report) -> Result<()> {
         output::line("")?;
         output::line("review summary (kidiom review ID shows a diff beside its evidence):")?;
         super::validate::print_report(v)?;
+    }
+    if let Some(v) = &r.validate
+        && let Some(line) = best_predicted(v)
+    {
+        output::line("")?;
+        output::line(&line)?;
     }
     if !r.verdicts.is_empty() {
         let parts: Vec<String> = r

@@ -82,6 +82,7 @@ pub(crate) fn print_report(r: &Report) -> Result<()> {
         "seconds".into(),
         "gates (s)".into(),
         "speed".into(),
+        "predicted".into(),
         "reason".into(),
     ]];
     for e in &r.candidates {
@@ -105,6 +106,7 @@ pub(crate) fn print_report(r: &Report) -> Result<()> {
             format!("{:.1}", e.seconds),
             gates.join(", "),
             e.speed_headline().unwrap_or_else(|| "-".into()),
+            e.prediction.as_ref().map(|p| format!("{:.2}x", p.speedup)).unwrap_or_else(|| "-".into()),
             clip(&e.verdict.reason, 140),
         ]);
     }
@@ -192,6 +194,7 @@ pub(crate) fn run(a: Args) -> Result<ExitCode> {
         python: a.python,
         executor: a.executor,
         static_limits: (!a.allow_static_regression).then_some(cfg.validate.static_limits),
+        device_model: cfg.device_model()?,
     };
     let progress = !a.common.output.quiet && !a.common.output.json;
     let report = ops::validate::validate_all(&cat, &cands, &opts, &mut |i, c, ev| {

@@ -226,6 +226,15 @@ pub(crate) fn speed(ev: Option<&Evidence>) -> Cell {
     Cell::num(format!("{speedup:.2}x"), noise.unwrap_or_default(), speedup)
 }
 
+/// The roofline prediction from the work profiles: `1.42x`, with what
+/// bounds it and that it is a prediction.
+pub(crate) fn predicted(ev: Option<&Evidence>) -> Cell {
+    let Some(p) = ev.and_then(|e| e.prediction.as_ref()).filter(|p| p.speedup.is_finite()) else {
+        return Cell::none();
+    };
+    Cell::num(format!("{:.2}x", p.speedup), format!("predicted, {}-bound", p.bound.name()), p.speedup)
+}
+
 /// `passed`, `failed`, `skipped`, `error`.
 pub(crate) fn status_word(rec: &GateRecord) -> &'static str {
     match rec.status {

@@ -41,6 +41,7 @@ pub(crate) struct IndexRow {
     pub(crate) worst: Cell,
     pub(crate) curve_end: Cell,
     pub(crate) speed: Cell,
+    pub(crate) predicted: Cell,
 }
 
 /// A facet of the index (verdict, kernel file, category) and its count.
@@ -112,6 +113,7 @@ pub(crate) fn index_row(c: &Candidate, href: String) -> IndexRow {
         worst: ev::worst_rel_l2(e),
         curve_end: ev::curve_end(e),
         speed: ev::speed(e),
+        predicted: ev::predicted(e),
     }
 }
 

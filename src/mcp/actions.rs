@@ -177,6 +177,7 @@ fn options(args: &Value, ctx: &Ctx) -> Result<validate::Options, ToolError> {
         python: None,
         executor: kidiom_validator::Executor::Local,
         static_limits: Some(ctx.static_limits),
+        device_model: ctx.device_model.clone(),
     })
 }
 

@@ -54,6 +54,8 @@ pub(crate) struct Ctx {
     pub(crate) allow_exec: bool,
     /// kidiom.toml's "predicted slower" limits for the static gate.
     pub(crate) static_limits: kidiom_validator::StaticLimits,
+    /// The device the work profiles predict times for.
+    pub(crate) device_model: Option<kidiom_validator::predict::DeviceModel>,
 }
 
 pub(crate) fn run(args: Args) -> Result<ExitCode> {
@@ -76,6 +78,7 @@ pub(crate) fn run(args: Args) -> Result<ExitCode> {
         allow_write: args.allow_write,
         allow_exec: args.allow_exec,
         static_limits: cfg.validate.static_limits,
+        device_model: cfg.device_model()?,
     };
     let stdin = std::io::stdin();
     let stdout = std::io::stdout();

@@ -58,7 +58,7 @@ pub(crate) const TOOLS: &[Tool] = &[
     Tool {
         name: "list_candidates",
         title: "List rewrite candidates",
-        description: "Stored rewrite candidates with their status; optionally only one status.",
+        description: "Stored rewrite candidates with their status, verdict and predicted speedup (a roofline prediction from work profiles counted on the CPU, not a measurement), strongest prediction first; optionally only one status.",
         access: Access::Read,
         destructive: false,
         idempotent: true,
@@ -157,13 +157,22 @@ fn list_candidates(args: &Value, ctx: &Ctx) -> ToolResult {
     let cat = open(ctx)?;
     let status = str_arg(args, "status").and_then(CandidateStatus::from_name);
     let cands = cat.candidates(status)?;
-    let rows: Vec<Value> = cands
+    let mut rows: Vec<Value> = cands
         .iter()
         .map(|c| {
             json!({"id": c.id, "pattern_id": c.pattern_id, "path": c.path, "status": c.status.name(),
-                   "sites": c.sites, "verdict": c.evidence.get("verdict").cloned().unwrap_or(Value::Null)})
+                   "sites": c.sites, "verdict": c.evidence.get("verdict").cloned().unwrap_or(Value::Null),
+                   "prediction": c.evidence.get("prediction").cloned().unwrap_or(Value::Null)})
         })
         .collect();
+    // strongest predicted speedup first (a prediction from CPU work profiles); the rest keep their order
+    let speedup = |r: &Value| r["prediction"]["speedup"].as_f64().filter(|s| s.is_finite());
+    rows.sort_by(|a, b| match (speedup(a), speedup(b)) {
+        (Some(x), Some(y)) => y.total_cmp(&x),
+        (Some(_), None) => std::cmp::Ordering::Less,
+        (None, Some(_)) => std::cmp::Ordering::Greater,
+        (None, None) => std::cmp::Ordering::Equal,
+    });
     Ok(json!({"candidates": rows}))
 }
 

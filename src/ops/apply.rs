@@ -301,5 +301,7 @@ pub(crate) fn search_validator_options(cfg: &Config, timeout: std::time::Duratio
         // the search's compiles and interpreter runs stay here (their cache is local)
         executor: kidiom_validator::Executor::Local,
         static_limits: Some(cfg.validate.static_limits),
+        // the search measures error and static cost only
+        device_model: None,
     }
 }

@@ -9,6 +9,7 @@ pub(crate) mod apply;
 pub(crate) mod candidates;
 pub(crate) mod history;
 pub(crate) mod mine;
+pub(crate) mod profile;
 pub(crate) mod run;
 pub(crate) mod sitesearch;
 pub(crate) mod snapshot;

@@ -200,6 +200,7 @@ pub(crate) fn run(cfg: &Config, catalog: &mut Catalog, o: &Options, tell: &(dyn 
             python: None,
             executor: o.executor.clone(),
             static_limits: (!o.allow_static_regression).then_some(cfg.validate.static_limits),
+            device_model: cfg.device_model()?,
         };
         if !pending.is_empty() {
             let n = pending.len();

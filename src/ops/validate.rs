@@ -75,6 +75,8 @@ pub(crate) struct Options {
     pub(crate) executor: kidiom_validator::Executor,
     /// `None`: no "predicted slower" rule.
     pub(crate) static_limits: Option<kidiom_validator::StaticLimits>,
+    /// The device the work profiles predict times for (`None`: no profiles).
+    pub(crate) device_model: Option<kidiom_validator::predict::DeviceModel>,
 }
 
 /// The validator of the tree at `root` with `opts`.
@@ -87,6 +89,7 @@ pub(crate) fn build_validator(root: &std::path::Path, opts: &Options) -> Result<
         .seed(opts.seed)
         .consistency(opts.consistency)
         .static_limits(opts.static_limits)
+        .device_model(opts.device_model.clone())
         .executor(opts.executor.clone())
         .build()
         .with_context(|| format!("reading the kernel manifests under {}", root.join("kernels").display()))

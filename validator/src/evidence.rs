@@ -109,6 +109,39 @@ pub struct Evidence {
     pub seconds: f64,
     /// The validator's version.
     pub validator: String,
+    /// The roofline prediction from the work profiles of baseline and
+    /// candidate (absent where no profile could be made).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub prediction: Option<Predicted>,
+}
+
+/// A candidate's predicted time against its baseline's: roofline times from
+/// work profiles counted on the CPU. A prediction, never a measurement.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Predicted {
+    /// Always `"prediction"`.
+    pub label: String,
+    /// The device model's name.
+    pub device: String,
+    /// The baseline's predicted µs per call.
+    pub baseline_us: f64,
+    /// The candidate's predicted µs per call.
+    pub candidate_us: f64,
+    /// `baseline_us / candidate_us`.
+    pub speedup: f64,
+    /// What bounds the candidate (`memory`, `compute`, `special-functions`, ...).
+    pub bound: crate::predict::Bound,
+    /// Bytes moved over the floor's, baseline and candidate.
+    pub traffic_ratio: (f64, f64),
+    /// Bytes re-read by the same program or thread, baseline and candidate.
+    pub reread_bytes: (u64, u64),
+}
+
+impl Predicted {
+    /// `predicted 1.42x (memory-bound, H200)`.
+    pub fn headline(&self) -> String {
+        format!("predicted {:.2}x ({}-bound, {})", self.speedup, self.bound.name(), self.device)
+    }
 }
 
 impl Evidence {

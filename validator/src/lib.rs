@@ -50,6 +50,7 @@ mod gates;
 mod hostcode;
 mod manifest;
 mod patch;
+pub mod predict;
 pub mod scan;
 pub mod search;
 mod verdict;
@@ -60,7 +61,10 @@ pub use backend::executor::{Executor, ParseExecutorError};
 pub use backend::fleet::{CommandJob, CommandReply, Fleet, Hello, Placement};
 pub use backend::python::{Harness, HarnessRun, HarnessStatus, ProcessOutcome, find_python, run_with_deadline};
 pub use error::{Error, Result};
-pub use evidence::{EVIDENCE_FORMAT, Evidence, GateRecord, GateStatus};
-pub use gates::{CandidateInput, DEFAULT_SEEDS, Device, MANUAL_PATTERN, StaticLimits, Validator, ValidatorBuilder};
+pub use evidence::{EVIDENCE_FORMAT, Evidence, GateRecord, GateStatus, Predicted};
+pub use gates::{
+    CandidateInput, DEFAULT_SEEDS, Device, MANUAL_PATTERN, ProfileReport, StaticLimits, Validator, ValidatorBuilder,
+};
 pub use manifest::{Curve, Floor, KernelLanguage, Kernels, Manifest, Shape, Shapes, Tolerance};
 pub use verdict::{Gate, Verdict, VerdictKind};
+pub use wire::{Counted, Profile, ProfileFloor, ProfileLine};

@@ -157,6 +157,85 @@ pub(crate) struct TritonCompile {
     pub(crate) compile_seconds: Option<f64>,
 }
 
+/// A work profile (`profile`, `status: ok`): counts made on the CPU and
+/// scaled to the manifest's bench shape (kernels/README.md, "profile").
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Profile {
+    /// The bench shape the totals are for.
+    pub shape: BTreeMap<String, Value>,
+    /// What was run and how it was scaled.
+    pub counted: Counted,
+    /// Totals at the bench shape.
+    pub totals: crate::predict::WorkTotals,
+    /// Special-function evaluations by function.
+    #[serde(default)]
+    pub special: BTreeMap<String, u64>,
+    /// The manifest's floor at the bench shape.
+    pub floor: ProfileFloor,
+    /// Bytes moved over the floor's bytes.
+    pub traffic_ratio: f64,
+    /// Kernel launches per call.
+    pub launches: u64,
+    /// Counts by source line (bench-scaled), lines with any count.
+    #[serde(default)]
+    pub lines: Vec<ProfileLine>,
+}
+
+/// `counted` of a profile.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Counted {
+    /// The shape actually run.
+    pub shape: BTreeMap<String, Value>,
+    /// Programs (Triton) or blocks (CUDA) run.
+    pub programs: u64,
+    /// Programs at the bench shape.
+    pub programs_total: u64,
+    /// The factor the counts were scaled by.
+    pub scale: f64,
+    /// Whether the counted shape is the bench shape itself.
+    pub exact: bool,
+    /// How it was scaled, or why the work is not uniform.
+    #[serde(default)]
+    pub note: Option<String>,
+}
+
+/// `floor` of a profile.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+pub struct ProfileFloor {
+    /// Bytes every correct implementation moves.
+    pub bytes: f64,
+    /// Its arithmetic.
+    pub flops: f64,
+}
+
+/// One line of a profile.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ProfileLine {
+    /// The line in the kernel source (1-based).
+    pub line: u32,
+    /// Its text.
+    #[serde(default)]
+    pub text: String,
+    /// Global bytes loaded.
+    #[serde(default)]
+    pub load_bytes: u64,
+    /// Global bytes stored.
+    #[serde(default)]
+    pub store_bytes: u64,
+    /// Bytes loaded again by the same program or thread.
+    #[serde(default)]
+    pub reread_bytes: u64,
+    /// Special-function evaluations.
+    #[serde(default)]
+    pub special_calls: u64,
+    /// Floating-point operations.
+    #[serde(default)]
+    pub flops: u64,
+    /// Dot multiply-accumulates.
+    #[serde(default)]
+    pub dot_macs: u64,
+}
+
 /// A check's result (`status: passed` or `failed`).
 #[derive(Debug, Clone, PartialEq, Deserialize)]
 pub(crate) struct Check {

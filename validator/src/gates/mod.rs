@@ -42,6 +42,7 @@ use crate::error::{Error, Result};
 use crate::evidence::{EVIDENCE_FORMAT, Evidence, GateRecord, GateStatus};
 use crate::manifest::{Kernels, Manifest};
 use crate::patch::{self, FilePatch};
+use crate::predict::DeviceModel;
 use crate::verdict::{Gate, Verdict, VerdictKind};
 use crate::wire::{Header, WireError};
 
@@ -165,6 +166,7 @@ pub struct ValidatorBuilder {
     bench_iters: u32,
     static_limits: Option<StaticLimits>,
     executor: Executor,
+    device_model: Option<DeviceModel>,
 }
 
 impl ValidatorBuilder {
@@ -182,6 +184,7 @@ impl ValidatorBuilder {
             bench_iters: 50,
             static_limits: Some(StaticLimits::default()),
             executor: Executor::Local,
+            device_model: Some(DeviceModel::h200()),
         }
     }
 
@@ -248,6 +251,13 @@ impl ValidatorBuilder {
         self
     }
 
+    /// The device the work profiles' roofline predicts times for (default
+    /// [`DeviceModel::h200`]); `None`: no profiles, no predictions.
+    pub fn device_model(&mut self, model: Option<DeviceModel>) -> &mut Self {
+        self.device_model = model;
+        self
+    }
+
     /// Reads the manifests of the baseline tree.
     pub fn build(&self) -> Result<Validator> {
         let kernels = Kernels::load(&self.root, &self.kernels_dir)?;
@@ -262,6 +272,7 @@ impl ValidatorBuilder {
             python,
             commit: git_head(&self.root),
             compiled: Mutex::new(HashMap::new()),
+            profiled: Mutex::new(HashMap::new()),
             fleet,
         })
     }
@@ -276,6 +287,8 @@ pub struct Validator {
     commit: Option<String>,
     /// Baseline compiles, by kernel name and baseline blob.
     compiled: Mutex<HashMap<(String, String), HarnessRun>>,
+    /// Baseline work profiles, by kernel name and baseline blob.
+    profiled: Mutex<HashMap<(String, String), HarnessRun>>,
     /// The Ray executor's driver (`None`: the harness runs here).
     fleet: Option<Arc<Fleet>>,
 }
@@ -327,6 +340,7 @@ struct Run<'a> {
     seeds: Vec<u64>,
     flags: Vec<String>,
     notes: Vec<String>,
+    prediction: Option<crate::evidence::Predicted>,
 }
 
 impl Run<'_> {
@@ -419,6 +433,7 @@ impl Run<'_> {
                 .saturating_sub(self.started.elapsed().as_secs()),
             seconds: self.started.elapsed().as_secs_f64(),
             validator: env!("CARGO_PKG_VERSION").to_string(),
+            prediction: self.prediction,
         }
     }
 }
@@ -443,6 +458,23 @@ fn note(rec: &mut GateRecord, run: &HarnessRun) {
     }
 }
 
+/// [`Validator::profile`]'s answer.
+#[derive(Debug, Clone, Serialize)]
+pub struct ProfileReport {
+    /// The kernel's name.
+    pub kernel: String,
+    /// Its manifest's source, relative to the root.
+    pub source: String,
+    /// Where it ran (`cpu (triton interpreter)`).
+    pub device: Option<String>,
+    /// The profile, when one was made.
+    pub profile: Option<crate::wire::Profile>,
+    /// Its roofline prediction, when there is a device model.
+    pub prediction: Option<crate::predict::Prediction>,
+    /// Why there is no profile.
+    pub problem: Option<String>,
+}
+
 /// The harness runs of the static and correctness gates (they overlap).
 struct Runs {
     base_compile: HarnessRun,
@@ -452,6 +484,9 @@ struct Runs {
     base_check: Option<HarnessRun>,
     /// Whether the baseline compile came from this validator's cache.
     cached: bool,
+    /// The work profiles of baseline and candidate, for the prediction
+    /// (`None`: no device model, or a host C++ kernel, measured directly).
+    profiles: Option<(HarnessRun, HarnessRun)>,
 }
 
 /// The baseline tree in a temporary directory, and the candidate's source beside it.
@@ -523,9 +558,54 @@ impl Validator {
             seeds: Vec::new(),
             flags: Vec::new(),
             notes: Vec::new(),
+            prediction: None,
         };
         let verdict = self.gates(&mut run)?;
         Ok(run.finish(verdict))
+    }
+
+    /// The work profile of the kernel `name` (its manifest's source, or
+    /// `source` in its place) from the harness's `profile`, in the check's
+    /// sandbox, and its roofline prediction on the device model.
+    pub fn profile(&self, name: &str, source: Option<&Path>) -> Result<ProfileReport> {
+        let manifest = self.kernels.manifests.iter().find(|m| m.name == name).ok_or_else(|| {
+            let known: Vec<&str> = self.kernels.manifests.iter().map(|m| m.name.as_str()).collect();
+            Error::Search(format!("no kernel named {name} (known: {})", known.join(", ")))
+        })?;
+        let mut args = vec!["profile".to_string(), "--kernel".into(), manifest.name.clone()];
+        if let Some(s) = source {
+            let abs = std::path::absolute(s).map_err(|e| Error::io(s, e))?;
+            args.extend(["--source".into(), abs.to_string_lossy().into_owned()]);
+        }
+        args.extend(["--timeout".into(), self.opts.timeout.as_secs().max(1).to_string()]);
+        let harness = Harness { python: self.python.clone(), root: self.opts.root.clone(), fleet: None };
+        let run = harness.call(&args, self.opts.timeout + Duration::from_secs(10))?;
+        let parsed = match run.status {
+            HarnessStatus::Ok => crate::wire::header(&run, "profile")
+                .and_then(|_| crate::wire::body::<crate::wire::Profile>(&run, "profile"))
+                .map_err(|e| e.to_string()),
+            HarnessStatus::Skipped => {
+                Err(format!("skipped: {}", run.json["reason"].as_str().unwrap_or("no reason given")))
+            }
+            _ => Err(run.log()),
+        };
+        let (profile, problem) = match parsed {
+            Ok(p) => (Some(p), None),
+            Err(e) => (None, Some(e)),
+        };
+        let prediction = match (&profile, &self.opts.device_model) {
+            (Some(p), Some(d)) => Some(crate::predict::predict(&p.totals, p.launches, d)),
+            _ => None,
+        };
+        let device = run.json["device"].as_str().map(String::from);
+        Ok(ProfileReport {
+            kernel: manifest.name.clone(),
+            source: manifest.source_path(),
+            device,
+            profile,
+            prediction,
+            problem,
+        })
     }
 
     /// The per-site search of `req` on the kernel source `req.path`, whose
@@ -693,7 +773,27 @@ impl Validator {
         let cancel = AtomicBool::new(false);
         let harness = &p.harness;
         let panicked = |what: &str| Error::Diff(format!("the {what} thread panicked"));
-        let (base_run, cand_run, cand_check, base_check) = std::thread::scope(|s| {
+        let profile = self.opts.device_model.is_some() && manifest.language != crate::manifest::KernelLanguage::Cpp;
+        let profile_args = |source: Option<&str>| -> Vec<String> {
+            let mut a = vec!["profile".to_string(), "--kernel".into(), name.clone()];
+            if let Some(s) = source {
+                a.extend(["--source".into(), s.to_string()]);
+            }
+            a
+        };
+        let base_profiled = self.profiled.lock().ok().and_then(|m| m.get(&key).cloned());
+        let (base_run, cand_run, cand_check, base_check, profiles) = std::thread::scope(|s| {
+            // the profiles run beside the rest; each is a sandboxed run of the kernel on the CPU
+            let profiles = profile.then(|| {
+                s.spawn(|| {
+                    let base = match &base_profiled {
+                        Some(r) => Ok(r.clone()),
+                        None => harness.call(&profile_args(None), limit),
+                    };
+                    let cand = harness.call_cancellable(&profile_args(Some(&p.cand_src)), limit, &cancel);
+                    (base, cand)
+                })
+            });
             let b = s.spawn(|| {
                 let compiled = match &cached {
                     Some(r) => Ok(r.clone()),
@@ -711,8 +811,21 @@ impl Validator {
             }
             let (compiled, check) = b.join().unwrap_or_else(|_| (Err(panicked("baseline")), None));
             let cc = c.join().unwrap_or_else(|_| Err(panicked("check")));
-            (compiled, cr, cc, check)
+            let profiles =
+                profiles.map(|h| h.join().unwrap_or_else(|_| (Err(panicked("profile")), Err(panicked("profile")))));
+            (compiled, cr, cc, check, profiles)
         });
+        let profiles = match profiles {
+            Some((b, c)) => Some((b?, c?)),
+            None => None,
+        };
+        if base_profiled.is_none()
+            && let Some((b, _)) = &profiles
+            && b.status == HarnessStatus::Ok
+            && let Ok(mut m) = self.profiled.lock()
+        {
+            m.insert(key.clone(), b.clone());
+        }
         let (base_compile, cand_compile) = (base_run?, cand_run?);
         if cached.is_none()
             && base_compile.status == HarnessStatus::Ok
@@ -726,6 +839,7 @@ impl Validator {
             cand_check: cand_check?,
             base_check: base_check.transpose()?,
             cached: cached.is_some(),
+            profiles,
         })
     }
 }
@@ -802,6 +916,7 @@ flops = "N"
             seeds,
             flags: Vec::new(),
             notes: Vec::new(),
+            prediction: None,
         })
     }
 
@@ -813,13 +928,24 @@ flops = "N"
         })
     }
 
-    fn judge_in(mut run: Run<'_>, manifest: &Manifest, cand_compile: HarnessRun, cand_check: HarnessRun) -> Evidence {
+    fn judge_in(run: Run<'_>, manifest: &Manifest, cand_compile: HarnessRun, cand_check: HarnessRun) -> Evidence {
+        judge_profiled(run, manifest, cand_compile, cand_check, None)
+    }
+
+    fn judge_profiled(
+        mut run: Run<'_>,
+        manifest: &Manifest,
+        cand_compile: HarnessRun,
+        cand_check: HarnessRun,
+        profiles: Option<(HarnessRun, HarnessRun)>,
+    ) -> Evidence {
         let runs = Runs {
             base_compile: harness_run(HarnessStatus::Ok, compile_ok()),
             cand_compile,
             cand_check,
             base_check: None,
             cached: false,
+            profiles,
         };
         let rec = GateRecord::new(Gate::Static, GateStatus::Passed, "");
         let verdict = match static_gate::judge_compiles(&mut run, rec, &[], &runs, "kda.decode") {
@@ -834,6 +960,73 @@ flops = "N"
 
     fn kind(e: &Evidence) -> (VerdictKind, Option<Gate>) {
         (e.verdict.kind, e.verdict.gate)
+    }
+
+    /// A `profile` reply with these state reads (the decode at the bench shape).
+    fn profile(state_reads: u64) -> Value {
+        let kv: u64 = 64 * 32 * 128 * 128;
+        with_header(
+            "profile",
+            "ok",
+            json!({"shape": {"N": 64}, "counted": {"shape": {"N": 2}, "programs": 64, "programs_total": 2048,
+                   "scale": 32.0, "exact": false},
+                   "totals": {"load_bytes": state_reads * kv * 4, "store_bytes": kv * 4,
+                              "reread_bytes": (state_reads - 1) * kv * 4, "special_calls": 2 * kv,
+                              "flops": 7 * kv, "dot_macs": 0},
+                   "floor": {"bytes": (2 * kv * 4) as f64, "flops": (7 * kv) as f64},
+                   "traffic_ratio": (state_reads + 1) as f64 / 2.0, "launches": 1, "lines": []}),
+        )
+    }
+
+    #[test]
+    fn the_work_profiles_predict_and_a_predicted_slowdown_is_rejected() {
+        let manifest = Manifest::parse(MANIFEST, "kernels/kda/decode.toml").unwrap();
+        let judge_pair = |base: Value, cand: Value| {
+            bare_run(&manifest.source_path(), Some(manifest.clone()), |run| {
+                let profiles = Some((harness_run(HarnessStatus::Ok, base), harness_run(HarnessStatus::Ok, cand)));
+                judge_profiled(
+                    run,
+                    &manifest,
+                    harness_run(HarnessStatus::Ok, compile_ok()),
+                    harness_run(HarnessStatus::Ok, check_passed()),
+                    profiles,
+                )
+            })
+        };
+        // the second read of the state removed: a prediction, recorded and labelled as one
+        let e = judge_pair(profile(2), profile(1));
+        let p = e.prediction.clone().expect("a prediction");
+        assert_eq!((p.label.as_str(), p.bound), ("prediction", crate::predict::Bound::Memory));
+        assert!((1.40..1.50).contains(&p.speedup), "{p:?}");
+        assert_eq!(p.traffic_ratio, (1.5, 1.0));
+        let st = e.gate(Gate::Static).unwrap();
+        assert!(st.summary.contains("predicted 1.4"), "{}", st.summary);
+        assert_eq!(st.metrics["prediction"]["label"], "prediction");
+        assert_eq!(kind(&e).0, VerdictKind::NeedsGpu, "{e:?}");
+        // a re-read added: predicted slower than the limit allows, rejected at static
+        let e = judge_pair(profile(1), profile(3));
+        assert_eq!(kind(&e), (VerdictKind::Rejected, Some(Gate::Static)), "{e:?}");
+        assert!(e.verdict.reason.starts_with("predicted slower: the work profile predicts"), "{}", e.verdict.reason);
+        // a profile that could not be made is a note, not a verdict
+        let skipped = with_header("profile", "skipped", json!({"reason": "the CPU cannot run it"}));
+        let e = bare_run(&manifest.source_path(), Some(manifest.clone()), |run| {
+            let profiles =
+                Some((harness_run(HarnessStatus::Ok, profile(2)), harness_run(HarnessStatus::Skipped, skipped)));
+            judge_profiled(
+                run,
+                &manifest,
+                harness_run(HarnessStatus::Ok, compile_ok()),
+                harness_run(HarnessStatus::Ok, check_passed()),
+                profiles,
+            )
+        });
+        assert_eq!(kind(&e).0, VerdictKind::NeedsGpu, "{e:?}");
+        assert!(e.prediction.is_none());
+        assert!(
+            e.verdict.reason.contains("no prediction: the candidate's profile was skipped"),
+            "{}",
+            e.verdict.reason
+        );
     }
 
     #[test]

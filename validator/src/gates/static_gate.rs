@@ -12,13 +12,14 @@ use serde_json::{Value, json};
 use super::{Run, Runs, Touched, Validator, stamp};
 use crate::backend::cpu::{StaticMetrics, delta};
 use crate::backend::python::{HarnessStatus, tail};
-use crate::evidence::{GateRecord, GateStatus};
+use crate::evidence::{GateRecord, GateStatus, Predicted};
 use crate::hostcode::{DecoratorIdiom, changed_host_code};
 use crate::manifest::{KernelLanguage, Manifest};
 use crate::patch::FilePatch;
+use crate::predict::{predict, speedup};
 use crate::scan::{FlagChange, flag_changes};
 use crate::verdict::{Gate, Verdict};
-use crate::wire::{self, Compile};
+use crate::wire::{self, Compile, Profile};
 
 /// When a candidate's static figures are grossly worse than the baseline's, it is
 /// rejected as "predicted slower" before any kernel runs (SPEC §8). `kidiom.toml`'s
@@ -34,6 +35,9 @@ pub struct StaticLimits {
     pub max_spill_growth_bytes: i64,
     /// A kernel that used tensor-core instructions must keep some.
     pub keep_tensor_cores: bool,
+    /// A candidate whose roofline prediction (from the work profiles) is
+    /// this many times slower than the baseline's is rejected.
+    pub max_predicted_slowdown: f64,
 }
 
 impl Default for StaticLimits {
@@ -43,6 +47,7 @@ impl Default for StaticLimits {
             max_spill_ratio: 4.0,
             max_spill_growth_bytes: 8192,
             keep_tensor_cores: true,
+            max_predicted_slowdown: 1.2,
         }
     }
 }
@@ -290,8 +295,76 @@ pub(super) fn judge_compiles(
         let reason = format!("predicted slower: {}", regressions.join("; "));
         return Some(run.stop(rec, GateStatus::Failed, summary, Verdict::rejected(Gate::Static, reason)));
     }
+    if let Some(slower) = judge_profiles(run, &mut rec, runs) {
+        let summary = format!("predicted slower: {slower} ({})", rec.summary);
+        let reason = format!("predicted slower: {slower}");
+        return Some(run.stop(rec, GateStatus::Failed, summary, Verdict::rejected(Gate::Static, reason)));
+    }
     run.records.push(rec);
     None
+}
+
+/// The work profiles' roofline prediction, into the static record and the
+/// evidence; `Some(why)` when the candidate is predicted slower beyond the
+/// limit. A profile that could not be made is a note, never a verdict: the
+/// correctness gate judges a candidate that does not run.
+fn judge_profiles(run: &mut Run<'_>, rec: &mut GateRecord, runs: &Runs) -> Option<String> {
+    let (base, cand) = runs.profiles.as_ref()?;
+    let model = run.v.opts.device_model.clone()?;
+    rec.commands.push(cand.process.command.clone());
+    let read = |r: &crate::backend::python::HarnessRun, who: &str| -> Result<Profile, String> {
+        match r.status {
+            HarnessStatus::Ok => wire::header(r, "profile")
+                .and_then(|_| wire::body::<Profile>(r, "profile"))
+                .map_err(|e| format!("{who}'s profile: {e}")),
+            HarnessStatus::Skipped => {
+                Err(format!("{who}'s profile was skipped: {}", r.json["reason"].as_str().unwrap_or("no reason given")))
+            }
+            _ => Err(format!("{who}'s profile failed: {}", tail(&r.log(), 300))),
+        }
+    };
+    let mut m = rec.metrics.as_object().cloned().unwrap_or_default();
+    let (b, c) = match (read(base, "the baseline"), read(cand, "the candidate")) {
+        (Ok(b), Ok(c)) => (b, c),
+        (Err(e), _) | (_, Err(e)) => {
+            m.insert("prediction".into(), json!({"label": "prediction", "error": e}));
+            rec.metrics = Value::Object(m);
+            run.notes.push(format!("no prediction: {e}"));
+            return None;
+        }
+    };
+    let (pb, pc) = (predict(&b.totals, b.launches, &model), predict(&c.totals, c.launches, &model));
+    let s = speedup(&pb, &pc);
+    let predicted = Predicted {
+        label: "prediction".into(),
+        device: model.name.clone(),
+        baseline_us: pb.us,
+        candidate_us: pc.us,
+        speedup: s,
+        bound: pc.bound,
+        traffic_ratio: (b.traffic_ratio, c.traffic_ratio),
+        reread_bytes: (b.totals.reread_bytes, c.totals.reread_bytes),
+    };
+    m.insert(
+        "prediction".into(),
+        json!({"label": "prediction", "device": model.name, "baseline": pb, "candidate": pc, "speedup": s,
+               "profile": {"baseline": {"totals": b.totals, "traffic_ratio": b.traffic_ratio, "counted": b.counted},
+                           "candidate": {"totals": c.totals, "traffic_ratio": c.traffic_ratio, "counted": c.counted}}}),
+    );
+    rec.metrics = Value::Object(m);
+    rec.summary = format!("{}; {}", rec.summary, predicted.headline());
+    run.prediction = Some(predicted);
+    let limit = run.v.opts.static_limits.map(|l| l.max_predicted_slowdown)?;
+    (limit > 0.0 && s.is_finite() && s < 1.0 / limit).then(|| {
+        format!(
+            "the work profile predicts {:.1} us against the baseline's {:.1} us ({:.2}x, {}-bound on {}; limit {limit}x slower)",
+            pc.us,
+            pb.us,
+            s,
+            pc.bound.name(),
+            model.name
+        )
+    })
 }
 
 #[cfg(test)]

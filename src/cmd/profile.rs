@@ -1,0 +1,190 @@
+//! `kidiom profile`: a kernel's work counted on the CPU, by source line like
+//! a line profiler's, against its manifest's floor, with the roofline
+//! prediction (`ops::profile`).
+//!
+//! Exit codes: 0 every kernel profiled; 1 some could not be (the reason is
+//! printed); 2 the command failed.
+
+use std::path::PathBuf;
+use std::process::ExitCode;
+use std::time::Duration;
+
+use anyhow::{Result, bail};
+use kidiom_validator::ProfileReport;
+
+use crate::cli::OutputArgs;
+use crate::config::Config;
+use crate::{ops, output};
+
+#[derive(Debug, clap::Args)]
+pub(crate) struct Args {
+    /// The kernel (manifest name: kda.decode, kda.prefill, kda_cuda.decode); default: every GPU kernel.
+    #[arg(long, value_name = "NAME")]
+    kernel: Option<String>,
+    /// A file to profile in the kernel's place (a candidate); needs --kernel.
+    #[arg(long, value_name = "FILE", requires = "kernel")]
+    source: Option<PathBuf>,
+    /// Time limit of one profile, in seconds.
+    #[arg(long, value_name = "SECS", default_value_t = 600)]
+    timeout: u64,
+    /// The Python that runs the harness (default: $KIDIOM_PYTHON, .venv/bin/python, python3).
+    #[arg(long, value_name = "PATH")]
+    python: Option<PathBuf>,
+    #[command(flatten)]
+    output: OutputArgs,
+}
+
+/// `1.5 GB`, `403.1 MB`, `512 B`.
+pub(crate) fn bytes(n: f64) -> String {
+    let units = [("GB", 1e9), ("MB", 1e6), ("kB", 1e3)];
+    for (u, f) in units {
+        if n >= f {
+            return format!("{:.1} {u}", n / f);
+        }
+    }
+    format!("{n:.0} B")
+}
+
+/// `67.1 M`, `262 k`, `12`.
+pub(crate) fn count(n: f64) -> String {
+    let units = [("G", 1e9), ("M", 1e6), ("k", 1e3)];
+    for (u, f) in units {
+        if n >= f {
+            return format!("{:.1} {u}", n / f);
+        }
+    }
+    format!("{n:.0}")
+}
+
+fn shape(s: &std::collections::BTreeMap<String, serde_json::Value>) -> String {
+    s.iter().map(|(k, v)| format!("{k}={v}")).collect::<Vec<_>>().join(" ")
+}
+
+fn print_one(r: &ProfileReport) -> Result<()> {
+    let Some(p) = &r.profile else {
+        output::line(&format!("{} ({}): no profile: {}", r.kernel, r.source, r.problem.as_deref().unwrap_or("?")))?;
+        return Ok(());
+    };
+    let t = &p.totals;
+    output::line(&format!(
+        "{} ({}) at the bench shape {}, on {}",
+        r.kernel,
+        r.source,
+        shape(&p.shape),
+        r.device.as_deref().unwrap_or("the CPU")
+    ))?;
+    let how = if p.counted.exact {
+        "counted whole".to_string()
+    } else {
+        format!(
+            "counted at {} ({} of {} programs), scaled x{:.4}",
+            shape(&p.counted.shape),
+            p.counted.programs,
+            p.counted.programs_total,
+            p.counted.scale
+        )
+    };
+    output::line(&format!("  {how}{}", p.counted.note.as_deref().map(|n| format!("; {n}")).unwrap_or_default()))?;
+    output::line(&format!(
+        "  moved {} (loads {}, stores {}; re-read {}) against the floor's {}: traffic ratio {:.2}",
+        bytes((t.load_bytes + t.store_bytes) as f64),
+        bytes(t.load_bytes as f64),
+        bytes(t.store_bytes as f64),
+        bytes(t.reread_bytes as f64),
+        bytes(p.floor.bytes),
+        p.traffic_ratio
+    ))?;
+    let special: Vec<String> = p.special.iter().map(|(k, v)| format!("{k} {}", count(*v as f64))).collect();
+    output::line(&format!(
+        "  special functions {}{}; flops {} (floor {}); dot MACs {}; {} launch{} a call",
+        count(t.special_calls as f64),
+        if special.is_empty() { String::new() } else { format!(" ({})", special.join(", ")) },
+        count(t.flops as f64),
+        count(p.floor.flops),
+        count(t.dot_macs as f64),
+        p.launches,
+        if p.launches == 1 { "" } else { "es" }
+    ))?;
+    if let Some(pr) = &r.prediction {
+        output::line(&format!(
+            "  predicted {:.1} us on {}, {}-bound (memory {:.1}, compute {:.1}, special functions {:.1}, \
+             tensor cores {:.1}, launch {:.1} us): a prediction, not a measurement",
+            pr.us,
+            pr.device,
+            pr.bound.name(),
+            pr.memory_us,
+            pr.compute_us,
+            pr.special_us,
+            pr.tensor_us,
+            pr.launch_us
+        ))?;
+    }
+    let mut rows = vec![vec![
+        "line".to_string(),
+        "loads".into(),
+        "stores".into(),
+        "re-read".into(),
+        "special".into(),
+        "flops".into(),
+        "dot MACs".into(),
+        "source".into(),
+    ]];
+    let dash = |n: u64, f: fn(f64) -> String| if n == 0 { "-".to_string() } else { f(n as f64) };
+    for l in &p.lines {
+        rows.push(vec![
+            l.line.to_string(),
+            dash(l.load_bytes, bytes),
+            dash(l.store_bytes, bytes),
+            dash(l.reread_bytes, bytes),
+            dash(l.special_calls, count),
+            dash(l.flops, count),
+            dash(l.dot_macs, count),
+            l.text.trim().chars().take(70).collect(),
+        ]);
+    }
+    output::table(&rows)
+}
+
+pub(crate) fn run(a: Args) -> Result<ExitCode> {
+    let cfg = Config::load()?;
+    if a.source.is_some() && a.kernel.is_none() {
+        bail!("--source needs --kernel: the file is profiled in that kernel's place");
+    }
+    let opts = ops::profile::Options {
+        kernel: a.kernel,
+        source: a.source,
+        python: a.python,
+        timeout: Duration::from_secs(a.timeout.max(1)),
+    };
+    let reports = ops::profile::profile(&cfg, &opts)?;
+    if a.output.json {
+        let out: Vec<serde_json::Value> = reports.iter().map(report_json).collect();
+        output::json(&serde_json::json!({"version": 1, "profiles": out}))?;
+    } else {
+        for (i, r) in reports.iter().enumerate() {
+            if i > 0 {
+                output::line("")?;
+            }
+            print_one(r)?;
+        }
+    }
+    Ok(if reports.iter().all(|r| r.profile.is_some()) { ExitCode::SUCCESS } else { ExitCode::from(1) })
+}
+
+/// One kernel's JSON: the profile's fields at the top, `predicted` beside them.
+fn report_json(r: &ProfileReport) -> serde_json::Value {
+    let mut v = match &r.profile {
+        Some(p) => serde_json::to_value(p).unwrap_or_default(),
+        None => serde_json::json!({}),
+    };
+    if let Some(o) = v.as_object_mut() {
+        o.insert("kernel".into(), r.kernel.clone().into());
+        o.insert("source".into(), r.source.clone().into());
+        o.insert("device".into(), serde_json::json!(r.device));
+        o.insert("predicted".into(), serde_json::json!(r.prediction));
+        if let Some(e) = &r.problem {
+            o.insert("error".into(), e.clone().into());
+        }
+    }
+    v
+}
