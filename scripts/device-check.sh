@@ -67,6 +67,24 @@ for k in "${kernels[@]}"; do
   [[ $rc -ne 0 ]] && status=1 && echo "   bench $k: exit $rc (see $out/bench-$k.json / .err)"
 done
 
+# The binary: KIDIOM, else target/release/kidiom, else target/debug/kidiom, else a cargo build.
+kid="${KIDIOM:-}"
+for c in "$root/target/release/kidiom" "$root/target/debug/kidiom"; do
+  [[ -z "$kid" && -x "$c" ]] && kid="$c"
+done
+if [[ -z "$kid" ]] && command -v cargo >/dev/null 2>&1; then
+  timeout 300 cargo build -q --release --bin kidiom && kid="$root/target/release/kidiom"
+fi
+# The work profiles (counted on this machine's CPU, in the check's sandbox) and their roofline
+# predictions, printed beside what the GPU measured: the prediction's error, known at once.
+if [[ -n "$kid" ]]; then
+  for k in "${kernels[@]}"; do
+    echo "== profile $k"
+    timeout 120 "$kid" profile --kernel "$k" --python "$py" --json >"$out/profile-$k.json" 2>"$out/profile-$k.err" \
+      || echo "   profile $k: no profile (see $out/profile-$k.err)"
+  done
+fi
+
 "$py" - "$out" "${kernels[@]}" <<'PY'
 import json, sys
 from pathlib import Path
@@ -77,9 +95,11 @@ def load(p):
     except Exception as e:
         return {"status": "error", "error": f"no JSON ({e})"}
 print()
-print(f"{'kernel':<17} {'check':<8} {'worst rel_l2':>12} {'consist.':>9} {'median us':>10} {'p10-p90 us':>15} {'GB/s':>7} {'%peak':>6} {'fla us':>8}")
+print(f"{'kernel':<17} {'check':<8} {'worst rel_l2':>12} {'consist.':>9} {'median us':>10} {'p10-p90 us':>15} {'GB/s':>7} {'%peak':>6} {'fla us':>8} {'pred us':>8} {'meas/pred':>9}")
 for k in kernels:
     c, b = load(out / f"check-{k}.json"), load(out / f"bench-{k}.json")
+    prof = (load(out / f"profile-{k}.json").get("profiles") or [{}])[0]
+    pred = (prof.get("predicted") or {}).get("us")
     worst = max((o["rel_l2"] or 0 for case in c.get("cases", []) for o in case["outputs"].values()
                  if isinstance(o.get("rel_l2"), float)), default=float("nan"))
     cons = c.get("consistency", {}).get("o_rel_l2")
@@ -90,7 +110,12 @@ for k in kernels:
           f"{r.get('median_us', float('nan')):>10.1f} "
           f"{(str(round(r['p10_us'],1)) + '-' + str(round(r['p90_us'],1))) if r else '-':>15} "
           f"{r.get('achieved_gbps', float('nan')):>7.0f} {100 * r.get('fraction_of_peak_bw', float('nan')):>6.1f} "
-          f"{fmt(fla, '.1f'):>8}")
+          f"{fmt(fla, '.1f'):>8} {fmt(pred, '.1f'):>8} "
+          f"{fmt(r.get('median_us') / pred if pred and r.get('median_us') else None, '.2f'):>9}")
+    if prof.get("traffic_ratio") is not None:
+        print(f"   profile (prediction, {(prof.get('predicted') or {}).get('bound', '?')}-bound): traffic ratio "
+              f"{prof['traffic_ratio']:.2f}, re-read {prof['totals']['reread_bytes'] / 1e6:.1f} MB, "
+              f"special functions {prof['totals']['special_calls'] / 1e6:.1f} M")
     for f in (c.get("failures") or [])[:3] + ([c["error"]] if "error" in c else []) + ([b["error"]] if "error" in b else []):
         print(f"   {f}")
     if c.get("curve"):
@@ -106,13 +131,6 @@ PY
 # KIDIOM_DB names the catalog (default .kidiom/catalog.sqlite); KIDIOM names the binary (default
 # target/release/kidiom, else target/debug/kidiom, else a cargo build when cargo is here).
 db="${KIDIOM_DB:-$root/.kidiom/catalog.sqlite}"
-kid="${KIDIOM:-}"
-for c in "$root/target/release/kidiom" "$root/target/debug/kidiom"; do
-  [[ -z "$kid" && -x "$c" ]] && kid="$c"
-done
-if [[ -z "$kid" ]] && command -v cargo >/dev/null 2>&1; then
-  timeout 300 cargo build -q --release --bin kidiom && kid="$root/target/release/kidiom"
-fi
 if [[ ! -f "$db" ]]; then
   echo "== validate: no catalog at $db; skipping (run kidiom mine and kidiom apply first)"
 elif [[ -z "$kid" ]]; then
@@ -188,13 +206,27 @@ for c in cands:
     sp = next((g for g in ev.get("gates", []) if g.get("gate") == "speed"), {})
     m, before, after = sp.get("metrics") or {}, sp.get("before") or {}, sp.get("after") or {}
     rows.append((",".join(s["roles"]), s.get("assignment", ""), ev.get("verdict", {}).get("kind", "-"),
-                 before.get("median_us"), after.get("median_us"), m.get("speedup")))
+                 before.get("median_us"), after.get("median_us"), m.get("speedup"),
+                 (ev.get("prediction") or {}).get("speedup")))
 if rows:
     print("\nsite search on the GPU: the choice against the baseline and the all-sites variants")
-    print(f"{'roles':<24} {'variant':<40} {'verdict':<10} {'base us':>9} {'cand us':>9} {'speedup':>8}")
+    print(f"{'roles':<24} {'variant':<40} {'verdict':<10} {'base us':>9} {'cand us':>9} {'speedup':>8} {'predicted':>9}")
     f = lambda x, p: "-" if x is None else format(x, p)
     for r in rows:
-        print(f"{r[0]:<24} {r[1][:40]:<40} {r[2]:<10} {f(r[3], '.1f'):>9} {f(r[4], '.1f'):>9} {f(r[5], '.3f'):>8}")
+        print(f"{r[0]:<24} {r[1][:40]:<40} {r[2]:<10} {f(r[3], '.1f'):>9} {f(r[4], '.1f'):>9} {f(r[5], '.3f'):>8} {f(r[6], '.3f'):>9}")
+# every timed candidate: the speedup measured here beside the one predicted from its CPU profile
+timed = []
+for c in cands:
+    ev = c.get("evidence") or {}
+    sp = next((g for g in ev.get("gates", []) if g.get("gate") == "speed"), {})
+    meas, pred = (sp.get("metrics") or {}).get("speedup"), (ev.get("prediction") or {}).get("speedup")
+    if isinstance(meas, (int, float)) and pred is not None:
+        timed.append((c["id"], meas, pred))
+if timed:
+    print("\nmeasured against predicted speedup (the roofline over CPU work profiles)")
+    print(f"{'candidate':<60} {'measured':>9} {'predicted':>9} {'ratio':>6}")
+    for cid, meas, pred in timed:
+        print(f"{cid[:60]:<60} {meas:>9.3f} {pred:>9.3f} {meas / pred if pred else float('nan'):>6.2f}")
 PY
   fi
 fi
