@@ -7,9 +7,21 @@ Triton's JIT would (pointer alignment, integer divisibility) and compiled with `
 for `GPUTarget("cuda", 90, 32)`. CUDA C++ kernels: NVRTC to PTX, then ptxas.
 Both: `cuobjdump -sass` for the instruction mix, `-res-usage` and `ptxas -v` for registers,
 spills, shared and local memory.
+
+The candidate is untrusted code, and importing it runs code (decorator arguments, parameter
+defaults, module-level statements; NVRTC reads what a CUDA source #includes). So everything that
+touches the source (import, launcher call, Triton's compile; NVRTC) runs in a sandboxed worker
+(aotworker.py, started by `compile_kernel` through sandbox.run_job, confined like the check's
+workers, with a hard deadline on its process group); its PTX, cubin and launch facts come back
+as files. The harness then runs ptxas -v and cuobjdump on those artifacts itself. The figures
+are what the sandboxed compile produced: a candidate that deliberately forges its own PTX or
+cubin forges its static figures (the GPU gate measures the real thing).
 """
 import inspect
+import json
 import os
+import shutil
+import tempfile
 import time
 from pathlib import Path
 
@@ -19,7 +31,16 @@ from . import cudatools
 from .arrays import NpDtype
 from .loader import import_file
 
-__all__ = ["compile_kernel"]
+__all__ = ["compile_kernel", "CompileError"]
+
+HERE = Path(__file__).resolve().parent
+# the worker's runtime (package kidiom_rt in its scratch directory)
+RUNTIME = ("aot.py", "aotworker.py", "arrays.py", "loader.py", "cudatools.py")
+AS_LIMIT = 16 << 30      # address space of the compile (LLVM and ptxas run in it)
+
+
+class CompileError(RuntimeError):
+    """The candidate's source failed to import, launch or compile (its message, from the worker)."""
 
 
 class FakeTensor:
@@ -178,17 +199,135 @@ def compile_cuda(manifest, source, arch):
     return ptx, {"nvrtc_version": cudatools.nvrtc_version(), "nvrtc_log": log.strip()}
 
 
-def compile_kernel(manifest, source=None, arch=90, keep=None):
+def _tail(text, n=1500):
+    text = (text or "").strip()
+    return text if len(text) <= n else "..." + text[-n:]
+
+
+def compile_sandboxed(manifest, source, arch, deadline):
+    """The source-touching half of a compile, in a sandboxed worker (aotworker.py):
+    (ptx, cubin or None, info, sandbox report). Raises CompileError (the source's failure),
+    sandbox.JobTimeout (past `deadline`), RuntimeError (the worker died)."""
+    from . import sandbox
+    root = Path(tempfile.mkdtemp(prefix="kidiom-aot-"))
+    try:
+        scratch = root / "compile"
+        scratch.mkdir(mode=0o700)
+        pkg = scratch / "rt" / "kidiom_rt"
+        pkg.mkdir(parents=True)
+        (pkg / "__init__.py").write_text("")
+        for name in RUNTIME:
+            shutil.copy2(HERE / name, pkg / name)
+        (scratch / "rt" / "src").mkdir()
+        dst = scratch / "rt" / "src" / f"candidate{Path(source).suffix}"
+        shutil.copyfile(source, dst)
+        out_dir, _ = sandbox.writable_dirs(scratch)
+        job = {"name": manifest.name, "op": manifest.op, "entry": manifest.entry, "launcher": manifest.launcher,
+               "language": manifest.language, "shape": manifest.shapes["bench"], "arch": arch, "source": str(dst),
+               "out_dir": str(out_dir)}
+        (scratch / "job.json").write_text(json.dumps(job))
+        cfg = {"module": "kidiom_rt.aotworker", "path": [str(scratch / "rt")], "args": [str(scratch / "job.json")]}
+        env = {"TRITON_DEFAULT_FP_FUSION": os.environ.get("TRITON_DEFAULT_FP_FUSION", "1")}
+        run = sandbox.run_job(scratch, cfg, deadline, "the ahead-of-time compile", env_extra=env,
+                              address_space=AS_LIMIT,
+                              python_note="isolated mode (-I); importable: the source and the compile's runtime "
+                                          "(kidiom_rt), never the reference or the checker")
+        try:
+            result = json.loads(sandbox.read_file(scratch, "out/result.json", limit=16 << 20))
+        except (OSError, ValueError):
+            result = None
+        if not isinstance(result, dict) or not ("error" in result or isinstance(result.get("info"), dict)):
+            death = sandbox.death_text(run["rc"], run["exit"]) or "exited without a result"
+            raise RuntimeError(f"the ahead-of-time compile's worker {death}: {_tail(run['stderr'])}")
+        if "error" in result:
+            raise CompileError(f"{result['error']}\n{_tail(str(result.get('traceback')), 1200)}")
+        ptx = sandbox.read_file(scratch, "out/kernel.ptx")
+        cubin = sandbox.read_file(scratch, "out/kernel.cubin", binary=True) if manifest.language == "triton" else None
+        return ptx, cubin, result["info"], run["sandbox"]
+    finally:
+        shutil.rmtree(root, ignore_errors=True)
+
+
+# The sandboxed half's results, cached by what it reads. Each compile runs with a fresh Triton
+# cache (HOME is the worker's work/): a cache shared between candidates would be one a candidate
+# can write for the next. This cache is written by the harness only, from what the compile of
+# exactly these bytes produced, so an entry is only ever that source's own result.
+AOT_CACHE_VERSION = 1
+
+
+def cache_root():
+    base = os.environ.get("KIDIOM_CACHE")
+    return Path(base) / "aot" if base else Path.home() / ".cache" / "kidiom" / "aot"
+
+
+def _cache_key(manifest, source, arch):
+    import hashlib
+    h = hashlib.sha256(f"aot {AOT_CACHE_VERSION} {manifest.name} {arch}".encode())
+    try:
+        import triton
+        h.update(triton.__version__.encode())
+    except Exception:  # noqa: BLE001 - no Triton: the compile will say so
+        h.update(b"no triton")
+    for f in [Path(manifest.path)] + [HERE / n for n in RUNTIME]:
+        h.update(b"\0" + f.name.encode() + b"\0" + f.read_bytes())
+    h.update(b"\0source\0" + Path(source).read_bytes())
+    return h.hexdigest()
+
+
+def _cached(key, language):
+    d = cache_root() / key
+    try:
+        info = json.loads((d / "info.json").read_text())
+        ptx = (d / "kernel.ptx").read_text()
+        cubin = (d / "kernel.cubin").read_bytes() if (d / "kernel.cubin").exists() else None
+    except (OSError, ValueError):
+        return None
+    if not isinstance(info, dict) or not isinstance(info.get("info"), dict) or not ptx or \
+            (language == "triton" and not cubin):
+        return None   # absent, or damaged: compiled again
+    return ptx, cubin, info["info"], "cached (compiled in the sandbox)"
+
+
+def _store(key, ptx, cubin, info, sandbox_report):
+    root = cache_root()
+    try:
+        root.mkdir(parents=True, exist_ok=True)
+        tmp = Path(tempfile.mkdtemp(prefix=".aot-", dir=root))
+    except OSError:
+        return   # a read-only cache only costs time
+    try:
+        (tmp / "kernel.ptx").write_text(ptx)
+        if cubin is not None:
+            (tmp / "kernel.cubin").write_bytes(cubin)
+        (tmp / "info.json").write_text(json.dumps({"info": info, "sandbox": sandbox_report}, default=str))
+        os.rename(tmp, root / key)     # atomic; another compile of the same bytes may have won
+    except OSError:
+        pass
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+
+
+def compile_kernel(manifest, source=None, arch=90, keep=None, deadline=None):
+    """`compile`'s result object (see the module doc). `deadline`: time.monotonic() by which the
+    sandboxed half must end (default: 30 minutes)."""
     source = str(Path(source) if source else manifest.source_path)
+    if not Path(source).exists():
+        raise FileNotFoundError(f"source file {source} does not exist")
     target = f"sm_{arch}a" if arch == 90 else f"sm_{arch}"
     out = {"arch": target, "shape": manifest.shapes["bench"], "language": manifest.language}
+    key = _cache_key(manifest, source, arch)
+    hit = _cached(key, manifest.language)
+    if hit is not None:
+        ptx, cubin, info, sandbox_report = hit
+    else:
+        ptx, cubin, info, sandbox_report = compile_sandboxed(manifest, source, arch,
+                                                             deadline or time.monotonic() + 1800)
+        _store(key, ptx, cubin, info, sandbox_report)
     if manifest.language == "triton":
-        ptx, cubin, info = compile_triton(manifest, source, arch)
         # ptxas -v on Triton's PTX for the spill report (Triton's cubin comes from the same ptxas)
         _, log = cudatools.ptxas(ptx, arch=target)
         out["triton"] = info
     else:
-        ptx, info = compile_cuda(manifest, source, arch)
         cubin, log = cudatools.ptxas(ptx, arch=target)
         out["cuda"] = info
     sass = cudatools.cuobjdump_sass(cubin)
@@ -198,6 +337,7 @@ def compile_kernel(manifest, source=None, arch=90, keep=None):
     out["instructions"] = cudatools.instruction_mix(sass)
     out["ptxas_log"] = log.strip()[-2000:]
     out["ptx_lines"] = ptx.count("\n")
+    out["sandbox"] = sandbox_report
     if keep:
         os.makedirs(keep, exist_ok=True)
         stem = manifest.name.replace(".", "_")

@@ -8,82 +8,121 @@ per variant, the speedup of the candidate, the noise floor (the larger half-spre
 the achieved bandwidth against the manifest's floor and the device's peak, and flags for
 results that are implausible (beyond the peak; a speedup far outside what a rewrite gives).
 No speed is reported when the candidate fails a quick correctness check first (one case, run
-in the check's sandboxed workers). The timed runs themselves import the candidate into this
-process (CUDA events need it): bench's numbers are not hardened against a hostile candidate.
+in the check's sandboxed workers). The timed runs happen in a sandboxed worker of their own
+(benchworker.py: the check's sandbox, the GPU's device files reachable), which imports the
+baseline, the candidate and the `--against` function and returns raw times; this process makes
+the inputs (written as .npy for the worker) and computes every statistic. The times are measured
+in the process the candidate shares: not hardened against a candidate that forges them.
 """
+import json
+import os
+import shutil
+import tempfile
+import time
+from pathlib import Path
+
 import numpy as np
 
+from . import sandbox
 from .check import run_check
-from .loader import load_launcher, resolve
 from .ops import OPS
 
-__all__ = ["run_bench"]
+__all__ = ["run_bench", "time_in_sandbox"]
+
+HERE = Path(__file__).resolve().parent
+RUNTIME = {"benchworker.py": HERE / "benchworker.py", "arrays.py": HERE / "arrays.py",
+           "backend.py": HERE / "backend.py", "interp.py": HERE / "interp.py"}
+CUDA_RUNTIME = {"cuda_launch.py": HERE.parent / "kda_cuda" / "launch.py", "cudatools.py": HERE / "cudatools.py"}
+AS_LIMIT = 16 << 30      # a CPU bench worker's address space (none on a GPU: CUDA maps the device)
 
 
-def _calls(op, fn, backend, shape, rotate, seed):
-    """`rotate` closures, each running fn on its own input set."""
+class BenchFailed(RuntimeError):
+    """A variant failed to load or crashed while timed (the worker's message)."""
+
+
+def _inputs(op, shape, rotate, seed):
+    """`rotate` input sets, the op's argument order, its read-only and in/out inputs, output shapes."""
     rng = np.random.default_rng(seed)
-    calls = []
+    sets = []
     for _ in range(rotate):
         x = op.make_inputs(shape, rng) if op.name == "kda_decode" else \
             op.make_inputs(shape, rng, initial_state=True)
-        if op.name == "kda_decode":
-            t = {n: backend.put(x[n], pad=0) for n in ("q", "k", "v", "g", "beta", "state", "slots")}
-            t["o"] = backend.poisoned(x["v"].shape, pad=0)
-            args = [t[n] for n in ("q", "k", "v", "g", "beta", "state", "slots", "o")]
-        else:
-            t = {n: backend.put(x[n], pad=0) for n in ("q", "k", "v", "g", "beta", "initial_state")}
-            B, T, H, K = x["q"].shape
-            HV, V = x["v"].shape[2:]
-            t["o"] = backend.poisoned((B, T, HV, V), pad=0)
-            t["final_state"] = backend.poisoned((B, HV, K, V), pad=0)
-            args = [t[n] for n in ("q", "k", "v", "g", "beta", "o", "initial_state", "final_state")]
-        calls.append((lambda a=args: fn(*a)))
-    return calls
+        sets.append(x)
+    lay = op.layout(sets[0])
+    return sets, list(op.args), lay["inputs"] + lay["inouts"], {n: list(s) for n, s in lay["outputs"].items()}
 
 
-def fla_adapter(op_name):
-    """FLA's own KDA (if importable) on our argument order, for a side-by-side number."""
-    if op_name == "kda_decode":
-        from fla.ops.kda import fused_recurrent_kda
-
-        def run(q, k, v, g, beta, state, slots, o):
-            # FLA takes the state rows as [N, HV, K, V] (no pool indirection here)
-            rows = run.rows.get(id(state))
-            if rows is None:
-                rows = run.rows[id(state)] = state[slots].contiguous()
-            fused_recurrent_kda(q[:, None], k[:, None], v[:, None], g[:, None], beta[:, None],
-                                initial_state=rows, output_final_state=True)
-        run.rows = {}
-        return run
-    from fla.ops.kda import chunk_kda
-
-    def run(q, k, v, g, beta, o, h0, ht):
-        chunk_kda(q, k, v, g, beta, initial_state=h0, output_final_state=True)
-    return run
+def _variant_spec(manifest, source, key, pkg):
+    """How the worker loads one variant: a copy of its source under rt/src/."""
+    src = Path(source) if source else manifest.source_path
+    if not src.exists():
+        raise FileNotFoundError(f"source file {src} does not exist")
+    dst = pkg.parent / "src" / f"{key}{src.suffix}"
+    shutil.copyfile(src, dst)
+    if manifest.language == "triton":
+        return {"kind": "triton", "file": str(dst), "launcher": manifest.launcher}
+    return {"kind": "cuda", "file": str(dst), "entry": manifest.entry,
+            "block_threads": int(manifest.raw.get("block_threads", 128))}
 
 
-def _time(backend, variants, warmup, iters):
-    torch = backend.torch
-    flush = torch.empty(256 * 1024 * 1024, dtype=torch.int8, device="cuda")
-    for calls in variants.values():
-        for i in range(warmup):
-            calls[i % len(calls)]()
-    torch.cuda.synchronize()
-    names = list(variants)
-    events = {n: [] for n in names}
-    for it in range(iters):
-        order = names if it % 2 == 0 else names[::-1]
-        for n in order:
-            calls = variants[n]
-            flush.zero_()
-            s, e = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-            s.record()
-            calls[it % len(calls)]()
-            e.record()
-            events[n].append((s, e))
-    torch.cuda.synchronize()
-    return {n: np.array([s.elapsed_time(e) * 1e3 for s, e in events[n]]) for n in names}  # microseconds
+def time_in_sandbox(manifest, sources, against, shape, rotate, warmup, iters, deadline, device="cuda", seed=1):
+    """Time the variants `sources` ({name: source path or None (the manifest's)}) and `against`
+    (None, "fla" or "module:function") interleaved in one sandboxed worker. Returns
+    ({name: np.array of microseconds}, device description, sandbox report). Raises BenchFailed,
+    sandbox.JobTimeout."""
+    op = OPS[manifest.op]
+    root = Path(tempfile.mkdtemp(prefix="kidiom-bench-"))
+    try:
+        scratch = root / "bench"
+        scratch.mkdir(mode=0o700)
+        pkg = scratch / "rt" / "kidiom_rt"
+        pkg.mkdir(parents=True)
+        (pkg / "__init__.py").write_text("")
+        files = dict(RUNTIME, **(CUDA_RUNTIME if manifest.language == "cuda" else {}))
+        for name, f in files.items():
+            shutil.copy2(f, pkg / name)
+        (scratch / "rt" / "src").mkdir()
+        variants = {k: _variant_spec(manifest, src, k, pkg) for k, src in sources.items()}
+        if against:
+            variants["against"] = {"kind": "fla"} if against == "fla" else {"kind": "function", "function": against}
+        in_dir = scratch / "in"
+        in_dir.mkdir()
+        sets, args, inputs, outputs = _inputs(op, shape, rotate, seed)
+        for j, x in enumerate(sets):
+            for name in inputs:
+                np.save(in_dir / f"s{j}_{name}.npy", np.ascontiguousarray(x[name]))
+        out_dir, _ = sandbox.writable_dirs(scratch)
+        job = {"device": device, "op": op.name, "variants": variants, "sets": len(sets), "args": args,
+               "inputs": inputs, "outputs": outputs, "warmup": warmup, "iters": iters, "in_dir": str(in_dir),
+               "out_dir": str(out_dir)}
+        (scratch / "job.json").write_text(json.dumps(job))
+        cfg = {"module": "kidiom_rt.benchworker", "path": [str(scratch / "rt")], "args": [str(scratch / "job.json")]}
+        env = {"TRITON_DEFAULT_FP_FUSION": os.environ.get("TRITON_DEFAULT_FP_FUSION", "1")}
+        if device != "cuda":
+            env["TRITON_INTERPRET"] = "1"
+        run = sandbox.run_job(scratch, cfg, deadline, "the bench's timed runs", env_extra=env,
+                              address_space=None if device == "cuda" else AS_LIMIT, gpu=device == "cuda",
+                              why_no_as="not applied: CUDA maps the GPU's address space",
+                              python_note="isolated mode (-I); importable: the timed sources and the bench's "
+                                          "runtime (kidiom_rt), never the reference or the checker")
+        try:
+            result = json.loads(sandbox.read_file(scratch, "out/result.json", limit=64 << 20))
+        except (OSError, ValueError):
+            result = None
+        if not isinstance(result, dict):
+            death = sandbox.death_text(run["rc"], run["exit"]) or "exited without a result"
+            raise BenchFailed(f"the bench worker {death}: {run['stderr'][-1500:]}")
+        if "error" in result:
+            raise BenchFailed(f"{result['error']}\n{str(result.get('traceback'))[-1200:]}")
+        times = result.get("times_us")
+        names = list(variants)
+        if not isinstance(times, dict) or sorted(times) != sorted(names) or not all(
+                isinstance(times[n], list) and len(times[n]) == iters and
+                all(isinstance(t, (int, float)) and np.isfinite(t) and t > 0 for t in times[n]) for n in names):
+            raise BenchFailed("the bench worker's times are malformed")
+        return {n: np.asarray(times[n], dtype=np.float64) for n in names}, str(result.get("device")), run["sandbox"]
+    finally:
+        shutil.rmtree(root, ignore_errors=True)
 
 
 def _stats(us):
@@ -92,8 +131,9 @@ def _stats(us):
             "min_us": float(us.min()), "samples": int(us.size)}
 
 
-def run_bench(manifest, args, backend):
-    op = OPS[manifest.op]
+def run_bench(manifest, args, backend=None):
+    """`bench`'s result object (the correctness gate, then the timed runs in a sandboxed worker).
+    `backend`: unused (the worker makes its own); kept for callers."""
     shape = manifest.shapes["bench"]
     # a speedup is never reported on a red gate
     gate = run_check(manifest, args.source, seeds=[12345], device="cuda", shapes=[dict(manifest.shapes["gpu"][0])],
@@ -104,14 +144,16 @@ def run_bench(manifest, args, backend):
         out.update(status="failed", reason="candidate fails the correctness gate; no speed measured",
                    failures=gate.get("failures") or [gate.get("skipped")])
         return out
-    cand = load_launcher(manifest, args.source)
-    base = load_launcher(manifest, args.baseline)
-    variants = {"baseline": _calls(op, base, backend, shape, args.rotate, 1),
-                "candidate": _calls(op, cand, backend, shape, args.rotate, 1)}
-    if args.against:
-        other = fla_adapter(op.name) if args.against == "fla" else resolve(args.against)
-        variants["against"] = _calls(op, other, backend, shape, args.rotate, 1)
-    times = _time(backend, variants, args.warmup, args.iters)
+    deadline = getattr(args, "deadline", None) or time.monotonic() + 1800
+    try:
+        times, device, report = time_in_sandbox(manifest, {"baseline": args.baseline, "candidate": args.source},
+                                                args.against, shape, args.rotate, args.warmup, args.iters,
+                                                deadline)
+    except BenchFailed as e:
+        out.update(status="failed", reason=f"the timed runs failed: {e}")
+        return out
+    out["sandbox"] = report
+    out["timed_device"] = device
     floor_bytes = float(manifest.floor_bytes(shape))
     floor_flops = float(manifest.floor_flops(shape))
     peak = args.peak_gbps * 1e9

@@ -20,18 +20,35 @@ materially worse than the baseline's fails (BASELINE_FACTOR, BASELINE_FLOOR), wh
 absolute tolerance allows. Plus, where the manifest asks: the error-versus-length curve, and
 prefill(T) + M decode steps against prefill(T + M), the other half being the baseline Triton
 kernel of the other op (in the baseline's worker).
+
+What the CPU runs must be what the GPU runs (on a CPU only):
+- GPU specializations: per `gpu` and `bench` shape, one case at the same values of every
+  constexpr the candidate's launcher passes (recorded in its worker on shape-only tensors), K and
+  V kept, the sequence counts and heads reduced only as far as those constexprs stay the same;
+  under the interpreter a sample of the grid's programs runs, judged on what they wrote; CUDA
+  kernels on the emulation's device path (`__CUDA_ARCH__`) at the GPU's K and V.
+- Program order: one case runs again with its programs (CUDA: blocks and threads) reversed and
+  shuffled; outputs must agree bit for bit with the natural order's (within ORDER_ATOMIC_RTOL
+  when the kernel used atomics), else its programs race.
+- Drift (against the baseline, manifest `[drift]`): many decode steps or chained prefill calls,
+  the state fed back, on long-memory inputs; a candidate whose error grows materially faster than
+  the baseline's on the same inputs fails, whatever the per-call margin.
 """
 import hashlib
 import time
 
 import numpy as np
 
+import itertools
+import json
+
 from .backend import OUT_SENTINEL, PAD
 from .manifest import all_manifests, shape_id
 from .ops import OPS, slices
 from .workers import KernelSpec, Workers, load_result
 
-__all__ = ["run_check", "compare", "metrics", "error_curve", "BASELINE_FACTOR", "BASELINE_FLOOR"]
+__all__ = ["run_check", "compare", "metrics", "error_curve", "BASELINE_FACTOR", "BASELINE_FLOOR", "DRIFT_FACTOR",
+           "DRIFT_FLOOR", "ORDER_ATOMIC_RTOL", "drift_verdict", "specialization_plan"]
 
 # A candidate fails when, on the same inputs, an output's error exceeds
 #     BASELINE_FACTOR * (the baseline kernel's error) + BASELINE_FLOOR
@@ -41,6 +58,19 @@ __all__ = ["run_check", "compare", "metrics", "error_curve", "BASELINE_FACTOR", 
 # the baseline used ieee, ...) is far outside both, even when inside the absolute tolerance.
 BASELINE_FACTOR = 2.0
 BASELINE_FLOOR = 1e-7
+
+# Drift: over a sequence of calls with the state fed back, a candidate fails when its final error
+# exceeds DRIFT_FACTOR * the baseline's + DRIFT_FLOOR AND its error grows faster (least-squares
+# slope against the step) than DRIFT_FACTOR * the baseline's slope (+ DRIFT_FLOOR / steps): a
+# systematic bias per call adds up linearly, rounding noise like the baseline's does not.
+DRIFT_FACTOR = 2.0
+DRIFT_FLOOR = 1e-7
+# Program order: outputs of different orders must be equal bit for bit, except after atomics
+# (float additions in another order round differently): then within this relative L2.
+ORDER_ATOMIC_RTOL = 1e-5
+# GPU specializations: a case whose inputs would exceed this many elements (a variable that could
+# not be reduced without changing the constexprs) is not run, and says so.
+SPEC_MAX_ELEMENTS = 1 << 23
 
 
 # metrics ----------------------------------------------------------------------------------------
@@ -56,7 +86,19 @@ def metrics(op, name, out, expect):
     rel_l2 = float(np.linalg.norm(diff) / ref_norm) if nonfinite == 0 else float("inf")
     max_abs = float(np.abs(diff).max()) if diff.size else 0.0
     worst = {"index": None, "rel_l2": 0.0}
-    for (idx, ref_slice), (_, out_slice) in zip(slices(op, name, expect), slices(op, name, diff)):
+    lead = getattr(op, "slice_axes", {}).get(name)
+    if isinstance(lead, int) and expect.size:
+        # slices over the leading axes (state pools are large): all at once, the same choice as
+        # below (the last non-finite slice, else the first largest)
+        shape = expect.shape[:lead]
+        n = np.maximum(np.sqrt(np.square(expect.reshape(int(np.prod(shape)), -1)).sum(axis=1)), 1e-30)
+        with np.errstate(invalid="ignore", over="ignore"):
+            e = np.sqrt(np.square(diff.reshape(n.size, -1)).sum(axis=1)) / n
+        bad = np.flatnonzero(~np.isfinite(e))
+        k = int(bad[-1]) if bad.size else int(np.argmax(e))
+        worst = {"index": [int(i) for i in np.unravel_index(k, shape)], "rel_l2": float(e[k])}
+    for (idx, ref_slice), (_, out_slice) in (zip(slices(op, name, expect), slices(op, name, diff))
+                                             if worst["index"] is None else ()):
         n = max(float(np.linalg.norm(ref_slice)), 1e-30)
         e = float(np.linalg.norm(out_slice) / n)
         if worst["index"] is None or e > worst["rel_l2"] or not np.isfinite(e):
@@ -143,7 +185,9 @@ def _arrays(op, x):
 
 def _judge_call(op, x, expect, rec, worker, rid, j, entry, tol, launches_required=True, check_untouched=True):
     """One call's raw metrics {name: m}, outputs {name: array}, failures and facts. `expect`
-    None: no metrics (consistency); `tol` None: no tolerance failures (curve, baseline)."""
+    None: no metrics (consistency); `tol` None: no tolerance failures (curve, baseline). A call
+    that ran a sample of its grid's programs is judged on the elements they wrote
+    (facts["written"]: {name: bool array}), and every other element must be as the harness left it."""
     fails = []
     facts = {"padding": {}, "inputs_unchanged": {}, "launches": {"entry": 0, "total": None}, "seconds": 0.0}
     if not isinstance(rec, dict):
@@ -193,11 +237,15 @@ def _judge_call(op, x, expect, rec, worker, rid, j, entry, tol, launches_require
         facts["untouched_slots_intact"] = intact
         if not intact:
             fails.append("untouched_slots_intact is false (a pool slot outside `slots` was written)")
+    masks = _written_masks(op, x, rec, worker, rid, j, outs, fails)
+    if masks is not None:
+        facts["written"] = masks
     ms = {}
     if expect is not None:
         for name in op.results:
-            if name in outs:
-                ms[name] = metrics(op, name, outs[name], expect[name])
+            if name in outs and (masks is None or name in masks):
+                ms[name] = masked_metrics(op, name, outs[name], expect[name],
+                                           None if masks is None else masks[name])
                 if tol is not None:
                     fails += tolerance_failures(name, ms[name], tol)
     prov = rec.get("provenance")
@@ -230,6 +278,46 @@ def _judge_call(op, x, expect, rec, worker, rid, j, entry, tol, launches_require
     return ms, outs, fails, facts
 
 
+def masked_metrics(op, name, out, expect, mask=None):
+    """`metrics` over the elements of `mask` only (all when None): the others count as exact."""
+    if mask is None:
+        return metrics(op, name, out, expect)
+    return metrics(op, name, np.where(mask, out, np.float32(0)), np.where(mask, expect, 0.0))
+
+
+def _written_masks(op, x, rec, worker, rid, j, outs, fails):
+    """For a call that ran a sample of its programs: per result, the elements a kernel wrote
+    (the worker's report), after checking that every other element holds what the harness put
+    there (NaN in an output, the input in an in/out tensor): a report that hides written elements
+    cannot hide a value."""
+    written = rec.get("written")
+    if written is None:
+        return None
+    lay = op.layout(x)
+    ran = (rec.get("programs") or {}).get("ran") if isinstance(rec.get("programs"), dict) else None
+    masks = {}
+    for name, a in outs.items():
+        try:
+            bits = np.unpackbits(load_result(worker.scratch, f"out/{rid}/r{j}_{name}.kw.npy"),
+                                 count=a.size).astype(bool).reshape(a.shape)
+        except Exception as e:  # noqa: BLE001
+            fails.append(f"{name}: no record of the elements the programs wrote came back ({type(e).__name__})")
+            continue
+        if name in lay["inouts"]:
+            before = np.ascontiguousarray(x[name], dtype=np.float32)
+            stray = ~bits & (a.view(np.uint32) != before.view(np.uint32))
+        else:
+            stray = ~bits & ~np.isnan(a)
+        if stray.any():
+            fails.append(f"{name}: {int(stray.sum())} elements that no kernel store of the programs run wrote "
+                         "changed anyway")
+            bits = bits | stray     # judged too
+        if not bits.any():
+            fails.append(f"{name}: the {ran if ran is not None else 'sampled'} programs run wrote none of it")
+        masks[name] = bits
+    return masks
+
+
 def _merge_oob(lists):
     if any(isinstance(v, str) for v in lists):
         return "not checked"
@@ -255,13 +343,17 @@ def _and(dicts):
 # cases ------------------------------------------------------------------------------------------
 
 class _Case:
-    def __init__(self, op, shape, seed, index):
+    def __init__(self, op, shape, seed, index, sets=2, initial_state=None, salt=()):
         self.shape, self.seed, self.index = shape, seed, index
-        kw = {"initial_state": index % 2 == 0} if op.name == "kda_prefill" else {}
-        self.xs = [op.make_inputs(shape, np.random.default_rng(seed), **kw),
-                   op.make_inputs(shape, np.random.default_rng([seed, 1]), **kw)]
+        if initial_state is None:
+            initial_state = index % 2 == 0
+        kw = {"initial_state": initial_state} if op.name == "kda_prefill" else {}
+        rngs = [np.random.default_rng([seed, *salt]) if salt else np.random.default_rng(seed),
+                np.random.default_rng([seed, 1, *salt])]
+        self.xs = [op.make_inputs(shape, rngs[i], **kw) for i in range(sets)]
         self.expects = None
         self.rid = self.base_rid = None
+        self.natural = self.natural_rec = None   # call 1's outputs and report (the program-order check)
 
     @property
     def id(self):
@@ -286,8 +378,10 @@ def _judge_case(manifest, op, case, cand, base):
     failures, per_call, base_calls, facts_all, calls = [], [], [], [], []
     for j, x in enumerate(case.xs):
         rec = res["sets"][j] if j < len(res["sets"]) else None
-        ms, _, fails, facts = _judge_call(op, x, case.expects[j], rec, cand, case.rid, j, manifest.entry,
-                                          manifest.tolerance)
+        ms, outs, fails, facts = _judge_call(op, x, case.expects[j], rec, cand, case.rid, j, manifest.entry,
+                                             manifest.tolerance)
+        if j == 0:
+            case.natural, case.natural_rec = outs, rec
         if bres is not None:
             bms, _, _, _ = _judge_call(op, x, case.expects[j], bres["sets"][j], base, case.base_rid, j,
                                        manifest.entry, None, launches_required=False)
@@ -473,21 +567,555 @@ def _baseline_triton(op_name):
     raise LookupError(f"no Triton manifest implements {op_name}")
 
 
+# GPU specializations -------------------------------------------------------------------------------
+# The interpreter at the CPU shapes (K = 16..48) runs the kernel specialised for those shapes: a
+# branch on a constexpr (`if K == 128:`, a block size the launcher derives from the shape) that
+# only the GPU shapes take never runs. Per `gpu` and `bench` shape, the candidate's launcher is
+# called in its own worker on shape-only tensors with every launch recorded, not run (the
+# constexprs it would pass, without the memory); the CPU case is the smallest shape (`_ladders`:
+# the sequence counts, token count and heads reduced, never K or V) whose recorded constexprs are
+# the same, one case per distinct set of constexprs. Under the interpreter a sample of the grid's
+# programs runs (`[specializations] programs`; the grid of a GPU shape's heads is too slow to
+# interpret whole), judged on the elements they wrote; a sampled call that used atomics or more
+# than one launch (partial sums, or programs reading another launch's unsampled results) runs
+# again on the whole grid. A CUDA kernel has no constexprs: its int parameters K and V are kept.
+
+def _doubling(lo, hi):
+    out, v = [], max(1, int(lo))
+    while v < hi:
+        out.append(v)
+        v *= 2
+    return out
+
+
+def _ladders(op_name, shape, chunk):
+    """Per group of shape variables that shrink together, the smaller values to try, smallest
+    first ({var: value} each; the GPU shape's own values are the last resort): the sequences (with
+    one pool slot more than sequences), the token count (prefill: above the chunk as before, with
+    the same remainder), the heads (their ratio kept). Never K or V."""
+    groups = []
+    if op_name == "kda_decode":
+        N, S = int(shape["N"]), int(shape["S"])
+        alts = [{"N": n, "S": n + 1} for n in _doubling(min(N, 2), N)]
+        if S > N + 1:
+            alts.append({"S": N + 1})
+        groups.append(alts)
+    else:
+        B, T = int(shape["B"]), int(shape["T"])
+        groups.append([{"B": b} for b in _doubling(1, B)])
+        rem = T % chunk or chunk
+        groups.append([{"T": chunk * k + rem} for k in _doubling(1, T // chunk) if chunk * k + rem < T]
+                      if T > chunk else [])
+    H, HV = int(shape["H"]), int(shape["HV"])
+    if HV % H == 0:
+        groups.append([{"H": h, "HV": h * (HV // H)} for h in _doubling(1, H) if H % h == 0])
+    return [g for g in groups if g]
+
+
+def _arglist(op, shape, initial_state):
+    """The public function's arguments at `shape` as {shape, dtype} (None: not passed)."""
+    from .aot import fake_call
+    out = []
+    for name, t in zip(op.args, fake_call(op.name, shape)):
+        if name == "initial_state" and initial_state is False:
+            out.append(None)
+        else:
+            out.append({"shape": list(t.shape), "dtype": t.dtype.np.name})
+    return out
+
+
+def _elements(arglist):
+    return sum(int(np.prod(a["shape"])) for a in arglist if a is not None)
+
+
+def _launch_key(launched):
+    """What a call specialises on: per launch, the kernel and its constexprs."""
+    return [[str(l.get("kernel")), l.get("constexprs") if isinstance(l.get("constexprs"), dict) else None]
+            for l in launched if isinstance(l, dict)]
+
+
+def specialization_plan(op, manifest):
+    """[(label, gpu shape, initial_state, [cpu shapes: the most reduced first, the gpu shape last])]."""
+    chunk = int(manifest.raw.get("chunk", 64))
+    shapes = [(f"gpu[{i}]", s, i % 2 == 0) for i, s in enumerate(manifest.shapes["gpu"])]
+    shapes.append(("bench", manifest.shapes["bench"], True))
+    plan = []
+    for label, shape, flag in shapes:
+        flag = flag if op.name == "kda_prefill" else None
+        cands = []
+        for combo in itertools.product(*[alts + [None] for alts in _ladders(op.name, shape, chunk)]):
+            c = dict(shape)
+            for g in combo:
+                c.update(g or {})
+            cands.append(c)
+        cands = sorted({json.dumps(c, sort_keys=True): c for c in cands}.values(),
+                       key=lambda c: _elements(_arglist(op, c, flag)))
+        if shape in cands:
+            cands.remove(shape)
+        plan.append((label, dict(shape), flag, cands + [dict(shape)]))
+    return plan
+
+
+class _Specialization:
+    def __init__(self, labels, gpu_shape, shape, initial_state, constexprs, derived):
+        self.labels, self.gpu_shape, self.shape = labels, gpu_shape, shape
+        self.initial_state, self.constexprs, self.derived = initial_state, constexprs, derived
+        self.case = None
+        self.skipped = None
+
+    @property
+    def id(self):
+        return f"{shape_id(self.shape)} [specialization of {'/'.join(self.labels)} {shape_id(self.gpu_shape)}]"
+
+
+class _Specializations:
+    def __init__(self, manifest, op, cand, device):
+        self.manifest, self.op = manifest, op
+        cfg = manifest.raw.get("specializations", {}) or {}
+        self.enabled = device == "cpu" and cfg.get("enabled", True) is not False
+        programs = cfg.get("programs", 8)
+        # a sample of each grid under the interpreter; the emulation (native code) runs all of it
+        self.sample = int(programs) if manifest.language == "triton" and programs != "all" else None
+        self.plan = specialization_plan(op, manifest) if self.enabled else []
+        self.rid, self.items, self.note = None, [], None
+        if self.enabled and manifest.language == "triton":
+            arglists = [_arglist(op, c, flag) for _, _, flag, cands in self.plan for c in cands]
+            self.rid = cand.submit("candidate", op.args, {"inputs": [], "inouts": [], "outputs": {},
+                                                          "record": arglists}, [],
+                                   label="specializations (the launcher on shape-only tensors)")
+
+    def derive(self, cand):
+        """The CPU shape of each distinct specialization, from the recorded launches."""
+        recorded = None
+        if self.rid is not None:
+            res = cand.result(self.rid)
+            cand.release(self.rid)
+            if isinstance(res.get("sets"), list):
+                recorded = res["sets"]
+            else:
+                self.note = f"the launcher could not be recorded: {res.get('failed', res)}"
+        seen, i = {}, 0
+        for label, shape, flag, cands in self.plan:
+            recs = recorded[i:i + len(cands)] if recorded is not None else None
+            i += len(cands)
+            kept = {v: shape[v] for v in ("K", "V")}
+            cpu, constexprs, derived = cands[0], None, None
+            if self.manifest.language != "triton":
+                derived = "K and V kept (the kernel's int parameters), the rest reduced"
+            elif recs is None or len(recs) != len(cands):
+                derived = "not verified: " + (self.note or "the recorder's answer is incomplete")
+            else:
+                full = recs[-1] if isinstance(recs[-1], dict) else {}
+                key = _launch_key(full.get("launched") or [])
+                if full.get("exception") or not key:
+                    exc = full.get("exception") or {}
+                    why = (f"raised {exc.get('type')}: {str(exc.get('message'))[:200]}" if exc
+                           else "it launched nothing")
+                    derived = f"not verified: the launcher on shape-only tensors {why}"
+                else:
+                    # the smallest shape (cands are sorted by size) that specialises the same way
+                    constexprs = key
+                    for c, r in zip(cands, recs):
+                        if isinstance(r, dict) and not r.get("exception") and _launch_key(r.get("launched") or []) == key:
+                            cpu = c
+                            break
+                    derived = "recorded"
+            dkey = json.dumps([constexprs if constexprs is not None else kept, flag], sort_keys=True)
+            if dkey in seen:
+                seen[dkey].labels.append(label)
+                continue
+            item = _Specialization([label], shape, dict(cpu), flag, constexprs, derived)
+            if _elements(_arglist(self.op, cpu, flag)) > SPEC_MAX_ELEMENTS:
+                reduced = [v for v in cpu if cpu[v] == shape[v] and v not in kept]
+                item.skipped = (f"not run: {shape_id(cpu)} is too large for the CPU ({', '.join(reduced)} could not "
+                                "be reduced without changing the constexprs)")
+            seen[dkey] = item
+            self.items.append(item)
+
+    def submit(self, cand, base, seed):
+        op = self.op
+        for k, it in enumerate(self.items):
+            if it.skipped:
+                continue
+            it.case = c = _Case(op, it.shape, seed, k, sets=1, initial_state=it.initial_state, salt=(2, k))
+            self._submit(it, cand, base, self.sample)
+
+    def _submit(self, it, cand, base, sample):
+        op, c = self.op, it.case
+        lay = op.layout(c.xs[0])
+        if sample is not None:
+            lay = dict(lay, programs={"order": "natural", "seed": c.seed, "sample": sample})
+        sets = [_arrays(op, c.xs[0])]
+        c.rid = cand.submit("candidate", op.args, lay, sets, label=f"specialization {it.id}")
+        c.base_rid = base.submit("baseline", op.args, lay, sets, label=f"specialization {it.id}") \
+            if base is not None else None
+        it.sample = sample
+
+    def judge(self, cand, base):
+        records, failures = [], []
+        for it in self.items:
+            rec = self._record(it)
+            if it.case is not None:
+                self._judge(it, cand, base, rec)
+            records.append(rec)
+            failures += [f"{it.id} seed {rec['seed']}: {f}" for f in rec["failures"]]
+        return records, failures
+
+    def _record(self, it):
+        rec = {"id": it.id, "gpu": it.labels, "gpu_shape": it.gpu_shape, "shape": it.shape,
+               "seed": it.case.seed if it.case else None, "derived": it.derived,
+               "constexprs": _constexprs_json(it.constexprs),
+               "passed": it.skipped is None, "failures": []}
+        if self.op.name == "kda_prefill":
+            rec["initial_state"] = bool(it.initial_state)
+        if it.skipped:
+            rec["skipped"] = it.skipped
+        return rec
+
+    def _judge(self, it, cand, base, rec, again=False):
+        op, c, m = self.op, it.case, self.manifest
+        x, expect = c.xs[0], c.expects[0]
+        res = cand.result(c.rid)
+        bres = base.result(c.base_rid) if base is not None and c.base_rid is not None else None
+        if "sets" not in res or not res["sets"]:
+            rec.update(passed=False, failures=[str(res.get("failed", res))])
+            return
+        crec = res["sets"][0]
+        _, couts, fails, cfacts = _judge_call(op, x, None, crec, cand, c.rid, 0, m.entry, None)
+        ran = crec.get("programs") if isinstance(crec.get("programs"), dict) else None
+        launches = cfacts["launches"]["total"] or 0
+        if it.sample is not None and not again and ran and ran.get("ran", 0) < ran.get("of", 0) and \
+                (crec.get("atomics") or launches > 1):
+            # partial sums, or a second launch reading what unsampled programs should have written:
+            # only the whole grid can be judged
+            cand.release(c.rid)
+            if bres is not None:
+                base.release(c.base_rid)
+            self._submit(it, cand, base, None)
+            rec["whole_grid"] = "atomics" if crec.get("atomics") else f"{launches} launches per call"
+            return self._judge(it, cand, base, rec, again=True)
+        bouts, bmasks = {}, {}
+        if bres is not None:
+            _, bouts, _, bfacts = _judge_call(op, x, None, bres["sets"][0], base, c.base_rid, 0, m.entry, None,
+                                              launches_required=False)
+            bmasks = bfacts.get("written") or {}
+        cmasks = cfacts.get("written")
+        outputs, baseline = {}, {}
+        for name in op.results:
+            if name not in couts or (cmasks is not None and name not in cmasks):
+                continue
+            cm = cmasks[name] if cmasks is not None else None
+            bm = bmasks.get(name)
+            if cm is not None and bm is not None and (cm & bm).any():
+                cm = bm = cm & bm      # the same elements for both (their grids may differ)
+            cms = masked_metrics(op, name, couts[name], expect[name], cm)
+            outputs[name] = cms
+            fails += tolerance_failures(name, cms, m.tolerance)
+            if name in bouts:
+                bms = masked_metrics(op, name, bouts[name], expect[name], bm if bmasks else None)
+                baseline[name] = bms
+                fails += baseline_failures(name, cms, bms)
+        if it.constexprs is not None:
+            got = _launch_key(crec.get("launched") or [])
+            if got != it.constexprs:
+                fails.append(f"the launcher passed other constexprs at {shape_id(it.shape)} ({_key_text(got)}) "
+                             f"than at the GPU shape ({_key_text(it.constexprs)}): the case does not run the GPU's "
+                             "specialization")
+        cand.release(c.rid)
+        if bres is not None:
+            base.release(c.base_rid)
+        rec.update(passed=not fails, failures=fails, outputs=_json_safe(outputs),
+                   programs=ran if it.sample is not None and ran else "all",
+                   launches={"entry": cfacts["launches"]["entry"], "total": cfacts["launches"]["total"]},
+                   seconds=round(cfacts["seconds"], 4), out_of_bounds=cfacts.get("out_of_bounds"),
+                   provenance=cfacts.get("provenance"))
+        if baseline:
+            rec["baseline"] = {"outputs": _json_safe(baseline)}
+
+    def result(self, records):
+        return {"cases": records, "programs": self.sample if self.sample is not None else "all",
+                **({"note": self.note} if self.note else {})}
+
+
+def _constexprs_json(key):
+    """The recorded constexprs: the one launch's {name: value}, or {kernel: {...}} per launch."""
+    if not key:
+        return None
+    if len(key) == 1:
+        return key[0][1]
+    return {f"{i}:{k}": c for i, (k, c) in enumerate(key)}
+
+
+def _key_text(key):
+    return "; ".join(f"{k}: " + ", ".join(f"{n}={v}" for n, v in (c or {}).items()) for k, c in key)[:400]
+
+
+# program order -----------------------------------------------------------------------------------
+
+def _programs_of(rec):
+    """How many programs (CUDA: threads) the call's launches had."""
+    if not isinstance(rec, dict):
+        return 0
+    p = rec.get("programs")
+    if isinstance(p, dict) and isinstance(p.get("of"), int):
+        return p["of"]
+    n = 0
+    for l in rec.get("launched") or []:
+        if isinstance(l, dict) and isinstance(l.get("grid"), list) and isinstance(l.get("block"), list):
+            n += int(np.prod(l["grid"])) * int(np.prod(l["block"]))
+    return n
+
+
+def _rel_diff(a, b):
+    a64, b64 = a.astype(np.float64), b.astype(np.float64)
+    if not (np.array_equal(np.isfinite(a64), np.isfinite(b64))):
+        return float("inf")
+    f = np.isfinite(a64)
+    return float(np.linalg.norm(a64[f] - b64[f]) / max(float(np.linalg.norm(a64[f])), 1e-30))
+
+
+class _ProgramOrder:
+    """One case again with its programs reversed (and shuffled, with three or more), on the
+    inputs of its first call; the outputs must be those of the natural order, bit for bit."""
+
+    def __init__(self, op, cases, cand, seed):
+        self.op, self.seed, self.rids, self.case, self.note = op, seed, [], None, None
+        ok = [c for c in cases if c.natural and all(n in c.natural for n in op.results)
+              and _programs_of(c.natural_rec) >= 2]
+        if not ok:
+            self.note = "not run: no case has more than one program"
+            return
+        # the cheapest call among the cases with several programs (ties: more programs)
+        self.case = c = min(ok, key=lambda c: (float(c.natural_rec.get("seconds") or 0.0), -_programs_of(c.natural_rec)))
+        self.programs = _programs_of(c.natural_rec)
+        orders = ["reversed"] + (["shuffle"] if self.programs >= 3 else [])
+        x = c.xs[0]
+        for order in orders:
+            lay = dict(op.layout(x), programs={"order": order, "seed": seed})
+            self.rids.append((order, cand.submit("candidate", op.args, lay, [_arrays(op, x)],
+                                                 label=f"program order {order} {c.id}")))
+
+    def judge(self, cand, entry):
+        if self.case is None:
+            return {"passed": True, "note": self.note}, []
+        c, op = self.case, self.op
+        fails, identical, diffs = [], {}, {}
+        atomics = bool(c.natural_rec.get("atomics"))
+        for order, rid in self.rids:
+            res = cand.result(rid)
+            if "sets" not in res or not res["sets"]:
+                fails.append(f"{order} order: {res.get('failed', res)}")
+                continue
+            rec = res["sets"][0]
+            _, outs, f, _ = _judge_call(op, c.xs[0], None, rec, cand, rid, 0, entry, None)
+            fails += [f"{order} order: {s}" for s in f]
+            cand.release(rid)
+            atomics = atomics or bool(rec.get("atomics"))
+            same_all = True
+            for name in op.results:
+                a, b = c.natural.get(name), outs.get(name)
+                if a is None or b is None:
+                    continue
+                same = bool(np.array_equal(a.view(np.uint32), b.view(np.uint32)))
+                d = 0.0 if same else _rel_diff(a, b)
+                diffs.setdefault(order, {})[name] = d
+                same_all = same_all and same
+                if not same and not (atomics and d <= ORDER_ATOMIC_RTOL):
+                    fails.append(f"{name}: result depends on program order (natural vs {order}: rel diff {d:.0e}): "
+                                 "programs race")
+            identical[order] = same_all
+        res = {"case": c.id, "seed": c.seed, "programs": self.programs,
+               "orders": ["natural"] + [o for o, _ in self.rids], "identical": identical,
+               "rel_diff": _json_safe(diffs), "atomics": atomics, "passed": not fails, "failures": fails}
+        return res, [f"{c.id} seed {c.seed}: {f}" for f in fails]
+
+
+# drift ---------------------------------------------------------------------------------------------
+# A bias below BASELINE_FACTOR x the baseline's error per call passes every per-call check and
+# still adds up over a long sequence. Decode: `steps` steps in one request, the pool carried in
+# the worker from step to step; prefill: `steps` chained calls of T tokens, each call's final
+# state (the kernel's own) passed as the next one's initial state. Long-memory inputs (decay near
+# 1, small beta), so nothing the kernel adds is forgotten; the float64 reference follows the same
+# tokens from the same initial state. Candidate and baseline run on the same inputs in their own
+# workers; `drift_verdict` compares how their errors grow.
+
+def drift_verdict(name, unit, cand, base):
+    """Failures (a list) when the candidate's error per step `cand` grows materially faster than
+    the baseline's `base`, and the summary {final, baseline_final, slope, baseline_slope}."""
+    c, b = np.asarray(cand, dtype=np.float64), np.asarray(base, dtype=np.float64)
+    n = len(c)
+    t = np.arange(1, n + 1, dtype=np.float64)
+    summary = {"final": float(c[-1]), "baseline_final": float(b[-1]), "slope": None, "baseline_slope": None}
+    if not np.all(np.isfinite(c)):
+        first = int(np.argmin(np.isfinite(c)))
+        return [f"drift: {name} not finite after {first + 1} {unit}"], summary
+    if not np.all(np.isfinite(b)) or n < 2:
+        return [], summary
+    sc, sb = float(np.polyfit(t, c, 1)[0]), float(np.polyfit(t, b, 1)[0])
+    summary.update(slope=sc, baseline_slope=sb)
+    worse = c[-1] > DRIFT_FACTOR * b[-1] + DRIFT_FLOOR
+    faster = sc > DRIFT_FACTOR * max(sb, 0.0) + DRIFT_FLOOR / n
+    if not (worse and faster):
+        return [], summary
+    grows = f"grows {sc / sb:.0f}x faster" if sb > 0 else "grows while the baseline's does not"
+    return [f"drift: {name} rel_l2 after {n} {unit} {c[-1]:.1e} is materially worse than the baseline's "
+            f"{b[-1]:.1e} on the same inputs and {grows}"], summary
+
+
+def _checkpoints(n):
+    """About a dozen steps (1-based) to report, log-spaced, the last included."""
+    return sorted({int(round(v)) for v in np.geomspace(1, n, 12)} | {n})
+
+
+def _rel(a, b):
+    a = a.astype(np.float64)
+    return float(np.linalg.norm(a - b) / max(float(np.linalg.norm(b)), 1e-30)) if np.all(np.isfinite(a)) \
+        else float("inf")
+
+
+class _Drift:
+    def __init__(self, manifest, op, cand, base, seed, kind):
+        cfg = manifest.raw["drift"]
+        self.op, self.manifest, self.cand, self.base, self.seed = op, manifest, cand, base, seed
+        self.shape, self.steps = dict(cfg[kind]), int(cfg.get("steps", 64))
+        rng = np.random.default_rng([seed, 3])
+        pre = OPS["kda_prefill"]
+        if op.name == "kda_decode":
+            N, H, HV, K, V, S = (self.shape[k] for k in ("N", "H", "HV", "K", "V", "S"))
+            toks = pre.make_inputs(dict(B=N, T=self.steps, H=H, HV=HV, K=K, V=V), rng, long_memory=True,
+                                   initial_state=False)
+            self.pool = (0.5 * rng.standard_normal((S, HV, K, V))).astype(np.float32)
+            self.slots = rng.permutation(S)[:N].astype(np.int64)
+            self.xs = []
+            for t in range(self.steps):
+                step = {n: np.ascontiguousarray(toks[n][:, t]) for n in ("q", "k", "v", "g", "beta")}
+                step["slots"] = self.slots
+                step["state"] = self.pool      # sent with the first step only: the pool carries over
+                self.xs.append(step)
+            lay = {"inputs": ["q", "k", "v", "g", "beta", "slots"], "inouts": ["state"],
+                   "outputs": {"o": [N, HV, V]}}
+            sets = [{n: a for n, a in x.items() if n != "state" or t == 0} for t, x in enumerate(self.xs)]
+            self.rids = [w.submit(key, op.args, lay, sets, label=f"drift: {self.steps} decode steps")
+                         for w, key in ((cand, "candidate"), (base, "baseline"))]
+            self.unit = "decode steps"
+        else:
+            B, T = self.shape["B"], self.shape["T"]
+            self.toks = pre.make_inputs(dict(self.shape, T=T * self.steps), rng, long_memory=True, initial_state=True)
+            self.unit = f"prefill calls of {T} tokens"
+
+    def _prefill_call(self, i, h0):
+        T = self.shape["T"]
+        x = {n: np.ascontiguousarray(self.toks[n][:, i * T:(i + 1) * T]) for n in ("q", "k", "v", "g", "beta")}
+        x["initial_state"] = h0
+        return x
+
+    def judge(self):
+        op, m = self.op, self.manifest
+        fails, series = [], {"candidate": {}, "baseline": {}}
+        if op.name == "kda_decode":
+            pool64, ref = np.array(self.pool, dtype=np.float64), []
+            from ..kda import reference as kref
+            for x in self.xs:
+                o64, pool64 = kref.naive_decode_kda(x["q"], x["k"], x["v"], x["g"], x["beta"], pool64, self.slots)
+                ref.append((o64, pool64[self.slots]))
+            for side, w, rid in (("candidate", self.cand, self.rids[0]), ("baseline", self.base, self.rids[1])):
+                res = w.result(rid)
+                if "sets" not in res:
+                    fails.append(f"drift ({side}): {res.get('failed', res)}")
+                    continue
+                es, eo, call_fails = [], [], []
+                for t, x in enumerate(self.xs):
+                    rec = res["sets"][t] if t < len(res["sets"]) else None
+                    _, outs, f, _ = _judge_call(op, dict(x, state=self.pool), None, rec, w, rid, t, m.entry, None,
+                                                launches_required=side == "candidate")
+                    if side == "candidate" and f and not call_fails:
+                        call_fails = [f"drift step {t + 1}: {s}" for s in f]
+                    es.append(_rel(outs["state"][self.slots], ref[t][1]) if "state" in outs else float("inf"))
+                    eo.append(_rel(outs["o"], ref[t][0]) if "o" in outs else float("inf"))
+                w.release(rid)
+                fails += call_fails
+                series[side] = {"state": es, "o": eo}
+        else:
+            series = self._prefill_chain(fails)
+        result = {"shape": self.shape, "steps": self.steps, "unit": self.unit, "seed": self.seed,
+                  "factor": DRIFT_FACTOR, "floor": DRIFT_FLOOR, "outputs": {}}
+        cand_s, base_s = series["candidate"], series["baseline"]
+        at = _checkpoints(self.steps)
+        for name in cand_s:
+            if name not in base_s:
+                continue
+            f, summary = drift_verdict(name, self.unit, cand_s[name], base_s[name])
+            fails += f
+            result["outputs"][name] = _json_safe(dict(
+                summary, steps=at, candidate=[cand_s[name][i - 1] for i in at],
+                baseline=[base_s[name][i - 1] for i in at]))
+        result.update(passed=not fails, failures=fails)
+        return result, fails
+
+    def _prefill_chain(self, fails):
+        op, m = self.op, self.manifest
+        from ..kda import reference as kref
+        h = {"candidate": self.toks["initial_state"], "baseline": self.toks["initial_state"]}
+        S64 = self.toks["initial_state"].astype(np.float64)
+        series = {"candidate": {"final_state": [], "o": []}, "baseline": {"final_state": [], "o": []}}
+        for i in range(self.steps):
+            xs = {side: self._prefill_call(i, h[side]) for side in h}
+            rids = {side: w.submit(side, op.args, op.layout(xs[side]), [_arrays(op, xs[side])],
+                                   label=f"drift: prefill call {i + 1} of {self.steps}")
+                    for side, w in (("candidate", self.cand), ("baseline", self.base))}
+            ref = dict(xs["candidate"], initial_state=S64)
+            o64, S64 = kref.naive_recurrent_kda(ref["q"], ref["k"], ref["v"], ref["g"], ref["beta"],
+                                                initial_state=S64)
+            for side, w in (("candidate", self.cand), ("baseline", self.base)):
+                if h[side] is None:
+                    continue
+                res = w.result(rids[side])
+                if "sets" not in res:
+                    fails.append(f"drift ({side}) call {i + 1}: {res.get('failed', res)}")
+                    h[side] = None
+                    continue
+                _, outs, f, _ = _judge_call(op, xs[side], None, res["sets"][0], w, rids[side], 0, m.entry, None,
+                                            launches_required=side == "candidate")
+                w.release(rids[side])
+                if side == "candidate" and f:
+                    fails += [f"drift call {i + 1}: {s}" for s in f]
+                if "final_state" not in outs or "o" not in outs:
+                    h[side] = None
+                    continue
+                series[side]["final_state"].append(_rel(outs["final_state"], S64))
+                series[side]["o"].append(_rel(outs["o"], o64))
+                h[side] = np.ascontiguousarray(outs["final_state"])
+            if h["candidate"] is None or h["baseline"] is None:
+                break
+        for side in series:   # a chain that broke: the rest counts as infinitely wrong
+            for name, e in series[side].items():
+                e += [float("inf")] * (self.steps - len(e))
+        return series
+
+
 # the check ----------------------------------------------------------------------------------------
 
 def run_check(manifest, source=None, seeds=(0,), device="cpu", tf32=True, with_curve=True,
-              with_consistency=True, with_baseline=True, deadline=None, shapes=None):
+              with_consistency=True, with_baseline=True, deadline=None, shapes=None,
+              with_specializations=None, with_order=None, with_drift=None):
     """The check of `source` (None: the manifest's own) on `device` ("cpu" or "cuda").
 
-    Returns {cases, curve?, consistency?, failures, passed, device, mode, sandbox}, or
-    {skipped: reason, device, mode} when the candidate cannot run here. Raises
-    workers.WorkerTimeout past `deadline` (time.monotonic()), workers.WorkerFailed when a
-    trusted (baseline) worker fails."""
+    Returns {cases, specializations?, program_order?, curve?, consistency?, drift?, failures,
+    passed, device, mode, sandbox}, or {skipped: reason, device, mode} when the candidate cannot
+    run here. The GPU specializations and the program order (on a CPU) and the drift (against
+    the baseline) run unless turned off, by default only for the manifest's own shape matrix
+    (`shapes` None). Raises workers.WorkerTimeout past `deadline` (time.monotonic()),
+    workers.WorkerFailed when a trusted (baseline) worker fails."""
     deadline = deadline if deadline is not None else time.monotonic() + 1800
     op = OPS[manifest.op]
     kind = "gpu" if device == "cuda" else "cpu"
+    full = shapes is None
     shapes = manifest.shapes[kind] if shapes is None else shapes
     against_baseline = with_baseline and source is not None
+    with_specializations = full if with_specializations is None else with_specializations
+    with_order = full if with_order is None else with_order
+    with_drift = full if with_drift is None else with_drift
+    with_drift = with_drift and against_baseline and kind in (manifest.raw.get("drift") or {})
     cons_shape = manifest.consistency.get(kind) if with_consistency and manifest.consistency else None
     base_specs = {}
     if against_baseline:
@@ -519,10 +1147,13 @@ def run_check(manifest, source=None, seeds=(0,), device="cpu", tf32=True, with_c
                 if against_baseline:
                     c.base_rid = base.submit("baseline", op.args, lay, sets, label=f"case {c.id} seed {seed}")
                 cases.append(c)
+        base_kernel = base if against_baseline else None
+        spec = _Specializations(manifest, op, cand, device) if with_specializations and device == "cpu" else None
         curve_plan = None
         if with_curve and manifest.curve:
             lengths = manifest.curve["gpu_T" if device == "cuda" else "cpu_T"]
             curve_plan = _submit_curve(manifest, op, cand, lengths, seeds[0])
+        drift = _Drift(manifest, op, cand, base, seeds[0], kind) if with_drift else None
         for c in cases:   # the references, while the workers run
             c.expects = [op.reference(x) for x in c.xs]
         info = cand.wait_ready()
@@ -541,6 +1172,13 @@ def run_check(manifest, source=None, seeds=(0,), device="cpu", tf32=True, with_c
             records.append(rec)
             failures += [f"{rec['id']} seed {rec['seed']}: {f}" for f in rec["failures"]]
         result = {"cases": records}
+        order = _ProgramOrder(op, cases, cand, seeds[0]) if with_order and device == "cpu" else None
+        if spec is not None:
+            spec.derive(cand)
+            spec.submit(cand, base_kernel, seeds[0])
+            for it in spec.items:   # the references, while the workers run
+                if it.case is not None:
+                    it.case.expects = [op.reference(it.case.xs[0])]
         if curve_plan is not None:
             result["curve"], fails = _judge_curve(manifest, op, cand, curve_plan)
             failures += fails
@@ -548,6 +1186,24 @@ def run_check(manifest, source=None, seeds=(0,), device="cpu", tf32=True, with_c
             c = cons.judge(manifest)
             result["consistency"] = c
             failures += c["failures"]
+        if spec is not None:
+            recs, fails = spec.judge(cand, base_kernel)
+            result["specializations"] = spec.result(recs)
+            failures += fails
+        if order is not None:
+            result["program_order"], fails = order.judge(cand, manifest.entry)
+            failures += fails
+        if drift is not None:
+            result["drift"], fails = drift.judge()
+            failures += fails
+        emulation = (info.get("emulation") or {}).get("candidate") if isinstance(info.get("emulation"), dict) else None
+        if isinstance(emulation, dict):
+            result["emulation"] = emulation
+            if failures and emulation.get("differs_from_host"):
+                # name the class: what failed is the code the GPU compiles, not the host path
+                failures.append(f"the source reads differently under __CUDA_ARCH__ {emulation.get('cuda_arch')} (its "
+                                "device path): the failures above are the device path's, which the emulation ran as "
+                                "the GPU would")
         result.update(failures=failures, passed=not failures, device=info["device"], mode=mode,
                       sandbox=_sandbox(cand, base),
                       baseline={"compared": against_baseline, "factor": BASELINE_FACTOR, "floor": BASELINE_FLOOR})

@@ -3,6 +3,7 @@
     python -m kernels.harness compile|check|bench --kernel NAME [--source FILE] [--json]
     python -m kernels.harness sweep --kernel NAME --variants FILE [--jobs N] [--seed S]
     python -m kernels.harness list [--json]
+    python -m kernels.harness profile --kernel NAME [--source FILE] [--json] [--timeout S]   # work per line (profile.py)
     python -m kernels.harness fleet [--address ADDR]    # jobs on a Ray cluster (fleet.py, docs/RAY.md)
 
 Prints one JSON object on stdout (wire format in kernels/README.md, "Harness wire format";
@@ -89,6 +90,8 @@ def parse_args(argv):
     w.add_argument("--variants", required=True, help="JSON file: {variants: [{id, source}], compile, curve}")
     w.add_argument("--jobs", type=int, default=os.cpu_count() or 1, help="variants measured at a time")
     w.add_argument("--seed", type=int, default=0, help="seed of the curve's inputs (fixed: variants compare)")
+    sub.add_parser("profile", parents=[common],
+                   help="work per source line, counted on the CPU and scaled to the bench shape (profile.py)")
     b = sub.add_parser("bench", parents=[common], help="GPU only: interleaved A/B against the baseline")
     b.add_argument("--baseline", help="baseline source (default: the manifest's source)")
     b.add_argument("--iters", type=int, default=None, help="timed iterations (default 50); cpp: alias of --rounds")
@@ -128,6 +131,12 @@ def main(argv=None):
     def on_alarm(signum, frame):
         raise Timeout(f"harness timed out after {args.timeout} s")
 
+    # A candidate's process that detaches (double fork, setsid) where its worker has no PID
+    # namespace is adopted by this process, not by init, and killed at the latest on exit below:
+    # nothing it starts can hold the pipe our caller reads to its end.
+    from . import sandbox
+    sandbox.become_subreaper()
+
     code = EXIT_ERROR
     try:
         if getattr(args, "timeout", None):
@@ -151,6 +160,7 @@ def main(argv=None):
         code = EXIT_ERROR
     finally:
         signal.alarm(0)
+        sandbox.reap_orphans(everything=True)   # every descendant still here: the work is done
     out["seconds"] = round(time.time() - t0, 3)
     print(json.dumps(out, default=_default))
     sys.stdout.flush()
@@ -188,6 +198,11 @@ def dispatch(args, out):
         return EXIT_OK
     manifest = find_manifest(args.kernel)
     out["manifest"] = str(manifest.path)
+    if args.command == "profile":
+        # always on the CPU (the interpreter), in the check's sandboxed worker
+        from .profile import run_profile
+        args.deadline = time.monotonic() + args.timeout - min(3.0, 0.2 * args.timeout)
+        return run_profile(args, out, manifest)
     if manifest.is_host:
         # host C++ (pybind11) kernels: built with the system compiler, run in sandboxed workers
         from .host import run_host_command
@@ -202,7 +217,10 @@ def dispatch(args, out):
         from . import aot
         out["status"] = "ok"
         out["device"] = "none (ahead-of-time)"
-        out.update(aot.compile_kernel(manifest, args.source, arch=args.arch, keep=args.keep))
+        margin = min(3.0, 0.2 * args.timeout)
+        # the source is imported and compiled in a sandboxed worker (aot.py), never in this process
+        out.update(aot.compile_kernel(manifest, args.source, arch=args.arch, keep=args.keep,
+                                      deadline=time.monotonic() + args.timeout - margin))
         out["versions"] = _versions()
         return EXIT_OK
 

@@ -10,8 +10,9 @@ it from there. Before any candidate code exists in the process it
 2. confines the file system with Landlock (Linux >= 5.13; unprivileged; inherited by every child
    and across execve): read and execute only beneath `ro` (the system directories, the Python
    installation, the worker's scratch directory), read/write only beneath `rw` (the scratch
-   directory's out/ and work/, and any extra the harness names), device files readable and
-   writable (but none created); with Landlock ABI >= 4 no TCP bind or
+   directory's out/ and work/, and any extra the harness names; in the new root also its
+   private /tmp and /dev/shm), the device nodes `dev` names readable and writable (none created;
+   in the new root its minimal /dev); with Landlock ABI >= 4 no TCP bind or
    connect, with ABI >= 6 no signals to and no abstract unix sockets of processes outside the
    sandbox. Landlock also forbids ptrace (so /proc/PID/mem) of any process outside it;
 3. reports what applied (a JSON line `{"sandbox": ...}` on `report_fd`, or `report_file`);
@@ -242,9 +243,10 @@ def enter_root(libc, spec):
         sys.stderr.flush()
         os._exit(70)
     private = ", ".join(spec.get("tmpfs", [])) or "none"
-    return (f"mount namespace: pivot_root into a read-only root ({counts['ro']} read-only binds: system "
-            f"directories, the Python installation, the scratch directory; {counts['rw']} writable: the scratch "
-            f"directory's out/ and work/ and what the harness adds) with private {private} (fresh tmpfs), "
+    what = spec.get("what", "system directories, the Python installation, the scratch directory")
+    return (f"mount namespace: pivot_root into a read-only root ({counts['ro']} read-only binds: {what}; "
+            f"{counts['rw']} writable: the scratch directory's out/ and work/ and what the harness adds) with "
+            f"private {private} (fresh tmpfs), "
             f"{proc_note}, a minimal /dev ({counts['dev']} device nodes), {counts['hide']} entries of /etc "
             f"that other users may not read hidden; no pathname Unix socket outside the scratch directory")
 
@@ -319,7 +321,7 @@ def drop_capabilities(libc):
     return "all dropped (bounding, ambient, effective, permitted, inheritable)"
 
 
-def landlock(libc, ro, rw, dev, private=()):
+def landlock(libc, ro, rw, dev, private=(), policy_what="system, Python and scratch directories"):
     """Restrict this process (and its future children) to the given paths. Returns a description;
     raises OSError if Landlock is unavailable."""
     abi = libc.syscall(SYS_CREATE, None, 0, CREATE_RULESET_VERSION)
@@ -358,7 +360,7 @@ def landlock(libc, ro, rw, dev, private=()):
     finally:
         os.close(rfd)
     writable = "the scratch directory's out/ and work/" + (f" and the private {', '.join(private)}" if private else "")
-    what = (f"landlock ABI {abi}: read-only beneath {len(ro)} system, Python and scratch directories, "
+    what = (f"landlock ABI {abi}: read-only beneath {len(ro)} directories (the policy's: {policy_what}), "
             f"read-write beneath {writable} only, devices read/write")
     extras = []
     if net:
@@ -419,8 +421,10 @@ def main():
     if cfg.get("landlock", True):
         try:
             # the private /tmp and /dev/shm exist in this namespace only: writable like work/
-            status["filesystem"] = landlock(libc, cfg.get("ro", []), cfg.get("rw", []) + private,
-                                            cfg.get("dev", []), private)
+            # in the new root /dev holds only the allowed nodes: the directory itself may be listed
+            dev = list(cfg.get("dev", [])) + (["/dev"] if private else [])
+            status["filesystem"] = landlock(libc, cfg.get("ro", []), cfg.get("rw", []) + private, dev, private,
+                                            cfg.get("what", "system, Python and scratch directories"))
         except Exception as e:  # noqa: BLE001
             status["filesystem"] = f"not confined: {e}"
     else:

@@ -14,10 +14,16 @@ numpy reference (exact bytes). A crash of the candidate fails the case it happen
 with the signal) and the remaining cases continue in a fresh worker; a hang is an error.
 With a compiler that supports -fsanitize=thread, the concurrent cases run again on a TSan build.
 
+check also runs the bench's sizes (bench_size_cases): its pool, N and the sizes around N, alone and
+from several threads at once, every call judged on its own.
+
 bench: scheduler throughput (see hostworker.bench and hoststats): one worker loads the baseline
-and the candidate, interleaves them over rounds, and returns raw samples and digests of the
-destination pools, which the harness checks against the reference before computing anything.
+and the candidate, interleaves them over rounds, and returns raw samples and digests of the state
+each loaded window ended in; the calls form an exchange ring (bench_ring), so that state is right
+only if every call was, and the harness checks it against a replay of the reference before
+computing anything.
 """
+import hashlib
 import json
 import os
 import platform
@@ -82,7 +88,7 @@ def run_worker(mode, scratch, plan, deadline, tsan_preload=None, tsan_log=None, 
     scratch = Path(scratch)
     out_dir, _ = sandbox.writable_dirs(scratch)   # the worker writes only there (and in work/)
     (scratch / "plan.json").write_text(json.dumps(plan))
-    for f in ("stdout.txt", "stderr.txt", "out/progress.jsonl", "out/.trampoline.jsonl"):
+    for f in ("stdout.txt", "stderr.txt", "out/progress.jsonl", ".trampoline.jsonl"):
         (scratch / f).unlink(missing_ok=True)
     shutil.copyfile(WORKER, scratch / WORKER.name)
     budget = max(0.5, deadline - time.monotonic())
@@ -97,15 +103,15 @@ def run_worker(mode, scratch, plan, deadline, tsan_preload=None, tsan_log=None, 
         rw_extra.append(str(log.parent))
         env_extra["TSAN_OPTIONS"] = f"log_path={log} halt_on_error=0 exitcode=0 report_signal_unsafe=0"
     prefix = ["setarch", platform.machine(), "-R"] if no_aslr else []
-    report = out_dir / ".trampoline.jsonl"
+    report = scratch / ".trampoline.jsonl"   # opened by the trampoline before confinement: not the worker's to forge
     cfg = {"script": str(scratch / WORKER.name), "args": [mode, "plan.json"], "report_file": str(report),
            "rw_extra": rw_extra}
     cmd, net, pid = sandbox.command(scratch, cfg, prefix_extra=prefix)
     info = sandbox.describe(net, pid, limits, budget, "isolated mode (-I): kernels/ not importable")
     t0 = time.monotonic()
     with open(scratch / "stdout.txt", "wb") as out, open(scratch / "stderr.txt", "wb") as err:
-        p = subprocess.Popen(cmd, cwd=scratch, env=sandbox.scrubbed_env(scratch, env_extra), stdin=subprocess.DEVNULL,
-                             stdout=out, stderr=err, start_new_session=True, preexec_fn=sandbox.preexec(limits))
+        p = sandbox.spawn(cmd, cwd=scratch, env=sandbox.scrubbed_env(scratch, env_extra), stdin=subprocess.DEVNULL,
+                          stdout=out, stderr=err, preexec_fn=sandbox.preexec(limits))
         timed_out = False
         try:
             rc = p.wait(timeout=budget)
@@ -113,7 +119,7 @@ def run_worker(mode, scratch, plan, deadline, tsan_preload=None, tsan_log=None, 
             timed_out = True
             rc = None
         finally:
-            sandbox.kill_group(p)   # the worker and anything it started
+            sandbox.kill_group(p)   # the worker and anything it started, orphans included
     seconds = time.monotonic() - t0
     progress = _jsonl(out_dir / "progress.jsonl")
     tramp = _jsonl(report)
@@ -180,6 +186,8 @@ class Case:
     page_bytes: int = 1
     expect_exc: tuple = None        # (class name, [substrings of the message])
     expect_result: object = None    # checksum: int, or per-thread [int]
+    page_calls: dict = None         # bench-size scatter: page -> label of the call that writes it
+    expect_digests: dict = None     # bench-size: call label -> sha256 of what it must have written
 
     @property
     def label(self):
@@ -267,6 +275,106 @@ class _Builder:
         spec["threads"] = [[region(buf, t)] for t in range(T)]
         expect = [self.ref["checksum"](data[offsets[t] * B:offsets[t + 1] * B]) for t in range(T)]
         return Case(cid, family, shape, seed, spec, [buf], {}, expect_result=expect)
+
+    # the bench's sizes: a sequence of calls on one pool, each judged on its own -------------------
+    def bench_size(self, fn, cid, family, shape, seed, rng, P, B, N, sizes, threads):
+        """Phase by phase: single calls at each of `sizes` (N twice, the second with read-only inputs,
+        as the bench passes them), each with outputs of its own; then per T in `threads`, T threads
+        making BENCH_REPEAT rounds of calls of N pages, all threads released together each round,
+        each call's output hashed by its thread before its next call (the harness knows what the
+        digest must be): a call skipped while another runs shows even if a later one is right."""
+        pool0 = rng.integers(0, 256, (P, B), dtype=np.uint8)
+        gather = fn == "gather"
+        pool = Arr("pool", pool0, _pad(B), IN_SENTINEL if gather else OUT_SENTINEL, shape=[P, B])
+        arrays, outputs, digests, page_calls = [pool], {}, {}, {}
+        if not gather:
+            outputs["pool"] = "pool"
+        free = list(rng.permutation(P))   # scatter: pages no call has written yet
+        last_writes = []                  # scatter: (buf, ids) of the last call writing each page
+        phases, k = [], 0
+
+        def take(n):
+            nonlocal free
+            if len(free) < n:
+                return None   # no fresh pages left on this pool: the call is not made
+            ids, free = np.asarray(free[:n], np.int64), free[n:]
+            return ids
+
+        def ids_arg(ids, ro):
+            nonlocal k
+            a = _ids_arr(ids, name=f"ids{k}")
+            k += 1
+            arrays.append(a)
+            return a.arg(**({"readonly": True} if ro else {}))
+
+        for label, n, ro in [(f"n={n}", n, False) for n in sizes] + [(f"n={N} read-only inputs", N, True)]:
+            if gather:
+                ids = np.asarray(rng.choice(P, size=n, replace=False), np.int64)
+                out = Arr(f"out{k}", np.full(n * B, OUT_POISON, np.uint8), _pad(B), OUT_SENTINEL,
+                          expected=self.ref["gather"](pool0, ids))
+                arrays.append(out)
+                outputs[f"out {label}"] = out.name
+                args = [pool.arg(**({"readonly": True} if ro else {})), ids_arg(ids, ro), out.arg()]
+            else:
+                ids = take(n)
+                if ids is None:
+                    continue
+                buf0 = rng.integers(0, 256, n * B, dtype=np.uint8)
+                buf = Arr(f"buf{k}", buf0, _pad(B), IN_SENTINEL)
+                arrays.append(buf)
+                last_writes.append((buf0, ids))
+                page_calls.update((int(i), label) for i in ids)
+                args = [buf.arg(**({"readonly": True} if ro else {})), ids_arg(ids, ro), pool.arg()]
+            phases.append({"threads": [[{"fn": fn, "label": label, "args": args}]]})
+        for T in threads:
+            per_thread = []
+            for t in range(T):
+                name = f"n={N} thread {t}/{T}"
+                if gather:
+                    # one out per thread; each round gathers other pages, so each round's bytes differ
+                    out = Arr(f"out{k}", np.full(N * B, OUT_POISON, np.uint8), _pad(B), OUT_SENTINEL)
+                    arrays.append(out)
+                    outputs[f"out {name}"] = out.name
+                    calls = []
+                    for r in range(BENCH_REPEAT):
+                        ids = np.asarray(rng.choice(P, size=N, replace=False), np.int64)
+                        want = self.ref["gather"](pool0, ids)
+                        label = f"{name} round {r}"
+                        digests[label] = hashlib.sha256(want).hexdigest()
+                        calls.append({"fn": fn, "label": label, "args": [pool.arg(readonly=True), ids_arg(ids, True),
+                                                                         out.arg()],
+                                      "digest": out.arg()})
+                    out.expected = want.reshape(-1)
+                else:
+                    # pages of its own; each round scatters its buffer in another order onto them
+                    mine = take(N)
+                    if mine is None:
+                        continue
+                    buf0 = rng.integers(0, 256, N * B, dtype=np.uint8)
+                    buf = Arr(f"buf{k}", buf0, _pad(B), IN_SENTINEL)
+                    arrays.append(buf)
+                    page_calls.update((int(i), name) for i in mine)
+                    rows = np.sort(mine)
+                    calls = []
+                    for r in range(BENCH_REPEAT):
+                        ids = rng.permutation(mine)
+                        label = f"{name} round {r}"
+                        # the reference on the thread's own pages only (ids renumbered into `rows`)
+                        want = self.ref["scatter"](buf0, np.searchsorted(rows, ids), pool0[rows])
+                        digests[label] = hashlib.sha256(np.ascontiguousarray(want)).hexdigest()
+                        calls.append({"fn": fn, "label": label, "args": [buf.arg(readonly=True), ids_arg(ids, True),
+                                                                         pool.arg()],
+                                      "digest": pool.arg(rows=[int(x) for x in rows], page_bytes=B)})
+                    last_writes.append((buf0, ids))
+                per_thread.append(calls)
+            if per_thread:
+                phases.append({"threads": per_thread, "rounds": BENCH_REPEAT})
+        if not gather:   # the calls' last writes are to disjoint pages: one reference call over all of them
+            pool.expected = self.ref["scatter"](np.concatenate([b for b, _ in last_writes]),
+                                                np.concatenate([i for _, i in last_writes]), pool0).reshape(-1)
+        spec = {"kind": "phases", "phases": phases}
+        return Case(cid, family, shape, seed, spec, arrays, outputs, page_bytes=B, page_calls=page_calls or None,
+                    expect_digests=digests)
 
     # bad input: the right exception, nothing written ----------------------------------------------
     def bad(self, seed, rng, P, B):
@@ -397,6 +505,52 @@ def make_cases(manifest, seeds, families=None, shapes=None, with_bad=True):
     return cases
 
 
+# Size-triggered behaviour: correctness at the sizes the bench uses -------------------------------------
+
+BENCH_FAMILIES = ["bench-size/gather", "bench-size/scatter"]
+BENCH_REPEAT = 8   # rounds of a concurrent phase (every thread calls once per round)
+
+
+def bench_sizes(P, N):
+    """Pages per call around the bench's N, most important first: N itself, its neighbours (a
+    module keyed on `n == N` or on a threshold at N), and other sizes a module might key on."""
+    out = []
+    for n in (N, N - 1, N + 1, 1, N // 2, 2 * N):
+        if 1 <= n <= P and n not in out:
+            out.append(n)
+    return out
+
+
+def bench_threads(manifest):
+    """Thread counts of the concurrent phases: the bench's transfer threads and the check's (more
+    than one; 2 when both are 1)."""
+    svc = int(manifest.raw.get("service", {}).get("threads", 1))
+    chk = int(manifest.raw.get("check", {}).get("threads", 4))
+    return sorted({svc, chk} - {1}) or [2]
+
+
+def bench_size_cases(manifest, seed, families=None):
+    """Cases on the bench shape (its P pages of B bytes): one gather case and one scatter case, each
+    one pool and a sequence of calls, every call with outputs of its own so that each is judged:
+    single calls at every size of `bench_sizes` (N twice: the second with read-only inputs, as the
+    bench passes them), then, per thread count of `bench_threads`, that many threads at once, each
+    making BENCH_REPEAT calls of N pages (read-only inputs, disjoint pages)."""
+    shape = manifest.shapes.get("bench")
+    if not shape:
+        return []
+    b = _Builder(manifest)
+    P, B, N = shape["P"], shape["B"], shape["N"]
+    sizes = bench_sizes(P, N)
+    threads = bench_threads(manifest)
+    cases = []
+    for fam in families or BENCH_FAMILIES:
+        rng = np.random.default_rng([seed, 4242, BENCH_FAMILIES.index(fam)])
+        sh = dict(shape, sizes=sizes, threads=threads)
+        cid = f"{fam} {_shape_str(shape)} sizes={','.join(map(str, sizes))} threads={','.join(map(str, threads))}"
+        cases.append(b.bench_size(fam.split("/")[1], cid, fam, sh, seed, rng, P, B, N, sizes, threads))
+    return cases
+
+
 def _write_inputs(cases, scratch):
     """The worker's plan: case specs and input files (never the expected values)."""
     specs = []
@@ -414,6 +568,11 @@ def _write_inputs(cases, scratch):
 
 def byte_metrics(got, expect, page_bytes):
     """Exact-bytes comparison in the wire format's metric shape, plus mismatched_bytes."""
+    B = max(1, int(page_bytes))
+    if got.shape == expect.shape and np.array_equal(got, expect):   # the usual case, cheap on a large pool
+        worst = {"index": [0], "rel_l2": 0.0} if expect.size and expect.size % B == 0 else {"index": None, "rel_l2": 0.0}
+        return {"rel_l2": 0.0, "max_abs": 0.0, "max_abs_rel": 0.0, "worst_slice": worst, "nonfinite": 0,
+                "mismatched_bytes": 0}
     g = got.astype(np.float64)
     e = expect.astype(np.float64)
     d = g - e
@@ -437,11 +596,28 @@ def _first_diff(got, expect, page_bytes):
     return f"first at {where}: got {int(got[i])}, expected {int(expect[i])}"
 
 
+def _page_calls_text(case, got, expect):
+    """Which calls wrote the wrong pages (bench-size scatter, where each page has one writer)."""
+    if not case.page_calls or case.page_bytes < 1 or got.size % case.page_bytes:
+        return ""
+    B = case.page_bytes
+    bad = np.flatnonzero((got.reshape(-1, B) != expect.reshape(-1, B)).any(axis=1))
+    calls = sorted({case.page_calls.get(int(p), "no call (a page no call writes)") for p in bad})
+    more = f" and {len(calls) - 4} more" if len(calls) > 4 else ""
+    return f"; {len(bad)} wrong pages, written by: {'; '.join(calls[:4])}{more}"
+
+
 def judge(case, res, scratch, index):
     """(case record for the output, failures) of one case the worker finished."""
     fails, outputs, padding, intact = [], {}, {}, {}
     exc = res.get("exception")
-    excs = [e for e in res.get("exceptions", []) if e] if case.spec["kind"] == "threads" else ([exc] if exc else [])
+    kind = case.spec["kind"]
+    if kind == "threads":
+        excs = [e for e in res.get("exceptions", []) if e]
+    elif kind == "phases":   # each exception named with its call
+        excs = [dict(c["exception"], call=c["label"]) for c in res.get("calls", []) if c.get("exception")]
+    else:
+        excs = [exc] if exc else []
     if case.expect_exc:
         cls, must = case.expect_exc
         if not exc:
@@ -454,7 +630,13 @@ def judge(case, res, scratch, index):
                 fails.append(f"{cls} message {exc['message']!r} does not name {', '.join(missing)}")
     else:
         for e in excs:
-            fails.append(f"raised {e['type']}: {e['message']}")
+            fails.append(f"{e['call'] + ': ' if 'call' in e else ''}raised {e['type']}: {e['message']}")
+        what = "its out" if case.family.endswith("gather") else "the pages it writes"
+        for c in res.get("calls", []) if case.expect_digests else []:
+            want = case.expect_digests.get(c["label"])
+            if want and not c.get("exception") and c.get("digest") != want:
+                fails.append(f"{c['label']}: wrote bytes that differ from the reference (sha256 of {what}, taken "
+                             "by its thread as the call returned)")
     written = {v: k for k, v in case.outputs.items()}
     for a in case.arrays:
         try:
@@ -478,7 +660,8 @@ def judge(case, res, scratch, index):
             outputs[name] = m
             if m["mismatched_bytes"]:
                 fails.append(f"{name}: {m['mismatched_bytes']} of {a.n} bytes differ from the reference, "
-                             f"{_first_diff(region.view(np.uint8), a.expected.view(np.uint8), case.page_bytes)}")
+                             f"{_first_diff(region.view(np.uint8), a.expected.view(np.uint8), case.page_bytes)}"
+                             + _page_calls_text(case, region.view(np.uint8), a.expected.view(np.uint8)))
         else:
             same = bool(np.array_equal(region, a.data))
             intact[a.name] = same
@@ -765,7 +948,8 @@ def check_command(manifest, args, deadline):
     nseeds = 1 if args.quick else max(1, args.seeds)
     seeds = [base + i for i in range(nseeds)]
     so, info = hostbuild.build(manifest, args.source)
-    cases = make_cases(manifest, seeds)
+    # the bench's sizes once (the first seed): what they catch is keyed on size, not on the data
+    cases = make_cases(manifest, seeds) + bench_size_cases(manifest, seeds[0])
     records, failures, winfo = run_cases(so, manifest.entry, cases, deadline)
     out = {"seeds": seeds, "host": info, "sandbox": dict(winfo["sandbox"], workers=winfo["workers"],
                                                          crashes=winfo["crashes"])}
@@ -844,51 +1028,51 @@ def ring_expected(init, ids, owned, N, pairs):
 
 
 def _region_text(names):
-    what = {"pool": "the pool (scatter's destination, gather's source)", "page_ids": "the page ids"}
-    parts = [what.get(n, n) for n in names if not n.startswith("buffer ")]
-    bufs = [n for n in names if n.startswith("buffer ")]
+    """The regions of the ring's state that differ, in words (which call went wrong is not known:
+    a wrong byte moves on through later calls)."""
+    parts = [n.replace("_", " ") for n in names if not n.startswith("buffer ")]
+    bufs = [n[len("buffer "):] for n in names if n.startswith("buffer ")]
     if bufs:
-        parts.append(f"transfer buffer{'s' if len(bufs) > 1 else ''} {', '.join(b[7:] for b in bufs)} "
-                     "(gather's out)")
+        parts.append(f"transfer buffer{'s' if len(bufs) > 1 else ''} {', '.join(bufs)}")
     return ", ".join(parts)
+
+
+def bench_gate_cases(manifest, seed=12345):
+    """The bench's quick exact check of the candidate: two cpu shapes, and the bench's own sizes and
+    argument forms."""
+    cases = make_cases(manifest, [seed], families=["gather/random", "gather/repeated", "scatter/random",
+                                                   "checksum/buffer"], shapes=manifest.shapes["cpu"][:2],
+                       with_bad=False)
+    return cases + bench_size_cases(manifest, seed)
 
 
 def bench_command(manifest, args, deadline):
     svc = service_params(manifest, args)
     shape = manifest.shapes["bench"]
-    P, B, N = shape["P"], shape["B"], shape["N"]
-    K = P // N
-    if K < 1:
-        raise ValueError(f"bench shape {shape}: N must not exceed P")
+    P, N = shape["P"], shape["N"]
+    init, ring_ids, owned = bench_ring(shape, svc["threads"])
     cand_so, cand_info = hostbuild.build(manifest, args.source)
     base_so, base_info = hostbuild.build(manifest, args.baseline)
     out = {"device": DEVICE, "mode": MODE, "metric": "scheduler-throughput", "shape": shape,
            "rounds": svc["rounds"], "warmup": svc["warmup"], "service": svc,
            "host": {"baseline": base_info, "candidate": cand_info}}
     # a speedup is never reported on a red gate
-    gate_cases = make_cases(manifest, [12345], families=["gather/random", "gather/repeated", "scatter/random",
-                                                         "checksum/buffer"], shapes=manifest.shapes["cpu"][:2],
-                            with_bad=False)
-    _, gate_fails, _ = run_cases(cand_so, manifest.entry, gate_cases, deadline)
+    _, gate_fails, _ = run_cases(cand_so, manifest.entry, bench_gate_cases(manifest), deadline)
     if gate_fails:
         out.update(status="failed", reason="candidate fails the correctness gate; no speed measured",
                    failures=gate_fails)
         return out, 1
-    rng = np.random.default_rng(2024)
-    src = rng.integers(0, 256, (P, B), dtype=np.uint8)
-    src_ids = rng.permutation(P)[:K * N].reshape(K, N).astype(np.int64)
-    dst_ids = rng.permutation(P)[:K * N].reshape(K, N).astype(np.int64)
     scratch = Path(tempfile.mkdtemp(prefix="kidiom-bench-"))
     try:
-        np.save(scratch / "src.npy", src)
-        np.save(scratch / "src_ids.npy", src_ids)
-        np.save(scratch / "dst_ids.npy", dst_ids)
+        np.save(scratch / "ring_init.npy", init)
+        np.save(scratch / "ring_ids.npy", ring_ids)
         mods = {}
         for v, so in (("baseline", base_so), ("candidate", cand_so)):
             (scratch / v).mkdir()
             shutil.copy2(so, scratch / v / Path(so).name)      # two files: two dlopen handles
             mods[v] = f"{v}/{Path(so).name}"
-        plan = {"name": manifest.entry, "modules": mods, "service": svc}
+        plan = {"name": manifest.entry, "modules": mods, "service": svc,
+                "ring": {"P": P, "N": N, "owned": owned}}
         wr = run_worker("bench", scratch, plan, deadline)
         phase = next((ev["phase"] for ev in reversed(wr.progress) if "phase" in ev), "startup")
         if wr.timed_out:
@@ -899,35 +1083,53 @@ def bench_command(manifest, args, deadline):
         if load_error:
             death = f"failed to import a module ({load_error})"
         if death or not (scratch / "out" / "result.json").exists():
-            out.update(status="failed", reason=f"bench worker {death or 'wrote no result'} during {phase}",
-                       stderr=_tail(wr.stderr, 1500))
+            reason = f"bench worker {death or 'wrote no result'} during {phase}"
+            if wr.signal in ("SIGSEGV", "SIGBUS") and phase.endswith(" loaded"):
+                reason += (" (the calls get the pool they gather from, the buffer they scatter from and the "
+                           "page ids through read-only mappings: a call that writes an input faults)")
+            out.update(status="failed", reason=reason, stderr=_tail(wr.stderr, 1500))
             return out, 1
         raw = json.loads((scratch / "out" / "result.json").read_text())
     finally:
         shutil.rmtree(scratch, ignore_errors=True)
     out["sandbox"] = wr.sandbox
-    # the kernels provably ran: every loaded window's destination pool, against the reference
-    cache, mismatches, windows = {}, [], 0
+    # Every call the bench timed, verified: the state at the end of each loaded window (pool, transfer
+    # buffers, page ids) against the reference replay of exactly the pairs each thread completed.
+    cache, mismatches, windows, calls = {}, [], 0, 0
     for s in raw["samples"]:
         for v, d in s["variants"].items():
             key = tuple(d["pairs"])
             if key not in cache:
-                cache[key] = _expected_digests(src, src_ids, dst_ids, raw["batches"], d["pairs"])
+                cache[key] = ring_expected(init, ring_ids, owned, N, d["pairs"])
             windows += 1
-            if d["digest"] != cache[key]:
-                mismatches.append(f"{v} round {s['round']}: destination pool differs from the reference "
-                                  f"after {sum(d['pairs'])} gather+scatter pairs")
+            calls += 2 * sum(d["pairs"])
+            where = (f"{v} warm-up round {s['round'] + svc['warmup']}" if s["warmup"] else f"{v} round {s['round']}")
+            for e in d.get("errors", []):
+                mismatches.append(f"{where}: a call raised {e['type']} on the bench's input: "
+                                  f"{e['message']}")
+            bad = [k for k, h in cache[key].items() if d["digests"].get(k) != h]
+            if bad:
+                mismatches.append(f"{where}: after {sum(d['pairs'])} gather+scatter pairs the "
+                                  f"state differs from the reference replay in: {_region_text(bad)}: a call in "
+                                  "this window skipped, shortened, misplaced or deferred part of its copy, or "
+                                  "wrote an input (each call's output is a later call's input, so any call shows "
+                                  "here, not only the last)")
             if sum(d["pairs"]) == 0:
-                mismatches.append(f"{v} round {s['round']}: no transfer completed in the window")
-    out["checksums"] = {"verified": not mismatches, "windows": windows}
+                mismatches.append(f"{where}: no transfer completed in the window")
+    out["checksums"] = {"verified": not mismatches, "windows": windows, "calls": calls, "every_call": True,
+                        "scheme": "exchange ring: each window's final pool, transfer buffers and page ids "
+                                  "against the reference replay of every call",
+                        "inputs_readonly": raw.get("inputs_readonly")}
     if mismatches:
-        out.update(status="failed", reason="transfers did not produce the reference bytes", failures=mismatches)
+        out.update(status="failed", reason="transfers did not produce the reference bytes (every timed call is "
+                   "verified)", failures=mismatches)
         return out, 1
     measured = [s for s in raw["samples"] if not s["warmup"]]
     out["order"] = [v for s in measured for v in s["order"]]
     bytes_per_call = float(manifest.floor_bytes(shape))
     peak = raw["peak"]["best_gbps"]
-    stats = hoststats.summarize([s["variants"] for s in measured], bytes_per_call, peak, svc["threads"])
+    stats = hoststats.summarize([s["variants"] for s in measured], bytes_per_call, peak, svc["threads"],
+                                cpus=raw.get("cpus"))
     out.update(status="ok", results=stats["results"], speedup=stats["speedup"], speedups=stats["speedups"],
                noise_floor=stats["noise_floor"], improvement=stats["improvement"],
                significant=stats["significant"], flags=stats["flags"],

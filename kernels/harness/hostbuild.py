@@ -1,11 +1,21 @@
 """Building host C++ kernels (`language = "cpp"`): a pybind11 module per source file, cached.
 
 The system C++ compiler (`$CXX`, else `c++`, else `g++`) builds `source` into the extension
-module named by the manifest's `entry`, with pybind11's and Python's headers
-(`python -m pybind11 --includes`) and the interpreter's extension suffix. Builds are cached
-under `$KIDIOM_CACHE/host-build/<kernel>/` (else `~/.cache/kidiom/host-build/<kernel>/`) by the
-sha256 of the source text, flags, compiler version, Python and pybind11 versions; a build
-lands in the cache by one atomic directory rename, so concurrent builds never see half a file.
+module named by the manifest's `entry`, with pybind11's and Python's headers and the
+interpreter's extension suffix. Builds are cached under `$KIDIOM_CACHE/host-build/<kernel>/`
+(else `~/.cache/kidiom/host-build/<kernel>/`) by the sha256 of the module's sources, flags,
+compiler version, Python and pybind11 versions; a build lands in the cache by one atomic
+directory rename, so concurrent builds never see half a file.
+
+The compiler reads candidate sources, whose preprocessor can name any file (`#include
+"/etc/hostname"`, `#include "../../kernels/kv_transfer/reference.py"`), so it runs in the sandbox
+(sandbox.run_job) with a policy narrower than the workers' (sandbox.build_policy): it reads the
+module's own C/C++ files, copied into the scratch directory (never the module directory's other
+files: the reference, the manifest), and the toolchain (system directories, the few files of
+/etc the loader and linker read, Python's and pybind11's include directories); it writes only
+the scratch directory's out/ and work/. The log shown (in BuildError and `build.txt`) holds only
+the diagnostics located in the module's own sources, one line each, capped, printed without
+source lines (`-fno-diagnostics-show-caret`): never the text of a file the candidate pulled in.
 
 Also: the static instruction mix of the module's own functions, from `objdump -d`.
 """
@@ -24,11 +34,20 @@ from functools import lru_cache
 from pathlib import Path
 
 __all__ = ["BuildError", "build", "compiler", "compiler_version", "pybind11_version", "tsan_runtime",
-           "instruction_mix", "source_functions", "base_name", "FLAGS", "TSAN_FLAGS"]
+           "instruction_mix", "source_functions", "base_name", "build_log", "module_sources", "include_dirs",
+           "FLAGS", "TSAN_FLAGS"]
 
 FLAGS = ["-O2", "-std=c++17", "-shared", "-fPIC", "-fvisibility=hidden"]
 # ThreadSanitizer build: -O1 -g keeps the reports' stacks readable.
 TSAN_FLAGS = ["-O1", "-g", "-std=c++17", "-shared", "-fPIC", "-fvisibility=hidden", "-fsanitize=thread"]
+
+
+# Bumped when what a cache entry means changes (1: built in the sandbox, from the module's sources).
+BUILD_VERSION = 1
+SOURCE_SUFFIXES = {".c", ".cc", ".cpp", ".cxx", ".c++", ".h", ".hh", ".hpp", ".hxx", ".h++", ".inc", ".inl",
+                   ".ipp", ".tcc"}
+LOG_LINES, LOG_LINE_CHARS = 20, 300     # the build log shown: diagnostics in the module's sources only
+AS_LIMIT = 8 << 30                      # address space of the compiler
 
 
 class BuildError(Exception):
@@ -56,13 +75,76 @@ def pybind11_version():
 
 
 @lru_cache(maxsize=None)
+def include_dirs():
+    """Python's and pybind11's include directories (what `python -m pybind11 --includes` names)."""
+    try:
+        import pybind11
+    except ImportError as e:
+        raise FileNotFoundError(f"pybind11 is not importable ({e}) (install kernels/requirements.txt)") from None
+    paths = sysconfig.get_paths()
+    dirs = []
+    for d in (paths.get("include"), paths.get("platinclude"), pybind11.get_include()):
+        if d and d not in dirs:
+            dirs.append(d)
+    return tuple(dirs)
+
+
 def _includes():
-    r = subprocess.run([sys.executable, "-m", "pybind11", "--includes"], capture_output=True, text=True,
-                       timeout=60)
-    if r.returncode != 0:
-        raise FileNotFoundError(f"python -m pybind11 --includes failed: {r.stderr.strip()[-500:]} "
-                                "(install kernels/requirements.txt)")
-    return r.stdout.split()
+    return [f"-I{d}" for d in include_dirs()]
+
+
+def _diagnostic_flags():
+    """No source lines, no colours, few errors: the log is diagnostics, one line each."""
+    if "clang" in compiler_version().lower():
+        return ["-fno-diagnostics-show-caret", "-fno-color-diagnostics", "-ferror-limit=20"]
+    return ["-fno-diagnostics-show-caret", "-fdiagnostics-color=never", "-fmax-errors=20"]
+
+
+def module_sources(manifest, source):
+    """{path relative to the module: bytes} of what the build may read: the module directory's own
+    C/C++ files (by suffix; never its reference, manifest or anything else), with `source` (the
+    candidate) in place of the manifest's source."""
+    base = manifest.source_path.parent
+    files = {}
+    for p in sorted(base.rglob("*")):
+        if p.suffix.lower() in SOURCE_SUFFIXES and p.is_file() and not p.is_symlink() \
+                and "__pycache__" not in p.parts:
+            files[p.relative_to(base).as_posix()] = p.read_bytes()
+    files.pop(manifest.source_path.relative_to(base).as_posix(), None)
+    files[Path(source).name] = Path(source).read_bytes()
+    return files
+
+
+_DIAG = re.compile(r"^(?P<file>[^:\n]+):(?P<line>\d+):(?:(?P<col>\d+):)? (?P<kind>fatal error|error|warning|note): "
+                   r"(?P<msg>.*)$")
+
+
+def build_log(text, sources, src_dir, messages=True):
+    """The compiler's output as shown: the diagnostics located in the module's own sources (paths
+    relative to the module), one line each, at most LOG_LINES lines of LOG_LINE_CHARS characters,
+    and how many other lines there were. Nothing else: no source line, no include chain, no
+    diagnostic located in another file (whose text it could quote). `messages` False (a build
+    that ran unconfined, so a message of the source's own, a static_assert's text, could quote a
+    file it pulled in): locations and kinds only."""
+    prefix = str(src_dir).rstrip("/") + "/"
+    shown, other = [], 0
+    for line in text.splitlines():
+        line = line.strip()
+        if not line:
+            continue
+        m = _DIAG.match(line)
+        f = m["file"] if m else ""
+        rel = f[len(prefix):] if f.startswith(prefix) else f
+        if not m or rel not in sources or len(shown) >= LOG_LINES:
+            other += 1
+            continue
+        msg = m["msg"][:LOG_LINE_CHARS] + ("..." if len(m["msg"]) > LOG_LINE_CHARS else "") if messages else \
+            "(message hidden: the build was not confined on this machine)"
+        shown.append(f"{rel}:{m['line']}:{m['col'] or 0}: {m['kind']}: {msg}")
+    if other:
+        shown.append(f"({other} other lines of the compiler's output not shown: only diagnostics located in the "
+                     f"module's own sources are)")
+    return "\n".join(shown)
 
 
 def ext_suffix():
@@ -87,19 +169,26 @@ def tsan_runtime():
     return os.path.realpath(p), None
 
 
-def build(manifest, source=None, variant="release"):
-    """Build (or find in the cache) the module of `source` (default: the manifest's).
+def build(manifest, source=None, variant="release", deadline=None):
+    """Build (or find in the cache) the module of `source` (default: the manifest's), in the
+    sandbox, until `deadline` (time.monotonic(); default 600 s from now).
 
-    Returns (path of the .so, info {compiler, flags, cached, so_bytes, build_seconds}).
-    Raises BuildError with the compiler's log when compilation fails.
+    Returns (path of the .so, info {compiler, flags, cached, so_bytes, build_seconds, sandbox}).
+    Raises BuildError with the compiler's diagnostics (build_log) when compilation fails or
+    times out.
     """
+    from . import sandbox
     src = Path(source) if source else manifest.source_path
     if not src.exists():
         raise FileNotFoundError(f"source file {src} does not exist")
-    text = src.read_bytes()
+    sources = module_sources(manifest, src)
     flags = list(TSAN_FLAGS if variant == "tsan" else FLAGS)
-    key_parts = [text, "\0".join(flags).encode(), compiler_version().encode(), platform.python_version().encode(),
-                 pybind11_version().encode(), manifest.entry.encode(), ext_suffix().encode()]
+    diag = _diagnostic_flags()
+    key_parts = [f"build {BUILD_VERSION}".encode(), "\0".join(flags + diag).encode(), compiler_version().encode(),
+                 platform.python_version().encode(), pybind11_version().encode(), manifest.entry.encode(),
+                 ext_suffix().encode(), src.name.encode()]
+    for name in sorted(sources):
+        key_parts += [name.encode(), sources[name]]
     key = hashlib.sha256(b"\0\0".join(key_parts)).hexdigest()
     root = cache_root() / manifest.name
     final_dir = root / f"{key[:24]}-{variant}"
@@ -107,30 +196,61 @@ def build(manifest, source=None, variant="release"):
     so = final_dir / so_name
     info = {"compiler": f"{compiler()} ({compiler_version()})", "flags": flags, "cached": True}
     if so.exists():
-        info.update(so_bytes=so.stat().st_size, build_seconds=0.0)
+        info.update(so_bytes=so.stat().st_size, build_seconds=0.0, sandbox="cached (built in the sandbox)")
         return so, info
-    root.mkdir(parents=True, exist_ok=True)
-    tmp = Path(tempfile.mkdtemp(prefix=".build-", dir=root))
+    job_root = Path(tempfile.mkdtemp(prefix="kidiom-build-"))
     try:
-        shutil.copyfile(src, tmp / src.name)
-        cmd = [compiler(), *flags, *_includes(), str(tmp / src.name), "-o", str(tmp / so_name)]
+        scratch = job_root / "build"
+        scratch.mkdir(mode=0o700)
+        src_dir = scratch / "src"
+        for name, data in sources.items():
+            (src_dir / name).parent.mkdir(parents=True, exist_ok=True)
+            (src_dir / name).write_bytes(data)
+        out_dir, _ = sandbox.writable_dirs(scratch)
+        cmd = [compiler(), *flags, *diag, *_includes(), str(src_dir / src.name), "-o", str(out_dir / so_name)]
+        policy = sandbox.build_policy(scratch, include_dirs(), compiler())
         t0 = time.perf_counter()
-        r = subprocess.run(cmd, capture_output=True, text=True, timeout=600, cwd=tmp)
-        seconds = time.perf_counter() - t0
-        if r.returncode != 0 or not (tmp / so_name).exists():
-            log = (r.stderr + r.stdout).strip()
-            raise BuildError(f"{os.path.basename(compiler())} failed (exit {r.returncode}) on {src}:\n{log[-3000:]}")
-        (tmp / "build.txt").write_text(" ".join(cmd) + "\n" + (r.stderr + r.stdout)[-3000:])
         try:
-            os.rename(tmp, final_dir)          # atomic: the directory appears complete or not at all
+            job = sandbox.run_job(scratch, {"exec": cmd}, deadline or time.monotonic() + 600, "the host C++ build",
+                                  address_space=AS_LIMIT, policy=policy,
+                                  python_note="the C++ compiler, executed by the trampoline")
+        except sandbox.JobTimeout as e:
+            raise BuildError(f"{os.path.basename(compiler())} on {src}: {e}") from None
+        seconds = time.perf_counter() - t0
+        try:
+            log = (scratch / "stderr.txt").read_text(errors="replace") + (scratch / "stdout.txt").read_text(
+                errors="replace")
         except OSError:
-            if not so.exists():                # not "another build won the race"
-                raise
-        info.update(cached=False, so_bytes=so.stat().st_size, build_seconds=round(seconds, 3))
+            log = ""
+        sb = job["sandbox"]
+        confined = str(sb.get("mount", "")).startswith("mount namespace") or \
+            not str(sb.get("filesystem", "not confined")).startswith("not confined")
+        shown = build_log(log, sources, src_dir, messages=confined)
+        try:
+            data = sandbox.read_file(scratch, f"out/{so_name}", limit=sandbox.FSIZE_LIMIT, binary=True)
+        except (OSError, ValueError):
+            data = None
+        if job["rc"] != 0 or not data:
+            death = sandbox.death_text(job["rc"], job["exit"]) or "wrote no module"
+            raise BuildError(f"{os.path.basename(compiler())} {death} on {src}:\n{shown}")
+        root.mkdir(parents=True, exist_ok=True)
+        tmp = Path(tempfile.mkdtemp(prefix=".build-", dir=root))
+        try:
+            (tmp / so_name).write_bytes(data)
+            os.chmod(tmp / so_name, 0o755)
+            (tmp / "build.txt").write_text(" ".join(cmd) + "\n" + shown + "\n")
+            try:
+                os.rename(tmp, final_dir)          # atomic: the directory appears complete or not at all
+            except OSError:
+                if not so.exists():                # not "another build won the race"
+                    raise
+        finally:
+            if tmp.exists():
+                shutil.rmtree(tmp, ignore_errors=True)
+        info.update(cached=False, so_bytes=so.stat().st_size, build_seconds=round(seconds, 3), sandbox=job["sandbox"])
         return so, info
     finally:
-        if tmp.exists():
-            shutil.rmtree(tmp, ignore_errors=True)
+        shutil.rmtree(job_root, ignore_errors=True)
 
 
 # objdump: the instruction mix of the module's own functions --------------------------------------

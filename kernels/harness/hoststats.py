@@ -58,7 +58,7 @@ def variant_summary(rounds, bytes_per_call):
     }
 
 
-def summarize(rounds, bytes_per_call, peak_gbps, threads):
+def summarize(rounds, bytes_per_call, peak_gbps, threads, cpus=None):
     """Service-level comparison of baseline and candidate over measured rounds.
 
     rounds: [{"baseline": sample, "candidate": sample}] (one dict per measured round).
@@ -67,6 +67,7 @@ def summarize(rounds, bytes_per_call, peak_gbps, threads):
       noise_floor  the larger of each variant's (gap_p90 - gap_p10) / 2 and the relative
                    half-spread of the alone windows ((p90 - p10) / (2 median), both variants);
       improvement  baseline gap - candidate gap; significant when |improvement| > noise_floor.
+    cpus: the CPUs the worker may use (bounds how fast one pair of calls can move its bytes).
     """
     names = ("baseline", "candidate")
     results = {n: variant_summary([r[n] for r in rounds], bytes_per_call) for n in names}
@@ -77,15 +78,25 @@ def summarize(rounds, bytes_per_call, peak_gbps, threads):
     gap_spread = max((results[n]["gap_p90"] - results[n]["gap_p10"]) / 2 for n in names)
     noise = max(gap_spread, alone_spread)
     improvement = results["baseline"]["gap"] - results["candidate"]["gap"]
-    flags = bench_flags(results, speedup, noise, peak_gbps, threads)
+    flags = bench_flags(results, speedup, noise, peak_gbps, threads, bytes_per_call=bytes_per_call, cpus=cpus)
     return {"results": results, "speedup": speedup, "speedups": ratios, "noise_floor": noise,
             "improvement": improvement, "significant": abs(improvement) > noise, "flags": flags}
 
 
-def bench_flags(results, speedup, noise_floor, peak_gbps, threads):
+def bench_flags(results, speedup, noise_floor, peak_gbps, threads, bytes_per_call=None, cpus=None):
     """Results that cannot be true, each as a sentence."""
     flags = []
     for n, r in results.items():
+        # one gather + scatter pair moves 2 * bytes_per_call; even spread over every CPU the worker
+        # has, it cannot go much faster than the measured copy on each (a call that returns before
+        # its copy is done would)
+        if bytes_per_call and cpus and peak_gbps > 0 and r.get("median_us"):
+            pair_gbps = 2 * bytes_per_call / (r["median_us"] * 1e-6) / 1e9
+            limit = 1.5 * peak_gbps * cpus
+            if pair_gbps > limit:
+                flags.append(f"{n}: one gather+scatter pair moves {pair_gbps:.1f} GB/s, beyond 1.5 x the measured "
+                             f"copy peak x {cpus} CPU(s) ({limit:.1f} GB/s): the calls return before the bytes "
+                             "can have moved")
         if r["gap"] < -noise_floor:
             flags.append(f"{n}: gap {r['gap']:.1%} is below -noise floor ({noise_floor:.1%}): the scheduler ran "
                          "faster with transfers than alone: the measurement is wrong")

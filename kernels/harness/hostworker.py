@@ -127,32 +127,49 @@ def run_threads(mod, case, arrays):
             "results": [sorted(r, key=lambda x: (x is None, x if x is not None else 0)) for r in results]}
 
 
+def _digest(arrays, spec):
+    """sha256 of what a call wrote: a region of an array, or some of its pages (`rows`)."""
+    a = arrays[spec["array"]]
+    start = spec.get("start", 0)
+    v = a[start:start + spec.get("count", a.size - start)]
+    if spec.get("rows") is not None:
+        v = np.ascontiguousarray(v.reshape(-1, spec["page_bytes"])[spec["rows"]])
+    return hashlib.sha256(v).hexdigest()
+
+
 def run_phases(mod, case, arrays):
-    """Phases in order; in each, every thread makes its own list of calls (threads start together
-    at a barrier; a phase of one thread runs in this thread). Every call has its own outputs, so
-    each can be judged, not only the last."""
+    """Phases in order. A phase is one list of calls per thread; with several threads they start
+    together at a barrier, and with `rounds` every thread's r-th call waits for all threads to
+    finish their (r-1)-th (so calls of different threads are released together, round after round).
+    A call with `digest` has what it wrote hashed by its thread right after it returns, before its
+    next call can overwrite it; the harness knows what the digest must be."""
     calls = []
     t0 = time.perf_counter()
     for phase in case["phases"]:
-        per_thread = [[(c["label"], getattr(mod, c["fn"]), [make_arg(arrays, a) for a in c["args"]]) for c in cl]
-                      for cl in phase]
+        per_thread = [[(c, getattr(mod, c["fn"]), [make_arg(arrays, a) for a in c["args"]]) for c in cl]
+                      for cl in phase["threads"]]
+        n = len(per_thread)
         out = [[] for _ in per_thread]
-        barrier = threading.Barrier(len(per_thread))
+        barrier = threading.Barrier(n)
+        rounds = bool(phase.get("rounds"))
 
         def body(t):
-            if len(per_thread) > 1:
-                barrier.wait()
-            for label, fn, args in per_thread[t]:
+            for i, (c, fn, args) in enumerate(per_thread[t]):
+                if n > 1 and (i == 0 or rounds):
+                    barrier.wait()
                 try:
                     r, exc = fn(*args), None
                 except Exception as e:  # noqa: BLE001 - judged by the harness
                     r, exc = None, describe_exception(e)
-                out[t].append({"label": label, "exception": exc, "result": _result(r)})
+                rec = {"label": c["label"], "exception": exc, "result": _result(r)}
+                if c.get("digest"):
+                    rec["digest"] = _digest(arrays, c["digest"])
+                out[t].append(rec)
 
-        if len(per_thread) == 1:
+        if n == 1:
             body(0)
         else:
-            threads = [threading.Thread(target=body, args=(t,)) for t in range(len(per_thread))]
+            threads = [threading.Thread(target=body, args=(t,)) for t in range(n)]
             for th in threads:
                 th.start()
             for th in threads:
@@ -380,7 +397,8 @@ def bench(plan):
                 entry["variants"][v]["errors"] = errors
         samples.append(entry)
     result = {"peak": peak, "units": units, "step_us": step_us, "switch_interval_s": sys.getswitchinterval(),
-              "threads": T, "inputs_readonly": readonly, "samples": samples}
+              "threads": T, "inputs_readonly": readonly, "samples": samples,
+              "cpus": len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()}
     with open(os.path.join("out", "result.json.tmp"), "w") as f:
         json.dump(result, f)
     os.rename(os.path.join("out", "result.json.tmp"), os.path.join("out", "result.json"))

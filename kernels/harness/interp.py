@@ -277,6 +277,9 @@ class MemoryMap:
 
 MEMORY = MemoryMap()
 _ORIGINAL_MEM = None
+# Observers of the same lanes (workprofile.py counts bytes by source line): each is called as
+# obs(kind, addrs, itemsize), kind "load", "store" or "atomic", with the active lanes' addresses.
+ACCESS_OBSERVERS = []
 
 
 def _active(ptrs, mask):
@@ -300,12 +303,17 @@ def install_bounds_check():
         return ti._get_np_dtype(ptrs.get_element_ty()).itemsize
 
     def create_masked_load(self, ptrs, mask, other, cache_policy, is_volatile):
-        MEMORY.check("read", _active(ptrs, mask), itemsize_of(ptrs))
+        n, addrs = itemsize_of(ptrs), _active(ptrs, mask)
+        MEMORY.check("read", addrs, n)
+        for obs in ACCESS_OBSERVERS:
+            obs("load", addrs, n)
         return load(self, ptrs, mask, other, cache_policy, is_volatile)
 
     def create_masked_store(self, ptrs, value, mask, cache_policy):
         n, addrs = itemsize_of(ptrs), _active(ptrs, mask)
         MEMORY.check("write", addrs, n)
+        for obs in ACCESS_OBSERVERS:
+            obs("store", addrs, n)
         r = store(self, ptrs, value, mask, cache_policy)
         MEMORY.record_store(addrs, n)
         return r
@@ -332,6 +340,8 @@ def install_bounds_check():
             MEMORY.atomics += 1
             MEMORY.check("read", addrs, n)
             MEMORY.check("write", addrs, n)
+            for obs in ACCESS_OBSERVERS:
+                obs("atomic", addrs, n)
             r = orig(self, *args, **kwargs)
             MEMORY.record_store(addrs, n)
             return r

@@ -32,7 +32,9 @@ writes `r<j>_<name>.kw.npy` (packed bits: a kernel store wrote the element). `re
 argument lists (`{shape, dtype}` or null per argument): the public function is called on
 shape-only tensors and every launch is recorded instead of run (a GPU shape's constexprs, without
 its memory); its sets are `{launched, exception}`. On a CPU a call's set also reports `launched`
-(per launch: kernel, constexprs, grid), `atomics` and `programs` `{ran, of}`.
+(per launch: kernel, constexprs, grid), `atomics` and `programs` `{ran, of}`. `profile` `{files}`
+(a Triton kernel on a CPU): the call's work is counted per line of those sources (workprofile.py)
+and written to `r<j>_profile.json`.
 """
 import functools
 import hashlib
@@ -278,6 +280,7 @@ class Hosted:
         else:
             from . import cuda_launch
             cuda_launch.ORDER.update(order=p["order"], seed=p["seed"])   # the emulation runs every block
+            return False
         return p["sample"] is not None
 
     def programs_run(self):
@@ -323,6 +326,11 @@ def run_call(backend, kern, req, in_dir, out_dir):
         del kern.launched[:]
         e0, t0 = kern.launches(), kern.total()
         exc = None
+        # `profile` {files}: count the call's work per line of those sources (workprofile.py)
+        profile = req.get("profile") if on_cpu and kern.language == "triton" else None
+        if profile:
+            from . import workprofile
+            workprofile.start(profile.get("files"))
         start = time.perf_counter()
         try:
             kern.fn(*[tensors.get(n) if n is not None else None for n in req["args"]])
@@ -330,6 +338,8 @@ def run_call(backend, kern, req, in_dir, out_dir):
         except BaseException as e:   # noqa: BLE001 - SystemExit too: the candidate's, judged by the harness
             exc = describe_exception(e)
         seconds = time.perf_counter() - start
+        if profile:
+            workprofile.finish(os.path.join(res_dir, f"r{j}_profile.json"))
         rec = {"seconds": seconds, "exception": exc,
                "launches": {"entry": kern.launches() - e0, "total": kern.total() - t0},
                "violations": backend.violations() if kern.observes["out_of_bounds"] else None,
@@ -404,14 +414,16 @@ def main():
                                  "traceback": traceback.format_exc()[-2000:]}})
             os._exit(EXIT_LOAD_FAILED)
     langs = {spec["language"] for spec in cfg["kernels"].values()}
+    arch = next((h.emulation["cuda_arch"] for h in kernels.values() if h.emulation), None)
+    emu = f"sequential-thread CUDA emulation, device path __CUDA_ARCH__ {arch}"
     if on_gpu:
         device = backend.describe()
     elif langs == {"cuda"}:
-        device = "cpu (sequential-thread CUDA emulation)"
+        device = f"cpu ({emu})"
     elif langs == {"triton"}:
         device = "cpu (triton interpreter)"
     else:
-        device = "cpu (triton interpreter; sequential-thread CUDA emulation)"
+        device = f"cpu (triton interpreter; {emu})"
     ready = {"device": device, "kernels": sorted(kernels), "pid": os.getpid(),
              "observes": {k: h.observes for k, h in kernels.items()}}
     emulation = {k: h.emulation for k, h in kernels.items() if h.emulation is not None}

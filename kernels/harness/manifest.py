@@ -3,7 +3,8 @@
 Format (documented in kernels/README.md, "Manifests"): top-level `format`, `name`, `op`,
 `language` (`triton`, `cuda`, `cpp`), `source`, `entry`, `launcher`, `reference`; tables
 `tolerance`, `shapes` (`cpu`, `gpu`, `bench`), `floor` (`bytes`, `flops` as arithmetic
-expressions in the shape variables), optional `curve` and `consistency`; host C++ kernels
+expressions in the shape variables), optional `curve`, `consistency`, `drift` and
+`specializations`; host C++ kernels
 (`cpp`) optionally `check` and `service` (kernels/harness/host.py).
 """
 import ast
@@ -84,11 +85,33 @@ def load_manifest(path):
         if k not in raw["floor"]:
             raise ManifestError(f"manifest {path}: floor.{k} missing")
         eval_expr(raw["floor"][k], raw["shapes"]["bench"])  # validates the expression
+    _check_optional_tables(path, raw)
     return Manifest(path=path, name=raw["name"], op=raw["op"], language=raw["language"],
                     source=raw["source"], entry=raw["entry"], launcher=raw["launcher"],
                     reference=raw["reference"], tolerance=raw["tolerance"], shapes=raw["shapes"],
                     floor=raw["floor"], curve=raw.get("curve", {}),
                     consistency=raw.get("consistency", {}), raw=raw)
+
+
+def _check_optional_tables(path, raw):
+    """`[drift]` (steps, and a shape per device kind) and `[specializations]` (programs: a
+    positive integer or "all", enabled: bool), both optional."""
+    drift = raw.get("drift")
+    if drift is not None:
+        if not isinstance(drift, dict) or not isinstance(drift.get("steps", 64), int) or drift.get("steps", 64) < 2:
+            raise ManifestError(f"manifest {path}: drift.steps must be an integer >= 2")
+        for kind in ("cpu", "gpu"):
+            shape = drift.get(kind)
+            if shape is not None and not (isinstance(shape, dict) and all(isinstance(v, int) and v > 0
+                                                                           for v in shape.values())):
+                raise ManifestError(f"manifest {path}: drift.{kind} must be a table of positive integers")
+    spec = raw.get("specializations")
+    if spec is not None:
+        programs = spec.get("programs", 8) if isinstance(spec, dict) else None
+        if not (programs == "all" or (isinstance(programs, int) and not isinstance(programs, bool) and programs > 0)):
+            raise ManifestError(f"manifest {path}: specializations.programs must be a positive integer or \"all\"")
+        if not isinstance(spec.get("enabled", True), bool):
+            raise ManifestError(f"manifest {path}: specializations.enabled must be true or false")
 
 
 def all_manifests():

@@ -41,8 +41,11 @@ import resource
 import shutil
 import signal
 import site
+import stat
 import subprocess
 import sys
+import threading
+import time
 from functools import lru_cache
 from pathlib import Path
 
@@ -147,12 +150,26 @@ def limits(cpu_s, address_space, why_no_as="not applied", nproc_room=64):
     return lim
 
 
+def _libc_prctl():
+    import ctypes
+    try:
+        return ctypes.CDLL(None, use_errno=True).prctl
+    except (OSError, AttributeError):
+        return None
+
+
 def preexec(lims):
+    """The child's side of a sandboxed start: the rlimits, and death with the harness (a harness
+    killed by its caller takes its workers with it: PR_SET_PDEATHSIG; `unshare --kill-child`
+    passes it on to the trampoline)."""
     table = {"CORE": resource.RLIMIT_CORE, "CPU": resource.RLIMIT_CPU, "FSIZE": resource.RLIMIT_FSIZE,
              "AS": resource.RLIMIT_AS, "NPROC": resource.RLIMIT_NPROC}
     values = [(table[k], v) for k, v in lims.items() if isinstance(v, int)]
+    prctl = _libc_prctl()      # looked up here: nothing is imported between fork and exec
 
     def apply():
+        if prctl is not None:
+            prctl(1, signal.SIGKILL, 0, 0, 0)      # PR_SET_PDEATHSIG
         for which, v in values:
             try:
                 soft, hard = resource.getrlimit(which)
@@ -242,7 +259,78 @@ def fs_policy(scratch, rw_extra=()):
         ro.append(str(Path(p).resolve()))
     ro = sorted(set(ro)) + [str(Path(scratch).resolve())]
     rw = [str(d.resolve()) for d in writable_dirs(scratch)] + [str(Path(p).resolve()) for p in rw_extra]
-    return {"ro": ro, "rw": rw, "dev": ["/dev"] if os.path.isdir("/dev") else []}
+    # the device nodes a worker uses, not the whole of /dev: without a mount namespace /dev/shm
+    # (other processes' files) stays out of reach
+    return {"ro": ro, "rw": rw, "dev": [d for d in DEV_NODES if os.path.exists(d)]}
+
+
+DEV_NODES = ("/dev/null", "/dev/zero", "/dev/full", "/dev/random", "/dev/urandom", "/dev/tty")
+DEV_LINKS = {"/dev/fd": "/proc/self/fd", "/dev/stdin": "/proc/self/fd/0", "/dev/stdout": "/proc/self/fd/1",
+             "/dev/stderr": "/proc/self/fd/2"}
+# what a host build may read of /etc: the dynamic loader's and the linker's configuration, and the
+# alternatives links the toolchain's names go through
+BUILD_ETC = ("/etc/ld.so.cache", "/etc/ld.so.conf", "/etc/ld.so.conf.d", "/etc/alternatives")
+BUILD_SYSTEM = ("/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32")
+
+
+def gpu_devices():
+    """The GPU's device files (/dev/nvidia*, /dev/nvidia-caps/), for a worker that runs on it."""
+    import glob
+    return sorted(glob.glob("/dev/nvidia*"))
+
+
+@lru_cache(maxsize=None)
+def hidden_etc():
+    """Entries of /etc that other users may not read (/etc/shadow, private keys): hidden in the
+    worker's root, as they would be from an unprivileged user (a worker running as root keeps uid
+    0, which owns them)."""
+    out = []
+    for top, dirs, files in os.walk("/etc"):
+        for name in list(dirs) + files:
+            p = os.path.join(top, name)
+            try:
+                st = os.lstat(p)
+            except OSError:
+                continue
+            if stat.S_ISLNK(st.st_mode):
+                continue
+            if not st.st_mode & stat.S_IROTH or (stat.S_ISDIR(st.st_mode) and not st.st_mode & stat.S_IXOTH):
+                out.append(p)
+                if name in dirs:
+                    dirs.remove(name)   # hidden whole
+    return tuple(out)
+
+
+def build_policy(scratch, include_dirs, compiler_path):
+    """The Landlock policy (and root) of a host C++ build, narrower than a worker's: the toolchain
+    (system directories, the compiler's installation, the include directories: Python's and
+    pybind11's), the few files of /etc the loader and linker read, and the scratch directory
+    (read-only: the module's sources; writable: out/ and work/). No /etc beyond that, no home
+    directory, nothing of the repository but the module's sources copied into the scratch."""
+    ro = [d for d in BUILD_SYSTEM if os.path.lexists(d)] + [e for e in BUILD_ETC if os.path.lexists(e)]
+    comp = Path(os.path.realpath(compiler_path)).parent.parent
+    if not any(_inside(comp, d) for d in BUILD_SYSTEM if os.path.isdir(d)):
+        ro.append(str(comp))          # a compiler installed outside /usr (e.g. /opt/gcc)
+    for d in include_dirs:
+        if os.path.isdir(d):
+            ro.append(str(Path(d).resolve()))
+    ro.append(str(Path(scratch).resolve()))
+    rw = [str(d.resolve()) for d in writable_dirs(scratch)]
+    return {"ro": ro, "rw": rw, "dev": [d for d in DEV_NODES if os.path.exists(d)],
+            "what": "the toolchain, a few files of /etc, Python's and pybind11's include directories, the module's "
+                    "sources"}
+
+
+def _root_spec(scratch, policy, gpu, hide=True):
+    """The trampoline's `root` (confine.py enter_root) for a policy."""
+    root_dir = Path(scratch) / ".root"
+    root_dir.mkdir(exist_ok=True)
+    devices = [d for d in DEV_NODES if os.path.exists(d)] + (gpu_devices() if gpu else [])
+    return {"dir": str(root_dir.resolve()), "ro": list(policy["ro"]), "rw": list(policy["rw"]),
+            "what": policy.get("what", "system directories, the Python installation, the scratch directory"),
+            "tmpfs": ["/tmp", "/dev/shm"], "devices": devices,
+            "hide": [h for h in hidden_etc() if any(_inside(h, r) for r in policy["ro"])] if hide else [],
+            "links": dict(DEV_LINKS)}
 
 
 def landlock_wanted():
@@ -257,21 +345,189 @@ def install_trampoline(scratch):
     return dst
 
 
-def command(scratch, cfg, prefix_extra=()):
+def command(scratch, cfg, prefix_extra=(), policy=None, gpu=False):
     """(argv, network description, pid description) of a sandboxed worker whose trampoline
-    config is `cfg` (see confine.py); the Landlock policy is added here."""
+    config is `cfg` (see confine.py); the Landlock policy (`policy`, else the workers'
+    `fs_policy`) and, with a mount namespace, the new root built from it are added here. `gpu`:
+    the GPU's device files are reachable."""
     cfg = dict(cfg)
     cfg.setdefault("landlock", landlock_wanted())
+    rw_extra = cfg.pop("rw_extra", ())
+    pol = policy or fs_policy(scratch, rw_extra)
     if cfg["landlock"]:
-        pol = fs_policy(scratch, cfg.pop("rw_extra", ()))
         cfg.update(pol)
+        if gpu:
+            # all of /dev, as CUDA has always had it (without a new root, /dev/shm with it)
+            cfg["dev"] = list(cfg.get("dev", [])) + ["/dev"]
+    ns = namespaces()
+    if ns["mount"]:
+        cfg["root"] = _root_spec(scratch, pol, gpu)
     else:
-        cfg.pop("rw_extra", None)
+        cfg["no_root"] = ("not applied: no mount namespace (" + (
+            "not asked for: KIDIOM_SANDBOX_NAMESPACES" if "mount" not in _wanted_namespaces()
+            else "unshare --mount failed here") + "); the worker sees the host's file system, confined by "
+            "Landlock only, and the host's /proc, /tmp and /dev/shm")
     trampoline = install_trampoline(scratch)
-    prefix, net, pid = isolation()
-    argv = list(prefix) + list(prefix_extra) + [sys.executable, "-I", "-X", "faulthandler", str(trampoline),
-                                                  json.dumps(cfg)]
-    return argv, net, pid
+    argv = list(ns["prefix"]) + list(prefix_extra) + [sys.executable, "-I", "-X", "faulthandler", str(trampoline),
+                                                      json.dumps(cfg)]
+    return argv, ns["net"], ns["pid"]
+
+
+# processes: started, waited for with a deadline, and ended with everything they started -----------
+
+_LIVE = set()                 # pids of the sandboxed processes this harness started and still owns
+_LIVE_LOCK = threading.Lock()
+
+
+def spawn(argv, **kw):
+    """subprocess.Popen of a sandboxed process in a session of its own, registered so that
+    reap_orphans never takes it for an orphan."""
+    with _LIVE_LOCK:
+        p = subprocess.Popen(argv, start_new_session=True, **kw)
+        _LIVE.add(p.pid)
+    return p
+
+
+def become_subreaper(on=True):
+    """Make this process a child subreaper: a descendant whose parent dies (a detached, double
+    forked grandchild of a worker that had no PID namespace) is adopted by it, not by init, so
+    reap_orphans can end it. Returns whether it applied."""
+    import ctypes
+    try:
+        libc = ctypes.CDLL(None, use_errno=True)
+        return libc.prctl(36, 1 if on else 0, 0, 0, 0) == 0      # PR_SET_CHILD_SUBREAPER
+    except (OSError, AttributeError):
+        return False
+
+
+def _stat(pid):
+    """(ppid, session id, state) of a process, or None."""
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            fields = f.read().rsplit(")", 1)[1].split()
+        return int(fields[1]), int(fields[3]), fields[0]
+    except (OSError, ValueError, IndexError):
+        return None
+
+
+def reap_orphans(everything=False):
+    """Kill and reap the orphans this (subreaper) process adopted: children in a session other
+    than ours that we did not start (sandboxed workers are registered by spawn; the tools the
+    harness runs itself share its session). `everything`: every descendant (the harness's exit).
+    Returns the number killed."""
+    me, sid = os.getpid(), os.getsid(0)
+    killed = 0
+    for _ in range(100):       # a fork bomb cannot hold us here: rounds are bounded
+        with _LIVE_LOCK:
+            kids = []
+            for d in os.listdir("/proc") if os.path.isdir("/proc") else ():
+                if not d.isdigit():
+                    continue
+                st = _stat(int(d))
+                if st and st[0] == me and (everything or (st[1] != sid and int(d) not in _LIVE)):
+                    kids.append((int(d), st[2]))
+            for pid, state in kids:
+                if state != "Z":
+                    try:
+                        os.kill(pid, signal.SIGKILL)
+                        killed += 1
+                    except OSError:
+                        pass
+        if not kids:
+            return killed
+        for pid, _ in kids:
+            for _ in range(200):
+                try:
+                    if os.waitpid(pid, os.WNOHANG)[0]:
+                        break
+                except ChildProcessError:
+                    break
+                time.sleep(0.005)
+    return killed
+
+
+def kill_group(proc):
+    """SIGKILL the worker's process group (the worker and anything it started), reap it, then any
+    orphan it left to this subreaper."""
+    try:
+        os.killpg(proc.pid, signal.SIGKILL)
+    except (ProcessLookupError, PermissionError):
+        pass
+    if proc.poll() is None:
+        try:
+            proc.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            pass
+    with _LIVE_LOCK:
+        _LIVE.discard(proc.pid)
+    reap_orphans()
+
+
+class JobTimeout(Exception):
+    """A sandboxed job did not end before its deadline (its process group was killed)."""
+
+
+def read_file(scratch, rel, limit=256 << 20, binary=False):
+    """A file a sandboxed process wrote, refusing symbolic links, anything outside its scratch
+    directory and anything over `limit` bytes."""
+    scratch = Path(scratch).resolve()
+    p = (scratch / rel).resolve()
+    p.relative_to(scratch)   # ValueError if outside
+    fd = os.open(p, os.O_RDONLY | os.O_NOFOLLOW)
+    with os.fdopen(fd, "rb") as f:
+        if not stat.S_ISREG(os.fstat(f.fileno()).st_mode):
+            raise ValueError(f"{rel} is not a regular file")
+        data = f.read(limit + 1)
+    if len(data) > limit:
+        raise ValueError(f"{rel} is larger than {limit} bytes")
+    return data if binary else data.decode(errors="replace")
+
+
+def run_job(scratch, cfg, deadline, what, env_extra=None, cwd=None, address_space=None, policy=None, gpu=False,
+            python_note="isolated mode (-I)", why_no_as="not applied"):
+    """Run one sandboxed job (trampoline config `cfg`) from start to end, or until `deadline`
+    (time.monotonic()): its process group is killed in the end either way. stdout and stderr go to
+    files, the trampoline's report to `scratch/.trampoline.jsonl` (outside what the job may write).
+    Returns {rc, seconds, stderr, exit, sandbox}; raises JobTimeout past the deadline."""
+    scratch = Path(scratch)
+    out_dir, work = writable_dirs(scratch)
+    report = scratch / ".trampoline.jsonl"
+    report.unlink(missing_ok=True)
+    cfg = dict(cfg, report_file=str(report))
+    budget = max(0.5, deadline - time.monotonic())
+    lims = limits(cpu_s=budget * (os.cpu_count() or 1) + 10, address_space=address_space, why_no_as=why_no_as)
+    argv, net, pid = command(scratch, cfg, policy=policy, gpu=gpu)
+    info = describe(net, pid, lims, budget, python_note)
+    t0 = time.monotonic()
+    with open(scratch / "stdout.txt", "wb") as out, open(scratch / "stderr.txt", "wb") as err:
+        p = spawn(argv, cwd=cwd or work, env=scrubbed_env(scratch, env_extra), stdin=subprocess.DEVNULL,
+                  stdout=out, stderr=err, preexec_fn=preexec(lims))
+        try:
+            rc = p.wait(timeout=budget)
+        except subprocess.TimeoutExpired:
+            rc = None
+        finally:
+            kill_group(p)
+    seconds = time.monotonic() - t0
+    events = []
+    try:
+        for line in report.read_text(errors="replace").splitlines():
+            try:
+                events.append(json.loads(line))
+            except ValueError:
+                pass
+    except OSError:
+        pass
+    status = next((ev["sandbox"] for ev in events if isinstance(ev, dict) and "sandbox" in ev), {})
+    info.update({k: v for k, v in status.items() if k != "pid_namespace"})
+    exit_report = next((ev["exit"] for ev in reversed(events) if isinstance(ev, dict) and "exit" in ev), None)
+    try:
+        stderr = (scratch / "stderr.txt").read_text(errors="replace")
+    except OSError:
+        stderr = ""
+    if rc is None:
+        raise JobTimeout(f"{what} timed out after {seconds:.1f} s (killed at the deadline)")
+    return {"rc": rc, "seconds": seconds, "stderr": stderr, "exit": exit_report, "sandbox": info}
 
 
 def signal_name(signum):
@@ -299,21 +555,15 @@ def death_text(rc, exit_report=None):
     return None
 
 
-def kill_group(proc):
-    """SIGKILL the worker's process group (the worker and anything it started), then reap it."""
-    try:
-        os.killpg(proc.pid, signal.SIGKILL)
-    except (ProcessLookupError, PermissionError):
-        pass
-    if proc.poll() is None:
-        try:
-            proc.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            pass
-
-
 def describe(net, pid, lims, budget, python_note):
+    """What the sandbox applies, as far as the harness knows before the start; the trampoline's
+    report (mount, descendants, capabilities, filesystem) is merged in by the callers."""
+    ns = namespaces()
     return {"process": "separate worker (own session and process group)",
             "environment": "scrubbed (PATH, LANG, HOME/TMPDIR = scratch/work, thread counts)",
             "cwd": "fresh scratch directory (writable: its out/ and work/ only)", "python": python_note,
-            "network": net, "pid_namespace": pid, "rlimits": lims, "time_limit_s": round(budget, 1)}
+            "network": net, "pid_namespace": pid, "rlimits": lims, "time_limit_s": round(budget, 1),
+            "mount": "mount namespace: new root (see the trampoline's report)" if ns["mount"] else
+            "not applied: no mount namespace",
+            "descendants": "PID namespace" if ns["prefix"] and "--pid" in ns["prefix"] else
+            "child subreaper (no PID namespace)"}

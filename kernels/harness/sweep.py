@@ -7,8 +7,10 @@ kernel with a chosen subset of its sites rewritten) and asks for, per variant:
   the TF32-faithful interpreter (`interp.py`; tf32x3 and bf16x3/x6 emulated as Triton lowers
   them), one seed, in a sandboxed worker of its own (`check.error_curve`);
 - `static`: the ahead-of-time sm_90 compile's figures (`aot.py`): SASS instructions, local-memory
-  and tensor-core instructions, registers, spill stores and loads. Each compile runs in a
-  process of its own (`python -m kernels.harness compile`), since compiling imports the variant.
+  and tensor-core instructions, registers, spill stores and loads. Compiling imports the
+  variant, so each compile's import, launcher call and Triton compile run in a sandboxed worker
+  of its own (aot.compile_sandboxed, with the sweep's deadline on its process group); ptxas and
+  cuobjdump then read its artifacts here.
 
 Results are cached by the variant's bytes, the kernel, the seed and lengths, Triton's version and
 everything else a measurement reads (`_context`: the harness's own sources, the manifest, the
@@ -31,7 +33,6 @@ import json
 import os
 import signal
 import subprocess
-import sys
 import threading
 import time
 from functools import lru_cache
@@ -39,6 +40,7 @@ from pathlib import Path
 
 from . import check
 from .manifest import REPO_ROOT
+from .sandbox import JobTimeout
 from .workers import WorkerTimeout
 
 # Bumped whenever what a cached entry means changes (metrics, emulation, curve inputs).
@@ -135,8 +137,8 @@ def _store(kind, key, value):
 def _timed_out(e, deadline):
     """Whether a variant's failure is the sweep's deadline, not the variant's own. A limit of the
     variant's own (ptxas's two minutes on a huge kernel) is its failure like any other."""
-    if isinstance(e, (WorkerTimeout, TimeoutError, subprocess.TimeoutExpired)):
-        return True   # the workers' and our compiles' limits are the sweep's deadline
+    if isinstance(e, (WorkerTimeout, JobTimeout, TimeoutError, subprocess.TimeoutExpired)):
+        return True   # the workers' and the sandboxed compiles' limits are the sweep's deadline
     # the compile's harness stopped at its --timeout, which is what was left of the deadline
     return time.monotonic() >= deadline - 1 or (isinstance(e, RuntimeError) and "harness timed out after" in str(e))
 
@@ -184,18 +186,15 @@ def _orphan_watch(parent):
 
 
 def _compile(manifest, source, deadline):
-    left = deadline - time.monotonic()
-    if left <= 1:
+    """The static figures of one variant: aot.compile_kernel, whose source-touching half runs in a
+    sandboxed worker bounded by the sweep's deadline (this thread only waits on it)."""
+    from . import aot
+    if deadline - time.monotonic() <= 1:
         raise TimeoutError("the sweep's time ran out before this compile")
-    cmd = [sys.executable, "-m", "kernels.harness", "compile", "--kernel", manifest.name, "--source", str(source),
-           "--timeout", str(int(max(1, left)))]
-    r = subprocess.run(cmd, cwd=REPO_ROOT, capture_output=True, text=True, timeout=left + 5)
     try:
-        out = json.loads(r.stdout)
-    except ValueError:
-        raise RuntimeError(f"compile printed no JSON (exit {r.returncode}): {r.stderr.strip()[-400:]}") from None
-    if out.get("status") != "ok":
-        raise RuntimeError(f"compile failed: {out.get('error', out.get('reason', 'unknown'))}")
+        out = aot.compile_kernel(manifest, source, deadline=deadline)
+    except aot.CompileError as e:
+        raise RuntimeError(f"compile failed: {e}") from None
     return _static_of(out)
 
 

@@ -4,7 +4,7 @@ sandbox (sandbox.py), send it requests, collect results, survive whatever it doe
 A worker hosts one or more kernels (`KernelSpec`): the candidate's worker hosts the candidate
 alone; the baseline's worker hosts trusted kernels (the manifest's own source, the baseline
 Triton kernel of the other op for the consistency check). Its scratch directory holds the runtime
-(`rt/kidiom_rt/`: kernelworker.py as worker.py, arrays.py, backend.py, interp.py; for CUDA the
+(`rt/kidiom_rt/`: kernelworker.py as worker.py, arrays.py, backend.py, interp.py, workprofile.py; for CUDA the
 launcher and cudatools.py), copies of the kernel sources (`rt/src/`), `worker.json`, the logs,
 the inputs (`in/<request>/`): all written by the harness and read-only to the worker; the worker
 writes only `out/<request>/` (results) and `work/` (its cwd, HOME, TMPDIR). Nothing of the
@@ -14,7 +14,10 @@ Requests are pipelined (written ahead, answered in order). An untrusted worker t
 signal, an exit, a corrupted channel, its own machinery broken by the candidate) fails the
 request it was running and is restarted for the rest, up to MAX_CRASHES times; a trusted worker
 that dies is a harness error (WorkerFailed). Past the deadline every worker is killed and
-WorkerTimeout raised.
+WorkerTimeout raised. The response pipe is never read to its end: every read waits with
+select() until the deadline, and a worker's end is known from the trampoline's exit report (a
+detached grandchild that keeps the pipe open changes nothing; it dies with the worker's PID
+namespace, or is killed as an orphan by sandbox.reap_orphans).
 """
 import json
 import os
@@ -35,7 +38,8 @@ __all__ = ["KernelSpec", "KernelWorker", "WorkerTimeout", "WorkerFailed", "MAX_C
 
 HERE = Path(__file__).resolve().parent
 RUNTIME = {"worker.py": HERE / "kernelworker.py", "arrays.py": HERE / "arrays.py",
-           "backend.py": HERE / "backend.py", "interp.py": HERE / "interp.py"}
+           "backend.py": HERE / "backend.py", "interp.py": HERE / "interp.py",
+           "workprofile.py": HERE / "workprofile.py"}
 CUDA_RUNTIME = {"cuda_launch.py": HERE.parent / "kda_cuda" / "launch.py", "cudatools.py": HERE / "cudatools.py"}
 MAX_CRASHES = 3          # crashed candidate workers before the remaining requests are given up
 MAX_IN_FLIGHT = 8        # requests written ahead to a worker
@@ -123,9 +127,9 @@ class KernelWorker:
              "in_dir": str(self.scratch / "in"), "out_dir": str(self.out_dir)}))
         cfg = {"module": "kidiom_rt.worker", "path": [str(self.scratch / "rt")], "report_fd": resp_w,
                "close_in_parent": [req_r], "args": [str(self.scratch / "worker.json")]}
-        cmd, net, pid = sandbox.command(self.scratch, cfg)
-        budget = max(0.5, self.deadline - time.monotonic())
         on_gpu = self.device == "cuda"
+        cmd, net, pid = sandbox.command(self.scratch, cfg, gpu=on_gpu)   # on a GPU: /dev/nvidia* reachable
+        budget = max(0.5, self.deadline - time.monotonic())
         lims = sandbox.limits(cpu_s=budget * (os.cpu_count() or 1) + 10, address_space=None if on_gpu else AS_LIMIT,
                               why_no_as="not applied: CUDA maps the GPU's address space", nproc_room=1024)
         env = {"TRITON_DEFAULT_FP_FUSION": os.environ.get("TRITON_DEFAULT_FP_FUSION", "1")}
@@ -134,9 +138,9 @@ class KernelWorker:
         out = open(self.scratch / "stdout.txt", "ab")
         err = open(self.scratch / "stderr.txt", "ab")
         try:
-            self.proc = subprocess.Popen(cmd, cwd=self.work_dir, env=sandbox.scrubbed_env(self.scratch, env),
-                                         stdin=subprocess.DEVNULL, stdout=out, stderr=err, start_new_session=True,
-                                         preexec_fn=sandbox.preexec(lims), pass_fds=(req_r, resp_w))
+            self.proc = sandbox.spawn(cmd, cwd=self.work_dir, env=sandbox.scrubbed_env(self.scratch, env),
+                                      stdin=subprocess.DEVNULL, stdout=out, stderr=err,
+                                      preexec_fn=sandbox.preexec(lims), pass_fds=(req_r, resp_w))
         finally:
             out.close()
             err.close()

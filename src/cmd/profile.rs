@@ -77,11 +77,11 @@ fn print_one(r: &ProfileReport) -> Result<()> {
         "counted whole".to_string()
     } else {
         format!(
-            "counted at {} ({} of {} programs), scaled x{:.4}",
+            "counted at {} ({} of {} programs), scaled x{}",
             shape(&p.counted.shape),
             p.counted.programs,
             p.counted.programs_total,
-            p.counted.scale
+            (p.counted.scale * 1e4).round() / 1e4
         )
     };
     output::line(&format!("  {how}{}", p.counted.note.as_deref().map(|n| format!("; {n}")).unwrap_or_default()))?;

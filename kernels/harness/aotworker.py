@@ -1,0 +1,52 @@
+"""Worker of `compile` (aot.py starts it in the sandbox of sandbox.py): the only process that
+imports a candidate's source, calls its launcher and compiles its kernel ahead of time.
+
+    python -I confine.py CONFIG   ->   kidiom_rt.aotworker JOB.json
+
+It runs from a copy in its scratch directory, as the package `kidiom_rt` (aot.py, this file,
+arrays.py, loader.py, cudatools.py); the source is a copy under `rt/src/`. Whatever the source
+runs at import (decorator arguments, parameter defaults, module code) runs here, confined like
+the check's workers. Triton: the launcher on shape-only tensors with the kernel swapped for a
+recorder, then `triton.compile` for the target (Triton runs its ptxas here too); CUDA C++: NVRTC
+to PTX. Everything goes back as files in `out/`: `result.json` ({"info": ...} or {"error",
+"traceback"}), `kernel.ptx`, and for Triton `kernel.cubin`. The harness runs ptxas -v and
+cuobjdump on those itself.
+"""
+import json
+import os
+import sys
+import traceback
+from types import SimpleNamespace
+
+
+def _write(out_dir, name, data):
+    mode = "wb" if isinstance(data, bytes) else "w"
+    with open(os.path.join(out_dir, name), mode) as f:
+        f.write(data)
+
+
+def main():
+    with open(sys.argv[1]) as f:
+        job = json.load(f)
+    out_dir = job["out_dir"]
+    try:
+        from . import aot
+        manifest = SimpleNamespace(name=job["name"], op=job["op"], entry=job["entry"], launcher=job["launcher"],
+                                   language=job["language"], shapes={"bench": job["shape"]})
+        if job["language"] == "triton":
+            ptx, cubin, info = aot.compile_triton(manifest, job["source"], job["arch"])
+            _write(out_dir, "kernel.cubin", bytes(cubin))
+        else:
+            ptx, info = aot.compile_cuda(manifest, job["source"], job["arch"])
+        _write(out_dir, "kernel.ptx", ptx)
+        result = {"info": info}
+    except BaseException as e:  # noqa: BLE001 - the source's failure, reported to the harness
+        result = {"error": f"{type(e).__name__}: {e}"[:3000], "traceback": traceback.format_exc()[-3000:]}
+    _write(out_dir, "result.json", json.dumps(result, default=str))
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(0)   # no atexit hook of the source's runs after the result is written
+
+
+if __name__ == "__main__":
+    main()

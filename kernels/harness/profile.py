@@ -1,0 +1,463 @@
+"""`profile`: the work of a kernel (or a candidate) counted per source line on the CPU, scaled to
+the manifest's `bench` shape and set against its `[floor]` (SPEC section 8, "Work profile and
+prediction"; wire format in kernels/README.md, "profile").
+
+The candidate is untrusted: it runs only in the check's sandboxed worker (workers.py,
+kernelworker.py), which counts under Triton's interpreter (workprofile.py) and writes its counts
+to its `out/` directory; this process makes the inputs, reads the counts back as data (bounded
+size, integers, lines within the source, consistent sums: anything else is an error, never a
+profile) and does all the scaling. The counts are observed inside the candidate's process: they
+catch a kernel that does more work than it needs, not one that deliberately forges the worker's
+bookkeeping beyond what the checks here see (a total below the floor, which no correct kernel
+moves, is refused as implausible).
+
+The counted shape: the bench shape in every variable that reaches a constexpr or a block size
+(K and V), the rest reduced (one sequence, one query/key head with the bench's value heads per
+head: HV / H kept). Programs of a grid do uniform work in these kernels, so the counts scale by
+programs_total / programs (the grid at the bench shape, recorded by calling the launcher on
+shape-only tensors in the worker, against the grid the counted call launched). Prefill walks
+its chunks in every program: with more than two chunks at the bench shape it is counted at one
+and two chunks (plus the bench's remainder) and extrapolated linearly to the bench's chunks,
+exact when chunks do uniform work. `exact` is true when the bench shape itself was counted.
+"""
+import json
+import os
+import time
+from fractions import Fraction
+from pathlib import Path
+
+import numpy as np
+
+from .ops import OPS
+from .workers import KernelSpec, Workers
+
+__all__ = ["run_profile", "profile_kernel", "counted_plan", "validate_report", "ProfileError",
+           "MAX_REPORT_BYTES", "FIELDS", "SPECIAL_KINDS"]
+
+FIELDS = ("load_bytes", "store_bytes", "reread_bytes", "special_calls", "flops", "dot_macs")
+SPECIAL_KINDS = ("exp", "exp2", "log", "log2", "sqrt", "rsqrt", "sin", "cos", "erf", "div", "sigmoid")
+MAX_REPORT_BYTES = 1 << 20   # the worker's report: larger is an error
+MAX_COUNT = 1 << 53          # any one count at the counted shape
+MAX_LAUNCHES = 4096          # launches of one call
+SEED = 20240601              # inputs of the counted calls (counts do not depend on values here)
+TEXT_CHARS = 200
+# the most a reduction may cost under the interpreter before the most reduced shape is counted
+# instead (with a note): decode programs, prefill program-chunks (the baselines': 8 and 24)
+BUDGET = {"kda_decode": 2048, "kda_prefill": 96}
+
+
+class ProfileError(Exception):
+    """The profile could not be made (the kernel failed, or its worker's report is not valid)."""
+
+
+# the counted shape ----------------------------------------------------------------------------------
+
+def _doubling(n):
+    out, v = [], 1
+    while v < n:
+        out.append(v)
+        v *= 2
+    return out + [n]
+
+
+def reductions(manifest, bench):
+    """The bench shape reduced in the variables that reach no constexpr or block size of our
+    kernels, most reduced first, the bench's own values last: the sequences (decode with one pool
+    slot more than sequences, at most the bench's), the query/key heads with HV / H kept. T is
+    not among them (prefill's chunks: `counted_plan`)."""
+    bench = {k: int(v) for k, v in bench.items()}
+    H, HV = bench.get("H"), bench.get("HV")
+    heads = [{"H": h, "HV": h * (HV // H)} for h in _doubling(H) if H % h == 0] \
+        if H and HV and HV % H == 0 else [{}]
+    if manifest.op == "kda_decode":
+        seqs = [{"N": n, "S": min(bench["S"], n + 1)} for n in _doubling(bench["N"])]
+    elif manifest.op == "kda_prefill":
+        seqs = [{"B": b} for b in _doubling(bench["B"])]
+    else:
+        return [dict(bench)]
+    out = {}
+    for sq in seqs:
+        for hd in heads:
+            c = dict(bench, **sq, **hd)
+            out[json.dumps(c, sort_keys=True)] = c
+    size = {"kda_decode": lambda c: c["N"] * c["HV"], "kda_prefill": lambda c: c["B"] * c["HV"]}[manifest.op]
+    return sorted(out.values(), key=lambda c: (size(c), c.get("HV", 0)))
+
+
+def counted_plan(manifest, bench, base=None):
+    """What to run for the bench shape `bench`, at the reduction `base` (default: the most
+    reduced): {shapes: [shape] or [shape at c1 chunks, at c2], chunks: None or (c1, c2, chunks at
+    bench), note}."""
+    bench = {k: int(v) for k, v in bench.items()}
+    base = dict(base) if base is not None else reductions(manifest, bench)[0]
+    if manifest.op == "kda_prefill":
+        C = int(manifest.raw.get("chunk", 64))
+        T = bench["T"]
+        rem, full = T % C, T // C
+        if full <= 2:
+            return {"shapes": [dict(base, T=T)], "chunks": None, "note": None}
+        s1, s2 = dict(base, T=rem + C), dict(base, T=rem + 2 * C)
+        return {"shapes": [s1, s2], "chunks": (1, 2, full),
+                "note": f"T counted at {s1['T']} and {s2['T']} ({'' if not rem else f'{rem} + '}1 and 2 chunks of "
+                        f"{C}), extrapolated linearly to {full} chunks (chunks do uniform work)"}
+    return {"shapes": [base], "chunks": None, "note": None}
+
+
+def _varied(bench, shapes):
+    return {k for k in bench if any(s.get(k) != bench[k] for s in shapes)}
+
+
+# the worker's report --------------------------------------------------------------------------------
+
+def _int(v, what):
+    if not isinstance(v, int) or isinstance(v, bool) or v < 0 or v > MAX_COUNT:
+        raise ProfileError(f"the worker's report is malformed: {what} is {str(v)[:40]!r}, not a count")
+    return v
+
+
+def validate_report(obj, nlines):
+    """The worker's counts as ({line: [6 ints]}, {line: {kind: n}}, programs); ProfileError when
+    `obj` is not exactly a report: candidate-controlled data is only ever read as counts."""
+    if not isinstance(obj, dict) or obj.get("format") != 1 or not isinstance(obj.get("lines"), dict):
+        raise ProfileError("the worker's report is malformed: not a format-1 report with lines")
+    if set(obj) - {"format", "lines", "programs"}:
+        raise ProfileError("the worker's report is malformed: unknown keys")
+    raw = obj["lines"]
+    if len(raw) > nlines + 1:
+        raise ProfileError(f"the worker's report is malformed: {len(raw)} lines for a source of {nlines}")
+    lines, special = {}, {}
+    for key, entry in raw.items():
+        if not isinstance(key, str) or not key.isdigit() or len(key) > 7:
+            raise ProfileError(f"the worker's report is malformed: line {key[:20]!r}")
+        line = int(key)
+        if line > nlines:
+            raise ProfileError(f"the worker's report is malformed: line {line} is past the source's {nlines}")
+        if not isinstance(entry, dict) or set(entry) != set(FIELDS) | {"special"}:
+            raise ProfileError(f"the worker's report is malformed: line {line}'s fields")
+        row = [_int(entry[f], f"line {line} {f}") for f in FIELDS]
+        sp = entry["special"]
+        if not isinstance(sp, dict) or not set(sp) <= set(SPECIAL_KINDS):
+            raise ProfileError(f"the worker's report is malformed: line {line}'s special functions")
+        sp = {k: _int(v, f"line {line} {k}") for k, v in sp.items()}
+        if sum(sp.values()) != row[3]:
+            raise ProfileError(f"the worker's report is inconsistent: line {line}'s special calls are not the sum "
+                               "of its functions")
+        if row[2] > row[0]:
+            raise ProfileError(f"the worker's report is inconsistent: line {line} re-reads more than it loads")
+        lines[line] = row
+        special[line] = sp
+    programs = obj.get("programs", 0)
+    programs = _int(programs, "programs")
+    return lines, special, programs
+
+
+def read_report(scratch, rel):
+    """The report file the worker wrote, refusing links, anything outside its scratch directory
+    and anything over MAX_REPORT_BYTES."""
+    scratch = Path(scratch).resolve()
+    raw = scratch / rel
+    parent = raw.parent.resolve()
+    try:
+        parent.relative_to(scratch)
+    except ValueError:
+        raise ProfileError("the worker's report lies outside its directory") from None
+    p = parent / raw.name   # the file itself may not be a link (O_NOFOLLOW)
+    try:
+        fd = os.open(p, os.O_RDONLY | os.O_NOFOLLOW)
+    except OSError as e:
+        raise ProfileError(f"the worker wrote no report ({type(e).__name__})") from None
+    with os.fdopen(fd, "rb") as f:
+        if not os.path.isfile(p) or os.fstat(f.fileno()).st_size > MAX_REPORT_BYTES:
+            raise ProfileError(f"the worker's report is larger than {MAX_REPORT_BYTES} bytes")
+        data = f.read(MAX_REPORT_BYTES + 1)
+    if len(data) > MAX_REPORT_BYTES:
+        raise ProfileError(f"the worker's report is larger than {MAX_REPORT_BYTES} bytes")
+    try:
+        return json.loads(data)
+    except (ValueError, UnicodeDecodeError):
+        raise ProfileError("the worker's report is not JSON") from None
+
+
+# facts of a call --------------------------------------------------------------------------------------
+
+def _grids(launched, what):
+    if not isinstance(launched, list) or not launched:
+        raise ProfileError(f"{what}: no launch was recorded")
+    out = []
+    for l in launched:
+        g = l.get("grid") if isinstance(l, dict) else None
+        if not isinstance(g, list) or not 1 <= len(g) <= 3 or \
+                not all(isinstance(x, int) and not isinstance(x, bool) and 0 <= x < (1 << 31) for x in g):
+            raise ProfileError(f"{what}: a launch without a valid grid")
+        out.append((str(l.get("kernel"))[:80], l.get("constexprs") if isinstance(l.get("constexprs"), dict) else {},
+                    int(np.prod(g, dtype=np.int64))))
+    return out
+
+
+def _call_facts(rec, entry, label):
+    if not isinstance(rec, dict):
+        raise ProfileError(f"{label}: the worker's report of the call is malformed or missing")
+    exc = rec.get("exception")
+    if exc:
+        exc = exc if isinstance(exc, dict) else {"type": "?", "message": str(exc)}
+        raise ProfileError(f"{label}: the kernel raised {str(exc.get('type'))[:80]}: {str(exc.get('message'))[:300]}")
+    launches = rec.get("launches") if isinstance(rec.get("launches"), dict) else {}
+    n_entry, total = launches.get("entry"), launches.get("total")
+    if not isinstance(n_entry, int) or n_entry < 1:
+        raise ProfileError(f"{label}: the kernel {entry} never ran")
+    if not isinstance(total, int) or not n_entry <= total <= MAX_LAUNCHES:
+        raise ProfileError(f"{label}: implausible launch count {str(total)[:20]}")
+    grids = _grids(rec.get("launched"), label)
+    if len(grids) != total:
+        raise ProfileError(f"{label}: {total} launches but {len(grids)} described")
+    programs = sum(g[2] for g in grids)
+    ran = rec.get("programs") if isinstance(rec.get("programs"), dict) else {}
+    if ran.get("ran") is not None and ran.get("ran") != programs:
+        raise ProfileError(f"{label}: {ran.get('ran')} programs ran of the {programs} launched")
+    return {"launches": total, "programs": programs, "grids": grids}
+
+
+# scaling ----------------------------------------------------------------------------------------------
+
+def _extrapolate(vals, chunks):
+    """The count at the bench's chunks from the counts at (c1, c2) (or the single count)."""
+    if chunks is None:
+        return Fraction(vals[0])
+    c1, c2, cb = chunks
+    v1, v2 = Fraction(vals[0]), Fraction(vals[1])
+    return v1 + (v2 - v1) * Fraction(cb - c1, c2 - c1)
+
+
+def _scale_counts(reports, chunks, factor):
+    """Bench-scaled {line: [6 ints]} and {kind: n} from the per-run reports."""
+    lines_all = sorted(set().union(*[r[0] for r in reports]))
+    lines, special, negative = {}, {}, False
+    for line in lines_all:
+        rows = [r[0].get(line, [0] * len(FIELDS)) for r in reports]
+        row = []
+        for i in range(len(FIELDS)):
+            v = _extrapolate([r[i] for r in rows], chunks) * factor
+            negative |= v < 0
+            row.append(max(0, round(v)))
+        lines[line] = row
+        kinds = set().union(*[r[1].get(line, {}) for r in reports])
+        for k in kinds:
+            v = _extrapolate([r[1].get(line, {}).get(k, 0) for r in reports], chunks) * factor
+            negative |= v < 0
+            special[k] = special.get(k, 0) + max(0, round(v))
+    return lines, special, negative
+
+
+def _source_lines(path):
+    try:
+        return Path(path).read_text(errors="replace").splitlines()
+    except OSError as e:
+        raise ProfileError(f"cannot read the kernel source {path}: {e}") from None
+
+
+def _constexpr_note(bench_grids, counted_grids, varied):
+    """Where the counted call specialises differently from the bench's (beyond the reduced shape
+    variables themselves), in words; None when it does not."""
+    if len(bench_grids) != len(counted_grids):
+        return f"{len(counted_grids)} launches at the counted shape, {len(bench_grids)} at the bench shape"
+    diffs = []
+    for (kb, cb, _), (kc, cc, _) in zip(bench_grids, counted_grids):
+        if kb != kc:
+            diffs.append(f"kernel {kc} launched where the bench shape launches {kb}")
+            continue
+        for name in sorted(set(cb) | set(cc)):
+            if name in varied:
+                continue
+            if cb.get(name) != cc.get(name):
+                diffs.append(f"{name} is {cc.get(name)} at the counted shape, {cb.get(name)} at the bench shape")
+    return "; ".join(diffs[:4]) or None
+
+
+# the command ------------------------------------------------------------------------------------------
+
+def _record_diff(bench_grids, rec, varied):
+    """How a recorded launcher call specialises otherwise than the bench's (None: the same)."""
+    if not isinstance(rec, dict):
+        return "the recorder's answer is missing"
+    if rec.get("exception"):
+        e = rec["exception"] if isinstance(rec["exception"], dict) else {}
+        return f"the launcher raised {str(e.get('type'))[:80]}"
+    try:
+        return _constexpr_note(bench_grids, _grids(rec.get("launched"), "a reduced shape"), varied)
+    except ProfileError as e:
+        return str(e)
+
+
+def _cost(manifest, plan, recs):
+    """Programs (prefill: program-chunks) a plan's counted calls would interpret."""
+    C = int(manifest.raw.get("chunk", 64))
+    total = 0
+    for shape, rec in zip(plan["shapes"], recs):
+        try:
+            programs = sum(g[2] for g in _grids(rec.get("launched") if isinstance(rec, dict) else None, "a shape"))
+        except ProfileError:
+            return float("inf")
+        total += programs * (-(-shape["T"] // C) if manifest.op == "kda_prefill" else 1)
+    return total
+
+
+def profile_kernel(manifest, source=None, bench=None, exact=False, deadline=None):
+    """The work profile of `source` (None: the manifest's) at the bench shape `bench` (None: the
+    manifest's), counted at the most reduced shape of `reductions` at which the launcher passes
+    the bench's constexprs (recorded in the worker on shape-only tensors) or, with `exact`, at
+    `bench` itself. Returns the wire body ({shape, counted, totals, special, floor,
+    traffic_ratio, launches, lines, device, mode, sandbox}); raises ProfileError when it cannot
+    be made and workers.WorkerTimeout past `deadline`."""
+    from .check import _arglist, _arrays
+    deadline = deadline if deadline is not None else time.monotonic() + 600
+    op = OPS[manifest.op]
+    bench = {k: int(v) for k, v in (bench or manifest.shapes["bench"]).items()}
+    plans = [{"shapes": [dict(bench)], "chunks": None, "note": None}] if exact else \
+        [counted_plan(manifest, bench, r) for r in reductions(manifest, bench)]
+    src_path = Path(source) if source else manifest.source_path
+    text = _source_lines(src_path)
+    prefill = manifest.op == "kda_prefill"
+    flag = True if prefill else None
+    spec = {"candidate": KernelSpec.of(manifest, source)}
+    notes = []
+    with Workers("cpu", True, deadline) as ws:
+        cand = ws.start("candidate", spec, trusted=False)
+        # a second counted shape (prefill's chunk fit) runs beside the first, in a worker of its own
+        workers = [cand] + [ws.start(f"candidate-{i + 1}", spec, trusted=False)
+                            for i in range(1, max(len(pl["shapes"]) for pl in plans))]
+        arglists = [_arglist(op, bench, flag)] + [_arglist(op, sh, flag) for pl in plans for sh in pl["shapes"]]
+        rec_rid = cand.submit("candidate", op.args, {"inputs": [], "inouts": [], "outputs": {}, "record": arglists},
+                              [], label="the launcher at the bench and the reduced shapes (shape-only tensors)")
+        for w in workers:
+            info = w.wait_ready()
+            if info is None:
+                why = (w.fatal or {}).get("failed") or (w.fatal or {}).get("needs_gpu") or "the worker did not start"
+                raise ProfileError(str(why))
+        info = cand.info
+        recorded = cand.result(rec_rid)
+        sets = recorded.get("sets") if isinstance(recorded, dict) else None
+        if not isinstance(sets, list) or len(sets) != len(arglists) or not isinstance(sets[0], dict):
+            raise ProfileError(f"the launcher could not be recorded at the bench shape: {recorded.get('failed', '?')}")
+        if sets[0].get("exception"):
+            e = sets[0]["exception"] if isinstance(sets[0]["exception"], dict) else {}
+            raise ProfileError(f"the launcher raised {str(e.get('type'))[:80]} at the bench shape (shape-only "
+                               f"tensors): {str(e.get('message'))[:300]}")
+        bench_grids = _grids(sets[0].get("launched"), "the bench shape")
+        # the most reduced shape that specialises as the bench shape does
+        plan, first_diff, i = None, None, 1
+        for k, pl in enumerate(plans):
+            recs, i = sets[i:i + len(pl["shapes"])], i + len(pl["shapes"])
+            diffs = [d for d in (_record_diff(bench_grids, r, _varied(bench, pl["shapes"])) for r in recs) if d]
+            if k and _cost(manifest, pl, recs) > BUDGET.get(manifest.op, BUDGET["kda_decode"]):
+                first_diff = first_diff or (diffs[0] if diffs else "the smallest that does is over the CPU budget")
+                break   # the larger reductions cost more still: counted most reduced, with a note
+            if not diffs:
+                plan = pl
+                if k:
+                    notes.append("reduced only as far as the launcher passes the bench shape's constexprs")
+                break
+            first_diff = first_diff or diffs[0]
+        if plan is None:
+            plan = plans[0]
+            notes.append(f"not uniform: no reduced shape specialises as the bench shape does ({first_diff})")
+        rids = []
+        for i, shape in enumerate(plan["shapes"]):
+            w = workers[-1 - i] if len(plan["shapes"]) == len(workers) else workers[0]
+            kw = {"initial_state": True} if prefill else {}
+            x = op.make_inputs(shape, np.random.default_rng([SEED, i]), **kw)
+            lay = dict(op.layout(x), profile={"files": [w.kernels["candidate"]["file"]]})
+            rids.append((w, w.submit("candidate", op.args, lay, [_arrays(op, x)], label=f"counted call {i + 1}")))
+        reports, facts = [], []
+        for i, (w, rid) in enumerate(rids):
+            res = w.result(rid)
+            label = f"counted call {i + 1} ({', '.join(f'{k}={v}' for k, v in plan['shapes'][i].items())})"
+            if not isinstance(res.get("sets"), list) or not res["sets"]:
+                raise ProfileError(f"{label}: {res.get('failed', 'no result')}")
+            facts.append(_call_facts(res["sets"][0], manifest.entry, label))
+            reports.append(validate_report(read_report(w.scratch, f"out/{rid}/r0_profile.json"), len(text)))
+            w.release(rid)
+        sandbox = dict(cand.sandbox)
+    programs = facts[-1]["programs"]
+    if any(f["programs"] != programs for f in facts):
+        raise ProfileError("the counted calls launched different grids at different T")
+    programs_total = sum(g[2] for g in bench_grids)
+    if programs < 1:
+        raise ProfileError("the counted call ran no programs")
+    factor = Fraction(programs_total, programs)
+    lines, special, negative = _scale_counts(reports, plan["chunks"], factor)
+    launches = max(1, round(_extrapolate([f["launches"] for f in facts], plan["chunks"])))
+    totals = {f: sum(row[i] for row in lines.values()) for i, f in enumerate(FIELDS)}
+    floor = {"bytes": float(manifest.floor_bytes(bench)), "flops": float(manifest.floor_flops(bench))}
+    moved = totals["load_bytes"] + totals["store_bytes"]
+    if floor["bytes"] > 0 and moved < 0.99 * floor["bytes"]:
+        raise ProfileError(f"implausible counts: {moved} bytes moved, below the floor's {floor['bytes']:.0f} that "
+                           "every correct kernel moves (the worker's counts do not describe the kernel)")
+    counted_shape = plan["shapes"][-1]
+    varied = _varied(bench, plan["shapes"])
+    if plan["note"]:
+        notes.insert(0, plan["note"])
+    if counted_shape != bench or plan["chunks"]:
+        notes.insert(0, f"programs of the grid scaled by {programs_total} / {programs} "
+                        f"({', '.join(sorted(varied - {'T'})) or 'nothing'} reduced)")
+    for f in facts:
+        diff = _constexpr_note(bench_grids, f["grids"], varied)
+        if diff and not any(n.startswith("not uniform") for n in notes):
+            notes.append(f"not uniform: the counted call specialises differently ({diff})")
+            break
+    if negative:
+        notes.append("not uniform: a count shrinks with T (clamped at 0)")
+    if len({f["launches"] for f in facts}) > 1:
+        notes.append("launches depend on T (extrapolated)")
+    out_lines = []
+    for line in sorted(lines):
+        row = lines[line]
+        if line == 0:
+            if any(row):
+                notes.append("some work was made outside the kernel source's lines (counted in the totals, not "
+                             "in lines)")
+            continue
+        if not any(row):
+            continue
+        entry = {"line": line, "text": text[line - 1].strip()[:TEXT_CHARS]}
+        entry.update(zip(FIELDS, row))
+        out_lines.append(entry)
+    exact_run = plan["chunks"] is None and counted_shape == bench
+    return {
+        "shape": bench,
+        "counted": {"shape": counted_shape, "programs": programs, "programs_total": programs_total,
+                    "scale": float(factor), "exact": exact_run,
+                    "note": "; ".join(notes) if notes else "counted whole"},
+        "totals": totals,
+        "special": dict(sorted(special.items())),
+        "floor": floor,
+        "traffic_ratio": moved / floor["bytes"] if floor["bytes"] > 0 else 0.0,
+        "launches": launches,
+        "lines": out_lines,
+        "device": str((info if isinstance(info, dict) else {}).get("device", "cpu (triton interpreter)")),
+        "mode": "interpreter-tf32",
+        "sandbox": sandbox,
+    }
+
+
+def run_profile(args, out, manifest):
+    """`profile` for cli.py: fills the wire object `out`, returns the exit code."""
+    from .cli import EXIT_ERROR, EXIT_OK, EXIT_SKIPPED, _versions
+    from .workers import WorkerTimeout
+    out["versions"] = _versions()
+    out["shape"] = dict(manifest.shapes["bench"])
+    if manifest.language != "triton":
+        what = ("the CUDA emulation does not count work yet" if manifest.language == "cuda"
+                else f"a {manifest.language} kernel has no work profile")
+        out.update(status="skipped", reason=f"profile: {what}", device="none (not run: no counting for it)",
+                   mode="emulation" if manifest.language == "cuda" else "host")
+        return EXIT_SKIPPED
+    try:
+        out.update(profile_kernel(manifest, args.source, deadline=args.deadline))
+    except WorkerTimeout as e:
+        out.update(status="error", error=f"timed out: {e}")
+        return EXIT_ERROR
+    except ProfileError as e:
+        out.update(status="error", error=str(e), device="cpu (triton interpreter)", mode="interpreter-tf32")
+        return EXIT_ERROR
+    out["status"] = "ok"
+    return EXIT_OK

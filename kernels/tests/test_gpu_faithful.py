@@ -1,0 +1,260 @@
+"""The CPU gates run the code the GPU runs (issue #22, classes 4 and 5): planted candidates that
+pass every CPU case of the manifest's shape matrix and are wrong only where the GPU differs, each
+caught with a failure that names why, while the baselines pass.
+
+- GPU specializations: a kernel wrong only in the constexpr branch of the GPU shapes (`K == 128`,
+  a block size the launcher derives from N); a CUDA kernel wrong only under `__CUDA_ARCH__`.
+- Program order: programs (CUDA: blocks) that read what another one wrote, right only in the
+  interpreter's natural order.
+- Drift: a bias of one float32 ulp per decode step on the state, inside the per-call margin.
+
+Planted candidates are text substitutions of the baseline sources, as in test_cheats.py.
+"""
+import os
+import time
+
+import numpy as np
+import pytest
+
+from kernels.harness.check import _ladders, drift_verdict
+from kernels.harness.interp import program_schedule
+from kernels.harness.manifest import ManifestError, all_manifests, load_manifest
+
+from .conftest import HAS_CUDA, ROOT, harness, variant
+from .test_cheats import DECODE, PREFILL, STATE_UPDATE, check, failed_with
+
+CUDA_DECODE = ROOT / "kernels" / "kda_cuda" / "decode.cu"
+MANIFESTS = all_manifests()
+cpu_only = pytest.mark.skipif(HAS_CUDA, reason="CPU gates (interpreter and emulation); a GPU runs the real shapes")
+
+# anchors in the baseline sources
+DELTA = "    b_d = b_beta * (b_v - b_p)                                       # [BV]\n"
+STORE_O = "    tl.store(p_o, b_o.to(p_o.dtype.element_ty), mask=m_v)\n"
+BV_RULE = "    BV = min(triton.next_power_of_2(V), 32)\n"
+PREFILL_D = "        b_D = b_U - tl.dot(b_W, b_s)                                              # [BT, BK] @ [BK, BV] -> [BT, BV]\n"
+CU_DELTA = "        float d = b * (v_n[j] - p);\n"
+CU_STORE_S = "            s[i * V + j] = s_ij;\n"
+CU_STORE_O = "        o_n[j] = scale * acc;\n"
+
+# the planted edits (old, new), reusable in an end-to-end `kidiom validate` test
+PLANTED = {
+    "constexpr-K128": (DECODE, [(DELTA, DELTA + "    if K == 128:\n        b_d = b_d * 1.01\n")]),
+    "block-size-from-N": (DECODE, [(BV_RULE, "    BV = min(triton.next_power_of_2(V), 64 if N >= 8 else 32)\n"),
+                                   (DELTA, DELTA + "    if BV == 64:\n        b_d = b_d * 1.01\n")]),
+    "prefill-BK128": (PREFILL, [(PREFILL_D, PREFILL_D + "        if BK == 128:\n            b_D = b_D * 1.01\n")]),
+    "cuda-arch": (CUDA_DECODE, [(CU_DELTA, CU_DELTA + "#ifdef __CUDA_ARCH__\n        d *= 1.01f;\n#endif\n")]),
+    "race": (DECODE, [(STORE_O, "    b_o0 = tl.load(o)   # program (0, 0)'s first output, trusted to be stored already\n"
+                                "    b_o = tl.where(((i_v == 0) & (i_nh == 0)) | (b_o0 == b_o0), b_o, b_o * 1.5)\n"
+                       + STORE_O)]),
+    "cuda-race": (CUDA_DECODE, [(CU_STORE_O, CU_STORE_O + "        if (nh > 0 && !(o[0] == o[0])) o_n[j] = 1.5f * scale * acc;"
+                                             "  // block 0 trusted to have run\n")]),
+    "drift": (DECODE, [(STATE_UPDATE, STATE_UPDATE + "    b_s = b_s * 1.0000001   # one ulp per step\n")]),
+    "cuda-drift": (CUDA_DECODE, [(CU_STORE_S, "            s[i * V + j] = s_ij * 1.0000001f;  // one ulp per step\n")]),
+}
+KERNEL_OF = {DECODE: "kda.decode", PREFILL: "kda.prefill", CUDA_DECODE: "kda_cuda.decode"}
+
+
+def planted(tmp_path, name):
+    original, edits = PLANTED[name]
+    return KERNEL_OF[original], variant(tmp_path, original, edits)
+
+
+def cases_passed(out):
+    """Every case of the manifest's CPU shape matrix passed (so only the new gates can fail it)."""
+    assert out["cases"] and all(c["passed"] for c in out["cases"]), [c["failures"] for c in out["cases"]]
+
+
+def only(out, needle):
+    bad = [f for f in out["failures"] if needle not in f]
+    assert not bad, bad
+
+
+# 4a. GPU specializations -------------------------------------------------------------------------------
+
+@cpu_only
+def test_a_kernel_wrong_only_in_the_gpu_shapes_constexpr_branch_is_caught(tmp_path):
+    kernel, src = planted(tmp_path, "constexpr-K128")
+    rc, out = check(src, kernel)
+    failed_with(rc, out, "[specialization of gpu[0]/bench N64-H16-HV32-K128-V128-S80] seed 3: o: rel_l2")
+    cases_passed(out)
+    only(out, "[specialization of gpu")
+    spec = out["specializations"]
+    by_gpu = {g: c for c in spec["cases"] for g in c["gpu"]}
+    assert set(by_gpu) == {"gpu[0]", "gpu[1]", "gpu[2]", "gpu[3]", "bench"}
+    for g, c in by_gpu.items():   # K, V and every constexpr of the GPU shape, small elsewhere
+        assert c["derived"] == "recorded" and c["constexprs"]["K"] == c["gpu_shape"]["K"]
+        assert (c["shape"]["K"], c["shape"]["V"]) == (c["gpu_shape"]["K"], c["gpu_shape"]["V"])
+        assert c["shape"]["N"] <= 2 and c["programs"]["ran"] < c["programs"]["of"]
+    assert by_gpu["gpu[2]"]["passed"]           # K = 96: the branch is not taken, and it is right
+    assert not by_gpu["gpu[0]"]["passed"] and not by_gpu["gpu[3]"]["passed"]
+
+
+@cpu_only
+def test_a_block_size_the_launcher_derives_from_the_batch_is_run_at_the_gpus_value(tmp_path):
+    """The launcher picks BV = 64 from N >= 8 (the CPU shapes have N <= 4): the recorded launches
+    keep N as small as keeps BV = 64, and that branch is wrong."""
+    kernel, src = planted(tmp_path, "block-size-from-N")
+    rc, out = check(src, kernel)
+    failed_with(rc, out, "[specialization of gpu[0]/bench N64-H16-HV32-K128-V128-S80] seed 3: o: rel_l2")
+    cases_passed(out)
+    c = next(c for c in out["specializations"]["cases"] if "gpu[0]" in c["gpu"])
+    assert c["constexprs"]["BV"] == 64 and c["shape"]["N"] == 8 and c["shape"]["S"] == 9
+
+
+@cpu_only
+def test_prefill_wrong_only_at_the_gpus_block_size_is_caught(tmp_path):
+    kernel, src = planted(tmp_path, "prefill-BK128")
+    rc, out = check(src, kernel)
+    failed_with(rc, out, "[specialization of gpu[0]/bench B1-T1-H16-HV32-K128-V128]", "o: rel_l2")
+    cases_passed(out)
+    only(out, "[specialization of gpu")
+    shapes = {g: c["shape"] for c in out["specializations"]["cases"] for g in c["gpu"]}
+    # T on the same side of the chunk (64), with the same remainder
+    assert shapes["gpu[0]"]["T"] == 1 and shapes["gpu[1]"]["T"] == 63
+    assert shapes["gpu[2]"]["T"] == 104 and shapes["gpu[3]"]["T"] == 128
+
+
+@cpu_only
+def test_cuda_code_under_cuda_arch_is_what_the_emulation_runs(tmp_path):
+    kernel, src = planted(tmp_path, "cuda-arch")
+    rc, out = check(src, kernel)
+    failed_with(rc, out, "N1-H1-HV1-K16-V16-S3 seed 3: o: rel_l2", "under __CUDA_ARCH__ 900 (its device path)")
+    assert "device path __CUDA_ARCH__ 900" in out["device"]
+    assert out["emulation"] == {"path": "device", "cuda_arch": 900, "differs_from_host": True}
+
+
+@cpu_only
+def test_a_device_path_the_emulation_cannot_build_needs_a_gpu(tmp_path):
+    """Never the host path instead: a device-only call under __CUDA_ARCH__ is needs-gpu."""
+    src = variant(tmp_path, CUDA_DECODE, [(CU_DELTA, CU_DELTA + "#if __CUDA_ARCH__ >= 900\n        __threadfence();\n#endif\n")])
+    rc, out = check(src, "kda_cuda.decode")
+    assert rc == 3 and out["status"] == "skipped", (rc, out.get("failures"), out.get("error"))
+    assert "device path (__CUDA_ARCH__ 900) cannot be emulated" in out["reason"], out["reason"]
+
+
+# 4c. program order -------------------------------------------------------------------------------------
+
+@cpu_only
+@pytest.mark.parametrize("name", ["race", "cuda-race"])
+def test_programs_that_read_what_another_program_wrote_are_caught(name, tmp_path):
+    kernel, src = planted(tmp_path, name)
+    rc, out = check(src, kernel)
+    failed_with(rc, out, "o: result depends on program order (natural vs reversed: rel diff", "programs race")
+    cases_passed(out)   # right in the natural order
+    only(out, "result depends on program order")
+    po = out["program_order"]
+    assert po["identical"]["reversed"] is False and po["programs"] >= 3 and po["rel_diff"]["reversed"]["state"] == 0
+
+
+def test_program_schedules_cover_the_grid_once_in_the_order_asked():
+    natural, total = program_schedule((3, 4, 2))
+    assert total == 24 and len(set(natural)) == 24 and natural[0] == (0, 0, 0) and natural[-1] == (2, 3, 1)
+    assert program_schedule((3, 4, 2), "reversed")[0] == natural[::-1]
+    shuffled = program_schedule((3, 4, 2), "shuffle", seed=5)[0]
+    assert sorted(shuffled) == sorted(natural) and shuffled != natural
+    assert shuffled == program_schedule((3, 4, 2), "shuffle", seed=5)[0]   # seeded
+    sample = program_schedule((4, 64), sample=6, seed=1)[0]
+    assert len(set(sample)) == 6 and sample[0] == (0, 0, 0) and sample[-1] == (3, 63, 0)
+
+
+@cpu_only
+def test_the_interpreter_runs_programs_in_the_order_asked():
+    """In-process: the patched grid loop, on a kernel that records the order it ran in."""
+    import triton
+    import triton.language as tl
+
+    from kernels.harness import interp
+    from kernels.harness.arrays import NpTensor
+
+    @triton.jit
+    def order_kernel(counter, seen):
+        pid = tl.program_id(0) * tl.num_programs(1) + tl.program_id(1)
+        n = tl.load(counter)
+        tl.store(counter, n + 1)
+        tl.store(seen + n, pid)
+
+    interp.install_program_order()
+    try:
+        for order, sample, expect in [("natural", None, list(range(6))), ("reversed", None, list(range(5, -1, -1))),
+                                      ("natural", 3, None)]:
+            interp.PROGRAMS.update(order=order, seed=0, sample=sample)
+            interp.STATS.update(ran=0, of=0)
+            counter = NpTensor.from_numpy(np.zeros(1, np.int32))
+            seen = NpTensor.from_numpy(np.full(6, -1, np.int32))
+            order_kernel[(2, 3)](counter, seen)
+            got = seen.numpy().tolist()
+            if expect is not None:
+                assert got == expect, (order, got)
+            else:   # a sample: the first, the last and one other, each once
+                ran = [p for p in got if p >= 0]
+                assert len(ran) == 3 and ran[0] == 0 and ran[-1] == 5 and len(set(ran)) == 3, got
+            assert interp.STATS == {"ran": 3 if sample else 6, "of": 6}
+    finally:
+        interp.PROGRAMS.update(order="natural", seed=0, sample=None)
+
+
+# 5. drift ------------------------------------------------------------------------------------------------
+
+@cpu_only
+@pytest.mark.parametrize("name", ["drift", "cuda-drift"])
+def test_a_bias_per_step_inside_the_per_call_margin_is_caught_by_the_drift(name, tmp_path):
+    kernel, src = planted(tmp_path, name)
+    rc, out = check(src, kernel)
+    failed_with(rc, out, "drift: state rel_l2 after 64 decode steps", "grows")
+    cases_passed(out)   # every per-call comparison with the baseline passes
+    only(out, "drift: ")
+    st = out["drift"]["outputs"]["state"]
+    assert st["final"] > 5 * st["baseline_final"] and st["slope"] > 5 * st["baseline_slope"]
+    assert st["steps"][-1] == 64 and len(st["candidate"]) == len(st["baseline"]) == len(st["steps"])
+
+
+def test_drift_verdict():
+    t = np.arange(1, 65)
+    noise = 5e-8 * np.sqrt(t)
+    assert drift_verdict("state", "decode steps", noise * 1.3, noise)[0] == []      # same growth, noisier
+    fails, summary = drift_verdict("state", "decode steps", noise + 1.2e-7 * t, noise)
+    assert len(fails) == 1 and fails[0].startswith("drift: state rel_l2 after 64 decode steps") and "x faster" in fails[0]
+    assert summary["slope"] > summary["baseline_slope"] > 0
+    # a constant offset (the per-call check's business) does not grow: not drift
+    assert drift_verdict("o", "decode steps", noise + 3e-6, noise)[0] == []
+    assert "not finite after 3" in drift_verdict("o", "steps", [1e-7, 2e-7, np.inf, np.inf], [1e-7] * 4)[0][0]
+
+
+# the baselines, and the contract ---------------------------------------------------------------------------
+
+@cpu_only
+@pytest.mark.parametrize("kernel,source", [("kda.decode", DECODE), ("kda.prefill", PREFILL),
+                                           ("kda_cuda.decode", CUDA_DECODE)])
+def test_the_baselines_pass_the_new_gates(kernel, source, tmp_path):
+    copy = variant(tmp_path, source, [])
+    t0 = time.monotonic()
+    rc, out = check(copy, kernel)
+    print(f"\n{kernel}: check --quick {time.monotonic() - t0:.1f} s")
+    assert rc == 0 and out["status"] == "passed", out.get("failures") or out.get("error")
+    spec = out["specializations"]["cases"]
+    assert {g for c in spec for g in c["gpu"]} == {f"gpu[{i}]" for i in range(len(MANIFESTS[kernel].shapes["gpu"]))} | {"bench"}
+    assert all(c["passed"] and "skipped" not in c for c in spec)
+    assert out["program_order"]["passed"] and all(out["program_order"]["identical"].values())
+    assert out["drift"]["passed"] and set(out["drift"]["outputs"]) >= {"o"}
+
+
+def test_reductions_never_touch_k_or_v_and_keep_t_on_its_side_of_the_chunk():
+    for shape in MANIFESTS["kda.prefill"].shapes["gpu"]:
+        for group in _ladders("kda_prefill", shape, 64):
+            for alt in group:
+                assert "K" not in alt and "V" not in alt
+                if "T" in alt:
+                    assert alt["T"] > 64 and alt["T"] % 64 == shape["T"] % 64 and alt["T"] < shape["T"]
+                if "H" in alt:
+                    assert alt["HV"] // alt["H"] == shape["HV"] // shape["H"]
+    assert _ladders("kda_prefill", {"B": 1, "T": 63, "H": 1, "HV": 1, "K": 128, "V": 128}, 64) == []
+
+
+def test_the_new_manifest_tables_are_validated(tmp_path):
+    base = (ROOT / "kernels" / "kda" / "decode.toml").read_text()
+    for bad in ("[drift]\nsteps = 1\n", "[specializations]\nprograms = 0\n", "[specializations]\nprograms = \"some\"\n"):
+        p = tmp_path / "m.toml"
+        p.write_text(base.split("\n[specializations]")[0] + "\n" + bad)
+        with pytest.raises(ManifestError):
+            load_manifest(p)
+    assert load_manifest(ROOT / "kernels" / "kda" / "decode.toml").raw["drift"]["steps"] == 64

@@ -1,0 +1,281 @@
+"""The harness's `profile` (kernels/harness/profile.py, workprofile.py): work counted per source
+line under the interpreter in the check's sandboxed worker, scaled to the bench shape.
+
+(a) scaled counts equal a whole count (within 1%) at shapes small enough to count whole;
+(b) the Triton decode's counts agree with arithmetic from its source;
+(c) a planted second read of the decode state shows as re-read bytes, traffic ratio about 1.5;
+(d) what the worker reports is validated: a malformed, huge or implausible report is an error.
+"""
+import json
+import os
+import time
+
+import pytest
+
+from kernels.harness.manifest import all_manifests
+from kernels.harness.profile import (FIELDS, MAX_REPORT_BYTES, ProfileError, profile_kernel, read_report,
+                                     validate_report)
+
+from .conftest import harness, variant
+
+MANIFESTS = all_manifests()
+DECODE, PREFILL = MANIFESTS["kda.decode"], MANIFESTS["kda.prefill"]
+
+
+def _deadline():
+    return time.monotonic() + 300
+
+
+def _line(profile, source, statement):
+    """The profile's entry for the source line that starts with `statement`."""
+    lines = source.read_text().splitlines()
+    nums = [i + 1 for i, t in enumerate(lines) if t.strip().startswith(statement)]
+    assert len(nums) == 1, (statement, nums)
+    hits = [e for e in profile["lines"] if e["line"] == nums[0]]
+    assert hits, f"no counts at line {nums[0]} ({statement})"
+    return hits[0]
+
+
+def _close(a, b, rel=0.01):
+    return abs(a - b) <= rel * max(abs(a), abs(b), 1)
+
+
+# (a) scaling ------------------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("manifest,bench", [
+    # K, V not powers of two: the last value block is partial (the grid's x is counted whole)
+    (DECODE, {"N": 3, "H": 2, "HV": 4, "K": 24, "V": 40, "S": 5}),
+    # T = 3 chunks + 8: counted at 72 and 136 tokens, one sequence, extrapolated; against all of it
+    (PREFILL, {"B": 2, "T": 200, "H": 1, "HV": 2, "K": 16, "V": 24}),
+], ids=["decode", "prefill"])
+def test_scaled_counts_equal_a_whole_count(manifest, bench):
+    whole = profile_kernel(manifest, bench=bench, exact=True, deadline=_deadline())
+    scaled = profile_kernel(manifest, bench=bench, deadline=_deadline())
+    assert whole["counted"]["exact"] and whole["counted"]["scale"] == 1.0
+    assert not scaled["counted"]["exact"] and scaled["counted"]["programs"] < whole["counted"]["programs"]
+    assert scaled["counted"]["programs_total"] == whole["counted"]["programs_total"] == whole["counted"]["programs"]
+    for f in FIELDS:
+        assert _close(scaled["totals"][f], whole["totals"][f]), (f, scaled["totals"], whole["totals"])
+    for k in set(whole["special"]) | set(scaled["special"]):
+        assert _close(scaled["special"].get(k, 0), whole["special"].get(k, 0)), k
+    by_line = {e["line"]: e for e in whole["lines"]}
+    assert {e["line"] for e in scaled["lines"]} == set(by_line)
+    for e in scaled["lines"]:
+        for f in FIELDS:
+            assert _close(e[f], by_line[e["line"]][f]), (e, by_line[e["line"]])
+    assert scaled["launches"] == whole["launches"] == 1
+    assert scaled["traffic_ratio"] == pytest.approx(whole["traffic_ratio"], rel=0.01)
+
+
+# (b) the decode's counts from its source ------------------------------------------------------------------
+
+@pytest.fixture(scope="module")
+def decode_profile():
+    return profile_kernel(DECODE, deadline=_deadline())
+
+
+def test_decode_counts_agree_with_its_source(decode_profile):
+    p, src = decode_profile, DECODE.source_path
+    s = DECODE.shapes["bench"]
+    N, H, HV, K, V = (s[x] for x in ("N", "H", "HV", "K", "V"))
+    BK, BV = K, min(V, 32)            # the launcher's blocks (K, V powers of two here)
+    programs = (V // BV) * N * HV     # grid (cdiv(V, BV), N * HV)
+    state = N * HV * K * V * 4
+    assert p["shape"] == s
+    c = p["counted"]
+    assert (c["programs"], c["programs_total"]) == ((V // BV) * (HV // H), programs)
+    assert c["scale"] == programs / c["programs"] and c["exact"] is False
+    assert c["shape"]["K"] == K and c["shape"]["V"] == V and c["shape"]["HV"] // c["shape"]["H"] == HV // H
+    # the state: read once and written once per (sequence, value head)
+    assert _line(p, src, "b_s = tl.load(p_s")["load_bytes"] == state
+    assert _line(p, src, "tl.store(p_s")["store_bytes"] == state
+    # per program: q, k, g of K fp32 values, v of BV, beta one, the slot one int64; o BV stored
+    for stmt in ("b_q = tl.load", "b_k = tl.load", "b_g = tl.load"):
+        assert _line(p, src, stmt)["load_bytes"] == programs * BK * 4
+    assert _line(p, src, "b_v = tl.load")["load_bytes"] == programs * BV * 4
+    assert _line(p, src, "b_beta = tl.load")["load_bytes"] == programs * 4
+    assert _line(p, src, "i_slot = tl.load")["load_bytes"] == programs * 8
+    assert _line(p, src, "tl.store(p_o")["store_bytes"] == programs * BV * 4
+    # tl.exp(b_g) on a [BK] vector per program, then the [BK, BV] decay product
+    decay = _line(p, src, "b_s = b_s * tl.exp(b_g)")
+    assert (decay["special_calls"], decay["flops"]) == (programs * BK, programs * BK * BV)
+    assert p["special"] == {"exp": programs * BK}
+    # predict: BK*BV products, a sum of BK rows (BK-1 adds per column); delta: a sub and a mul per column
+    assert _line(p, src, "b_p = tl.sum")["flops"] == programs * (BK * BV + (BK - 1) * BV)
+    assert _line(p, src, "b_d = b_beta")["flops"] == programs * 2 * BV
+    assert _line(p, src, "b_s = b_s + b_k")["flops"] == programs * 2 * BK * BV
+    assert _line(p, src, "b_o = tl.sum")["flops"] == programs * (BK * BV + (BK - 1) * BV)
+    assert _line(p, src, "b_q = tl.load")["flops"] == programs * BK          # * scale
+    t = p["totals"]
+    assert t["load_bytes"] == state + programs * (3 * BK * 4 + BV * 4 + 4 + 8)
+    assert t["store_bytes"] == state + programs * BV * 4
+    assert (t["reread_bytes"], t["dot_macs"]) == (0, 0)
+    assert t["special_calls"] == programs * BK
+    assert t["load_bytes"] == sum(e["load_bytes"] for e in p["lines"])
+    assert p["launches"] == 1
+    assert p["floor"] == {"bytes": DECODE.floor_bytes(s), "flops": DECODE.floor_flops(s)}
+    assert p["traffic_ratio"] == pytest.approx((t["load_bytes"] + t["store_bytes"]) / p["floor"]["bytes"])
+    assert 1.0 < p["traffic_ratio"] < 1.1
+    texts = src.read_text().splitlines()
+    assert all(e["text"] == texts[e["line"] - 1].strip() for e in p["lines"])
+    assert [e["line"] for e in p["lines"]] == sorted(e["line"] for e in p["lines"])
+
+
+# (c) a planted re-read ------------------------------------------------------------------------------------
+
+def test_a_second_read_of_the_state_is_a_reread(tmp_path, decode_profile):
+    planted = variant(tmp_path, DECODE.source_path, [(
+        "    b_p = tl.sum(b_s * b_k[:, None], axis=0)                         # [BV]\n",
+        "    b_p = tl.sum(tl.load(p_s, mask=m_s, other=0.) * tl.exp(b_g)[:, None] * b_k[:, None], axis=0)\n")])
+    p = profile_kernel(DECODE, planted, deadline=_deadline())
+    s = DECODE.shapes["bench"]
+    state = s["N"] * s["HV"] * s["K"] * s["V"] * 4
+    assert p["totals"]["reread_bytes"] == state
+    assert _line(p, planted, "b_p = tl.sum(tl.load(p_s")["reread_bytes"] == state
+    assert p["totals"]["load_bytes"] == decode_profile["totals"]["load_bytes"] + state
+    assert p["traffic_ratio"] == pytest.approx(1.5, abs=0.06)
+    assert decode_profile["totals"]["reread_bytes"] == 0
+
+
+# (d) the worker's report is data, validated ----------------------------------------------------------------
+
+def _entry(**kw):
+    e = {f: 0 for f in FIELDS}
+    e["special"] = {}
+    e.update(kw)
+    return e
+
+
+@pytest.mark.parametrize("report,why", [
+    ("not a dict", "malformed"),
+    ({"format": 2, "lines": {}}, "malformed"),
+    ({"format": 1, "lines": {"5": _entry()}, "extra": 1}, "unknown keys"),
+    ({"format": 1, "lines": {"999": _entry(load_bytes=4)}}, "past the source"),
+    ({"format": 1, "lines": {"-3": _entry()}}, "malformed"),
+    ({"format": 1, "lines": {"5": _entry(load_bytes=-4)}}, "not a count"),
+    ({"format": 1, "lines": {"5": _entry(load_bytes=4.5)}}, "not a count"),
+    ({"format": 1, "lines": {"5": _entry(load_bytes=True)}}, "not a count"),
+    ({"format": 1, "lines": {"5": _entry(load_bytes="4")}}, "not a count"),
+    ({"format": 1, "lines": {"5": _entry(flops=1 << 60)}}, "not a count"),
+    ({"format": 1, "lines": {"5": dict(_entry(), bogus=1)}}, "fields"),
+    ({"format": 1, "lines": {"5": _entry(special_calls=3, special={"exp": 3, "fork": 0})}}, "special functions"),
+    ({"format": 1, "lines": {"5": _entry(special_calls=3, special={"exp": 2})}}, "sum"),
+    ({"format": 1, "lines": {"5": _entry(load_bytes=4, reread_bytes=8)}}, "re-reads more"),
+    ({"format": 1, "lines": {str(i): _entry() for i in range(60)}}, "lines for a source"),
+], ids=lambda x: x if isinstance(x, str) else None)
+def test_a_malformed_report_is_an_error(report, why):
+    with pytest.raises(ProfileError, match=why):
+        validate_report(report, nlines=50)
+
+
+def test_a_valid_report_reads_as_counts():
+    lines, special, programs = validate_report(
+        {"format": 1, "lines": {"0": _entry(flops=2), "7": _entry(load_bytes=8, reread_bytes=4, special_calls=3,
+                                                                  special={"exp": 2, "div": 1})}, "programs": 4},
+        nlines=50)
+    assert lines == {0: [0, 0, 0, 0, 2, 0], 7: [8, 0, 4, 3, 0, 0]} and special[7] == {"exp": 2, "div": 1}
+    assert programs == 4
+
+
+def test_report_files_are_read_with_limits(tmp_path):
+    (tmp_path / "out").mkdir()
+    (tmp_path / "out" / "big.json").write_text(" " * (MAX_REPORT_BYTES + 1))
+    with pytest.raises(ProfileError, match="larger"):
+        read_report(tmp_path, "out/big.json")
+    (tmp_path / "secret.json").write_text("{}")
+    os.symlink(tmp_path / "secret.json", tmp_path / "out" / "link.json")
+    with pytest.raises(ProfileError, match="no report"):
+        read_report(tmp_path, "out/link.json")
+    with pytest.raises(ProfileError, match="outside"):
+        read_report(tmp_path / "out", "../secret.json")
+    with pytest.raises(ProfileError, match="no report"):
+        read_report(tmp_path, "out/missing.json")
+
+
+FORGERS = {
+    # the worker's writer replaced by the candidate at import: a line far past the source
+    "a line past the source": ("past the source", {"format": 1, "programs": 1, "lines": {
+        "100000": {"load_bytes": 1, "store_bytes": 0, "reread_bytes": 0, "special_calls": 0, "flops": 0,
+                   "dot_macs": 0, "special": {}}}}),
+    # a report far over the size limit
+    "a huge report": ("larger than", "HUGE"),
+    # a well-formed report of (almost) no work: below the floor every correct kernel moves
+    "no work at all": ("implausible", {"format": 1, "programs": 1, "lines": {
+        "40": {"load_bytes": 4, "store_bytes": 4, "reread_bytes": 0, "special_calls": 0, "flops": 0,
+               "dot_macs": 0, "special": {}}}}),
+}
+
+
+@pytest.mark.parametrize("name", list(FORGERS))
+def test_a_candidate_cannot_forge_its_counts(tmp_path, name):
+    why, report = FORGERS[name]
+    forge = (
+        "import json as _json\n"
+        "import kidiom_rt.workprofile as _wp\n"
+        "def _forged(path, _orig=_wp.finish):\n"
+        "    _orig(path)\n"
+        "    with open(path, 'w') as f:\n"
+        f"        f.write(' ' * {MAX_REPORT_BYTES + 10}) if {report!r} == 'HUGE' else _json.dump({report!r}, f)\n"
+        "    return path\n"
+        "_wp.finish = _forged\n")
+    planted = variant(tmp_path, DECODE.source_path, [("__all__ = [\"kda_decode\"]\n",
+                                                      "__all__ = [\"kda_decode\"]\n" + forge)])
+    with pytest.raises(ProfileError, match=why):
+        profile_kernel(DECODE, planted, deadline=_deadline())
+
+
+# the command --------------------------------------------------------------------------------------------
+
+def test_the_command_speaks_the_wire_format():
+    rc, out = harness("profile", "--kernel", "kda.decode", "--json", "--timeout", "120")
+    assert rc == 0, out
+    assert (out["wire"], out["version"], out["command"], out["status"]) == ("kidiom-harness", 1, "profile", "ok")
+    for k in ("kernel", "source", "manifest", "device", "mode", "versions", "seconds", "shape", "counted", "totals",
+              "special", "floor", "traffic_ratio", "launches", "lines"):
+        assert k in out, k
+    assert set(out["counted"]) >= {"shape", "programs", "programs_total", "scale", "exact", "note"}
+    assert set(out["totals"]) == set(FIELDS) and all(isinstance(v, int) for v in out["totals"].values())
+    assert all(set(e) == {"line", "text", *FIELDS} for e in out["lines"])
+    json.dumps(out)
+
+
+def test_a_cuda_kernel_is_skipped_with_a_reason():
+    rc, out = harness("profile", "--kernel", "kda_cuda.decode", "--timeout", "60")
+    assert rc == 3 and out["status"] == "skipped" and "CUDA emulation" in out["reason"], out
+    assert out["command"] == "profile"
+
+
+def test_special_functions_are_counted_by_kind(tmp_path):
+    planted = variant(tmp_path, DECODE.source_path, [
+        ("    b_s = b_s * tl.exp(b_g)[:, None]\n",
+         "    b_s = b_s * tl.sigmoid(b_g)[:, None] * tl.exp2(b_g)[:, None]\n"),
+        ("    b_d = b_beta * (b_v - b_p)                                       # [BV]\n",
+         "    b_d = (b_v - b_p) / (1.0 / b_beta) + tl.sqrt(tl.abs(b_p)) * 0.0\n")])
+    s = dict(DECODE.shapes["bench"], N=2, H=1, HV=2, S=3)
+    p = profile_kernel(DECODE, planted, bench=s, exact=True, deadline=_deadline())
+    programs = (s["V"] // 32) * s["N"] * s["HV"]
+    BK, BV = s["K"], 32
+    # tl.sigmoid (1 / (1 + exp(-x))) is one evaluation per element, its exp and division not again
+    assert p["special"] == {"sigmoid": programs * BK, "exp2": programs * BK,
+                            "div": programs * (BV + 1), "sqrt": programs * BV}
+    decay = _line(p, planted, "b_s = b_s * tl.sigmoid")
+    assert decay["special_calls"] == 2 * programs * BK
+    assert decay["flops"] == programs * (BK + 2 * BK * BV)   # sigmoid's 1 + exp(-x), two products
+    assert p["totals"]["special_calls"] == sum(p["special"].values())
+
+
+def test_a_block_size_chosen_by_the_batch_is_counted_at_the_bench_block_size(tmp_path):
+    # a launch configuration rewrite: wider value blocks for large batches. The most reduced shape
+    # would run BV = 32; the profile counts the smallest shape that still gets the bench's BV = 64
+    planted = variant(tmp_path, DECODE.source_path, [(
+        "    BV = min(triton.next_power_of_2(V), 32)\n",
+        "    BV = min(triton.next_power_of_2(V), 32 if N * HV < 64 else 64)\n")])
+    p = profile_kernel(DECODE, planted, deadline=_deadline())
+    s = DECODE.shapes["bench"]
+    c = p["counted"]
+    assert c["shape"]["N"] * c["shape"]["HV"] == 64 and "reduced only as far" in c["note"], c
+    programs = (s["V"] // 64) * s["N"] * s["HV"]
+    assert c["programs_total"] == programs and c["programs"] == (s["V"] // 64) * 64
+    assert p["special"] == {"exp": programs * s["K"]}
+    assert _line(p, planted, "b_s = tl.load(p_s")["load_bytes"] == s["N"] * s["HV"] * s["K"] * s["V"] * 4
+    assert "not uniform" not in c["note"]
