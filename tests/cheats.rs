@@ -8,7 +8,7 @@
 //! | the kernel writes into an input | correctness: "input v was modified" |
 //! | the state rounded to bf16 with bit operations, no flag | correctness: "materially worse than the baseline" |
 //! | the launcher computes with numpy / caches outputs / zeroes an input | static: host code is contract |
-//! | the KV module skips its copies at the bench's batch size | speed: "did not produce the reference bytes" (digests of the bench's outputs) |
+//! | the KV module skips its copies at the bench's batch size | correctness: its cases include the bench's sizes |
 
 use std::time::Instant;
 
@@ -54,7 +54,7 @@ fn planted_cheats_are_rejected_at_the_gate_that_should_catch_them() {
         ("bf16-state", "correctness", "materially worse than the baseline"),
         ("launcher-numpy", "static", "host code"),
         ("launcher-cache", "static", "host code"),
-        ("bench-detect", "speed", "did not produce the reference bytes"),
+        ("bench-detect", "correctness", "bench-size"),
     ];
     for (id, gate_name, words) in expect {
         let ev = by_id(&report, id);
@@ -65,6 +65,4 @@ fn planted_cheats_are_rejected_at_the_gate_that_should_catch_them() {
         let ran: Vec<&str> = ev["gates"].as_array().into_iter().flatten().filter_map(|g| g["gate"].as_str()).collect();
         assert_eq!(ran.last(), Some(&gate_name), "{id}: {ran:?}");
     }
-    // the bench-detecting module passed correctness: only the speed gate's digests caught it
-    assert_eq!(gate(by_id(&report, "bench-detect"), "correctness")["status"], "passed");
 }

@@ -10,6 +10,9 @@
 //! | 1 | a kernel body that runs a shell at compile time and at run time | rejected on its outputs; nothing written |
 //! | 2 descendants | a detached (`setsid`) grandchild that keeps running | gone after `validate`, which ends in time |
 //! | 3 confinement | TCP to a listener of the test; the host's `/dev/shm`, `/proc`, a Unix socket | no connection; nothing seen |
+//! | 3 | a host module's static initializer: a file, TCP, a detached grandchild | correctness: the import names what it saw refused |
+//! | 1 | a host module that `#include`s a file outside its directory | static: does not compile; the file's text nowhere |
+//! | 6 sizes | the KV module skips work at the bench's page count, or copies half of a large `out` | correctness: "bench-size" |
 
 use std::io::Read;
 use std::net::TcpListener;
@@ -188,4 +191,127 @@ fn candidates_that_try_to_escape_are_rejected_and_blocked() {
     assert!(took < Duration::from_secs(600), "validate outlived its deadline: {took:?}");
     let seen = by_id(&report, "sees-the-host");
     assert_eq!(verdict(seen).0, "needs-gpu", "the sandbox let the candidate see the host: {seen:#}");
+}
+
+const KV: &str = "kernels/kv_transfer/kv_transfer.cpp";
+
+/// A host module's static initializer that tries to write outside, connect to
+/// the test's listener and leave a detached grandchild, then says what it saw.
+const STATIC_INIT: &str = r#"
+#include <arpa/inet.h>
+#include <cerrno>
+#include <fcntl.h>
+#include <netinet/in.h>
+#include <sys/prctl.h>
+#include <sys/socket.h>
+#include <unistd.h>
+#include <stdexcept>
+namespace {
+std::string probe_result;
+struct Escape {
+    Escape() {
+        int fd = open("@FILE@", O_CREAT | O_WRONLY | O_TRUNC, 0644);
+        probe_result += std::string("open=") + (fd >= 0 ? "OPEN" : "refused");
+        if (fd >= 0) close(fd);
+        int t = socket(AF_INET, SOCK_STREAM, 0);
+        sockaddr_in a{};
+        a.sin_family = AF_INET;
+        a.sin_port = htons(@PORT@);
+        a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+        probe_result += std::string(" tcp=") + (t >= 0 && connect(t, (sockaddr*)&a, sizeof a) == 0 ? "OPEN" : "refused");
+        if (fork() == 0) {
+            setsid();
+            if (fork() == 0) {
+                prctl(PR_SET_NAME, "@TOKEN@", 0, 0, 0);
+                sleep(120);
+            }
+            _exit(0);
+        }
+    }
+} escape_;
+}  // namespace
+"#;
+
+/// Pids whose `comm` is `token`.
+fn named(token: &str) -> Vec<u32> {
+    let Ok(procs) = std::fs::read_dir("/proc") else { return Vec::new() };
+    procs
+        .flatten()
+        .filter_map(|e| {
+            let pid = e.file_name().to_str()?.parse::<u32>().ok()?;
+            let comm = std::fs::read_to_string(e.path().join("comm")).ok()?;
+            (comm.trim() == token).then_some(pid)
+        })
+        .collect()
+}
+
+#[test]
+fn host_module_escapes_and_size_triggered_cheats_are_rejected() {
+    let Some(py) = python() else { return };
+    let _cpu = crate::util::cpu_alone(); // host C++ builds and the bench-size cases
+    let env = project();
+    let outside = env.path().join("outside");
+    std::fs::create_dir_all(&outside).expect("mkdir");
+    let written = outside.join("static-init");
+    let listener = TcpListener::bind("127.0.0.1:0").expect("bind");
+    listener.set_nonblocking(true).expect("nonblocking");
+    let port = listener.local_addr().expect("addr").port();
+    let token = format!("kidiomsi{}", std::process::id() % 100_000);
+
+    // class 3: the static initializer runs inside the sandbox
+    let init = STATIC_INIT
+        .replace("@FILE@", &written.display().to_string())
+        .replace("@PORT@", &port.to_string())
+        .replace("@TOKEN@", &token);
+    let module = "PYBIND11_MODULE(kv_transfer, m) {\n";
+    let probe = edit(&env, KV, "#include <vector>\n", &format!("#include <vector>\n{init}"))
+        .replace(module, &format!("{module}    sleep(1);\n    throw std::runtime_error(\"probe \" + probe_result);\n"));
+    plant(&env, "static-initializer-escapes", "concurrency", KV, &probe);
+    // class 1: the build reads only the module's own directory, and its log echoes no file
+    let secret = outside.join("secret.h");
+    let secret_text = format!("kidiom_secret_{}", std::process::id());
+    std::fs::write(&secret, format!("{secret_text} {secret_text}\n")).expect("secret");
+    let include =
+        edit(&env, KV, "#include <cstddef>\n", &format!("#include \"{}\"\n#include <cstddef>\n", secret.display()));
+    plant(&env, "includes-a-secret", "concurrency", KV, &include);
+    // class 6: work skipped at the bench's sizes is caught by correctness
+    let check = "    check_page_ids(page_ids, n, p.num_pages, \"gather\");\n";
+    plant(
+        &env,
+        "skips-at-bench-count",
+        "concurrency",
+        KV,
+        &edit(&env, KV, check, &format!("{check}    if (n == 256) return;\n")),
+    );
+    let copy = "    for (size_t i = 0; i < n; ++i) {\n        const uint8_t* src";
+    let half = "    const size_t todo = need > (size_t(1) << 20) ? n / 2 : n;\n    for (size_t i = 0; i < todo; ++i) {\n        const uint8_t* src";
+    plant(&env, "half-out-when-large", "concurrency", KV, &edit(&env, KV, copy, half));
+
+    let (report, out) = validate(&env, &py, &["--pending", "--seeds", "1", "--no-consistency", "--timeout", "600"]);
+    let mut connected = 0;
+    while listener.accept().is_ok() {
+        connected += 1;
+    }
+    assert_eq!(out.status.code(), Some(1), "rejections exit 1: {report:#}");
+    let reason = |id: &str| by_id(&report, id)["verdict"]["reason"].as_str().unwrap_or("").to_string();
+    for (id, gate_name) in [
+        ("static-initializer-escapes", "correctness"),
+        ("includes-a-secret", "static"),
+        ("skips-at-bench-count", "correctness"),
+        ("half-out-when-large", "correctness"),
+    ] {
+        let ev = by_id(&report, id);
+        assert_eq!(verdict(ev), ("rejected".to_string(), gate_name.to_string()), "{id}: {ev:#}");
+    }
+    let probe = reason("static-initializer-escapes");
+    assert!(probe.contains("open=refused") && probe.contains("tcp=refused"), "{probe}");
+    assert!(!written.exists(), "the static initializer wrote outside its sandbox");
+    assert_eq!(connected, 0, "the static initializer connected to the host's loopback");
+    assert!(named(&token).is_empty(), "the static initializer's grandchild survived");
+    assert!(reason("includes-a-secret").contains("does not compile"), "{}", reason("includes-a-secret"));
+    let all = report.to_string();
+    assert!(!all.contains(&secret_text), "the build log echoed the secret: {all}");
+    for id in ["skips-at-bench-count", "half-out-when-large"] {
+        assert!(reason(id).contains("bench-size"), "{id}: the reason must name the bench's sizes: {}", reason(id));
+    }
 }
