@@ -10,7 +10,6 @@ caught with a failure that names why, while the baselines pass.
 
 Planted candidates are text substitutions of the baseline sources, as in test_cheats.py.
 """
-import os
 import time
 
 import numpy as np
@@ -20,7 +19,7 @@ from kernels.harness.check import _ladders, drift_verdict
 from kernels.harness.interp import program_schedule
 from kernels.harness.manifest import ManifestError, all_manifests, load_manifest
 
-from .conftest import HAS_CUDA, ROOT, harness, variant
+from .conftest import HAS_CUDA, ROOT, variant
 from .test_cheats import DECODE, PREFILL, STATE_UPDATE, check, failed_with
 
 CUDA_DECODE = ROOT / "kernels" / "kda_cuda" / "decode.cu"
