@@ -12,6 +12,8 @@
 //! | 3 confinement | TCP to a listener of the test; the host's `/dev/shm`, `/proc`, a Unix socket | no connection; nothing seen |
 //! | 3 | a host module's static initializer: a file, TCP, a detached grandchild | correctness: the import names what it saw refused |
 //! | 1 | a host module that `#include`s a file outside its directory | static: does not compile; the file's text nowhere |
+//! | 4 GPU code | wrong only when `K == 128` (the GPU shapes' constexpr); wrong only under `__CUDA_ARCH__`; programs that race | correctness: the specialization, the device path, "depends on program order" |
+//! | 5 drift | one ulp of growth per decode step | correctness: "drift:" |
 //! | 6 sizes | the KV module skips work at the bench's page count, or copies half of a large `out` | correctness: "bench-size" |
 
 use std::io::Read;
@@ -313,5 +315,53 @@ fn host_module_escapes_and_size_triggered_cheats_are_rejected() {
     assert!(!all.contains(&secret_text), "the build log echoed the secret: {all}");
     for id in ["skips-at-bench-count", "half-out-when-large"] {
         assert!(reason(id).contains("bench-size"), "{id}: the reason must name the bench's sizes: {}", reason(id));
+    }
+}
+
+const CUDA: &str = "kernels/kda_cuda/decode.cu";
+
+#[test]
+fn candidates_that_would_win_only_on_a_cpu_are_rejected_for_their_class() {
+    let Some(py) = python() else { return };
+    let _cpu = crate::util::cpu_heavy();
+    let env = project();
+    let delta = "    b_d = b_beta * (b_v - b_p)                                       # [BV]\n";
+    let update = "    b_s = b_s + b_k[:, None] * b_d[None, :]\n";
+    // class 4: wrong only at the GPU shapes' constexpr (K = 128)
+    plant(
+        &env,
+        "wrong-at-gpu-constexpr",
+        "math",
+        DECODE,
+        &edit(&env, DECODE, delta, &format!("{delta}    if K == 128:\n        b_d = b_d * 1.01\n")),
+    );
+    // class 4: programs that read what another program wrote
+    let race =
+        "    b_o0 = tl.load(o)\n    b_o = tl.where(((i_v == 0) & (i_nh == 0)) | (b_o0 == b_o0), b_o, b_o * 1.5)\n";
+    plant(&env, "programs-race", "math", DECODE, &edit(&env, DECODE, READOUT, &format!("{race}{READOUT}")));
+    // class 4: wrong only on the CUDA device path
+    let d = "        float d = b * (v_n[j] - p);\n";
+    plant(
+        &env,
+        "wrong-on-device-path",
+        "math",
+        CUDA,
+        &edit(&env, CUDA, d, &format!("{d}#ifdef __CUDA_ARCH__\n        d *= 1.01f;\n#endif\n")),
+    );
+    // class 5: one ulp of growth per step, inside every per-call margin
+    plant(&env, "drifts", "math", DECODE, &edit(&env, DECODE, update, &format!("{update}    b_s = b_s * 1.0000001\n")));
+
+    let (report, out) = validate(&env, &py, &["--pending", "--seeds", "1", "--no-consistency", "--timeout", "600"]);
+    assert_eq!(out.status.code(), Some(1), "rejections exit 1: {report:#}");
+    for (id, words) in [
+        ("wrong-at-gpu-constexpr", "specialization of gpu"),
+        ("programs-race", "depends on program order"),
+        ("wrong-on-device-path", "__CUDA_ARCH__"),
+        ("drifts", "drift:"),
+    ] {
+        let ev = by_id(&report, id);
+        assert_eq!(verdict(ev), ("rejected".to_string(), "correctness".to_string()), "{id}: {ev:#}");
+        let reason = ev["verdict"]["reason"].as_str().unwrap_or("");
+        assert!(reason.contains(words), "{id}: the reason must say {words:?}: {reason}");
     }
 }

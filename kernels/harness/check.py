@@ -1205,9 +1205,10 @@ def run_check(manifest, source=None, seeds=(0,), device="cpu", tf32=True, with_c
             result["emulation"] = emulation
             if failures and emulation.get("differs_from_host"):
                 # name the class: what failed is the code the GPU compiles, not the host path
-                failures.append(f"the source reads differently under __CUDA_ARCH__ {emulation.get('cuda_arch')} (its "
-                                "device path): the failures above are the device path's, which the emulation ran as "
-                                "the GPU would")
+                # (first, so that a summary of the first failures names it)
+                failures.insert(0, f"device path: the source reads differently under __CUDA_ARCH__ "
+                                   f"{emulation.get('cuda_arch')}; the failures that follow are the device path's, "
+                                   "which the emulation ran as the GPU would")
         result.update(failures=failures, passed=not failures, device=info["device"], mode=mode,
                       sandbox=_sandbox(cand, base),
                       baseline={"compared": against_baseline, "factor": BASELINE_FACTOR, "floor": BASELINE_FLOOR})
