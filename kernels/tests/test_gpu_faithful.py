@@ -117,7 +117,7 @@ def test_prefill_wrong_only_at_the_gpus_block_size_is_caught(tmp_path):
 def test_cuda_code_under_cuda_arch_is_what_the_emulation_runs(tmp_path):
     kernel, src = planted(tmp_path, "cuda-arch")
     rc, out = check(src, kernel)
-    failed_with(rc, out, "N1-H1-HV1-K16-V16-S3 seed 3: o: rel_l2", "under __CUDA_ARCH__ 900 (its device path)")
+    failed_with(rc, out, "N1-H1-HV1-K16-V16-S3 seed 3: o: rel_l2", "device path: the source reads differently under __CUDA_ARCH__ 900")
     assert "device path __CUDA_ARCH__ 900" in out["device"]
     assert out["emulation"] == {"path": "device", "cuda_arch": 900, "differs_from_host": True}
 
