@@ -34,6 +34,8 @@ mod ray;
 mod gil;
 // Planted cheats through `kidiom validate`, each rejected at its gate with the reason.
 mod cheats;
+// `kidiom profile` and the predicted speedup every validation records.
+mod profile;
 // Trust, round two: candidates that try to escape the sandbox or to win on a CPU, each blocked and rejected.
 mod trust;
 // `kidiom review --html`: the site in headless Chromium, links, plots, escaping; `run --html`, `--open`.

@@ -1,0 +1,92 @@
+//! `kidiom profile` and the predictions in every validation (issue #23): the
+//! work of our Triton decode counted on the CPU against its floor, a
+//! candidate that adds a re-read rejected as predicted slower, a neutral one
+//! predicted near 1x and listed with its prediction.
+
+use crate::project::*;
+
+const DECODE: &str = "kernels/kda/decode.py";
+
+#[test]
+fn the_decode_s_profile_names_its_lines_and_its_floor() {
+    let Some(py) = python() else { return };
+    let _cpu = crate::util::cpu_heavy();
+    let env = project();
+    let out = env
+        .cmd()
+        .env("KIDIOM_PYTHON", &py)
+        .args(["profile", "--kernel", "kda.decode", "--json"])
+        .output()
+        .expect("spawn");
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).expect("json");
+    let p = &v["profiles"][0];
+    assert_eq!(p["kernel"], "kda.decode");
+    // the bench shape: N = 64, HV = 32, K = V = 128; the state is read once and written once
+    let state = 64.0 * 32.0 * 128.0 * 128.0 * 4.0;
+    let t = &p["totals"];
+    let (load, store) = (t["load_bytes"].as_f64().unwrap(), t["store_bytes"].as_f64().unwrap());
+    assert!((load - state) / state > 0.0 && (load - state) / state < 0.15, "{t}");
+    assert!((store - state).abs() / state < 0.02, "{t}");
+    assert_eq!(t["reread_bytes"], 0, "{t}");
+    let ratio = p["traffic_ratio"].as_f64().unwrap();
+    assert!((1.0..1.1).contains(&ratio), "{ratio}");
+    // tl.exp(b_g) on a [BK] vector: K per (sequence, head) and value block of 32 columns
+    assert_eq!(t["special_calls"].as_u64(), Some(64 * 32 * 128 * 4), "{t}");
+    let line = |needle: &str| {
+        p["lines"].as_array().unwrap().iter().find(|l| l["text"].as_str().is_some_and(|s| s.contains(needle))).cloned()
+    };
+    let state_load = line("b_s = tl.load(p_s").expect("the state's load is a line");
+    assert_eq!(state_load["load_bytes"].as_f64(), Some(state));
+    let pred = &p["predicted"];
+    assert_eq!((pred["label"].as_str(), pred["bound"].as_str()), (Some("prediction"), Some("memory")), "{pred}");
+    // the table a person reads
+    let out = env.cmd().env("KIDIOM_PYTHON", &py).args(["profile", "--kernel", "kda.decode"]).output().expect("spawn");
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(text.contains("traffic ratio 1.0") && text.contains("a prediction, not a measurement"), "{text}");
+    // a kernel that is not there, and --source without --kernel
+    let bad = env.cmd().env("KIDIOM_PYTHON", &py).args(["profile", "--kernel", "nope"]).output().expect("spawn");
+    assert_eq!(bad.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&bad.stderr).contains("no kernel named nope"));
+}
+
+#[test]
+fn a_candidate_that_reads_its_state_again_is_predicted_slower() {
+    let Some(py) = python() else { return };
+    let _cpu = crate::util::cpu_heavy();
+    let env = project();
+    // a second, real (volatile: no compiler merges it) read of the whole state before the update
+    let update = "    b_s = b_s + b_k[:, None] * b_d[None, :]\n";
+    let reread = format!(
+        "    b_s = b_s * 0.5 + tl.load(p_s, mask=m_s, other=0., volatile=True) * tl.exp(b_g)[:, None] * 0.5\n{update}"
+    );
+    plant(&env, "reads-state-twice", "memory", DECODE, &edit(&env, DECODE, update, &reread));
+    let exp = "    b_s = b_s * tl.exp(b_g)[:, None]\n";
+    plant(
+        &env,
+        "exp2",
+        "math",
+        DECODE,
+        &edit(&env, DECODE, exp, "    b_s = b_s * tl.exp2(b_g * 1.4426950408889634)[:, None]\n"),
+    );
+    let (report, _) = validate(&env, &py, &["--pending", "--seeds", "1", "--no-consistency", "--timeout", "600"]);
+    let slow = by_id(&report, "reads-state-twice");
+    assert_eq!(verdict(slow), ("rejected".to_string(), "static".to_string()), "{slow:#}");
+    let reason = slow["verdict"]["reason"].as_str().unwrap_or("");
+    assert!(reason.starts_with("predicted slower: the work profile predicts"), "{reason}");
+    let p = &slow["prediction"];
+    assert!(p["speedup"].as_f64().unwrap() < 0.8, "{p}");
+    assert!(p["reread_bytes"][1].as_u64().unwrap() > 0, "{p}");
+    let neutral = by_id(&report, "exp2");
+    assert_eq!(verdict(neutral).0, "needs-gpu", "{neutral:#}");
+    let s = neutral["prediction"]["speedup"].as_f64().expect("a prediction");
+    assert!((0.95..1.05).contains(&s), "an exp2 swap moves no bytes: {s}");
+    assert_eq!(neutral["prediction"]["label"], "prediction");
+    // review lists the prediction, strongest first
+    let db = env.db();
+    let out = env.run(&["review", "--db", db.to_str().unwrap()]);
+    let text = String::from_utf8_lossy(&out.stdout);
+    let (a, b) = (text.find("exp2").unwrap(), text.find("reads-state-twice").unwrap());
+    assert!(a < b, "the stronger prediction first:\n{text}");
+    assert!(text.contains("predicted") && text.contains("memory"), "{text}");
+}
