@@ -78,6 +78,7 @@ fn validator() -> Vec<kidiom_validator::Error> {
         Patch { path: "k.py".into(), message: m() },
         Spawn { command: "python3 -m kernels.harness".into(), cause: io() },
         Search(m()),
+        UnknownKernel { name: "k".into(), known: "a, b".into() },
         Fleet(m()),
         Rewrite(rewriter().remove(8)),
         Miner(miner().remove(0)),

@@ -47,6 +47,14 @@ pub enum Error {
     /// is nothing to search).
     #[error("site search: {0}")]
     Search(String),
+    /// No manifest names this kernel.
+    #[error("no kernel named {name} (known: {known})")]
+    UnknownKernel {
+        /// The name asked for.
+        name: String,
+        /// The names there are, comma-separated.
+        known: String,
+    },
     /// The Ray executor's driver could not start, reach its cluster, or
     /// talk (a task that fails on the cluster is a verdict, not this).
     #[error("ray executor: {0}")]

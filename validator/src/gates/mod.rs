@@ -570,7 +570,7 @@ impl Validator {
     pub fn profile(&self, name: &str, source: Option<&Path>) -> Result<ProfileReport> {
         let manifest = self.kernels.manifests.iter().find(|m| m.name == name).ok_or_else(|| {
             let known: Vec<&str> = self.kernels.manifests.iter().map(|m| m.name.as_str()).collect();
-            Error::Search(format!("no kernel named {name} (known: {})", known.join(", ")))
+            Error::UnknownKernel { name: name.to_string(), known: known.join(", ") }
         })?;
         let mut args = vec!["profile".to_string(), "--kernel".into(), manifest.name.clone()];
         if let Some(s) = source {
