@@ -232,9 +232,25 @@ impl Pending {
             self.patch.old_path = git_a.filter(|a| *a != path);
         }
         self.patch.path = path;
+        for p in self.patch.paths() {
+            inside_the_tree(p)?;
+        }
         files.push(self.patch);
         Ok(())
     }
+}
+
+/// A path a patch may name: relative, and never above the tree it applies to
+/// (`../`, an absolute path, a drive or NUL would read or write elsewhere).
+fn inside_the_tree(path: &str) -> Result<()> {
+    let p = std::path::Path::new(path);
+    let outside = path.is_empty()
+        || path.contains('\0')
+        || p.components().any(|c| !matches!(c, std::path::Component::Normal(_) | std::path::Component::CurDir));
+    if outside {
+        return Err(Error::Diff(format!("the patch names {path:?}, a path outside the tree it applies to")));
+    }
+    Ok(())
 }
 
 const EXTENDED: &[&str] = &[
@@ -446,6 +462,20 @@ pub(crate) fn apply(text: &str, patch: &FilePatch, reverse: bool) -> Result<Stri
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_patch_that_names_a_path_outside_the_tree_is_refused() {
+        for path in ["../../etc/hostname", "/etc/hostname", "kernels/../../x.py", "kernels/./../../x"] {
+            let diff = format!("--- a/{path}\n+++ b/{path}\n@@ -1 +1 @@\n-x\n+y\n");
+            let e = parse(&diff).unwrap_err().to_string();
+            assert!(e.contains("outside the tree"), "{path}: {e}");
+        }
+        let ok = parse("--- a/kernels/./k.py\n+++ b/kernels/./k.py\n@@ -1 +1 @@\n-x\n+y\n").unwrap();
+        assert_eq!(ok.len(), 1);
+        let renamed =
+            "diff --git a/kernels/k.py b/../k.py\nsimilarity index 100%\nrename from kernels/k.py\nrename to ../k.py\n";
+        assert!(parse(renamed).unwrap_err().to_string().contains("outside the tree"));
+    }
 
     fn diff(path: &str, a: &str, b: &str) -> String {
         kidiom_rewriter::unified(path, a, b, 3)
