@@ -7,7 +7,7 @@ use std::collections::{BTreeMap, HashSet};
 use std::path::PathBuf;
 use std::time::Duration;
 
-use anyhow::Result;
+use anyhow::{Context, Result};
 use kidiom_miner::SourceKind;
 use kidiom_patterns::{Candidate, Catalog, Filter, Kind, Pattern};
 use kidiom_validator::Device;
@@ -154,7 +154,14 @@ pub(crate) fn run(cfg: &Config, catalog: &mut Catalog, o: &Options, tell: &(dyn 
     if !o.no_validate && std::path::Path::new("kernels").is_dir() {
         tell(Event::Note("applying the catalog to kernels/ (dry run)".into()));
         let root = super::root()?;
-        let kernels = [root.join("kernels")];
+        // the kernel sources a manifest names: the files a candidate can be validated on (never
+        // the harness's tests, whose planted kernels are contract)
+        let manifests = kidiom_validator::Kernels::load(&root, "kernels")
+            .with_context(|| format!("reading the kernel manifests under {}", root.join("kernels").display()))?;
+        let mut kernels: Vec<std::path::PathBuf> =
+            manifests.manifests.iter().map(|m| root.join(m.source_path())).collect();
+        kernels.sort();
+        kernels.dedup();
         let validator = if cfg.search.enabled && !o.no_search {
             let opts = super::apply::search_validator_options(cfg, o.timeout * 3);
             Some(super::validate::build_validator(&root, &opts)?)
