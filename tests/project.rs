@@ -66,12 +66,17 @@ pub fn read(env: &Env, rel: &str) -> String {
 
 /// Stores a candidate rewriting `rel` from its current text to `new`.
 pub fn plant(env: &Env, id: &str, category: &str, rel: &str, new: &str) {
+    plant_as(env, id, &format!("test-{category}"), serde_json::json!({"category": category}), rel, new);
+}
+
+/// [`plant`] with the pattern id and the provenance `kidiom apply` would record.
+pub fn plant_as(env: &Env, id: &str, pattern: &str, provenance: Value, rel: &str, new: &str) {
     let old = read(env, rel);
     assert_ne!(old, new, "{id}: the planted edit changed nothing");
     let cat = Catalog::open(&env.db()).expect("catalog");
     cat.put_candidate(&Candidate {
         id: id.into(),
-        pattern_id: format!("test-{category}"),
+        pattern_id: pattern.into(),
         path: rel.into(),
         base_blob: kidiom_miner::blob_id(old.as_bytes()),
         result_blob: kidiom_miner::blob_id(new.as_bytes()),
@@ -79,7 +84,7 @@ pub fn plant(env: &Env, id: &str, category: &str, rel: &str, new: &str) {
         sites: 1,
         diff: kidiom_rewriter::unified(rel, &old, new, 3),
         status: CandidateStatus::Proposed,
-        provenance: serde_json::json!({"category": category}),
+        provenance,
         evidence: serde_json::json!({}),
         commit_id: None,
         created_at: String::new(),

@@ -22,8 +22,6 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
-use kidiom_patterns::{Candidate, CandidateStatus, Catalog};
-
 use crate::project::*;
 
 const DECODE: &str = "kernels/kda/decode.py";
@@ -52,27 +50,10 @@ fn census(marker: &str) -> Vec<(u32, String)> {
         .collect()
 }
 
-/// Stores a candidate like [`plant`], with `after` as its pattern's template.
+/// Stores a candidate of a decorator idiom whose template is `after`.
 fn plant_idiom(env: &crate::util::Env, id: &str, after: &str, new: &str) {
-    let old = read(env, DECODE);
-    let cat = Catalog::open(&env.db()).expect("catalog");
-    cat.put_candidate(&Candidate {
-        id: id.into(),
-        pattern_id: "test-decorator-idiom".into(),
-        path: DECODE.into(),
-        base_blob: kidiom_miner::blob_id(old.as_bytes()),
-        result_blob: kidiom_miner::blob_id(new.as_bytes()),
-        value: None,
-        sites: 1,
-        diff: kidiom_rewriter::unified(DECODE, &old, new, 3),
-        status: CandidateStatus::Proposed,
-        provenance: serde_json::json!({"category": "specialization", "after": after}),
-        evidence: serde_json::json!({}),
-        commit_id: None,
-        created_at: String::new(),
-        updated_at: String::new(),
-    })
-    .expect("put");
+    let provenance = serde_json::json!({"category": "specialization", "after": after});
+    plant_as(env, id, "test-decorator-idiom", provenance, DECODE, new);
 }
 
 #[test]

@@ -28,7 +28,7 @@ from pathlib import Path
 import numpy as np
 
 from . import cudatools
-from .arrays import NpDtype
+from .arrays import ShapeOnly
 from .loader import import_file
 
 __all__ = ["compile_kernel", "CompileError"]
@@ -43,33 +43,9 @@ class CompileError(RuntimeError):
     """The candidate's source failed to import, launch or compile (its message, from the worker)."""
 
 
-class FakeTensor:
-    """Shape and dtype only: enough for a launcher and for Triton's specialisation."""
-
-    def __init__(self, shape, dtype=np.float32):
-        self.shape = tuple(shape)
-        self.dtype = NpDtype(dtype)
-        self.device = "cuda"
-
-    def data_ptr(self):
-        return 1 << 20  # 16-byte aligned, like any CUDA allocation
-
-    def stride(self, dim=None):
-        s, acc = [], 1
-        for n in reversed(self.shape):
-            s.append(acc)
-            acc *= n
-        s = tuple(reversed(s))
-        return s if dim is None else s[dim]
-
-    def size(self, dim=None):
-        return self.shape if dim is None else self.shape[dim]
-
-    def numel(self):
-        return int(np.prod(self.shape))
-
-    def is_contiguous(self):
-        return True
+def FakeTensor(shape, dtype=np.float32):
+    """Shape and dtype only, on "cuda": what a launcher sees at compile time."""
+    return ShapeOnly(shape, dtype, device="cuda")
 
 
 def fake_call(op, shape):

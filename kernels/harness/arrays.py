@@ -145,6 +145,50 @@ class NpTensor:
         return f"NpTensor(shape={self.shape}, dtype={self.dtype})"
 
 
+class ShapeOnly:
+    """A tensor without memory: shape, dtype, strides and a 16-byte aligned address, enough for a
+    launcher and for Triton's specialisation (`compile` records launches on these at the bench
+    shape; the check's `record` at each GPU shape)."""
+
+    def __init__(self, shape, dtype=np.float32, device="cpu"):
+        self.shape = tuple(int(s) for s in shape)
+        self.dtype = NpDtype(dtype)
+        self.device = device
+
+    def data_ptr(self):
+        return 1 << 20  # 16-byte aligned, like any CUDA allocation
+
+    def stride(self, dim=None):
+        s, acc = [], 1
+        for n in reversed(self.shape):
+            s.append(acc)
+            acc *= n
+        s = tuple(reversed(s))
+        return s if dim is None else s[dim]
+
+    def size(self, dim=None):
+        return self.shape if dim is None else self.shape[dim]
+
+    def dim(self):
+        return len(self.shape)
+
+    @property
+    def ndim(self):
+        return len(self.shape)
+
+    def numel(self):
+        n = 1
+        for d in self.shape:
+            n *= d
+        return n
+
+    def element_size(self):
+        return self.dtype.itemsize
+
+    def is_contiguous(self):
+        return True
+
+
 def _contiguous_strides(shape):
     strides, acc = [], 1
     for s in reversed(shape):

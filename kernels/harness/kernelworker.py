@@ -153,51 +153,9 @@ def launch_facts(kernel, args, kwargs):
     return facts
 
 
-class ShapeOnly:
-    """A tensor without memory, for `record`: shape, dtype, strides and an aligned address."""
-
-    def __init__(self, shape, dtype):
-        from .arrays import NpDtype
-        self.shape = tuple(int(s) for s in shape)
-        self.dtype = NpDtype(dtype)
-        self.device = "cpu"
-
-    def data_ptr(self):
-        return 1 << 20
-
-    def stride(self, dim=None):
-        s, acc = [], 1
-        for n in reversed(self.shape):
-            s.append(acc)
-            acc *= n
-        s = tuple(reversed(s))
-        return s if dim is None else s[dim]
-
-    def size(self, dim=None):
-        return self.shape if dim is None else self.shape[dim]
-
-    def dim(self):
-        return len(self.shape)
-
-    @property
-    def ndim(self):
-        return len(self.shape)
-
-    def numel(self):
-        n = 1
-        for d in self.shape:
-            n *= d
-        return n
-
-    def element_size(self):
-        return self.dtype.itemsize
-
-    def is_contiguous(self):
-        return True
-
-
 def run_record(kern, req):
     """Call the public function on shape-only tensors per argument list, recording the launches."""
+    from .arrays import ShapeOnly
     sets = []
     for arglist in req["record"]:
         RECORDING[0] = []

@@ -34,26 +34,22 @@ pub(crate) struct Args {
     output: OutputArgs,
 }
 
-/// `1.5 GB`, `403.1 MB`, `512 B`.
-pub(crate) fn bytes(n: f64) -> String {
-    let units = [("GB", 1e9), ("MB", 1e6), ("kB", 1e3)];
-    for (u, f) in units {
-        if n >= f {
-            return format!("{:.1} {u}", n / f);
-        }
+/// `n` in the largest of `units` it reaches, one decimal; below them all, whole with `base`.
+fn scaled(n: f64, units: [(&str, f64); 3], base: &str) -> String {
+    match units.iter().find(|(_, f)| n >= *f) {
+        Some((u, f)) => format!("{:.1} {u}", n / f),
+        None => format!("{n:.0}{base}"),
     }
-    format!("{n:.0} B")
 }
 
-/// `67.1 M`, `262 k`, `12`.
+/// `1.5 GB`, `403.1 MB`, `512 B`.
+pub(crate) fn bytes(n: f64) -> String {
+    scaled(n, [("GB", 1e9), ("MB", 1e6), ("kB", 1e3)], " B")
+}
+
+/// `67.1 M`, `262.1 k`, `12`.
 pub(crate) fn count(n: f64) -> String {
-    let units = [("G", 1e9), ("M", 1e6), ("k", 1e3)];
-    for (u, f) in units {
-        if n >= f {
-            return format!("{:.1} {u}", n / f);
-        }
-    }
-    format!("{n:.0}")
+    scaled(n, [("G", 1e9), ("M", 1e6), ("k", 1e3)], "")
 }
 
 fn shape(s: &std::collections::BTreeMap<String, serde_json::Value>) -> String {
