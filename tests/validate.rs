@@ -419,7 +419,8 @@ fn a_check_the_cpu_cannot_run_is_not_a_pass() {
         "barrier",
         "other",
         cu,
-        &edit(&env, cu, "    int nh = blockIdx.x;\n", "    int nh = blockIdx.x;\n    __syncthreads();\n"),
+        // a memory fence across the device: nothing a CPU emulation can stand behind
+        &edit(&env, cu, "    int nh = blockIdx.x;\n", "    int nh = blockIdx.x;\n    __threadfence();\n"),
     );
     let (report, _) = validate(&env, &py, &["barrier", "--seeds", "1", "--timeout", "300"]);
     let ev = by_id(&report, "barrier");

@@ -373,7 +373,7 @@ def main():
             os._exit(EXIT_LOAD_FAILED)
     langs = {spec["language"] for spec in cfg["kernels"].values()}
     arch = next((h.emulation["cuda_arch"] for h in kernels.values() if h.emulation), None)
-    emu = f"sequential-thread CUDA emulation, device path __CUDA_ARCH__ {arch}"
+    emu = f"cooperative-thread CUDA emulation, device path __CUDA_ARCH__ {arch}"
     if on_gpu:
         device = backend.describe()
     elif langs == {"cuda"}:

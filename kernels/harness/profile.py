@@ -19,19 +19,27 @@ shape-only tensors in the worker, against the grid the counted call launched). P
 its chunks in every program: with more than two chunks at the bench shape it is counted at one
 and two chunks (plus the bench's remainder) and extrapolated linearly to the bench's chunks,
 exact when chunks do uniform work. `exact` is true when the bench shape itself was counted.
+
+A CUDA kernel is counted by the emulation's counting build (kernels/kda_cuda/launch.py, in the
+same worker, asked for with the program order "profile" whose seed names its report in the
+worker's work/ directory). Its launcher is contract, so the grid at any shape is known here
+(`launch_geometry`: N * HV blocks); blocks do uniform work and K, V (its int parameters) are kept,
+so it is counted at the most reduced shape and scaled by blocks at the bench shape / blocks run.
 """
 import json
 import os
+import secrets
 import time
 from fractions import Fraction
 from pathlib import Path
 
 import numpy as np
 
+from ..kda_cuda.launch import PROFILE_REPORT as CUDA_REPORT, launch_geometry
 from .ops import OPS
 from .workers import KernelSpec, Workers
 
-__all__ = ["run_profile", "profile_kernel", "counted_plan", "validate_report", "ProfileError",
+__all__ = ["run_profile", "profile_kernel", "counted_plan", "validate_report", "ProfileError", "ProfileSkipped",
            "MAX_REPORT_BYTES", "FIELDS", "SPECIAL_KINDS"]
 
 FIELDS = ("load_bytes", "store_bytes", "reread_bytes", "special_calls", "flops", "dot_macs")
@@ -48,6 +56,10 @@ BUDGET = {"kda_decode": 2048, "kda_prefill": 96}
 
 class ProfileError(Exception):
     """The profile could not be made (the kernel failed, or its worker's report is not valid)."""
+
+
+class ProfileSkipped(ProfileError):
+    """This CPU cannot run the kernel (a CUDA source the emulation cannot build)."""
 
 
 # the counted shape ----------------------------------------------------------------------------------
@@ -120,8 +132,11 @@ def validate_report(obj, nlines):
     `obj` is not exactly a report: candidate-controlled data is only ever read as counts."""
     if not isinstance(obj, dict) or obj.get("format") != 1 or not isinstance(obj.get("lines"), dict):
         raise ProfileError("the worker's report is malformed: not a format-1 report with lines")
-    if set(obj) - {"format", "lines", "programs"}:
+    if set(obj) - {"format", "lines", "programs", "flops_counted", "lane_bytes"}:
         raise ProfileError("the worker's report is malformed: unknown keys")
+    if not isinstance(obj.get("flops_counted", True), bool):
+        raise ProfileError("the worker's report is malformed: flops_counted is not a bool")
+    _int(obj.get("lane_bytes", 0), "lane_bytes")
     raw = obj["lines"]
     if len(raw) > nlines + 1:
         raise ProfileError(f"the worker's report is malformed: {len(raw)} lines for a source of {nlines}")
@@ -273,6 +288,25 @@ def _constexpr_note(bench_grids, counted_grids, varied):
     return "; ".join(diffs[:4]) or None
 
 
+def _cuda_grids(manifest, shape):
+    """The CUDA launcher's one launch at `shape` as _grids describes launches (its grid: N * HV)."""
+    grid, _ = launch_geometry(shape["N"], shape["HV"], shape["V"], int(manifest.raw.get("block_threads", 128)))
+    return [(manifest.entry, {}, grid)]
+
+
+def _cuda_notes(extras, factor, floor_bytes):
+    """What the emulation's counts mean, and what they leave out."""
+    lane = sum(Fraction(o.get("lane_bytes", 0)) for o in extras) / max(1, len(extras)) * factor
+    notes = ["CUDA: global loads and stores per warp instruction (lanes of a warp that access the same address "
+             "in one instruction count once, as the GPU coalesces them; per thread they would be "
+             f"{round(lane)} bytes, {float(lane) / floor_bytes if floor_bytes else 0.0:.2f} x the floor), special "
+             "functions and flops per thread"]
+    if not all(o.get("flops_counted", True) for o in extras):
+        notes.append("flops and float divisions not counted (0): the source does not build with the emulation's "
+                     "counting float")
+    return notes
+
+
 # the command ------------------------------------------------------------------------------------------
 
 def _record_diff(bench_grids, rec, varied):
@@ -319,6 +353,7 @@ def profile_kernel(manifest, source=None, bench=None, exact=False, deadline=None
     prefill = manifest.op == "kda_prefill"
     flag = True if prefill else None
     spec = {"candidate": KernelSpec.of(manifest, source)}
+    cuda = manifest.language == "cuda"
     notes = []
     with Workers("cpu", True, deadline) as ws:
         cand = ws.start("candidate", spec, trusted=False)
@@ -326,55 +361,74 @@ def profile_kernel(manifest, source=None, bench=None, exact=False, deadline=None
         workers = [cand] + [ws.start(f"candidate-{i + 1}", spec, trusted=False)
                             for i in range(1, max(len(pl["shapes"]) for pl in plans))]
         arglists = [_arglist(op, bench, flag)] + [_arglist(op, sh, flag) for pl in plans for sh in pl["shapes"]]
-        rec_rid = cand.submit("candidate", op.args, {"inputs": [], "inouts": [], "outputs": {}, "record": arglists},
-                              [], label="the launcher at the bench and the reduced shapes (shape-only tensors)")
+        # CUDA: the launcher is contract (launch_geometry); Triton: recorded on shape-only tensors
+        rec_rid = None if cuda else \
+            cand.submit("candidate", op.args, {"inputs": [], "inouts": [], "outputs": {}, "record": arglists},
+                        [], label="the launcher at the bench and the reduced shapes (shape-only tensors)")
         for w in workers:
             info = w.wait_ready()
             if info is None:
-                why = (w.fatal or {}).get("failed") or (w.fatal or {}).get("needs_gpu") or "the worker did not start"
+                if (w.fatal or {}).get("needs_gpu"):
+                    raise ProfileSkipped(str(w.fatal["needs_gpu"]))
+                why = (w.fatal or {}).get("failed") or "the worker did not start"
                 raise ProfileError(str(why))
         info = cand.info
-        recorded = cand.result(rec_rid)
-        sets = recorded.get("sets") if isinstance(recorded, dict) else None
-        if not isinstance(sets, list) or len(sets) != len(arglists) or not isinstance(sets[0], dict):
-            raise ProfileError(f"the launcher could not be recorded at the bench shape: {recorded.get('failed', '?')}")
-        if sets[0].get("exception"):
-            e = sets[0]["exception"] if isinstance(sets[0]["exception"], dict) else {}
-            raise ProfileError(f"the launcher raised {str(e.get('type'))[:80]} at the bench shape (shape-only "
-                               f"tensors): {str(e.get('message'))[:300]}")
-        bench_grids = _grids(sets[0].get("launched"), "the bench shape")
-        # the most reduced shape that specialises as the bench shape does
-        plan, first_diff, i = None, None, 1
-        for k, pl in enumerate(plans):
-            recs, i = sets[i:i + len(pl["shapes"])], i + len(pl["shapes"])
-            diffs = [d for d in (_record_diff(bench_grids, r, _varied(bench, pl["shapes"])) for r in recs) if d]
-            if k and _cost(manifest, pl, recs) > BUDGET.get(manifest.op, BUDGET["kda_decode"]):
-                first_diff = first_diff or (diffs[0] if diffs else "the smallest that does is over the CPU budget")
-                break   # the larger reductions cost more still: counted most reduced, with a note
-            if not diffs:
-                plan = pl
-                if k:
-                    notes.append("reduced only as far as the launcher passes the bench shape's constexprs")
-                break
-            first_diff = first_diff or diffs[0]
-        if plan is None:
-            plan = plans[0]
-            notes.append(f"not uniform: no reduced shape specialises as the bench shape does ({first_diff})")
+        if cuda:
+            # no constexprs; K and V (its int parameters) kept in every reduction: the most reduced
+            bench_grids, plan = _cuda_grids(manifest, bench), plans[0]
+        else:
+            recorded = cand.result(rec_rid)
+            sets = recorded.get("sets") if isinstance(recorded, dict) else None
+            if not isinstance(sets, list) or len(sets) != len(arglists) or not isinstance(sets[0], dict):
+                raise ProfileError("the launcher could not be recorded at the bench shape: "
+                                   f"{recorded.get('failed', '?')}")
+            if sets[0].get("exception"):
+                e = sets[0]["exception"] if isinstance(sets[0]["exception"], dict) else {}
+                raise ProfileError(f"the launcher raised {str(e.get('type'))[:80]} at the bench shape (shape-only "
+                                   f"tensors): {str(e.get('message'))[:300]}")
+            bench_grids = _grids(sets[0].get("launched"), "the bench shape")
+            # the most reduced shape that specialises as the bench shape does
+            plan, first_diff, i = None, None, 1
+            for k, pl in enumerate(plans):
+                recs, i = sets[i:i + len(pl["shapes"])], i + len(pl["shapes"])
+                diffs = [d for d in (_record_diff(bench_grids, r, _varied(bench, pl["shapes"])) for r in recs) if d]
+                if k and _cost(manifest, pl, recs) > BUDGET.get(manifest.op, BUDGET["kda_decode"]):
+                    first_diff = first_diff or (diffs[0] if diffs else "the smallest that does is over the CPU budget")
+                    break   # the larger reductions cost more still: counted most reduced, with a note
+                if not diffs:
+                    plan = pl
+                    if k:
+                        notes.append("reduced only as far as the launcher passes the bench shape's constexprs")
+                    break
+                first_diff = first_diff or diffs[0]
+            if plan is None:
+                plan = plans[0]
+                notes.append(f"not uniform: no reduced shape specialises as the bench shape does ({first_diff})")
         rids = []
         for i, shape in enumerate(plan["shapes"]):
             w = workers[-1 - i] if len(plan["shapes"]) == len(workers) else workers[0]
             kw = {"initial_state": True} if prefill else {}
             x = op.make_inputs(shape, np.random.default_rng([SEED, i]), **kw)
-            lay = dict(op.layout(x), profile={"files": [w.kernels["candidate"]["file"]]})
-            rids.append((w, w.submit("candidate", op.args, lay, [_arrays(op, x)], label=f"counted call {i + 1}")))
+            if cuda:   # the emulation counts in the order "profile"; the seed names its report
+                token = secrets.randbits(48)
+                lay = dict(op.layout(x), programs={"order": "profile", "seed": token})
+                report = f"work/{CUDA_REPORT.format(token=token)}"
+            else:
+                lay = dict(op.layout(x), profile={"files": [w.kernels["candidate"]["file"]]})
+                report = None
+            rid = w.submit("candidate", op.args, lay, [_arrays(op, x)], label=f"counted call {i + 1}")
+            rids.append((w, rid, report or f"out/{rid}/r0_profile.json"))
         reports, facts = [], []
-        for i, (w, rid) in enumerate(rids):
+        extras = []
+        for i, (w, rid, report) in enumerate(rids):
             res = w.result(rid)
             label = f"counted call {i + 1} ({', '.join(f'{k}={v}' for k, v in plan['shapes'][i].items())})"
             if not isinstance(res.get("sets"), list) or not res["sets"]:
                 raise ProfileError(f"{label}: {res.get('failed', 'no result')}")
             facts.append(_call_facts(res["sets"][0], manifest.entry, label))
-            reports.append(validate_report(read_report(w.scratch, f"out/{rid}/r0_profile.json"), len(text)))
+            obj = read_report(w.scratch, report)
+            reports.append(validate_report(obj, len(text)))
+            extras.append(obj)
             w.release(rid)
         sandbox = dict(cand.sandbox)
     programs = facts[-1]["programs"]
@@ -408,6 +462,8 @@ def profile_kernel(manifest, source=None, bench=None, exact=False, deadline=None
         notes.append("not uniform: a count shrinks with T (clamped at 0)")
     if len({f["launches"] for f in facts}) > 1:
         notes.append("launches depend on T (extrapolated)")
+    if cuda:
+        notes += _cuda_notes(extras, factor, floor["bytes"])
     out_lines = []
     for line in sorted(lines):
         row = lines[line]
@@ -434,7 +490,7 @@ def profile_kernel(manifest, source=None, bench=None, exact=False, deadline=None
         "launches": launches,
         "lines": out_lines,
         "device": str((info if isinstance(info, dict) else {}).get("device", "cpu (triton interpreter)")),
-        "mode": "interpreter-tf32",
+        "mode": "emulation" if cuda else "interpreter-tf32",
         "sandbox": sandbox,
     }
 
@@ -445,19 +501,23 @@ def run_profile(args, out, manifest):
     from .workers import WorkerTimeout
     out["versions"] = _versions()
     out["shape"] = dict(manifest.shapes["bench"])
-    if manifest.language != "triton":
-        what = ("the CUDA emulation does not count work yet" if manifest.language == "cuda"
-                else f"a {manifest.language} kernel has no work profile")
-        out.update(status="skipped", reason=f"profile: {what}", device="none (not run: no counting for it)",
-                   mode="emulation" if manifest.language == "cuda" else "host")
+    if manifest.language not in ("triton", "cuda"):
+        out.update(status="skipped", reason=f"profile: a {manifest.language} kernel has no work profile",
+                   device="none (not run: no counting for it)", mode="host")
         return EXIT_SKIPPED
+    cuda = manifest.language == "cuda"
     try:
         out.update(profile_kernel(manifest, args.source, deadline=args.deadline))
     except WorkerTimeout as e:
         out.update(status="error", error=f"timed out: {e}")
         return EXIT_ERROR
+    except ProfileSkipped as e:
+        out.update(status="skipped", reason=f"profile: {e}", device="none (not run: the kernel cannot run here)",
+                   mode="emulation")
+        return EXIT_SKIPPED
     except ProfileError as e:
-        out.update(status="error", error=str(e), device="cpu (triton interpreter)", mode="interpreter-tf32")
+        out.update(status="error", error=str(e), device="cpu (CUDA emulation)" if cuda else "cpu (triton interpreter)",
+                   mode="emulation" if cuda else "interpreter-tf32")
         return EXIT_ERROR
     out["status"] = "ok"
     return EXIT_OK

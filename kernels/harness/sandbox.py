@@ -321,6 +321,33 @@ def build_policy(scratch, include_dirs, compiler_path):
                     "sources"}
 
 
+def python_aliases():
+    """{path as Python names it: the real path} for the Python installation's directories whose names
+    go through a symbolic link (a venv reached through a linked directory, a linked home): the new
+    root binds real paths, so these names are recreated in it as links, or the worker's own
+    sys.path would name directories that are not there."""
+    names = {sys.prefix, sys.base_prefix, sys.exec_prefix, sys.base_exec_prefix,
+             os.path.dirname(sys.executable), *[p for p in sys.path if p]}
+    try:
+        names.update(site.getsitepackages())
+    except Exception:  # noqa: BLE001
+        pass
+    out = {}
+    for name in sorted(names):
+        absolute = os.path.abspath(name)
+        real = os.path.realpath(absolute)
+        if real == absolute or not os.path.exists(real):
+            continue
+        # the shortest linked prefix: /a/link/b/c with /a/link -> /x gives /a/link -> /x once
+        parts = Path(absolute).parts
+        for i in range(2, len(parts) + 1):
+            head = str(Path(*parts[:i]))
+            if os.path.islink(head):
+                out.setdefault(head, os.path.realpath(head))
+                break
+    return out
+
+
 def _root_spec(scratch, policy, gpu, hide=True):
     """The trampoline's `root` (confine.py enter_root) for a policy."""
     root_dir = Path(scratch) / ".root"
@@ -330,7 +357,7 @@ def _root_spec(scratch, policy, gpu, hide=True):
             "what": policy.get("what", "system directories, the Python installation, the scratch directory"),
             "tmpfs": ["/tmp", "/dev/shm"], "devices": devices,
             "hide": [h for h in hidden_etc() if any(_inside(h, r) for r in policy["ro"])] if hide else [],
-            "links": dict(DEV_LINKS)}
+            "links": {**python_aliases(), **DEV_LINKS}}
 
 
 def landlock_wanted():

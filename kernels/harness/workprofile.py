@@ -33,7 +33,7 @@ import sys
 
 import numpy as np
 
-__all__ = ["start", "finish", "install", "SPECIAL_KINDS", "FIELDS"]
+__all__ = ["start", "finish", "install", "cuda_report", "SPECIAL_KINDS", "FIELDS"]
 
 FIELDS = ("load_bytes", "store_bytes", "reread_bytes", "special_calls", "flops", "dot_macs")
 LOAD, STORE, REREAD, SPECIAL, FLOPS, MACS = range(6)
@@ -262,4 +262,20 @@ def finish(path):
     COUNTS.active = False
     with open(path, "w") as f:
         json.dump(COUNTS.report(), f)
+    return path
+
+
+def cuda_report(path, lines, special, programs, flops_counted, lane_bytes):
+    """Write the CUDA emulation's counts (the launcher's, kernels/kda_cuda/launch.py: {line: [6
+    ints in FIELDS' order]}, {line: {kind: n}}, the blocks run) as a report of this format, with
+    `flops_counted` (false: the source did not build with the counting float, flops and float
+    divisions are not counted) and `lane_bytes` (global bytes every lane moved, uncoalesced)."""
+    out = {}
+    for line, row in sorted(lines.items()):
+        entry = dict(zip(FIELDS, (int(x) for x in row)))
+        entry["special"] = {k: int(n) for k, n in special.get(line, {}).items() if n}
+        out[str(line)] = entry
+    with open(path, "w") as f:
+        json.dump({"format": 1, "lines": out, "programs": int(programs), "flops_counted": bool(flops_counted),
+                   "lane_bytes": int(lane_bytes)}, f)
     return path

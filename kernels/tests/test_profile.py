@@ -16,7 +16,7 @@ from kernels.harness.manifest import all_manifests
 from kernels.harness.profile import (FIELDS, MAX_REPORT_BYTES, ProfileError, profile_kernel, read_report,
                                      validate_report)
 
-from .conftest import harness, variant
+from .conftest import ROOT, harness, variant
 
 MANIFESTS = all_manifests()
 DECODE, PREFILL = MANIFESTS["kda.decode"], MANIFESTS["kda.prefill"]
@@ -239,9 +239,12 @@ def test_the_command_speaks_the_wire_format():
     json.dumps(out)
 
 
-def test_a_cuda_kernel_is_skipped_with_a_reason():
-    rc, out = harness("profile", "--kernel", "kda_cuda.decode", "--timeout", "60")
-    assert rc == 3 and out["status"] == "skipped" and "CUDA emulation" in out["reason"], out
+def test_a_cuda_kernel_the_emulation_cannot_build_is_skipped_with_a_reason(tmp_path):
+    cu = ROOT / "kernels/kda_cuda/decode.cu"
+    src = tmp_path / "decode.cu"
+    src.write_text(cu.read_text().replace("    int nh = blockIdx.x;\n", "    int nh = blockIdx.x;\n    __threadfence();\n"))
+    rc, out = harness("profile", "--kernel", "kda_cuda.decode", "--source", str(src), "--timeout", "120")
+    assert rc == 3 and out["status"] == "skipped" and "emulat" in out["reason"], out
     assert out["command"] == "profile"
 
 
