@@ -311,7 +311,7 @@ pub(super) fn judge_compiles(
 fn judge_profiles(run: &mut Run<'_>, rec: &mut GateRecord, runs: &Runs) -> Option<String> {
     let (base, cand) = runs.profiles.as_ref()?;
     let model = run.v.opts.device_model.clone()?;
-    rec.commands.push(cand.process.command.clone());
+    super::note(rec, cand);
     let read = |r: &crate::backend::python::HarnessRun, who: &str| -> Result<Profile, String> {
         match r.status {
             HarnessStatus::Ok => wire::header(r, "profile")
