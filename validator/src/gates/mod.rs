@@ -981,17 +981,15 @@ flops = "N"
     #[test]
     fn the_work_profiles_predict_and_a_predicted_slowdown_is_rejected() {
         let manifest = Manifest::parse(MANIFEST, "kernels/kda/decode.toml").unwrap();
-        let judge_pair = |base: Value, cand: Value| {
+        let judge_runs = |base: HarnessRun, cand: HarnessRun| {
             bare_run(&manifest.source_path(), Some(manifest.clone()), |run| {
-                let profiles = Some((harness_run(HarnessStatus::Ok, base), harness_run(HarnessStatus::Ok, cand)));
-                judge_profiled(
-                    run,
-                    &manifest,
-                    harness_run(HarnessStatus::Ok, compile_ok()),
-                    harness_run(HarnessStatus::Ok, check_passed()),
-                    profiles,
-                )
+                let (compile, check) = (compile_ok(), check_passed());
+                let (compile, check) = (harness_run(HarnessStatus::Ok, compile), harness_run(HarnessStatus::Ok, check));
+                judge_profiled(run, &manifest, compile, check, Some((base, cand)))
             })
+        };
+        let judge_pair = |base: Value, cand: Value| {
+            judge_runs(harness_run(HarnessStatus::Ok, base), harness_run(HarnessStatus::Ok, cand))
         };
         // the second read of the state removed: a prediction, recorded and labelled as one
         let e = judge_pair(profile(2), profile(1));
@@ -1009,17 +1007,7 @@ flops = "N"
         assert!(e.verdict.reason.starts_with("predicted slower: the work profile predicts"), "{}", e.verdict.reason);
         // a profile that could not be made is a note, not a verdict
         let skipped = with_header("profile", "skipped", json!({"reason": "the CPU cannot run it"}));
-        let e = bare_run(&manifest.source_path(), Some(manifest.clone()), |run| {
-            let profiles =
-                Some((harness_run(HarnessStatus::Ok, profile(2)), harness_run(HarnessStatus::Skipped, skipped)));
-            judge_profiled(
-                run,
-                &manifest,
-                harness_run(HarnessStatus::Ok, compile_ok()),
-                harness_run(HarnessStatus::Ok, check_passed()),
-                profiles,
-            )
-        });
+        let e = judge_runs(harness_run(HarnessStatus::Ok, profile(2)), harness_run(HarnessStatus::Skipped, skipped));
         assert_eq!(kind(&e).0, VerdictKind::NeedsGpu, "{e:?}");
         assert!(e.prediction.is_none());
         assert!(
