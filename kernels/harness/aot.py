@@ -189,11 +189,7 @@ def compile_sandboxed(manifest, source, arch, deadline):
     try:
         scratch = root / "compile"
         scratch.mkdir(mode=0o700)
-        pkg = scratch / "rt" / "kidiom_rt"
-        pkg.mkdir(parents=True)
-        (pkg / "__init__.py").write_text("")
-        for name in RUNTIME:
-            shutil.copy2(HERE / name, pkg / name)
+        sandbox.install_runtime(scratch, {name: HERE / name for name in RUNTIME})
         (scratch / "rt" / "src").mkdir()
         dst = scratch / "rt" / "src" / f"candidate{Path(source).suffix}"
         shutil.copyfile(source, dst)

@@ -26,13 +26,13 @@ import numpy as np
 from . import sandbox
 from .check import run_check
 from .ops import OPS
+from .workers import CUDA_RUNTIME   # the same CUDA runtime as the check's workers
 
 __all__ = ["run_bench", "time_in_sandbox"]
 
 HERE = Path(__file__).resolve().parent
 RUNTIME = {"benchworker.py": HERE / "benchworker.py", "arrays.py": HERE / "arrays.py",
            "backend.py": HERE / "backend.py", "interp.py": HERE / "interp.py"}
-CUDA_RUNTIME = {"cuda_launch.py": HERE.parent / "kda_cuda" / "launch.py", "cudatools.py": HERE / "cudatools.py"}
 AS_LIMIT = 16 << 30      # a CPU bench worker's address space (none on a GPU: CUDA maps the device)
 
 
@@ -75,12 +75,7 @@ def time_in_sandbox(manifest, sources, against, shape, rotate, warmup, iters, de
     try:
         scratch = root / "bench"
         scratch.mkdir(mode=0o700)
-        pkg = scratch / "rt" / "kidiom_rt"
-        pkg.mkdir(parents=True)
-        (pkg / "__init__.py").write_text("")
-        files = dict(RUNTIME, **(CUDA_RUNTIME if manifest.language == "cuda" else {}))
-        for name, f in files.items():
-            shutil.copy2(f, pkg / name)
+        pkg = sandbox.install_runtime(scratch, dict(RUNTIME, **(CUDA_RUNTIME if manifest.language == "cuda" else {})))
         (scratch / "rt" / "src").mkdir()
         variants = {k: _variant_spec(manifest, src, k, pkg) for k, src in sources.items()}
         if against:

@@ -364,6 +364,17 @@ def landlock_wanted():
     return os.environ.get("KIDIOM_SANDBOX_LANDLOCK", "1") not in ("0", "off", "no", "false")
 
 
+def install_runtime(scratch, files):
+    """The worker's importable runtime: package `kidiom_rt` under `scratch/rt`, holding copies of
+    `files` ({name in the package: source path}) and nothing else of kernels/. Returns its path."""
+    pkg = Path(scratch) / "rt" / "kidiom_rt"
+    pkg.mkdir(parents=True)
+    (pkg / "__init__.py").write_text("")
+    for name, src in files.items():
+        shutil.copy2(src, pkg / name)
+    return pkg
+
+
 def install_trampoline(scratch):
     """Copy confine.py into the scratch directory (the worker runs it from there)."""
     dst = Path(scratch) / "confine.py"

@@ -89,15 +89,11 @@ class KernelWorker:
         self.role, self.device, self.tf32, self.deadline, self.trusted = role, device, tf32, deadline, trusted
         self.scratch = Path(root) / role
         self.scratch.mkdir(mode=0o700)
-        rt = self.scratch / "rt"
-        pkg = rt / "kidiom_rt"
-        pkg.mkdir(parents=True)
-        (pkg / "__init__.py").write_text("")
         files = dict(RUNTIME)
         if any(k.language == "cuda" for k in kernels.values()):
             files.update(CUDA_RUNTIME)
-        for name, src in files.items():
-            shutil.copy2(src, pkg / name)
+        pkg = sandbox.install_runtime(self.scratch, files)
+        rt = pkg.parent
         (rt / "src").mkdir()
         self.kernels = {}
         for key, k in kernels.items():
