@@ -9,7 +9,7 @@ keeps information for thousands of tokens and is used for the error-versus-lengt
 """
 import numpy as np
 
-from ..kda import reference as ref
+from ...kda import reference as ref
 
 __all__ = ["DecodeOp", "PrefillOp", "OPS", "slices"]
 

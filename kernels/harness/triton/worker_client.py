@@ -32,15 +32,16 @@ from pathlib import Path
 
 import numpy as np
 
-from . import sandbox
+from .. import sandbox
+from ..sandbox import load_result
 
 __all__ = ["KernelSpec", "KernelWorker", "WorkerTimeout", "WorkerFailed", "MAX_CRASHES", "load_result"]
 
 HERE = Path(__file__).resolve().parent
-RUNTIME = {"worker.py": HERE / "kernelworker.py", "arrays.py": HERE / "arrays.py",
+RUNTIME = {"worker.py": HERE / "worker.py", "arrays.py": HERE / "arrays.py",
            "backend.py": HERE / "backend.py", "interp.py": HERE / "interp.py",
            "workprofile.py": HERE / "workprofile.py"}
-CUDA_RUNTIME = {"cuda_launch.py": HERE.parent / "kda_cuda" / "launch.py", "cudatools.py": HERE / "cudatools.py"}
+CUDA_RUNTIME = {"cuda_launch.py": HERE.parents[1] / "kda_cuda" / "launch.py", "cudatools.py": HERE / "cudatools.py"}
 MAX_CRASHES = 3          # crashed candidate workers before the remaining requests are given up
 MAX_IN_FLIGHT = 8        # requests written ahead to a worker
 AS_LIMIT = 16 << 30      # address space of a CPU worker (bytes); none on a GPU (CUDA maps the device)
@@ -71,17 +72,6 @@ class KernelSpec:
 def _tail(text, n=1500):
     text = text.strip()
     return text if len(text) <= n else "..." + text[-n:]
-
-
-def load_result(scratch, path):
-    """np.load of a file the worker wrote, refusing anything outside its scratch directory and
-    symbolic links (the candidate may have planted them)."""
-    scratch = Path(scratch).resolve()
-    p = (scratch / path).resolve()
-    p.relative_to(scratch)   # ValueError if outside
-    fd = os.open(p, os.O_RDONLY | os.O_NOFOLLOW)
-    with os.fdopen(fd, "rb") as f:
-        return np.load(f, allow_pickle=False)
 
 
 class KernelWorker:

@@ -35,9 +35,9 @@ from pathlib import Path
 
 import numpy as np
 
-from ..kda_cuda.launch import PROFILE_REPORT as CUDA_REPORT, launch_geometry
-from .ops import OPS
-from .workers import KernelSpec, Workers
+from ...kda_cuda.launch import PROFILE_REPORT as CUDA_REPORT, launch_geometry
+from .operations import OPS
+from .worker_client import KernelSpec, Workers
 
 __all__ = ["run_profile", "profile_kernel", "counted_plan", "validate_report", "ProfileError", "ProfileSkipped",
            "MAX_REPORT_BYTES", "FIELDS", "SPECIAL_KINDS"]
@@ -497,9 +497,9 @@ def profile_kernel(manifest, source=None, bench=None, exact=False, deadline=None
 
 def run_profile(args, out, manifest):
     """`profile` for cli.py: fills the wire object `out`, returns the exit code."""
-    from .cli import EXIT_ERROR, EXIT_OK, EXIT_SKIPPED, _versions
-    from .workers import WorkerTimeout
-    out["versions"] = _versions()
+    from ..wire import EXIT_ERROR, EXIT_OK, EXIT_SKIPPED, versions
+    from .worker_client import WorkerTimeout
+    out["versions"] = versions()
     out["shape"] = dict(manifest.shapes["bench"])
     if manifest.language not in ("triton", "cuda"):
         out.update(status="skipped", reason=f"profile: a {manifest.language} kernel has no work profile",

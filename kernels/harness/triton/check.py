@@ -42,9 +42,9 @@ import time
 import numpy as np
 
 from .backend import OUT_SENTINEL, PAD
-from .manifest import all_manifests, shape_id
-from .ops import OPS, slices
-from .workers import KernelSpec, Workers, load_result
+from ..manifest import all_manifests, shape_id
+from .operations import OPS, slices
+from .worker_client import KernelSpec, Workers, load_result
 
 __all__ = ["run_check", "compare", "metrics", "error_curve", "BASELINE_FACTOR", "BASELINE_FLOOR", "DRIFT_FACTOR",
            "DRIFT_FLOOR", "ORDER_ATOMIC_RTOL", "drift_verdict", "specialization_plan"]
@@ -1018,7 +1018,7 @@ class _Drift:
         fails, series = [], {"candidate": {}, "baseline": {}}
         if op.name == "kda_decode":
             pool64, ref = np.array(self.pool, dtype=np.float64), []
-            from ..kda import reference as kref
+            from ...kda import reference as kref
             for x in self.xs:
                 o64, pool64 = kref.naive_decode_kda(x["q"], x["k"], x["v"], x["g"], x["beta"], pool64, self.slots)
                 ref.append((o64, pool64[self.slots]))
@@ -1058,7 +1058,7 @@ class _Drift:
 
     def _prefill_chain(self, fails):
         op, m = self.op, self.manifest
-        from ..kda import reference as kref
+        from ...kda import reference as kref
         h = {"candidate": self.toks["initial_state"], "baseline": self.toks["initial_state"]}
         S64 = self.toks["initial_state"].astype(np.float64)
         series = {"candidate": {"final_state": [], "o": []}, "baseline": {"final_state": [], "o": []}}
