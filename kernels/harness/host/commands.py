@@ -954,22 +954,11 @@ def bench_gate_cases(manifest, seed=12345):
     return cases + bench_size_cases(manifest, seed)
 
 
-def bench_command(manifest, args, deadline):
-    svc = service_params(manifest, args)
-    shape = manifest.shapes["bench"]
+def _bench_in_worker(manifest, svc, shape, ring, base_so, cand_so, deadline):
+    """The bench's timed rounds in a sandboxed worker that loads both modules: (raw result, the
+    WorkerRun, None), or (None, the WorkerRun, {reason, stderr}) when the worker failed."""
+    init, ring_ids, owned = ring
     P, N = shape["P"], shape["N"]
-    init, ring_ids, owned = bench_ring(shape, svc["threads"])
-    cand_so, cand_info = hostbuild.build(manifest, args.source)
-    base_so, base_info = hostbuild.build(manifest, args.baseline)
-    out = {"device": DEVICE, "mode": MODE, "metric": "scheduler-throughput", "shape": shape,
-           "rounds": svc["rounds"], "warmup": svc["warmup"], "service": svc,
-           "host": {"baseline": base_info, "candidate": cand_info}}
-    # a speedup is never reported on a red gate
-    _, gate_fails, _ = run_cases(cand_so, manifest.entry, bench_gate_cases(manifest), deadline)
-    if gate_fails:
-        out.update(status="failed", reason="candidate fails the correctness gate; no speed measured",
-                   failures=gate_fails)
-        return out, 1
     scratch = Path(tempfile.mkdtemp(prefix="kidiom-bench-"))
     try:
         np.save(scratch / "ring_init.npy", init)
@@ -995,12 +984,16 @@ def bench_command(manifest, args, deadline):
             if wr.signal in ("SIGSEGV", "SIGBUS") and phase.endswith(" loaded"):
                 reason += (" (the calls get the pool they gather from, the buffer they scatter from and the "
                            "page ids through read-only mappings: a call that writes an input faults)")
-            out.update(status="failed", reason=reason, stderr=_tail(wr.stderr, 1500))
-            return out, 1
+            return None, wr, {"reason": reason, "stderr": _tail(wr.stderr, 1500)}
         raw = json.loads((scratch / "out" / "result.json").read_text())
     finally:
         shutil.rmtree(scratch, ignore_errors=True)
-    out["sandbox"] = wr.sandbox
+    return raw, wr, None
+
+
+def _verify_windows(raw, svc, ring, N):
+    """(mismatches, windows, calls): every loaded window's final state against the reference."""
+    init, ring_ids, owned = ring
     # Every call the bench timed, verified: the state at the end of each loaded window (pool, transfer
     # buffers, page ids) against the reference replay of exactly the pairs each thread completed.
     cache, mismatches, windows, calls = {}, [], 0, 0
@@ -1024,6 +1017,33 @@ def bench_command(manifest, args, deadline):
                                   "here, not only the last)")
             if sum(d["pairs"]) == 0:
                 mismatches.append(f"{where}: no transfer completed in the window")
+    return mismatches, windows, calls
+
+
+def bench_command(manifest, args, deadline):
+    """bench: the correctness gate, the timed rounds in a worker, every window verified, then the
+    statistics (stats.py)."""
+    svc = service_params(manifest, args)
+    shape = manifest.shapes["bench"]
+    N = shape["N"]
+    init, ring_ids, owned = bench_ring(shape, svc["threads"])
+    cand_so, cand_info = hostbuild.build(manifest, args.source)
+    base_so, base_info = hostbuild.build(manifest, args.baseline)
+    out = {"device": DEVICE, "mode": MODE, "metric": "scheduler-throughput", "shape": shape,
+           "rounds": svc["rounds"], "warmup": svc["warmup"], "service": svc,
+           "host": {"baseline": base_info, "candidate": cand_info}}
+    # a speedup is never reported on a red gate
+    _, gate_fails, _ = run_cases(cand_so, manifest.entry, bench_gate_cases(manifest), deadline)
+    if gate_fails:
+        out.update(status="failed", reason="candidate fails the correctness gate; no speed measured",
+                   failures=gate_fails)
+        return out, 1
+    raw, wr, failure = _bench_in_worker(manifest, svc, shape, (init, ring_ids, owned), base_so, cand_so, deadline)
+    if failure:
+        out.update(status="failed", **failure)
+        return out, 1
+    out["sandbox"] = wr.sandbox
+    mismatches, windows, calls = _verify_windows(raw, svc, (init, ring_ids, owned), N)
     out["checksums"] = {"verified": not mismatches, "windows": windows, "calls": calls, "every_call": True,
                         "scheme": "exchange ring: each window's final pool, transfer buffers and page ids "
                                   "against the reference replay of every call",

@@ -29,7 +29,7 @@ KIDIOM_SANDBOX_NAMESPACES to a subset of `net,mount,pid` (empty: none) to use fe
 (to see a fallback at work; the report says what is missing).
 
 Every process that runs candidate code is started here (`spawn`, `run_job`): the check's workers,
-the ahead-of-time compile (aot.py), the host C++ build (hostbuild.py, with the narrower
+the ahead-of-time compile (triton/aot.py), the host C++ build (host/build.py, with the narrower
 `build_policy`), the host workers, the GPU bench's worker. Each has a hard deadline on the
 process group and never a pipe the harness reads to its end: results come back through files
 in `out/` or a report pipe read with a deadline (triton/worker_client.py).

@@ -2,8 +2,8 @@
 the manifest's `bench` shape and set against its `[floor]` (SPEC section 8, "Work profile and
 prediction"; wire format in kernels/README.md, "profile").
 
-The candidate is untrusted: it runs only in the check's sandboxed worker (workers.py,
-kernelworker.py), which counts under Triton's interpreter (workprofile.py) and writes its counts
+The candidate is untrusted: it runs only in the check's sandboxed worker (worker_client.py,
+worker.py), which counts under Triton's interpreter (workprofile.py) and writes its counts
 to its `out/` directory; this process makes the inputs, reads the counts back as data (bounded
 size, integers, lines within the source, consistent sums: anything else is an error, never a
 profile) and does all the scaling. The counts are observed inside the candidate's process: they

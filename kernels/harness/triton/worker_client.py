@@ -1,10 +1,10 @@
-"""The harness's side of the Triton / CUDA check's workers (kernelworker.py): start one in the
-sandbox (sandbox.py), send it requests, collect results, survive whatever it does.
+"""The harness's side of the Triton / CUDA check's workers (worker.py, the worker's side): start one in the
+sandbox (../sandbox/), send it requests, collect results, survive whatever it does.
 
 A worker hosts one or more kernels (`KernelSpec`): the candidate's worker hosts the candidate
 alone; the baseline's worker hosts trusted kernels (the manifest's own source, the baseline
 Triton kernel of the other op for the consistency check). Its scratch directory holds the runtime
-(`rt/kidiom_rt/`: kernelworker.py as worker.py, arrays.py, backend.py, interp.py, workprofile.py; for CUDA the
+(`rt/kidiom_rt/`: worker.py, arrays.py, backend.py, interp.py, workprofile.py; for CUDA the
 launcher and cudatools.py), copies of the kernel sources (`rt/src/`), `worker.json`, the logs,
 the inputs (`in/<request>/`): all written by the harness and read-only to the worker; the worker
 writes only `out/<request>/` (results) and `work/` (its cwd, HOME, TMPDIR). Nothing of the
