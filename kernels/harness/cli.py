@@ -14,15 +14,12 @@ Prints one JSON object on stdout (wire format in kernels/README.md, "Harness wir
 import argparse
 import json
 import os
-import platform
 import signal
 import sys
 import time
 import traceback
 
-WIRE = "kidiom-harness"
-VERSION = 1
-EXIT_OK, EXIT_FAILED, EXIT_ERROR, EXIT_SKIPPED = 0, 1, 2, 3
+from .wire import EXIT_ERROR, EXIT_FAILED, EXIT_OK, EXIT_SKIPPED, VERSION, WIRE, git_commit, versions
 
 
 class Timeout(Exception):
@@ -38,29 +35,6 @@ def _has_cuda():
         return bool(torch.cuda.is_available())
     except Exception:
         return False
-
-
-def _versions():
-    import numpy
-    v = {"python": platform.python_version(), "numpy": numpy.__version__}
-    try:
-        import triton
-        v["triton"] = triton.__version__
-    except Exception:
-        pass
-    if "torch" in sys.modules:
-        v["torch"] = sys.modules["torch"].__version__
-    return v
-
-
-def _git_commit():
-    import subprocess
-    from .manifest import REPO_ROOT
-    try:
-        r = subprocess.run(["git", "rev-parse", "HEAD"], cwd=REPO_ROOT, capture_output=True, text=True, timeout=5)
-        return r.stdout.strip() or None
-    except Exception:
-        return None
 
 
 def parse_args(argv):
@@ -200,12 +174,12 @@ def dispatch(args, out):
     out["manifest"] = str(manifest.path)
     if args.command == "profile":
         # always on the CPU (the interpreter), in the check's sandboxed worker
-        from .profile import run_profile
+        from .triton.profile import run_profile
         args.deadline = time.monotonic() + args.timeout - min(3.0, 0.2 * args.timeout)
         return run_profile(args, out, manifest)
     if manifest.is_host:
         # host C++ (pybind11) kernels: built with the system compiler, run in sandboxed workers
-        from .host import run_host_command
+        from .host.commands import run_host_command
         margin = min(3.0, 0.2 * args.timeout)
         return run_host_command(args, out, manifest, deadline=time.monotonic() + args.timeout - margin)
     if args.command == "bench":
@@ -214,18 +188,18 @@ def dispatch(args, out):
     if args.command == "compile":
         # ahead-of-time: real compilation even where the interpreter is the default
         os.environ.pop("TRITON_INTERPRET", None)
-        from . import aot
+        from .triton import aot
         out["status"] = "ok"
         out["device"] = "none (ahead-of-time)"
         margin = min(3.0, 0.2 * args.timeout)
-        # the source is imported and compiled in a sandboxed worker (aot.py), never in this process
+        # the source is imported and compiled in a sandboxed worker (triton/aot.py), never in this process
         out.update(aot.compile_kernel(manifest, args.source, arch=args.arch, keep=args.keep,
                                       deadline=time.monotonic() + args.timeout - margin))
-        out["versions"] = _versions()
+        out["versions"] = versions()
         return EXIT_OK
 
     if args.command == "sweep":
-        from .sweep import run_sweep
+        from .triton.sweep import run_sweep
         try:
             with open(args.variants) as f:
                 spec = json.load(f)
@@ -235,7 +209,7 @@ def dispatch(args, out):
         margin = min(3.0, 0.2 * args.timeout)
         out.update(run_sweep(manifest, spec, args.jobs, time.monotonic() + args.timeout - margin, args.seed))
         out.update(status="ok", device="cpu (triton interpreter, TF32-faithful) and none (ahead-of-time)",
-                   versions=_versions())
+                   versions=versions())
         return EXIT_OK
 
     device = _select_device(args)
@@ -245,40 +219,40 @@ def dispatch(args, out):
         return _check(args, out, manifest, device)
     if args.command == "bench" and device != "cuda":
         out.update(status="skipped", reason="bench needs a CUDA GPU with torch; none found", device="cpu")
-        out["versions"] = _versions()
+        out["versions"] = versions()
         return EXIT_SKIPPED
 
     # bench (GPU): timing needs the kernels in this process; its correctness gate runs in workers
-    from .backend import TorchBackend
+    from .triton.backend import TorchBackend
     backend = TorchBackend()
     out["device"] = backend.describe()
     out["mode"] = "native"
-    out["versions"] = _versions()
-    out["commit"] = _git_commit()
-    from .bench import run_bench
+    out["versions"] = versions()
+    out["commit"] = git_commit()
+    from .triton.bench import run_bench
     res = run_bench(manifest, args, backend)
     out.update(res)
     return EXIT_OK if res.get("status") == "ok" else EXIT_FAILED
 
 
 def _check(args, out, manifest, device):
-    """check: the candidate runs only in sandboxed workers (check.py, workers.py)."""
-    from .check import run_check
-    from .workers import WorkerTimeout
+    """check: the candidate runs only in sandboxed workers (triton/check.py, triton/worker_client.py)."""
+    from .triton.check import run_check
+    from .triton.worker_client import WorkerTimeout
     base = args.seed if args.seed is not None else int.from_bytes(os.urandom(4), "little")
     nseeds = 1 if args.quick else max(1, args.seeds)
     seeds = [base + i for i in range(nseeds)]
     out["seeds"] = seeds
-    out["commit"] = _git_commit()
+    out["commit"] = git_commit()
     try:
         res = run_check(manifest, args.source, seeds, device, tf32=not args.no_tf32,
                         with_curve=not (args.no_curve or args.quick),
                         with_consistency=not (args.no_consistency or args.quick),
                         with_baseline=not args.no_baseline, deadline=args.deadline)
     except WorkerTimeout as e:
-        out.update(status="error", error=f"timed out: {e}", versions=_versions())
+        out.update(status="error", error=f"timed out: {e}", versions=versions())
         return EXIT_ERROR
-    out["versions"] = _versions()
+    out["versions"] = versions()
     out["tolerance"] = manifest.tolerance
     if "skipped" in res:
         out.update(status="skipped", reason=res["skipped"], device=res["device"], mode=res["mode"],

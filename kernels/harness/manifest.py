@@ -5,7 +5,7 @@ Format (documented in kernels/README.md, "Manifests"): top-level `format`, `name
 `tolerance`, `shapes` (`cpu`, `gpu`, `bench`), `floor` (`bytes`, `flops` as arithmetic
 expressions in the shape variables), optional `curve`, `consistency`, `drift` and
 `specializations`; host C++ kernels
-(`cpp`) optionally `check` and `service` (kernels/harness/host.py).
+(`cpp`) optionally `check` and `service` (kernels/harness/host/).
 """
 import ast
 import operator
@@ -46,7 +46,7 @@ class Manifest:
 
     @property
     def is_host(self):
-        """A host C++ kernel (a pybind11 module; kernels/harness/host.py)."""
+        """A host C++ kernel (a pybind11 module; kernels/harness/host/)."""
         return self.language == "cpp"
 
     @property

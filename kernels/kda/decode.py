@@ -91,7 +91,7 @@ def kda_decode(q, k, v, g, beta, state, slots, o, scale=None):
         scale: query scale, `K ** -0.5` by default.
     All tensors are contiguous. HV must be a multiple of H. K and V need not be powers of two.
     The arguments may be torch CUDA tensors or, under TRITON_INTERPRET=1, any object exposing
-    the torch tensor surface (kernels.harness.arrays.NpTensor). Returns `o`.
+    the torch tensor surface (kernels.harness.triton.arrays.NpTensor). Returns `o`.
     """
     N, H, K = q.shape
     HV = v.shape[1]

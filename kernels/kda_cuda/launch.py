@@ -1,7 +1,7 @@
 """Host side of the CUDA C++ decode kernel (decode.cu): compile and launch it.
 
 On a GPU (torch CUDA tensors): NVRTC -> PTX for compute_`ARCH`, loaded and launched through the
-CUDA driver API (ctypes), on torch's current stream. On a CPU (kernels.harness.arrays.NpTensor):
+CUDA driver API (ctypes), on torch's current stream. On a CPU (kernels.harness.triton.arrays.NpTensor):
 the same source is compiled by the host C++ compiler with a runtime of its own (`_RUNTIME`:
 `__global__`, `threadIdx`, `__shared__`, `__syncthreads()`, warp shuffles, votes, atomics, ...)
 and run block after block, the threads of a block as cooperating fibers in this one OS thread,
@@ -1246,7 +1246,7 @@ ORDER = {"order": "natural", "seed": 0}
 
 def _cudatools():
     try:
-        from kernels.harness import cudatools
+        from kernels.harness.triton import cudatools
     except ImportError:   # in the check's sandboxed worker the runtime is a copy: kidiom_rt
         from kidiom_rt import cudatools
     return cudatools
@@ -1254,7 +1254,7 @@ def _cudatools():
 
 def _workprofile():
     try:
-        from kernels.harness import workprofile
+        from kernels.harness.triton import workprofile
     except ImportError:
         from kidiom_rt import workprofile
     return workprofile

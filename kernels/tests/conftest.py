@@ -1,6 +1,6 @@
 """Shared fixtures of the kernels/ test suite.
 
-Kernels run only in the check's sandboxed workers (kernels/harness/workers.py): without a CUDA
+Kernels run only in the check's sandboxed workers (kernels/harness/triton/worker_client.py): without a CUDA
 GPU under Triton's interpreter with TF32-faithful dots and the bounds check, as the harness runs
 them. TRITON_INTERPRET=1 is set here too, for the tests that import a kernel module directly.
 GPU-only tests skip with a printed reason.

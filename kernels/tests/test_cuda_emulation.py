@@ -18,9 +18,9 @@ import time
 import numpy as np
 import pytest
 
-from kernels.harness.arrays import NpTensor
+from kernels.harness.triton.arrays import NpTensor
 from kernels.harness.manifest import all_manifests
-from kernels.harness.profile import FIELDS, profile_kernel
+from kernels.harness.triton.profile import FIELDS, profile_kernel
 from kernels.kda_cuda import launch
 
 from .conftest import HAS_CUDA, ROOT, harness

@@ -15,8 +15,8 @@ import time
 import numpy as np
 import pytest
 
-from kernels.harness.check import _ladders, drift_verdict
-from kernels.harness.interp import program_schedule
+from kernels.harness.triton.check import _ladders, drift_verdict
+from kernels.harness.triton.interp import program_schedule
 from kernels.harness.manifest import ManifestError, all_manifests, load_manifest
 
 from .conftest import HAS_CUDA, ROOT, variant
@@ -162,8 +162,8 @@ def test_the_interpreter_runs_programs_in_the_order_asked():
     import triton
     import triton.language as tl
 
-    from kernels.harness import interp
-    from kernels.harness.arrays import NpTensor
+    from kernels.harness.triton import interp
+    from kernels.harness.triton.arrays import NpTensor
 
     @triton.jit
     def order_kernel(counter, seen):

@@ -19,7 +19,7 @@ from concurrent.futures import ThreadPoolExecutor
 import numpy as np
 import pytest
 
-from kernels.harness import host, hostbuild, hoststats
+from kernels.harness.host import build as hostbuild, commands as host, stats as hoststats
 from kernels.harness.manifest import find_manifest
 from kernels.kv_transfer import reference as ref
 
@@ -170,7 +170,7 @@ def test_ring_replay_matches_the_reference():
 def test_bench_inputs_are_mapped_read_only():
     """A raw write (not through numpy's flags) to the bench's read-only view faults; the writable
     view of the same memory sees what was written there."""
-    code = ("import ctypes, sys; sys.path.insert(0, 'kernels/harness'); import hostworker as w\n"
+    code = ("import ctypes, sys; sys.path.insert(0, 'kernels/harness/host'); import worker as w\n"
             "rw, ro, how = w._ring_memory(4, 4096)\n"
             "assert how.startswith('read-only mapping'), how\n"
             "rw[1, 7] = 9; assert ro[1, 7] == 9 and not ro.flags.writeable\n"

@@ -7,7 +7,7 @@ import time
 
 import pytest
 
-from kernels.harness.check import error_curve, run_check
+from kernels.harness.triton.check import error_curve, run_check
 from kernels.harness.manifest import all_manifests, shape_id
 
 from .conftest import HAS_CUDA, add_kwarg_to_calls
@@ -91,7 +91,7 @@ def test_tf32_emulation_rounds_only_where_the_gpu_would():
     if HAS_CUDA:
         pytest.skip("interpreter-only")
     import numpy as np
-    from kernels.harness.interp import round_to_tf32
+    from kernels.harness.triton.interp import round_to_tf32
     x = np.array([1.0, 1.0 + 2.0 ** -11, 1.0 + 2.0 ** -10 + 2.0 ** -12, -3.0000002, np.inf, np.nan], dtype=np.float32)
     r = round_to_tf32(x)
     assert r[0] == 1.0 and r[1] == 1.0 + 2.0 ** -10  # tie rounds away from zero (cvt.rna)

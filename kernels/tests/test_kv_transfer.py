@@ -15,7 +15,7 @@ from concurrent.futures import ThreadPoolExecutor
 import numpy as np
 import pytest
 
-from kernels.harness import host, hostbuild, hoststats
+from kernels.harness.host import build as hostbuild, commands as host, stats as hoststats
 from kernels.harness.manifest import find_manifest
 from kernels.kv_transfer import reference as ref
 

@@ -13,7 +13,7 @@ import time
 import pytest
 
 from kernels.harness.manifest import all_manifests
-from kernels.harness.profile import (FIELDS, MAX_REPORT_BYTES, ProfileError, profile_kernel, read_report,
+from kernels.harness.triton.profile import (FIELDS, MAX_REPORT_BYTES, ProfileError, profile_kernel, read_report,
                                      validate_report)
 
 from .conftest import ROOT, harness, variant

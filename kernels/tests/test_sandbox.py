@@ -419,7 +419,7 @@ def test_an_include_outside_the_module_is_neither_read_nor_shown(what, env, tmp_
 # the pieces, without a harness run ----------------------------------------------------------------------
 
 def test_the_build_log_keeps_only_diagnostics_located_in_the_module():
-    from kernels.harness.hostbuild import build_log
+    from kernels.harness.host.build import build_log
     src_dir = "/tmp/kidiom-build-x/build/src"
     log = "\n".join([
         f"{src_dir}/kv_transfer.cpp:13:10: fatal error: /etc/hostname: No such file or directory",
@@ -445,7 +445,7 @@ def test_the_build_log_keeps_only_diagnostics_located_in_the_module():
 def test_orphan_reaping_spares_the_harness_own_children():
     """reap_orphans kills adopted strangers only: a tool the harness runs (its session) and a
     registered sandboxed process live on."""
-    from kernels.harness import sandbox
+    from kernels.harness.sandbox import process as sandbox
     assert sandbox.become_subreaper()
     try:
         _reap_check(sandbox)
@@ -496,7 +496,7 @@ def test_the_bench_times_in_a_sandboxed_worker(tmp_path):
     """The GPU bench's timed runs, in their CPU mode: the variants load in a sandboxed worker
     (never in this process), the raw times come back; a variant that fails to load says so, and
     its import-time write is blocked."""
-    from kernels.harness import bench
+    from kernels.harness.triton import bench
     from kernels.harness.manifest import find_manifest
     m = find_manifest("kda.decode")
     shape = dict(m.shapes["cpu"][0])

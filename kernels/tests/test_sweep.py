@@ -4,7 +4,7 @@ import json
 import numpy as np
 import pytest
 
-from kernels.harness.interp import emulated_dot, round_to_bf16, round_to_tf32, truncate_to_tf32
+from kernels.harness.triton.interp import emulated_dot, round_to_bf16, round_to_tf32, truncate_to_tf32
 
 from .conftest import HAS_CUDA, add_kwarg_to_calls, harness
 

@@ -51,7 +51,7 @@ def test_a_damaged_cache_entry_is_measured_again(tmp_path):
 
 
 def test_the_cache_key_follows_what_a_measurement_reads(tmp_path):
-    from kernels.harness import sweep
+    from kernels.harness.triton import sweep
     from kernels.harness.manifest import load_manifest, find_manifest
     import shutil
     kda = find_manifest("kda.prefill").dir
@@ -140,8 +140,8 @@ def test_a_sweep_whose_caller_is_gone_ends_with_its_workers(tmp_path):
 
 
 def test_only_the_sweeps_own_deadline_counts_as_timed_out():
-    from kernels.harness.sweep import _timed_out
-    from kernels.harness.workers import WorkerTimeout
+    from kernels.harness.triton.sweep import _timed_out
+    from kernels.harness.triton.worker_client import WorkerTimeout
     far = time.monotonic() + 600
     # ptxas's own limit on a huge variant is that variant's failure, not the search's time
     ptxas = RuntimeError("compile failed: TimeoutExpired: Command '['ptxas', '-arch=sm_90a']' timed out after "

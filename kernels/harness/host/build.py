@@ -177,7 +177,7 @@ def build(manifest, source=None, variant="release", deadline=None):
     Raises BuildError with the compiler's diagnostics (build_log) when compilation fails or
     times out.
     """
-    from . import sandbox
+    from .. import sandbox
     src = Path(source) if source else manifest.source_path
     if not src.exists():
         raise FileNotFoundError(f"source file {src} does not exist")

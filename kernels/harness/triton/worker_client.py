@@ -1,10 +1,10 @@
-"""The harness's side of the Triton / CUDA check's workers (kernelworker.py): start one in the
-sandbox (sandbox.py), send it requests, collect results, survive whatever it does.
+"""The harness's side of the Triton / CUDA check's workers (worker.py, the worker's side): start one in the
+sandbox (../sandbox/), send it requests, collect results, survive whatever it does.
 
 A worker hosts one or more kernels (`KernelSpec`): the candidate's worker hosts the candidate
 alone; the baseline's worker hosts trusted kernels (the manifest's own source, the baseline
 Triton kernel of the other op for the consistency check). Its scratch directory holds the runtime
-(`rt/kidiom_rt/`: kernelworker.py as worker.py, arrays.py, backend.py, interp.py, workprofile.py; for CUDA the
+(`rt/kidiom_rt/`: worker.py, arrays.py, backend.py, interp.py, workprofile.py; for CUDA the
 launcher and cudatools.py), copies of the kernel sources (`rt/src/`), `worker.json`, the logs,
 the inputs (`in/<request>/`): all written by the harness and read-only to the worker; the worker
 writes only `out/<request>/` (results) and `work/` (its cwd, HOME, TMPDIR). Nothing of the
@@ -32,15 +32,16 @@ from pathlib import Path
 
 import numpy as np
 
-from . import sandbox
+from .. import sandbox
+from ..sandbox import load_result
 
 __all__ = ["KernelSpec", "KernelWorker", "WorkerTimeout", "WorkerFailed", "MAX_CRASHES", "load_result"]
 
 HERE = Path(__file__).resolve().parent
-RUNTIME = {"worker.py": HERE / "kernelworker.py", "arrays.py": HERE / "arrays.py",
+RUNTIME = {"worker.py": HERE / "worker.py", "arrays.py": HERE / "arrays.py",
            "backend.py": HERE / "backend.py", "interp.py": HERE / "interp.py",
            "workprofile.py": HERE / "workprofile.py"}
-CUDA_RUNTIME = {"cuda_launch.py": HERE.parent / "kda_cuda" / "launch.py", "cudatools.py": HERE / "cudatools.py"}
+CUDA_RUNTIME = {"cuda_launch.py": HERE.parents[1] / "kda_cuda" / "launch.py", "cudatools.py": HERE / "cudatools.py"}
 MAX_CRASHES = 3          # crashed candidate workers before the remaining requests are given up
 MAX_IN_FLIGHT = 8        # requests written ahead to a worker
 AS_LIMIT = 16 << 30      # address space of a CPU worker (bytes); none on a GPU (CUDA maps the device)
@@ -71,17 +72,6 @@ class KernelSpec:
 def _tail(text, n=1500):
     text = text.strip()
     return text if len(text) <= n else "..." + text[-n:]
-
-
-def load_result(scratch, path):
-    """np.load of a file the worker wrote, refusing anything outside its scratch directory and
-    symbolic links (the candidate may have planted them)."""
-    scratch = Path(scratch).resolve()
-    p = (scratch / path).resolve()
-    p.relative_to(scratch)   # ValueError if outside
-    fd = os.open(p, os.O_RDONLY | os.O_NOFOLLOW)
-    with os.fdopen(fd, "rb") as f:
-        return np.load(f, allow_pickle=False)
 
 
 class KernelWorker:

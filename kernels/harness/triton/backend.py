@@ -4,7 +4,7 @@ Both backends allocate every tensor inside a larger flat buffer whose tail holds
 so that out-of-bounds reads (an input's tail is NaN: it leaks into the results) and writes (an
 output's tail holds `OUT_SENTINEL`: any store changes it) are visible after a run.
 
-The check's workers (kernelworker.py) use these from a copy of this file (package `kidiom_rt`):
+The check's workers (worker.py) use these from a copy of this file (package `kidiom_rt`):
 keep it free of imports beyond numpy, `.arrays` and `.interp`.
 
 What each backend can observe: `violations()` (out-of-bounds accesses of the active lanes) and

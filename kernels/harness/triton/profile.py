@@ -2,8 +2,8 @@
 the manifest's `bench` shape and set against its `[floor]` (SPEC section 8, "Work profile and
 prediction"; wire format in kernels/README.md, "profile").
 
-The candidate is untrusted: it runs only in the check's sandboxed worker (workers.py,
-kernelworker.py), which counts under Triton's interpreter (workprofile.py) and writes its counts
+The candidate is untrusted: it runs only in the check's sandboxed worker (worker_client.py,
+worker.py), which counts under Triton's interpreter (workprofile.py) and writes its counts
 to its `out/` directory; this process makes the inputs, reads the counts back as data (bounded
 size, integers, lines within the source, consistent sums: anything else is an error, never a
 profile) and does all the scaling. The counts are observed inside the candidate's process: they
@@ -35,9 +35,9 @@ from pathlib import Path
 
 import numpy as np
 
-from ..kda_cuda.launch import PROFILE_REPORT as CUDA_REPORT, launch_geometry
-from .ops import OPS
-from .workers import KernelSpec, Workers
+from ...kda_cuda.launch import PROFILE_REPORT as CUDA_REPORT, launch_geometry
+from .operations import OPS
+from .worker_client import KernelSpec, Workers
 
 __all__ = ["run_profile", "profile_kernel", "counted_plan", "validate_report", "ProfileError", "ProfileSkipped",
            "MAX_REPORT_BYTES", "FIELDS", "SPECIAL_KINDS"]
@@ -497,9 +497,9 @@ def profile_kernel(manifest, source=None, bench=None, exact=False, deadline=None
 
 def run_profile(args, out, manifest):
     """`profile` for cli.py: fills the wire object `out`, returns the exit code."""
-    from .cli import EXIT_ERROR, EXIT_OK, EXIT_SKIPPED, _versions
-    from .workers import WorkerTimeout
-    out["versions"] = _versions()
+    from ..wire import EXIT_ERROR, EXIT_OK, EXIT_SKIPPED, versions
+    from .worker_client import WorkerTimeout
+    out["versions"] = versions()
     out["shape"] = dict(manifest.shapes["bench"])
     if manifest.language not in ("triton", "cuda"):
         out.update(status="skipped", reason=f"profile: a {manifest.language} kernel has no work profile",

@@ -1,39 +1,6 @@
-"""The sandbox every process that runs candidate code gets (host C++ workers, host.py; Triton and
-CUDA workers, workers.py).
-
-A worker is started as `[unshare ...] python -I -X faulthandler SCRATCH/confine.py CONFIG`:
-
-- its own session and process group (the whole group is killed at the deadline), and where the
-  machine allows (`unshare`), an empty network namespace, its own PID namespace (the trampoline
-  is its init: when the worker ends, everything it started ends too) and its own mount namespace,
-  in which the trampoline pivots into a new root: read-only binds of only what the policy allows,
-  private /tmp, /dev/shm and /proc, a minimal /dev (confine.py `enter_root`). Without a PID
-  namespace the trampoline and the harness are child subreapers that kill every orphaned
-  descendant (`become_subreaper`, `reap_orphans`);
-- a scrubbed environment (PATH, LANG, HOME = TMPDIR = scratch/work, one thread per math
-  library, plus what the caller adds), cwd in a fresh scratch directory, `python -I` (no user
-  site, no PYTHON* variables, neither the harness's nor the script's directory on sys.path);
-- rlimits: CORE 0, CPU, FSIZE, AS (when given), NPROC (not for root, which it does not bind);
-- inside the process, before any candidate code (confine.py): every capability dropped, and a
-  Landlock file-system policy: read/execute only beneath the system directories and the Python
-  installation (never the repository, /tmp or home directories), read-only in the scratch
-  directory except its `out/` (results) and `work/` (cwd, HOME, TMPDIR) subdirectories; no TCP,
-  no signals or ptrace outside the sandbox. Everything the harness itself writes (plans, inputs,
-  logs, the trampoline) lies outside `out/` and `work/`, so a candidate cannot plant symbolic
-  links that turn the harness's writes elsewhere.
-
-`describe()` and the trampoline's report say what applied on this machine.
-Set KIDIOM_SANDBOX_LANDLOCK=0 in the harness's environment to run without the Landlock policy
-(for a machine where it breaks a legitimate toolchain; the report then says so), and
-KIDIOM_SANDBOX_NAMESPACES to a subset of `net,mount,pid` (empty: none) to use fewer namespaces
-(to see a fallback at work; the report says what is missing).
-
-Every process that runs candidate code is started here (`spawn`, `run_job`): the check's workers,
-the ahead-of-time compile (aot.py), the host C++ build (hostbuild.py, with the narrower
-`build_policy`), the host workers, the GPU bench's worker. Each has a hard deadline on the
-process group and never a pipe the harness reads to its end: results come back through files
-in `out/` or a report pipe read with a deadline (workers.py).
-"""
+"""What a sandboxed worker may reach (see the package's overview): namespaces, rlimits, the scrubbed
+environment, the Landlock policies (the workers' `fs_policy`, the host build's `build_policy`),
+the new root, and the command line that starts the trampoline (`command`)."""
 import json
 import os
 import re
@@ -44,18 +11,15 @@ import site
 import stat
 import subprocess
 import sys
-import threading
-import time
 from functools import lru_cache
 from pathlib import Path
 
 __all__ = ["isolation", "namespaces", "limits", "preexec", "scrubbed_env", "writable_dirs", "fs_policy",
-           "build_policy", "command", "spawn", "run_job", "kill_group", "become_subreaper", "reap_orphans",
-           "install_trampoline", "signal_name", "death_text", "FSIZE_LIMIT"]
+           "build_policy", "command", "install_trampoline", "install_runtime", "describe", "FSIZE_LIMIT"]
 
 HERE = Path(__file__).resolve().parent
 CONFINE = HERE / "confine.py"
-REPO_ROOT = HERE.parent.parent
+REPO_ROOT = HERE.parents[2]     # kernels/harness/sandbox -> the repository, which no worker may read
 FSIZE_LIMIT = 1 << 30   # largest file a worker may write
 
 SYSTEM_DIRS = ["/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32", "/etc", "/opt", "/proc", "/sys"]
@@ -409,188 +373,6 @@ def command(scratch, cfg, prefix_extra=(), policy=None, gpu=False):
     argv = list(ns["prefix"]) + list(prefix_extra) + [sys.executable, "-I", "-X", "faulthandler", str(trampoline),
                                                       json.dumps(cfg)]
     return argv, ns["net"], ns["pid"]
-
-
-# processes: started, waited for with a deadline, and ended with everything they started -----------
-
-_LIVE = set()                 # pids of the sandboxed processes this harness started and still owns
-_LIVE_LOCK = threading.Lock()
-
-
-def spawn(argv, **kw):
-    """subprocess.Popen of a sandboxed process in a session of its own, registered so that
-    reap_orphans never takes it for an orphan."""
-    with _LIVE_LOCK:
-        p = subprocess.Popen(argv, start_new_session=True, **kw)
-        _LIVE.add(p.pid)
-    return p
-
-
-def become_subreaper(on=True):
-    """Make this process a child subreaper: a descendant whose parent dies (a detached, double
-    forked grandchild of a worker that had no PID namespace) is adopted by it, not by init, so
-    reap_orphans can end it. Returns whether it applied."""
-    import ctypes
-    try:
-        libc = ctypes.CDLL(None, use_errno=True)
-        return libc.prctl(36, 1 if on else 0, 0, 0, 0) == 0      # PR_SET_CHILD_SUBREAPER
-    except (OSError, AttributeError):
-        return False
-
-
-def _stat(pid):
-    """(ppid, session id, state) of a process, or None."""
-    try:
-        with open(f"/proc/{pid}/stat") as f:
-            fields = f.read().rsplit(")", 1)[1].split()
-        return int(fields[1]), int(fields[3]), fields[0]
-    except (OSError, ValueError, IndexError):
-        return None
-
-
-def reap_orphans(everything=False):
-    """Kill and reap the orphans this (subreaper) process adopted: children in a session other
-    than ours that we did not start (sandboxed workers are registered by spawn; the tools the
-    harness runs itself share its session). `everything`: every descendant (the harness's exit).
-    Returns the number killed."""
-    me, sid = os.getpid(), os.getsid(0)
-    killed = 0
-    for _ in range(100):       # a fork bomb cannot hold us here: rounds are bounded
-        with _LIVE_LOCK:
-            kids = []
-            for d in os.listdir("/proc") if os.path.isdir("/proc") else ():
-                if not d.isdigit():
-                    continue
-                st = _stat(int(d))
-                if st and st[0] == me and (everything or (st[1] != sid and int(d) not in _LIVE)):
-                    kids.append((int(d), st[2]))
-            for pid, state in kids:
-                if state != "Z":
-                    try:
-                        os.kill(pid, signal.SIGKILL)
-                        killed += 1
-                    except OSError:
-                        pass
-        if not kids:
-            return killed
-        for pid, _ in kids:
-            for _ in range(200):
-                try:
-                    if os.waitpid(pid, os.WNOHANG)[0]:
-                        break
-                except ChildProcessError:
-                    break
-                time.sleep(0.005)
-    return killed
-
-
-def kill_group(proc):
-    """SIGKILL the worker's process group (the worker and anything it started), reap it, then any
-    orphan it left to this subreaper."""
-    try:
-        os.killpg(proc.pid, signal.SIGKILL)
-    except (ProcessLookupError, PermissionError):
-        pass
-    if proc.poll() is None:
-        try:
-            proc.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            pass
-    with _LIVE_LOCK:
-        _LIVE.discard(proc.pid)
-    reap_orphans()
-
-
-class JobTimeout(Exception):
-    """A sandboxed job did not end before its deadline (its process group was killed)."""
-
-
-def read_file(scratch, rel, limit=256 << 20, binary=False):
-    """A file a sandboxed process wrote, refusing symbolic links, anything outside its scratch
-    directory and anything over `limit` bytes."""
-    scratch = Path(scratch).resolve()
-    p = (scratch / rel).resolve()
-    p.relative_to(scratch)   # ValueError if outside
-    fd = os.open(p, os.O_RDONLY | os.O_NOFOLLOW)
-    with os.fdopen(fd, "rb") as f:
-        if not stat.S_ISREG(os.fstat(f.fileno()).st_mode):
-            raise ValueError(f"{rel} is not a regular file")
-        data = f.read(limit + 1)
-    if len(data) > limit:
-        raise ValueError(f"{rel} is larger than {limit} bytes")
-    return data if binary else data.decode(errors="replace")
-
-
-def run_job(scratch, cfg, deadline, what, env_extra=None, cwd=None, address_space=None, policy=None, gpu=False,
-            python_note="isolated mode (-I)", why_no_as="not applied"):
-    """Run one sandboxed job (trampoline config `cfg`) from start to end, or until `deadline`
-    (time.monotonic()): its process group is killed in the end either way. stdout and stderr go to
-    files, the trampoline's report to `scratch/.trampoline.jsonl` (outside what the job may write).
-    Returns {rc, seconds, stderr, exit, sandbox}; raises JobTimeout past the deadline."""
-    scratch = Path(scratch)
-    out_dir, work = writable_dirs(scratch)
-    report = scratch / ".trampoline.jsonl"
-    report.unlink(missing_ok=True)
-    cfg = dict(cfg, report_file=str(report))
-    budget = max(0.5, deadline - time.monotonic())
-    lims = limits(cpu_s=budget * (os.cpu_count() or 1) + 10, address_space=address_space, why_no_as=why_no_as)
-    argv, net, pid = command(scratch, cfg, policy=policy, gpu=gpu)
-    info = describe(net, pid, lims, budget, python_note)
-    t0 = time.monotonic()
-    with open(scratch / "stdout.txt", "wb") as out, open(scratch / "stderr.txt", "wb") as err:
-        p = spawn(argv, cwd=cwd or work, env=scrubbed_env(scratch, env_extra), stdin=subprocess.DEVNULL,
-                  stdout=out, stderr=err, preexec_fn=preexec(lims))
-        try:
-            rc = p.wait(timeout=budget)
-        except subprocess.TimeoutExpired:
-            rc = None
-        finally:
-            kill_group(p)
-    seconds = time.monotonic() - t0
-    events = []
-    try:
-        for line in report.read_text(errors="replace").splitlines():
-            try:
-                events.append(json.loads(line))
-            except ValueError:
-                pass
-    except OSError:
-        pass
-    status = next((ev["sandbox"] for ev in events if isinstance(ev, dict) and "sandbox" in ev), {})
-    info.update({k: v for k, v in status.items() if k != "pid_namespace"})
-    exit_report = next((ev["exit"] for ev in reversed(events) if isinstance(ev, dict) and "exit" in ev), None)
-    try:
-        stderr = (scratch / "stderr.txt").read_text(errors="replace")
-    except OSError:
-        stderr = ""
-    if rc is None:
-        raise JobTimeout(f"{what} timed out after {seconds:.1f} s (killed at the deadline)")
-    return {"rc": rc, "seconds": seconds, "stderr": stderr, "exit": exit_report, "sandbox": info}
-
-
-def signal_name(signum):
-    try:
-        return signal.Signals(signum).name
-    except ValueError:
-        return f"signal {signum}"
-
-
-def death_text(rc, exit_report=None):
-    """'died with SIGSEGV' / 'exited with code 1' / None (clean exit), from the trampoline's
-    report if there is one, else the process's return code (negative: a signal; 129-159 from a
-    PID namespace's init: 128 + the signal)."""
-    if exit_report:
-        if exit_report.get("signal"):
-            return f"died with {exit_report['signal']}"
-        code = exit_report.get("code")
-        return f"exited with code {code}" if code else None
-    if rc is None:
-        return None
-    if rc < 0:
-        return f"died with {signal_name(-rc)}"
-    if rc:
-        return f"exited with code {rc}"
-    return None
 
 
 def describe(net, pid, lims, budget, python_note):

@@ -39,9 +39,9 @@ from functools import lru_cache
 from pathlib import Path
 
 from . import check
-from .manifest import REPO_ROOT
-from .sandbox import JobTimeout
-from .workers import WorkerTimeout
+from ..manifest import REPO_ROOT
+from ..sandbox import JobTimeout
+from .worker_client import WorkerTimeout
 
 # Bumped whenever what a cached entry means changes (metrics, emulation, curve inputs).
 SWEEP_VERSION = 2
@@ -68,7 +68,7 @@ def _context(manifest_path, source):
     emulation, the workers, the compile), the manifest, the other Python sources beside the
     kernel (helpers it imports, the reference) and the reference's module wherever it lives."""
     manifest_path = Path(manifest_path)
-    files = sorted(Path(__file__).resolve().parent.glob("*.py"))
+    files = sorted(Path(__file__).resolve().parents[1].rglob("*.py"))   # the whole harness, every subpackage
     files.append(manifest_path)
     files += sorted(p for p in manifest_path.parent.glob("*.py") if p.name != source)
     try:

@@ -1,4 +1,4 @@
-"""Trampoline of every sandboxed worker (kernels/harness/sandbox.py starts it):
+"""Trampoline of every sandboxed worker (kernels/harness/sandbox/ starts it):
 
     python -I -X faulthandler confine.py CONFIG_JSON
 

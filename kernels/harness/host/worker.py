@@ -1,8 +1,8 @@
-"""Worker process of the host-kernel harness (kernels/harness/host.py): the only process that
+"""Worker process of the host-kernel harness (kernels/harness/host/; worker_client.py starts it): the only process that
 loads a candidate module.
 
-    python -I -X faulthandler hostworker.py check plan.json
-    python -I -X faulthandler hostworker.py bench plan.json
+    python -I -X faulthandler worker.py check plan.json
+    python -I -X faulthandler worker.py bench plan.json
 
 Runs in its own scratch directory (its cwd), started by the harness in a sandbox. Reads the plan
 and the input arrays from that directory and writes what it saw back into it; it never sees

@@ -1,8 +1,8 @@
 """Host C++ kernels (`language = "cpp"`, e.g. kernels/kv_transfer/): compile, check, bench.
 
 The harness process never imports a candidate module. Each run of candidate code happens in a
-worker (hostworker.py, run from a copy in its scratch directory) started in the sandbox of
-sandbox.py: its own session (process group, killed at the deadline), a scrubbed environment,
+worker (worker.py, run from a copy in its scratch directory; worker_client.py starts it) in the
+sandbox of kernels/harness/sandbox/: its own session (process group, killed at the deadline), a scrubbed environment,
 cwd = a fresh scratch directory, resource limits, no network and its own PID namespace
 (`unshare`) where the machine allows, no capabilities, and a Landlock file-system policy (writes
 only beneath the scratch directory's out/ and work/); `sandbox` in the output says what applied.
@@ -17,7 +17,7 @@ With a compiler that supports -fsanitize=thread, the concurrent cases run again 
 check also runs the bench's sizes (bench_size_cases): its pool, N and the sizes around N, alone and
 from several threads at once, every call judged on its own.
 
-bench: scheduler throughput (see hostworker.bench and hoststats): one worker loads the baseline
+bench: scheduler throughput (see worker.bench and stats.py): one worker loads the baseline
 and the candidate, interleaves them over rounds, and returns raw samples and digests of the state
 each loaded window ended in; the calls form an exchange ring (bench_ring), so that state is right
 only if every call was, and the harness checks it against a replay of the reference before
@@ -33,18 +33,19 @@ import subprocess
 import sys
 import tempfile
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
 
-from . import hostbuild, hoststats, sandbox
-from .loader import resolve
-from .workers import load_result
+from .. import sandbox
+from ..loader import resolve
+from ..wire import git_commit
+from . import build as hostbuild, stats as hoststats
+from .worker_client import HostTimeout, _raise_worker_bug, run_worker
 
 __all__ = ["run_host_command", "make_cases", "HostTimeout"]
 
-WORKER = Path(__file__).resolve().parent / "hostworker.py"
 DEVICE = "cpu (host)"
 MODE = "host"
 
@@ -53,99 +54,6 @@ OUT_POISON = 0xA5      # inside outputs before the call
 OUT_SENTINEL = 0x5A    # padding around outputs and the pool: any store there is out of bounds
 IDS_SENTINEL = 0x3C3C3C3C3C3C3C3C   # padding around page_ids: far out of range if read as an id
 MAX_CRASHES = 3        # crashed workers before the remaining cases are given up
-AS_LIMIT = 8 << 30     # address space of a worker (bytes)
-
-
-class HostTimeout(Exception):
-    """The candidate did not finish before the deadline (its worker was killed)."""
-
-
-# the sandbox (kernels/harness/sandbox.py) -----------------------------------------------------------
-
-@dataclass
-class WorkerRun:
-    rc: int
-    timed_out: bool
-    seconds: float
-    progress: list
-    stderr: str
-    sandbox: dict = field(default_factory=dict)
-    exit_report: dict = None
-
-    @property
-    def signal(self):
-        d = self.death()
-        return d[len("died with "):] if d and d.startswith("died with ") else None
-
-    def death(self):
-        """'died with SIGSEGV' / 'exited with code 1' / None (clean exit)."""
-        return sandbox.death_text(self.rc, self.exit_report)
-
-
-def run_worker(mode, scratch, plan, deadline, tsan_preload=None, tsan_log=None, no_aslr=False, cpus=None):
-    """Run hostworker.py `mode` on `plan` in `scratch` until it exits or `deadline`
-    (time.monotonic()) passes; the worker's whole process group is killed in the end."""
-    scratch = Path(scratch)
-    out_dir, _ = sandbox.writable_dirs(scratch)   # the worker writes only there (and in work/)
-    (scratch / "plan.json").write_text(json.dumps(plan))
-    for f in ("stdout.txt", "stderr.txt", "out/progress.jsonl", ".trampoline.jsonl"):
-        (scratch / f).unlink(missing_ok=True)
-    shutil.copyfile(WORKER, scratch / WORKER.name)
-    budget = max(0.5, deadline - time.monotonic())
-    ncpu = cpus or os.cpu_count() or 1
-    limits = sandbox.limits(cpu_s=budget * ncpu + 10, address_space=None if tsan_preload else AS_LIMIT,
-                            why_no_as="not applied: ThreadSanitizer reserves terabytes of shadow memory")
-    env_extra = {}
-    rw_extra = []
-    if tsan_preload:
-        env_extra["LD_PRELOAD"] = tsan_preload
-        log = Path(tsan_log or out_dir / "tsan")
-        rw_extra.append(str(log.parent))
-        env_extra["TSAN_OPTIONS"] = f"log_path={log} halt_on_error=0 exitcode=0 report_signal_unsafe=0"
-    prefix = ["setarch", platform.machine(), "-R"] if no_aslr else []
-    report = scratch / ".trampoline.jsonl"   # opened by the trampoline before confinement: not the worker's to forge
-    cfg = {"script": str(scratch / WORKER.name), "args": [mode, "plan.json"], "report_file": str(report),
-           "rw_extra": rw_extra}
-    cmd, net, pid = sandbox.command(scratch, cfg, prefix_extra=prefix)
-    info = sandbox.describe(net, pid, limits, budget, "isolated mode (-I): kernels/ not importable")
-    t0 = time.monotonic()
-    with open(scratch / "stdout.txt", "wb") as out, open(scratch / "stderr.txt", "wb") as err:
-        p = sandbox.spawn(cmd, cwd=scratch, env=sandbox.scrubbed_env(scratch, env_extra), stdin=subprocess.DEVNULL,
-                          stdout=out, stderr=err, preexec_fn=sandbox.preexec(limits))
-        timed_out = False
-        try:
-            rc = p.wait(timeout=budget)
-        except subprocess.TimeoutExpired:
-            timed_out = True
-            rc = None
-        finally:
-            sandbox.kill_group(p)   # the worker and anything it started, orphans included
-    seconds = time.monotonic() - t0
-    progress = _jsonl(out_dir / "progress.jsonl")
-    tramp = _jsonl(report)
-    status = next((ev["sandbox"] for ev in tramp if "sandbox" in ev), {})
-    info.update({k: v for k, v in status.items() if k != "pid_namespace"})
-    exit_report = next((ev["exit"] for ev in reversed(tramp) if "exit" in ev), None)
-    stderr = (scratch / "stderr.txt").read_text(errors="replace")
-    return WorkerRun(rc=rc, timed_out=timed_out, seconds=seconds, progress=progress, stderr=stderr, sandbox=info,
-                     exit_report=exit_report)
-
-
-def _jsonl(path):
-    out = []
-    if path.exists():
-        for line in path.read_text(errors="replace").splitlines():
-            try:
-                out.append(json.loads(line))
-            except json.JSONDecodeError:
-                pass   # a line cut short by the kill
-    return out
-
-
-def _raise_worker_bug(wr):
-    bug = next((ev["worker_error"] for ev in wr.progress if "worker_error" in ev), None)
-    if bug:
-        raise RuntimeError(f"the harness's worker failed (not the candidate):\n{bug}")
 
 
 def _tail(text, n=1500):
@@ -640,7 +548,7 @@ def judge(case, res, scratch, index):
     written = {v: k for k, v in case.outputs.items()}
     for a in case.arrays:
         try:
-            got = load_result(scratch, f"out/{index}_{a.name}.npy")
+            got = sandbox.load_result(scratch, f"out/{index}_{a.name}.npy")
         except (OSError, ValueError):
             fails.append(f"{a.name}: the worker wrote no result")
             continue
@@ -1046,22 +954,11 @@ def bench_gate_cases(manifest, seed=12345):
     return cases + bench_size_cases(manifest, seed)
 
 
-def bench_command(manifest, args, deadline):
-    svc = service_params(manifest, args)
-    shape = manifest.shapes["bench"]
+def _bench_in_worker(manifest, svc, shape, ring, base_so, cand_so, deadline):
+    """The bench's timed rounds in a sandboxed worker that loads both modules: (raw result, the
+    WorkerRun, None), or (None, the WorkerRun, {reason, stderr}) when the worker failed."""
+    init, ring_ids, owned = ring
     P, N = shape["P"], shape["N"]
-    init, ring_ids, owned = bench_ring(shape, svc["threads"])
-    cand_so, cand_info = hostbuild.build(manifest, args.source)
-    base_so, base_info = hostbuild.build(manifest, args.baseline)
-    out = {"device": DEVICE, "mode": MODE, "metric": "scheduler-throughput", "shape": shape,
-           "rounds": svc["rounds"], "warmup": svc["warmup"], "service": svc,
-           "host": {"baseline": base_info, "candidate": cand_info}}
-    # a speedup is never reported on a red gate
-    _, gate_fails, _ = run_cases(cand_so, manifest.entry, bench_gate_cases(manifest), deadline)
-    if gate_fails:
-        out.update(status="failed", reason="candidate fails the correctness gate; no speed measured",
-                   failures=gate_fails)
-        return out, 1
     scratch = Path(tempfile.mkdtemp(prefix="kidiom-bench-"))
     try:
         np.save(scratch / "ring_init.npy", init)
@@ -1087,12 +984,16 @@ def bench_command(manifest, args, deadline):
             if wr.signal in ("SIGSEGV", "SIGBUS") and phase.endswith(" loaded"):
                 reason += (" (the calls get the pool they gather from, the buffer they scatter from and the "
                            "page ids through read-only mappings: a call that writes an input faults)")
-            out.update(status="failed", reason=reason, stderr=_tail(wr.stderr, 1500))
-            return out, 1
+            return None, wr, {"reason": reason, "stderr": _tail(wr.stderr, 1500)}
         raw = json.loads((scratch / "out" / "result.json").read_text())
     finally:
         shutil.rmtree(scratch, ignore_errors=True)
-    out["sandbox"] = wr.sandbox
+    return raw, wr, None
+
+
+def _verify_windows(raw, svc, ring, N):
+    """(mismatches, windows, calls): every loaded window's final state against the reference."""
+    init, ring_ids, owned = ring
     # Every call the bench timed, verified: the state at the end of each loaded window (pool, transfer
     # buffers, page ids) against the reference replay of exactly the pairs each thread completed.
     cache, mismatches, windows, calls = {}, [], 0, 0
@@ -1116,6 +1017,33 @@ def bench_command(manifest, args, deadline):
                                   "here, not only the last)")
             if sum(d["pairs"]) == 0:
                 mismatches.append(f"{where}: no transfer completed in the window")
+    return mismatches, windows, calls
+
+
+def bench_command(manifest, args, deadline):
+    """bench: the correctness gate, the timed rounds in a worker, every window verified, then the
+    statistics (stats.py)."""
+    svc = service_params(manifest, args)
+    shape = manifest.shapes["bench"]
+    N = shape["N"]
+    init, ring_ids, owned = bench_ring(shape, svc["threads"])
+    cand_so, cand_info = hostbuild.build(manifest, args.source)
+    base_so, base_info = hostbuild.build(manifest, args.baseline)
+    out = {"device": DEVICE, "mode": MODE, "metric": "scheduler-throughput", "shape": shape,
+           "rounds": svc["rounds"], "warmup": svc["warmup"], "service": svc,
+           "host": {"baseline": base_info, "candidate": cand_info}}
+    # a speedup is never reported on a red gate
+    _, gate_fails, _ = run_cases(cand_so, manifest.entry, bench_gate_cases(manifest), deadline)
+    if gate_fails:
+        out.update(status="failed", reason="candidate fails the correctness gate; no speed measured",
+                   failures=gate_fails)
+        return out, 1
+    raw, wr, failure = _bench_in_worker(manifest, svc, shape, (init, ring_ids, owned), base_so, cand_so, deadline)
+    if failure:
+        out.update(status="failed", **failure)
+        return out, 1
+    out["sandbox"] = wr.sandbox
+    mismatches, windows, calls = _verify_windows(raw, svc, (init, ring_ids, owned), N)
     out["checksums"] = {"verified": not mismatches, "windows": windows, "calls": calls, "every_call": True,
                         "scheme": "exchange ring: each window's final pool, transfer buffers and page ids "
                                   "against the reference replay of every call",
@@ -1143,7 +1071,6 @@ def bench_command(manifest, args, deadline):
 def run_host_command(args, out, manifest, deadline):
     """Dispatch of compile/check/bench for a `language = "cpp"` manifest; fills `out`, returns
     the exit code."""
-    from .cli import _git_commit
     out["versions"] = versions()
     if args.command == "compile":
         res, code = compile_command(manifest, args)
@@ -1151,7 +1078,7 @@ def run_host_command(args, out, manifest, deadline):
         return code
     out["device"] = DEVICE
     out["mode"] = MODE
-    out["commit"] = _git_commit()
+    out["commit"] = git_commit()
     try:
         if args.command == "check":
             res, code = check_command(manifest, args, deadline)

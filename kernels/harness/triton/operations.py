@@ -1,7 +1,7 @@
 """The two KDA operations as the harness sees them: random inputs, the float64 reference, and
 how a kernel's public function is called (destination passing): `args` is the argument order,
 `layout(x)` which arguments are read-only inputs, in/out tensors and outputs (with shapes); the
-check's worker (kernelworker.py) makes the call from that description and never sees this module.
+check's worker (worker.py) makes the call from that description and never sees this module.
 
 Inputs are float32 and realistic for KDA: q and k L2-normalised, beta in (0, 1), g = log of a
 decay in (0.5, 1) (the `long_memory` variant: in (0.999, 1), beta < 0.1, v off-centre, which
@@ -9,7 +9,7 @@ keeps information for thousands of tokens and is used for the error-versus-lengt
 """
 import numpy as np
 
-from ..kda import reference as ref
+from ...kda import reference as ref
 
 __all__ = ["DecodeOp", "PrefillOp", "OPS", "slices"]
 

@@ -29,13 +29,17 @@ import numpy as np
 
 from . import cudatools
 from .arrays import ShapeOnly
-from .loader import import_file
+try:
+    from ..loader import import_file   # in the repository: kernels.harness.loader
+except ImportError:   # in the sandboxed compile: a copy in the flat kidiom_rt package
+    from .loader import import_file
 
 __all__ = ["compile_kernel", "CompileError"]
 
 HERE = Path(__file__).resolve().parent
-# the worker's runtime (package kidiom_rt in its scratch directory)
-RUNTIME = ("aot.py", "aotworker.py", "arrays.py", "loader.py", "cudatools.py")
+# the worker's runtime (package kidiom_rt in its scratch directory): {name there: source}
+RUNTIME = {"aot.py": HERE / "aot.py", "aotworker.py": HERE / "aotworker.py", "arrays.py": HERE / "arrays.py",
+           "loader.py": HERE.parent / "loader.py", "cudatools.py": HERE / "cudatools.py"}
 AS_LIMIT = 16 << 30      # address space of the compile (LLVM and ptxas run in it)
 
 
@@ -184,12 +188,12 @@ def compile_sandboxed(manifest, source, arch, deadline):
     """The source-touching half of a compile, in a sandboxed worker (aotworker.py):
     (ptx, cubin or None, info, sandbox report). Raises CompileError (the source's failure),
     sandbox.JobTimeout (past `deadline`), RuntimeError (the worker died)."""
-    from . import sandbox
+    from .. import sandbox
     root = Path(tempfile.mkdtemp(prefix="kidiom-aot-"))
     try:
         scratch = root / "compile"
         scratch.mkdir(mode=0o700)
-        sandbox.install_runtime(scratch, {name: HERE / name for name in RUNTIME})
+        sandbox.install_runtime(scratch, RUNTIME)
         (scratch / "rt" / "src").mkdir()
         dst = scratch / "rt" / "src" / f"candidate{Path(source).suffix}"
         shutil.copyfile(source, dst)
@@ -240,7 +244,7 @@ def _cache_key(manifest, source, arch):
         h.update(triton.__version__.encode())
     except Exception:  # noqa: BLE001 - no Triton: the compile will say so
         h.update(b"no triton")
-    for f in [Path(manifest.path)] + [HERE / n for n in RUNTIME]:
+    for f in [Path(manifest.path)] + list(RUNTIME.values()):
         h.update(b"\0" + f.name.encode() + b"\0" + f.read_bytes())
     h.update(b"\0source\0" + Path(source).read_bytes())
     return h.hexdigest()

@@ -23,10 +23,10 @@ from pathlib import Path
 
 import numpy as np
 
-from . import sandbox
+from .. import sandbox
 from .check import run_check
-from .ops import OPS
-from .workers import CUDA_RUNTIME   # the same CUDA runtime as the check's workers
+from .operations import OPS
+from .worker_client import CUDA_RUNTIME   # the same CUDA runtime as the check's workers
 
 __all__ = ["run_bench", "time_in_sandbox"]
 

@@ -1,7 +1,7 @@
 """`check`: correctness of a kernel against its float64 reference (SPEC section 8, gate 3).
 
-The candidate is untrusted code. It runs only in a sandboxed worker of its own (workers.py,
-kernelworker.py, sandbox.py) that receives inputs and returns outputs; this process owns the
+The candidate is untrusted code. It runs only in a sandboxed worker of its own (worker_client.py,
+worker.py, kernels/harness/sandbox/) that receives inputs and returns outputs; this process owns the
 reference, the expected values, the tolerances and every judgement, and never imports the
 candidate. What the worker reports about itself (launch counts, input digests, out-of-bounds
 accesses, provenance) is observed inside the candidate's process: it catches a kernel or launcher
@@ -42,9 +42,9 @@ import time
 import numpy as np
 
 from .backend import OUT_SENTINEL, PAD
-from .manifest import all_manifests, shape_id
-from .ops import OPS, slices
-from .workers import KernelSpec, Workers, load_result
+from ..manifest import all_manifests, shape_id
+from .operations import OPS, slices
+from .worker_client import KernelSpec, Workers, load_result
 
 __all__ = ["run_check", "compare", "metrics", "error_curve", "BASELINE_FACTOR", "BASELINE_FLOOR", "DRIFT_FACTOR",
            "DRIFT_FLOOR", "ORDER_ATOMIC_RTOL", "drift_verdict", "specialization_plan"]
@@ -201,35 +201,8 @@ def _judge_call(op, x, expect, rec, worker, rid, j, entry, tol, launches_require
                          else None}
     if launches_required and n_entry < 1:
         fails.append(f"the kernel {entry} never ran")
-    lay = op.layout(x)
-    digests = rec.get("inputs") if isinstance(rec.get("inputs"), dict) else {}
-    for name in lay["inputs"]:
-        d = digests.get(name) if isinstance(digests.get(name), dict) else {}
-        same = d.get("data") == _digest(x[name])
-        tail = d.get("tail") == _tail_digest(x[name].dtype)
-        facts["inputs_unchanged"][name] = same
-        facts["padding"][name] = tail
-        if not same:
-            fails.append(f"input {name} was modified by the call")
-        if not tail:
-            fails.append(f"{name}: sentinel padding after the tensor was overwritten (out-of-bounds write)")
-    outs = {}
-    for name in op.results:
-        shape = tuple(op.result_shape(name, x))
-        try:
-            flat = load_result(worker.scratch, f"out/{rid}/r{j}_{name}.npy")
-        except Exception as e:  # noqa: BLE001
-            fails.append(f"{name}: no result came back ({type(e).__name__})")
-            continue
-        n = int(np.prod(shape))
-        if flat.dtype != np.float32 or flat.ndim != 1 or flat.size != n + PAD:
-            fails.append(f"{name}: came back as {flat.dtype}{list(flat.shape)}")
-            continue
-        outs[name] = flat[:n].reshape(shape)
-        ok = bool(np.all(flat[n:] == OUT_SENTINEL))
-        facts["padding"][name] = ok
-        if not ok:
-            fails.append(f"{name}: sentinel padding after the tensor was overwritten (out-of-bounds write)")
+    _judge_inputs(op, x, rec, facts, fails)
+    outs = _read_outputs(op, x, worker, rid, j, facts, fails)
     if op.name == "kda_decode" and "state" in outs and check_untouched:
         untouched = np.setdiff1d(np.arange(x["state"].shape[0]), x["slots"])
         intact = bool(np.array_equal(outs["state"][untouched], x["state"][untouched]))
@@ -247,34 +220,83 @@ def _judge_call(op, x, expect, rec, worker, rid, j, entry, tol, launches_require
                                            None if masks is None else masks[name])
                 if tol is not None:
                     fails += tolerance_failures(name, ms[name], tol)
-    prov = rec.get("provenance")
-    if not isinstance(prov, dict):
-        facts["provenance"] = "not checked"
-    else:
-        facts["provenance"] = {}
-        for name, a in outs.items():
-            try:
-                bits = np.unpackbits(load_result(worker.scratch, f"out/{rid}/r{j}_{name}.prov.npy"),
-                                     count=a.size).astype(bool).reshape(a.shape)
-            except Exception as e:  # noqa: BLE001
-                fails.append(f"{name}: no provenance came back ({type(e).__name__})")
-                continue
-            bad = int(np.count_nonzero(~bits))
-            facts["provenance"][name] = bad == 0
-            if bad:
-                fails.append(f"{name}: {bad} of {a.size} elements were written by host code, outside any kernel")
-    v = rec.get("violations")
-    if v is None:
-        facts["out_of_bounds"] = "not checked"
-    else:
-        v = [e for e in v if isinstance(e, dict)] if isinstance(v, list) else []
-        facts["out_of_bounds"] = v
-        for e in v:
-            fails.append(f"out-of-bounds {e.get('kind')}: {e.get('count')} accesses outside every tensor "
-                         f"(nearest {e.get('near')})")
+    _judge_provenance(rec, outs, worker, rid, j, facts, fails)
+    _judge_bounds(rec, facts, fails)
     s = rec.get("seconds")
     facts["seconds"] = float(s) if isinstance(s, (int, float)) else 0.0
     return ms, outs, fails, facts
+
+
+# the parts of one call's judgement, each adding to `facts` and `fails` in the order they are reported
+
+def _judge_inputs(op, x, rec, facts, fails):
+    """The inputs as the worker saw them after the call: unchanged, and their padding intact."""
+    digests = rec.get("inputs") if isinstance(rec.get("inputs"), dict) else {}
+    for name in op.layout(x)["inputs"]:
+        d = digests.get(name) if isinstance(digests.get(name), dict) else {}
+        same = d.get("data") == _digest(x[name])
+        tail = d.get("tail") == _tail_digest(x[name].dtype)
+        facts["inputs_unchanged"][name] = same
+        facts["padding"][name] = tail
+        if not same:
+            fails.append(f"input {name} was modified by the call")
+        if not tail:
+            fails.append(f"{name}: sentinel padding after the tensor was overwritten (out-of-bounds write)")
+
+
+def _read_outputs(op, x, worker, rid, j, facts, fails):
+    """The outputs the worker wrote, {name: array} (those that came back well formed), their
+    padding checked."""
+    outs = {}
+    for name in op.results:
+        shape = tuple(op.result_shape(name, x))
+        try:
+            flat = load_result(worker.scratch, f"out/{rid}/r{j}_{name}.npy")
+        except Exception as e:  # noqa: BLE001
+            fails.append(f"{name}: no result came back ({type(e).__name__})")
+            continue
+        n = int(np.prod(shape))
+        if flat.dtype != np.float32 or flat.ndim != 1 or flat.size != n + PAD:
+            fails.append(f"{name}: came back as {flat.dtype}{list(flat.shape)}")
+            continue
+        outs[name] = flat[:n].reshape(shape)
+        ok = bool(np.all(flat[n:] == OUT_SENTINEL))
+        facts["padding"][name] = ok
+        if not ok:
+            fails.append(f"{name}: sentinel padding after the tensor was overwritten (out-of-bounds write)")
+    return outs
+
+
+def _judge_provenance(rec, outs, worker, rid, j, facts, fails):
+    """Every output element written by a kernel, none by host code (where the worker tracked it)."""
+    if not isinstance(rec.get("provenance"), dict):
+        facts["provenance"] = "not checked"
+        return
+    facts["provenance"] = {}
+    for name, a in outs.items():
+        try:
+            bits = np.unpackbits(load_result(worker.scratch, f"out/{rid}/r{j}_{name}.prov.npy"),
+                                 count=a.size).astype(bool).reshape(a.shape)
+        except Exception as e:  # noqa: BLE001
+            fails.append(f"{name}: no provenance came back ({type(e).__name__})")
+            continue
+        bad = int(np.count_nonzero(~bits))
+        facts["provenance"][name] = bad == 0
+        if bad:
+            fails.append(f"{name}: {bad} of {a.size} elements were written by host code, outside any kernel")
+
+
+def _judge_bounds(rec, facts, fails):
+    """The bounds check's violations, where the worker ran it."""
+    v = rec.get("violations")
+    if v is None:
+        facts["out_of_bounds"] = "not checked"
+        return
+    v = [e for e in v if isinstance(e, dict)] if isinstance(v, list) else []
+    facts["out_of_bounds"] = v
+    for e in v:
+        fails.append(f"out-of-bounds {e.get('kind')}: {e.get('count')} accesses outside every tensor "
+                     f"(nearest {e.get('near')})")
 
 
 def masked_metrics(op, name, out, expect, mask=None):
@@ -1018,7 +1040,7 @@ class _Drift:
         fails, series = [], {"candidate": {}, "baseline": {}}
         if op.name == "kda_decode":
             pool64, ref = np.array(self.pool, dtype=np.float64), []
-            from ..kda import reference as kref
+            from ...kda import reference as kref
             for x in self.xs:
                 o64, pool64 = kref.naive_decode_kda(x["q"], x["k"], x["v"], x["g"], x["beta"], pool64, self.slots)
                 ref.append((o64, pool64[self.slots]))
@@ -1058,7 +1080,7 @@ class _Drift:
 
     def _prefill_chain(self, fails):
         op, m = self.op, self.manifest
-        from ..kda import reference as kref
+        from ...kda import reference as kref
         h = {"candidate": self.toks["initial_state"], "baseline": self.toks["initial_state"]}
         S64 = self.toks["initial_state"].astype(np.float64)
         series = {"candidate": {"final_state": [], "o": []}, "baseline": {"final_state": [], "o": []}}

@@ -1,4 +1,4 @@
-"""Worker of the Triton / CUDA `check` (workers.py starts it in the sandbox of sandbox.py): the
+"""Worker of the Triton / CUDA `check` (worker_client.py starts it in the sandbox of ../sandbox/): the
 only process that imports or runs a candidate's code.
 
 It runs from a copy in its scratch directory, as the package `kidiom_rt` (this file as

@@ -1,4 +1,4 @@
-"""Worker of the Triton / CUDA `bench` (bench.py starts it in the sandbox of sandbox.py, with the
+"""Worker of the Triton / CUDA `bench` (bench.py starts it in the sandbox of ../sandbox/, with the
 GPU's device files reachable): the only process that imports the kernels it times.
 
     python -I confine.py CONFIG   ->   kidiom_rt.benchworker JOB.json

@@ -1,10 +1,10 @@
-"""Worker of `compile` (aot.py starts it in the sandbox of sandbox.py): the only process that
+"""Worker of `compile` (aot.py starts it in the sandbox of ../sandbox/): the only process that
 imports a candidate's source, calls its launcher and compiles its kernel ahead of time.
 
     python -I confine.py CONFIG   ->   kidiom_rt.aotworker JOB.json
 
 It runs from a copy in its scratch directory, as the package `kidiom_rt` (aot.py, this file,
-arrays.py, loader.py, cudatools.py); the source is a copy under `rt/src/`. Whatever the source
+arrays.py, ../loader.py, cudatools.py); the source is a copy under `rt/src/`. Whatever the source
 runs at import (decorator arguments, parameter defaults, module code) runs here, confined like
 the check's workers. Triton: the launcher on shape-only tensors with the kernel swapped for a
 recorder, then `triton.compile` for the target (Triton runs its ptxas here too); CUDA C++: NVRTC
