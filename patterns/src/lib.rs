@@ -50,6 +50,7 @@ pub mod export;
 pub mod glossary;
 pub mod matcher;
 mod model;
+pub mod record;
 
 pub use catalog::{
     CachedFile, Candidate, CandidateStatus, Catalog, CatalogFile, CatalogStats, CorpusRow, DEFAULT_BUSY_TIMEOUT,

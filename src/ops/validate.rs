@@ -159,8 +159,7 @@ pub(crate) fn validate_all(
 
 /// Stores a candidate's evidence and the status its verdict implies.
 fn record(cat: &Catalog, c: &Candidate, ev: Evidence) -> Result<Evidence> {
-    let value = serde_json::to_value(&ev).context("serialising evidence")?;
-    cat.set_candidate_evidence(&c.id, &value)?;
+    cat.set_candidate_evidence(&c.id, &ev.clone().into())?;
     // The latest verdict decides the status, except for a candidate already committed
     // (accepted) or stale; one judged earlier and now undecided is pending again.
     let status = match ev.verdict.kind {
