@@ -325,7 +325,11 @@ fn planted(db: &Path, plants: &[Plant]) {
         })
         .expect("put");
         if !pl.evidence.as_object().is_some_and(|o| o.is_empty()) {
-            assert!(cat.set_candidate_evidence(&pl.id, &StoredEvidence::decode(pl.evidence.clone())).expect("evidence"), "{}", pl.id);
+            assert!(
+                cat.set_candidate_evidence(&pl.id, &StoredEvidence::decode(pl.evidence.clone())).expect("evidence"),
+                "{}",
+                pl.id
+            );
         }
     }
 }

@@ -37,8 +37,14 @@ fn every_field_of_an_old_record_reads_typed() {
     let plain = by_id(&cands, "py-keyword-tl-dot-input-precision@kernels/kda/prefill.py#bbabf7dc");
     assert_eq!(plain.status, CandidateStatus::Rejected);
     let Origin::Pattern(p) = &plain.provenance.origin else { panic!("{:?}", plain.provenance) };
-    assert_eq!((p.pattern.as_str(), p.kind.as_str(), p.category.as_str()), (plain.pattern_id.as_str(), "usage", "precision"));
-    assert_eq!((p.title.as_str(), p.value.as_deref(), p.score), ("tl.dot with input_precision", Some("\"tf32x3\""), 1.5));
+    assert_eq!(
+        (p.pattern.as_str(), p.kind.as_str(), p.category.as_str()),
+        (plain.pattern_id.as_str(), "usage", "precision")
+    );
+    assert_eq!(
+        (p.title.as_str(), p.value.as_deref(), p.score),
+        ("tl.dot with input_precision", Some("\"tf32x3\""), 1.5)
+    );
     assert_eq!(p.mechanism.as_deref(), Some("fp32 operands on tensor cores: TF32 unless ieee"));
     assert_eq!((p.before.as_str(), p.after.as_str()), ("tl.dot($A, $B)", "tl.dot($A, $B, input_precision=$V)"));
     assert_eq!((p.support[0].corpus.as_str(), p.support[0].occurrences, p.support[0].opportunities), ("ours", 3, 7));
@@ -51,14 +57,23 @@ fn every_field_of_an_old_record_reads_typed() {
     assert_eq!(e.gates.iter().map(|g| g.gate).collect::<Vec<_>>(), [Gate::Syntax, Gate::Static, Gate::Correctness]);
     let corr = e.gate(Gate::Correctness).expect("correctness");
     assert_eq!((corr.status, corr.log.as_deref()), (GateStatus::Failed, Some("line one\nline two")));
-    assert_eq!((e.kernel.as_deref(), e.seeds.as_slice(), e.started_at), (Some("kda_prefill"), &[0, 1, 2][..], 1_764_633_600));
+    assert_eq!(
+        (e.kernel.as_deref(), e.seeds.as_slice(), e.started_at),
+        (Some("kda_prefill"), &[0, 1, 2][..], 1_764_633_600)
+    );
     assert!(e.prediction.is_none());
 
     // the per-site precision search, needs-gpu, with a prediction
     let site = by_id(&cands, "py-keyword-tl-dot-input-precision@kernels/kda/prefill.py#ead914c5");
     let Some(SearchOrigin::Sites(s)) = &site.provenance.search else { panic!("{:?}", site.provenance.search) };
-    assert_eq!((s.point, s.roles.as_slice(), s.assignment.as_str()), (Some(1), &["front".to_string(), "chosen".into()][..], "1: \"ieee\""));
-    assert_eq!((s.summary.values.as_slice(), s.summary.lengths.as_slice()), (&["\"ieee\"".to_string()][..], &[64, 256][..]));
+    assert_eq!(
+        (s.point, s.roles.as_slice(), s.assignment.as_str()),
+        (Some(1), &["front".to_string(), "chosen".into()][..], "1: \"ieee\"")
+    );
+    assert_eq!(
+        (s.summary.values.as_slice(), s.summary.lengths.as_slice()),
+        (&["\"ieee\"".to_string()][..], &[64, 256][..])
+    );
     assert_eq!((s.summary.sites.len(), s.summary.sites[0].line, s.summary.points.len()), (2, 103, 3));
     assert_eq!(s.summary.points[1].figures.map(|f| f.instructions), Some(1100));
     assert!(s.summary.points[2].is("all-sites"));

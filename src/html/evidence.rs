@@ -345,7 +345,10 @@ mod tests {
         assert_eq!(verdict(&StoredEvidence::decode(json!({}))), "not validated");
         assert_eq!(verdict(&StoredEvidence::decode(Value::Null)), "not validated");
         // a record that names a verdict but is not the validator's is not believed
-        assert_eq!(verdict(&StoredEvidence::decode(json!({"verdict": {"kind": "accepted"}, "gates": "x"}))), UNREADABLE);
+        assert_eq!(
+            verdict(&StoredEvidence::decode(json!({"verdict": {"kind": "accepted"}, "gates": "x"}))),
+            UNREADABLE
+        );
         assert_eq!(verdict(&StoredEvidence::decode(json!([1, 2]))), UNREADABLE);
         assert_eq!(static_figures(None).instructions, Cell::none());
         let e = ev(

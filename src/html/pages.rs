@@ -645,7 +645,10 @@ fn search(c: &Candidate) -> Option<SearchView> {
 /// A memory-hint search's sites, each by the role of its tensor.
 fn role_sites(c: &Candidate) -> Vec<Vec<String>> {
     let Some(SearchOrigin::MemoryRoles(r)) = &c.provenance.search else { return Vec::new() };
-    r.sites.iter().map(|x| vec![x.line.to_string(), x.base.clone(), x.role.clone(), x.value.clone(), x.why.clone()]).collect()
+    r.sites
+        .iter()
+        .map(|x| vec![x.line.to_string(), x.base.clone(), x.role.clone(), x.value.clone(), x.why.clone()])
+        .collect()
 }
 
 #[cfg(test)]

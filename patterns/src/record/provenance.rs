@@ -532,7 +532,9 @@ mod tests {
 
     #[test]
     fn the_search_is_a_tagged_enum_and_wrong_types_read_as_absent() {
-        let p = Provenance::decode(&json!({"search": {"kind": "memory-roles", "roles": "front", "sites": [1, {"line": 2}]}}));
+        let p = Provenance::decode(
+            &json!({"search": {"kind": "memory-roles", "roles": "front", "sites": [1, {"line": 2}]}}),
+        );
         match p.search {
             Some(SearchOrigin::MemoryRoles(r)) => {
                 assert!(r.roles.is_empty());

@@ -78,7 +78,9 @@ fn header(c: &Candidate, pattern: Option<&Pattern>) -> Vec<String> {
     if c.pattern_id == kidiom_validator::MANUAL_PATTERN {
         out.push("    (an edit submitted as a patch with `kidiom validate --patch`, not from the catalog)".into());
     } else if pattern.is_none() {
-        out.push("    (the pattern is no longer in the catalog; the evidence above is from when it was proposed)".into());
+        out.push(
+            "    (the pattern is no longer in the catalog; the evidence above is from when it was proposed)".into(),
+        );
     }
     out
 }
