@@ -6,7 +6,7 @@ use serde::{Deserialize, Serialize};
 
 use super::{At, Catalog};
 use crate::error::Result;
-use crate::record::{Provenance, StoredEvidence, candidate_id};
+use crate::record::{Provenance, StoredEvidence, VerdictKind, candidate_id};
 
 /// Where a candidate stands in review.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
@@ -29,6 +29,23 @@ pub enum CandidateStatus {
 }
 
 kidiom_miner::named_enum!(CandidateStatus);
+
+impl CandidateStatus {
+    /// The status a new verdict moves a candidate in this status to; `None`
+    /// when it stays. The latest verdict decides, except for a candidate
+    /// already committed (accepted) or stale; one judged earlier and now
+    /// undecided (`needs-gpu`, `error`) is pending again.
+    pub fn after(self, verdict: VerdictKind) -> Option<CandidateStatus> {
+        use CandidateStatus::*;
+        let next = match verdict {
+            VerdictKind::Accepted => Validated,
+            VerdictKind::Rejected => Rejected,
+            VerdictKind::NeedsGpu | VerdictKind::Error if matches!(self, Validated | Rejected) => Proposed,
+            VerdictKind::NeedsGpu | VerdictKind::Error => return None,
+        };
+        (next != self && !matches!(self, Accepted | Stale)).then_some(next)
+    }
+}
 
 /// One rewrite candidate (table `candidates`).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -283,6 +300,20 @@ mod tests {
             created_at: String::new(),
             updated_at: String::new(),
         }
+    }
+
+    #[test]
+    fn the_latest_verdict_decides_the_status_unless_committed_or_stale() {
+        use CandidateStatus as S;
+        use VerdictKind as V;
+        assert_eq!(S::Proposed.after(V::Accepted), Some(S::Validated));
+        assert_eq!(S::Applied.after(V::Rejected), Some(S::Rejected));
+        assert_eq!(S::Validated.after(V::NeedsGpu), Some(S::Proposed));
+        assert_eq!(S::Rejected.after(V::Error), Some(S::Proposed));
+        assert_eq!(S::Proposed.after(V::NeedsGpu), None);
+        assert_eq!(S::Validated.after(V::Accepted), None);
+        assert_eq!(S::Accepted.after(V::Rejected), None);
+        assert_eq!(S::Stale.after(V::Accepted), None);
     }
 
     #[test]
