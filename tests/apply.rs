@@ -413,7 +413,8 @@ fn review_and_accept_commit_on_the_review_branch() {
     ] {
         let ev =
             serde_json::json!({"verdict": {"kind": kind, "gate": gate, "reason": reason, "log": null, "flags": []}});
-        cat.set_candidate_evidence(&id, &ev).expect("evidence");
+        cat.set_candidate_evidence(&id, &kidiom_patterns::record::StoredEvidence::decode(ev.clone()))
+            .expect("evidence");
         let out = env.run(&["accept", &id, "--db", dbs]);
         assert_eq!(out.status.code(), Some(2), "{kind}");
         let err = String::from_utf8_lossy(&out.stderr);
@@ -464,7 +465,10 @@ fn accept_refuses_a_changed_target() {
     // an accepted verdict needs no --force; the changed target still stops it
     let ev =
         serde_json::json!({"verdict": {"kind": "accepted", "gate": null, "reason": "1.3x", "log": null, "flags": []}});
-    kidiom_patterns::Catalog::open(&db).expect("catalog").set_candidate_evidence(&id, &ev).expect("evidence");
+    kidiom_patterns::Catalog::open(&db)
+        .expect("catalog")
+        .set_candidate_evidence(&id, &kidiom_patterns::record::StoredEvidence::decode(ev.clone()))
+        .expect("evidence");
     let out = env.run(&["accept", &id, "--db", db.to_str().expect("utf8")]);
     assert_eq!(out.status.code(), Some(2));
     assert!(
@@ -484,7 +488,10 @@ fn an_accepted_verdict_commits_without_force() {
     let db = env.db();
     let ev =
         serde_json::json!({"verdict": {"kind": "accepted", "gate": null, "reason": "1.3x", "log": null, "flags": []}});
-    kidiom_patterns::Catalog::open(&db).expect("catalog").set_candidate_evidence(&id, &ev).expect("evidence");
+    kidiom_patterns::Catalog::open(&db)
+        .expect("catalog")
+        .set_candidate_evidence(&id, &kidiom_patterns::record::StoredEvidence::decode(ev.clone()))
+        .expect("evidence");
     let accepted = env.json(&["accept", &id, "--db", db.to_str().expect("utf8"), "--json"]);
     let repo = git2::Repository::open(env.path()).expect("repo");
     let commit = repo

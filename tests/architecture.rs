@@ -125,6 +125,27 @@ fn modules_do_not_reach_across_the_layers() {
 }
 
 #[test]
+fn candidate_records_are_read_by_field_outside_their_decoder() {
+    // the stored provenance and evidence are decoded once, in patterns/src/record/; everyone else reads
+    // the typed fields (the verdict included), never the JSON by key
+    let keys = [
+        "provenance[",
+        "evidence[",
+        "provenance.get(",
+        "evidence.get(",
+        "[\"verdict\"]",
+        ".get(\"verdict\")",
+        "[\"search\"]",
+        "[\"summary\"]",
+        "\"memory-roles\"",
+    ];
+    for dir in ["src", "patterns/src", "validator/src", "rewriter/src", "miner/src"] {
+        let found = offending(dir, &keys, &["patterns/src/record/evidence.rs", "patterns/src/record/provenance.rs"]);
+        assert!(found.is_empty(), "a candidate record read by key outside patterns/src/record/:\n{}", found.join("\n"));
+    }
+}
+
+#[test]
 fn commands_share_only_terminal_output_with_each_other() {
     // `cmd/run` prints what `mine`, `catalog` and `validate` print; `catalog` nests `export`
     // and `import`. Anything else one command would take from another belongs in `ops/`.

@@ -15,6 +15,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
+use kidiom_patterns::record::{Provenance, StoredEvidence};
 use kidiom_patterns::{
     Candidate, CandidateStatus, Catalog, CommitRef, IdiomExample, Lang, Pattern, Support, ValueCount,
 };
@@ -316,15 +317,19 @@ fn planted(db: &Path, plants: &[Plant]) {
             sites: 1,
             diff: kidiom_rewriter::unified(pl.path, old, &pl.new, 3),
             status: CandidateStatus::Proposed,
-            provenance: pl.provenance.clone(),
-            evidence: json!({}),
+            provenance: Provenance::decode(&pl.provenance),
+            evidence: StoredEvidence::Empty,
             commit_id: None,
             created_at: String::new(),
             updated_at: String::new(),
         })
         .expect("put");
         if !pl.evidence.as_object().is_some_and(|o| o.is_empty()) {
-            assert!(cat.set_candidate_evidence(&pl.id, &pl.evidence).expect("evidence"), "{}", pl.id);
+            assert!(
+                cat.set_candidate_evidence(&pl.id, &StoredEvidence::decode(pl.evidence.clone())).expect("evidence"),
+                "{}",
+                pl.id
+            );
         }
     }
 }

@@ -4,6 +4,7 @@
 
 use std::path::{Path, PathBuf};
 
+use kidiom_patterns::record::{Provenance, StoredEvidence};
 use kidiom_patterns::{Candidate, CandidateStatus, Catalog};
 use serde_json::Value;
 
@@ -84,8 +85,8 @@ pub fn plant_as(env: &Env, id: &str, pattern: &str, provenance: Value, rel: &str
         sites: 1,
         diff: kidiom_rewriter::unified(rel, &old, new, 3),
         status: CandidateStatus::Proposed,
-        provenance,
-        evidence: serde_json::json!({}),
+        provenance: Provenance::decode(&provenance),
+        evidence: StoredEvidence::Empty,
         commit_id: None,
         created_at: String::new(),
         updated_at: String::new(),

@@ -18,6 +18,8 @@ mod mine;
 mod aliases;
 // `kidiom catalog list|show|search|stats`.
 mod catalog;
+// Candidates stored by an earlier kidiom: read through the typed record, reviewed as before.
+mod record;
 // `kidiom apply|review|accept` and `catalog export`: golden diffs, properties, bad input, ast-grep.
 mod apply;
 // `kidiom catalog export --format json|import`: round trip, snapshot, `run` filling in an unreachable corpus.

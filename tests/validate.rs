@@ -207,7 +207,7 @@ fn planted_wrong_rewrites_are_rejected_at_the_right_gate() {
     for (id, _) in expect {
         let c = &cat.find_candidates(id).expect("find")[0];
         assert_eq!(c.status, CandidateStatus::Rejected, "{id}");
-        assert_eq!(c.evidence["verdict"]["kind"], "rejected", "{id}");
+        assert_eq!(c.evidence.to_value()["verdict"]["kind"], "rejected", "{id}");
     }
     // nothing pending is left
     let (_, out) = validate(&env, &py, &["--pending"]);
@@ -251,7 +251,7 @@ fn a_hanging_kernel_is_an_error_after_its_time_limit_and_the_run_goes_on() {
     let cat = Catalog::open(&env.db()).expect("catalog");
     let c = &cat.find_candidates("hang").expect("find")[0];
     assert_eq!(c.status, CandidateStatus::Proposed);
-    assert_eq!(c.evidence["verdict"]["kind"], "error");
+    assert_eq!(c.evidence.to_value()["verdict"]["kind"], "error");
 }
 
 #[test]

@@ -14,6 +14,10 @@
 //! leaves the catalog as it was. The schema is versioned and documented in
 //! the crate README; it is an API boundary.
 //!
+//! A [`Candidate`] is one proposed rewrite of a file; what it came from and
+//! what the validator concluded are the typed [`record`] (`Provenance`,
+//! `Evidence`), stored as JSON and decoded once, in that module.
+//!
 //! ```
 //! use kidiom_patterns::{Catalog, Category, Filter, Kind, Lang, Pattern};
 //!
@@ -50,6 +54,7 @@ pub mod export;
 pub mod glossary;
 pub mod matcher;
 mod model;
+pub mod record;
 
 pub use catalog::{
     CachedFile, Candidate, CandidateStatus, Catalog, CatalogFile, CatalogStats, CorpusRow, DEFAULT_BUSY_TIMEOUT,

@@ -144,7 +144,7 @@ pub(crate) fn print_search(s: &kidiom_validator::search::SiteSearch) -> Result<(
         s.cached,
         s.seconds
     );
-    let summary = serde_json::to_value(s)?;
+    let summary: kidiom_patterns::record::SiteSummary = serde_json::from_value(serde_json::to_value(s)?)?;
     if let Some(rows) = ops::sitesearch::front_rows(&summary, s.chosen) {
         for line in output::table_lines(&rows) {
             eprintln!("  {line}");

@@ -2,6 +2,7 @@
 //! that decided it, the static gate's key figures, the correctness gate's
 //! error numbers and curves, the speed gate's speedup and samples.
 
+use kidiom_patterns::record::StoredEvidence;
 use kidiom_validator::{Evidence, Gate, GateRecord, GateStatus, VerdictKind};
 use serde_json::Value;
 
@@ -30,45 +31,10 @@ impl Cell {
     }
 }
 
-/// What a candidate's stored evidence is, for the site.
-pub(crate) enum Read {
-    /// None stored: not validated.
-    Empty,
-    /// The validator's record.
-    Evidence(Box<Evidence>),
-    /// Something else (written by hand, by another tool, or damaged): why
-    /// it is not the validator's record. The page shows it raw; nothing in
-    /// it is taken for a verdict.
-    Unreadable(String),
-}
-
-impl Read {
-    pub(crate) fn evidence(&self) -> Option<&Evidence> {
-        match self {
-            Read::Evidence(e) => Some(e),
-            _ => None,
-        }
-    }
-}
-
-/// A candidate's evidence, read.
-pub(crate) fn read(v: &Value) -> Read {
-    if v.is_null() || v.as_object().is_some_and(|o| o.is_empty()) {
-        return Read::Empty;
-    }
-    match serde_json::from_value::<Evidence>(v.clone()) {
-        Ok(e) => Read::Evidence(Box::new(e)),
-        Err(e) => Read::Unreadable(e.to_string()),
-    }
-}
-
 /// The evidence of a candidate, parsed when it has the validator's shape.
 #[cfg(test)]
 pub(crate) fn parse(v: &Value) -> Option<Evidence> {
-    match read(v) {
-        Read::Evidence(e) => Some(*e),
-        _ => None,
-    }
+    StoredEvidence::decode(v.clone()).evidence().cloned()
 }
 
 /// What the index says of evidence that is not the validator's.
@@ -76,11 +42,12 @@ pub(crate) const UNREADABLE: &str = "unreadable evidence";
 
 /// The verdict's name: `not validated` without evidence, `unreadable
 /// evidence` for a record that is not the validator's.
-pub(crate) fn verdict(read: &Read) -> String {
+pub(crate) fn verdict(read: &StoredEvidence) -> String {
+    // the site believes only the validator's whole record, never a verdict named in another
     match read {
-        Read::Empty => "not validated".into(),
-        Read::Evidence(e) => e.verdict.kind.name().to_string(),
-        Read::Unreadable(_) => UNREADABLE.into(),
+        StoredEvidence::Empty => "not validated".into(),
+        StoredEvidence::Evidence(e) => e.verdict.kind.name().to_string(),
+        StoredEvidence::Unreadable { .. } => UNREADABLE.into(),
     }
 }
 
@@ -375,11 +342,14 @@ mod tests {
     fn no_evidence_is_not_validated() {
         assert!(parse(&json!({})).is_none());
         assert!(parse(&json!({"verdict": "odd"})).is_none());
-        assert_eq!(verdict(&read(&json!({}))), "not validated");
-        assert_eq!(verdict(&read(&Value::Null)), "not validated");
+        assert_eq!(verdict(&StoredEvidence::decode(json!({}))), "not validated");
+        assert_eq!(verdict(&StoredEvidence::decode(Value::Null)), "not validated");
         // a record that names a verdict but is not the validator's is not believed
-        assert_eq!(verdict(&read(&json!({"verdict": {"kind": "accepted"}, "gates": "x"}))), UNREADABLE);
-        assert_eq!(verdict(&read(&json!([1, 2]))), UNREADABLE);
+        assert_eq!(
+            verdict(&StoredEvidence::decode(json!({"verdict": {"kind": "accepted"}, "gates": "x"}))),
+            UNREADABLE
+        );
+        assert_eq!(verdict(&StoredEvidence::decode(json!([1, 2]))), UNREADABLE);
         assert_eq!(static_figures(None).instructions, Cell::none());
         let e = ev(
             json!([

@@ -5,6 +5,7 @@
 use std::collections::BTreeMap;
 
 use askama::Template;
+use kidiom_patterns::record::{Provenance, SearchOrigin, StoredEvidence};
 use kidiom_patterns::{Candidate, CorpusRow, Pattern};
 use kidiom_validator::{Evidence, Gate, GateRecord};
 use serde_json::Value;
@@ -74,17 +75,17 @@ pub(crate) fn verdict_class(verdict: &str) -> &'static str {
 }
 
 fn category(c: &Candidate, e: Option<&Evidence>) -> String {
-    c.provenance["category"]
-        .as_str()
+    c.provenance
+        .category()
         .map(str::to_string)
         .or_else(|| e.and_then(|e| e.category.clone()))
         .unwrap_or_else(|| "-".into())
 }
 
 pub(crate) fn index_row(c: &Candidate, href: String) -> IndexRow {
-    let read = ev::read(&c.evidence);
+    let read = &c.evidence;
     let e = read.evidence();
-    let verdict = ev::verdict(&read);
+    let verdict = ev::verdict(read);
     let st = ev::static_figures(e);
     IndexRow {
         id: c.id.clone(),
@@ -92,14 +93,14 @@ pub(crate) fn index_row(c: &Candidate, href: String) -> IndexRow {
         verdict_class: verdict_class(&verdict),
         verdict,
         gate: e.and_then(ev::deciding_gate).map(|g| g.name().to_string()).unwrap_or_else(|| "-".into()),
-        reason: match &read {
-            ev::Read::Evidence(e) => e.verdict.reason.clone(),
-            ev::Read::Unreadable(why) => format!("not the validator's record: {why}"),
-            ev::Read::Empty => String::new(),
+        reason: match read {
+            StoredEvidence::Evidence(e) => e.verdict.reason.clone(),
+            StoredEvidence::Unreadable { why, .. } => format!("not the validator's record: {why}"),
+            StoredEvidence::Empty => String::new(),
         },
         status: c.status.to_string(),
         pattern: c.pattern_id.clone(),
-        title: c.provenance["title"].as_str().unwrap_or("").to_string(),
+        title: c.provenance.title().to_string(),
         category: category(c, e),
         path: c.path.clone(),
         path_breakable: Markup::trusted(c.path.split('/').map(escape).collect::<Vec<_>>().join("/<wbr>")),
@@ -265,13 +266,13 @@ fn shell_quote(x: &str) -> String {
 }
 
 pub(crate) fn candidate_page(c: &Candidate, cx: &Context<'_>) -> CandidatePage {
-    let read = ev::read(&c.evidence);
+    let read = &c.evidence;
     let e = read.evidence();
     let prov = &c.provenance;
     let pattern = cx.pattern;
     let code = Code::from_path(&c.path);
-    let tpl = |key: &str, fallback: Option<&str>| -> Vec<Markup> {
-        let text = prov[key].as_str().or(fallback).unwrap_or("");
+    let tpl = |recorded: Option<&str>, fallback: Option<&str>| -> Vec<Markup> {
+        let text = recorded.or(fallback).unwrap_or("");
         if text.is_empty() { Vec::new() } else { highlight::fragment(code, text) }
     };
     let note = if c.pattern_id == kidiom_validator::MANUAL_PATTERN {
@@ -292,17 +293,17 @@ pub(crate) fn candidate_page(c: &Candidate, cx: &Context<'_>) -> CandidatePage {
         commit_id: c.commit_id.clone().unwrap_or_default(),
         base_blob: c.base_blob.clone(),
         value: c.value.clone().unwrap_or_default(),
-        rationale: prov["rationale"].as_str().or(pattern.map(|p| p.rationale.as_str())).unwrap_or("").to_string(),
-        mechanism: prov["mechanism"].as_str().or(pattern.map(|p| p.mechanism.as_str())).unwrap_or("").to_string(),
-        template_before: tpl("before", pattern.map(|p| p.before.as_str())),
-        template_after: tpl("after", pattern.map(|p| p.after.as_str())),
+        rationale: prov.rationale().or(pattern.map(|p| p.rationale.as_str())).unwrap_or("").to_string(),
+        mechanism: prov.mechanism().or(pattern.map(|p| p.mechanism.as_str())).unwrap_or("").to_string(),
+        template_before: tpl(prov.before(), pattern.map(|p| p.before.as_str())),
+        template_after: tpl(prov.after(), pattern.map(|p| p.after.as_str())),
         note: note.into(),
         files: sbs.files,
         omitted_rows: sbs.omitted,
         raw_diff,
         omitted_raw,
-        unreadable: match &read {
-            ev::Read::Unreadable(why) => why.clone(),
+        unreadable: match read {
+            StoredEvidence::Unreadable { why, .. } => why.clone(),
             _ => String::new(),
         },
         support: support(prov, pattern, cx.corpora),
@@ -316,8 +317,8 @@ pub(crate) fn candidate_page(c: &Candidate, cx: &Context<'_>) -> CandidatePage {
         validated: e.map(|e| format!("validator {} in {:.1} s", e.validator, e.seconds)).unwrap_or_default(),
         search: search(c),
         role_sites: role_sites(c),
-        raw_evidence: match &read {
-            ev::Read::Unreadable(_) => serde_json::to_string_pretty(&c.evidence).unwrap_or_default(),
+        raw_evidence: match read {
+            StoredEvidence::Unreadable { raw, .. } => serde_json::to_string_pretty(raw).unwrap_or_default(),
             _ => String::new(),
         },
     }
@@ -325,13 +326,11 @@ pub(crate) fn candidate_page(c: &Candidate, cx: &Context<'_>) -> CandidatePage {
 
 /// The revision of `corpus` the candidate's evidence was mined at (its
 /// support row), else the catalog's.
-fn revision<'a>(prov: &'a Value, corpus: &str, row: Option<&'a CorpusRow>) -> &'a str {
-    prov["support"]
-        .as_array()
-        .into_iter()
-        .flatten()
-        .find(|s| s["corpus"] == corpus)
-        .and_then(|s| s["revision"].as_str())
+fn revision<'a>(prov: &'a Provenance, corpus: &str, row: Option<&'a CorpusRow>) -> &'a str {
+    prov.support()
+        .iter()
+        .find(|s| s.corpus == corpus)
+        .map(|s| s.revision.as_str())
         .or(row.map(|r| r.revision.as_str()))
         .unwrap_or("")
 }
@@ -340,25 +339,21 @@ fn corpus<'a>(corpora: &'a [CorpusRow], name: &str) -> Option<&'a CorpusRow> {
     corpora.iter().find(|r| r.name == name)
 }
 
-fn support(prov: &Value, pattern: Option<&Pattern>, corpora: &[CorpusRow]) -> Vec<SupportRow> {
-    let rows: Vec<Value> = match prov["support"].as_array() {
-        Some(a) if !a.is_empty() => a.clone(),
-        _ => {
-            pattern.map(|p| p.support.iter().filter_map(|s| serde_json::to_value(s).ok()).collect()).unwrap_or_default()
-        }
-    };
-    rows.iter()
-        .map(|r| {
-            let name = s(&r["corpus"]);
-            let rev = s(&r["revision"]);
-            SupportRow {
-                link: corpus(corpora, &name).and_then(|c| links::tree(&c.source, &rev)),
-                corpus: name,
-                revision: rev,
-                files: s(&r["files"]),
-                occurrences: s(&r["occurrences"]),
-                opportunities: s(&r["opportunities"]),
-            }
+/// The recorded rows when there are any, else the pattern's own.
+fn recorded_or<'a, T>(recorded: &'a [T], pattern: Option<&'a [T]>) -> &'a [T] {
+    if recorded.is_empty() { pattern.unwrap_or_default() } else { recorded }
+}
+
+fn support(prov: &Provenance, pattern: Option<&Pattern>, corpora: &[CorpusRow]) -> Vec<SupportRow> {
+    recorded_or(prov.support(), pattern.map(|p| p.support.as_slice()))
+        .iter()
+        .map(|r| SupportRow {
+            link: corpus(corpora, &r.corpus).and_then(|c| links::tree(&c.source, &r.revision)),
+            corpus: r.corpus.clone(),
+            revision: r.revision.clone(),
+            files: r.files.to_string(),
+            occurrences: r.occurrences.to_string(),
+            opportunities: r.opportunities.to_string(),
         })
         .collect()
 }
@@ -404,25 +399,19 @@ fn histogram(pattern: Option<&Pattern>) -> Option<PlotView> {
     })
 }
 
-fn examples(prov: &Value, pattern: Option<&Pattern>, corpora: &[CorpusRow]) -> Vec<ExampleView> {
-    let rows: Vec<Value> = match prov["examples"].as_array() {
-        Some(a) if !a.is_empty() => a.clone(),
-        _ => pattern
-            .map(|p| p.examples.iter().filter_map(|x| serde_json::to_value(x).ok()).collect())
-            .unwrap_or_default(),
-    };
-    rows.iter()
+fn examples(prov: &Provenance, pattern: Option<&Pattern>, corpora: &[CorpusRow]) -> Vec<ExampleView> {
+    recorded_or(prov.examples(), pattern.map(|p| p.examples.as_slice()))
+        .iter()
         .map(|x| {
-            let name = s(&x["corpus"]);
-            let path = s(&x["path"]);
-            let row = corpus(corpora, &name);
-            let link =
-                row.and_then(|r| links::blob(&r.source, revision(prov, &name, Some(r)), &path, x["line"].as_u64()));
+            let row = corpus(corpora, &x.corpus);
+            let link = row.and_then(|r| {
+                links::blob(&r.source, revision(prov, &x.corpus, Some(r)), &x.path, Some(u64::from(x.line)))
+            });
             ExampleView {
-                code: highlight::fragment(Code::from_path(&path), x["snippet"].as_str().unwrap_or("")),
-                line: s(&x["line"]),
-                corpus: name,
-                path,
+                code: highlight::fragment(Code::from_path(&x.path), &x.snippet),
+                line: x.line.to_string(),
+                corpus: x.corpus.clone(),
+                path: x.path.clone(),
                 link,
             }
         })
@@ -431,32 +420,23 @@ fn examples(prov: &Value, pattern: Option<&Pattern>, corpora: &[CorpusRow]) -> V
 
 /// A commit links to the one GitHub repository among the pattern's corpora
 /// (with several, which one holds it is not recorded: no link).
-fn commits(prov: &Value, pattern: Option<&Pattern>, corpora: &[CorpusRow]) -> Vec<CommitView> {
-    let rows: Vec<Value> = match prov["commits"].as_array() {
-        Some(a) if !a.is_empty() => a.clone(),
-        _ => {
-            pattern.map(|p| p.commits.iter().filter_map(|x| serde_json::to_value(x).ok()).collect()).unwrap_or_default()
-        }
-    };
-    let mut sources: Vec<&str> = prov["support"]
-        .as_array()
-        .into_iter()
-        .flatten()
-        .filter_map(|r| corpus(corpora, r["corpus"].as_str()?))
+fn commits(prov: &Provenance, pattern: Option<&Pattern>, corpora: &[CorpusRow]) -> Vec<CommitView> {
+    let mut sources: Vec<&str> = prov
+        .support()
+        .iter()
+        .filter_map(|r| corpus(corpora, &r.corpus))
         .filter(|r| links::github_repo(&r.source).is_some())
         .map(|r| r.source.as_str())
         .collect();
     sources.dedup();
     let source = if sources.len() == 1 { sources.first().copied() } else { None };
-    rows.iter()
-        .map(|k| {
-            let id = s(&k["id"]);
-            CommitView {
-                link: source.and_then(|src| links::commit(src, &id)),
-                summary: s(&k["summary"]),
-                date: s(&k["date"]),
-                id,
-            }
+    recorded_or(prov.commits(), pattern.map(|p| p.commits.as_slice()))
+        .iter()
+        .map(|k| CommitView {
+            link: source.and_then(|src| links::commit(src, &k.id)),
+            summary: k.summary.clone(),
+            date: k.date.clone(),
+            id: k.id.clone(),
         })
         .collect()
 }
@@ -615,33 +595,27 @@ fn speed_plots(r: &GateRecord) -> Vec<PlotView> {
 
 /// The Pareto front of the search the candidate came from.
 fn search(c: &Candidate) -> Option<SearchView> {
-    let search = &c.provenance["search"];
-    let sm = &search["summary"];
-    let point = search["point"].as_u64().map(|i| i as usize);
+    let Some(SearchOrigin::Sites(search)) = &c.provenance.search else { return None };
+    let sm = &search.summary;
+    let point = search.point;
     let mut rows = crate::ops::sitesearch::front_rows(sm, point)?;
     if rows.is_empty() {
         return None;
     }
     let head = rows.remove(0);
     let rows: Vec<(bool, Vec<String>)> = rows.into_iter().map(|r| (r.first().is_some_and(|m| m == "->"), r)).collect();
-    let lengths = sm["lengths"].as_array().map(Vec::len).unwrap_or(0);
-    let last_t = sm["lengths"].as_array().and_then(|l| l.last()).map(s).unwrap_or_default();
-    let points: Vec<plot::FrontPoint> = sm["points"]
-        .as_array()
-        .into_iter()
-        .flatten()
+    let last_t = sm.lengths.last().map(i64::to_string).unwrap_or_default();
+    let points: Vec<plot::FrontPoint> = sm
+        .points
+        .iter()
         .enumerate()
-        .filter(|(_, p)| {
-            p["roles"].as_array().is_some_and(|r| {
-                r.iter().any(|x| ["front", "chosen", "baseline", "all-sites"].contains(&x.as_str().unwrap_or("")))
-            })
-        })
+        .filter(|(_, p)| ["front", "chosen", "baseline", "all-sites"].iter().any(|r| p.is(r)))
         .filter_map(|(i, p)| {
-            let roles: Vec<&str> = p["roles"].as_array()?.iter().filter_map(Value::as_str).collect();
-            let label: Vec<&str> = roles.iter().copied().filter(|r| ["baseline", "chosen"].contains(r)).collect();
+            let label: Vec<&str> =
+                p.roles.iter().map(String::as_str).filter(|r| ["baseline", "chosen"].contains(r)).collect();
             Some(plot::FrontPoint {
-                instructions: p["figures"]["instructions"].as_f64()?,
-                error: p["error"].as_array()?.get(lengths.checked_sub(1)?)?.as_f64()?,
+                instructions: p.figures.as_ref()?.instructions as f64,
+                error: (*p.error.get(sm.lengths.len().checked_sub(1)?)?)?,
                 label: label.join(", "),
                 this: Some(i) == point,
             })
@@ -656,34 +630,24 @@ fn search(c: &Candidate) -> Option<SearchView> {
         headline: format!(
             "{} of {} sites rewritten ({}); this candidate is {}",
             c.sites,
-            sm["sites"].as_array().map(Vec::len).unwrap_or(0),
-            search["assignment"].as_str().unwrap_or(""),
+            sm.sites.len(),
+            search.assignment,
             crate::ops::sitesearch::roles(c).join(", ")
         ),
-        sites: sm["sites"]
-            .as_array()
-            .into_iter()
-            .flatten()
-            .map(|x| (s(&x["line"]), x["text"].as_str().unwrap_or("").to_string()))
-            .collect(),
+        sites: sm.sites.iter().map(|x| (x.line.to_string(), x.text.clone())).collect(),
         head,
         rows,
-        why: sm["why"].as_str().unwrap_or("").to_string(),
+        why: sm.why.clone(),
         plot,
     })
 }
 
 /// A memory-hint search's sites, each by the role of its tensor.
 fn role_sites(c: &Candidate) -> Vec<Vec<String>> {
-    let search = &c.provenance["search"];
-    if search["kind"] != "memory-roles" {
-        return Vec::new();
-    }
-    search["sites"]
-        .as_array()
-        .into_iter()
-        .flatten()
-        .map(|x| ["line", "base", "role", "value", "why"].iter().map(|k| s(&x[*k])).collect())
+    let Some(SearchOrigin::MemoryRoles(r)) = &c.provenance.search else { return Vec::new() };
+    r.sites
+        .iter()
+        .map(|x| vec![x.line.to_string(), x.base.clone(), x.role.clone(), x.value.clone(), x.why.clone()])
         .collect()
 }
 

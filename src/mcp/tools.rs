@@ -161,8 +161,8 @@ fn list_candidates(args: &Value, ctx: &Ctx) -> ToolResult {
         .iter()
         .map(|c| {
             json!({"id": c.id, "pattern_id": c.pattern_id, "path": c.path, "status": c.status.name(),
-                   "sites": c.sites, "verdict": c.evidence.get("verdict").cloned().unwrap_or(Value::Null),
-                   "prediction": c.evidence.get("prediction").cloned().unwrap_or(Value::Null)})
+                   "sites": c.sites, "verdict": c.evidence.verdict(),
+                   "prediction": c.evidence.evidence().and_then(|e| e.prediction.as_ref())})
         })
         .collect();
     // strongest predicted speedup first (a prediction from CPU work profiles); the rest keep their order

@@ -15,59 +15,49 @@ use std::path::Path;
 
 use anyhow::{Context, Result, bail};
 use kidiom_miner::blob_id;
+use kidiom_patterns::record::VerdictKind;
 use kidiom_patterns::{Candidate, CandidateStatus, Catalog};
 use kidiom_rewriter::ReviewCommit;
 
 /// The commit message: subject, rationale, then `Kidiom-*` trailers.
 pub(crate) fn message(c: &Candidate) -> String {
     let p = &c.provenance;
-    let s = |k: &str| p[k].as_str().unwrap_or("").replace('\n', " ");
-    let mut m = format!("kidiom: {} in {}\n\n{}\n\n", s("title"), c.path, s("rationale"));
+    let one_line = |x: &str| x.replace('\n', " ");
+    let mut m =
+        format!("kidiom: {} in {}\n\n{}\n\n", one_line(p.title()), c.path, one_line(p.rationale().unwrap_or("")));
     m.push_str(&format!("Kidiom-Pattern: {}\n", c.pattern_id));
     m.push_str(&format!("Kidiom-Candidate: {}\n", c.id));
-    m.push_str(&format!("Kidiom-Category: {}\n", s("category")));
-    m.push_str(&format!("Kidiom-Kind: {}\n", s("kind")));
+    m.push_str(&format!("Kidiom-Category: {}\n", one_line(p.category().unwrap_or(""))));
+    m.push_str(&format!("Kidiom-Kind: {}\n", one_line(p.kind())));
     if let Some(v) = &c.value {
         m.push_str(&format!("Kidiom-Value: {v}\n"));
     }
     m.push_str(&format!("Kidiom-Sites: {}\n", c.sites));
     m.push_str(&format!("Kidiom-Base-Blob: {}\n", c.base_blob));
-    for sup in p["support"].as_array().into_iter().flatten() {
+    for sup in p.support() {
         m.push_str(&format!(
             "Kidiom-Support: {}@{} occurrences={} files={} opportunities={}\n",
-            sup["corpus"].as_str().unwrap_or(""),
-            sup["revision"].as_str().unwrap_or(""),
-            sup["occurrences"],
-            sup["files"],
-            sup["opportunities"]
+            sup.corpus, sup.revision, sup.occurrences, sup.files, sup.opportunities
         ));
     }
-    for e in p["examples"].as_array().into_iter().flatten() {
-        m.push_str(&format!(
-            "Kidiom-Example: {}:{}:{}\n",
-            e["corpus"].as_str().unwrap_or(""),
-            e["path"].as_str().unwrap_or(""),
-            e["line"]
-        ));
+    for e in p.examples() {
+        m.push_str(&format!("Kidiom-Example: {}:{}:{}\n", e.corpus, e.path, e.line));
     }
-    for k in p["commits"].as_array().into_iter().flatten() {
-        m.push_str(&format!("Kidiom-Provenance-Commit: {}\n", k["id"].as_str().unwrap_or("")));
+    for k in p.commits() {
+        m.push_str(&format!("Kidiom-Provenance-Commit: {}\n", k.id));
     }
-    m.push_str(&format!("Kidiom-Evidence: {}\n", c.evidence));
+    m.push_str(&format!("Kidiom-Evidence: {}\n", c.evidence.to_value()));
     m
 }
 
 /// Why `c` may not be committed without force: its verdict (with gate and
 /// reason) when that is not `accepted`, or that it was never validated.
 pub(crate) fn refusal(c: &Candidate) -> Option<String> {
-    let v = c.evidence.get("verdict");
-    let kind = v.and_then(|v| v.get("kind")).and_then(serde_json::Value::as_str);
-    match kind {
-        Some("accepted") => None,
-        Some(kind) => {
-            let at = v.and_then(|v| v["gate"].as_str()).map(|g| format!(" at {g}")).unwrap_or_default();
-            let reason = v.and_then(|v| v["reason"].as_str()).unwrap_or("no reason recorded");
-            Some(format!("{} is not accepted by validation: its verdict is {kind}{at}: {reason}", c.id))
+    match c.evidence.verdict() {
+        Some(v) if v.kind == VerdictKind::Accepted => None,
+        Some(v) => {
+            let at = v.gate.map(|g| format!(" at {g}")).unwrap_or_default();
+            Some(format!("{} is not accepted by validation: its verdict is {}{at}: {}", c.id, v.kind, v.reason))
         }
         None => Some(format!("{} is not validated (run `kidiom validate {}` first)", c.id, c.id)),
     }

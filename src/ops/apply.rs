@@ -14,6 +14,7 @@ use std::path::{Path, PathBuf};
 use anyhow::{Context, Result, bail};
 use kidiom_miner::{Lang, blob_id, parse_tree};
 use kidiom_patterns::matcher::Rewrite;
+use kidiom_patterns::record::Provenance;
 use kidiom_patterns::{Candidate, CandidateStatus, Catalog, Filter, Pattern};
 use rayon::prelude::*;
 use serde::Serialize;
@@ -99,24 +100,6 @@ pub(crate) struct Request<'a> {
     pub(crate) search: Option<crate::ops::sitesearch::Options<'a>>,
 }
 
-pub(crate) fn provenance(p: &Pattern, value: Option<&str>) -> serde_json::Value {
-    serde_json::json!({
-        "pattern": p.id,
-        "kind": p.kind.name(),
-        "category": p.category.name(),
-        "title": p.title,
-        "rationale": p.rationale,
-        "mechanism": p.mechanism,
-        "before": p.before,
-        "after": p.after,
-        "value": value,
-        "score": p.score,
-        "support": p.support,
-        "examples": p.examples,
-        "commits": p.commits,
-    })
-}
-
 /// The candidates of one file (dry run: each against the file as it is;
 /// `write`: chained), what was dropped, and the final text when it changed.
 fn rewrite_file(
@@ -158,22 +141,17 @@ fn rewrite_file(
                     continue;
                 }
                 let diff = kidiom_rewriter::unified(&t.rel, base, &out.text, 3);
-                let hash = blob_id(diff.as_bytes());
                 cands.push(Candidate {
-                    id: format!("{}@{}#{}", p.id, t.rel, &hash[..8.min(hash.len())]),
-                    pattern_id: p.id.clone(),
-                    path: t.rel.clone(),
-                    base_blob: blob_id(base.as_bytes()),
-                    result_blob: blob_id(out.text.as_bytes()),
                     value: rw.value().map(str::to_string),
                     sites: out.sites as u64,
-                    diff,
                     status: if write { CandidateStatus::Applied } else { CandidateStatus::Proposed },
-                    provenance: provenance(p, rw.value()),
-                    evidence: serde_json::json!({}),
-                    commit_id: None,
-                    created_at: String::new(),
-                    updated_at: String::new(),
+                    ..Candidate::new(
+                        &p.id,
+                        &t.rel,
+                        diff,
+                        (blob_id(base.as_bytes()), blob_id(out.text.as_bytes())),
+                        Provenance::of_pattern(p, rw.value()),
+                    )
                 });
                 if write {
                     cur = out.text;

@@ -1,6 +1,7 @@
 //! Finding candidates and storing edits that did not come from the catalog.
 
 use anyhow::{Context, Result, bail};
+use kidiom_patterns::record::Provenance;
 use kidiom_patterns::{Candidate, CandidateStatus, Catalog, Category};
 use kidiom_validator::{CandidateInput, MANUAL_PATTERN};
 
@@ -40,25 +41,16 @@ pub(crate) fn store_patch(
     let input = CandidateInput::from_patch(root, diff, category).context("reading the patch")?;
     let sites = diff.lines().filter(|l| l.starts_with("@@")).count() as u64;
     let c = Candidate {
+        // the validator's id for the patch (the same function names every candidate)
         id: input.id,
-        pattern_id: MANUAL_PATTERN.into(),
-        path: input.path,
-        base_blob: input.base_blob,
-        result_blob: input.result_blob,
-        value: None,
         sites,
-        diff: input.diff,
-        status: CandidateStatus::Proposed,
-        provenance: serde_json::json!({
-            "kind": MANUAL_PATTERN,
-            "category": category.map(|c| c.name()),
-            "title": "manual edit",
-            "rationale": "an edit submitted for validation as a patch (`kidiom validate --patch`, MCP validate_patch), not a catalog pattern",
-        }),
-        evidence: serde_json::json!({}),
-        commit_id: None,
-        created_at: String::new(),
-        updated_at: String::new(),
+        ..Candidate::new(
+            MANUAL_PATTERN,
+            &input.path,
+            input.diff,
+            (input.base_blob, input.result_blob),
+            Provenance::manual(category.map(|c| c.name())),
+        )
     };
     cat.put_candidate(&c).with_context(|| format!("storing {}", c.id))?;
     // the stored row (an earlier identical patch keeps its status)

@@ -81,7 +81,7 @@ fn worth_validating(c: &Candidate, device: Device) -> bool {
         Device::Auto => std::path::Path::new("/dev/nvidiactl").exists(),
         Device::Cpu => false,
     };
-    let waiting_for_gpu = c.evidence["verdict"]["kind"] == "needs-gpu";
+    let waiting_for_gpu = c.evidence.verdict().is_some_and(|v| v.kind == kidiom_validator::VerdictKind::NeedsGpu);
     super::candidates::is_pending(c) && (gpu_here || !waiting_for_gpu)
 }
 
@@ -217,7 +217,7 @@ pub(crate) fn run(cfg: &Config, catalog: &mut Catalog, o: &Options, tell: &(dyn 
         }
         // Verdicts of this run's candidates, including those judged by earlier runs.
         for c in catalog.candidates(None)?.iter().filter(|c| ours.contains(&c.id)) {
-            let kind = c.evidence["verdict"]["kind"].as_str().unwrap_or("not validated").to_string();
+            let kind = c.evidence.verdict().map(|v| v.kind.name()).unwrap_or("not validated").to_string();
             *verdicts.entry(kind).or_default() += 1;
         }
     }

@@ -8,7 +8,8 @@
 use anyhow::Result;
 use kidiom_miner::{Lang, blob_id};
 use kidiom_patterns::matcher::{Rewrite, usable_value};
-use kidiom_patterns::{Candidate, CandidateStatus, Category, Pattern};
+use kidiom_patterns::record::{Provenance, RoleSite, RolesOrigin, SearchOrigin, SiteOrigin, SiteSummary};
+use kidiom_patterns::{Candidate, Category, Pattern};
 use kidiom_validator::search::{Assignment, Request, Role, Rule, Site, SiteSearch};
 use kidiom_validator::{KernelLanguage, StaticLimits, Validator};
 
@@ -100,16 +101,14 @@ pub(crate) fn role_candidates(p: &Pattern, values: &[String], rel: &str, text: &
         let Some(v) = values.iter().position(|v| hint_suits(v, op, a.role)) else { continue };
         plan.push((r.clone(), a, v));
     }
-    let sites_json: Vec<serde_json::Value> = plan
+    let role_sites: Vec<RoleSite> = plan
         .iter()
-        .map(|(r, a, v)| {
-            serde_json::json!({
-                "line": text[..r.start].matches('\n').count() + 1,
-                "base": a.base,
-                "role": a.role.name(),
-                "value": values[*v],
-                "why": a.why,
-            })
+        .map(|(r, a, v)| RoleSite {
+            line: text[..r.start].matches('\n').count() as u64 + 1,
+            base: a.base.clone(),
+            role: a.role.name().into(),
+            value: values[*v].clone(),
+            why: a.why.clone(),
         })
         .collect();
     let mut groups: Vec<(String, Vec<usize>)> = vec![("by role".into(), (0..plan.len()).collect())];
@@ -132,14 +131,12 @@ pub(crate) fn role_candidates(p: &Pattern, values: &[String], rel: &str, text: &
         let mut used: Vec<&str> = members.iter().map(|&i| values[plan[i].2].as_str()).collect();
         used.dedup();
         let value = format!("{label}: {}", used.join(", "));
-        let mut provenance = super::apply::provenance(p, Some(&value));
-        provenance["search"] = serde_json::json!({
-            "kind": "memory-roles",
-            "roles": [if gi == 0 { "chosen" } else { "alternative" }],
-            "assignment": label,
-            "sites": members.iter().map(|&i| sites_json[i].clone()).collect::<Vec<_>>(),
-            "all_sites": ranges.len(),
-        });
+        let provenance = Provenance::of_pattern(p, Some(&value)).with_search(SearchOrigin::MemoryRoles(RolesOrigin {
+            roles: vec![if gi == 0 { "chosen" } else { "alternative" }.into()],
+            assignment: label.clone(),
+            sites: members.iter().map(|&i| role_sites[i].clone()).collect(),
+            all_sites: ranges.len() as u64,
+        }));
         out.push(proposed(p, rel, text, &o.text, value, o.sites as u64, provenance));
     }
     Ok(out)
@@ -231,7 +228,8 @@ pub(crate) fn search_file(
         p.id
     ));
     let s = validator.search_sites(&req, text, o.jobs, render)?;
-    let summary = serde_json::to_value(&s)?;
+    // the whole search, as the record stores it
+    let summary: SiteSummary = serde_json::from_value(serde_json::to_value(&s)?)?;
     let mut cands = Vec::new();
     for (i, pt) in s.points.iter().enumerate() {
         let a = &pt.measured.assignment;
@@ -248,13 +246,12 @@ pub(crate) fn search_file(
             Some(&v) if a.iter().all(Option::is_some) => values[v].clone(),
             _ => s.describe(a),
         };
-        let mut provenance = super::apply::provenance(p, Some(&value));
-        provenance["search"] = serde_json::json!({
-            "point": i,
-            "roles": pt.roles,
-            "assignment": s.describe(a),
-            "summary": summary,
-        });
+        let provenance = Provenance::of_pattern(p, Some(&value)).with_search(SearchOrigin::Sites(SiteOrigin {
+            point: Some(i),
+            roles: serde_json::from_value(serde_json::to_value(&pt.roles)?)?,
+            assignment: s.describe(a),
+            summary: summary.clone(),
+        }));
         cands.push(proposed(p, rel, text, &out, value, a.iter().flatten().count() as u64, provenance));
     }
     Ok(Some((s, cands)))
@@ -268,57 +265,41 @@ fn proposed(
     out: &str,
     value: String,
     sites: u64,
-    provenance: serde_json::Value,
+    provenance: Provenance,
 ) -> Candidate {
     let diff = kidiom_rewriter::unified(rel, text, out, 3);
-    let hash = blob_id(diff.as_bytes());
     Candidate {
-        id: format!("{}@{}#{}", p.id, rel, &hash[..8.min(hash.len())]),
-        pattern_id: p.id.clone(),
-        path: rel.to_string(),
-        base_blob: blob_id(text.as_bytes()),
-        result_blob: blob_id(out.as_bytes()),
         value: Some(value),
         sites,
-        diff,
-        status: CandidateStatus::Proposed,
-        provenance,
-        evidence: serde_json::json!({}),
-        commit_id: None,
-        created_at: String::new(),
-        updated_at: String::new(),
+        ..Candidate::new(&p.id, rel, diff, (blob_id(text.as_bytes()), blob_id(out.as_bytes())), provenance)
     }
 }
 
 /// The roles a candidate has in the search it came from (empty: none).
 pub(crate) fn roles(c: &Candidate) -> Vec<String> {
-    c.provenance["search"]["roles"]
-        .as_array()
-        .map(|r| r.iter().filter_map(|x| x.as_str().map(str::to_string)).collect())
-        .unwrap_or_default()
+    c.provenance.search_roles().to_vec()
 }
 
 /// The search's front as table rows (for `review` and `apply`), the point
 /// `mark` flagged.
-pub(crate) fn front_rows(summary: &serde_json::Value, mark: Option<usize>) -> Option<Vec<Vec<String>>> {
-    let s: SearchView = serde_json::from_value(summary.clone()).ok()?;
+pub(crate) fn front_rows(s: &SiteSummary, mark: Option<usize>) -> Option<Vec<Vec<String>>> {
     let lengths: Vec<String> = s.lengths.iter().map(|t| format!("err T={t}")).collect();
     let mut head = vec!["".to_string(), "sites: values".to_string()];
     head.extend(lengths);
     head.extend(["instr".into(), "spill B".into(), "local".into(), "tensor".into(), "roles".into()]);
     let mut rows = vec![head];
-    let base = s.points.iter().find(|p| p.roles.iter().any(|r| r == "baseline"))?;
+    let base = s.points.iter().find(|p| p.is("baseline"))?;
     let base_ins = base.figures.as_ref().map(|f| f.instructions).unwrap_or(0).max(1);
     let mut shown: Vec<usize> = (0..s.points.len())
-        .filter(|&i| {
-            let r = &s.points[i].roles;
-            r.iter().any(|x| x == "front" || x == "chosen" || x == "baseline" || x == "all-sites")
-        })
+        .filter(|&i| ["front", "chosen", "baseline", "all-sites"].iter().any(|r| s.points[i].is(r)))
         .collect();
-    shown.sort_by(|&a, &b| s.points[a].last().total_cmp(&s.points[b].last()));
+    shown.sort_by(|&a, &b| s.points[a].last_error().total_cmp(&s.points[b].last_error()));
     for i in shown {
         let p = &s.points[i];
-        let mut row = vec![if Some(i) == mark { "->".into() } else { String::new() }, describe(&s, &p.assignment)];
+        let mut row = vec![
+            if Some(i) == mark { "->".into() } else { String::new() },
+            SiteSearch::describe_with(&s.values, &p.assignment),
+        ];
         row.extend(p.error.iter().map(|e| e.map(|e| format!("{e:.2e}")).unwrap_or_else(|| "-".into())));
         match &p.figures {
             Some(f) => row.extend([
@@ -337,35 +318,6 @@ pub(crate) fn front_rows(summary: &serde_json::Value, mark: Option<usize>) -> Op
         rows.push(row);
     }
     Some(rows)
-}
-
-#[derive(serde::Deserialize)]
-struct SearchView {
-    values: Vec<String>,
-    lengths: Vec<i64>,
-    points: Vec<PointView>,
-}
-
-#[derive(serde::Deserialize)]
-struct PointView {
-    assignment: Vec<Option<usize>>,
-    /// null where unmeasured (JSON has no infinity)
-    error: Vec<Option<f64>>,
-    figures: Option<kidiom_validator::search::Figures>,
-    #[serde(default)]
-    roles: Vec<String>,
-    #[serde(default)]
-    predicted_slower: Vec<String>,
-}
-
-impl PointView {
-    fn last(&self) -> f64 {
-        self.error.last().copied().flatten().unwrap_or(f64::INFINITY)
-    }
-}
-
-fn describe(s: &SearchView, a: &[Option<usize>]) -> String {
-    SiteSearch::describe_with(&s.values, a)
 }
 
 #[cfg(test)]

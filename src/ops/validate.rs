@@ -13,7 +13,7 @@ use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result};
-use kidiom_patterns::{Candidate, CandidateStatus, Catalog};
+use kidiom_patterns::{Candidate, Catalog};
 use kidiom_validator::{CandidateInput, Device, Evidence, ValidatorBuilder, VerdictKind};
 use serde::Serialize;
 
@@ -159,24 +159,8 @@ pub(crate) fn validate_all(
 
 /// Stores a candidate's evidence and the status its verdict implies.
 fn record(cat: &Catalog, c: &Candidate, ev: Evidence) -> Result<Evidence> {
-    let value = serde_json::to_value(&ev).context("serialising evidence")?;
-    cat.set_candidate_evidence(&c.id, &value)?;
-    // The latest verdict decides the status, except for a candidate already committed
-    // (accepted) or stale; one judged earlier and now undecided is pending again.
-    let status = match ev.verdict.kind {
-        VerdictKind::Accepted => Some(CandidateStatus::Validated),
-        VerdictKind::Rejected => Some(CandidateStatus::Rejected),
-        VerdictKind::NeedsGpu | VerdictKind::Error
-            if matches!(c.status, CandidateStatus::Validated | CandidateStatus::Rejected) =>
-        {
-            Some(CandidateStatus::Proposed)
-        }
-        VerdictKind::NeedsGpu | VerdictKind::Error => None,
-    };
-    if let Some(s) = status
-        && s != c.status
-        && !matches!(c.status, CandidateStatus::Accepted | CandidateStatus::Stale)
-    {
+    cat.set_candidate_evidence(&c.id, &ev.clone().into())?;
+    if let Some(s) = c.status.after(ev.verdict.kind) {
         cat.set_candidate_status(&c.id, s, None)?;
     }
     Ok(ev)

@@ -106,34 +106,8 @@ pub struct WorkTotals {
     pub dot_macs: u64,
 }
 
-/// What decides a predicted time.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "kebab-case")]
-pub enum Bound {
-    /// Global memory traffic.
-    Memory,
-    /// FP32 arithmetic.
-    Compute,
-    /// Special-function units.
-    SpecialFunctions,
-    /// Tensor cores.
-    TensorCores,
-    /// Launch overhead (the work itself is smaller).
-    Launch,
-}
-
-impl Bound {
-    /// Its name in prose.
-    pub fn name(self) -> &'static str {
-        match self {
-            Bound::Memory => "memory",
-            Bound::Compute => "compute",
-            Bound::SpecialFunctions => "special functions",
-            Bound::TensorCores => "tensor cores",
-            Bound::Launch => "launch",
-        }
-    }
-}
+/// What decides a predicted time (stored in the evidence, so defined with it).
+pub use kidiom_patterns::record::Bound;
 
 /// A predicted time: each roofline term and the one that decides.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]

@@ -6,6 +6,7 @@ use serde::{Deserialize, Serialize};
 
 use super::{At, Catalog};
 use crate::error::Result;
+use crate::record::{Provenance, StoredEvidence, VerdictKind, candidate_id};
 
 /// Where a candidate stands in review.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
@@ -29,6 +30,23 @@ pub enum CandidateStatus {
 
 kidiom_miner::named_enum!(CandidateStatus);
 
+impl CandidateStatus {
+    /// The status a new verdict moves a candidate in this status to; `None`
+    /// when it stays. The latest verdict decides, except for a candidate
+    /// already committed (accepted) or stale; one judged earlier and now
+    /// undecided (`needs-gpu`, `error`) is pending again.
+    pub fn after(self, verdict: VerdictKind) -> Option<CandidateStatus> {
+        use CandidateStatus::*;
+        let next = match verdict {
+            VerdictKind::Accepted => Validated,
+            VerdictKind::Rejected => Rejected,
+            VerdictKind::NeedsGpu | VerdictKind::Error if matches!(self, Validated | Rejected) => Proposed,
+            VerdictKind::NeedsGpu | VerdictKind::Error => return None,
+        };
+        (next != self && !matches!(self, Accepted | Stale)).then_some(next)
+    }
+}
+
 /// One rewrite candidate (table `candidates`).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Candidate {
@@ -51,15 +69,45 @@ pub struct Candidate {
     /// Review status.
     pub status: CandidateStatus,
     /// The pattern's provenance (support, examples, commits) when proposed.
-    pub provenance: serde_json::Value,
-    /// Validation evidence (free JSON, filled in by the validator).
-    pub evidence: serde_json::Value,
+    pub provenance: Provenance,
+    /// Validation evidence, filled in by the validator.
+    pub evidence: StoredEvidence,
     /// The review-branch commit, once accepted.
     pub commit_id: Option<String>,
     /// RFC 3339, UTC.
     pub created_at: String,
     /// RFC 3339, UTC.
     pub updated_at: String,
+}
+
+impl Candidate {
+    /// The one way to make a candidate: a proposed rewrite of `path` by
+    /// `pattern_id`, its id from the diff ([`candidate_id`]), one site, no
+    /// value, no evidence yet. Set the rest with struct update syntax.
+    pub fn new(
+        pattern_id: &str,
+        path: &str,
+        diff: String,
+        (base_blob, result_blob): (String, String),
+        provenance: Provenance,
+    ) -> Candidate {
+        Candidate {
+            id: candidate_id(pattern_id, path, &diff),
+            pattern_id: pattern_id.into(),
+            path: path.into(),
+            base_blob,
+            result_blob,
+            value: None,
+            sites: 1,
+            diff,
+            status: CandidateStatus::Proposed,
+            provenance,
+            evidence: StoredEvidence::Empty,
+            commit_id: None,
+            created_at: String::new(),
+            updated_at: String::new(),
+        }
+    }
 }
 
 const COLS: &str = "id, pattern_id, path, base_blob, result_blob, value, sites, diff, status, provenance, evidence, \
@@ -116,9 +164,9 @@ impl Catalog {
         Ok(n > 0)
     }
 
-    /// Replaces a candidate's evidence JSON; false when no such id.
-    pub fn set_candidate_evidence(&self, id: &str, evidence: &serde_json::Value) -> Result<bool> {
-        let text = serde_json::to_string(evidence).unwrap_or_else(|_| "{}".into());
+    /// Replaces a candidate's evidence; false when no such id.
+    pub fn set_candidate_evidence(&self, id: &str, evidence: &StoredEvidence) -> Result<bool> {
+        let text = evidence.to_value().to_string();
         let n = self
             .conn
             .execute(
@@ -167,10 +215,12 @@ impl Catalog {
                 )| {
                     let status = CandidateStatus::from_name(&status)
                         .ok_or_else(|| self.corrupt("candidates", &id, format!("unknown status {status:?}")))?;
-                    let provenance = serde_json::from_str(&prov)
+                    // decoded once, here: text that is not JSON is a damaged row; JSON of any shape reads
+                    let provenance: serde_json::Value = serde_json::from_str(&prov)
                         .map_err(|e| self.corrupt("candidates", &id, format!("bad provenance JSON: {e}")))?;
                     let evidence = serde_json::from_str(&ev)
                         .map_err(|e| self.corrupt("candidates", &id, format!("bad evidence JSON: {e}")))?;
+                    let (provenance, evidence) = (Provenance::decode(&provenance), StoredEvidence::decode(evidence));
                     Ok(Candidate {
                         id,
                         pattern_id,
@@ -195,7 +245,6 @@ impl Catalog {
 }
 
 fn put(conn: &rusqlite::Connection, path: &std::path::Path, c: &Candidate) -> Result<()> {
-    let json = |v: &serde_json::Value| serde_json::to_string(v).unwrap_or_else(|_| "{}".into());
     conn.prepare_cached(
         "INSERT INTO candidates (id, pattern_id, path, base_blob, result_blob, value, sites, diff, status,
                      provenance, evidence, commit_id, created_at, updated_at)
@@ -221,8 +270,8 @@ fn put(conn: &rusqlite::Connection, path: &std::path::Path, c: &Candidate) -> Re
             i64::try_from(c.sites).unwrap_or(i64::MAX),
             c.diff,
             c.status.name(),
-            json(&c.provenance),
-            json(&c.evidence),
+            c.provenance.to_value().to_string(),
+            c.evidence.to_value().to_string(),
             c.commit_id,
         ])
     })
@@ -245,8 +294,8 @@ mod tests {
             sites: 2,
             diff: "--- a/k.py\n+++ b/k.py\n".into(),
             status,
-            provenance: serde_json::json!({"support": []}),
-            evidence: serde_json::json!({}),
+            provenance: Provenance::decode(&serde_json::json!({"support": []})),
+            evidence: StoredEvidence::Empty,
             commit_id: None,
             created_at: String::new(),
             updated_at: String::new(),
@@ -254,18 +303,32 @@ mod tests {
     }
 
     #[test]
+    fn the_latest_verdict_decides_the_status_unless_committed_or_stale() {
+        use CandidateStatus as S;
+        use VerdictKind as V;
+        assert_eq!(S::Proposed.after(V::Accepted), Some(S::Validated));
+        assert_eq!(S::Applied.after(V::Rejected), Some(S::Rejected));
+        assert_eq!(S::Validated.after(V::NeedsGpu), Some(S::Proposed));
+        assert_eq!(S::Rejected.after(V::Error), Some(S::Proposed));
+        assert_eq!(S::Proposed.after(V::NeedsGpu), None);
+        assert_eq!(S::Validated.after(V::Accepted), None);
+        assert_eq!(S::Accepted.after(V::Rejected), None);
+        assert_eq!(S::Stale.after(V::Accepted), None);
+    }
+
+    #[test]
     fn proposing_the_same_rewrite_again_keeps_its_evidence() {
         let cat = Catalog::open_in_memory().unwrap();
         let c = cand("p@k.py#0001", CandidateStatus::Proposed);
         cat.put_candidate(&c).unwrap();
-        let ev = serde_json::json!({"verdict": {"kind": "needs-gpu"}});
+        let ev = StoredEvidence::decode(serde_json::json!({"verdict": {"kind": "needs-gpu"}}));
         assert!(cat.set_candidate_evidence(&c.id, &ev).unwrap());
         cat.put_candidate(&c).unwrap();
         assert_eq!(cat.find_candidates(&c.id).unwrap()[0].evidence, ev);
         // On another blob the old evidence no longer holds.
         let moved = Candidate { base_blob: "c".repeat(40), ..c.clone() };
         cat.put_candidate(&moved).unwrap();
-        assert_eq!(cat.find_candidates(&c.id).unwrap()[0].evidence, serde_json::json!({}));
+        assert_eq!(cat.find_candidates(&c.id).unwrap()[0].evidence, StoredEvidence::Empty);
     }
 
     #[test]
@@ -288,7 +351,8 @@ mod tests {
         let c = &cat.find_candidates("p@k.py#0001").unwrap()[0];
         assert_eq!((c.status, c.commit_id.as_deref()), (CandidateStatus::Accepted, Some("c0ffee")));
         assert!(!cat.set_candidate_status("missing", CandidateStatus::Rejected, None).unwrap());
-        assert!(cat.set_candidate_evidence("p@k.py#0002", &serde_json::json!({"verdict": "needs-gpu"})).unwrap());
-        assert_eq!(cat.find_candidates("p@k.py#0002").unwrap()[0].evidence["verdict"], "needs-gpu");
+        let odd = StoredEvidence::decode(serde_json::json!({"verdict": "needs-gpu"}));
+        assert!(cat.set_candidate_evidence("p@k.py#0002", &odd).unwrap());
+        assert_eq!(cat.find_candidates("p@k.py#0002").unwrap()[0].evidence.to_value(), odd.to_value());
     }
 }

@@ -29,7 +29,7 @@ use std::sync::mpsc::{self, RecvTimeoutError, Sender};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
-use serde::{Deserialize, Serialize};
+use serde::Deserialize;
 use serde_json::{Value, json};
 
 use super::python::{HarnessRun, HarnessStatus, ProcessOutcome, STDERR_TAIL, harness_status, last_object, quote, tail};
@@ -43,30 +43,9 @@ const GRACE: Duration = Duration::from_secs(30);
 /// Seconds past that before this side stops waiting for an answer at all.
 const BACKSTOP: Duration = Duration::from_secs(60);
 
-/// Where one harness call ran on the fleet (evidence: one per command of a gate).
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct Placement {
-    /// The command, as in the gate's `commands`.
-    pub command: String,
-    /// The executor (`ray`).
-    pub executor: String,
-    /// The node: host name and IP.
-    pub node: Option<String>,
-    /// The GPU ids Ray assigned (`None` for a CPU task).
-    pub gpu: Option<String>,
-    /// Tries: 2 when the first worker died.
-    pub attempts: u32,
-    /// Wall time of the task on its node.
-    pub seconds: f64,
-    /// The harness version the task ran (blob id of its file listing).
-    pub harness: Option<String>,
-    /// Why earlier attempts failed.
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub failures: Vec<String>,
-    /// Why the fleet gave no harness result (worker died twice, deadline), if it did not.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub error: Option<String>,
-}
+/// Where one harness call ran on the fleet: a record type, so it lives with
+/// the evidence in the catalog crate.
+pub use kidiom_patterns::record::Placement;
 
 /// What the driver says once connected.
 #[derive(Debug, Clone, Default, Deserialize)]

@@ -64,7 +64,7 @@ pub enum Device {
 kidiom_miner::named_enum!(Device);
 
 /// The pattern id of a candidate that came from a patch rather than the catalog.
-pub const MANUAL_PATTERN: &str = "manual";
+pub const MANUAL_PATTERN: &str = kidiom_patterns::record::MANUAL_KIND;
 
 /// One rewrite to validate: a unified diff against a file under the root.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -94,10 +94,10 @@ impl CandidateInput {
     /// From a stored candidate; the category is taken from its provenance
     /// unless `category` names one (the pattern's, from the catalog).
     pub fn from_candidate(c: &kidiom_patterns::Candidate, category: Option<Category>) -> CandidateInput {
-        let category = category.or_else(|| c.provenance["category"].as_str().and_then(Category::from_name));
+        let category = category.or_else(|| c.provenance.category().and_then(Category::from_name));
         // the pattern's `after`, as kidiom's own apply recorded it; a manual patch has none
         let decorator_idiom = (c.pattern_id != MANUAL_PATTERN)
-            .then(|| c.provenance["after"].as_str())
+            .then(|| c.provenance.after())
             .flatten()
             .and_then(crate::hostcode::DecoratorIdiom::from_template)
             .map(|d| d.callee);
@@ -129,9 +129,8 @@ impl CandidateInput {
             Err(e) => return Err(Error::io(abs, e)),
         };
         let result = patch::apply(&current, first, false)?;
-        let hash = blob_id(diff.as_bytes());
         Ok(CandidateInput {
-            id: format!("{MANUAL_PATTERN}@{}#{}", first.path, &hash[..8.min(hash.len())]),
+            id: kidiom_patterns::record::candidate_id(MANUAL_PATTERN, &first.path, diff),
             pattern_id: MANUAL_PATTERN.into(),
             category,
             path: first.path.clone(),

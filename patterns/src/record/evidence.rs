@@ -1,0 +1,322 @@
+//! Evidence: one record per gate that ran, and the whole validation of a
+//! candidate (what is stored in the catalog next to its diff). The
+//! validator produces it; the catalog stores it and every reader reads it
+//! from here.
+
+use serde::{Deserialize, Serialize};
+
+use super::verdict::{Gate, Verdict};
+
+/// The version of the evidence JSON; fields are only added within a version.
+pub const EVIDENCE_FORMAT: u32 = 1;
+
+/// How one gate ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(strum::Display, strum::EnumString, strum::IntoStaticStr, strum::VariantArray)]
+#[serde(rename_all = "kebab-case")]
+#[strum(serialize_all = "kebab-case")]
+pub enum GateStatus {
+    /// It passed.
+    Passed,
+    /// It failed: the candidate is rejected here.
+    Failed,
+    /// It did not run here (speed on a CPU; a CUDA variant the CPU emulation cannot run).
+    Skipped,
+    /// It could not finish (timeout, crash, broken environment).
+    Error,
+}
+
+kidiom_miner::named_enum!(GateStatus);
+
+/// What one gate measured.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct GateRecord {
+    /// The gate.
+    pub gate: Gate,
+    /// How it ended.
+    pub status: GateStatus,
+    /// One line with the deciding numbers.
+    pub summary: String,
+    /// The gate's numbers (gate-specific keys).
+    pub metrics: serde_json::Value,
+    /// The baseline's numbers, where the gate compares.
+    pub before: Option<serde_json::Value>,
+    /// The candidate's numbers, where the gate compares.
+    pub after: Option<serde_json::Value>,
+    /// Where it ran (`cpu (triton interpreter)`, `none (ahead-of-time)`, `cuda (NVIDIA H200)`).
+    pub device: Option<String>,
+    /// Tool versions (python, numpy, triton, torch, ...).
+    pub versions: serde_json::Value,
+    /// The exact commands run, in order.
+    pub commands: Vec<String>,
+    /// Wall time of the gate.
+    pub seconds: f64,
+    /// The log of a failure or error (harness error, traceback, stderr tail).
+    pub log: Option<String>,
+    /// Where each command ran when not on this machine (the Ray executor):
+    /// node, GPU, attempts. Empty (and absent from the JSON) for local runs.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub placements: Vec<Placement>,
+}
+
+impl GateRecord {
+    /// A record with no numbers yet.
+    pub fn new(gate: Gate, status: GateStatus, summary: impl Into<String>) -> GateRecord {
+        GateRecord {
+            gate,
+            status,
+            summary: summary.into(),
+            metrics: serde_json::Value::Object(Default::default()),
+            before: None,
+            after: None,
+            device: None,
+            versions: serde_json::Value::Null,
+            commands: Vec::new(),
+            seconds: 0.0,
+            log: None,
+            placements: Vec::new(),
+        }
+    }
+}
+
+/// The validation of one candidate.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Evidence {
+    /// [`EVIDENCE_FORMAT`].
+    pub format: u32,
+    /// The candidate's id.
+    pub candidate: String,
+    /// Its pattern.
+    pub pattern: String,
+    /// The pattern's category (`precision`, `memory`, ...).
+    pub category: Option<String>,
+    /// The target file, relative to the root.
+    pub target: String,
+    /// The kernel (manifest name) it changes, if any.
+    pub kernel: Option<String>,
+    /// The verdict.
+    pub verdict: Verdict,
+    /// One record per gate that ran, in order.
+    pub gates: Vec<GateRecord>,
+    /// The device the validation asked for (`auto`, `cpu`, `cuda`).
+    pub device: String,
+    /// `git rev-parse HEAD` of the root, if it is a repository.
+    pub commit: Option<String>,
+    /// The seeds of the correctness gate.
+    pub seeds: Vec<u64>,
+    /// When it started (seconds since the Unix epoch).
+    pub started_at: u64,
+    /// Wall time of the whole validation.
+    pub seconds: f64,
+    /// The validator's version.
+    pub validator: String,
+    /// The roofline prediction from the work profiles of baseline and
+    /// candidate (absent where no profile could be made).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub prediction: Option<Predicted>,
+}
+
+/// A candidate's predicted time against its baseline's: roofline times from
+/// work profiles counted on the CPU. A prediction, never a measurement.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Predicted {
+    /// Always `"prediction"`.
+    pub label: String,
+    /// The device model's name.
+    pub device: String,
+    /// The baseline's predicted µs per call.
+    pub baseline_us: f64,
+    /// The candidate's predicted µs per call.
+    pub candidate_us: f64,
+    /// `baseline_us / candidate_us`.
+    pub speedup: f64,
+    /// What bounds the candidate (`memory`, `compute`, `special-functions`, ...).
+    pub bound: Bound,
+    /// Bytes moved over the floor's, baseline and candidate.
+    pub traffic_ratio: (f64, f64),
+    /// Bytes re-read by the same program or thread, baseline and candidate.
+    pub reread_bytes: (u64, u64),
+}
+
+impl Predicted {
+    /// `predicted 1.42x (memory-bound, H200)`.
+    pub fn headline(&self) -> String {
+        format!("predicted {:.2}x ({}-bound, {})", self.speedup, self.bound.name(), self.device)
+    }
+}
+
+impl Evidence {
+    /// The record of `gate`, if it ran.
+    pub fn gate(&self, gate: Gate) -> Option<&GateRecord> {
+        self.gates.iter().find(|r| r.gate == gate)
+    }
+
+    /// The speed gate's result in a few words, where it measured one:
+    /// `gap 48.1% -> 0.9%` for a host target's scheduler-throughput metric,
+    /// `1.71x` for a GPU kernel.
+    pub fn speed_headline(&self) -> Option<String> {
+        speed_headline(self.gate(Gate::Speed)?)
+    }
+}
+
+/// [`Evidence::speed_headline`] of one speed record.
+pub fn speed_headline(r: &GateRecord) -> Option<String> {
+    let m = &r.metrics;
+    if m["metric"] == "scheduler-throughput" {
+        let gap = |v: &Option<serde_json::Value>| v.as_ref().and_then(|v| v["gap"].as_f64());
+        let (b, c) = (gap(&r.before)?, gap(&r.after)?);
+        let noise = m["noise_floor"].as_f64().map(|n| format!(" (noise {:.1}%)", n * 100.0)).unwrap_or_default();
+        return Some(format!("gap {:.1}% -> {:.1}%{noise}", b * 100.0, c * 100.0));
+    }
+    m["speedup"].as_f64().filter(|s| s.is_finite()).map(|s| format!("{s:.2}x"))
+}
+
+/// What decides a predicted time.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Bound {
+    /// Global memory traffic.
+    Memory,
+    /// FP32 arithmetic.
+    Compute,
+    /// Special-function units.
+    SpecialFunctions,
+    /// Tensor cores.
+    TensorCores,
+    /// Launch overhead (the work itself is smaller).
+    Launch,
+}
+
+impl Bound {
+    /// Its name in prose.
+    pub fn name(self) -> &'static str {
+        match self {
+            Bound::Memory => "memory",
+            Bound::Compute => "compute",
+            Bound::SpecialFunctions => "special functions",
+            Bound::TensorCores => "tensor cores",
+            Bound::Launch => "launch",
+        }
+    }
+}
+
+/// Where one harness call ran on the fleet (evidence: one per command of a gate).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Placement {
+    /// The command, as in the gate's `commands`.
+    pub command: String,
+    /// The executor (`ray`).
+    pub executor: String,
+    /// The node: host name and IP.
+    pub node: Option<String>,
+    /// The GPU ids Ray assigned (`None` for a CPU task).
+    pub gpu: Option<String>,
+    /// Tries: 2 when the first worker died.
+    pub attempts: u32,
+    /// Wall time of the task on its node.
+    pub seconds: f64,
+    /// The harness version the task ran (blob id of its file listing).
+    pub harness: Option<String>,
+    /// Why earlier attempts failed.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub failures: Vec<String>,
+    /// Why the fleet gave no harness result (worker died twice, deadline), if it did not.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub error: Option<String>,
+}
+
+/// A candidate's stored evidence, read once: none yet, the validator's
+/// record, or something else (written by hand, by another tool, or
+/// damaged), kept as it is and never taken for a verdict.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub enum StoredEvidence {
+    /// None stored: not validated (`{}` in the catalog).
+    #[default]
+    Empty,
+    /// The validator's record.
+    Evidence(Box<Evidence>),
+    /// Not the validator's record: the JSON as stored, and why it does not read.
+    Unreadable {
+        /// The stored JSON.
+        raw: serde_json::Value,
+        /// Why it is not an [`Evidence`].
+        why: String,
+        /// The verdict it names, where its `"verdict"` has the validator's
+        /// shape (a record written by hand or by another tool). Accept, the
+        /// loop and MCP go by it; the site shows the record as unreadable.
+        verdict: Option<Verdict>,
+    },
+}
+
+impl StoredEvidence {
+    /// Reads stored evidence JSON: `{}` or `null` is [`StoredEvidence::Empty`].
+    /// A record of a later [`EVIDENCE_FORMAT`] is unreadable, never guessed at.
+    pub fn decode(v: serde_json::Value) -> StoredEvidence {
+        if v.is_null() || v.as_object().is_some_and(|o| o.is_empty()) {
+            return StoredEvidence::Empty;
+        }
+        if let Some(f) = v.get("format").and_then(serde_json::Value::as_u64)
+            && f > u64::from(EVIDENCE_FORMAT)
+        {
+            let why = format!("evidence format {f} is newer than this kidiom's ({EVIDENCE_FORMAT})");
+            return StoredEvidence::Unreadable { raw: v, why, verdict: None };
+        }
+        match serde_json::from_value::<Evidence>(v.clone()) {
+            Ok(e) => StoredEvidence::Evidence(Box::new(e)),
+            Err(e) => {
+                let verdict = v.get("verdict").and_then(|x| serde_json::from_value(x.clone()).ok());
+                StoredEvidence::Unreadable { raw: v, why: e.to_string(), verdict }
+            }
+        }
+    }
+
+    /// The validator's record, if that is what is stored.
+    pub fn evidence(&self) -> Option<&Evidence> {
+        match self {
+            StoredEvidence::Evidence(e) => Some(e),
+            _ => None,
+        }
+    }
+
+    /// Its verdict: the validator's record's, or the one a record written
+    /// elsewhere names in the validator's shape.
+    pub fn verdict(&self) -> Option<&Verdict> {
+        match self {
+            StoredEvidence::Empty => None,
+            StoredEvidence::Evidence(e) => Some(&e.verdict),
+            StoredEvidence::Unreadable { verdict, .. } => verdict.as_ref(),
+        }
+    }
+
+    /// Whether nothing is stored.
+    pub fn is_empty(&self) -> bool {
+        matches!(self, StoredEvidence::Empty)
+    }
+
+    /// The stored JSON (keys sorted, as the catalog has always written them).
+    pub fn to_value(&self) -> serde_json::Value {
+        match self {
+            StoredEvidence::Empty => serde_json::Value::Object(Default::default()),
+            StoredEvidence::Evidence(e) => serde_json::to_value(e).unwrap_or_default(),
+            StoredEvidence::Unreadable { raw, .. } => raw.clone(),
+        }
+    }
+}
+
+impl From<Evidence> for StoredEvidence {
+    fn from(e: Evidence) -> Self {
+        StoredEvidence::Evidence(Box::new(e))
+    }
+}
+
+impl Serialize for StoredEvidence {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        self.to_value().serialize(s)
+    }
+}
+
+impl<'de> Deserialize<'de> for StoredEvidence {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        Ok(StoredEvidence::decode(serde_json::Value::deserialize(d)?))
+    }
+}

@@ -1,0 +1,56 @@
+//! `kidiom review` without an id: the candidates, strongest predicted
+//! speedup first, with their verdicts.
+
+use std::process::ExitCode;
+
+use anyhow::Result;
+use kidiom_patterns::{Candidate, CandidateStatus, Catalog};
+
+use crate::{ops, output};
+
+pub(super) fn run(cat: &Catalog, status: Option<CandidateStatus>, json: bool) -> Result<ExitCode> {
+    let cands = cat.candidates(status)?;
+    if json {
+        output::json(&cands)?;
+    } else {
+        output::table(&rows(&cands))?;
+    }
+    Ok(if cands.is_empty() { ExitCode::from(1) } else { ExitCode::SUCCESS })
+}
+
+/// The table: a header, then one row per candidate.
+fn rows(cands: &[Candidate]) -> Vec<Vec<String>> {
+    let mut rows = vec![
+        ["id", "status", "sites", "created", "verdict", "speed", "predicted", "search"].map(String::from).to_vec(),
+    ];
+    // strongest predicted speedup first; candidates without a prediction keep their order after
+    let predicted =
+        |c: &Candidate| c.evidence.evidence()?.prediction.as_ref().map(|p| p.speedup).filter(|s| s.is_finite());
+    let mut listed: Vec<&Candidate> = cands.iter().collect();
+    listed.sort_by(|a, b| match (predicted(a), predicted(b)) {
+        (Some(x), Some(y)) => y.total_cmp(&x),
+        (Some(_), None) => std::cmp::Ordering::Less,
+        (None, Some(_)) => std::cmp::Ordering::Greater,
+        (None, None) => std::cmp::Ordering::Equal,
+    });
+    for c in listed {
+        let ev = c.evidence.evidence();
+        let verdict = c.evidence.verdict().map(|v| v.kind.name()).unwrap_or("-").to_string();
+        let speed = ev.and_then(|e| e.speed_headline()).unwrap_or_else(|| "-".into());
+        let prediction = ev
+            .and_then(|e| e.prediction.as_ref())
+            .map(|p| format!("{:.2}x {}", p.speedup, p.bound.name()))
+            .unwrap_or_else(|| "-".into());
+        rows.push(vec![
+            c.id.clone(),
+            c.status.to_string(),
+            c.sites.to_string(),
+            c.created_at.clone(),
+            verdict,
+            speed,
+            prediction,
+            ops::sitesearch::roles(c).join(","),
+        ]);
+    }
+    rows
+}
