@@ -3,7 +3,7 @@
 
 use serde::{Deserialize, Serialize};
 
-use crate::backend::fleet::Placement;
+use kidiom_exec::Placement;
 use crate::verdict::{Gate, Verdict};
 
 /// The version of the evidence JSON; fields are only added within a version.

@@ -31,13 +31,12 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
+use kidiom_exec::{Executor, Fleet, find_python};
 use kidiom_miner::blob_id;
 use kidiom_patterns::Category;
 use serde::{Deserialize, Serialize};
 
-use crate::backend::executor::Executor;
-use crate::backend::fleet::Fleet;
-use crate::backend::python::{Harness, HarnessRun, HarnessStatus, find_python};
+use crate::backend::python::{Harness, HarnessRun, HarnessStatus};
 use crate::error::{Error, Result};
 use crate::evidence::{EVIDENCE_FORMAT, Evidence, GateRecord, GateStatus};
 use crate::manifest::{Kernels, Manifest};
@@ -382,7 +381,7 @@ impl Run<'_> {
     fn wire_error(&mut self, rec: GateRecord, h: &HarnessRun, e: &WireError) -> Verdict {
         let gate = rec.gate;
         let reason = e.to_string();
-        let log = crate::backend::python::tail(&h.json.to_string(), 2000);
+        let log = kidiom_exec::tail(&h.json.to_string(), 2000);
         self.stop(rec, GateStatus::Error, reason.clone(), Verdict::error(Some(gate), reason, log))
     }
 
@@ -1093,7 +1092,7 @@ flops = "N"
     #[test]
     fn a_task_whose_worker_died_twice_is_an_error_with_the_reason_and_the_placements_are_evidence() {
         let placed = |mut run: HarnessRun, node: &str, error: Option<&str>| {
-            run.placement = Some(crate::backend::fleet::Placement {
+            run.placement = Some(kidiom_exec::Placement {
                 command: run.process.command.clone(),
                 executor: "ray".into(),
                 node: Some(node.into()),
