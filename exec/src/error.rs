@@ -96,7 +96,11 @@ mod tests {
     fn errors_are_send_sync_and_say_what_the_child_said() {
         fn assert_send_sync<T: Send + Sync>() {}
         assert_send_sync::<Error>();
-        let e = CommandError { command: "git clone x".into(), how: "exited with 128".into(), stderr_tail: "a\n\nb\nc\nfatal: no\n".into() };
+        let e = CommandError {
+            command: "git clone x".into(),
+            how: "exited with 128".into(),
+            stderr_tail: "a\n\nb\nc\nfatal: no\n".into(),
+        };
         assert_eq!(e.to_string(), "git clone x exited with 128: b | c | fatal: no");
         let quiet = CommandError { stderr_tail: String::new(), ..e };
         assert_eq!(quiet.to_string(), "git clone x exited with 128");

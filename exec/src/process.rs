@@ -64,7 +64,6 @@ pub const PIPE_GRACE: Duration = Duration::from_secs(2);
 /// Standard output is capped (the harness prints one JSON object).
 pub(crate) const STDOUT_CAP: usize = 256 << 20;
 
-
 /// A word of a command line, quoted for a POSIX shell when it needs to be.
 pub fn quote(s: &str) -> String {
     if !s.is_empty() && s.chars().all(|c| c.is_ascii_alphanumeric() || "-_./=:,+@%".contains(c)) {
@@ -121,7 +120,13 @@ pub fn run_with_deadline(
 
 /// [`run_with_deadline`], where only an exit 0 is a success: any other end
 /// is a [`CommandError`] that holds the tail of the child's stderr.
-pub fn run(program: &Path, args: &[String], cwd: &Path, env: &[(String, String)], limit: Duration) -> Result<ProcessOutcome> {
+pub fn run(
+    program: &Path,
+    args: &[String],
+    cwd: &Path,
+    env: &[(String, String)],
+    limit: Duration,
+) -> Result<ProcessOutcome> {
     let outcome = run_with_deadline(program, args, cwd, env, limit)?;
     match CommandError::of(&outcome) {
         Some(e) => Err(Error::Command(e)),
@@ -199,7 +204,6 @@ pub fn run_cancellable(
         stragglers_killed,
     })
 }
-
 
 #[cfg(test)]
 mod tests {

@@ -80,7 +80,8 @@ mod tests {
         std::fs::write(d.path().join("kernels/harness/__init__.py"), "").unwrap();
         let main = d.path().join("kernels/harness/__main__.py");
         let python = Path::new("python3");
-        std::fs::write(&main, "print('{\"wire\": \"kidiom-harness\", \"command\": \"device\", \"cuda\": true}')\n").unwrap();
+        std::fs::write(&main, "print('{\"wire\": \"kidiom-harness\", \"command\": \"device\", \"cuda\": true}')\n")
+            .unwrap();
         if run_with_deadline(python, &["-c".into(), "pass".into()], d.path(), &[], PROBE_LIMIT).is_err() {
             eprintln!("skipping: no python3");
             return;

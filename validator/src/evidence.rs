@@ -3,8 +3,8 @@
 
 use serde::{Deserialize, Serialize};
 
-use kidiom_exec::Placement;
 use crate::verdict::{Gate, Verdict};
+use kidiom_exec::Placement;
 
 /// The version of the evidence JSON; fields are only added within a version.
 pub const EVIDENCE_FORMAT: u32 = 1;

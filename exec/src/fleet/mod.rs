@@ -31,8 +31,8 @@ use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
 
 use self::driver::{Conn, lock};
-use self::wire::{Exchange, Reply, blob_id};
 pub use self::wire::Files;
+use self::wire::{Exchange, Reply, blob_id};
 use crate::error::{Error, Result};
 use crate::process::{ProcessOutcome, STDERR_TAIL, tail};
 
@@ -258,9 +258,7 @@ impl Fleet {
             let process = outcome(&task, None, timed_out, cancelled, String::new(), err);
             TaskRun { process, placement, ran: false }
         };
-        let lost = |why: &str| {
-            ended(why, false, false, format!("fleet: {why}; driver stderr: {}", conn.stderr_tail()))
-        };
+        let lost = |why: &str| ended(why, false, false, format!("fleet: {why}; driver stderr: {}", conn.stderr_tail()));
         let reply = match conn.exchange(id, &mut job, &task.files, &[], task.started, give_up, cancel) {
             Exchange::Answer(v) => v,
             Exchange::Lost(why) => return Ok(lost(&why)),
@@ -307,8 +305,7 @@ impl Fleet {
         }
         let conn = self.connect()?;
         let executable: Vec<&String> = job.executables.keys().collect();
-        let files: Files =
-            job.files.into_iter().map(|(rel, data)| (rel, (blob_id(&data), data))).collect();
+        let files: Files = job.files.into_iter().map(|(rel, data)| (rel, (blob_id(&data), data))).collect();
         names.extend(files.iter().map(|(rel, (blob, _))| (rel.clone(), Value::from(blob.clone()))));
         let id = self.next.fetch_add(1, Ordering::SeqCst);
         let mut wire = json!({
@@ -430,7 +427,11 @@ mod tests {
 
     /// The last line of `stdout` that is a JSON object.
     fn last_object(stdout: &str) -> Value {
-        stdout.lines().rev().find_map(|l| serde_json::from_str::<Value>(l.trim()).ok().filter(Value::is_object)).unwrap_or(Value::Null)
+        stdout
+            .lines()
+            .rev()
+            .find_map(|l| serde_json::from_str::<Value>(l.trim()).ok().filter(Value::is_object))
+            .unwrap_or(Value::Null)
     }
 
     /// A stand-in driver speaking the protocol: the first argument says how the job ends.
@@ -492,7 +493,10 @@ for line in sys.stdin:
         let e = Fleet::new("python3", &bad, Some("x".into())).hello().unwrap_err();
         assert!(matches!(&e, Error::Fleet(m) if m.starts_with("cannot start Ray at x")), "{e}");
         // the driver is the harness's `fleet` command, run where the harness is
-        let echo = harness_dir(&tmp.path().join("echo"), "import json, os, sys; print(json.dumps({'fatal': ' '.join(sys.argv[1:]) + ' in ' + os.getcwd()}))");
+        let echo = harness_dir(
+            &tmp.path().join("echo"),
+            "import json, os, sys; print(json.dumps({'fatal': ' '.join(sys.argv[1:]) + ' in ' + os.getcwd()}))",
+        );
         let e = Fleet::new("python3", &echo, None).hello().unwrap_err();
         let want = format!("fleet --grace 30 in {}", echo.canonicalize().unwrap().display());
         assert!(matches!(&e, Error::Fleet(m) if m.starts_with(&want)), "{e}");
@@ -565,5 +569,4 @@ for line in sys.stdin:
         let missing = fleet.command(command("ok", &tmp.path().join("nothing")), &no).unwrap_err();
         assert!(missing.to_string().contains("nothing"), "{missing}");
     }
-
 }

@@ -60,7 +60,8 @@ pub(crate) fn call(
     let started = Instant::now();
     let mut argv: Vec<String> = args.to_vec();
     argv.extend(["--json".into(), "--timeout".into(), inner_timeout]);
-    let shown: Vec<String> = ["-m".to_string(), "kernels.harness".to_string()].into_iter().chain(argv.iter().cloned()).collect();
+    let shown: Vec<String> =
+        ["-m".to_string(), "kernels.harness".to_string()].into_iter().chain(argv.iter().cloned()).collect();
     let hello = fleet.hello()?;
     let (files, job_argv, cwd) = ship(root, &argv)?;
     let env = [("PYTHONDONTWRITEBYTECODE", "1"), ("PYTHONUNBUFFERED", "1"), ("TRITON_DEFAULT_FP_FUSION", "1")];
@@ -256,7 +257,6 @@ for line in sys.stdin:
         assert_eq!(back.status, HarnessStatus::Ok);
         assert_eq!(back.json["blobs"], 2, "a new driver gets the blobs again");
     }
-
 
     #[test]
     fn gpu_tasks_are_benches_and_cuda_checks() {
