@@ -1,10 +1,10 @@
 //! Evidence: one record per gate that ran, and the whole validation of a
 //! candidate (what is stored in the catalog next to its diff).
 
+use kidiom_exec::Placement;
 use serde::{Deserialize, Serialize};
 
 use crate::verdict::{Gate, Verdict};
-use kidiom_exec::Placement;
 
 /// The version of the evidence JSON; fields are only added within a version.
 pub const EVIDENCE_FORMAT: u32 = 1;

@@ -293,9 +293,10 @@ pub struct Validator {
 }
 
 fn git_head(root: &Path) -> Option<String> {
-    let out = std::process::Command::new("git").args(["rev-parse", "HEAD"]).current_dir(root).output().ok()?;
-    let s = String::from_utf8_lossy(&out.stdout).trim().to_string();
-    (out.status.success() && !s.is_empty()).then_some(s)
+    let args = ["rev-parse".to_string(), "HEAD".to_string()];
+    let out = kidiom_exec::run(Path::new("git"), &args, root, &[], Duration::from_secs(30)).ok()?;
+    let s = out.stdout.trim().to_string();
+    (!s.is_empty()).then_some(s)
 }
 
 fn fresh_seed() -> u64 {
