@@ -31,7 +31,7 @@ pub enum Error {
     },
     /// The Ray driver could not start, reach its cluster, or talk (a task
     /// that fails on the cluster is a reply that says so, not this).
-    #[error("{0}")]
+    #[error("ray executor: {0}")]
     Fleet(String),
 }
 
@@ -104,5 +104,7 @@ mod tests {
         assert_eq!(e.to_string(), "git clone x exited with 128: b | c | fatal: no");
         let quiet = CommandError { stderr_tail: String::new(), ..e };
         assert_eq!(quiet.to_string(), "git clone x exited with 128");
+        // the validator's and mining's messages read as before the move
+        assert_eq!(Error::Fleet("the driver exited".into()).to_string(), "ray executor: the driver exited");
     }
 }
