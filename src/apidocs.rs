@@ -121,15 +121,14 @@ fn clean(s: &str) -> String {
     s.replace(":code:", "").replace('`', "").split_whitespace().collect::<Vec<_>>().join(" ")
 }
 
-/// The directory of the `triton` package `python` would import.
+/// The directory of the `triton` package `python` would import (none when
+/// Python cannot say within a minute: the documentation is optional).
 fn package_dir(python: &Path) -> Option<PathBuf> {
-    let out = std::process::Command::new(python)
-        .args(["-I", "-c", "import importlib.util as u; s = u.find_spec('triton'); print(s.origin if s else '')"])
-        .stdin(std::process::Stdio::null())
-        .output()
-        .ok()?;
-    let origin = String::from_utf8_lossy(&out.stdout).trim().to_string();
-    (out.status.success() && !origin.is_empty()).then(|| Path::new(&origin).parent().map(Path::to_path_buf))?
+    let find = "import importlib.util as u; s = u.find_spec('triton'); print(s.origin if s else '')";
+    let args = ["-I".to_string(), "-c".to_string(), find.to_string()];
+    let out = kidiom_exec::run(python, &args, Path::new("."), &[], std::time::Duration::from_secs(60)).ok()?;
+    let origin = out.stdout.trim().to_string();
+    (!origin.is_empty()).then(|| Path::new(&origin).parent().map(Path::to_path_buf))?
 }
 
 /// `__version__ = '3.9.0'` in the package's `__init__.py`.

@@ -1,8 +1,9 @@
 //! The one-way data flow of docs/ARCHITECTURE.md, pinned: which workspace
 //! crates each crate may depend on, which modules may not reach into which,
 //! and the invariants that are cheap to check from the source (libraries do
-//! not print, `patterns` runs no process and opens no repository, the
-//! rewriter writes files only through `write.rs`). A change that breaks one
+//! not print, `patterns` runs no process and opens no repository, only
+//! `exec` starts processes, the rewriter writes files only through
+//! `write.rs`). A change that breaks one
 //! fails here with the file and line, and must change ARCHITECTURE too.
 
 use std::path::{Path, PathBuf};
@@ -11,11 +12,12 @@ use crate::project::repo;
 
 /// Workspace crates each crate may depend on (normal dependencies).
 const ALLOWED: &[(&str, &[&str])] = &[
-    ("miner", &[]),
+    ("exec", &[]),
+    ("miner", &["kidiom-exec"]),
     ("patterns", &["kidiom-miner"]),
     ("rewriter", &["kidiom-miner", "kidiom-patterns"]),
-    ("validator", &["kidiom-miner", "kidiom-patterns", "kidiom-rewriter"]),
-    (".", &["kidiom-miner", "kidiom-patterns", "kidiom-rewriter", "kidiom-validator"]),
+    ("validator", &["kidiom-exec", "kidiom-miner", "kidiom-patterns", "kidiom-rewriter"]),
+    (".", &["kidiom-exec", "kidiom-miner", "kidiom-patterns", "kidiom-rewriter", "kidiom-validator"]),
 ];
 
 /// The `kidiom-*` names in the `[dependencies]` table of a Cargo.toml.
@@ -80,7 +82,7 @@ fn offending(dir: &str, needles: &[&str], except: &[&str]) -> Vec<String> {
 
 #[test]
 fn libraries_return_data_and_never_print() {
-    for dir in ["miner/src", "patterns/src", "rewriter/src", "validator/src"] {
+    for dir in ["exec/src", "miner/src", "patterns/src", "rewriter/src", "validator/src"] {
         let found = offending(dir, &["println!(", "eprintln!(", "print!(", "eprint!(", "dbg!("], &[]);
         assert!(found.is_empty(), "a library prints (return data; the CLI reports):\n{}", found.join("\n"));
     }
@@ -90,6 +92,32 @@ fn libraries_return_data_and_never_print() {
 fn the_catalog_crate_runs_nothing_and_opens_no_repository() {
     let found = offending("patterns/src", &["git2::", "process::Command", "Command::new("], &[]);
     assert!(found.is_empty(), "patterns never opens a git repository or runs code:\n{}", found.join("\n"));
+}
+
+/// Where a process may be started outside `exec`, and why.
+const SPAWNS_OUTSIDE_EXEC: &[(&str, &str)] = &[(
+    "src/html/mod.rs",
+    "`--open` starts the user's browser, which must outlive kidiom: no deadline, no pipes, nothing to wait for",
+)];
+
+#[test]
+fn only_the_exec_crate_starts_processes() {
+    // git2 reads repositories in-process (no transports, so a clone goes through exec)
+    let needles = ["Command::new(", "process::Command", ".spawn()"];
+    let except: Vec<&str> = SPAWNS_OUTSIDE_EXEC.iter().map(|(f, _)| *f).collect();
+    for dir in ["miner/src", "patterns/src", "rewriter/src", "validator/src", "src"] {
+        let found = offending(dir, &needles, &except);
+        assert!(
+            found.is_empty(),
+            "processes start in kidiom-exec (a deadline, the group kill, the stderr tail); add an exception \
+             with its reason only where none of that applies:\n{}",
+            found.join("\n")
+        );
+    }
+    for (file, _) in SPAWNS_OUTSIDE_EXEC {
+        let text = std::fs::read_to_string(repo().join(file)).expect("read");
+        assert!(needles.iter().any(|n| text.contains(n)), "{file} starts no process: drop its exception");
+    }
 }
 
 #[test]

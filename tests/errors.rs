@@ -15,6 +15,21 @@ fn path() -> PathBuf {
     PathBuf::from("/data/k.py")
 }
 
+fn exec() -> Vec<kidiom_exec::Error> {
+    use kidiom_exec::Error::*;
+    let failed = kidiom_exec::CommandError {
+        command: "git clone --bare https://example.invalid/r".into(),
+        how: "exited with 128".into(),
+        stderr_tail: "Cloning into bare repository...\nfatal: unable to access\n".into(),
+    };
+    vec![
+        Spawn { command: "python3 -m kernels.harness fleet".into(), cause: io() },
+        Command(failed),
+        Io { path: path(), cause: io() },
+        Fleet("what is wrong".into()),
+    ]
+}
+
 fn miner() -> Vec<kidiom_miner::Error> {
     use kidiom_miner::Error::*;
     let m = || "what is wrong".to_string();
@@ -124,6 +139,7 @@ fn variants(file: &str) -> usize {
 fn every_error_variant_is_one_line_and_says_each_cause_once() {
     let mut all: Vec<Box<dyn std::error::Error + 'static>> = Vec::new();
     let counts = [
+        ("exec/src/error.rs", exec().len()),
         ("miner/src/error.rs", miner().len()),
         ("patterns/src/error.rs", patterns().len()),
         ("rewriter/src/error.rs", rewriter().len()),
@@ -133,6 +149,7 @@ fn every_error_variant_is_one_line_and_says_each_cause_once() {
     for (file, n) in counts {
         assert_eq!(variants(file), n, "{file}: a variant without a case in tests/errors.rs");
     }
+    all.extend(exec().into_iter().map(|e| Box::new(e) as _));
     all.extend(miner().into_iter().map(|e| Box::new(e) as _));
     all.extend(patterns().into_iter().map(|e| Box::new(e) as _));
     all.extend(matcher().into_iter().map(|e| Box::new(e) as _));

@@ -5,6 +5,7 @@
     python -m kernels.harness list [--json]
     python -m kernels.harness profile --kernel NAME [--source FILE] [--json] [--timeout S]   # work per line (profile.py)
     python -m kernels.harness fleet [--address ADDR]    # jobs on a Ray cluster (fleet.py, docs/RAY.md)
+    python -m kernels.harness device                    # {"cuda": BOOL}: what --device auto picks here
 
 Prints one JSON object on stdout (wire format in kernels/README.md, "Harness wire format";
 `--json` is accepted for symmetry with the Rust CLI: output is always JSON). Exit codes:
@@ -85,6 +86,11 @@ def main(argv=None):
         # a long-lived driver speaking JSON lines, not one wire object: its own parser
         from .fleet import main as fleet_main
         return fleet_main(argv[1:])
+    if argv[:1] == ["device"]:
+        # kidiom's own `auto` asks this (kidiom_exec::gpu_present), so the two cannot disagree
+        print(json.dumps({"wire": WIRE, "version": VERSION, "command": "device", "status": "ok",
+                          "cuda": _has_cuda()}))
+        return EXIT_OK
     t0 = time.time()
     # Triton 3.9 warns unless this is set; "1" is its (and the GPU's) current default.
     os.environ.setdefault("TRITON_DEFAULT_FP_FUSION", "1")

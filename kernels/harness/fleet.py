@@ -7,7 +7,7 @@ The validator keeps one driver per run and writes one job per line; the driver a
 per job, in completion order, matched by `id` (docs/RAY.md has the whole format). A job is
 self-contained: the files it needs travel with it (content-addressed, each blob sent once per
 driver), so a node needs Python with the harness's dependencies and Ray, never a checkout. The
-mining run (`kidiom mine --executor ray`) keeps one too, a copy compiled into kidiom, and sends
+mining run (`kidiom mine --executor ray`) keeps one too, run from this harness, and sends
 `command` jobs: `kidiom shard` with a shard's files, the kidiom binary among them.
 
 Why the details are as they are:

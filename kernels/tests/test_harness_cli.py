@@ -16,6 +16,14 @@ def test_list_names_every_kernel():
     assert {k["name"] for k in out["kernels"]} == {"kda.decode", "kda.prefill", "kda_cuda.decode", "kv_transfer"}
 
 
+def test_device_says_what_auto_picks():
+    # kidiom's own `--device auto` asks this (kidiom_exec::gpu_present)
+    from kernels.harness.cli import _has_cuda
+    rc, out = harness("device")
+    assert rc == 0 and out["command"] == "device" and out["status"] == "ok"
+    assert out["cuda"] is _has_cuda()
+
+
 @pytest.mark.parametrize("kernel", ["kda.decode", "kda.prefill", "kda_cuda.decode"])
 def test_compile_for_sm90_without_gpu(kernel):
     rc, out = harness("compile", "--kernel", kernel, "--json")

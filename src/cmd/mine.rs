@@ -53,7 +53,7 @@ pub(crate) struct Args {
     /// Where files (and with --history, commits) are parsed: local, or shards on a Ray cluster (ray, ray://HOST:PORT;
     /// docs/RAY.md). The catalog is written here either way.
     #[arg(long, value_name = "EXECUTOR", default_value = "local", value_parser = super::executor)]
-    executor: kidiom_validator::Executor,
+    executor: kidiom_exec::Executor,
     #[command(flatten)]
     common: CommonArgs,
 }

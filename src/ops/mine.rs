@@ -165,7 +165,7 @@ pub(crate) fn mine(catalog: &mut Catalog, manifests: Vec<Manifest>, opts: &MineO
     };
     let docs = if idioms.iter().any(documented) {
         let cwd = std::env::current_dir().unwrap_or_default();
-        crate::apidocs::TritonDocs::load(&kidiom_validator::find_python(&cwd))
+        crate::apidocs::TritonDocs::load(&kidiom_exec::find_python(&cwd))
     } else {
         crate::apidocs::TritonDocs::default()
     };
@@ -456,10 +456,10 @@ const MAX_IN_FLIGHT: usize = 256;
 
 /// Mining's parsing as tasks on a Ray cluster: shards of files (usage) or
 /// of commits (history) that `kidiom shard` mines on the nodes, through one
-/// fleet driver (`kidiom_validator::Fleet`) per run. Tasks return facts and
+/// fleet driver (`kidiom_exec::Fleet`) per run. Tasks return facts and
 /// edits; the catalog is written here, as in a local run.
 pub(crate) struct Remote {
-    fleet: kidiom_validator::Fleet,
+    fleet: kidiom_exec::Fleet,
     kidiom: NodeKidiom,
     pub(crate) sizes: ShardSizes,
     deadline: Duration,
@@ -605,11 +605,11 @@ struct Done<T> {
     result: T,
     /// `kidiom shard`'s own time.
     work: f64,
-    reply: kidiom_validator::CommandReply,
+    reply: kidiom_exec::CommandReply,
 }
 
 impl ShardReport {
-    fn add(&mut self, work: f64, r: &kidiom_validator::CommandReply) {
+    fn add(&mut self, work: f64, r: &kidiom_exec::CommandReply) {
         self.work_seconds += work;
         self.node_seconds += r.seconds;
         self.queued_seconds += r.queued;
@@ -627,11 +627,20 @@ impl Remote {
     /// `KIDIOM_NODE_KIDIOM` (run that kidiom on the nodes instead of
     /// shipping this one), `KIDIOM_SHARD_FILES`, `KIDIOM_SHARD_BYTES`,
     /// `KIDIOM_SHARD_COMMITS`, `KIDIOM_SHARD_DEADLINE_S`.
-    pub(crate) fn for_executor(executor: &kidiom_validator::Executor) -> Result<Option<std::sync::Arc<Remote>>> {
-        let kidiom_validator::Executor::Ray { address } = executor else { return Ok(None) };
+    pub(crate) fn for_executor(executor: &kidiom_exec::Executor) -> Result<Option<std::sync::Arc<Remote>>> {
+        let kidiom_exec::Executor::Ray { address } = executor else { return Ok(None) };
         let cwd = std::env::current_dir().context("reading the current directory")?;
-        let fleet = kidiom_validator::Fleet::standalone(kidiom_validator::find_python(&cwd), address.clone())
-            .context("preparing the Ray driver")?;
+        // the driver is the harness's `fleet` command: the harness of this project, else
+        // of the checkout this kidiom was built from
+        let built_from = Path::new(env!("CARGO_MANIFEST_DIR"));
+        let harness = kidiom_exec::find_harness([cwd.as_path(), built_from]).with_context(|| {
+            format!(
+                "mining on Ray needs the harness (kernels/harness) for its driver: none in {} or {}; set KIDIOM_HARNESS",
+                cwd.display(),
+                built_from.display()
+            )
+        })?;
+        let fleet = kidiom_exec::Fleet::new(kidiom_exec::find_python(&cwd), harness, address.clone());
         let kidiom = match std::env::var("KIDIOM_NODE_KIDIOM").ok().filter(|s| !s.is_empty()) {
             Some(program) => NodeKidiom::OnNode(program),
             None => NodeKidiom::Ship(std::env::current_exe().context("locating this kidiom binary to ship it")?),
@@ -738,7 +747,7 @@ impl Remote {
             }
             NodeKidiom::OnNode(program) => program.clone(),
         };
-        let job = kidiom_validator::CommandJob {
+        let job = kidiom_exec::CommandJob {
             argv: vec![program, "shard".into(), "{base}/job.json".into()],
             files,
             executables,
@@ -773,7 +782,7 @@ fn condense(text: &str) -> String {
 
 /// Why a shard gave no result, in a line: the fleet's reason, or how
 /// `kidiom shard` ended and the last of what it said.
-fn why_failed(r: &kidiom_validator::CommandReply) -> String {
+fn why_failed(r: &kidiom_exec::CommandReply) -> String {
     let said: Vec<&str> = r.stderr_tail.lines().map(str::trim).filter(|l| !l.is_empty()).collect();
     let said = said.iter().rev().take(2).rev().copied().collect::<Vec<_>>().join(" / ");
     let said = if said.chars().count() > 600 { said.chars().take(600).collect::<String>() + "..." } else { said };
@@ -976,8 +985,8 @@ pub(crate) fn manifests_for(inputs: &[PathBuf], paths: &PathInputs) -> Result<Ve
 mod tests {
     use super::*;
 
-    fn reply(rc: Option<i32>, error: Option<&str>, stderr: &str) -> kidiom_validator::CommandReply {
-        kidiom_validator::CommandReply {
+    fn reply(rc: Option<i32>, error: Option<&str>, stderr: &str) -> kidiom_exec::CommandReply {
+        kidiom_exec::CommandReply {
             rc,
             error: error.map(String::from),
             stderr_tail: stderr.into(),
@@ -992,7 +1001,7 @@ mod tests {
         assert_eq!(why_failed(&reply(Some(-9), None, "")), "kidiom shard was killed by signal 9");
         let died = reply(None, Some("worker died twice: attempt 1: X; attempt 2: Y"), "");
         assert_eq!(why_failed(&died), "worker died twice: attempt 1: X; attempt 2: Y");
-        let late = kidiom_validator::CommandReply { timed_out: true, ..Default::default() };
+        let late = kidiom_exec::CommandReply { timed_out: true, ..Default::default() };
         assert_eq!(why_failed(&late), "killed at its deadline");
         let long = "x".repeat(1000);
         assert!(why_failed(&reply(Some(1), None, &long)).ends_with("x..."));

@@ -24,7 +24,7 @@ pub(crate) struct Options {
     pub(crate) no_validate: bool,
     pub(crate) device: Device,
     /// Where mining's parsing and validation's harness calls run.
-    pub(crate) executor: kidiom_validator::Executor,
+    pub(crate) executor: kidiom_exec::Executor,
     /// One candidate's validation limit.
     pub(crate) timeout: Duration,
     pub(crate) allow_static_regression: bool,
@@ -71,18 +71,25 @@ pub(crate) enum Event<'a> {
 /// already judged `needs-gpu` on a machine that still has no GPU.
 /// A site search's alternatives on its front wait for `kidiom validate ID`;
 /// the loop validates its choice and the all-sites variants it compares with.
-fn worth_validating(c: &Candidate, device: Device) -> bool {
+/// `gpu_here` is asked only for a candidate that waits for a GPU.
+fn worth_validating(c: &Candidate, gpu_here: impl FnOnce() -> bool) -> bool {
     let roles = super::sitesearch::roles(c);
     if !roles.is_empty() && !roles.iter().any(|r| r == "chosen" || r == "all-sites") {
         return false;
     }
-    let gpu_here = match device {
-        Device::Cuda => true,
-        Device::Auto => std::path::Path::new("/dev/nvidiactl").exists(),
-        Device::Cpu => false,
-    };
     let waiting_for_gpu = c.evidence.verdict().is_some_and(|v| v.kind == kidiom_validator::VerdictKind::NeedsGpu);
-    super::candidates::is_pending(c) && (gpu_here || !waiting_for_gpu)
+    super::candidates::is_pending(c) && (!waiting_for_gpu || gpu_here())
+}
+
+/// Whether `device` is a GPU here; for `auto`, the harness in `root` says
+/// (`kidiom_exec::gpu_present`), asked once.
+fn gpu_here<'a>(device: Device, root: &'a std::path::Path) -> impl Fn() -> bool + 'a {
+    let probed = std::sync::OnceLock::new();
+    move || match device {
+        Device::Cuda => true,
+        Device::Cpu => false,
+        Device::Auto => *probed.get_or_init(|| kidiom_exec::gpu_present(&kidiom_exec::find_python(root), root)),
+    }
 }
 
 /// Runs the loop on `catalog` with kidiom.toml's settings `cfg`.
@@ -193,10 +200,11 @@ pub(crate) fn run(cfg: &Config, catalog: &mut Catalog, o: &Options, tell: &(dyn 
         // `kidiom apply` on another tree, are left to `kidiom validate`).
         let ours: HashSet<String> = report.candidates.iter().map(|c| c.id.clone()).collect();
         apply = Some(report);
+        let gpu = gpu_here(o.device, &root);
         let pending: Vec<_> = catalog
             .candidates(None)?
             .into_iter()
-            .filter(|c| ours.contains(&c.id) && worth_validating(c, o.device))
+            .filter(|c| ours.contains(&c.id) && worth_validating(c, &gpu))
             .collect();
         let vopts = super::validate::Options {
             device: o.device,

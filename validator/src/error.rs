@@ -70,6 +70,19 @@ pub enum Error {
 /// The validator's result type.
 pub type Result<T, E = Error> = std::result::Result<T, E>;
 
+/// The exec crate's errors read as the validator's own, with the same
+/// messages they had when the validator spawned its children itself.
+impl From<kidiom_exec::Error> for Error {
+    fn from(e: kidiom_exec::Error) -> Error {
+        match e {
+            kidiom_exec::Error::Spawn { command, cause } => Error::Spawn { command, cause },
+            kidiom_exec::Error::Io { path, cause } => Error::Io { path, cause },
+            kidiom_exec::Error::Fleet(m) => Error::Fleet(m),
+            other => Error::Fleet(other.to_string()),
+        }
+    }
+}
+
 impl Error {
     pub(crate) fn io(path: impl Into<PathBuf>, source: std::io::Error) -> Error {
         Error::Io { path: path.into(), cause: source }

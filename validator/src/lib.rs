@@ -57,9 +57,7 @@ mod verdict;
 mod wire;
 
 pub use backend::cpu::StaticMetrics;
-pub use backend::executor::{Executor, ParseExecutorError};
-pub use backend::fleet::{CommandJob, CommandReply, Fleet, Hello, Placement};
-pub use backend::python::{Harness, HarnessRun, HarnessStatus, ProcessOutcome, find_python, run_with_deadline};
+pub use backend::python::{Harness, HarnessRun, HarnessStatus};
 pub use error::{Error, Result};
 pub use evidence::{EVIDENCE_FORMAT, Evidence, GateRecord, GateStatus, Predicted};
 pub use gates::{
@@ -67,4 +65,7 @@ pub use gates::{
 };
 pub use manifest::{Curve, Floor, KernelLanguage, Kernels, Manifest, Shape, Shapes, Tolerance};
 pub use verdict::{Gate, Verdict, VerdictKind};
+// where the validator runs (its builder takes one), and what a harness call's record holds
+pub use kidiom_exec::{Executor, ParseExecutorError, ProcessOutcome};
+pub use kidiom_patterns::record::Placement;
 pub use wire::{Counted, Profile, ProfileFloor, ProfileLine};

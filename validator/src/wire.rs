@@ -468,7 +468,7 @@ pub(crate) mod tests {
     use serde_json::json;
 
     use super::*;
-    use crate::backend::python::ProcessOutcome;
+    use kidiom_exec::ProcessOutcome;
 
     pub(crate) fn run(status: HarnessStatus, json: Value) -> HarnessRun {
         let code = match status {

@@ -48,38 +48,18 @@ fn open_url(url: &str) -> Result<Repository> {
     }
     let partial = dir.with_extension("partial");
     let _ = std::fs::remove_dir_all(&partial);
-    let mut child = std::process::Command::new("git")
-        .args(["clone", "--bare", "--quiet", url])
-        .arg(&partial)
-        .env("GIT_TERMINAL_PROMPT", "0")
-        .stdin(std::process::Stdio::null())
-        .stdout(std::process::Stdio::null())
-        .stderr(std::process::Stdio::piped())
-        .spawn()
-        .map_err(|e| Error::git(url, format!("cannot run git to clone: {e}")))?;
-    let deadline = std::time::Instant::now() + CLONE_TIMEOUT;
-    let status = loop {
-        match child.try_wait() {
-            Ok(Some(status)) => break Some(status),
-            Ok(None) if std::time::Instant::now() < deadline => {
-                std::thread::sleep(std::time::Duration::from_millis(100))
-            }
-            _ => {
-                let _ = child.kill();
-                let _ = child.wait();
-                break None;
-            }
+    let args = ["clone", "--bare", "--quiet", url].map(String::from);
+    let args = [&args[..], &[partial.to_string_lossy().into_owned()]].concat();
+    let env = [("GIT_TERMINAL_PROMPT".to_string(), "0".to_string())];
+    let git = std::path::Path::new("git");
+    let failure = match kidiom_exec::run_with_deadline(git, &args, std::path::Path::new("."), &env, CLONE_TIMEOUT) {
+        Ok(o) if o.code == Some(0) => None,
+        Ok(o) if o.timed_out => Some(format!("no answer in {} s", CLONE_TIMEOUT.as_secs())),
+        Ok(o) => Some(o.stderr_tail.lines().last().unwrap_or("").chars().take(200).collect::<String>()),
+        Err(kidiom_exec::Error::Spawn { cause, .. }) => {
+            return Err(Error::git(url, format!("cannot run git to clone: {cause}")));
         }
-    };
-    let mut err = String::new();
-    if let Some(mut e) = child.stderr.take() {
-        use std::io::Read;
-        let _ = e.read_to_string(&mut err);
-    }
-    let failure = match status {
-        Some(s) if s.success() => None,
-        Some(_) => Some(err.lines().last().unwrap_or("").chars().take(200).collect::<String>()),
-        None => Some(format!("no answer in {} s", CLONE_TIMEOUT.as_secs())),
+        Err(e) => return Err(Error::git(url, format!("cannot run git to clone: {e}"))),
     };
     if let Some(why) = failure {
         let _ = std::fs::remove_dir_all(&partial);

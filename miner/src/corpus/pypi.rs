@@ -5,9 +5,12 @@
 //! under the cache and reuse the unpacked tree on every later run.
 
 use std::path::{Path, PathBuf};
-use std::process::Command;
+use std::time::Duration;
 
 use crate::error::{Error, Result};
+
+/// How long `pip download` may take before the corpus is reported unavailable.
+const PIP_TIMEOUT: Duration = Duration::from_secs(600);
 
 /// Fetches `name==version` (once) and returns the unpacked root and the version.
 pub(super) fn fetch(spec: &str, cache: &Path) -> Result<(PathBuf, String)> {
@@ -24,20 +27,26 @@ pub(super) fn fetch(spec: &str, cache: &Path) -> Result<(PathBuf, String)> {
     }
     let dl = base.join("download");
     std::fs::create_dir_all(&dl).map_err(|e| Error::io(&dl, e))?;
-    let python = std::env::var("KIDIOM_PYTHON").unwrap_or_else(|_| "python3".into());
-    let out = Command::new(&python)
-        .args(["-m", "pip", "download", "--quiet", "--no-deps", "--no-binary", ":all:", "--dest"])
-        .arg(&dl)
-        .arg(format!("{name}=={version}"))
-        .output()
-        .map_err(|e| Error::Pypi { spec: spec.into(), message: format!("cannot run {python}: {e}") })?;
-    if !out.status.success() {
-        let err = String::from_utf8_lossy(&out.stderr);
-        let tail: Vec<&str> = err.lines().rev().take(3).collect();
-        return Err(Error::Pypi {
-            spec: spec.into(),
-            message: format!("pip download failed: {}", tail.into_iter().rev().collect::<Vec<_>>().join(" | ")),
-        });
+    // the Python the harness and the rest of kidiom use
+    let python = kidiom_exec::find_python(Path::new("."));
+    let mut args =
+        ["-m", "pip", "download", "--quiet", "--no-deps", "--no-binary", ":all:", "--dest"].map(String::from).to_vec();
+    args.extend([dl.to_string_lossy().into_owned(), format!("{name}=={version}")]);
+    let pypi = |message: String| Error::Pypi { spec: spec.into(), message };
+    match kidiom_exec::run(&python, &args, Path::new("."), &[], PIP_TIMEOUT) {
+        Ok(_) => {}
+        Err(kidiom_exec::Error::Spawn { cause, .. }) => {
+            return Err(pypi(format!("cannot run {}: {cause}", python.display())));
+        }
+        Err(kidiom_exec::Error::Command(e)) if e.timed_out() => {
+            return Err(pypi(format!("pip download: no answer in {} s", PIP_TIMEOUT.as_secs())));
+        }
+        Err(kidiom_exec::Error::Command(e)) => {
+            let tail: Vec<&str> = e.stderr_tail.lines().rev().take(3).collect();
+            let said = tail.into_iter().rev().collect::<Vec<_>>().join(" | ");
+            return Err(pypi(format!("pip download failed: {said}")));
+        }
+        Err(e) => return Err(pypi(e.to_string())),
     }
     let archive = std::fs::read_dir(&dl)
         .map_err(|e| Error::io(&dl, e))?

@@ -31,13 +31,12 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
+use kidiom_exec::{Executor, Fleet, find_python};
 use kidiom_miner::blob_id;
 use kidiom_patterns::Category;
 use serde::{Deserialize, Serialize};
 
-use crate::backend::executor::Executor;
-use crate::backend::fleet::Fleet;
-use crate::backend::python::{Harness, HarnessRun, HarnessStatus, find_python};
+use crate::backend::python::{Harness, HarnessRun, HarnessStatus};
 use crate::error::{Error, Result};
 use crate::evidence::{EVIDENCE_FORMAT, Evidence, GateRecord, GateStatus};
 use crate::manifest::{Kernels, Manifest};
@@ -293,9 +292,10 @@ pub struct Validator {
 }
 
 fn git_head(root: &Path) -> Option<String> {
-    let out = std::process::Command::new("git").args(["rev-parse", "HEAD"]).current_dir(root).output().ok()?;
-    let s = String::from_utf8_lossy(&out.stdout).trim().to_string();
-    (out.status.success() && !s.is_empty()).then_some(s)
+    let args = ["rev-parse".to_string(), "HEAD".to_string()];
+    let out = kidiom_exec::run(Path::new("git"), &args, root, &[], Duration::from_secs(30)).ok()?;
+    let s = out.stdout.trim().to_string();
+    (!s.is_empty()).then_some(s)
 }
 
 fn fresh_seed() -> u64 {
@@ -381,7 +381,7 @@ impl Run<'_> {
     fn wire_error(&mut self, rec: GateRecord, h: &HarnessRun, e: &WireError) -> Verdict {
         let gate = rec.gate;
         let reason = e.to_string();
-        let log = crate::backend::python::tail(&h.json.to_string(), 2000);
+        let log = kidiom_exec::tail(&h.json.to_string(), 2000);
         self.stop(rec, GateStatus::Error, reason.clone(), Verdict::error(Some(gate), reason, log))
     }
 
@@ -453,7 +453,23 @@ fn stamp(rec: &mut GateRecord, run: &HarnessRun, header: Option<&Header>) {
 fn note(rec: &mut GateRecord, run: &HarnessRun) {
     rec.commands.push(run.process.command.clone());
     if let Some(p) = &run.placement {
-        rec.placements.push(p.clone());
+        rec.placements.push(stored_placement(p));
+    }
+}
+
+/// The fleet's placement as the catalog stores it (the record type lives
+/// with the evidence; the fleet's, with the exec crate below both).
+fn stored_placement(p: &kidiom_exec::Placement) -> kidiom_patterns::record::Placement {
+    kidiom_patterns::record::Placement {
+        command: p.command.clone(),
+        executor: p.executor.clone(),
+        node: p.node.clone(),
+        gpu: p.gpu.clone(),
+        attempts: p.attempts,
+        seconds: p.seconds,
+        harness: p.harness.clone(),
+        failures: p.failures.clone(),
+        error: p.error.clone(),
     }
 }
 
@@ -1092,7 +1108,7 @@ flops = "N"
     #[test]
     fn a_task_whose_worker_died_twice_is_an_error_with_the_reason_and_the_placements_are_evidence() {
         let placed = |mut run: HarnessRun, node: &str, error: Option<&str>| {
-            run.placement = Some(crate::backend::fleet::Placement {
+            run.placement = Some(kidiom_exec::Placement {
                 command: run.process.command.clone(),
                 executor: "ray".into(),
                 node: Some(node.into()),

@@ -5,13 +5,14 @@
 use std::path::Path;
 use std::time::Instant;
 
+use kidiom_exec::tail;
 use kidiom_miner::Lang;
 use kidiom_patterns::Category;
 use serde_json::{Value, json};
 
 use super::{Run, Runs, Touched, Validator, stamp};
 use crate::backend::cpu::{StaticMetrics, delta};
-use crate::backend::python::{HarnessStatus, tail};
+use crate::backend::python::HarnessStatus;
 use crate::evidence::{GateRecord, GateStatus, Predicted};
 use crate::hostcode::{DecoratorIdiom, changed_host_code};
 use crate::manifest::{KernelLanguage, Manifest};

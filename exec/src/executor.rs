@@ -1,7 +1,7 @@
 //! Where harness calls run: here, as subprocesses ([`Executor::Local`], the
 //! default), or as tasks on a Ray cluster ([`Executor::Ray`], through one
 //! `python -m kernels.harness fleet` driver per validation run; see
-//! [`crate::backend::fleet`] and docs/RAY.md). Either way a call returns
+//! [`crate::fleet`] and docs/RAY.md). Either way a call returns
 //! the harness's wire JSON unchanged and the gates judge it the same.
 
 use std::fmt;
