@@ -15,6 +15,11 @@ fn path() -> PathBuf {
     PathBuf::from("/data/k.py")
 }
 
+fn syntax() -> Vec<kidiom_syntax::Error> {
+    use kidiom_syntax::Error::*;
+    vec![Io { path: path(), cause: io() }]
+}
+
 fn miner() -> Vec<kidiom_miner::Error> {
     use kidiom_miner::Error::*;
     let m = || "what is wrong".to_string();
@@ -81,7 +86,7 @@ fn validator() -> Vec<kidiom_validator::Error> {
         UnknownKernel { name: "k".into(), known: "a, b".into() },
         Fleet(m()),
         Rewrite(rewriter().remove(8)),
-        Miner(miner().remove(0)),
+        Syntax(syntax().remove(0)),
     ]
 }
 
@@ -124,6 +129,7 @@ fn variants(file: &str) -> usize {
 fn every_error_variant_is_one_line_and_says_each_cause_once() {
     let mut all: Vec<Box<dyn std::error::Error + 'static>> = Vec::new();
     let counts = [
+        ("syntax/src/error.rs", syntax().len()),
         ("miner/src/error.rs", miner().len()),
         ("patterns/src/error.rs", patterns().len()),
         ("rewriter/src/error.rs", rewriter().len()),
@@ -133,6 +139,7 @@ fn every_error_variant_is_one_line_and_says_each_cause_once() {
     for (file, n) in counts {
         assert_eq!(variants(file), n, "{file}: a variant without a case in tests/errors.rs");
     }
+    all.extend(syntax().into_iter().map(|e| Box::new(e) as _));
     all.extend(miner().into_iter().map(|e| Box::new(e) as _));
     all.extend(patterns().into_iter().map(|e| Box::new(e) as _));
     all.extend(matcher().into_iter().map(|e| Box::new(e) as _));

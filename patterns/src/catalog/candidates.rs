@@ -27,7 +27,7 @@ pub enum CandidateStatus {
     Validated,
 }
 
-kidiom_miner::named_enum!(CandidateStatus);
+kidiom_syntax::named_enum!(CandidateStatus);
 
 /// One rewrite candidate (table `candidates`).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]

@@ -265,7 +265,7 @@ fn harness_version(files: &Files, cwd: &str) -> Option<String> {
             listing.push_str(&format!("{inner} {id}\n"));
         }
     }
-    (!listing.is_empty()).then(|| kidiom_miner::blob_id(listing.as_bytes()))
+    (!listing.is_empty()).then(|| kidiom_syntax::blob_id(listing.as_bytes()))
 }
 
 /// Whether a harness call needs a GPU: `--device cuda`, or `auto` (and a
@@ -558,7 +558,7 @@ impl Fleet {
         let conn = self.connect()?;
         let executable: Vec<&String> = job.executables.keys().collect();
         let files: Files =
-            job.files.into_iter().map(|(rel, data)| (rel, (kidiom_miner::blob_id(&data), data))).collect();
+            job.files.into_iter().map(|(rel, data)| (rel, (kidiom_syntax::blob_id(&data), data))).collect();
         names.extend(files.iter().map(|(rel, (blob, _))| (rel.clone(), Value::from(blob.clone()))));
         let id = self.next.fetch_add(1, Ordering::SeqCst);
         let mut wire = json!({
@@ -622,7 +622,7 @@ impl Fleet {
             return Ok(id.clone());
         }
         let data = std::fs::read(path).map_err(|e| Error::io(path, e))?;
-        let id = kidiom_miner::blob_id(&data);
+        let id = kidiom_syntax::blob_id(&data);
         ids.insert(path.to_path_buf(), (key.0, key.1, id.clone()));
         Ok(id)
     }
@@ -654,10 +654,10 @@ fn ship(root: &Path, argv: &[String]) -> Result<(Files, Vec<String>, String)> {
     let mut files = Files::new();
     let add = |files: &mut Files, path: &Path, rel: String| -> Result<()> {
         let data = std::fs::read(path).map_err(|e| Error::io(path, e))?;
-        files.insert(rel, (kidiom_miner::blob_id(&data), data));
+        files.insert(rel, (kidiom_syntax::blob_id(&data), data));
         Ok(())
     };
-    for f in kidiom_miner::tree_files(root)? {
+    for f in kidiom_syntax::tree_files(root)? {
         if !std::fs::symlink_metadata(&f).is_ok_and(|m| m.is_file()) {
             continue;
         }
@@ -1061,10 +1061,10 @@ for line in sys.stdin:
             out,
             ["bench", "--source", "{base}/candidate/kernels/kda/decode.py", "--baseline", "{base}/inputs/4/base.py"]
         );
-        assert_eq!(files["tree/kernels/kda/decode.py"].0, kidiom_miner::blob_id(b"base\n"));
+        assert_eq!(files["tree/kernels/kda/decode.py"].0, kidiom_syntax::blob_id(b"base\n"));
         // the harness version is over the harness's files only, relative to the tree
         let v = harness_version(&files, &cwd).unwrap();
-        let listing = format!("kernels/harness/cli.py {}\n", kidiom_miner::blob_id(b"print(1)\n"));
-        assert_eq!(v, kidiom_miner::blob_id(listing.as_bytes()));
+        let listing = format!("kernels/harness/cli.py {}\n", kidiom_syntax::blob_id(b"print(1)\n"));
+        assert_eq!(v, kidiom_syntax::blob_id(listing.as_bytes()));
     }
 }

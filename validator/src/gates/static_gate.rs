@@ -5,8 +5,8 @@
 use std::path::Path;
 use std::time::Instant;
 
-use kidiom_miner::Lang;
 use kidiom_patterns::Category;
+use kidiom_syntax::Lang;
 use serde_json::{Value, json};
 
 use super::{Run, Runs, Touched, Validator, stamp};
