@@ -23,11 +23,8 @@ const ALLOWED: &[(&str, &[&str])] = &[
 fn dependencies(manifest: &Path) -> Vec<String> {
     let text = std::fs::read_to_string(manifest).expect("Cargo.toml");
     let value: toml::Value = toml::from_str(&text).expect("toml");
-    let mut deps: Vec<String> = value
-        .get("dependencies")
-        .and_then(|d| d.as_table())
-        .map(|t| t.keys().cloned().collect())
-        .unwrap_or_default();
+    let mut deps: Vec<String> =
+        value.get("dependencies").and_then(|d| d.as_table()).map(|t| t.keys().cloned().collect()).unwrap_or_default();
     deps.sort();
     deps
 }
