@@ -12,25 +12,39 @@ use crate::project::repo;
 
 /// Workspace crates each crate may depend on (normal dependencies).
 const ALLOWED: &[(&str, &[&str])] = &[
+    ("syntax", &[]),
     ("exec", &[]),
-    ("miner", &["kidiom-exec"]),
-    ("patterns", &["kidiom-miner"]),
-    ("rewriter", &["kidiom-miner", "kidiom-patterns"]),
-    ("validator", &["kidiom-exec", "kidiom-miner", "kidiom-patterns", "kidiom-rewriter"]),
-    (".", &["kidiom-exec", "kidiom-miner", "kidiom-patterns", "kidiom-rewriter", "kidiom-validator"]),
+    ("miner", &["kidiom-syntax", "kidiom-exec"]),
+    ("patterns", &["kidiom-syntax", "kidiom-miner"]),
+    ("rewriter", &["kidiom-syntax", "kidiom-patterns"]),
+    ("validator", &["kidiom-syntax", "kidiom-exec", "kidiom-patterns", "kidiom-rewriter"]),
+    (".", &["kidiom-syntax", "kidiom-exec", "kidiom-miner", "kidiom-patterns", "kidiom-rewriter", "kidiom-validator"]),
 ];
+
+/// The names in the `[dependencies]` table of a Cargo.toml.
+fn dependencies(manifest: &Path) -> Vec<String> {
+    let text = std::fs::read_to_string(manifest).expect("Cargo.toml");
+    let value: toml::Value = toml::from_str(&text).expect("toml");
+    let mut deps: Vec<String> =
+        value.get("dependencies").and_then(|d| d.as_table()).map(|t| t.keys().cloned().collect()).unwrap_or_default();
+    deps.sort();
+    deps
+}
 
 /// The `kidiom-*` names in the `[dependencies]` table of a Cargo.toml.
 fn workspace_deps(manifest: &Path) -> Vec<String> {
-    let text = std::fs::read_to_string(manifest).expect("Cargo.toml");
-    let value: toml::Value = toml::from_str(&text).expect("toml");
-    let mut deps: Vec<String> = value
-        .get("dependencies")
-        .and_then(|d| d.as_table())
-        .map(|t| t.keys().filter(|k| k.starts_with("kidiom")).cloned().collect())
-        .unwrap_or_default();
-    deps.sort();
-    deps
+    dependencies(manifest).into_iter().filter(|k| k.starts_with("kidiom")).collect()
+}
+
+#[test]
+fn the_syntax_crate_parses_without_repositories_archives_or_syn() {
+    // Every crate parses through kidiom-syntax; what it pulls in, every crate compiles.
+    let heavy = ["git2", "tar", "zip", "flate2", "syn", "proc-macro2"];
+    let found: Vec<String> =
+        dependencies(&repo().join("syntax/Cargo.toml")).into_iter().filter(|d| heavy.contains(&d.as_str())).collect();
+    assert!(found.is_empty(), "syntax/Cargo.toml depends on {found:?}; parsing one file needs none of them");
+    let found = offending("syntax/src", &["git2::", "process::Command", "Command::new(", "syn::"], &[]);
+    assert!(found.is_empty(), "syntax opens no repository, runs nothing and parses no Rust:\n{}", found.join("\n"));
 }
 
 #[test]
@@ -47,7 +61,7 @@ fn crates_depend_only_on_crates_upstream_in_the_data_flow() {
 /// `#[cfg(test)]` (tests may do what the library may not).
 fn library_sources(dir: &Path) -> Vec<(PathBuf, String)> {
     let mut out = Vec::new();
-    for p in kidiom_miner::tree_files(dir).expect("walk") {
+    for p in kidiom_syntax::tree_files(dir).expect("walk") {
         if p.extension().is_some_and(|x| x == "rs") {
             let text = std::fs::read_to_string(&p).expect("read");
             let lib = text.split("#[cfg(test)]").next().unwrap_or("").to_string();
@@ -82,7 +96,7 @@ fn offending(dir: &str, needles: &[&str], except: &[&str]) -> Vec<String> {
 
 #[test]
 fn libraries_return_data_and_never_print() {
-    for dir in ["exec/src", "miner/src", "patterns/src", "rewriter/src", "validator/src"] {
+    for dir in ["syntax/src", "exec/src", "miner/src", "patterns/src", "rewriter/src", "validator/src"] {
         let found = offending(dir, &["println!(", "eprintln!(", "print!(", "eprint!(", "dbg!("], &[]);
         assert!(found.is_empty(), "a library prints (return data; the CLI reports):\n{}", found.join("\n"));
     }

@@ -30,6 +30,11 @@ fn exec() -> Vec<kidiom_exec::Error> {
     ]
 }
 
+fn syntax() -> Vec<kidiom_syntax::Error> {
+    use kidiom_syntax::Error::*;
+    vec![Io { path: path(), cause: io() }]
+}
+
 fn miner() -> Vec<kidiom_miner::Error> {
     use kidiom_miner::Error::*;
     let m = || "what is wrong".to_string();
@@ -96,7 +101,7 @@ fn validator() -> Vec<kidiom_validator::Error> {
         UnknownKernel { name: "k".into(), known: "a, b".into() },
         Fleet(m()),
         Rewrite(rewriter().remove(8)),
-        Miner(miner().remove(0)),
+        Syntax(syntax().remove(0)),
     ]
 }
 
@@ -140,6 +145,7 @@ fn every_error_variant_is_one_line_and_says_each_cause_once() {
     let mut all: Vec<Box<dyn std::error::Error + 'static>> = Vec::new();
     let counts = [
         ("exec/src/error.rs", exec().len()),
+        ("syntax/src/error.rs", syntax().len()),
         ("miner/src/error.rs", miner().len()),
         ("patterns/src/error.rs", patterns().len()),
         ("rewriter/src/error.rs", rewriter().len()),
@@ -150,6 +156,7 @@ fn every_error_variant_is_one_line_and_says_each_cause_once() {
         assert_eq!(variants(file), n, "{file}: a variant without a case in tests/errors.rs");
     }
     all.extend(exec().into_iter().map(|e| Box::new(e) as _));
+    all.extend(syntax().into_iter().map(|e| Box::new(e) as _));
     all.extend(miner().into_iter().map(|e| Box::new(e) as _));
     all.extend(patterns().into_iter().map(|e| Box::new(e) as _));
     all.extend(matcher().into_iter().map(|e| Box::new(e) as _));

@@ -74,10 +74,10 @@ pub fn resolve_call_aliases(files: &mut [(&str, &mut FileFacts)]) -> Vec<CallAli
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::Lang;
+    use kidiom_syntax::Lang;
 
     fn facts(src: &str) -> FileFacts {
-        let tree = crate::parse_tree(Lang::Python, src).unwrap().unwrap();
+        let tree = kidiom_syntax::parse_tree(Lang::Python, src).unwrap().unwrap();
         crate::python::extract(src, &tree).finish()
     }
 

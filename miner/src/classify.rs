@@ -24,10 +24,10 @@
 
 use std::collections::BTreeMap;
 
+use kidiom_syntax::Lang;
 use serde::{Deserialize, Serialize};
 
 use crate::facts::{FamilyKey, Mechanism};
-use crate::lang::Lang;
 
 /// What an idiom is for. Optimizations first; [`Category::Other`],
 /// [`Category::Api`] and [`Category::Refactor`] are not optimizations and

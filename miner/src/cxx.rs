@@ -3,30 +3,13 @@
 //! qualifiers, loop pragmas, intrinsics, inline PTX and vector casts, and in
 //! binding files (pybind11, torch) scoped guards and `.def` extras.
 
-use std::collections::{BTreeMap, HashSet};
+use std::collections::HashSet;
 
+use kidiom_syntax::{DEVICE_WORDS, DeviceMacros, Lang, known_device_macros, merge_device_macro, scan_device_macros};
 use tree_sitter::{Node, Tree};
 
 use crate::facts::{FactsBuilder, FamilyKey, Lines, Mechanism, normalize_value};
-use crate::lang::Lang;
 use crate::parse::Step;
-
-/// Macro name -> the tokens it expands to, for macros that declare device code.
-pub type DeviceMacros = BTreeMap<String, String>;
-
-/// Macros from libraries that corpora include but do not contain (CUTLASS,
-/// CuTe, PyTorch), with what they expand to on the device.
-pub const KNOWN_DEVICE_MACROS: &[(&str, &str)] = &[
-    ("CUTLASS_DEVICE", "__forceinline__ __device__"),
-    ("CUTLASS_HOST_DEVICE", "__forceinline__ __host__ __device__"),
-    ("CUTLASS_GLOBAL", "__global__"),
-    ("CUTE_DEVICE", "__forceinline__ __device__"),
-    ("CUTE_HOST_DEVICE", "__forceinline__ __host__ __device__"),
-    ("CUTE_HOST", "__forceinline__ __host__"),
-    ("C10_DEVICE", "__device__"),
-    ("C10_HOST_DEVICE", "__host__ __device__"),
-    ("C10_LAUNCH_BOUNDS_1", "__launch_bounds__"),
-];
 
 /// Scope: `__global__` functions.
 pub const CUDA_GLOBAL: &str = "cuda-global";
@@ -42,39 +25,6 @@ pub const KERNEL: &str = "kernel";
 pub const POINTER_PARAM: &str = "pointer-param";
 /// Scope: loops inside kernel functions.
 pub const LOOP: &str = "loop";
-
-const DEVICE_WORDS: [&str; 5] = ["__device__", "__global__", "__host__", "__forceinline__", "__launch_bounds__"];
-
-/// Adds a macro definition. A name defined differently in several files
-/// (`#ifdef` branches) keeps the most device-like body, so the result does
-/// not depend on the order files were read in.
-pub fn merge_device_macro(macros: &mut DeviceMacros, name: String, body: String) {
-    let rank = |b: &str| (b.contains("__global__"), b.contains("__device__"), b.len(), b.to_string());
-    match macros.get(&name) {
-        Some(old) if rank(old) >= rank(&body) => {}
-        _ => {
-            macros.insert(name, body);
-        }
-    }
-}
-
-/// Finds `#define NAME ...` lines whose body declares device code.
-pub fn scan_device_macros(text: &str) -> Vec<(String, String)> {
-    let mut out = Vec::new();
-    for pos in memchr::memmem::find_iter(text.as_bytes(), b"#define") {
-        let line_end = text[pos..].find('\n').map(|e| pos + e).unwrap_or(text.len());
-        let line = &text[pos + 7..line_end];
-        let mut parts = line.trim_start().splitn(2, |c: char| c.is_whitespace());
-        let (Some(name), Some(body)) = (parts.next(), parts.next()) else { continue };
-        if name.contains('(') || !name.chars().all(|c| c.is_ascii_alphanumeric() || c == '_') {
-            continue;
-        }
-        if DEVICE_WORDS.iter().any(|w| body.split_whitespace().any(|t| t == *w)) {
-            out.push((name.to_string(), body.trim().to_string()));
-        }
-    }
-    out
-}
 
 /// The literal markers of device or binding code, for the prefilter.
 pub(crate) fn markers(macros: &DeviceMacros) -> Vec<String> {
@@ -161,7 +111,7 @@ fn expand(text: &str, macros: &DeviceMacros, level: u8, out: &mut Vec<(String, O
 pub(crate) fn extract(lang: Lang, src: &str, tree: &Tree, extra: &DeviceMacros) -> FactsBuilder {
     let root = tree.root_node();
     let own = scan_device_macros(src);
-    let mut macros: DeviceMacros = KNOWN_DEVICE_MACROS.iter().map(|(a, b)| (a.to_string(), b.to_string())).collect();
+    let mut macros = known_device_macros();
     for (name, body) in extra.iter().chain(own.iter().map(|(a, b)| (a, b))) {
         merge_device_macro(&mut macros, name.clone(), body.clone());
     }
@@ -512,11 +462,5 @@ mod tests {
         let arg = f.families.iter().find(|(k, _)| k.mechanism == Mechanism::BindingArg).expect("call_guard");
         assert_eq!(arg.0.decoration, "py::call_guard");
         assert_eq!(arg.1.values.get("py::gil_scoped_release"), Some(&1));
-    }
-
-    #[test]
-    fn scans_device_defines() {
-        let src = "#define A __device__ inline\n#define B(x) __device__ x\n#define C 3\n";
-        assert_eq!(scan_device_macros(src), vec![("A".to_string(), "__device__ inline".to_string())]);
     }
 }

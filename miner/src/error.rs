@@ -3,7 +3,7 @@ use std::path::PathBuf;
 /// Errors from reading corpora and their manifests.
 ///
 /// Per-file problems (binary files, invalid UTF-8, parse trouble) are not
-/// errors: they are recorded as [`crate::Skip`] data and mining carries on.
+/// errors: they are recorded as [`kidiom_syntax::Skip`] data and mining carries on.
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
 pub enum Error {

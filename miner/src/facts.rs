@@ -5,9 +5,9 @@
 
 use std::collections::BTreeMap;
 
+use kidiom_syntax::Lang;
 use serde::{Deserialize, Serialize};
 
-use crate::lang::Lang;
 use crate::values::ValueExpr;
 
 /// The structural mechanism by which a decoration attaches to a construct.

@@ -13,8 +13,8 @@ use serde::{Deserialize, Serialize};
 use crate::classify;
 pub use crate::classify::Category;
 use crate::facts::{Example, FamilyKey, FileFacts, Mechanism};
-use crate::lang::Lang;
 use crate::values::{ModuleIndex, ResolvedValue};
+use kidiom_syntax::Lang;
 
 /// Thresholds for calling a recurring decoration an idiom.
 #[derive(Debug, Clone)]

@@ -1,4 +1,5 @@
-//! Corpora, parsing and usage-idiom extraction for kidiom.
+//! Corpora and usage-idiom extraction for kidiom; parsing and kernel
+//! finding are `kidiom_syntax`'s.
 //!
 //! # Brief overview
 //!
@@ -11,7 +12,8 @@
 //! also exists.
 //!
 //! ```
-//! use kidiom_miner::{Lang, MineConfig, aggregate, extract, FileInput};
+//! use kidiom_miner::{MineConfig, aggregate, extract, FileInput};
+//! use kidiom_syntax::Lang;
 //!
 //! let src = "import triton\nimport triton.language as tl\n\
 //! @triton.jit\ndef k(x, BT: tl.constexpr):\n    i = tl.program_id(0).to(tl.int64)\n    j = tl.program_id(1)\n";
@@ -30,33 +32,34 @@ mod corpus;
 mod cxx;
 mod error;
 mod facts;
-mod grammar;
 pub mod history;
 mod idiom;
-mod kernels;
-mod lang;
 mod parse;
 mod prefilter;
 mod python;
 mod rust;
 mod values;
-mod walk;
 
 pub use aliases::{CallAlias, resolve_call_aliases};
-pub use corpus::{Corpus, CorpusFile, Listing, Manifest, SourceKind, StatKey, blob_id, cache_dir, mirror_path};
-pub use cxx::{DeviceMacros, KNOWN_DEVICE_MACROS, merge_device_macro, scan_device_macros};
+pub use corpus::{Corpus, CorpusFile, Listing, Manifest, SourceKind, StatKey, cache_dir, mirror_path};
 pub use error::{Error, Result};
 pub use facts::{Example, FamilyFacts, FamilyKey, FileFacts, Mechanism, call_scope};
 pub use idiom::{
     Category, FileInput, Idiom, IdiomExample, MineConfig, Support, Supported, aggregate, slug, supported_value,
     writable_value,
 };
-pub use kernels::{KernelKind, KernelRange, kernel_ranges};
-pub use lang::Lang;
-pub use parse::{Limits, Skip, decode, dump_tree, parse_tree, preorder, reparse};
+pub use parse::dump_tree;
 pub use prefilter::Prefilter;
 pub use values::{ResolvedValue, ValueExpr, canonical_literals, is_literal};
-pub use walk::tree_files;
+// The syntax layer under the miner, re-exported for the binary only
+// (src/ops/mine.rs and src/ops/history.rs are being rewritten; they and the
+// rest of src/ switch to `kidiom_syntax` directly afterwards). Library
+// crates import these from `kidiom_syntax`.
+#[doc(no_inline)]
+pub use kidiom_syntax::{
+    DeviceMacros, KNOWN_DEVICE_MACROS, KernelKind, KernelRange, Lang, Limits, Skip, blob_id, decode, kernel_ranges,
+    merge_device_macro, named_enum, parse_tree, preorder, reparse, scan_device_macros, tree_files,
+};
 
 /// Version of the fact extractors: cached facts from another version are
 /// recomputed. Bump it whenever extraction changes what it records.
@@ -74,11 +77,11 @@ pub struct ExtractOptions {
 pub fn extract(lang: Lang, text: &str, opts: &ExtractOptions) -> std::result::Result<FileFacts, Skip> {
     let facts = match lang {
         Lang::Python => {
-            let tree = parse::parse_tree(lang, text)?.ok_or(Skip::ParseFailed)?;
+            let tree = parse_tree(lang, text)?.ok_or(Skip::ParseFailed)?;
             python::extract(text, &tree)
         }
         Lang::Cuda | Lang::Cpp => {
-            let tree = parse::parse_tree(lang, text)?.ok_or(Skip::ParseFailed)?;
+            let tree = parse_tree(lang, text)?.ok_or(Skip::ParseFailed)?;
             cxx::extract(lang, text, &tree, &opts.device_macros)
         }
         Lang::Rust => rust::extract(text)?,

@@ -2,9 +2,9 @@
 //! kernel marker, and a substring search is far cheaper than a parse.
 
 use aho_corasick::AhoCorasick;
+use kidiom_syntax::{DeviceMacros, Lang};
 
-use crate::cxx::{DeviceMacros, markers};
-use crate::lang::Lang;
+use crate::cxx::markers;
 
 /// Decides, from bytes alone, whether a file can contain kernel code.
 #[derive(Debug, Clone)]

@@ -3,10 +3,10 @@
 
 use std::collections::{BTreeMap, HashMap, HashSet};
 
+use kidiom_syntax::{ImportAliases, Lang};
 use tree_sitter::{Node, Tree};
 
 use crate::facts::{FactsBuilder, FamilyKey, Lines, Mechanism, normalize_value};
-use crate::lang::Lang;
 use crate::parse::Step;
 use crate::values::{ValueExpr, canonical_literals, condition_text, is_literal};
 
@@ -23,7 +23,7 @@ pub const LAUNCH: &str = "$KERNEL[$GRID]";
 struct Ctx<'a> {
     src: &'a str,
     lines: Lines<'a>,
-    aliases: HashMap<String, String>,
+    aliases: ImportAliases,
     /// Kernel name -> its parameter names, for telling launch options from arguments.
     kernel_params: HashMap<String, HashSet<String>>,
     /// Pass-through wrappers already counted in the current kernel.
@@ -52,31 +52,7 @@ impl<'a> Ctx<'a> {
 
     /// Resolves import aliases and writes Triton's language module as `tl`.
     fn canonical(&self, dotted: &str) -> String {
-        let dotted: String = dotted.chars().filter(|c| !c.is_whitespace()).collect();
-        let (head, rest) = match dotted.split_once('.') {
-            Some((h, r)) => (h, Some(r)),
-            None => (dotted.as_str(), None),
-        };
-        let full = match (self.aliases.get(head), rest) {
-            (Some(t), Some(r)) => format!("{t}.{r}"),
-            (Some(t), None) => t.clone(),
-            (None, _) => return dotted,
-        };
-        if let Some(r) = full.strip_prefix("triton.language.math.") {
-            // Every public function of `triton.language.math` is re-exported as
-            // `triton.language.<name>` (the same object): one function, one name.
-            format!("tl.{r}")
-        } else if let Some(r) = full.strip_prefix("triton.language.") {
-            format!("tl.{r}")
-        } else if full == "triton.language" {
-            "tl".to_string()
-        } else if full.starts_with("triton") && full.split('.').count() <= 3 {
-            full
-        } else {
-            // Deep module paths (`triton.experimental.gluon.language.load`) read
-            // better under the alias their authors chose (`gl.load`).
-            dotted
-        }
+        self.aliases.canonical(dotted)
     }
 
     /// The name a call's function is known by: a dotted name, `.method`
@@ -90,7 +66,7 @@ impl<'a> Ctx<'a> {
                 let text = self.text(func);
                 let head = text.split('.').next().unwrap_or("").trim();
                 // A dotted name counts when it starts at an import; `b_A.to` is a method on a local.
-                if is_dotted(obj) && self.aliases.contains_key(head) {
+                if is_dotted(obj) && self.aliases.binds(head) {
                     Some(self.canonical(text))
                 } else {
                     Some(format!(".{}", self.text(attr)))
@@ -115,7 +91,7 @@ impl<'a> Ctx<'a> {
         match n.kind() {
             "string" | "concatenated_string" => {
                 let mut interpolated = false;
-                crate::parse::preorder(n, |c| {
+                kidiom_syntax::preorder(n, |c| {
                     interpolated |= c.kind() == "interpolation";
                     !interpolated
                 });
@@ -174,10 +150,7 @@ impl<'a> Ctx<'a> {
     }
 
     fn is_kernel_decorator(&self, dec: Node) -> bool {
-        let Some(expr) = dec.named_child(0) else { return false };
-        let target = if expr.kind() == "call" { expr.child_by_field_name("function") } else { Some(expr) };
-        let Some(target) = target else { return false };
-        is_triton_kernel_decorator(&self.canonical(self.text(target)))
+        self.aliases.is_kernel_decorator(dec, self.src)
     }
 }
 
@@ -195,57 +168,6 @@ fn is_dotted(n: Node) -> bool {
         }
     }
     false
-}
-
-/// `triton.jit`, `triton.autotune`, `triton.heuristics` (and their
-/// `triton.runtime` spellings) mark a function as a Triton kernel.
-pub fn is_triton_kernel_decorator(canonical: &str) -> bool {
-    canonical.starts_with("triton") && matches!(canonical.rsplit('.').next(), Some("jit" | "autotune" | "heuristics"))
-}
-
-fn collect_aliases(root: Node, src: &str) -> HashMap<String, String> {
-    let text = |n: Node| src.get(n.byte_range()).unwrap_or("").to_string();
-    let mut map = HashMap::new();
-    let mut cursor = root.walk();
-    for stmt in root.named_children(&mut cursor) {
-        match stmt.kind() {
-            "import_statement" => {
-                let mut c = stmt.walk();
-                for name in stmt.children_by_field_name("name", &mut c) {
-                    if name.kind() == "aliased_import" {
-                        if let (Some(n), Some(a)) =
-                            (name.child_by_field_name("name"), name.child_by_field_name("alias"))
-                        {
-                            map.insert(text(a), text(n));
-                        }
-                    } else {
-                        let full = text(name);
-                        let head = full.split('.').next().unwrap_or("").to_string();
-                        map.insert(head.clone(), head);
-                    }
-                }
-            }
-            "import_from_statement" => {
-                let Some(module) = stmt.child_by_field_name("module_name") else { continue };
-                let module = text(module);
-                let mut c = stmt.walk();
-                for name in stmt.children_by_field_name("name", &mut c) {
-                    if name.kind() == "aliased_import" {
-                        if let (Some(n), Some(a)) =
-                            (name.child_by_field_name("name"), name.child_by_field_name("alias"))
-                        {
-                            map.insert(text(a), format!("{module}.{}", text(n)));
-                        }
-                    } else {
-                        let n = text(name);
-                        map.insert(n.clone(), format!("{module}.{n}"));
-                    }
-                }
-            }
-            _ => {}
-        }
-    }
-    map
 }
 
 /// Named children but comments.
@@ -322,7 +244,7 @@ fn bind_assignment(ctx: &Ctx, a: Node, env: &mut BTreeMap<String, ValueExpr>) {
             };
         } else {
             // `A, B = ...`: what they held before is no longer known.
-            crate::parse::preorder(t, |n| {
+            kidiom_syntax::preorder(t, |n| {
                 if n.kind() == "identifier" {
                     env.insert(ctx.text(n).to_string(), ValueExpr::opaque(ctx.text(n)));
                 }
@@ -394,14 +316,14 @@ fn give(ctx: &mut Ctx, kernel: &str, param: &str, value: ValueExpr) {
 fn kernel_locals(ctx: &Ctx, def: Node) -> HashSet<String> {
     let mut out = HashSet::new();
     let Some(body) = def.child_by_field_name("body") else { return out };
-    crate::parse::preorder(body, |n| {
+    kidiom_syntax::preorder(body, |n| {
         let target = match n.kind() {
             "assignment" | "augmented_assignment" | "for_statement" => n.child_by_field_name("left"),
             "named_expression" => n.child_by_field_name("name"),
             _ => None,
         };
         if let Some(t) = target {
-            crate::parse::preorder(t, |m| {
+            kidiom_syntax::preorder(t, |m| {
                 if m.kind() == "identifier" {
                     out.insert(ctx.text(m).to_string());
                 }
@@ -428,7 +350,7 @@ pub(crate) fn extract(src: &str, tree: &Tree) -> FactsBuilder {
     let mut ctx = Ctx {
         src,
         lines: Lines::new(src),
-        aliases: collect_aliases(root, src),
+        aliases: ImportAliases::of(root, src),
         kernel_params: HashMap::new(),
         kernel_wrappers: HashSet::new(),
         module: BTreeMap::new(),
@@ -488,7 +410,7 @@ fn triton_functions(ctx: &Ctx, v: &ValueExpr, out: &mut Vec<String>) {
 /// (`kernel[grid](x, PRECISION="ieee")`).
 fn collect_launch_values(ctx: &mut Ctx, root: Node) {
     let mut given: Vec<(String, String, ValueExpr)> = Vec::new();
-    crate::parse::preorder(root, |n| {
+    kidiom_syntax::preorder(root, |n| {
         if n.kind() != "call" {
             return true;
         }
@@ -546,7 +468,7 @@ fn collect_kernels(ctx: &mut Ctx, root: Node) {
         }
         let mut c = item.walk();
         for d in item.named_children(&mut c).filter(|d| d.kind() == "decorator") {
-            crate::parse::preorder(d, |n| {
+            kidiom_syntax::preorder(d, |n| {
                 if n.kind() != "call" {
                     return true;
                 }
@@ -798,36 +720,6 @@ fn visit_wrapper(ctx: &mut Ctx, call: Node, callee: &str, in_error: bool) {
     let new = ctx.kernel_wrappers.insert(callee.to_string());
     let ex = ctx.lines.example(call.start_position().row);
     ctx.out.site(key(Mechanism::Wrapper, TRITON_KERNEL, callee), Some(value), in_error, new, || ex);
-}
-
-/// Byte ranges of the Triton kernels of a parsed file (the decorated
-/// definitions whose decorators resolve, through the file's imports, to
-/// `triton.jit`, `triton.autotune` or `triton.heuristics`), outermost only.
-pub(crate) fn kernel_ranges(src: &str, tree: &Tree) -> Vec<std::ops::Range<usize>> {
-    let root = tree.root_node();
-    let ctx = Ctx {
-        src,
-        lines: Lines::new(src),
-        aliases: collect_aliases(root, src),
-        kernel_params: HashMap::new(),
-        kernel_wrappers: HashSet::new(),
-        module: BTreeMap::new(),
-        param_values: HashMap::new(),
-        kernel: None,
-        out: FactsBuilder::default(),
-    };
-    let mut out: Vec<std::ops::Range<usize>> = Vec::new();
-    crate::parse::preorder(root, |node| {
-        if node.kind() == "decorated_definition" {
-            let mut c = node.walk();
-            if node.named_children(&mut c).any(|d| d.kind() == "decorator" && ctx.is_kernel_decorator(d)) {
-                out.push(node.byte_range());
-                return false;
-            }
-        }
-        true
-    });
-    out
 }
 
 #[cfg(test)]

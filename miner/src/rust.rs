@@ -1,11 +1,10 @@
 //! Usage facts from Rust files: PyO3 functions and the methods they call on
 //! their `Python` token (`py.allow_threads(...)` releases the GIL).
 
+use kidiom_syntax::{Lang, Skip};
 use syn::visit::Visit;
 
 use crate::facts::{FactsBuilder, FamilyKey, Lines, Mechanism};
-use crate::lang::Lang;
-use crate::parse::Skip;
 
 /// Scope: `#[pyfunction]` functions and `#[pymethods]` methods.
 pub const PYO3_FN: &str = "pyo3-fn";
@@ -106,8 +105,8 @@ const SYN_MAX_DEPTH: usize = 128;
 
 pub(crate) fn extract(src: &str) -> Result<FactsBuilder, Skip> {
     // syn is a recursive-descent parser; deep nesting would overflow the stack.
-    let limits = crate::parse::Limits { max_bytes: u64::MAX, max_depth: SYN_MAX_DEPTH };
-    crate::parse::decode(src.as_bytes(), &limits)?;
+    let limits = kidiom_syntax::Limits { max_bytes: u64::MAX, max_depth: SYN_MAX_DEPTH };
+    kidiom_syntax::decode(src.as_bytes(), &limits)?;
     let file = syn::parse_file(src).map_err(|_| Skip::ParseFailed)?;
     let mut v = Visitor { lines: Lines::new(src), out: FactsBuilder::default(), in_pymethods: false };
     v.visit_file(&file);

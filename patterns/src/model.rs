@@ -2,7 +2,8 @@
 
 use serde::{Deserialize, Serialize};
 
-pub use kidiom_miner::{Category, IdiomExample, Lang, Support};
+pub use kidiom_miner::{Category, IdiomExample, Support};
+pub use kidiom_syntax::Lang;
 
 use kidiom_miner::Idiom;
 
@@ -18,7 +19,7 @@ pub enum Kind {
     Edit,
 }
 
-kidiom_miner::named_enum!(Kind);
+kidiom_syntax::named_enum!(Kind);
 
 /// One bar of a value histogram: a value seen in a pattern's hole and how
 /// often; for a name, what it resolves to.

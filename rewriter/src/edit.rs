@@ -2,9 +2,9 @@
 
 use std::ops::Range;
 
-use kidiom_miner::{Lang, parse_tree, preorder, reparse};
 pub use kidiom_patterns::matcher::apply_edits;
 use kidiom_patterns::matcher::{Edit, Rewrite, edited_tree};
+use kidiom_syntax::{Lang, parse_tree, preorder, reparse};
 use tree_sitter::Tree;
 
 use crate::conflict::resolve;

@@ -64,7 +64,7 @@ pub enum Error {
     Rewrite(#[from] kidiom_rewriter::Error),
     /// Reading the kernel tree failed.
     #[error(transparent)]
-    Miner(#[from] kidiom_miner::Error),
+    Syntax(#[from] kidiom_syntax::Error),
 }
 
 /// The validator's result type.

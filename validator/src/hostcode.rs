@@ -6,7 +6,7 @@
 //! (`language = "cpp"`) are kernels as a whole and have no such rule.
 //!
 //! Both texts are parsed, the kernels found with
-//! [`kidiom_miner::kernel_ranges`], and every top-level definition or
+//! [`kidiom_syntax::kernel_ranges`], and every top-level definition or
 //! statement outside them (with any kernel nested in it cut out) is compared:
 //! the ones that differ are named.
 //!
@@ -23,7 +23,7 @@
 use std::collections::HashMap;
 use std::ops::Range;
 
-use kidiom_miner::{KernelKind, Lang, kernel_ranges, parse_tree};
+use kidiom_syntax::{KernelKind, Lang, kernel_ranges, parse_tree};
 use tree_sitter::Node;
 
 /// One piece of host code: its name for a reason, and its text (kernels cut out, normalized).

@@ -1,9 +1,9 @@
 use std::path::{Path, PathBuf};
 
+use kidiom_syntax::Skip;
 use serde::{Deserialize, Serialize};
 
 use super::{CorpusFile, FileFilter, Listing, Location};
-use crate::Skip;
 
 /// Size and modification time of a file on disk: when both match a cached
 /// entry, the file's blob id is taken from the cache without reading it.

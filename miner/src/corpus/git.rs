@@ -1,7 +1,7 @@
 use git2::{ObjectType, Oid, Repository, TreeWalkMode, TreeWalkResult};
+use kidiom_syntax::Skip;
 
 use super::{CorpusFile, FileFilter, Listing, Location};
-use crate::Skip;
 use crate::error::{Error, Result};
 
 /// Opens a repository by path, or by URL through a bare clone in the cache,
@@ -113,7 +113,16 @@ pub(super) fn read(repo: &Repository, oid: Oid) -> std::result::Result<Vec<u8>, 
     }
 }
 
-/// The git blob id of some bytes, as `git hash-object` computes it.
-pub fn blob_id(bytes: &[u8]) -> String {
-    Oid::hash_object(ObjectType::Blob, bytes).map(|o| o.to_string()).unwrap_or_default()
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_syntax_crates_blob_ids_are_git2s() {
+        // kidiom_syntax hashes without git2; both name the same content the same way.
+        for bytes in [&b""[..], b"hello\n", b"\0\xff binary", &[b'x'; 70_000]] {
+            let git = Oid::hash_object(ObjectType::Blob, bytes).unwrap().to_string();
+            assert_eq!(kidiom_syntax::blob_id(bytes), git);
+        }
+    }
 }

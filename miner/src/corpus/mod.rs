@@ -12,13 +12,13 @@ mod pypi;
 use std::path::{Path, PathBuf};
 
 use globset::{Glob, GlobSet, GlobSetBuilder};
+use kidiom_syntax::Lang;
 use serde::{Deserialize, Serialize};
 
 use crate::error::{Error, Result};
-use crate::lang::Lang;
 
 pub use dir::StatKey;
-pub use git::{blob_id, mirror_path};
+pub use git::mirror_path;
 
 /// Where a corpus comes from.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -162,7 +162,7 @@ enum Location {
 impl CorpusFile {
     /// Reads a file that lives on disk (dir and pypi corpora) without the
     /// corpus handle, so it can happen on any thread; `None` for git blobs.
-    pub fn read_from_disk(&self) -> Option<std::result::Result<Vec<u8>, crate::Skip>> {
+    pub fn read_from_disk(&self) -> Option<std::result::Result<Vec<u8>, kidiom_syntax::Skip>> {
         match &self.location {
             Location::Disk(p) => Some(dir::read(p)),
             Location::Blob(_) => None,
@@ -176,7 +176,7 @@ pub struct Listing {
     /// Files to read.
     pub files: Vec<CorpusFile>,
     /// Paths that could not be listed, with why.
-    pub skipped: Vec<(String, crate::Skip)>,
+    pub skipped: Vec<(String, kidiom_syntax::Skip)>,
 }
 
 /// An opened corpus.
@@ -271,11 +271,11 @@ impl Corpus {
     }
 
     /// Reads one file's bytes.
-    pub fn read(&self, file: &CorpusFile) -> std::result::Result<Vec<u8>, crate::Skip> {
+    pub fn read(&self, file: &CorpusFile) -> std::result::Result<Vec<u8>, kidiom_syntax::Skip> {
         match (&file.location, &self.repo) {
             (Location::Blob(oid), Some(repo)) => git::read(repo, *oid),
             (Location::Disk(p), _) => dir::read(p),
-            (Location::Blob(_), None) => Err(crate::Skip::MissingObject),
+            (Location::Blob(_), None) => Err(kidiom_syntax::Skip::MissingObject),
         }
     }
 

@@ -337,7 +337,7 @@ pub(crate) fn anti_unify(exs: &[&Ex<'_>]) -> Option<Template> {
     if exs.is_empty() {
         return None;
     }
-    let atoms = crate::grammar::atom_kinds();
+    let atoms = kidiom_syntax::grammar::atom_kinds();
     let mut au = Au {
         exs,
         one: HashMap::new(),
@@ -399,8 +399,8 @@ pub(crate) fn cluster(reps: &[&Ex<'_>], max_holes: usize, max_clusters: usize) -
 mod tests {
     use super::*;
     use crate::history::tree::Tree;
-    use crate::lang::Lang;
-    use crate::parse::Limits;
+    use kidiom_syntax::Lang;
+    use kidiom_syntax::Limits;
 
     /// Parses `before => after` statement pairs and cuts each to its edit.
     fn owned(pairs: &[(&str, &str)]) -> Vec<(String, String, Vec<u32>, Vec<u32>)> {

@@ -22,12 +22,11 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, OnceLock};
 
 use git2::{Oid, Repository};
+use kidiom_syntax::{Lang, Limits};
 use tree_sitter::{InputEdit, Point};
 
 use super::edit::Hunk;
 use super::scope;
-use crate::lang::Lang;
-use crate::parse::Limits;
 
 /// Bytes of memory one byte of source costs once parsed (text and
 /// tree-sitter tree), for the budget.
@@ -213,9 +212,9 @@ impl BlobCache {
                         edited.edit(&e);
                     }
                     self.incremental.fetch_add(1, Ordering::Relaxed);
-                    crate::parse::reparse(blob.lang, text, &edited)
+                    kidiom_syntax::reparse(blob.lang, text, &edited)
                 }
-                None => crate::parse::parse_tree(blob.lang, text),
+                None => kidiom_syntax::parse_tree(blob.lang, text),
             };
             self.parsed.fetch_add(1, Ordering::Relaxed);
             match parsed {
@@ -244,7 +243,7 @@ pub(crate) struct Blob {
 
 impl Blob {
     fn new(id: Oid, lang: Lang, bytes: Vec<u8>, limits: &Limits) -> Blob {
-        let text = match crate::parse::decode(&bytes, limits) {
+        let text = match kidiom_syntax::decode(&bytes, limits) {
             Ok(_) => String::from_utf8(bytes).map_err(|_| "invalid-utf8"),
             Err(s) => Err(s.name()),
         };
@@ -354,13 +353,13 @@ mod tests {
             // Forward: the old version is parsed whole, the new one from it.
             let (x, y) = (blob(a, 1), blob(b, 2));
             let (tx, ty) = cache.pair(&x, &y, &hunks);
-            assert_eq!(sexp(tx.unwrap()), sexp(&crate::parse::parse_tree(Lang::Python, a).unwrap().unwrap()));
-            assert_eq!(sexp(ty.unwrap()), sexp(&crate::parse::parse_tree(Lang::Python, b).unwrap().unwrap()));
+            assert_eq!(sexp(tx.unwrap()), sexp(&kidiom_syntax::parse_tree(Lang::Python, a).unwrap().unwrap()));
+            assert_eq!(sexp(ty.unwrap()), sexp(&kidiom_syntax::parse_tree(Lang::Python, b).unwrap().unwrap()));
             // Backward: the new version is parsed first, the old one from it.
             let (x, y) = (blob(a, 3), blob(b, 4));
             cache.tree(&y, None).unwrap();
             let (tx, _) = cache.pair(&x, &y, &hunks);
-            assert_eq!(sexp(tx.unwrap()), sexp(&crate::parse::parse_tree(Lang::Python, a).unwrap().unwrap()));
+            assert_eq!(sexp(tx.unwrap()), sexp(&kidiom_syntax::parse_tree(Lang::Python, a).unwrap().unwrap()));
         }
         let c = cache.counts();
         assert_eq!((c.parsed, c.incremental), (28, 14));

@@ -14,9 +14,8 @@
 use std::collections::BTreeSet;
 use std::ops::Range;
 
+use kidiom_syntax::Lang;
 use serde::Serialize;
-
-use crate::lang::Lang;
 
 /// Examples checked per rule at most (one per commit first): the check
 /// parses two templates and re-parses part of a file per example.
@@ -158,7 +157,7 @@ pub(crate) fn verdict<K: Ord + Copy>(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::parse::parse_tree;
+    use kidiom_syntax::parse_tree;
 
     #[test]
     fn one_example_per_commit_is_checked_first() {
@@ -187,7 +186,7 @@ mod tests {
         let end = src.find("b)").unwrap() + 2;
         assert_eq!(tokens_in(src, &tree, at..end).unwrap(), ["f", "(", "a", ",", "b", ")"]);
         // The same tokens as the miner's own trees give every node.
-        let t = super::super::tree::Tree::parse(Lang::Python, src, &crate::parse::Limits::default()).unwrap();
+        let t = super::super::tree::Tree::parse(Lang::Python, src, &kidiom_syntax::Limits::default()).unwrap();
         for i in 0..t.nodes.len() as u32 {
             let n = t.nodes[i as usize];
             assert_eq!(tokens_in(src, &tree, n.start as usize..n.end as usize).unwrap(), t.tokens(i), "{}", t.text(i));

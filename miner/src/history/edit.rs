@@ -3,14 +3,16 @@
 //! statement) so that the edit carries enough unchanged context to be
 //! applied elsewhere (Getafix keeps context for the same reason).
 
+use kidiom_syntax::{
+    Lang,
+    grammar::{is_anchor, kind_name},
+};
 use serde::{Deserialize, Serialize};
 
 use super::HistoryConfig;
 use super::scope::Scope;
 use super::tree::{NONE, Tree};
 use super::treediff;
-use crate::grammar::{is_anchor, kind_name};
-use crate::lang::Lang;
 
 /// One concrete edit: a before subtree and the after subtree it became.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -449,7 +451,7 @@ mod tests {
     }
 
     use super::*;
-    use crate::parse::Limits;
+    use kidiom_syntax::Limits;
 
     fn check(before: &str, after: &str) -> Vec<(String, String)> {
         let l = Limits::default();

@@ -15,6 +15,7 @@ use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Instant;
 
+use kidiom_syntax::Lang;
 use rayon::prelude::*;
 use serde::Serialize;
 
@@ -30,7 +31,6 @@ use super::safety;
 use super::tree::Tree;
 use super::{CommitEdits, HistoryConfig};
 use crate::corpus::Corpus;
-use crate::lang::Lang;
 
 /// One corpus's input to [`generalize`].
 pub struct CorpusHistory<'a> {

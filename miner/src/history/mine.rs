@@ -7,6 +7,7 @@ use std::collections::{BTreeMap, HashMap};
 use std::path::{Path, PathBuf};
 
 use git2::{Delta, DiffOptions, Oid, Repository};
+use kidiom_syntax::Lang;
 use rayon::prelude::*;
 use serde::{Deserialize, Serialize};
 
@@ -17,7 +18,6 @@ use super::tree::Tree;
 use super::{CommitMeta, HistoryConfig};
 use crate::corpus::{Corpus, FileFilter};
 use crate::error::{Error, Result};
-use crate::lang::Lang;
 
 /// A file of a commit that was not mined, and why.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]

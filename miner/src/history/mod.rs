@@ -28,7 +28,7 @@
 //! on their examples by the matcher that applies them, which the caller
 //! passes in as a [`TemplateCheck`]), `rules` and `naming`
 //! (what a rule says about itself). `tree` and `pattern` are the trees and
-//! templates they share; the grammar facts are [`crate::grammar`]'s.
+//! templates they share; the grammar facts are [`kidiom_syntax::grammar`]'s.
 
 mod antiunify;
 mod blobs;
@@ -54,9 +54,7 @@ pub use generalizer::{CorpusHistory, GeneralizeStats, HistoryResult, generalize}
 pub use mine::{CommitEdits, FileSkip, mine_commits};
 pub use rules::{Rule, Safety};
 
-use crate::grammar;
-use crate::lang::Lang;
-use crate::parse::Limits;
+use kidiom_syntax::{Lang, Limits, grammar};
 
 /// Version of the concrete-edit extraction: cached edits of another
 /// version (or another grammar) are mined again.

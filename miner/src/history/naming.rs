@@ -3,9 +3,10 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
+use kidiom_syntax::Lang;
+
 use super::CommitMeta;
 use crate::idiom::Category;
-use crate::lang::Lang;
 
 /// Collapses whitespace runs (newlines included) to one space.
 pub(super) fn one_line(s: &str) -> String {

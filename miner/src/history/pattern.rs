@@ -352,8 +352,8 @@ pub(crate) fn render(t: &Tree<'_>, n: u32, b: &Binds, seq: &[bool]) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::lang::Lang;
-    use crate::parse::Limits;
+    use kidiom_syntax::Lang;
+    use kidiom_syntax::Limits;
 
     fn call(t: &Tree<'_>, text: &str) -> u32 {
         (0..t.nodes.len() as u32).rev().find(|&i| t.text(i) == text).unwrap()

@@ -7,6 +7,7 @@ use std::path::Path;
 use std::sync::Arc;
 
 use git2::Oid;
+use kidiom_syntax::{Lang, Limits};
 use rayon::prelude::*;
 
 use super::antiunify::Template;
@@ -18,8 +19,6 @@ use super::safety;
 use super::scope;
 use super::tree::Tree;
 use crate::corpus::CorpusFile;
-use crate::lang::Lang;
-use crate::parse::Limits;
 
 /// A training file pair's replay input: the candidates trained on it, all
 /// candidates, the commit's edits and their enclosing statements.

@@ -4,6 +4,7 @@
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 
+use kidiom_syntax::Lang;
 use serde::{Deserialize, Serialize};
 
 use super::CommitMeta;
@@ -11,7 +12,6 @@ use super::generalizer::{Candidate, Generalizer};
 use super::naming::{categorize, change_words, make_id, one_line, short, unique_id};
 use super::pattern::{self, Binds};
 use crate::idiom::{Category, IdiomExample, Support};
-use crate::lang::Lang;
 
 /// How a rule fared when replayed on its training files.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]

@@ -230,8 +230,8 @@ pub(crate) fn specialize(
 mod tests {
     use super::*;
     use crate::history::antiunify::{Ex, anti_unify};
-    use crate::lang::Lang;
-    use crate::parse::Limits;
+    use kidiom_syntax::Lang;
+    use kidiom_syntax::Limits;
 
     fn changes_of<'a>(a: &Tree<'a>, b: &Tree<'a>) -> Vec<Change<'a>> {
         let (edits, _) = crate::history::edit::cut(

@@ -1,7 +1,7 @@
 //! What edit mining looks at: kernels and their launch sites, never tests.
 //!
 //! An edit is mined only when it lies inside a kernel
-//! ([`crate::kernel_ranges`]: a Triton kernel with its decorators, which
+//! ([`kidiom_syntax::kernel_ranges`]: a Triton kernel with its decorators, which
 //! hold its autotune and heuristics configuration; a CUDA `__global__` or
 //! `__device__` function) or a kernel launch (`kernel[grid](...)` of a
 //! Triton kernel of the same file, `kernel<<<grid, block>>>(...)` in
@@ -12,9 +12,8 @@
 use std::ops::Range;
 use std::sync::OnceLock;
 
-use crate::cxx::{DeviceMacros, KNOWN_DEVICE_MACROS};
-use crate::kernels::{KernelKind, kernel_ranges};
-use crate::lang::Lang;
+use kidiom_syntax::{DeviceMacros, KernelKind, Lang, kernel_ranges, known_device_macros};
+
 use crate::prefilter::Prefilter;
 
 /// Whether `path` is a test or benchmark file: a `tests`, `test`,
@@ -35,7 +34,7 @@ pub(crate) fn is_test_path(path: &str) -> bool {
 pub(crate) fn may_hold_kernels(lang: Lang, text: &str) -> bool {
     static PREFILTER: OnceLock<Prefilter> = OnceLock::new();
     let p = PREFILTER.get_or_init(|| {
-        let macros: DeviceMacros = KNOWN_DEVICE_MACROS.iter().map(|(a, b)| (a.to_string(), b.to_string())).collect();
+        let macros: DeviceMacros = known_device_macros();
         Prefilter::new(&macros)
     });
     p.may_contain_kernels(lang, text.as_bytes())
@@ -175,7 +174,7 @@ mod tests {
     }
 
     fn scope_texts(lang: Lang, src: &str) -> Vec<&str> {
-        let tree = crate::parse::parse_tree(lang, src).unwrap().unwrap();
+        let tree = kidiom_syntax::parse_tree(lang, src).unwrap().unwrap();
         kernel_scope(lang, src, &tree).into_iter().map(|r| &src[r]).collect()
     }
 

@@ -6,8 +6,7 @@
 //! trees can be thousands of levels deep. Comments and other extras are left
 //! out, so an edit that only touches comments changes no hash.
 
-use crate::lang::Lang;
-use crate::parse::{Limits, Skip};
+use kidiom_syntax::{Lang, Limits, Skip};
 
 /// No node.
 pub(crate) const NONE: u32 = u32::MAX;
@@ -66,8 +65,8 @@ impl<'s> Tree<'s> {
     /// Parses a whole file. Rust files are not tree-sitter parsed and give
     /// [`Skip::ParseFailed`] here (history mining covers tree-sitter languages).
     pub(crate) fn parse(lang: Lang, src: &'s str, limits: &Limits) -> Result<Tree<'s>, Skip> {
-        crate::parse::decode(src.as_bytes(), limits)?;
-        let ts = crate::parse::parse_tree(lang, src)?.ok_or(Skip::ParseFailed)?;
+        kidiom_syntax::decode(src.as_bytes(), limits)?;
+        let ts = kidiom_syntax::parse_tree(lang, src)?.ok_or(Skip::ParseFailed)?;
         Ok(Tree::lower(src, &ts))
     }
 
@@ -245,7 +244,7 @@ impl<'s> Tree<'s> {
     /// (`name=value` in Python).
     pub(crate) fn kw_name(&self, n: u32) -> Option<&'s str> {
         let node = self.nodes[n as usize];
-        (node.kind == crate::grammar::keyword_argument_kind() && node.nkids == 3).then(|| self.text(n + 1))
+        (node.kind == kidiom_syntax::grammar::keyword_argument_kind() && node.nkids == 3).then(|| self.text(n + 1))
     }
 
     /// How many keyword arguments named `name` lie in the tree.
@@ -389,7 +388,7 @@ mod tests {
     fn top_level_statements_lowered_from_the_whole_file_are_the_fragment_parsed_alone() {
         let l = Limits::default();
         let src = "import x\n\n# note\n@jit\ndef f(a):\n    return a  # c\n\n\nY = f(1)\n";
-        let ts = crate::parse::parse_tree(Lang::Python, src).unwrap().unwrap();
+        let ts = kidiom_syntax::parse_tree(Lang::Python, src).unwrap().unwrap();
         let at = |s: &str| src.find(s).unwrap();
         let range = at("# note")..at("Y =");
         let part = Tree::lower_top(src, &ts, range.clone()).unwrap();

@@ -148,8 +148,8 @@ fn align(a: &[u64], b: &[u64]) -> Option<Vec<(usize, usize)>> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::lang::Lang;
-    use crate::parse::Limits;
+    use kidiom_syntax::Lang;
+    use kidiom_syntax::Limits;
 
     fn edits(before: &str, after: &str) -> Vec<(String, String)> {
         let l = Limits::default();

@@ -28,7 +28,7 @@ pub enum CandidateStatus {
     Validated,
 }
 
-kidiom_miner::named_enum!(CandidateStatus);
+kidiom_syntax::named_enum!(CandidateStatus);
 
 impl CandidateStatus {
     /// The status a new verdict moves a candidate in this status to; `None`

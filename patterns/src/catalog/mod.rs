@@ -16,7 +16,8 @@ use std::collections::{HashMap, HashSet};
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-use kidiom_miner::{FileFacts, Lang, Skip, StatKey};
+use kidiom_miner::{FileFacts, StatKey};
+use kidiom_syntax::{Lang, Skip};
 use rusqlite::{Connection, OptionalExtension, Transaction, TransactionBehavior, params};
 
 use crate::error::{Error, Result};

@@ -288,7 +288,7 @@ mod tests {
     use crate::Error;
     use crate::catalog::tests::pattern;
     use crate::model::Kind::{Edit, Usage};
-    use kidiom_miner::Skip;
+    use kidiom_syntax::Skip;
 
     fn catalog() -> (Catalog, Vec<Pattern>) {
         use Category::*;

@@ -11,7 +11,7 @@
 //! | table | key | columns |
 //! |---|---|---|
 //! | `corpora` | `name` | `kind` (git/dir/pypi), `source`, `revision`, `mined_at` (RFC 3339, UTC) |
-//! | `files` | `(corpus, path)` | `lang`, `blob`, `stat_size`, `stat_mtime_ns` (both NULL when unknown), `fingerprint`, `outcome` (`parsed`/`no-kernels`/`skipped`), `skip_reason` (a [`kidiom_miner::Skip`] name), `skip` (the `Skip` as JSON), `facts` (the [`kidiom_miner::FileFacts`] as JSON, when parsed) |
+//! | `files` | `(corpus, path)` | `lang`, `blob`, `stat_size`, `stat_mtime_ns` (both NULL when unknown), `fingerprint`, `outcome` (`parsed`/`no-kernels`/`skipped`), `skip_reason` (a [`kidiom_syntax::Skip`] name), `skip` (the `Skip` as JSON), `facts` (the [`kidiom_miner::FileFacts`] as JSON, when parsed) |
 //! | `patterns` | `id` | `kind`, `language`, `category`, `title`, `rationale`, `before`, `after`, `score` |
 //! | `support` | `(pattern_id, ord)` | `corpus`, `revision`, `occurrences`, `files`, `opportunities` |
 //! | `pattern_values` | `(pattern_id, ord)` | `value`, `count` (most frequent first, by `ord`) |

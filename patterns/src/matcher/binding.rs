@@ -176,7 +176,7 @@ impl<'t, 's> Bindings<'t, 's> {
                 }
             }
         }
-        kidiom_miner::preorder(root, |node| {
+        kidiom_syntax::preorder(root, |node| {
             match node.kind() {
                 "function_definition" => {
                     if let Some(name) = node.child_by_field_name("declarator").and_then(|d| function_name(src, d)) {
@@ -311,7 +311,7 @@ impl<'t, 's> Bindings<'t, 's> {
         // Lambda captures by reference or by value of Python objects look like uses of outer names; they are caught as uses.
         let body = func.child_by_field_name("body")?;
         let mut found: Option<String> = None;
-        kidiom_miner::preorder(body, |n| {
+        kidiom_syntax::preorder(body, |n| {
             if found.is_some() {
                 return false;
             }
@@ -463,7 +463,7 @@ fn read_def(src: &str, call: Node) -> Option<Def> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use kidiom_miner::{Lang, parse_tree};
+    use kidiom_syntax::{Lang, parse_tree};
 
     fn analyse(src: &str) -> (Vec<String>, Vec<(String, String)>) {
         let tree = parse_tree(Lang::Cpp, src).unwrap().unwrap();

@@ -8,8 +8,9 @@
 //! (which then repeats that to a fixed point over every site), so a rule
 //! the miner keeps is one this matcher reproduces on its own examples.
 
+use kidiom_miner::Category;
 use kidiom_miner::history::{CheckFailure, RuleText, TemplateCheck, TrainingExample, tokens_in};
-use kidiom_miner::{Category, KernelKind, kernel_ranges, reparse};
+use kidiom_syntax::{KernelKind, kernel_ranges, reparse};
 
 use super::{Edit, Rewrite, Scope, apply_edits, edited_tree};
 use crate::model::{Kind, Pattern, ValueCount};
@@ -98,7 +99,7 @@ fn reparsed(rule: &RuleText<'_>, ex: &TrainingExample<'_>, out: &str, edits: &[E
 
 #[cfg(test)]
 mod tests {
-    use kidiom_miner::Lang;
+    use kidiom_syntax::Lang;
 
     use super::*;
 
@@ -113,9 +114,9 @@ mod tests {
         after_file: &str,
         after_node: &str,
     ) -> Result<(), CheckFailure> {
-        let tree = kidiom_miner::parse_tree(Lang::Python, KERNEL).unwrap().unwrap();
+        let tree = kidiom_syntax::parse_tree(Lang::Python, KERNEL).unwrap().unwrap();
         let at = KERNEL.find(node).unwrap();
-        let after_tree = kidiom_miner::parse_tree(Lang::Python, after_file).unwrap().unwrap();
+        let after_tree = kidiom_syntax::parse_tree(Lang::Python, after_file).unwrap().unwrap();
         let a = after_file.find(after_node).unwrap();
         let after = tokens_in(after_file, &after_tree, a..a + after_node.len()).unwrap();
         let values = [("\"x\"".to_string(), 1)];

@@ -23,7 +23,7 @@ use std::collections::{BTreeMap, HashMap};
 use std::ops::Range;
 use std::rc::Rc;
 
-use kidiom_miner::{KernelKind, kernel_ranges};
+use kidiom_syntax::{KernelKind, kernel_ranges};
 use tree_sitter::{Node, Tree};
 
 pub use binding::Refusal;
@@ -178,9 +178,9 @@ thread_local! {
 
 /// Identifies a (language, text, tree) triple cheaply: the tree's root and
 /// its size, the text's address and length, and a hash of the text's ends.
-type TreeKey = (kidiom_miner::Lang, usize, usize, usize, usize, u64);
+type TreeKey = (kidiom_syntax::Lang, usize, usize, usize, usize, u64);
 
-fn tree_key(lang: kidiom_miner::Lang, src: &str, tree: &Tree) -> TreeKey {
+fn tree_key(lang: kidiom_syntax::Lang, src: &str, tree: &Tree) -> TreeKey {
     use std::hash::{Hash, Hasher};
     let mut h = std::collections::hash_map::DefaultHasher::new();
     let b = src.as_bytes();
@@ -190,7 +190,7 @@ fn tree_key(lang: kidiom_miner::Lang, src: &str, tree: &Tree) -> TreeKey {
     (lang, root.id(), root.descendant_count(), src.as_ptr() as usize, src.len(), h.finish())
 }
 
-fn site_index(lang: kidiom_miner::Lang, src: &str, tree: &Tree) -> Rc<SiteIndex> {
+fn site_index(lang: kidiom_syntax::Lang, src: &str, tree: &Tree) -> Rc<SiteIndex> {
     let key = tree_key(lang, src, tree);
     if let Some(ix) = LAST_INDEX.with(|c| c.borrow().as_ref().filter(|ix| ix.key == key).cloned()) {
         return ix;
@@ -199,7 +199,7 @@ fn site_index(lang: kidiom_miner::Lang, src: &str, tree: &Tree) -> Rc<SiteIndex>
         kernel_ranges(lang, src, tree).into_iter().filter(|k| k.kind != KernelKind::Binding).map(|k| k.range).collect();
     let mut by_kind: HashMap<u16, Vec<(usize, usize)>> = HashMap::new();
     let root = tree.root_node();
-    kidiom_miner::preorder(root, |node| {
+    kidiom_syntax::preorder(root, |node| {
         let (start, end) = (node.start_byte(), node.end_byte());
         let inside = kernels.iter().any(|k| k.start <= start && end <= k.end);
         if inside && !node.is_error() && !node.is_missing() {
@@ -210,7 +210,7 @@ fn site_index(lang: kidiom_miner::Lang, src: &str, tree: &Tree) -> Rc<SiteIndex>
         (overlaps || node == root) && !node.is_error()
     });
     let tl_names =
-        Rc::new(if lang == kidiom_miner::Lang::Python { tl_spellings(src, tree.root_node()) } else { Vec::new() });
+        Rc::new(if lang == kidiom_syntax::Lang::Python { tl_spellings(src, tree.root_node()) } else { Vec::new() });
     let ix = Rc::new(SiteIndex { key, by_kind, tl_names });
     LAST_INDEX.with(|c| *c.borrow_mut() = Some(ix.clone()));
     ix
@@ -337,7 +337,7 @@ pub(crate) fn for_each_site<'t>(
         Scope::Anywhere => std::iter::once(0..src.len()).collect(),
     };
     let root = tree.root_node();
-    kidiom_miner::preorder(root, |node| {
+    kidiom_syntax::preorder(root, |node| {
         let (start, end) = (node.start_byte(), node.end_byte());
         let inside = kernels.iter().any(|k| k.start <= start && end <= k.end);
         if inside
@@ -682,12 +682,12 @@ mod prefix_tests {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use kidiom_miner::Lang;
+    use kidiom_syntax::Lang;
 
     /// The texts of the sites `pattern` matches in `src` (Python, anywhere).
     fn check(src: &str, pattern: &str) -> Vec<String> {
         let t = Template::parse(Lang::Python, pattern).unwrap();
-        let tree = kidiom_miner::parse_tree(Lang::Python, src).unwrap().unwrap();
+        let tree = kidiom_syntax::parse_tree(Lang::Python, src).unwrap().unwrap();
         find(&t, src, &tree, Scope::Anywhere).into_iter().map(|m| src[m.range].to_string()).collect()
     }
 
@@ -703,7 +703,7 @@ mod tests {
     #[test]
     fn tl_matches_the_files_own_spellings_of_triton_language() {
         let src = "import triton\nimport triton.language as T\nfrom triton.language import dot\n\n\n@triton.jit\ndef k(a):\n    b = T.dot(a, a)\n    c = T.math.exp(b) + tl.math.exp(b) + dot(a, b) + U.exp(b)\n";
-        let tree = kidiom_miner::parse_tree(Lang::Python, src).unwrap().unwrap();
+        let tree = kidiom_syntax::parse_tree(Lang::Python, src).unwrap().unwrap();
         let root = tree.root_node();
         assert_eq!(tl_spellings(src, root), ["T", "T.math", "tl.math", "triton.language", "triton.language.math"]);
         let sites = |p: &str| -> Vec<String> {
@@ -725,7 +725,7 @@ mod tests {
         assert_eq!(edits.len(), 1);
         let out = apply_edits(src, &edits[0].edits).unwrap();
         assert!(out.contains("b = T.dot(a, a, input_precision=\"ieee\")"), "{out}");
-        let tree2 = kidiom_miner::parse_tree(Lang::Python, &out).unwrap().unwrap();
+        let tree2 = kidiom_syntax::parse_tree(Lang::Python, &out).unwrap().unwrap();
         assert!(rw.site_edits(&out, &tree2).is_empty());
     }
 
@@ -748,7 +748,7 @@ mod tests {
     #[test]
     fn kernel_sites_are_found_past_optional_separators_and_line_continuations() {
         let src = "import triton\nimport triton.language as tl\n@triton.jit\ndef k(a, b):\n    c = tl.dot(a, b)\n    d = tl.dot(b, a, input_precision=\"ieee\")\n    e = a + \\\n        b\n";
-        let tree = kidiom_miner::parse_tree(Lang::Python, src).unwrap().unwrap();
+        let tree = kidiom_syntax::parse_tree(Lang::Python, src).unwrap().unwrap();
         let sites = |p: &str| -> Vec<String> {
             let t = Template::parse(Lang::Python, p).unwrap();
             find(&t, src, &tree, Scope::Kernels).into_iter().map(|m| src[m.range].to_string()).collect()
@@ -775,7 +775,7 @@ mod tests {
     fn only_inside_kernels_by_default() {
         let src = "import triton\nimport triton.language as tl\n@triton.jit\ndef k(x):\n    y = tl.exp(x)\n\ndef host(x):\n    return tl.exp(x)\n";
         let t = Template::parse(Lang::Python, "tl.exp($X)").unwrap();
-        let tree = kidiom_miner::parse_tree(Lang::Python, src).unwrap().unwrap();
+        let tree = kidiom_syntax::parse_tree(Lang::Python, src).unwrap().unwrap();
         let ms = find(&t, src, &tree, Scope::Kernels);
         assert_eq!(ms.len(), 1);
         assert!(ms[0].range.start < src.find("def host").unwrap());
@@ -786,7 +786,7 @@ mod tests {
 /// mutated kernel sources, never panic.
 #[cfg(test)]
 mod properties {
-    use kidiom_miner::Lang;
+    use kidiom_syntax::Lang;
     use proptest::prelude::*;
 
     use super::*;
@@ -827,7 +827,7 @@ mod properties {
         fn templates_from_random_text_never_panic(s in "(?s).{0,60}", lang in prop::sample::select(vec![Lang::Python, Lang::Cuda, Lang::Cpp])) {
             if let Ok(t) = Template::parse(lang, &s) {
                 let src = if lang == Lang::Python { TRITON } else { CUDA };
-                if let Ok(Some(tree)) = kidiom_miner::parse_tree(lang, src) {
+                if let Ok(Some(tree)) = kidiom_syntax::parse_tree(lang, src) {
                     for scope in [Scope::Kernels, Scope::Anywhere, Scope::Bindings] {
                         let _ = find(&t, src, &tree, scope);
                     }
@@ -839,7 +839,7 @@ mod properties {
         fn matching_mutated_kernels_never_panics(e in edits(), which in 0..TEMPLATES.len(), tmut in edits()) {
             let (lang, pattern) = TEMPLATES[which];
             let src = mutate(if lang == Lang::Python { TRITON } else { CUDA }, &e);
-            let Ok(Some(tree)) = kidiom_miner::parse_tree(lang, &src) else { return Ok(()) };
+            let Ok(Some(tree)) = kidiom_syntax::parse_tree(lang, &src) else { return Ok(()) };
             for p in [pattern.to_string(), mutate(pattern, &tmut)] {
                 if let Ok(t) = Template::parse(lang, &p) {
                     for scope in [Scope::Kernels, Scope::Anywhere, Scope::Bindings] {

@@ -10,7 +10,7 @@
 
 use std::ops::Range;
 
-use kidiom_miner::Lang;
+use kidiom_syntax::Lang;
 use tree_sitter::{Node, Tree};
 
 use super::binding::{Bindings, RELEASE, Refusal};
@@ -606,7 +606,7 @@ pub fn apply_edits(src: &str, edits: &[Edit]) -> Option<String> {
 }
 
 /// `tree` (of `old`) told about `edits`, so that re-parsing the edited
-/// text with it (`kidiom_miner::reparse`) parses only what changed.
+/// text with it (`kidiom_syntax::reparse`) parses only what changed.
 pub fn edited_tree(tree: &tree_sitter::Tree, old: &str, edits: &[Edit]) -> tree_sitter::Tree {
     let newlines: Vec<usize> = old.bytes().enumerate().filter(|(_, b)| *b == b'\n').map(|(i, _)| i).collect();
     let mut sorted: Vec<&Edit> = edits.iter().collect();
@@ -660,7 +660,7 @@ mod tests {
     /// Rewrites `src` (anywhere, one round) and returns the result.
     fn check(lang: Lang, src: &str, before: &str, after: &str, values: &[&str]) -> String {
         let rw = Rewrite::new(&pattern(lang, before, after, values), None).unwrap().with_scope(Scope::Anywhere);
-        let tree = kidiom_miner::parse_tree(lang, src).unwrap().unwrap();
+        let tree = kidiom_syntax::parse_tree(lang, src).unwrap().unwrap();
         let edits: Vec<Edit> = rw.site_edits(src, &tree).into_iter().flat_map(|s| s.edits).collect();
         apply_edits(src, &edits).unwrap()
     }
@@ -671,7 +671,7 @@ mod tests {
 
     fn binding_rewrite(after: &str) -> (Rewrite, tree_sitter::Tree) {
         let p = pattern(Lang::Cpp, if after.contains(".def") { "$M.def($$$ARGS)" } else { BOUND_FUNCTION }, after, &[]);
-        (Rewrite::new(&p, None).unwrap(), kidiom_miner::parse_tree(Lang::Cpp, BINDING).unwrap().unwrap())
+        (Rewrite::new(&p, None).unwrap(), kidiom_syntax::parse_tree(Lang::Cpp, BINDING).unwrap().unwrap())
     }
 
     #[test]
@@ -689,7 +689,7 @@ mod tests {
         assert_eq!(refused.len(), 1, "{refused:?}");
         assert!(refused[0].reason.contains("`out` (py::list)"), "{}", refused[0].reason);
         // applying it again changes nothing
-        let again = kidiom_miner::parse_tree(Lang::Cpp, &out).unwrap().unwrap();
+        let again = kidiom_syntax::parse_tree(Lang::Cpp, &out).unwrap().unwrap();
         assert!(rw.site_edits(&out, &again).is_empty());
     }
 
@@ -812,10 +812,10 @@ mod tests {
     fn incremental_reparse_equals_a_fresh_parse() {
         let src = "import triton\nimport triton.language as tl\n@triton.jit\ndef k(a):\n    x = tl.dot(a, a)\n    y = tl.dot(x, a)\n";
         let e = Edit { range: 56..56, text: ", input_precision=\"ieee\"".into() };
-        let tree = kidiom_miner::parse_tree(Lang::Python, src).unwrap().unwrap();
+        let tree = kidiom_syntax::parse_tree(Lang::Python, src).unwrap().unwrap();
         let next = apply_edits(src, std::slice::from_ref(&e)).unwrap();
-        let inc = kidiom_miner::reparse(Lang::Python, &next, &edited_tree(&tree, src, &[e])).unwrap().unwrap();
-        let fresh = kidiom_miner::parse_tree(Lang::Python, &next).unwrap().unwrap();
+        let inc = kidiom_syntax::reparse(Lang::Python, &next, &edited_tree(&tree, src, &[e])).unwrap().unwrap();
+        let fresh = kidiom_syntax::parse_tree(Lang::Python, &next).unwrap().unwrap();
         assert_eq!(inc.root_node().to_sexp(), fresh.root_node().to_sexp());
         assert_eq!(inc.root_node().end_byte(), fresh.root_node().end_byte());
     }
@@ -838,7 +838,7 @@ mod tests {
         let e = Rewrite::new(&p, None).unwrap_err();
         assert!(e.to_string().contains("pass --value"), "{e}");
         let rw = Rewrite::new(&p, Some("['T']")).unwrap();
-        let tree = kidiom_miner::parse_tree(Lang::Python, src).unwrap().unwrap();
+        let tree = kidiom_syntax::parse_tree(Lang::Python, src).unwrap().unwrap();
         let sites = rw.site_edits(src, &tree);
         assert_eq!(sites.len(), 2, "both kernels' decorators, inside their kernels");
         let edits: Vec<Edit> = sites.into_iter().flat_map(|s| s.edits).collect();
@@ -846,7 +846,7 @@ mod tests {
         assert_eq!(out.matches("@triton.jit(do_not_specialize=['T'])").count(), 2, "{out}");
         assert!(out.contains("@triton.autotune(configs=[])\n@triton.jit(do_not_specialize"), "{out}");
         // where the idiom is there already, nothing to do
-        let tree = kidiom_miner::parse_tree(Lang::Python, &out).unwrap().unwrap();
+        let tree = kidiom_syntax::parse_tree(Lang::Python, &out).unwrap().unwrap();
         assert!(rw.site_edits(&out, &tree).is_empty());
     }
 }

@@ -29,7 +29,7 @@
 use std::collections::{BTreeSet, HashMap};
 use std::ops::Range;
 
-use kidiom_miner::{KernelKind, kernel_ranges};
+use kidiom_syntax::{KernelKind, kernel_ranges};
 use tree_sitter::{Node, Tree};
 
 /// The role of an access (see the module documentation).
@@ -122,7 +122,7 @@ struct Kernel<'s> {
 /// accesses whose base cannot be followed are left out.
 pub fn memory_accesses(src: &str, tree: &Tree) -> Vec<Access> {
     let mut out = Vec::new();
-    for k in kernel_ranges(kidiom_miner::Lang::Python, src, tree) {
+    for k in kernel_ranges(kidiom_syntax::Lang::Python, src, tree) {
         if k.kind != KernelKind::Triton {
             continue;
         }
@@ -513,7 +513,7 @@ def k(x, w, s, idx, y, n, B: tl.constexpr):
 "#;
 
     fn roles() -> Vec<(String, &'static str, Role)> {
-        let tree = kidiom_miner::parse_tree(kidiom_miner::Lang::Python, KERNEL).unwrap().unwrap();
+        let tree = kidiom_syntax::parse_tree(kidiom_syntax::Lang::Python, KERNEL).unwrap().unwrap();
         memory_accesses(KERNEL, &tree).into_iter().map(|a| (a.base, a.op, a.role)).collect()
     }
 
@@ -558,7 +558,7 @@ def k(x, w, u, s, y, n, NT, B: tl.constexpr):
 def helper(p, q):
     tl.store(q, tl.load(p))
 "#;
-        let tree = kidiom_miner::parse_tree(kidiom_miner::Lang::Python, src).unwrap().unwrap();
+        let tree = kidiom_syntax::parse_tree(kidiom_syntax::Lang::Python, src).unwrap().unwrap();
         let r: Vec<_> = memory_accesses(src, &tree).into_iter().map(|a| (a.base, a.op, a.role, a.why)).collect();
         let find = |base: &str, op: &str| r.iter().find(|x| x.0 == base && x.1 == op).map(|x| (x.2, x.3.clone()));
         assert_eq!(find("s", "load").map(|x| x.0), Some(Role::State), "{r:?}");

@@ -3,7 +3,7 @@
 
 use std::ops::Range;
 
-use kidiom_miner::{Lang, parse_tree};
+use kidiom_syntax::{Lang, parse_tree};
 use tree_sitter::Node;
 
 use super::MatchError;

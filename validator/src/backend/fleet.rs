@@ -31,7 +31,7 @@ fn harness_version(files: &Files, cwd: &str) -> Option<String> {
             listing.push_str(&format!("{inner} {id}\n"));
         }
     }
-    (!listing.is_empty()).then(|| kidiom_miner::blob_id(listing.as_bytes()))
+    (!listing.is_empty()).then(|| kidiom_syntax::blob_id(listing.as_bytes()))
 }
 
 /// Whether a harness call needs a GPU: `--device cuda`, or `auto` (and a
@@ -101,10 +101,10 @@ fn ship(root: &Path, argv: &[String]) -> Result<(Files, Vec<String>, String)> {
     let mut files = Files::new();
     let add = |files: &mut Files, path: &Path, rel: String| -> Result<()> {
         let data = std::fs::read(path).map_err(|e| Error::io(path, e))?;
-        files.insert(rel, (kidiom_miner::blob_id(&data), data));
+        files.insert(rel, (kidiom_syntax::blob_id(&data), data));
         Ok(())
     };
-    for f in kidiom_miner::tree_files(root)? {
+    for f in kidiom_syntax::tree_files(root)? {
         if !std::fs::symlink_metadata(&f).is_ok_and(|m| m.is_file()) {
             continue;
         }
@@ -306,10 +306,10 @@ for line in sys.stdin:
             out,
             ["bench", "--source", "{base}/candidate/kernels/kda/decode.py", "--baseline", "{base}/inputs/4/base.py"]
         );
-        assert_eq!(files["tree/kernels/kda/decode.py"].0, kidiom_miner::blob_id(b"base\n"));
+        assert_eq!(files["tree/kernels/kda/decode.py"].0, kidiom_syntax::blob_id(b"base\n"));
         // the harness version is over the harness's files only, relative to the tree
         let v = harness_version(&files, &cwd).unwrap();
-        let listing = format!("kernels/harness/cli.py {}\n", kidiom_miner::blob_id(b"print(1)\n"));
-        assert_eq!(v, kidiom_miner::blob_id(listing.as_bytes()));
+        let listing = format!("kernels/harness/cli.py {}\n", kidiom_syntax::blob_id(b"print(1)\n"));
+        assert_eq!(v, kidiom_syntax::blob_id(listing.as_bytes()));
     }
 }

@@ -32,8 +32,8 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use kidiom_exec::{Executor, Fleet, find_python};
-use kidiom_miner::blob_id;
 use kidiom_patterns::Category;
+use kidiom_syntax::blob_id;
 use serde::{Deserialize, Serialize};
 
 use crate::backend::python::{Harness, HarnessRun, HarnessStatus};
@@ -60,7 +60,7 @@ pub enum Device {
     Cuda,
 }
 
-kidiom_miner::named_enum!(Device);
+kidiom_syntax::named_enum!(Device);
 
 /// The pattern id of a candidate that came from a patch rather than the catalog.
 pub const MANUAL_PATTERN: &str = kidiom_patterns::record::MANUAL_KIND;
@@ -308,7 +308,7 @@ fn fresh_seed() -> u64 {
 /// Copies a directory tree, leaving out caches and hidden entries.
 fn copy_tree(from: &Path, to: &Path) -> Result<()> {
     std::fs::create_dir_all(to).map_err(|e| Error::io(to, e))?;
-    for src in kidiom_miner::tree_files(from)? {
+    for src in kidiom_syntax::tree_files(from)? {
         // a symlink is not copied: the baseline tree is regular files
         if !std::fs::symlink_metadata(&src).is_ok_and(|m| m.is_file()) {
             continue;

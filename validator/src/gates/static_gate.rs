@@ -6,8 +6,8 @@ use std::path::Path;
 use std::time::Instant;
 
 use kidiom_exec::tail;
-use kidiom_miner::Lang;
 use kidiom_patterns::Category;
+use kidiom_syntax::Lang;
 use serde_json::{Value, json};
 
 use super::{Run, Runs, Touched, Validator, stamp};

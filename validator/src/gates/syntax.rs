@@ -3,7 +3,7 @@
 use std::path::Path;
 use std::time::Instant;
 
-use kidiom_miner::Lang;
+use kidiom_syntax::Lang;
 use serde_json::{Value, json};
 
 use super::{Run, Touched};

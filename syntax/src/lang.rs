@@ -61,7 +61,7 @@ impl Lang {
     }
 
     /// Short prefix for pattern ids.
-    pub(crate) fn slug(self) -> &'static str {
+    pub fn slug(self) -> &'static str {
         match self {
             Lang::Python => "py",
             Lang::Cuda => "cu",

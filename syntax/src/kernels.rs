@@ -4,8 +4,10 @@ use std::ops::Range;
 
 use tree_sitter::{Node, Tree};
 
-use crate::cxx::{DeviceMacros, KNOWN_DEVICE_MACROS, scan_device_macros};
+use crate::device::{DeviceMacros, known_device_macros, scan_device_macros};
 use crate::lang::Lang;
+use crate::parse::preorder;
+use crate::triton::ImportAliases;
 
 /// What kind of code a [`KernelRange`] holds.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -34,21 +36,38 @@ pub struct KernelRange {
 /// CUDA/C++. Rust has none here (PyO3 bindings are not rewritten).
 pub fn kernel_ranges(lang: Lang, text: &str, tree: &Tree) -> Vec<KernelRange> {
     match lang {
-        Lang::Python => crate::python::kernel_ranges(text, tree)
-            .into_iter()
-            .map(|range| KernelRange { kind: KernelKind::Triton, range })
-            .collect(),
+        Lang::Python => triton_kernels(text, tree),
         Lang::Cuda | Lang::Cpp => cxx_kernels(text, tree),
         Lang::Rust => Vec::new(),
     }
 }
 
+/// The decorated definitions whose decorators resolve, through the file's
+/// imports, to `triton.jit`, `triton.autotune` or `triton.heuristics`,
+/// outermost only.
+fn triton_kernels(text: &str, tree: &Tree) -> Vec<KernelRange> {
+    let root = tree.root_node();
+    let aliases = ImportAliases::of(root, text);
+    let mut out = Vec::new();
+    preorder(root, |node| {
+        if node.kind() == "decorated_definition" {
+            let mut c = node.walk();
+            if node.named_children(&mut c).any(|d| d.kind() == "decorator" && aliases.is_kernel_decorator(d, text)) {
+                out.push(KernelRange { kind: KernelKind::Triton, range: node.byte_range() });
+                return false;
+            }
+        }
+        true
+    });
+    out
+}
+
 fn cxx_kernels(text: &str, tree: &Tree) -> Vec<KernelRange> {
-    let mut macros: DeviceMacros = KNOWN_DEVICE_MACROS.iter().map(|(a, b)| (a.to_string(), b.to_string())).collect();
+    let mut macros = known_device_macros();
     macros.extend(scan_device_macros(text));
     let binding_file = text.contains("PYBIND11_MODULE") || text.contains("TORCH_LIBRARY");
     let mut out = Vec::new();
-    crate::parse::preorder(tree.root_node(), |node| {
+    preorder(tree.root_node(), |node| {
         if node.kind() == "function_definition"
             && let Some(kind) = function_kind(node, text, &macros, binding_file)
         {
@@ -86,7 +105,7 @@ mod tests {
     use super::*;
 
     fn kinds(lang: Lang, src: &str) -> Vec<(KernelKind, String)> {
-        let tree = crate::parse::parse_tree(lang, src).unwrap().unwrap();
+        let tree = crate::parse_tree(lang, src).unwrap().unwrap();
         kernel_ranges(lang, src, &tree).into_iter().map(|k| (k.kind, src[k.range].to_string())).collect()
     }
 

@@ -1,5 +1,5 @@
 //! The tree-sitter grammars: one [`Language`] per language, built once and
-//! shared by the parsers ([`crate::parse`]) and history mining, and the
+//! shared by the parsers ([`crate::parse_tree`]) and history mining, and the
 //! facts about node kinds that more than one module needs (which kinds
 //! anchor an edit, which are atoms, the keyword-argument kind).
 
@@ -9,8 +9,8 @@ use tree_sitter::Language;
 
 use crate::lang::Lang;
 
-/// The grammar of `lang`; `None` for Rust, which syn parses.
-pub(crate) fn language(lang: Lang) -> Option<&'static Language> {
+/// The grammar of `lang`; `None` for Rust, which has no tree-sitter grammar here.
+pub fn language(lang: Lang) -> Option<&'static Language> {
     static PY: OnceLock<Language> = OnceLock::new();
     static CU: OnceLock<Language> = OnceLock::new();
     static CPP: OnceLock<Language> = OnceLock::new();
@@ -23,18 +23,18 @@ pub(crate) fn language(lang: Lang) -> Option<&'static Language> {
 }
 
 /// The name of node kind `kind` in `lang`'s grammar (`""` when unknown).
-pub(crate) fn kind_name(lang: Lang, kind: u16) -> &'static str {
+pub fn kind_name(lang: Lang, kind: u16) -> &'static str {
     language(lang).and_then(|l| l.node_kind_for_id(kind)).unwrap_or("")
 }
 
 /// How many node kinds `lang`'s grammar has (0 without one): part of the
 /// history cache's fingerprint, since kind ids change with the grammar.
-pub(crate) fn kind_count(lang: Lang) -> usize {
+pub fn kind_count(lang: Lang) -> usize {
     language(lang).map_or(0, |l| l.node_kind_count())
 }
 
 /// Kinds that give an edit enough context to be applied elsewhere.
-pub(crate) fn is_anchor(lang: Lang, kind: &str) -> bool {
+pub fn is_anchor(lang: Lang, kind: &str) -> bool {
     match lang {
         Lang::Python => {
             matches!(
@@ -63,7 +63,7 @@ pub(crate) fn is_anchor(lang: Lang, kind: &str) -> bool {
 }
 
 /// Python's `keyword_argument` kind (`u16::MAX` when the grammar lacks it).
-pub(crate) fn keyword_argument_kind() -> u16 {
+pub fn keyword_argument_kind() -> u16 {
     static KW: OnceLock<u16> = OnceLock::new();
     *KW.get_or_init(|| language(Lang::Python).map_or(u16::MAX, |l| l.id_for_node_kind("keyword_argument", true)))
 }
@@ -71,7 +71,7 @@ pub(crate) fn keyword_argument_kind() -> u16 {
 /// String and character literal kinds of every tree-sitter language: atoms
 /// that generalization never descends into (a hole inside a string token
 /// is no pattern).
-pub(crate) fn atom_kinds() -> &'static [u16] {
+pub fn atom_kinds() -> &'static [u16] {
     static ATOMS: OnceLock<Vec<u16>> = OnceLock::new();
     ATOMS.get_or_init(|| {
         let mut out = Vec::new();
