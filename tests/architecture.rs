@@ -15,7 +15,7 @@ const ALLOWED: &[(&str, &[&str])] = &[
     ("syntax", &[]),
     ("exec", &[]),
     ("miner", &["kidiom-syntax", "kidiom-exec"]),
-    ("patterns", &["kidiom-syntax", "kidiom-miner"]),
+    ("patterns", &["kidiom-syntax", "kidiom-exec", "kidiom-miner"]),
     ("rewriter", &["kidiom-syntax", "kidiom-patterns"]),
     ("validator", &["kidiom-syntax", "kidiom-exec", "kidiom-patterns", "kidiom-rewriter"]),
     (".", &["kidiom-syntax", "kidiom-exec", "kidiom-miner", "kidiom-patterns", "kidiom-rewriter", "kidiom-validator"]),

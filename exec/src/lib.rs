@@ -51,7 +51,9 @@ mod python;
 
 pub use error::{CommandError, Error, Result};
 pub use executor::{Executor, ParseExecutorError};
-pub use fleet::{CommandJob, CommandReply, Files, Fleet, HarnessTask, Hello, Placement, TaskRun};
+pub use fleet::{
+    CommandJob, CommandReply, Files, Fleet, HarnessTask, Hello, Placement, TaskRun, testing as fleet_testing,
+};
 pub use process::{
     PIPE_GRACE, ProcessOutcome, STDERR_TAIL, command_line, quote, run, run_cancellable, run_with_deadline, tail,
 };

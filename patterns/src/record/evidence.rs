@@ -200,30 +200,8 @@ impl Bound {
     }
 }
 
-/// Where one harness call ran on the fleet (evidence: one per command of a gate).
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct Placement {
-    /// The command, as in the gate's `commands`.
-    pub command: String,
-    /// The executor (`ray`).
-    pub executor: String,
-    /// The node: host name and IP.
-    pub node: Option<String>,
-    /// The GPU ids Ray assigned (`None` for a CPU task).
-    pub gpu: Option<String>,
-    /// Tries: 2 when the first worker died.
-    pub attempts: u32,
-    /// Wall time of the task on its node.
-    pub seconds: f64,
-    /// The harness version the task ran (blob id of its file listing).
-    pub harness: Option<String>,
-    /// Why earlier attempts failed.
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub failures: Vec<String>,
-    /// Why the fleet gave no harness result (worker died twice, deadline), if it did not.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub error: Option<String>,
-}
+/// Where one harness call ran on the fleet: the fleet's own type, stored as it is.
+pub use kidiom_exec::Placement;
 
 /// A candidate's stored evidence, read once: none yet, the validator's
 /// record, or something else (written by hand, by another tool, or

@@ -453,23 +453,7 @@ fn stamp(rec: &mut GateRecord, run: &HarnessRun, header: Option<&Header>) {
 fn note(rec: &mut GateRecord, run: &HarnessRun) {
     rec.commands.push(run.process.command.clone());
     if let Some(p) = &run.placement {
-        rec.placements.push(stored_placement(p));
-    }
-}
-
-/// The fleet's placement as the catalog stores it (the record type lives
-/// with the evidence; the fleet's, with the exec crate below both).
-fn stored_placement(p: &kidiom_exec::Placement) -> kidiom_patterns::record::Placement {
-    kidiom_patterns::record::Placement {
-        command: p.command.clone(),
-        executor: p.executor.clone(),
-        node: p.node.clone(),
-        gpu: p.gpu.clone(),
-        attempts: p.attempts,
-        seconds: p.seconds,
-        harness: p.harness.clone(),
-        failures: p.failures.clone(),
-        error: p.error.clone(),
+        rec.placements.push(p.clone());
     }
 }
 
