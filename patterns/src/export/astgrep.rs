@@ -95,8 +95,16 @@ fn rule(p: &Pattern) -> Option<AstGrepRule> {
         Lang::Cuda | Lang::Cpp => ("cpp", CUDA_KERNEL),
         Lang::Rust => return None,
     };
-    let before = p.before.trim();
-    let after = p.after.trim();
+    let (before, after) = (p.before.trim(), p.after.trim());
+    let (conds, fix) = conditions(before, after, &value)?;
+    let ctx = if matches!(p.language, Lang::Cuda | Lang::Cpp) && before.contains("$F($$$PARAMS)") { "" } else { ctx };
+    Some(AstGrepRule { id: p.id.clone(), yaml: yaml(p, lang, &conds, ctx, fix.as_deref(), &value) })
+}
+
+/// The rule's conditions (YAML lines under `all:`) and its fix, from the
+/// template pair: each template shape says how ast-grep finds a site that
+/// lacks the idiom. `None`: a shape a YAML rule cannot express.
+fn conditions(before: &str, after: &str, value: &str) -> Option<(String, Option<String>)> {
     let mut conds = String::new();
     // Holes only on the after side (an added `kw=$V`) take the rewrite's
     // value; ast-grep rejects a fix that names a metavariable the rule lacks.
@@ -106,7 +114,7 @@ fn rule(p: &Pattern) -> Option<AstGrepRule> {
     let unbound: Vec<String> = metavars(after).into_iter().filter(|m| !metavars(before).contains(m)).collect();
     let mut fix = Some(match unbound.as_slice() {
         [] => after.to_string(),
-        [one] if !value.is_empty() => after.replace(one.as_str(), &value),
+        [one] if !value.is_empty() => after.replace(one.as_str(), value),
         _ => return None,
     });
     if let Some(inner) = after
@@ -152,7 +160,12 @@ fn rule(p: &Pattern) -> Option<AstGrepRule> {
         // A replacement (`tl.exp($X)` -> `tl.exp2($X * ...)`): every match is a site.
         conds.push_str(&format!("  - pattern: {}\n", q(before)));
     }
-    let ctx = if matches!(p.language, Lang::Cuda | Lang::Cpp) && before.contains("$F($$$PARAMS)") { "" } else { ctx };
+    Some((conds, fix))
+}
+
+/// The rule file: id, message, conditions, kernel context, fix, and the
+/// pattern's figures as metadata.
+fn yaml(p: &Pattern, lang: &str, conds: &str, ctx: &str, fix: Option<&str>, value: &str) -> String {
     let mut y = String::new();
     y.push_str(&format!("id: {}\n", q(&p.id)));
     y.push_str(&format!("language: {lang}\n"));
@@ -163,10 +176,10 @@ fn rule(p: &Pattern) -> Option<AstGrepRule> {
     ));
     y.push_str(&format!("note: {}\n", q(&p.rationale)));
     y.push_str("rule:\n  all:\n");
-    y.push_str(&conds);
+    y.push_str(conds);
     y.push_str(ctx);
     if let Some(f) = fix {
-        y.push_str(&format!("fix: {}\n", q(&f)));
+        y.push_str(&format!("fix: {}\n", q(f)));
     }
     y.push_str("metadata:\n");
     for (k, v) in [
@@ -176,7 +189,7 @@ fn rule(p: &Pattern) -> Option<AstGrepRule> {
         ("title", q(&p.title)),
         ("before", q(&p.before)),
         ("after", q(&p.after)),
-        ("value", q(&value)),
+        ("value", q(value)),
         ("occurrences", p.occurrences().to_string()),
         ("files", p.files().to_string()),
         ("opportunities", p.opportunities().to_string()),
@@ -184,7 +197,7 @@ fn rule(p: &Pattern) -> Option<AstGrepRule> {
     ] {
         y.push_str(&format!("  {k}: {v}\n"));
     }
-    Some(AstGrepRule { id: p.id.clone(), yaml: y })
+    y
 }
 
 fn conflicting(kw: &str) -> impl Iterator<Item = &'static str> + '_ {
