@@ -104,7 +104,7 @@ fn modules_do_not_reach_across_the_layers() {
     let rules: &[(&str, &[&str], &str)] = &[
         ("validator/src/backend", &["crate::gates"], "backends run the harness; the gates judge what they return"),
         (
-            "validator/src/search",
+            "validator/src/sitesearch",
             &["crate::gates::correctness", "crate::gates::speed"],
             "the search measures; it judges nothing",
         ),

@@ -132,7 +132,7 @@ pub(crate) fn run(a: Args) -> Result<ExitCode> {
 }
 
 /// A search's front, with the chosen variant marked, on stderr beside the diffs.
-pub(crate) fn print_search(s: &kidiom_validator::search::SiteSearch) -> Result<()> {
+pub(crate) fn print_search(s: &kidiom_validator::sitesearch::SiteSearch) -> Result<()> {
     eprintln!(
         "kidiom: site search of {} in {}: {} sites, values {}; {} variants measured, {} of them compiled, {} found in the cache; {:.1}s",
         s.pattern,

@@ -62,7 +62,7 @@ pub(crate) enum Event<'a> {
     /// A step starts, or something worth a line happened.
     Note(String),
     /// A site search finished.
-    Searched(&'a kidiom_validator::search::SiteSearch),
+    Searched(&'a kidiom_validator::sitesearch::SiteSearch),
     /// A candidate's validation starts (`None`) or ended.
     Validating(usize, usize, &'a Candidate, Option<&'a kidiom_validator::Evidence>),
 }

@@ -3,14 +3,14 @@
 //! and the candidates a search yields (its chosen variant, the rest of its
 //! Pareto front, and the all-sites variant of each value that fixes), each
 //! carrying the whole search in its provenance so `review` can show the
-//! front beside it. The search itself is `kidiom_validator::search`.
+//! front beside it. The search itself is `kidiom_validator::sitesearch`.
 
 use anyhow::Result;
 use kidiom_miner::{Lang, blob_id};
 use kidiom_patterns::matcher::{Rewrite, usable_value};
 use kidiom_patterns::record::{Provenance, RoleSite, RolesOrigin, SearchOrigin, SiteOrigin, SiteSummary};
 use kidiom_patterns::{Candidate, Category, Pattern};
-use kidiom_validator::search::{Assignment, Request, Role, Rule, Site, SiteSearch};
+use kidiom_validator::sitesearch::{Assignment, Request, Role, Rule, Site, SiteSearch};
 use kidiom_validator::{KernelLanguage, StaticLimits, Validator};
 
 /// How `apply` searches.

@@ -44,15 +44,20 @@
 #![deny(missing_docs)]
 
 pub mod backend;
+mod device;
 mod error;
 mod evidence;
 mod gates;
 mod hostcode;
+mod input;
 mod manifest;
 mod patch;
 pub mod predict;
+mod request;
 pub mod scan;
-pub mod search;
+pub mod sitesearch;
+mod tree;
+mod validator;
 mod verdict;
 mod wire;
 
@@ -60,11 +65,12 @@ pub use backend::cpu::StaticMetrics;
 pub use backend::executor::{Executor, ParseExecutorError};
 pub use backend::fleet::{CommandJob, CommandReply, Fleet, Hello, Placement};
 pub use backend::python::{Harness, HarnessRun, HarnessStatus, ProcessOutcome, find_python, run_with_deadline};
+pub use device::Device;
 pub use error::{Error, Result};
 pub use evidence::{EVIDENCE_FORMAT, Evidence, GateRecord, GateStatus, Predicted};
-pub use gates::{
-    CandidateInput, DEFAULT_SEEDS, Device, MANUAL_PATTERN, ProfileReport, StaticLimits, Validator, ValidatorBuilder,
-};
+pub use gates::StaticLimits;
+pub use input::{CandidateInput, MANUAL_PATTERN};
 pub use manifest::{Curve, Floor, KernelLanguage, Kernels, Manifest, Shape, Shapes, Tolerance};
+pub use validator::{DEFAULT_SEEDS, ProfileReport, Validator, ValidatorBuilder};
 pub use verdict::{Gate, Verdict, VerdictKind};
 pub use wire::{Counted, Profile, ProfileFloor, ProfileLine};

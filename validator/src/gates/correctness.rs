@@ -9,7 +9,8 @@
 
 use serde_json::{Value, json};
 
-use super::{Run, Runs, stamp};
+use super::launch::HarnessResults;
+use super::{Validation, stamp};
 use crate::backend::python::HarnessStatus;
 use crate::evidence::{GateRecord, GateStatus};
 use crate::manifest::Manifest;
@@ -83,7 +84,7 @@ pub(super) fn judge_curve(base: &[CurvePoint], cand: &[CurvePoint]) -> Result<St
 
 /// The correctness gate; `Ok(native)` when it passed (whether the kernel ran
 /// natively on a GPU), `Err(verdict)` when the validation stops here.
-pub(super) fn judge(run: &mut Run<'_>, manifest: &Manifest, runs: &Runs) -> Result<bool, Verdict> {
+pub(super) fn judge(run: &mut Validation<'_>, manifest: &Manifest, runs: &HarnessResults) -> Result<bool, Verdict> {
     let mut rec = GateRecord::new(Gate::Correctness, GateStatus::Passed, "");
     let cand = &runs.cand_check;
     let header = wire::header(cand, "check");
@@ -209,7 +210,7 @@ pub(super) fn judge(run: &mut Run<'_>, manifest: &Manifest, runs: &Runs) -> Resu
 }
 
 /// The harness skipped the check: nothing was verified, and the verdict says so.
-fn skipped(run: &mut Run<'_>, mut rec: GateRecord, header: &Header) -> Verdict {
+fn skipped(run: &mut Validation<'_>, mut rec: GateRecord, header: &Header) -> Verdict {
     let why = header.reason.clone().unwrap_or_else(|| "no reason given".into());
     rec.device = None;
     rec.status = GateStatus::Skipped;

@@ -9,7 +9,8 @@ use kidiom_miner::Lang;
 use kidiom_patterns::Category;
 use serde_json::{Value, json};
 
-use super::{Run, Runs, Touched, Validator, stamp};
+use super::launch::HarnessResults;
+use super::{Touched, Validation, stamp};
 use crate::backend::cpu::{StaticMetrics, delta};
 use crate::backend::python::{HarnessStatus, tail};
 use crate::evidence::{GateRecord, GateStatus, Predicted};
@@ -18,6 +19,7 @@ use crate::manifest::{KernelLanguage, Manifest};
 use crate::patch::FilePatch;
 use crate::predict::{predict, speedup};
 use crate::scan::{FlagChange, flag_changes};
+use crate::validator::Validator;
 use crate::verdict::{Gate, Verdict};
 use crate::wire::{self, Compile, Profile};
 
@@ -98,7 +100,7 @@ pub(super) struct Scan {
 /// candidate changes; `Err` with the verdict when one of them stops it.
 pub(super) fn scan(
     v: &Validator,
-    run: &mut Run<'_>,
+    run: &mut Validation<'_>,
     files: &[FilePatch],
     touched: &[Touched],
 ) -> Result<Scan, Verdict> {
@@ -200,10 +202,10 @@ pub(super) fn scan(
 
 /// The compiles of baseline and candidate; `Some` verdict when the gate stops here.
 pub(super) fn judge_compiles(
-    run: &mut Run<'_>,
+    run: &mut Validation<'_>,
     rec: GateRecord,
     flag_text: &[String],
-    runs: &Runs,
+    runs: &HarnessResults,
     name: &str,
 ) -> Option<Verdict> {
     let mut rec = rec;
@@ -308,7 +310,7 @@ pub(super) fn judge_compiles(
 /// evidence; `Some(why)` when the candidate is predicted slower beyond the
 /// limit. A profile that could not be made is a note, never a verdict: the
 /// correctness gate judges a candidate that does not run.
-fn judge_profiles(run: &mut Run<'_>, rec: &mut GateRecord, runs: &Runs) -> Option<String> {
+fn judge_profiles(run: &mut Validation<'_>, rec: &mut GateRecord, runs: &HarnessResults) -> Option<String> {
     let (base, cand) = runs.profiles.as_ref()?;
     let model = run.v.opts.device_model.clone()?;
     super::note(rec, cand);

@@ -6,12 +6,12 @@ use std::time::Instant;
 use kidiom_miner::Lang;
 use serde_json::{Value, json};
 
-use super::{Run, Touched};
+use super::{Touched, Validation};
 use crate::evidence::{GateRecord, GateStatus};
 use crate::verdict::{Gate, Verdict};
 
 /// The syntax gate; `Some` verdict when it fails.
-pub(super) fn gate(run: &mut Run<'_>, touched: &[Touched]) -> Option<Verdict> {
+pub(super) fn gate(run: &mut Validation<'_>, touched: &[Touched]) -> Option<Verdict> {
     let t0 = Instant::now();
     let mut rec = GateRecord::new(Gate::Syntax, GateStatus::Passed, "");
     let mut counts = serde_json::Map::new();
