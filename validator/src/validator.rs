@@ -322,7 +322,7 @@ impl Validator {
         let dir = tmp.path().join("variants");
         let harness = Harness::new(self.python.clone(), tree);
         let mut m = crate::sitesearch::HarnessMeasure::new(harness, manifest, &dir, jobs, self.opts.timeout);
-        crate::sitesearch::run(req, &mut m, text)
+        crate::sitesearch::search(req, &mut m, text)
     }
 }
 

@@ -11,7 +11,7 @@ use serde_json::{Value, json};
 
 use super::launch::HarnessResults;
 use super::{Validation, stamp};
-use crate::backend::python::HarnessStatus;
+use crate::backend::python::{HarnessRun, HarnessStatus};
 use crate::evidence::{GateRecord, GateStatus};
 use crate::manifest::Manifest;
 use crate::verdict::{Gate, Verdict};
@@ -85,6 +85,51 @@ pub(super) fn judge_curve(base: &[CurvePoint], cand: &[CurvePoint]) -> Result<St
 /// The correctness gate; `Ok(native)` when it passed (whether the kernel ran
 /// natively on a GPU), `Err(verdict)` when the validation stops here.
 pub(super) fn judge(run: &mut Validation<'_>, manifest: &Manifest, runs: &HarnessResults) -> Result<bool, Verdict> {
+    let (mut rec, header, check) = read_check(run, runs)?;
+    let passed = runs.cand_check.status == HarnessStatus::Ok;
+    let mode = header.mode.clone().unwrap_or_default();
+    let worst = worst_errors(&check.cases);
+    rec.metrics = json!({
+        "mode": mode,
+        "seeds": run.seeds,
+        "cases": check.cases.len(),
+        "worst": worst,
+        "tolerance": manifest.tolerance,
+        "consistency": check.consistency,
+        "failures": check.failures,
+        "ran_alongside_static": true,
+    });
+    if let (Some(m), Some(s)) = (rec.metrics.as_object_mut(), &check.sandbox) {
+        m.insert("sandbox".into(), s.clone());
+    }
+    if !passed {
+        let summary = failures(&check.failures);
+        rec.after = Some(json!({"worst": worst}));
+        return Err(run.stop(rec, GateStatus::Failed, summary.clone(), Verdict::rejected(Gate::Correctness, summary)));
+    }
+    let mut summary = format!(
+        "{} cases passed over seeds {:?} ({mode}); worst {}",
+        check.cases.len(),
+        run.seeds,
+        worst_rel_l2(&worst)
+    );
+    match &runs.base_check {
+        Some(b) => {
+            let (with_curves, curve) = compare_curves(run, rec, runs, b, &check, &worst)?;
+            rec = with_curves;
+            summary = format!("{summary}; {curve}");
+        }
+        None => rec.after = Some(json!({"worst": worst})),
+    }
+    rec.summary = summary;
+    run.records.push(rec);
+    Ok(mode == "native")
+}
+
+/// The candidate's check read and held to the wire format: its record
+/// begun, its header and its body. `Err` when the validation stops here
+/// (timed out, crashed, skipped, or output that does not fit).
+fn read_check(run: &mut Validation<'_>, runs: &HarnessResults) -> Result<(GateRecord, Header, Check), Verdict> {
     let mut rec = GateRecord::new(Gate::Correctness, GateStatus::Passed, "");
     let cand = &runs.cand_check;
     let header = wire::header(cand, "check");
@@ -119,94 +164,81 @@ pub(super) fn judge(run: &mut Validation<'_>, manifest: &Manifest, runs: &Harnes
         };
         return Err(run.wire_error(rec, cand, &e));
     }
-    let mode = header.mode.clone().unwrap_or_default();
-    let worst = worst_errors(&check.cases);
-    rec.metrics = json!({
-        "mode": mode,
-        "seeds": run.seeds,
-        "cases": check.cases.len(),
-        "worst": worst,
-        "tolerance": manifest.tolerance,
-        "consistency": check.consistency,
-        "failures": check.failures,
-        "ran_alongside_static": true,
-    });
-    if let (Some(m), Some(s)) = (rec.metrics.as_object_mut(), &check.sandbox) {
-        m.insert("sandbox".into(), s.clone());
-    }
-    if !passed {
-        let n = check.failures.len();
-        let shown: Vec<&str> = check.failures.iter().take(3).map(String::as_str).collect();
-        let summary = format!(
-            "{n} failure{}: {}{}",
-            if n == 1 { "" } else { "s" },
-            if shown.is_empty() {
-                "the harness reports a failed check and names no case".to_string()
-            } else {
-                shown.join("; ")
-            },
-            if n > 3 { "; ..." } else { "" }
-        );
-        rec.after = Some(json!({"worst": worst}));
-        return Err(run.stop(rec, GateStatus::Failed, summary.clone(), Verdict::rejected(Gate::Correctness, summary)));
-    }
-    let mut summary = format!(
-        "{} cases passed over seeds {:?} ({mode}); worst {}",
-        check.cases.len(),
-        run.seeds,
-        worst
-            .as_object()
-            .map(|o| o
-                .iter()
-                // outputs judged by counts only (a concurrent checksum) have no rel_l2 to show
+    Ok((rec, header, check))
+}
+
+/// A failed check's summary: how many failures, the first three.
+fn failures(failures: &[String]) -> String {
+    let n = failures.len();
+    let shown: Vec<&str> = failures.iter().take(3).map(String::as_str).collect();
+    format!(
+        "{n} failure{}: {}{}",
+        if n == 1 { "" } else { "s" },
+        if shown.is_empty() {
+            "the harness reports a failed check and names no case".to_string()
+        } else {
+            shown.join("; ")
+        },
+        if n > 3 { "; ..." } else { "" }
+    )
+}
+
+/// `name rel_l2 X` per output of [`worst_errors`]; outputs judged by counts
+/// only (a concurrent checksum) have no rel_l2 to show.
+fn worst_rel_l2(worst: &Value) -> String {
+    worst
+        .as_object()
+        .map(|o| {
+            o.iter()
                 .filter(|(_, v)| !v["rel_l2"].is_null())
                 .map(|(k, v)| format!("{k} rel_l2 {}", fmt_e(v["rel_l2"].as_f64().unwrap_or(f64::INFINITY))))
                 .collect::<Vec<_>>()
-                .join(", "))
-            .unwrap_or_default()
-    );
-    if let Some(b) = &runs.base_check {
-        let base: Check = match b.status {
-            HarnessStatus::Ok => match wire::header(b, "check").and_then(|_| wire::body::<Check>(b, "check")) {
-                Ok(c) => c,
-                Err(e) => return Err(run.wire_error(rec, b, &e)),
-            },
-            HarnessStatus::Failed => {
-                let summary = "the baseline fails its own check; cannot compare error curves".to_string();
-                let v = Verdict::error(Some(Gate::Correctness), "the baseline fails its own check", b.log());
-                return Err(run.stop(rec, GateStatus::Error, summary, v));
-            }
-            _ => return Err(run.harness_error(rec, b, "the baseline's check")),
-        };
-        let missing = |which: &str| WireError {
+                .join(", ")
+        })
+        .unwrap_or_default()
+}
+
+/// A precision rewrite's error curve against the baseline's (the
+/// baseline's check `b`): the record with both curves and the comparison's
+/// summary, or the verdict when the validation stops here.
+fn compare_curves(
+    run: &mut Validation<'_>,
+    mut rec: GateRecord,
+    runs: &HarnessResults,
+    b: &HarnessRun,
+    check: &Check,
+    worst: &Value,
+) -> Result<(GateRecord, String), Verdict> {
+    let base: Check = match b.status {
+        HarnessStatus::Ok => match wire::header(b, "check").and_then(|_| wire::body::<Check>(b, "check")) {
+            Ok(c) => c,
+            Err(e) => return Err(run.wire_error(rec, b, &e)),
+        },
+        HarnessStatus::Failed => {
+            let summary = "the baseline fails its own check; cannot compare error curves".to_string();
+            let v = Verdict::error(Some(Gate::Correctness), "the baseline fails its own check", b.log());
+            return Err(run.stop(rec, GateStatus::Error, summary, v));
+        }
+        _ => return Err(run.harness_error(rec, b, "the baseline's check")),
+    };
+    let (Some(bc), Some(cc)) = (&base.curve, &check.curve) else {
+        let which = if base.curve.is_none() { "baseline" } else { "candidate" };
+        let e = WireError {
             command: "check".into(),
             message: format!("field `curve`: missing from the {which}'s check (the manifest asks for an error curve)"),
         };
-        let (Some(bc), Some(cc)) = (&base.curve, &check.curve) else {
-            let e = missing(if base.curve.is_none() { "baseline" } else { "candidate" });
-            let h = if base.curve.is_none() { b } else { cand };
-            return Err(run.wire_error(rec, h, &e));
-        };
-        rec.before = Some(json!({"curve": bc}));
-        rec.after = Some(json!({"curve": cc, "worst": worst}));
-        match judge_curve(bc, cc) {
-            Ok(s) => summary = format!("{summary}; {s}"),
-            Err(reason) => {
-                let summary = format!("precision rewrite: {reason}");
-                return Err(run.stop(
-                    rec,
-                    GateStatus::Failed,
-                    summary.clone(),
-                    Verdict::rejected(Gate::Correctness, summary),
-                ));
-            }
+        let h = if base.curve.is_none() { b } else { &runs.cand_check };
+        return Err(run.wire_error(rec, h, &e));
+    };
+    rec.before = Some(json!({"curve": bc}));
+    rec.after = Some(json!({"curve": cc, "worst": worst}));
+    match judge_curve(bc, cc) {
+        Ok(s) => Ok((rec, s)),
+        Err(reason) => {
+            let summary = format!("precision rewrite: {reason}");
+            Err(run.stop(rec, GateStatus::Failed, summary.clone(), Verdict::rejected(Gate::Correctness, summary)))
         }
-    } else {
-        rec.after = Some(json!({"worst": worst}));
     }
-    rec.summary = summary;
-    run.records.push(rec);
-    Ok(mode == "native")
 }
 
 /// The harness skipped the check: nothing was verified, and the verdict says so.
