@@ -100,26 +100,50 @@ fn the_rewriter_writes_files_only_by_atomic_rename() {
 
 #[test]
 fn modules_do_not_reach_across_the_layers() {
-    // (directory, what it may not use, why)
-    let rules: &[(&str, &[&str], &str)] = &[
-        ("validator/src/backend", &["crate::gates"], "backends run the harness; the gates judge what they return"),
+    // (directory, what it may not use, what it may use all the same, why)
+    let rules: &[(&str, &[&str], &[&str], &str)] = &[
+        ("validator/src/backend", &["crate::gates"], &[], "backends run the harness; the gates judge what they return"),
         (
             "validator/src/sitesearch",
-            &["crate::gates::correctness", "crate::gates::speed"],
-            "the search measures; it judges nothing",
+            &["crate::gates::correctness", "crate::gates::speed", "crate::validator"],
+            &[],
+            "the search measures; it judges nothing, and the validator drives it",
         ),
-        ("patterns/src/catalog", &["crate::matcher"], "the catalog stores patterns; matching is the matcher's"),
-        ("patterns/src/matcher", &["crate::catalog"], "the matcher needs no database"),
-        ("miner/src/history", &["crate::python::"], "history shares grammar helpers, not the usage extractors"),
-        ("src/mcp", &["crate::cmd"], "the MCP server is a front end over the service layer, like the commands"),
+        (
+            "validator/src/gates",
+            &["crate::sitesearch"],
+            &[],
+            "the gates judge one candidate; the site search sits beside them, driven by the validator",
+        ),
+        ("patterns/src/catalog", &["crate::matcher"], &[], "the catalog stores patterns; matching is the matcher's"),
+        ("patterns/src/matcher", &["crate::catalog"], &[], "the matcher needs no database"),
+        ("miner/src/history", &["crate::python::"], &[], "history shares grammar helpers, not the usage extractors"),
+        (
+            "src/mcp",
+            &["crate::cmd"],
+            // the shared flag groups (`--db`) are front-end vocabulary, not a command
+            &["crate::cmd::args::"],
+            "the MCP server is a front end over the service layer, like the commands",
+        ),
         (
             "src/ops",
-            &["crate::cmd", "crate::mcp", "crate::output", "println!(", "eprintln!(", "print!(", "eprint!("],
-            "the service layer returns data and reports progress through callbacks; front ends print",
+            &[
+                "crate::cmd",
+                "crate::mcp",
+                "crate::output",
+                "crate::html",
+                "println!(",
+                "eprintln!(",
+                "print!(",
+                "eprint!(",
+            ],
+            &[],
+            "the service layer returns data and reports progress through callbacks; front ends print and render",
         ),
     ];
-    for (dir, banned, why) in rules {
-        let found = offending(dir, banned, &[]);
+    for (dir, banned, allowed, why) in rules {
+        let found: Vec<String> =
+            offending(dir, banned, &[]).into_iter().filter(|l| !allowed.iter().any(|a| l.contains(a))).collect();
         assert!(found.is_empty(), "{dir} uses {banned:?} ({why}):\n{}", found.join("\n"));
     }
 }

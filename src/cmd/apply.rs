@@ -7,7 +7,7 @@ use std::process::ExitCode;
 use anyhow::Result;
 use kidiom_patterns::{Category, Filter, Kind};
 
-use crate::cli::CommonArgs;
+use crate::cmd::args::CommonArgs;
 use crate::config::Config;
 use crate::{ops, output};
 
@@ -145,7 +145,7 @@ pub(crate) fn print_search(s: &kidiom_validator::sitesearch::SiteSearch) -> Resu
         s.seconds
     );
     let summary: kidiom_patterns::record::SiteSummary = serde_json::from_value(serde_json::to_value(s)?)?;
-    if let Some(rows) = ops::sitesearch::front_rows(&summary, s.chosen) {
+    if let Some(rows) = crate::view::front_rows(&summary, s.chosen) {
         for line in output::table_lines(&rows) {
             eprintln!("  {line}");
         }

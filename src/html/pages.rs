@@ -106,7 +106,7 @@ pub(crate) fn index_row(c: &Candidate, href: String) -> IndexRow {
         path_breakable: Markup::trusted(c.path.split('/').map(escape).collect::<Vec<_>>().join("/<wbr>")),
         kernel: e.and_then(|e| e.kernel.clone()).unwrap_or_default(),
         sites: c.sites,
-        roles: crate::ops::sitesearch::roles(c).join(", "),
+        roles: c.provenance.search_roles().join(", "),
         instructions: st.instructions,
         spills: st.spills,
         registers: st.registers,
@@ -598,7 +598,7 @@ fn search(c: &Candidate) -> Option<SearchView> {
     let Some(SearchOrigin::Sites(search)) = &c.provenance.search else { return None };
     let sm = &search.summary;
     let point = search.point;
-    let mut rows = crate::ops::sitesearch::front_rows(sm, point)?;
+    let mut rows = crate::view::front_rows(sm, point)?;
     if rows.is_empty() {
         return None;
     }
@@ -632,7 +632,7 @@ fn search(c: &Candidate) -> Option<SearchView> {
             c.sites,
             sm.sites.len(),
             search.assignment,
-            crate::ops::sitesearch::roles(c).join(", ")
+            c.provenance.search_roles().join(", ")
         ),
         sites: sm.sites.iter().map(|x| (x.line.to_string(), x.text.clone())).collect(),
         head,
