@@ -151,7 +151,7 @@ fn modules_do_not_reach_across_the_layers() {
 #[test]
 fn candidate_records_are_read_by_field_outside_their_decoder() {
     // the stored provenance and evidence are decoded once, in patterns/src/record/; everyone else reads
-    // the typed fields (the verdict included), never the JSON by key
+    // the typed fields (the verdict and the gate figures included), never the JSON by key
     let keys = [
         "provenance[",
         "evidence[",
@@ -162,9 +162,23 @@ fn candidate_records_are_read_by_field_outside_their_decoder() {
         "[\"search\"]",
         "[\"summary\"]",
         "\"memory-roles\"",
+        // gate figures: written and read through the typed figures of patterns/src/record/figures.rs
+        "metrics[",
+        "metrics.get(",
+        "metrics.as_object",
+        "before.as_ref()",
+        "after.as_ref()",
+        "[\"worst\"]",
+        "[\"curve\"]",
+        "[\"by_class\"]",
+        "[\"speedup\"]",
+        "[\"noise_floor\"]",
+        "[\"gap\"]",
     ];
     for dir in ["src", "patterns/src", "validator/src", "rewriter/src", "miner/src"] {
-        let found = offending(dir, &keys, &["patterns/src/record/evidence.rs", "patterns/src/record/provenance.rs"]);
+        let decoders =
+            ["patterns/src/record/evidence.rs", "patterns/src/record/provenance.rs", "patterns/src/record/figures.rs"];
+        let found = offending(dir, &keys, &decoders);
         assert!(found.is_empty(), "a candidate record read by key outside patterns/src/record/:\n{}", found.join("\n"));
     }
 }

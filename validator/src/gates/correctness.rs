@@ -7,15 +7,14 @@
 //! checked on this CPU" and a flag saying so, the record names no device, and
 //! speed is not measured either.
 
-use serde_json::{Value, json};
-
 use super::launch::HarnessResults;
 use super::{Validation, stamp};
 use crate::backend::python::{HarnessRun, HarnessStatus};
 use crate::evidence::{GateRecord, GateStatus};
 use crate::manifest::Manifest;
 use crate::verdict::{Gate, Verdict};
-use crate::wire::{self, Case, Check, CurvePoint, Header, WireError};
+use crate::wire::{self, Case, Check, CurvePoint, Header, Num, WireError};
+use kidiom_patterns::record::{CorrectnessFigures, ErrorSide, WorstErrors};
 
 /// How far a precision rewrite's error curve may sit above the baseline's
 /// at a length and still count as "no worse" (relative, plus an absolute
@@ -32,29 +31,28 @@ fn fmt_e(x: f64) -> String {
 
 /// Worst numbers of a check: per output, the largest rel_l2, max_abs_rel and
 /// worst-slice rel_l2 (a non-finite one is `"inf"`), and the non-finite count.
-pub(super) fn worst_errors(cases: &[Case]) -> Value {
-    let mut worst: serde_json::Map<String, Value> = Default::default();
+pub(super) fn worst_errors(cases: &[Case]) -> WorstErrors {
+    let mut worst = WorstErrors::new();
     for case in cases {
         for (name, m) in &case.outputs {
-            let e = worst.entry(name.clone()).or_insert_with(|| json!({"nonfinite": 0}));
-            for (key, v) in [
-                ("rel_l2", m.rel_l2),
-                ("max_abs_rel", m.max_abs_rel),
-                ("slice_rel_l2", m.worst_slice.as_ref().map(|w| w.rel_l2)),
+            let e = worst.entry(name.clone()).or_default();
+            for (slot, v) in [
+                (&mut e.rel_l2, m.rel_l2),
+                (&mut e.max_abs_rel, m.max_abs_rel),
+                (&mut e.slice_rel_l2, m.worst_slice.as_ref().map(|w| w.rel_l2)),
             ] {
                 // not reported for this output (a concurrent checksum counts threads instead)
-                let Some(wire::Num(v)) = v else { continue };
+                let Some(Num(v)) = v else { continue };
                 if !v.is_finite() {
-                    e[key] = json!("inf");
-                } else if e[key].is_null() || e[key].as_f64().is_some_and(|old| v > old) {
-                    e[key] = json!(v);
+                    *slot = Some(Num(f64::INFINITY));
+                } else if slot.is_none_or(|old| old.0.is_finite() && v > old.0) {
+                    *slot = Some(Num(v));
                 }
             }
-            let nf = m.nonfinite + e["nonfinite"].as_u64().unwrap_or(0);
-            e["nonfinite"] = json!(nf);
+            e.nonfinite += m.nonfinite;
         }
     }
-    Value::Object(worst)
+    worst
 }
 
 /// The curve comparison of a precision rewrite: `Ok(summary)` or `Err(reason)`.
@@ -89,22 +87,21 @@ pub(super) fn judge(run: &mut Validation<'_>, manifest: &Manifest, runs: &Harnes
     let passed = runs.cand_check.status == HarnessStatus::Ok;
     let mode = header.mode.clone().unwrap_or_default();
     let worst = worst_errors(&check.cases);
-    rec.metrics = json!({
-        "mode": mode,
-        "seeds": run.seeds,
-        "cases": check.cases.len(),
-        "worst": worst,
-        "tolerance": manifest.tolerance,
-        "consistency": check.consistency,
-        "failures": check.failures,
-        "ran_alongside_static": true,
+    rec.set_metrics(&CorrectnessFigures {
+        mode: mode.clone(),
+        seeds: run.seeds.clone(),
+        cases: check.cases.len() as u64,
+        worst: worst.clone(),
+        tolerance: serde_json::to_value(manifest.tolerance).unwrap_or_default(),
+        consistency: check.consistency.clone(),
+        failures: check.failures.clone(),
+        ran_alongside_static: true,
+        sandbox: check.sandbox.clone(),
     });
-    if let (Some(m), Some(s)) = (rec.metrics.as_object_mut(), &check.sandbox) {
-        m.insert("sandbox".into(), s.clone());
-    }
+    let worst_only = ErrorSide { curve: None, worst: Some(worst.clone()) };
     if !passed {
         let summary = failures(&check.failures);
-        rec.after = Some(json!({"worst": worst}));
+        rec.set_sides(None::<&ErrorSide>, Some(&worst_only));
         return Err(run.stop(rec, GateStatus::Failed, summary.clone(), Verdict::rejected(Gate::Correctness, summary)));
     }
     let mut summary = format!(
@@ -119,7 +116,7 @@ pub(super) fn judge(run: &mut Validation<'_>, manifest: &Manifest, runs: &Harnes
             rec = with_curves;
             summary = format!("{summary}; {curve}");
         }
-        None => rec.after = Some(json!({"worst": worst})),
+        None => rec.set_sides(None::<&ErrorSide>, Some(&worst_only)),
     }
     rec.summary = summary;
     run.records.push(rec);
@@ -185,17 +182,12 @@ fn failures(failures: &[String]) -> String {
 
 /// `name rel_l2 X` per output of [`worst_errors`]; outputs judged by counts
 /// only (a concurrent checksum) have no rel_l2 to show.
-fn worst_rel_l2(worst: &Value) -> String {
+fn worst_rel_l2(worst: &WorstErrors) -> String {
     worst
-        .as_object()
-        .map(|o| {
-            o.iter()
-                .filter(|(_, v)| !v["rel_l2"].is_null())
-                .map(|(k, v)| format!("{k} rel_l2 {}", fmt_e(v["rel_l2"].as_f64().unwrap_or(f64::INFINITY))))
-                .collect::<Vec<_>>()
-                .join(", ")
-        })
-        .unwrap_or_default()
+        .iter()
+        .filter_map(|(k, w)| w.rel_l2.map(|e| format!("{k} rel_l2 {}", fmt_e(e.0))))
+        .collect::<Vec<_>>()
+        .join(", ")
 }
 
 /// A precision rewrite's error curve against the baseline's (the
@@ -207,7 +199,7 @@ fn compare_curves(
     runs: &HarnessResults,
     b: &HarnessRun,
     check: &Check,
-    worst: &Value,
+    worst: &WorstErrors,
 ) -> Result<(GateRecord, String), Verdict> {
     let base: Check = match b.status {
         HarnessStatus::Ok => match wire::header(b, "check").and_then(|_| wire::body::<Check>(b, "check")) {
@@ -230,8 +222,8 @@ fn compare_curves(
         let h = if base.curve.is_none() { b } else { &runs.cand_check };
         return Err(run.wire_error(rec, h, &e));
     };
-    rec.before = Some(json!({"curve": bc}));
-    rec.after = Some(json!({"curve": cc, "worst": worst}));
+    let before = ErrorSide { curve: Some(bc.clone()), worst: None };
+    rec.set_sides(Some(&before), Some(&ErrorSide { curve: Some(cc.clone()), worst: Some(worst.clone()) }));
     match judge_curve(bc, cc) {
         Ok(s) => Ok((rec, s)),
         Err(reason) => {
@@ -256,6 +248,8 @@ fn skipped(run: &mut Validation<'_>, mut rec: GateRecord, header: &Header) -> Ve
 
 #[cfg(test)]
 mod tests {
+    use serde_json::json;
+
     use super::*;
 
     fn curve(xs: &[(i64, f64)]) -> Vec<CurvePoint> {
@@ -289,7 +283,8 @@ mod tests {
             {"id": "d", "passed": true, "outputs": {"checksum": {"mismatched_threads": 0}}},
         ]))
         .unwrap();
-        let w = worst_errors(&cases);
+        // as stored
+        let w = serde_json::to_value(worst_errors(&cases)).unwrap();
         assert_eq!(w["o"]["rel_l2"], "inf");
         assert_eq!(w["o"]["max_abs_rel"], 1e-2);
         assert_eq!(w["o"]["slice_rel_l2"], 3e-4);

@@ -307,7 +307,7 @@ flops = "N"
         assert_eq!(p.traffic_ratio, (1.5, 1.0));
         let st = e.gate(Gate::Static).unwrap();
         assert!(st.summary.contains("predicted 1.4"), "{}", st.summary);
-        assert_eq!(st.metrics["prediction"]["label"], "prediction");
+        assert_eq!(st.static_figures().prediction.map(|p| p.label).as_deref(), Some("prediction"));
         assert_eq!(kind(&e).0, VerdictKind::NeedsGpu, "{e:?}");
         // a re-read added: predicted slower than the limit allows, rejected at static
         let e = judge_pair(profile(1), profile(3));

@@ -5,7 +5,7 @@
 
 use std::time::Instant;
 
-use serde_json::json;
+use kidiom_patterns::record::{GpuSpeedFigures, HostSpeedFigures, SpeedFigures};
 
 use super::launch::Prepared;
 use super::{MAX_PLAUSIBLE_SPEEDUP, SMALL_EDIT_LINES, SMALL_EDIT_SPEEDUP, Validation, stamp};
@@ -119,12 +119,16 @@ fn judge_gpu(
     if changed_lines <= SMALL_EDIT_LINES && speedup > SMALL_EDIT_SPEEDUP {
         run.flags.push(format!("speedup {speedup:.2}x is implausible for a {changed_lines}-line edit"));
     }
-    rec.metrics = json!({
-        "speedup": speedup, "noise_floor": noise, "significant": significant,
-        "floor": j.floor, "shape": j.shape, "iters": j.iters, "flags": j.flags,
-    });
-    rec.before = Some(json!(j.results.baseline));
-    rec.after = Some(json!(j.results.candidate));
+    rec.set_metrics(&SpeedFigures::Gpu(GpuSpeedFigures {
+        speedup: Some(speedup),
+        noise_floor: Some(noise),
+        significant,
+        floor: j.floor.clone(),
+        shape: j.shape.clone(),
+        iters: j.iters,
+        flags: j.flags.clone(),
+    }));
+    rec.set_sides(Some(&j.results.baseline), Some(&j.results.candidate));
     let summary = format!(
         "baseline {:.1} us, candidate {:.1} us: {speedup:.3}x (noise floor {:.1}%, {})",
         j.results.baseline.median_us.0,
@@ -164,13 +168,20 @@ fn judge_host(run: &mut Validation<'_>, mut rec: GateRecord, j: &HostBench) -> V
         run.flags.push(f.clone());
     }
     let gbps = |x: wire::Num| x.finite().map(|x| format!("{x:.2}")).unwrap_or_else(|| "?".into());
-    rec.metrics = json!({
-        "metric": j.metric, "speedup": speedup, "noise_floor": noise, "significant": significant,
-        "gap_baseline": gb, "gap_candidate": gc, "floor": j.floor, "shape": j.shape,
-        "rounds": j.rounds, "order": j.order, "flags": j.flags,
-    });
-    rec.before = Some(json!(base));
-    rec.after = Some(json!(cand));
+    rec.set_metrics(&SpeedFigures::Host(HostSpeedFigures {
+        metric: j.metric.clone(),
+        speedup: Some(speedup),
+        noise_floor: Some(noise),
+        significant,
+        gap_baseline: Some(gb),
+        gap_candidate: Some(gc),
+        floor: j.floor.clone(),
+        shape: j.shape.clone(),
+        rounds: j.rounds,
+        order: j.order.clone(),
+        flags: j.flags.clone(),
+    }));
+    rec.set_sides(Some(base), Some(cand));
     let summary = format!(
         "scheduler gap {:.1}% -> {:.1}% (noise floor {:.1}%, {}); scheduler throughput under transfers {speedup:.2}x; transfers {} -> {} GB/s",
         gb * 100.0,
