@@ -296,7 +296,7 @@ impl Validator {
     /// baseline text is `baseline`; `text` renders an assignment as that
     /// source. Variants are measured by the harness's `sweep` beside a copy
     /// of the baseline tree (the contract never comes from a variant),
-    /// `jobs` at a time. See [`crate::search`].
+    /// `jobs` at a time. See [`crate::sitesearch`].
     pub fn search_sites<F: Fn(&crate::sitesearch::Assignment) -> Result<String>>(
         &self,
         req: &crate::sitesearch::Request,

@@ -14,6 +14,7 @@ use crate::request::Request;
 use crate::tree::copy_tree;
 use crate::validator::Validator;
 
+/// A base seed for the correctness gate, fresh per candidate.
 fn fresh_seed() -> u64 {
     use std::hash::{BuildHasher, Hasher};
     let mut h = std::collections::hash_map::RandomState::new().build_hasher();
