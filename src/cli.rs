@@ -3,14 +3,9 @@
 use std::ffi::OsString;
 use std::process::ExitCode;
 
-use std::path::PathBuf;
-
-use anyhow::Result;
 use clap::{Parser, Subcommand};
-use kidiom_patterns::Catalog;
 
 use crate::cmd;
-use crate::config::Config;
 
 /// Mine optimization idioms from GPU-inference code and apply them as validated rewrites.
 #[derive(Debug, Parser)]
@@ -114,58 +109,6 @@ pub(crate) fn one_line(e: &anyhow::Error) -> String {
 
 fn is_broken_pipe(e: &anyhow::Error) -> bool {
     e.chain().any(|c| c.downcast_ref::<std::io::Error>().is_some_and(|io| io.kind() == std::io::ErrorKind::BrokenPipe))
-}
-
-// Options every command that reads the catalog or prints shares -----------------------------
-
-/// `--db`: which catalog.
-#[derive(Debug, Clone, clap::Args)]
-pub(crate) struct CatalogArgs {
-    /// The catalog file (default: kidiom.toml's [catalog] path, else .kidiom/catalog.sqlite).
-    #[arg(long, value_name = "PATH")]
-    pub(crate) db: Option<PathBuf>,
-}
-
-impl CatalogArgs {
-    pub(crate) fn path(&self, cfg: &Config) -> PathBuf {
-        match &self.db {
-            Some(p) => p.clone(),
-            None => cfg.resolve(&cfg.catalog.path),
-        }
-    }
-
-    pub(crate) fn open(&self, cfg: &Config) -> Result<Catalog> {
-        crate::ops::open_catalog(&self.path(cfg))
-    }
-
-    /// Opens an existing catalog for reading; a missing one is an error, not a new file.
-    pub(crate) fn open_existing(&self, cfg: &Config) -> Result<Catalog> {
-        let path = self.path(cfg);
-        if !path.exists() {
-            anyhow::bail!("no catalog at {} (run `kidiom mine` first, or pass --db)", path.display());
-        }
-        self.open(cfg)
-    }
-}
-
-/// `--db`, `--json` and `--quiet`: what every command that reads the catalog and prints takes.
-#[derive(Debug, Clone, clap::Args)]
-pub(crate) struct CommonArgs {
-    #[command(flatten)]
-    pub(crate) catalog: CatalogArgs,
-    #[command(flatten)]
-    pub(crate) output: OutputArgs,
-}
-
-/// `--json` and `--quiet`.
-#[derive(Debug, Clone, Copy, clap::Args)]
-pub(crate) struct OutputArgs {
-    /// Print machine-readable JSON on stdout.
-    #[arg(long)]
-    pub(crate) json: bool,
-    /// No progress bars.
-    #[arg(long, short)]
-    pub(crate) quiet: bool,
 }
 
 #[cfg(test)]

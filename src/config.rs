@@ -104,14 +104,14 @@ pub(crate) struct SearchSection {
 
 impl Default for SearchSection {
     fn default() -> Self {
-        let r = kidiom_validator::search::Rule::default();
+        let r = kidiom_validator::sitesearch::Rule::default();
         SearchSection { enabled: true, jobs: 0, error_factor: r.error_factor, min_gain: r.min_gain }
     }
 }
 
 impl SearchSection {
-    pub(crate) fn rule(&self) -> kidiom_validator::search::Rule {
-        kidiom_validator::search::Rule { error_factor: self.error_factor, min_gain: self.min_gain }
+    pub(crate) fn rule(&self) -> kidiom_validator::sitesearch::Rule {
+        kidiom_validator::sitesearch::Rule { error_factor: self.error_factor, min_gain: self.min_gain }
     }
 
     pub(crate) fn jobs(&self) -> usize {

@@ -1,6 +1,7 @@
 //! The `kidiom` command line: glue over the miner, patterns, rewriter and
 //! validator crates. The service layer is `ops/`; its front ends are the
-//! subcommands in `cmd/` (terminal) and the MCP server in `mcp/`.
+//! subcommands in `cmd/` (terminal) and the MCP server in `mcp/`; the
+//! layouts the terminal and the HTML review share are `view.rs`.
 
 mod apidocs;
 mod cli;
@@ -10,6 +11,7 @@ mod html;
 mod mcp;
 mod ops;
 mod output;
+mod view;
 
 fn main() -> std::process::ExitCode {
     cli::run(std::env::args_os())

@@ -102,6 +102,7 @@ fn validator() -> Vec<kidiom_validator::Error> {
         Fleet(m()),
         Rewrite(rewriter().remove(8)),
         Syntax(syntax().remove(0)),
+        Internal("the baseline thread panicked".into()),
     ]
 }
 

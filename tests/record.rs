@@ -100,6 +100,11 @@ fn every_field_of_an_old_record_reads_typed() {
     let speed = e.gate(Gate::Speed).expect("speed");
     assert_eq!(speed.placements[0].node.as_deref(), Some("node-1 (10.0.0.2)"));
     assert_eq!(e.speed_headline().as_deref(), Some("gap 48.1% -> 0.9% (noise 2.0%)"));
+    // its gate figures read typed too
+    let figures = speed.speed_figures().expect("speed figures");
+    assert_eq!((figures.metric(), figures.noise_floor()), (Some("scheduler-throughput"), Some(0.02)));
+    let (before, after) = speed.speed_sides();
+    assert_eq!((before.and_then(|b| b.number("gap")), after.and_then(|a| a.number("gap"))), (Some(0.481), Some(0.009)));
 
     // a manual patch, with evidence no version of kidiom wrote
     let manual = by_id(&cands, "manual@");

@@ -6,7 +6,7 @@ use std::process::ExitCode;
 use anyhow::Result;
 use kidiom_rewriter::DEFAULT_BRANCH;
 
-use crate::cli::CommonArgs;
+use crate::cmd::args::CommonArgs;
 use crate::config::Config;
 use crate::{ops, output};
 

@@ -7,7 +7,7 @@ use std::process::ExitCode;
 use anyhow::Result;
 use kidiom_patterns::{Category, Filter, Kind};
 
-use crate::cli::CommonArgs;
+use crate::cmd::args::CommonArgs;
 use crate::config::Config;
 use crate::{ops, output};
 
@@ -132,7 +132,7 @@ pub(crate) fn run(a: Args) -> Result<ExitCode> {
 }
 
 /// A search's front, with the chosen variant marked, on stderr beside the diffs.
-pub(crate) fn print_search(s: &kidiom_validator::search::SiteSearch) -> Result<()> {
+pub(crate) fn print_search(s: &kidiom_validator::sitesearch::SiteSearch) -> Result<()> {
     eprintln!(
         "kidiom: site search of {} in {}: {} sites, values {}; {} variants measured, {} of them compiled, {} found in the cache; {:.1}s",
         s.pattern,
@@ -145,7 +145,7 @@ pub(crate) fn print_search(s: &kidiom_validator::search::SiteSearch) -> Result<(
         s.seconds
     );
     let summary: kidiom_patterns::record::SiteSummary = serde_json::from_value(serde_json::to_value(s)?)?;
-    if let Some(rows) = ops::sitesearch::front_rows(&summary, s.chosen) {
+    if let Some(rows) = crate::view::front_rows(&summary, s.chosen) {
         for line in output::table_lines(&rows) {
             eprintln!("  {line}");
         }

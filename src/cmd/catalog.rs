@@ -5,7 +5,7 @@ use std::process::ExitCode;
 use anyhow::Result;
 use kidiom_patterns::{Catalog, Category, Filter, Kind, Lang, Pattern, SearchHit};
 
-use crate::cli::CommonArgs;
+use crate::cmd::args::CommonArgs;
 use crate::config::Config;
 use crate::output;
 

@@ -8,7 +8,7 @@ use kidiom_patterns::export::{Finding, astgrep_rules, sarif_report};
 use kidiom_patterns::matcher::Rewrite;
 use kidiom_patterns::{CatalogFile, ExportedCorpus, Filter, Pattern};
 
-use crate::cli::CatalogArgs;
+use crate::cmd::args::CatalogArgs;
 use crate::config::Config;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]

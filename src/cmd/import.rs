@@ -7,7 +7,7 @@ use std::process::ExitCode;
 use anyhow::Result;
 use kidiom_patterns::Kind;
 
-use crate::cli::CommonArgs;
+use crate::cmd::args::CommonArgs;
 use crate::config::Config;
 use crate::output;
 

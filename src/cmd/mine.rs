@@ -6,7 +6,7 @@ use std::process::ExitCode;
 use anyhow::Result;
 use kidiom_miner::Manifest;
 
-use crate::cli::CommonArgs;
+use crate::cmd::args::CommonArgs;
 use crate::config::Config;
 use crate::ops::mine::{self as driver, MineOptions, MineReport, PathInputs, Remote, manifests_for};
 use crate::output;

@@ -5,6 +5,7 @@
 
 pub(crate) mod accept;
 pub(crate) mod apply;
+pub(crate) mod args;
 pub(crate) mod catalog;
 pub(crate) mod debug;
 pub(crate) mod export;

@@ -12,7 +12,7 @@ use std::time::Duration;
 use anyhow::{Result, bail};
 use kidiom_validator::ProfileReport;
 
-use crate::cli::OutputArgs;
+use crate::cmd::args::OutputArgs;
 use crate::config::Config;
 use crate::{ops, output};
 

@@ -7,7 +7,7 @@ use std::process::ExitCode;
 
 use anyhow::Result;
 
-use crate::cli::CommonArgs;
+use crate::cmd::args::CommonArgs;
 use crate::config::Config;
 use crate::ops::run::Event;
 use crate::{ops, output};
@@ -70,14 +70,16 @@ pub(crate) fn run(args: Args) -> Result<ExitCode> {
             Event::Validating(i, n, c, ev) => super::validate::print_progress(i, n, c, ev),
         }
     };
-    let mut report = ops::run::run(&cfg, &mut catalog, &opts, &tell)?;
-    if let Some(dir) = &args.html {
-        report.html = Some(crate::html::write_site(&catalog, &catalog.candidates(None)?, dir)?);
-    }
+    let report = ops::run::run(&cfg, &mut catalog, &opts, &tell)?;
+    let html = match &args.html {
+        Some(dir) => Some(crate::html::write_site(&catalog, &catalog.candidates(None)?, dir)?),
+        None => None,
+    };
+    let shown = Shown { report: &report, html };
     if args.common.output.json {
-        output::json(&report)?;
+        output::json(&shown)?;
     } else {
-        print_summary(&report)?;
+        print_summary(&shown)?;
     }
     // Some corpora may be unreachable on this machine; the loop still ran on the rest.
     let mined = report.mine.corpora.iter().filter(|c| c.error.is_none()).count();
@@ -105,8 +107,19 @@ fn best_predicted(v: &ops::validate::Report) -> Option<String> {
     ))
 }
 
-/// The run's summary: mining, history, the top patterns, apply, the verdict table.
-fn print_summary(r: &ops::run::Report) -> Result<()> {
+/// What `kidiom run` shows: the loop's report and the review site the
+/// front end wrote from it (`--html`); also `kidiom run --json`.
+#[derive(serde::Serialize)]
+struct Shown<'a> {
+    #[serde(flatten)]
+    report: &'a ops::run::Report,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    html: Option<crate::html::Site>,
+}
+
+/// The run's summary: mining, history, the top patterns, apply, the verdict table, the site.
+fn print_summary(shown: &Shown) -> Result<()> {
+    let r = shown.report;
     super::mine::print_report(&r.mine, false)?;
     if let Some(h) = &r.history {
         output::line("")?;
@@ -146,7 +159,7 @@ fn print_summary(r: &ops::run::Report) -> Result<()> {
         output::line("")?;
         output::line(&format!("verdicts of this run's candidates: {} (see `kidiom review`)", parts.join(", ")))?;
     }
-    if let Some(site) = &r.html {
+    if let Some(site) = &shown.html {
         output::line("")?;
         output::line(&format!("review site: {} ({} candidates)", site.index.display(), site.pages))?;
     }

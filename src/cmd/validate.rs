@@ -19,7 +19,7 @@ use anyhow::{Context, Result, bail};
 use kidiom_patterns::{Candidate, Category};
 use kidiom_validator::{Device, Evidence, Gate, GateStatus, VerdictKind};
 
-use crate::cli::CommonArgs;
+use crate::cmd::args::CommonArgs;
 use crate::config::Config;
 use crate::ops::validate::{Options, Report};
 use crate::{ops, output};

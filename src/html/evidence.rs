@@ -2,8 +2,11 @@
 //! that decided it, the static gate's key figures, the correctness gate's
 //! error numbers and curves, the speed gate's speedup and samples.
 
-use kidiom_patterns::record::StoredEvidence;
+use kidiom_patterns::record::{
+    CompileFigures, ErrorSide, Num, SCHEDULER_THROUGHPUT, SpeedFigures, SpeedSide, StoredEvidence,
+};
 use kidiom_validator::{Evidence, Gate, GateRecord, GateStatus, VerdictKind};
+#[cfg(test)]
 use serde_json::Value;
 
 /// A number shown in a table cell, with the key it sorts by.
@@ -63,14 +66,6 @@ pub(crate) fn deciding_gate(ev: &Evidence) -> Option<Gate> {
     }
 }
 
-fn int(v: Option<&Value>, key: &str) -> Option<i64> {
-    v?.get(key)?.as_i64()
-}
-
-fn tensor(v: Option<&Value>) -> Option<i64> {
-    v?.get("by_class")?.as_object().map(|c| c.get("tensor").and_then(Value::as_i64).unwrap_or(0))
-}
-
 /// `before -> after` of an integer figure, sorted by the relative change.
 fn delta(b: Option<i64>, a: Option<i64>, unit: &str) -> Cell {
     match (b, a) {
@@ -102,21 +97,18 @@ pub(crate) struct StaticFigures {
 }
 
 pub(crate) fn static_figures(ev: Option<&Evidence>) -> StaticFigures {
-    let rec = ev.and_then(|e| e.gate(Gate::Static));
-    let (b, a) = (rec.and_then(|r| r.before.as_ref()), rec.and_then(|r| r.after.as_ref()));
+    let (b, a) = ev.and_then(|e| e.gate(Gate::Static)).map(GateRecord::compiles).unwrap_or_default();
+    let (b, a) = (b.as_ref(), a.as_ref());
+    let fig = |f: fn(&CompileFigures) -> Option<i64>| (b.and_then(f), a.and_then(f));
+    let (ib, ia) = fig(|c| c.instructions);
+    let (sb, sa) = fig(|c| c.spill_store_bytes);
+    let (rb, ra) = fig(|c| c.registers);
+    let (tb, ta) = fig(|c| Some(c.tensor()));
     StaticFigures {
-        instructions: delta(int(b, "instructions"), int(a, "instructions"), ""),
-        spills: delta(int(b, "spill_store_bytes"), int(a, "spill_store_bytes"), " B"),
-        registers: delta(int(b, "registers"), int(a, "registers"), ""),
-        tensor: delta(tensor(b), tensor(a), ""),
-    }
-}
-
-/// A value that may be `"inf"` (a non-finite error as the validator writes it).
-fn float(v: &Value) -> Option<f64> {
-    match v {
-        Value::String(s) if s == "inf" => Some(f64::INFINITY),
-        v => v.as_f64(),
+        instructions: delta(ib, ia, ""),
+        spills: delta(sb, sa, " B"),
+        registers: delta(rb, ra, ""),
+        tensor: delta(tb, ta, ""),
     }
 }
 
@@ -127,11 +119,11 @@ pub(crate) fn fmt_e(x: f64) -> String {
 /// The largest rel_l2 over the outputs the correctness gate judged.
 pub(crate) fn worst_rel_l2(ev: Option<&Evidence>) -> Cell {
     let Some(rec) = ev.and_then(|e| e.gate(Gate::Correctness)) else { return Cell::none() };
-    let worst = rec.after.as_ref().map(|a| &a["worst"]).filter(|w| w.is_object()).unwrap_or(&rec.metrics["worst"]);
-    let Some(outputs) = worst.as_object() else { return Cell::none() };
+    let worst = rec.error_sides().1.worst.unwrap_or_else(|| rec.correctness_figures().worst);
     let mut max: Option<(f64, &str)> = None;
-    for (name, m) in outputs {
-        if let Some(x) = float(&m["rel_l2"])
+    for (name, m) in &worst {
+        // a NaN (stored as null) is not a number to show, as it never was
+        if let Some(Num(x)) = m.rel_l2.filter(|x| !x.0.is_nan())
             && max.is_none_or(|(y, _)| x > y)
         {
             max = Some((x, name));
@@ -150,20 +142,22 @@ pub(crate) struct CurvePoint {
     pub(crate) rel_l2: f64,
 }
 
-/// The error-versus-length curve in a correctness record's `before` or `after`.
-pub(crate) fn curve(side: Option<&Value>) -> Vec<CurvePoint> {
-    side.and_then(|s| s["curve"].as_array())
-        .into_iter()
-        .flatten()
-        .filter_map(|p| Some(CurvePoint { t: p["T"].as_f64()?, rel_l2: float(&p["rel_l2"]).unwrap_or(f64::NAN) }))
-        .collect()
+/// The error-versus-length curve of one side of a correctness record.
+pub(crate) fn curve(side: &ErrorSide) -> Vec<CurvePoint> {
+    side.curve.iter().flatten().map(|p| CurvePoint { t: p.t as f64, rel_l2: p.rel_l2.0 }).collect()
+}
+
+/// The curves of a correctness record, baseline and candidate.
+pub(crate) fn curves(rec: &GateRecord) -> (Vec<CurvePoint>, Vec<CurvePoint>) {
+    let (b, a) = rec.error_sides();
+    (curve(&b), curve(&a))
 }
 
 /// The curves' end points, `T=256: 5.72e-04 → 8.55e-06`, sorted by the
 /// candidate's error there.
 pub(crate) fn curve_end(ev: Option<&Evidence>) -> Cell {
     let Some(rec) = ev.and_then(|e| e.gate(Gate::Correctness)) else { return Cell::none() };
-    let (b, a) = (curve(rec.before.as_ref()), curve(rec.after.as_ref()));
+    let (b, a) = curves(rec);
     match (b.last(), a.last()) {
         (Some(b), Some(a)) => {
             Cell::num(format!("{} → {}", fmt_e(b.rel_l2), fmt_e(a.rel_l2)), format!("T={}", a.t), a.rel_l2)
@@ -178,14 +172,15 @@ pub(crate) fn curve_end(ev: Option<&Evidence>) -> Cell {
 /// by the speedup.
 pub(crate) fn speed(ev: Option<&Evidence>) -> Cell {
     let Some(rec) = ev.and_then(|e| e.gate(Gate::Speed)) else { return Cell::none() };
-    let m = &rec.metrics;
-    let Some(speedup) = m["speedup"].as_f64().filter(|s| s.is_finite()) else {
+    let m = rec.speed_figures();
+    let Some(speedup) = m.as_ref().and_then(SpeedFigures::speedup).filter(|s| s.is_finite()) else {
         return Cell { text: status_word(rec).into(), note: String::new(), sort: String::new() };
     };
-    let noise = m["noise_floor"].as_f64().map(|n| format!("noise {:.1}%", n * 100.0));
-    let gap = |side: &Option<Value>| side.as_ref().and_then(|v| v["gap"].as_f64());
-    if m["metric"] == "scheduler-throughput"
-        && let (Some(b), Some(c)) = (gap(&rec.before), gap(&rec.after))
+    let noise = m.as_ref().and_then(SpeedFigures::noise_floor).map(|n| format!("noise {:.1}%", n * 100.0));
+    let (b, c) = rec.speed_sides();
+    let gap = |side: &Option<SpeedSide>| side.as_ref().and_then(|v| v.number("gap"));
+    if m.as_ref().and_then(SpeedFigures::metric) == Some(SCHEDULER_THROUGHPUT)
+        && let (Some(b), Some(c)) = (gap(&b), gap(&c))
     {
         let note = [Some(format!("{speedup:.2}x")), noise].into_iter().flatten().collect::<Vec<_>>().join(", ");
         return Cell::num(format!("gap {:.1}% → {:.1}%", b * 100.0, c * 100.0), note, speedup);
@@ -222,20 +217,15 @@ pub(crate) struct Samples {
 
 /// The sample arrays both variants of a speed record hold, by key.
 pub(crate) fn speed_samples(rec: &GateRecord) -> Vec<(Samples, Samples)> {
-    let (Some(b), Some(a)) =
-        (rec.before.as_ref().and_then(Value::as_object), rec.after.as_ref().and_then(Value::as_object))
-    else {
-        return Vec::new();
-    };
-    let nums = |v: &Value| -> Option<Vec<f64>> {
-        let arr = v.as_array()?;
-        let xs: Vec<f64> = arr.iter().filter_map(Value::as_f64).collect();
-        (!xs.is_empty() && xs.len() == arr.len()).then_some(xs)
-    };
+    let (Some(b), Some(a)) = rec.speed_sides() else { return Vec::new() };
+    let after: Vec<(&str, Vec<f64>)> = a.samples().collect();
     let mut out = Vec::new();
-    for (key, bv) in b {
-        if let (Some(bx), Some(ax)) = (nums(bv), a.get(key).and_then(nums)) {
-            out.push((Samples { key: key.clone(), values: bx }, Samples { key: key.clone(), values: ax }));
+    for (key, bx) in b.samples() {
+        if let Some((_, ax)) = after.iter().find(|(k, _)| *k == key) {
+            out.push((
+                Samples { key: key.to_string(), values: bx },
+                Samples { key: key.to_string(), values: ax.clone() },
+            ));
         }
     }
     out
@@ -243,9 +233,8 @@ pub(crate) fn speed_samples(rec: &GateRecord) -> Vec<(Samples, Samples)> {
 
 /// `(p10, median, p90)` of a variant: `<prefix>_p10`, `<prefix>` or
 /// `median_<unit>`, `<prefix>_p90` (the host bench's gap, a GPU bench's µs).
-pub(crate) fn percentiles(side: Option<&Value>, p10: &str, median: &str, p90: &str) -> Option<(f64, f64, f64)> {
-    let s = side?;
-    Some((s[p10].as_f64()?, s[median].as_f64()?, s[p90].as_f64()?))
+pub(crate) fn percentiles(side: Option<&SpeedSide>, p10: &str, median: &str, p90: &str) -> Option<(f64, f64, f64)> {
+    side?.percentiles(p10, median, p90)
 }
 
 #[cfg(test)]
@@ -307,7 +296,7 @@ mod tests {
         assert_eq!(s.len(), 1);
         assert_eq!(s[0].1.values, vec![4.0, 5.0, 6.0]);
         assert_eq!(
-            percentiles(e.gate(Gate::Speed).and_then(|r| r.after.as_ref()), "p10_us", "median_us", "p90_us"),
+            percentiles(e.gate(Gate::Speed).and_then(|r| r.speed_sides().1).as_ref(), "p10_us", "median_us", "p90_us"),
             Some((4.0, 5.0, 6.0))
         );
     }

@@ -5,7 +5,7 @@
 use std::collections::BTreeMap;
 
 use askama::Template;
-use kidiom_patterns::record::{Provenance, SearchOrigin, StoredEvidence};
+use kidiom_patterns::record::{CompileFigures, Provenance, SearchOrigin, StoredEvidence};
 use kidiom_patterns::{Candidate, CorpusRow, Pattern};
 use kidiom_validator::{Evidence, Gate, GateRecord};
 use serde_json::Value;
@@ -106,7 +106,7 @@ pub(crate) fn index_row(c: &Candidate, href: String) -> IndexRow {
         path_breakable: Markup::trusted(c.path.split('/').map(escape).collect::<Vec<_>>().join("/<wbr>")),
         kernel: e.and_then(|e| e.kernel.clone()).unwrap_or_default(),
         sites: c.sites,
-        roles: crate::ops::sitesearch::roles(c).join(", "),
+        roles: c.provenance.search_roles().join(", "),
         instructions: st.instructions,
         spills: st.spills,
         registers: st.registers,
@@ -446,7 +446,8 @@ fn gate_view(r: &GateRecord) -> GateView {
     let mut figures = Vec::new();
     match r.gate {
         Gate::Static => {
-            figures = static_rows(r.before.as_ref(), r.after.as_ref());
+            let (b, a) = r.compiles();
+            figures = static_rows(b.as_ref(), a.as_ref());
             plots.extend(mix_plot(r));
         }
         Gate::Correctness => {
@@ -476,20 +477,21 @@ fn gate_view(r: &GateRecord) -> GateView {
 }
 
 /// The static gate's resources before and after.
-fn static_rows(b: Option<&Value>, a: Option<&Value>) -> Vec<FigureRow> {
-    const KEYS: &[(&str, &str)] = &[
-        ("instructions", "SASS instructions"),
-        ("registers", "registers per thread"),
-        ("spill_store_bytes", "spill stores (B)"),
-        ("spill_load_bytes", "spill loads (B)"),
-        ("stack_bytes", "stack (B)"),
-        ("local_bytes", "local memory (B)"),
-        ("shared_static_bytes", "static shared memory (B)"),
-        ("shared_dynamic_bytes", "dynamic shared memory (B)"),
+fn static_rows(b: Option<&CompileFigures>, a: Option<&CompileFigures>) -> Vec<FigureRow> {
+    type Field = fn(&CompileFigures) -> Option<i64>;
+    const FIELDS: &[(Field, &str)] = &[
+        (|c| c.instructions, "SASS instructions"),
+        (|c| c.registers, "registers per thread"),
+        (|c| c.spill_store_bytes, "spill stores (B)"),
+        (|c| c.spill_load_bytes, "spill loads (B)"),
+        (|c| c.stack_bytes, "stack (B)"),
+        (|c| c.local_bytes, "local memory (B)"),
+        (|c| c.shared_static_bytes, "static shared memory (B)"),
+        (|c| c.shared_dynamic_bytes, "dynamic shared memory (B)"),
     ];
     let mut out = Vec::new();
-    for (key, name) in KEYS {
-        let (bv, av) = (b.and_then(|b| b[*key].as_i64()), a.and_then(|a| a[*key].as_i64()));
+    for (field, name) in FIELDS {
+        let (bv, av) = (b.and_then(field), a.and_then(field));
         if bv.is_none() && av.is_none() {
             continue;
         }
@@ -506,12 +508,11 @@ fn static_rows(b: Option<&Value>, a: Option<&Value>) -> Vec<FigureRow> {
 
 /// Instruction classes before and after, the largest first.
 fn mix_plot(r: &GateRecord) -> Option<PlotView> {
-    let class = |v: Option<&Value>| -> BTreeMap<String, f64> {
-        v.and_then(|v| v["by_class"].as_object())
-            .map(|o| o.iter().filter_map(|(k, n)| Some((k.clone(), n.as_f64()?))).collect())
-            .unwrap_or_default()
+    let class = |v: Option<CompileFigures>| -> BTreeMap<String, f64> {
+        v.map(|c| c.by_class.into_iter().map(|(k, n)| (k, n as f64)).collect()).unwrap_or_default()
     };
-    let (b, a) = (class(r.before.as_ref()), class(r.after.as_ref()));
+    let (b, a) = r.compiles();
+    let (b, a) = (class(b), class(a));
     let mut names: Vec<String> = b.keys().chain(a.keys()).cloned().collect();
     names.sort();
     names.dedup();
@@ -524,7 +525,7 @@ fn mix_plot(r: &GateRecord) -> Option<PlotView> {
 }
 
 fn curve_rows(r: &GateRecord) -> Vec<FigureRow> {
-    let (b, a) = (ev::curve(r.before.as_ref()), ev::curve(r.after.as_ref()));
+    let (b, a) = ev::curves(r);
     a.iter()
         .map(|p| {
             let base = b.iter().find(|q| q.t == p.t).map(|q| q.rel_l2);
@@ -543,7 +544,7 @@ fn curve_rows(r: &GateRecord) -> Vec<FigureRow> {
 
 /// The error-versus-T curves of baseline and candidate.
 fn curve_plot(r: &GateRecord) -> Option<PlotView> {
-    let (b, a) = (ev::curve(r.before.as_ref()), ev::curve(r.after.as_ref()));
+    let (b, a) = ev::curves(r);
     let series = |name: &str, c: &[ev::CurvePoint]| plot::Series {
         name: name.into(),
         points: c.iter().map(|p| (p.t, p.rel_l2)).collect(),
@@ -555,7 +556,8 @@ fn curve_plot(r: &GateRecord) -> Option<PlotView> {
 /// The speed gate's samples: every array both variants hold, else the
 /// reported percentiles alone.
 fn speed_plots(r: &GateRecord) -> Vec<PlotView> {
-    let (b, a) = (r.before.as_ref(), r.after.as_ref());
+    let (b, a) = r.speed_sides();
+    let (b, a) = (b.as_ref(), a.as_ref());
     let mut out = Vec::new();
     for (bs, as_) in ev::speed_samples(r) {
         let summary = |side| {
@@ -598,7 +600,7 @@ fn search(c: &Candidate) -> Option<SearchView> {
     let Some(SearchOrigin::Sites(search)) = &c.provenance.search else { return None };
     let sm = &search.summary;
     let point = search.point;
-    let mut rows = crate::ops::sitesearch::front_rows(sm, point)?;
+    let mut rows = crate::view::front_rows(sm, point)?;
     if rows.is_empty() {
         return None;
     }
@@ -632,7 +634,7 @@ fn search(c: &Candidate) -> Option<SearchView> {
             c.sites,
             sm.sites.len(),
             search.assignment,
-            crate::ops::sitesearch::roles(c).join(", ")
+            c.provenance.search_roles().join(", ")
         ),
         sites: sm.sites.iter().map(|x| (x.line.to_string(), x.text.clone())).collect(),
         head,

@@ -26,7 +26,7 @@ use anyhow::{Context, Result};
 use kidiom_patterns::Catalog;
 use serde_json::{Value, json};
 
-use crate::cli::CatalogArgs;
+use crate::cmd::args::CatalogArgs;
 use crate::config::Config;
 use protocol::{Incoming, RpcError};
 

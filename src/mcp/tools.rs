@@ -157,22 +157,23 @@ fn list_candidates(args: &Value, ctx: &Ctx) -> ToolResult {
     let cat = open(ctx)?;
     let status = str_arg(args, "status").and_then(CandidateStatus::from_name);
     let cands = cat.candidates(status)?;
-    let mut rows: Vec<Value> = cands
+    let mut rows: Vec<(Value, Option<f64>)> = cands
         .iter()
         .map(|c| {
-            json!({"id": c.id, "pattern_id": c.pattern_id, "path": c.path, "status": c.status.name(),
-                   "sites": c.sites, "verdict": c.evidence.verdict(),
-                   "prediction": c.evidence.evidence().and_then(|e| e.prediction.as_ref())})
+            let prediction = c.evidence.evidence().and_then(|e| e.prediction.as_ref());
+            let row = json!({"id": c.id, "pattern_id": c.pattern_id, "path": c.path, "status": c.status.name(),
+                   "sites": c.sites, "verdict": c.evidence.verdict(), "prediction": prediction});
+            (row, prediction.map(|p| p.speedup).filter(|s| s.is_finite()))
         })
         .collect();
     // strongest predicted speedup first (a prediction from CPU work profiles); the rest keep their order
-    let speedup = |r: &Value| r["prediction"]["speedup"].as_f64().filter(|s| s.is_finite());
-    rows.sort_by(|a, b| match (speedup(a), speedup(b)) {
-        (Some(x), Some(y)) => y.total_cmp(&x),
+    rows.sort_by(|(_, a), (_, b)| match (a, b) {
+        (Some(x), Some(y)) => y.total_cmp(x),
         (Some(_), None) => std::cmp::Ordering::Less,
         (None, Some(_)) => std::cmp::Ordering::Greater,
         (None, None) => std::cmp::Ordering::Equal,
     });
+    let rows: Vec<Value> = rows.into_iter().map(|(row, _)| row).collect();
     Ok(json!({"candidates": rows}))
 }
 

@@ -80,7 +80,7 @@ pub(crate) struct Report {
     pub(crate) patterns: usize,
     /// The per-site searches run (their candidates are in `candidates`).
     #[serde(skip_serializing_if = "Vec::is_empty")]
-    pub(crate) searches: Vec<kidiom_validator::search::SiteSearch>,
+    pub(crate) searches: Vec<kidiom_validator::sitesearch::SiteSearch>,
     /// With a search: candidates proposed with one value on every site instead, and why.
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub(crate) not_searched: Vec<Dropped>,

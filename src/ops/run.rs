@@ -52,9 +52,6 @@ pub(crate) struct Report {
     /// The validation of this run's pending candidates.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub(crate) validate: Option<super::validate::Report>,
-    /// The review site, when the front end wrote one (`kidiom run --html`).
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub(crate) html: Option<crate::html::Site>,
 }
 
 /// What the loop tells its caller as it goes (the CLI prints these).
@@ -62,7 +59,7 @@ pub(crate) enum Event<'a> {
     /// A step starts, or something worth a line happened.
     Note(String),
     /// A site search finished.
-    Searched(&'a kidiom_validator::search::SiteSearch),
+    Searched(&'a kidiom_validator::sitesearch::SiteSearch),
     /// A candidate's validation starts (`None`) or ended.
     Validating(usize, usize, &'a Candidate, Option<&'a kidiom_validator::Evidence>),
 }
@@ -73,7 +70,7 @@ pub(crate) enum Event<'a> {
 /// the loop validates its choice and the all-sites variants it compares with.
 /// `gpu_here` is asked only for a candidate that waits for a GPU.
 fn worth_validating(c: &Candidate, gpu_here: impl FnOnce() -> bool) -> bool {
-    let roles = super::sitesearch::roles(c);
+    let roles = c.provenance.search_roles();
     if !roles.is_empty() && !roles.iter().any(|r| r == "chosen" || r == "all-sites") {
         return false;
     }
@@ -92,8 +89,33 @@ fn gpu_here<'a>(device: Device, root: &'a std::path::Path) -> impl Fn() -> bool 
     }
 }
 
-/// Runs the loop on `catalog` with kidiom.toml's settings `cfg`.
+/// Runs the loop on `catalog` with kidiom.toml's settings `cfg`: mining,
+/// the snapshot's fill-in, then (unless told not to) apply and validate.
 pub(crate) fn run(cfg: &Config, catalog: &mut Catalog, o: &Options, tell: &(dyn Fn(Event) + Sync)) -> Result<Report> {
+    let (manifests, mine, history) = mine_all(cfg, catalog, o)?;
+    let snapshot = fill_from_snapshot(cfg, catalog, &manifests, &mine, history.as_ref(), tell)?;
+    let top = catalog.list(&Filter { limit: Some(o.top), hide_refactor: true, ..Default::default() })?;
+    let (mut apply, mut validate) = (None, None);
+    let mut verdicts: BTreeMap<String, usize> = BTreeMap::new();
+    if !o.no_validate && std::path::Path::new("kernels").is_dir() {
+        let report = apply_to_kernels(cfg, catalog, o, tell)?;
+        // This run's candidates on kernels/ (other candidates in the catalog, e.g. from
+        // `kidiom apply` on another tree, are left to `kidiom validate`).
+        let ours: HashSet<String> = report.candidates.iter().map(|c| c.id.clone()).collect();
+        apply = Some(report);
+        validate = validate_ours(cfg, catalog, o, &ours, tell)?;
+        verdicts = verdicts_of(catalog, &ours)?;
+    }
+    Ok(Report { mine, history, top, apply, snapshot, verdicts, validate })
+}
+
+/// Mines the corpora kidiom.toml lists: usage, and history where asked,
+/// through one fleet driver. Returns the manifests with both reports.
+fn mine_all(
+    cfg: &Config,
+    catalog: &mut Catalog,
+    o: &Options,
+) -> Result<(Vec<kidiom_miner::Manifest>, MineReport, Option<crate::ops::history::HistoryReport>)> {
     let corpora: Vec<PathBuf> = cfg.mine.corpora.iter().map(|p| cfg.resolve(p)).collect();
     let manifests = manifests_for(&corpora, &PathInputs::default())?;
     if manifests.is_empty() {
@@ -122,112 +144,132 @@ pub(crate) fn run(cfg: &Config, catalog: &mut Catalog, o: &Options, tell: &(dyn 
     };
     // the mining's driver leaves the cluster before validation starts its own
     drop((mopts, remote));
-    // Git corpora this machine could not reach (or read only through a non-git fallback):
-    // their usage and edit idioms from the shipped snapshot.
-    let mut snapshot = Vec::new();
-    if let Some(snap) = cfg.mine.snapshot.as_ref().map(|p| cfg.resolve(p)) {
-        let mut gaps: Vec<(String, Vec<Kind>)> = Vec::new();
-        for m in manifests.iter().filter(|m| m.kind == SourceKind::Git) {
-            let mut kinds = Vec::new();
-            if mine.corpora.iter().any(|c| c.name == m.name && c.error.is_some()) {
-                kinds.push(Kind::Usage);
-            }
-            let history_missing = history
-                .as_ref()
-                .is_some_and(|h| h.corpora.iter().find(|c| c.name == m.name).is_none_or(|c| c.error.is_some()));
-            if history_missing {
-                kinds.push(Kind::Edit);
-            }
-            if !kinds.is_empty() {
-                gaps.push((m.name.clone(), kinds));
-            }
+    Ok((manifests, mine, history))
+}
+
+/// Git corpora this machine could not reach (or read only through a
+/// non-git fallback): their usage and edit idioms from the shipped snapshot.
+fn fill_from_snapshot(
+    cfg: &Config,
+    catalog: &mut Catalog,
+    manifests: &[kidiom_miner::Manifest],
+    mine: &MineReport,
+    history: Option<&crate::ops::history::HistoryReport>,
+    tell: &(dyn Fn(Event) + Sync),
+) -> Result<Vec<super::snapshot::Filled>> {
+    let Some(snap) = cfg.mine.snapshot.as_ref().map(|p| cfg.resolve(p)) else { return Ok(Vec::new()) };
+    let mut gaps: Vec<(String, Vec<Kind>)> = Vec::new();
+    for m in manifests.iter().filter(|m| m.kind == SourceKind::Git) {
+        let mut kinds = Vec::new();
+        if mine.corpora.iter().any(|c| c.name == m.name && c.error.is_some()) {
+            kinds.push(Kind::Usage);
         }
-        if !gaps.is_empty() && !snap.exists() {
-            tell(Event::Note(format!(
-                "no snapshot at {} to fill in {} unreachable corpora",
-                snap.display(),
-                gaps.len()
-            )));
-        } else {
-            snapshot = super::snapshot::fill(catalog, &snap, &manifests, &gaps)?;
-            for f in &snapshot {
-                tell(Event::Note(super::snapshot::describe(f, &snap)));
-            }
+        let history_missing =
+            history.is_some_and(|h| h.corpora.iter().find(|c| c.name == m.name).is_none_or(|c| c.error.is_some()));
+        if history_missing {
+            kinds.push(Kind::Edit);
+        }
+        if !kinds.is_empty() {
+            gaps.push((m.name.clone(), kinds));
         }
     }
-    let top = catalog.list(&Filter { limit: Some(o.top), hide_refactor: true, ..Default::default() })?;
-    let (mut apply, mut validate) = (None, None);
+    if !gaps.is_empty() && !snap.exists() {
+        tell(Event::Note(format!("no snapshot at {} to fill in {} unreachable corpora", snap.display(), gaps.len())));
+        return Ok(Vec::new());
+    }
+    let snapshot = super::snapshot::fill(catalog, &snap, manifests, &gaps)?;
+    for f in &snapshot {
+        tell(Event::Note(super::snapshot::describe(f, &snap)));
+    }
+    Ok(snapshot)
+}
+
+/// The catalog applied to the kernel sources a manifest names (a dry run),
+/// precision patterns searched per site unless turned off.
+fn apply_to_kernels(
+    cfg: &Config,
+    catalog: &mut Catalog,
+    o: &Options,
+    tell: &(dyn Fn(Event) + Sync),
+) -> Result<super::apply::Report> {
+    tell(Event::Note("applying the catalog to kernels/ (dry run)".into()));
+    let root = super::root()?;
+    // the kernel sources a manifest names: the files a candidate can be validated on (never
+    // the harness's tests, whose planted kernels are contract)
+    let manifests = kidiom_validator::Kernels::load(&root, "kernels")
+        .with_context(|| format!("reading the kernel manifests under {}", root.join("kernels").display()))?;
+    let mut kernels: Vec<std::path::PathBuf> = manifests.manifests.iter().map(|m| root.join(m.source_path())).collect();
+    kernels.sort();
+    kernels.dedup();
+    let validator = if cfg.search.enabled && !o.no_search {
+        let opts = super::apply::search_validator_options(cfg, o.timeout * 3);
+        Some(super::validate::build_validator(&root, &opts)?)
+    } else {
+        None
+    };
+    let note = |m: String| tell(Event::Note(m));
+    let req = super::apply::Request {
+        targets: &kernels,
+        patterns: &[],
+        // renames and API refactors are history, not optimizations to propose
+        filter: Filter { hide_refactor: true, ..Default::default() },
+        value: None,
+        write: false,
+        force: false,
+        search: validator.as_ref().map(|v| super::sitesearch::Options {
+            validator: Some(v),
+            jobs: cfg.search.jobs(),
+            rule: cfg.search.rule(),
+            limits: cfg.validate.static_limits,
+            progress: &note,
+        }),
+    };
+    let report = super::apply::apply(catalog, &root, &req)?;
+    for s in &report.searches {
+        tell(Event::Searched(s));
+    }
+    Ok(report)
+}
+
+/// Validates the candidates of this run (`ours`) that are worth it (see
+/// [`worth_validating`]); `None` when there were none.
+fn validate_ours(
+    cfg: &Config,
+    catalog: &mut Catalog,
+    o: &Options,
+    ours: &HashSet<String>,
+    tell: &(dyn Fn(Event) + Sync),
+) -> Result<Option<super::validate::Report>> {
+    let root = super::root()?;
+    let gpu = gpu_here(o.device, &root);
+    let pending: Vec<_> =
+        catalog.candidates(None)?.into_iter().filter(|c| ours.contains(&c.id) && worth_validating(c, &gpu)).collect();
+    let vopts = super::validate::Options {
+        device: o.device,
+        timeout: o.timeout,
+        seeds: kidiom_validator::DEFAULT_SEEDS,
+        seed: None,
+        consistency: true,
+        python: None,
+        executor: o.executor.clone(),
+        static_limits: (!o.allow_static_regression).then_some(cfg.validate.static_limits),
+        device_model: cfg.device_model()?,
+    };
+    if pending.is_empty() {
+        return Ok(None);
+    }
+    let n = pending.len();
+    let mut progress =
+        |i: usize, c: &Candidate, ev: Option<&kidiom_validator::Evidence>| tell(Event::Validating(i, n, c, ev));
+    Ok(Some(super::validate::validate_all(catalog, &pending, &vopts, &mut progress)?))
+}
+
+/// Verdict counts of this run's candidates, including those judged by earlier runs.
+fn verdicts_of(catalog: &Catalog, ours: &HashSet<String>) -> Result<BTreeMap<String, usize>> {
     let mut verdicts: BTreeMap<String, usize> = BTreeMap::new();
-    if !o.no_validate && std::path::Path::new("kernels").is_dir() {
-        tell(Event::Note("applying the catalog to kernels/ (dry run)".into()));
-        let root = super::root()?;
-        // the kernel sources a manifest names: the files a candidate can be validated on (never
-        // the harness's tests, whose planted kernels are contract)
-        let manifests = kidiom_validator::Kernels::load(&root, "kernels")
-            .with_context(|| format!("reading the kernel manifests under {}", root.join("kernels").display()))?;
-        let mut kernels: Vec<std::path::PathBuf> =
-            manifests.manifests.iter().map(|m| root.join(m.source_path())).collect();
-        kernels.sort();
-        kernels.dedup();
-        let validator = if cfg.search.enabled && !o.no_search {
-            let opts = super::apply::search_validator_options(cfg, o.timeout * 3);
-            Some(super::validate::build_validator(&root, &opts)?)
-        } else {
-            None
-        };
-        let note = |m: String| tell(Event::Note(m));
-        let req = super::apply::Request {
-            targets: &kernels,
-            patterns: &[],
-            // renames and API refactors are history, not optimizations to propose
-            filter: Filter { hide_refactor: true, ..Default::default() },
-            value: None,
-            write: false,
-            force: false,
-            search: validator.as_ref().map(|v| super::sitesearch::Options {
-                validator: Some(v),
-                jobs: cfg.search.jobs(),
-                rule: cfg.search.rule(),
-                limits: cfg.validate.static_limits,
-                progress: &note,
-            }),
-        };
-        let report = super::apply::apply(catalog, &root, &req)?;
-        for s in &report.searches {
-            tell(Event::Searched(s));
-        }
-        // This run's candidates on kernels/ (other candidates in the catalog, e.g. from
-        // `kidiom apply` on another tree, are left to `kidiom validate`).
-        let ours: HashSet<String> = report.candidates.iter().map(|c| c.id.clone()).collect();
-        apply = Some(report);
-        let gpu = gpu_here(o.device, &root);
-        let pending: Vec<_> = catalog
-            .candidates(None)?
-            .into_iter()
-            .filter(|c| ours.contains(&c.id) && worth_validating(c, &gpu))
-            .collect();
-        let vopts = super::validate::Options {
-            device: o.device,
-            timeout: o.timeout,
-            seeds: kidiom_validator::DEFAULT_SEEDS,
-            seed: None,
-            consistency: true,
-            python: None,
-            executor: o.executor.clone(),
-            static_limits: (!o.allow_static_regression).then_some(cfg.validate.static_limits),
-            device_model: cfg.device_model()?,
-        };
-        if !pending.is_empty() {
-            let n = pending.len();
-            let mut progress =
-                |i: usize, c: &Candidate, ev: Option<&kidiom_validator::Evidence>| tell(Event::Validating(i, n, c, ev));
-            validate = Some(super::validate::validate_all(catalog, &pending, &vopts, &mut progress)?);
-        }
-        // Verdicts of this run's candidates, including those judged by earlier runs.
-        for c in catalog.candidates(None)?.iter().filter(|c| ours.contains(&c.id)) {
-            let kind = c.evidence.verdict().map(|v| v.kind.name()).unwrap_or("not validated").to_string();
-            *verdicts.entry(kind).or_default() += 1;
-        }
+    for c in catalog.candidates(None)?.iter().filter(|c| ours.contains(&c.id)) {
+        let kind = c.evidence.verdict().map(|v| v.kind.name()).unwrap_or("not validated").to_string();
+        *verdicts.entry(kind).or_default() += 1;
     }
-    Ok(Report { mine, history, top, apply, snapshot, verdicts, validate, html: None })
+    Ok(verdicts)
 }

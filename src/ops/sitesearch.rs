@@ -3,14 +3,14 @@
 //! and the candidates a search yields (its chosen variant, the rest of its
 //! Pareto front, and the all-sites variant of each value that fixes), each
 //! carrying the whole search in its provenance so `review` can show the
-//! front beside it. The search itself is `kidiom_validator::search`.
+//! front beside it. The search itself is `kidiom_validator::sitesearch`.
 
 use anyhow::Result;
 use kidiom_miner::{Lang, blob_id};
 use kidiom_patterns::matcher::{Rewrite, usable_value};
 use kidiom_patterns::record::{Provenance, RoleSite, RolesOrigin, SearchOrigin, SiteOrigin, SiteSummary};
 use kidiom_patterns::{Candidate, Category, Pattern};
-use kidiom_validator::search::{Assignment, Request, Role, Rule, Site, SiteSearch};
+use kidiom_validator::sitesearch::{Assignment, Request, Role, Rule, Site, SiteSearch};
 use kidiom_validator::{KernelLanguage, StaticLimits, Validator};
 
 /// How `apply` searches.
@@ -273,51 +273,6 @@ fn proposed(
         sites,
         ..Candidate::new(&p.id, rel, diff, (blob_id(text.as_bytes()), blob_id(out.as_bytes())), provenance)
     }
-}
-
-/// The roles a candidate has in the search it came from (empty: none).
-pub(crate) fn roles(c: &Candidate) -> Vec<String> {
-    c.provenance.search_roles().to_vec()
-}
-
-/// The search's front as table rows (for `review` and `apply`), the point
-/// `mark` flagged.
-pub(crate) fn front_rows(s: &SiteSummary, mark: Option<usize>) -> Option<Vec<Vec<String>>> {
-    let lengths: Vec<String> = s.lengths.iter().map(|t| format!("err T={t}")).collect();
-    let mut head = vec!["".to_string(), "sites: values".to_string()];
-    head.extend(lengths);
-    head.extend(["instr".into(), "spill B".into(), "local".into(), "tensor".into(), "roles".into()]);
-    let mut rows = vec![head];
-    let base = s.points.iter().find(|p| p.is("baseline"))?;
-    let base_ins = base.figures.as_ref().map(|f| f.instructions).unwrap_or(0).max(1);
-    let mut shown: Vec<usize> = (0..s.points.len())
-        .filter(|&i| ["front", "chosen", "baseline", "all-sites"].iter().any(|r| s.points[i].is(r)))
-        .collect();
-    shown.sort_by(|&a, &b| s.points[a].last_error().total_cmp(&s.points[b].last_error()));
-    for i in shown {
-        let p = &s.points[i];
-        let mut row = vec![
-            if Some(i) == mark { "->".into() } else { String::new() },
-            SiteSearch::describe_with(&s.values, &p.assignment),
-        ];
-        row.extend(p.error.iter().map(|e| e.map(|e| format!("{e:.2e}")).unwrap_or_else(|| "-".into())));
-        match &p.figures {
-            Some(f) => row.extend([
-                format!("{} ({:.2}x)", f.instructions, f.instructions as f64 / base_ins as f64),
-                f.spill_store_bytes.to_string(),
-                f.local.to_string(),
-                f.tensor.to_string(),
-            ]),
-            None => row.extend(["-".into(), "-".into(), "-".into(), "-".into()]),
-        }
-        let mut roles = p.roles.join(",");
-        if !p.predicted_slower.is_empty() {
-            roles.push_str(" (predicted slower)");
-        }
-        row.push(roles);
-        rows.push(row);
-    }
-    Some(rows)
 }
 
 #[cfg(test)]

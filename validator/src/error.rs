@@ -65,6 +65,10 @@ pub enum Error {
     /// Reading the kernel tree failed.
     #[error(transparent)]
     Syntax(#[from] kidiom_syntax::Error),
+    /// A bug of the validator's own (a harness thread panicked): neither the
+    /// candidate's fault nor the input's.
+    #[error("internal error: {0}")]
+    Internal(String),
 }
 
 /// The validator's result type.

@@ -44,26 +44,32 @@
 #![deny(missing_docs)]
 
 pub mod backend;
+mod device;
 mod error;
 mod evidence;
 mod gates;
 mod hostcode;
+mod input;
 mod manifest;
 mod patch;
 pub mod predict;
+mod request;
 pub mod scan;
-pub mod search;
+pub mod sitesearch;
+mod tree;
+mod validator;
 mod verdict;
 mod wire;
 
 pub use backend::cpu::StaticMetrics;
 pub use backend::python::{Harness, HarnessRun, HarnessStatus};
+pub use device::Device;
 pub use error::{Error, Result};
 pub use evidence::{EVIDENCE_FORMAT, Evidence, GateRecord, GateStatus, Predicted};
-pub use gates::{
-    CandidateInput, DEFAULT_SEEDS, Device, MANUAL_PATTERN, ProfileReport, StaticLimits, Validator, ValidatorBuilder,
-};
+pub use gates::StaticLimits;
+pub use input::{CandidateInput, MANUAL_PATTERN};
 pub use manifest::{Curve, Floor, KernelLanguage, Kernels, Manifest, Shape, Shapes, Tolerance};
+pub use validator::{DEFAULT_SEEDS, ProfileReport, Validator, ValidatorBuilder};
 pub use verdict::{Gate, Verdict, VerdictKind};
 // where the validator runs (its builder takes one), and what a harness call's record holds
 pub use kidiom_exec::{Executor, ParseExecutorError, ProcessOutcome};

@@ -10,7 +10,7 @@
 use std::collections::BTreeMap;
 
 use serde::de::DeserializeOwned;
-use serde::{Deserialize, Deserializer, Serialize, Serializer};
+use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
 use crate::backend::python::{HarnessRun, HarnessStatus};
@@ -31,45 +31,9 @@ pub(crate) struct WireError {
 }
 
 /// A number the harness writes as a JSON number, `"inf"` / `"-inf"`, or
-/// `null` (NaN). Serialized the same way.
-#[derive(Debug, Clone, Copy, PartialEq)]
-pub(crate) struct Num(pub(crate) f64);
-
-impl Num {
-    /// The value if it is finite.
-    pub(crate) fn finite(self) -> Option<f64> {
-        self.0.is_finite().then_some(self.0)
-    }
-}
-
-impl<'de> Deserialize<'de> for Num {
-    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Num, D::Error> {
-        match Value::deserialize(d)? {
-            Value::Number(n) => n.as_f64().map(Num).ok_or_else(|| serde::de::Error::custom("number out of range")),
-            Value::Null => Ok(Num(f64::NAN)),
-            Value::String(s) => match s.to_ascii_lowercase().as_str() {
-                "inf" | "+inf" | "infinity" => Ok(Num(f64::INFINITY)),
-                "-inf" | "-infinity" => Ok(Num(f64::NEG_INFINITY)),
-                "nan" => Ok(Num(f64::NAN)),
-                _ => Err(serde::de::Error::custom(format!("expected a number, \"inf\" or null, found {s:?}"))),
-            },
-            other => Err(serde::de::Error::custom(format!("expected a number, \"inf\" or null, found {other}"))),
-        }
-    }
-}
-
-impl Serialize for Num {
-    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
-        let x = self.0;
-        if x.is_nan() {
-            s.serialize_none()
-        } else if x.is_infinite() {
-            s.serialize_str(if x > 0.0 { "inf" } else { "-inf" })
-        } else {
-            s.serialize_f64(x)
-        }
-    }
-}
+/// `null` (NaN); a curve point. Both are stored in the evidence as read, so
+/// they are the record's types.
+pub(crate) use kidiom_patterns::record::{CurvePoint, Num};
 
 /// The fields every object has.
 #[derive(Debug, Clone, PartialEq, Deserialize)]
@@ -301,22 +265,6 @@ pub(crate) struct Metrics {
 #[derive(Debug, Clone, PartialEq, Deserialize)]
 pub(crate) struct WorstSlice {
     pub(crate) rel_l2: Num,
-}
-
-/// One point of the error-versus-length curve.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub(crate) struct CurvePoint {
-    #[serde(rename = "T")]
-    pub(crate) t: i64,
-    pub(crate) rel_l2: Num,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub(crate) max_abs: Option<Num>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub(crate) last_chunk_rel_l2: Option<Num>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub(crate) state_rel_l2: Option<Num>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub(crate) state_max_abs: Option<Num>,
 }
 
 /// A bench whose correctness gate failed (`status: failed`).

@@ -161,14 +161,14 @@ impl Evidence {
 
 /// [`Evidence::speed_headline`] of one speed record.
 pub fn speed_headline(r: &GateRecord) -> Option<String> {
-    let m = &r.metrics;
-    if m["metric"] == "scheduler-throughput" {
-        let gap = |v: &Option<serde_json::Value>| v.as_ref().and_then(|v| v["gap"].as_f64());
-        let (b, c) = (gap(&r.before)?, gap(&r.after)?);
-        let noise = m["noise_floor"].as_f64().map(|n| format!(" (noise {:.1}%)", n * 100.0)).unwrap_or_default();
+    let m = r.speed_figures()?;
+    if m.metric() == Some(super::figures::SCHEDULER_THROUGHPUT) {
+        let (b, c) = r.speed_sides();
+        let (b, c) = (b?.number("gap")?, c?.number("gap")?);
+        let noise = m.noise_floor().map(|n| format!(" (noise {:.1}%)", n * 100.0)).unwrap_or_default();
         return Some(format!("gap {:.1}% -> {:.1}%{noise}", b * 100.0, c * 100.0));
     }
-    m["speedup"].as_f64().filter(|s| s.is_finite()).map(|s| format!("{s:.2}x"))
+    m.speedup().filter(|s| s.is_finite()).map(|s| format!("{s:.2}x"))
 }
 
 /// What decides a predicted time.

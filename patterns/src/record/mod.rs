@@ -15,11 +15,17 @@
 //! ```
 
 mod evidence;
+mod figures;
 mod provenance;
 mod verdict;
 
 pub use evidence::{
     Bound, EVIDENCE_FORMAT, Evidence, GateRecord, GateStatus, Placement, Predicted, StoredEvidence, speed_headline,
+};
+pub use figures::{
+    CompileFigures, CorrectnessFigures, CurvePoint, ErrorSide, FileSyntax, FlagMention, GpuSpeedFigures,
+    HostSpeedFigures, Num, NumericFlag, PredictionFigures, SCHEDULER_THROUGHPUT, SpeedFigures, SpeedSide,
+    StaticFigures, SyntaxFigures, WorstError, WorstErrors,
 };
 pub use provenance::{
     ManualEdit, Origin, OtherOrigin, PatternSnapshot, Provenance, RoleSite, RolesOrigin, SearchOrigin, SiteFigures,

@@ -6,7 +6,7 @@ use std::process::ExitCode;
 use anyhow::Result;
 use kidiom_patterns::{Candidate, CandidateStatus, Catalog};
 
-use crate::{ops, output};
+use crate::output;
 
 pub(super) fn run(cat: &Catalog, status: Option<CandidateStatus>, json: bool) -> Result<ExitCode> {
     let cands = cat.candidates(status)?;
@@ -49,7 +49,7 @@ fn rows(cands: &[Candidate]) -> Vec<Vec<String>> {
             verdict,
             speed,
             prediction,
-            ops::sitesearch::roles(c).join(","),
+            c.provenance.search_roles().join(","),
         ]);
     }
     rows

@@ -104,13 +104,13 @@ fn roles(c: &Candidate, r: &RolesOrigin) -> Result<()> {
 /// A per-site search's candidate: the sites, the front, the choice.
 fn sites(c: &Candidate, s: &SiteOrigin) -> Result<()> {
     let sm = &s.summary;
-    let Some(rows) = ops::sitesearch::front_rows(sm, s.point) else { return Ok(()) };
+    let Some(rows) = crate::view::front_rows(sm, s.point) else { return Ok(()) };
     output::line(&format!(
         "  site search: {} of {} sites rewritten ({}); this candidate is {}",
         c.sites,
         sm.sites.len(),
         s.assignment,
-        ops::sitesearch::roles(c).join(", ")
+        c.provenance.search_roles().join(", ")
     ))?;
     for (i, site) in sm.sites.iter().enumerate() {
         output::line(&format!("    site {}: line {}  {}", i + 1, site.line, site.text))?;

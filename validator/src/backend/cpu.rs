@@ -4,47 +4,30 @@
 
 use std::collections::BTreeMap;
 
-use serde::{Deserialize, Serialize};
+/// What the compiler says about one kernel build: the stored record's
+/// compile figures ([`kidiom_patterns::record::CompileFigures`]).
+pub use kidiom_patterns::record::CompileFigures as StaticMetrics;
 
-/// What the compiler says about one kernel build.
-#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
-pub struct StaticMetrics {
-    /// Target (`sm_90a`).
-    pub arch: String,
-    /// Registers per thread.
-    pub registers: Option<i64>,
-    /// Bytes spilled to local memory (stores).
-    pub spill_store_bytes: Option<i64>,
-    /// Bytes reloaded from spills.
-    pub spill_load_bytes: Option<i64>,
-    /// Stack frame.
-    pub stack_bytes: Option<i64>,
-    /// Local memory.
-    pub local_bytes: Option<i64>,
-    /// Static shared memory.
-    pub shared_static_bytes: Option<i64>,
-    /// Dynamic shared memory (Triton).
-    pub shared_dynamic_bytes: Option<i64>,
-    /// SASS instructions in total.
-    pub instructions: Option<i64>,
-    /// SASS instructions by class (`fp32`, `tensor`, `global_load`, ...).
-    pub by_class: BTreeMap<String, i64>,
-    /// SASS instructions by base opcode.
-    pub by_opcode: BTreeMap<String, i64>,
-    /// Compile time of the kernel itself (Triton).
-    pub compile_seconds: Option<f64>,
-}
-
-impl StaticMetrics {
+/// Reading a compile's figures from the harness.
+pub(crate) trait ReadCompile: Sized {
     /// Reads the `compile` command's JSON (wire format v1); what does not
     /// fit is left out (the gates read it strictly, through the wire types).
-    pub fn from_compile_json(v: &serde_json::Value) -> StaticMetrics {
+    #[cfg(test)]
+    fn from_compile_json(v: &serde_json::Value) -> Self;
+
+    /// From the typed `compile` reply.
+    fn from_wire(c: &crate::wire::Compile) -> Self;
+}
+
+impl ReadCompile for StaticMetrics {
+    #[cfg(test)]
+    fn from_compile_json(v: &serde_json::Value) -> StaticMetrics {
         serde_json::from_value::<crate::wire::Compile>(v.clone())
             .map(|c| StaticMetrics::from_wire(&c))
             .unwrap_or_default()
     }
 
-    pub(crate) fn from_wire(c: &crate::wire::Compile) -> StaticMetrics {
+    fn from_wire(c: &crate::wire::Compile) -> StaticMetrics {
         let r = &c.resources;
         let ins = c.instructions.as_ref();
         StaticMetrics {
@@ -61,35 +44,6 @@ impl StaticMetrics {
             by_opcode: ins.map(|i| i.by_opcode.clone()).unwrap_or_default(),
             compile_seconds: c.triton.as_ref().and_then(|t| t.compile_seconds),
         }
-    }
-
-    /// A one-line summary: `regs 255, spills 2008/2572 B, smem 1024+122880 B, 6960 instr (fp32 2712, tensor 104, ...)`.
-    pub fn summary(&self) -> String {
-        if self.registers.is_none() && self.spill_store_bytes.is_none() {
-            // a host build: no registers or spills to speak of, only its instructions
-            let mut ops: Vec<(&String, &i64)> = self.by_class.iter().collect();
-            ops.sort_by(|a, b| b.1.cmp(a.1).then(a.0.cmp(b.0)));
-            let top: Vec<String> = ops.iter().take(5).map(|(k, v)| format!("{k} {v}")).collect();
-            return match self.instructions {
-                Some(n) if top.is_empty() => format!("{n} instr"),
-                Some(n) => format!("{n} instr ({})", top.join(", ")),
-                None => "built".to_string(),
-            };
-        }
-        let o = |x: Option<i64>| x.map(|v| v.to_string()).unwrap_or_else(|| "?".into());
-        let mut classes: Vec<(&String, &i64)> = self.by_class.iter().collect();
-        classes.sort_by(|a, b| b.1.cmp(a.1).then(a.0.cmp(b.0)));
-        let top: Vec<String> = classes.iter().take(5).map(|(k, v)| format!("{k} {v}")).collect();
-        format!(
-            "regs {}, spills {}/{} B, smem {}+{} B, {} instr ({})",
-            o(self.registers),
-            o(self.spill_store_bytes),
-            o(self.spill_load_bytes),
-            o(self.shared_static_bytes),
-            o(self.shared_dynamic_bytes),
-            o(self.instructions),
-            top.join(", ")
-        )
     }
 }
 

@@ -7,14 +7,14 @@
 //! checked on this CPU" and a flag saying so, the record names no device, and
 //! speed is not measured either.
 
-use serde_json::{Value, json};
-
-use super::{Run, Runs, stamp};
-use crate::backend::python::HarnessStatus;
+use super::launch::HarnessResults;
+use super::{Validation, stamp};
+use crate::backend::python::{HarnessRun, HarnessStatus};
 use crate::evidence::{GateRecord, GateStatus};
 use crate::manifest::Manifest;
 use crate::verdict::{Gate, Verdict};
-use crate::wire::{self, Case, Check, CurvePoint, Header, WireError};
+use crate::wire::{self, Case, Check, CurvePoint, Header, Num, WireError};
+use kidiom_patterns::record::{CorrectnessFigures, ErrorSide, WorstErrors};
 
 /// How far a precision rewrite's error curve may sit above the baseline's
 /// at a length and still count as "no worse" (relative, plus an absolute
@@ -31,29 +31,28 @@ fn fmt_e(x: f64) -> String {
 
 /// Worst numbers of a check: per output, the largest rel_l2, max_abs_rel and
 /// worst-slice rel_l2 (a non-finite one is `"inf"`), and the non-finite count.
-pub(super) fn worst_errors(cases: &[Case]) -> Value {
-    let mut worst: serde_json::Map<String, Value> = Default::default();
+pub(super) fn worst_errors(cases: &[Case]) -> WorstErrors {
+    let mut worst = WorstErrors::new();
     for case in cases {
         for (name, m) in &case.outputs {
-            let e = worst.entry(name.clone()).or_insert_with(|| json!({"nonfinite": 0}));
-            for (key, v) in [
-                ("rel_l2", m.rel_l2),
-                ("max_abs_rel", m.max_abs_rel),
-                ("slice_rel_l2", m.worst_slice.as_ref().map(|w| w.rel_l2)),
+            let e = worst.entry(name.clone()).or_default();
+            for (slot, v) in [
+                (&mut e.rel_l2, m.rel_l2),
+                (&mut e.max_abs_rel, m.max_abs_rel),
+                (&mut e.slice_rel_l2, m.worst_slice.as_ref().map(|w| w.rel_l2)),
             ] {
                 // not reported for this output (a concurrent checksum counts threads instead)
-                let Some(wire::Num(v)) = v else { continue };
+                let Some(Num(v)) = v else { continue };
                 if !v.is_finite() {
-                    e[key] = json!("inf");
-                } else if e[key].is_null() || e[key].as_f64().is_some_and(|old| v > old) {
-                    e[key] = json!(v);
+                    *slot = Some(Num(f64::INFINITY));
+                } else if slot.is_none_or(|old| old.0.is_finite() && v > old.0) {
+                    *slot = Some(Num(v));
                 }
             }
-            let nf = m.nonfinite + e["nonfinite"].as_u64().unwrap_or(0);
-            e["nonfinite"] = json!(nf);
+            e.nonfinite += m.nonfinite;
         }
     }
-    Value::Object(worst)
+    worst
 }
 
 /// The curve comparison of a precision rewrite: `Ok(summary)` or `Err(reason)`.
@@ -83,7 +82,51 @@ pub(super) fn judge_curve(base: &[CurvePoint], cand: &[CurvePoint]) -> Result<St
 
 /// The correctness gate; `Ok(native)` when it passed (whether the kernel ran
 /// natively on a GPU), `Err(verdict)` when the validation stops here.
-pub(super) fn judge(run: &mut Run<'_>, manifest: &Manifest, runs: &Runs) -> Result<bool, Verdict> {
+pub(super) fn judge(run: &mut Validation<'_>, manifest: &Manifest, runs: &HarnessResults) -> Result<bool, Verdict> {
+    let (mut rec, header, check) = read_check(run, runs)?;
+    let passed = runs.cand_check.status == HarnessStatus::Ok;
+    let mode = header.mode.clone().unwrap_or_default();
+    let worst = worst_errors(&check.cases);
+    rec.set_metrics(&CorrectnessFigures {
+        mode: mode.clone(),
+        seeds: run.seeds.clone(),
+        cases: check.cases.len() as u64,
+        worst: worst.clone(),
+        tolerance: serde_json::to_value(manifest.tolerance).unwrap_or_default(),
+        consistency: check.consistency.clone(),
+        failures: check.failures.clone(),
+        ran_alongside_static: true,
+        sandbox: check.sandbox.clone(),
+    });
+    let worst_only = ErrorSide { curve: None, worst: Some(worst.clone()) };
+    if !passed {
+        let summary = failures(&check.failures);
+        rec.set_sides(None::<&ErrorSide>, Some(&worst_only));
+        return Err(run.stop(rec, GateStatus::Failed, summary.clone(), Verdict::rejected(Gate::Correctness, summary)));
+    }
+    let mut summary = format!(
+        "{} cases passed over seeds {:?} ({mode}); worst {}",
+        check.cases.len(),
+        run.seeds,
+        worst_rel_l2(&worst)
+    );
+    match &runs.base_check {
+        Some(b) => {
+            let (with_curves, curve) = compare_curves(run, rec, runs, b, &check, &worst)?;
+            rec = with_curves;
+            summary = format!("{summary}; {curve}");
+        }
+        None => rec.set_sides(None::<&ErrorSide>, Some(&worst_only)),
+    }
+    rec.summary = summary;
+    run.records.push(rec);
+    Ok(mode == "native")
+}
+
+/// The candidate's check read and held to the wire format: its record
+/// begun, its header and its body. `Err` when the validation stops here
+/// (timed out, crashed, skipped, or output that does not fit).
+fn read_check(run: &mut Validation<'_>, runs: &HarnessResults) -> Result<(GateRecord, Header, Check), Verdict> {
     let mut rec = GateRecord::new(Gate::Correctness, GateStatus::Passed, "");
     let cand = &runs.cand_check;
     let header = wire::header(cand, "check");
@@ -118,98 +161,80 @@ pub(super) fn judge(run: &mut Run<'_>, manifest: &Manifest, runs: &Runs) -> Resu
         };
         return Err(run.wire_error(rec, cand, &e));
     }
-    let mode = header.mode.clone().unwrap_or_default();
-    let worst = worst_errors(&check.cases);
-    rec.metrics = json!({
-        "mode": mode,
-        "seeds": run.seeds,
-        "cases": check.cases.len(),
-        "worst": worst,
-        "tolerance": manifest.tolerance,
-        "consistency": check.consistency,
-        "failures": check.failures,
-        "ran_alongside_static": true,
-    });
-    if let (Some(m), Some(s)) = (rec.metrics.as_object_mut(), &check.sandbox) {
-        m.insert("sandbox".into(), s.clone());
-    }
-    if !passed {
-        let n = check.failures.len();
-        let shown: Vec<&str> = check.failures.iter().take(3).map(String::as_str).collect();
-        let summary = format!(
-            "{n} failure{}: {}{}",
-            if n == 1 { "" } else { "s" },
-            if shown.is_empty() {
-                "the harness reports a failed check and names no case".to_string()
-            } else {
-                shown.join("; ")
-            },
-            if n > 3 { "; ..." } else { "" }
-        );
-        rec.after = Some(json!({"worst": worst}));
-        return Err(run.stop(rec, GateStatus::Failed, summary.clone(), Verdict::rejected(Gate::Correctness, summary)));
-    }
-    let mut summary = format!(
-        "{} cases passed over seeds {:?} ({mode}); worst {}",
-        check.cases.len(),
-        run.seeds,
-        worst
-            .as_object()
-            .map(|o| o
-                .iter()
-                // outputs judged by counts only (a concurrent checksum) have no rel_l2 to show
-                .filter(|(_, v)| !v["rel_l2"].is_null())
-                .map(|(k, v)| format!("{k} rel_l2 {}", fmt_e(v["rel_l2"].as_f64().unwrap_or(f64::INFINITY))))
-                .collect::<Vec<_>>()
-                .join(", "))
-            .unwrap_or_default()
-    );
-    if let Some(b) = &runs.base_check {
-        let base: Check = match b.status {
-            HarnessStatus::Ok => match wire::header(b, "check").and_then(|_| wire::body::<Check>(b, "check")) {
-                Ok(c) => c,
-                Err(e) => return Err(run.wire_error(rec, b, &e)),
-            },
-            HarnessStatus::Failed => {
-                let summary = "the baseline fails its own check; cannot compare error curves".to_string();
-                let v = Verdict::error(Some(Gate::Correctness), "the baseline fails its own check", b.log());
-                return Err(run.stop(rec, GateStatus::Error, summary, v));
-            }
-            _ => return Err(run.harness_error(rec, b, "the baseline's check")),
-        };
-        let missing = |which: &str| WireError {
+    Ok((rec, header, check))
+}
+
+/// A failed check's summary: how many failures, the first three.
+fn failures(failures: &[String]) -> String {
+    let n = failures.len();
+    let shown: Vec<&str> = failures.iter().take(3).map(String::as_str).collect();
+    format!(
+        "{n} failure{}: {}{}",
+        if n == 1 { "" } else { "s" },
+        if shown.is_empty() {
+            "the harness reports a failed check and names no case".to_string()
+        } else {
+            shown.join("; ")
+        },
+        if n > 3 { "; ..." } else { "" }
+    )
+}
+
+/// `name rel_l2 X` per output of [`worst_errors`]; outputs judged by counts
+/// only (a concurrent checksum) have no rel_l2 to show.
+fn worst_rel_l2(worst: &WorstErrors) -> String {
+    worst
+        .iter()
+        .filter_map(|(k, w)| w.rel_l2.map(|e| format!("{k} rel_l2 {}", fmt_e(e.0))))
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
+/// A precision rewrite's error curve against the baseline's (the
+/// baseline's check `b`): the record with both curves and the comparison's
+/// summary, or the verdict when the validation stops here.
+fn compare_curves(
+    run: &mut Validation<'_>,
+    mut rec: GateRecord,
+    runs: &HarnessResults,
+    b: &HarnessRun,
+    check: &Check,
+    worst: &WorstErrors,
+) -> Result<(GateRecord, String), Verdict> {
+    let base: Check = match b.status {
+        HarnessStatus::Ok => match wire::header(b, "check").and_then(|_| wire::body::<Check>(b, "check")) {
+            Ok(c) => c,
+            Err(e) => return Err(run.wire_error(rec, b, &e)),
+        },
+        HarnessStatus::Failed => {
+            let summary = "the baseline fails its own check; cannot compare error curves".to_string();
+            let v = Verdict::error(Some(Gate::Correctness), "the baseline fails its own check", b.log());
+            return Err(run.stop(rec, GateStatus::Error, summary, v));
+        }
+        _ => return Err(run.harness_error(rec, b, "the baseline's check")),
+    };
+    let (Some(bc), Some(cc)) = (&base.curve, &check.curve) else {
+        let which = if base.curve.is_none() { "baseline" } else { "candidate" };
+        let e = WireError {
             command: "check".into(),
             message: format!("field `curve`: missing from the {which}'s check (the manifest asks for an error curve)"),
         };
-        let (Some(bc), Some(cc)) = (&base.curve, &check.curve) else {
-            let e = missing(if base.curve.is_none() { "baseline" } else { "candidate" });
-            let h = if base.curve.is_none() { b } else { cand };
-            return Err(run.wire_error(rec, h, &e));
-        };
-        rec.before = Some(json!({"curve": bc}));
-        rec.after = Some(json!({"curve": cc, "worst": worst}));
-        match judge_curve(bc, cc) {
-            Ok(s) => summary = format!("{summary}; {s}"),
-            Err(reason) => {
-                let summary = format!("precision rewrite: {reason}");
-                return Err(run.stop(
-                    rec,
-                    GateStatus::Failed,
-                    summary.clone(),
-                    Verdict::rejected(Gate::Correctness, summary),
-                ));
-            }
+        let h = if base.curve.is_none() { b } else { &runs.cand_check };
+        return Err(run.wire_error(rec, h, &e));
+    };
+    let before = ErrorSide { curve: Some(bc.clone()), worst: None };
+    rec.set_sides(Some(&before), Some(&ErrorSide { curve: Some(cc.clone()), worst: Some(worst.clone()) }));
+    match judge_curve(bc, cc) {
+        Ok(s) => Ok((rec, s)),
+        Err(reason) => {
+            let summary = format!("precision rewrite: {reason}");
+            Err(run.stop(rec, GateStatus::Failed, summary.clone(), Verdict::rejected(Gate::Correctness, summary)))
         }
-    } else {
-        rec.after = Some(json!({"worst": worst}));
     }
-    rec.summary = summary;
-    run.records.push(rec);
-    Ok(mode == "native")
 }
 
 /// The harness skipped the check: nothing was verified, and the verdict says so.
-fn skipped(run: &mut Run<'_>, mut rec: GateRecord, header: &Header) -> Verdict {
+fn skipped(run: &mut Validation<'_>, mut rec: GateRecord, header: &Header) -> Verdict {
     let why = header.reason.clone().unwrap_or_else(|| "no reason given".into());
     rec.device = None;
     rec.status = GateStatus::Skipped;
@@ -223,6 +248,8 @@ fn skipped(run: &mut Run<'_>, mut rec: GateRecord, header: &Header) -> Verdict {
 
 #[cfg(test)]
 mod tests {
+    use serde_json::json;
+
     use super::*;
 
     fn curve(xs: &[(i64, f64)]) -> Vec<CurvePoint> {
@@ -256,7 +283,8 @@ mod tests {
             {"id": "d", "passed": true, "outputs": {"checksum": {"mismatched_threads": 0}}},
         ]))
         .unwrap();
-        let w = worst_errors(&cases);
+        // as stored
+        let w = serde_json::to_value(worst_errors(&cases)).unwrap();
         assert_eq!(w["o"]["rel_l2"], "inf");
         assert_eq!(w["o"]["max_abs_rel"], 1e-2);
         assert_eq!(w["o"]["slice_rel_l2"], 3e-4);

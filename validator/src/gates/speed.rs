@@ -5,18 +5,21 @@
 
 use std::time::Instant;
 
-use serde_json::json;
+use kidiom_patterns::record::{GpuSpeedFigures, HostSpeedFigures, SpeedFigures};
 
-use super::{MAX_PLAUSIBLE_SPEEDUP, Prepared, Run, SMALL_EDIT_LINES, SMALL_EDIT_SPEEDUP, stamp};
+use super::launch::Prepared;
+use super::{MAX_PLAUSIBLE_SPEEDUP, SMALL_EDIT_LINES, SMALL_EDIT_SPEEDUP, Validation, stamp};
 use crate::backend::python::HarnessStatus;
+use crate::device::Device;
 use crate::evidence::{GateRecord, GateStatus};
 use crate::manifest::{KernelLanguage, Manifest};
+use crate::request::{BenchOn, Request};
 use crate::verdict::{Gate, Verdict};
 use crate::wire::{self, Bench, BenchFailed, HostBench};
 
 /// The speed gate.
 pub(super) fn gate(
-    run: &mut Run<'_>,
+    run: &mut Validation<'_>,
     p: &Prepared,
     manifest: &Manifest,
     changed_lines: usize,
@@ -27,7 +30,7 @@ pub(super) fn gate(
     let mut rec = GateRecord::new(Gate::Speed, GateStatus::Skipped, "");
     // Host C++ (the KV-transfer module) is timed on whatever CPU this is.
     let host = manifest.language == KernelLanguage::Cpp;
-    if !host && (!native || run.v.opts.device == super::Device::Cpu) {
+    if !host && (!native || run.v.opts.device == Device::Cpu) {
         rec.summary = "needs a GPU: kernels ran on the CPU".into();
         run.records.push(rec);
         let passed: Vec<&str> =
@@ -38,14 +41,9 @@ pub(super) fn gate(
     if limit.is_zero() {
         return run.out_of_time(rec);
     }
-    let mut args =
-        vec!["bench".to_string(), "--kernel".into(), manifest.name.clone(), "--source".into(), p.cand_src.clone()];
-    if host {
-        // rounds and windows are the manifest's [service] settings
-        args.extend(["--device".into(), "cpu".into()]);
-    } else {
-        args.extend(["--device".into(), "cuda".into(), "--iters".into(), run.v.opts.bench_iters.to_string()]);
-    }
+    // host C++: rounds and windows are the manifest's [service] settings
+    let on = if host { BenchOn::Cpu } else { BenchOn::Cuda { iters: run.v.opts.bench_iters } };
+    let args = Request::Bench { kernel: &manifest.name, source: &p.cand_src, on }.argv();
     let b = match p.harness.call(&args, limit) {
         Ok(b) => b,
         Err(e) => {
@@ -100,7 +98,13 @@ pub(super) fn gate(
 
 /// The speed verdict of a GPU kernel: a significant speedup (precision
 /// rewrites may cost time: noted, not rejected), plausible for its size.
-fn judge_gpu(run: &mut Run<'_>, mut rec: GateRecord, j: &Bench, changed_lines: usize, precision: bool) -> Verdict {
+fn judge_gpu(
+    run: &mut Validation<'_>,
+    mut rec: GateRecord,
+    j: &Bench,
+    changed_lines: usize,
+    precision: bool,
+) -> Verdict {
     let (speedup, noise, significant) = (j.speedup.0, j.noise_floor.0, j.significant);
     if j.speedup.finite().is_none() || j.noise_floor.finite().is_none() {
         let reason = format!("the bench reports a non-finite speedup ({speedup}) or noise floor ({noise})");
@@ -115,12 +119,16 @@ fn judge_gpu(run: &mut Run<'_>, mut rec: GateRecord, j: &Bench, changed_lines: u
     if changed_lines <= SMALL_EDIT_LINES && speedup > SMALL_EDIT_SPEEDUP {
         run.flags.push(format!("speedup {speedup:.2}x is implausible for a {changed_lines}-line edit"));
     }
-    rec.metrics = json!({
-        "speedup": speedup, "noise_floor": noise, "significant": significant,
-        "floor": j.floor, "shape": j.shape, "iters": j.iters, "flags": j.flags,
-    });
-    rec.before = Some(json!(j.results.baseline));
-    rec.after = Some(json!(j.results.candidate));
+    rec.set_metrics(&SpeedFigures::Gpu(GpuSpeedFigures {
+        speedup: Some(speedup),
+        noise_floor: Some(noise),
+        significant,
+        floor: j.floor.clone(),
+        shape: j.shape.clone(),
+        iters: j.iters,
+        flags: j.flags.clone(),
+    }));
+    rec.set_sides(Some(&j.results.baseline), Some(&j.results.candidate));
     let summary = format!(
         "baseline {:.1} us, candidate {:.1} us: {speedup:.3}x (noise floor {:.1}%, {})",
         j.results.baseline.median_us.0,
@@ -145,7 +153,7 @@ fn judge_gpu(run: &mut Run<'_>, mut rec: GateRecord, j: &Bench, changed_lines: u
 /// noise, transfers beyond the machine's copy bandwidth, more throughput
 /// recovered than was lost) is the harness's `flags`: a flagged result is
 /// never accepted.
-fn judge_host(run: &mut Run<'_>, mut rec: GateRecord, j: &HostBench) -> Verdict {
+fn judge_host(run: &mut Validation<'_>, mut rec: GateRecord, j: &HostBench) -> Verdict {
     let (base, cand) = (&j.results.baseline, &j.results.candidate);
     let (Some(gb), Some(gc), Some(speedup), Some(noise)) =
         (base.gap.finite(), cand.gap.finite(), j.speedup.finite(), j.noise_floor.finite())
@@ -160,13 +168,20 @@ fn judge_host(run: &mut Run<'_>, mut rec: GateRecord, j: &HostBench) -> Verdict 
         run.flags.push(f.clone());
     }
     let gbps = |x: wire::Num| x.finite().map(|x| format!("{x:.2}")).unwrap_or_else(|| "?".into());
-    rec.metrics = json!({
-        "metric": j.metric, "speedup": speedup, "noise_floor": noise, "significant": significant,
-        "gap_baseline": gb, "gap_candidate": gc, "floor": j.floor, "shape": j.shape,
-        "rounds": j.rounds, "order": j.order, "flags": j.flags,
-    });
-    rec.before = Some(json!(base));
-    rec.after = Some(json!(cand));
+    rec.set_metrics(&SpeedFigures::Host(HostSpeedFigures {
+        metric: j.metric.clone(),
+        speedup: Some(speedup),
+        noise_floor: Some(noise),
+        significant,
+        gap_baseline: Some(gb),
+        gap_candidate: Some(gc),
+        floor: j.floor.clone(),
+        shape: j.shape.clone(),
+        rounds: j.rounds,
+        order: j.order.clone(),
+        flags: j.flags.clone(),
+    }));
+    rec.set_sides(Some(base), Some(cand));
     let summary = format!(
         "scheduler gap {:.1}% -> {:.1}% (noise floor {:.1}%, {}); scheduler throughput under transfers {speedup:.2}x; transfers {} -> {} GB/s",
         gb * 100.0,

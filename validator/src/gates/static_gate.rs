@@ -7,11 +7,13 @@ use std::time::Instant;
 
 use kidiom_exec::tail;
 use kidiom_patterns::Category;
+use kidiom_patterns::record::{FlagMention, NumericFlag, PredictionFigures, StaticFigures};
 use kidiom_syntax::Lang;
-use serde_json::{Value, json};
+use serde_json::json;
 
-use super::{Run, Runs, Touched, Validator, stamp};
-use crate::backend::cpu::{StaticMetrics, delta};
+use super::launch::HarnessResults;
+use super::{Touched, Validation, stamp};
+use crate::backend::cpu::{ReadCompile, StaticMetrics, delta};
 use crate::backend::python::HarnessStatus;
 use crate::evidence::{GateRecord, GateStatus, Predicted};
 use crate::hostcode::{DecoratorIdiom, changed_host_code};
@@ -19,6 +21,7 @@ use crate::manifest::{KernelLanguage, Manifest};
 use crate::patch::FilePatch;
 use crate::predict::{predict, speedup};
 use crate::scan::{FlagChange, flag_changes};
+use crate::validator::Validator;
 use crate::verdict::{Gate, Verdict};
 use crate::wire::{self, Compile, Profile};
 
@@ -99,7 +102,7 @@ pub(super) struct Scan {
 /// candidate changes; `Err` with the verdict when one of them stops it.
 pub(super) fn scan(
     v: &Validator,
-    run: &mut Run<'_>,
+    run: &mut Validation<'_>,
     files: &[FilePatch],
     touched: &[Touched],
 ) -> Result<Scan, Verdict> {
@@ -115,7 +118,10 @@ pub(super) fn scan(
         }
     }
     if !contract.is_empty() {
-        rec.metrics = json!({"contract_files": contract});
+        rec.set_metrics(&StaticFigures {
+            contract_files: Some(contract.iter().map(|p| p.to_string()).collect()),
+            ..Default::default()
+        });
         finish(&mut rec);
         let summary = format!("touches the frozen contract: {}", contract.join(", "));
         return Err(run.stop(rec, GateStatus::Failed, summary.clone(), Verdict::rejected(Gate::Static, summary)));
@@ -132,7 +138,7 @@ pub(super) fn scan(
         match changed_host_code(lang, &t.base, &t.cand, idiom.as_ref()) {
             Ok(names) if names.is_empty() => {}
             Ok(names) => {
-                rec.metrics = json!({"host_code": names});
+                rec.set_metrics(&StaticFigures { host_code: Some(names.clone()), ..Default::default() });
                 finish(&mut rec);
                 let summary = format!("changes host code outside the kernel: {} ({})", names.join(", "), t.path);
                 return Err(run.stop(
@@ -167,7 +173,12 @@ pub(super) fn scan(
     let flag_text: Vec<String> = flags.iter().map(FlagChange::describe).collect();
     let category = run.c.category;
     let precision = category == Some(Category::Precision);
-    rec.metrics = json!({"numeric_flags": flags, "changed_lines": changed_lines, "precision_pattern": precision});
+    rec.set_metrics(&StaticFigures {
+        numeric_flags: Some(flags.iter().map(numeric_flag).collect()),
+        changed_lines: Some(changed_lines as u64),
+        precision_pattern: Some(precision),
+        ..Default::default()
+    });
     if !flags.is_empty() && !precision {
         finish(&mut rec);
         let summary = format!(
@@ -201,10 +212,10 @@ pub(super) fn scan(
 
 /// The compiles of baseline and candidate; `Some` verdict when the gate stops here.
 pub(super) fn judge_compiles(
-    run: &mut Run<'_>,
+    run: &mut Validation<'_>,
     rec: GateRecord,
     flag_text: &[String],
-    runs: &Runs,
+    runs: &HarnessResults,
     name: &str,
 ) -> Option<Verdict> {
     let mut rec = rec;
@@ -274,10 +285,10 @@ pub(super) fn judge_compiles(
     if d.get("spill_store_bytes").is_some_and(|x| *x > 0) {
         run.notes.push(format!("spills grow by {} B", d["spill_store_bytes"]));
     }
-    let mut m = rec.metrics.as_object().cloned().unwrap_or_default();
-    m.insert("delta".into(), json!(d));
-    m.insert("arch".into(), json!(after.arch));
-    rec.metrics = Value::Object(m);
+    let mut figures = rec.static_figures();
+    figures.delta = Some(d.clone());
+    figures.arch = Some(after.arch.clone());
+    rec.set_metrics(&figures);
     rec.summary = format!(
         "{}compiled for {}: before {}; after {}",
         if flag_text.is_empty() {
@@ -289,8 +300,7 @@ pub(super) fn judge_compiles(
         before.summary(),
         after.summary()
     );
-    rec.before = Some(json!(before));
-    rec.after = Some(json!(after));
+    rec.set_sides(Some(&before), Some(&after));
     if !regressions.is_empty() {
         let summary = format!("predicted slower: {} ({})", regressions.join("; "), rec.summary);
         let reason = format!("predicted slower: {}", regressions.join("; "));
@@ -309,7 +319,7 @@ pub(super) fn judge_compiles(
 /// evidence; `Some(why)` when the candidate is predicted slower beyond the
 /// limit. A profile that could not be made is a note, never a verdict: the
 /// correctness gate judges a candidate that does not run.
-fn judge_profiles(run: &mut Run<'_>, rec: &mut GateRecord, runs: &Runs) -> Option<String> {
+fn judge_profiles(run: &mut Validation<'_>, rec: &mut GateRecord, runs: &HarnessResults) -> Option<String> {
     let (base, cand) = runs.profiles.as_ref()?;
     let model = run.v.opts.device_model.clone()?;
     super::note(rec, cand);
@@ -324,12 +334,13 @@ fn judge_profiles(run: &mut Run<'_>, rec: &mut GateRecord, runs: &Runs) -> Optio
             _ => Err(format!("{who}'s profile failed: {}", tail(&r.log(), 300))),
         }
     };
-    let mut m = rec.metrics.as_object().cloned().unwrap_or_default();
+    let mut figures = rec.static_figures();
     let (b, c) = match (read(base, "the baseline"), read(cand, "the candidate")) {
         (Ok(b), Ok(c)) => (b, c),
         (Err(e), _) | (_, Err(e)) => {
-            m.insert("prediction".into(), json!({"label": "prediction", "error": e}));
-            rec.metrics = Value::Object(m);
+            figures.prediction =
+                Some(PredictionFigures { label: "prediction".into(), error: Some(e.clone()), ..Default::default() });
+            rec.set_metrics(&figures);
             run.notes.push(format!("no prediction: {e}"));
             return None;
         }
@@ -346,13 +357,17 @@ fn judge_profiles(run: &mut Run<'_>, rec: &mut GateRecord, runs: &Runs) -> Optio
         traffic_ratio: (b.traffic_ratio, c.traffic_ratio),
         reread_bytes: (b.totals.reread_bytes, c.totals.reread_bytes),
     };
-    m.insert(
-        "prediction".into(),
-        json!({"label": "prediction", "device": model.name, "baseline": pb, "candidate": pc, "speedup": s,
-               "profile": {"baseline": {"totals": b.totals, "traffic_ratio": b.traffic_ratio, "counted": b.counted},
-                           "candidate": {"totals": c.totals, "traffic_ratio": c.traffic_ratio, "counted": c.counted}}}),
-    );
-    rec.metrics = Value::Object(m);
+    let side = |p: &Profile| json!({"totals": p.totals, "traffic_ratio": p.traffic_ratio, "counted": p.counted});
+    figures.prediction = Some(PredictionFigures {
+        label: "prediction".into(),
+        error: None,
+        device: Some(model.name.clone()),
+        baseline: Some(json!(pb)),
+        candidate: Some(json!(pc)),
+        speedup: Some(s),
+        profile: Some(json!({"baseline": side(&b), "candidate": side(&c)})),
+    });
+    rec.set_metrics(&figures);
     rec.summary = format!("{}; {}", rec.summary, predicted.headline());
     run.prediction = Some(predicted);
     let limit = run.v.opts.static_limits.map(|l| l.max_predicted_slowdown)?;
@@ -366,6 +381,14 @@ fn judge_profiles(run: &mut Run<'_>, rec: &mut GateRecord, runs: &Runs) -> Optio
             model.name
         )
     })
+}
+
+/// A flag change as the record keeps it.
+fn numeric_flag(f: &FlagChange) -> NumericFlag {
+    NumericFlag {
+        mention: FlagMention { flag: f.mention.flag.clone(), value: f.mention.value.clone() },
+        delta: f.delta,
+    }
 }
 
 #[cfg(test)]

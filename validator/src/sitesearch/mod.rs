@@ -41,16 +41,15 @@
 //! compared with it.
 
 mod measure;
+mod steps;
 
-use std::collections::HashMap;
 use std::ops::Range;
-use std::time::Instant;
 
 use serde::Serialize;
 
 pub use measure::{Figures, HarnessMeasure, Measure, Measured};
+pub use steps::search;
 
-use crate::error::{Error, Result};
 use crate::gates::StaticLimits;
 
 /// Per site, the index of the value it gets (`None`: left as it is).
@@ -236,318 +235,10 @@ pub struct Request<'a> {
     pub rule: Rule,
 }
 
-/// The search's memory: every variant measured so far, by assignment.
-struct Book<'m, F> {
-    measure: &'m mut dyn Measure,
-    text: F,
-    seen: HashMap<Assignment, Measured>,
-    interp_runs: usize,
-    compiled: usize,
-    cached: usize,
-}
-
-impl<F: Fn(&Assignment) -> Result<String>> Book<'_, F> {
-    /// Measures the assignments not measured yet (with `compile`: not yet compiled).
-    fn run(&mut self, batch: &[Assignment], compile: bool) -> Result<()> {
-        let mut todo: Vec<(Assignment, String)> = Vec::new();
-        for a in batch {
-            let done = self.seen.get(a).is_some_and(|m| !compile || m.figures.is_some() || m.failed.is_some());
-            if done || todo.iter().any(|(b, _)| b == a) {
-                continue;
-            }
-            todo.push((a.clone(), (self.text)(a)?));
-        }
-        if todo.is_empty() {
-            return Ok(());
-        }
-        for m in self.measure.measure(&todo, compile)? {
-            self.interp_runs += 1;
-            self.compiled += usize::from(compile);
-            self.cached += usize::from(m.cached);
-            self.seen.insert(m.assignment.clone(), m);
-        }
-        Ok(())
-    }
-
-    fn error(&self, a: &Assignment) -> f64 {
-        self.seen.get(a).map(Measured::last_error).unwrap_or(f64::INFINITY)
-    }
-
-    fn instructions(&self, a: &Assignment) -> Option<i64> {
-        self.seen.get(a).and_then(|m| m.figures.as_ref()).map(|f| f.instructions)
-    }
-}
-
-/// Runs the search. `text` renders an assignment as the kernel source.
-pub fn run<F: Fn(&Assignment) -> Result<String>>(
-    req: &Request,
-    measure: &mut dyn Measure,
-    text: F,
-) -> Result<SiteSearch> {
-    let started = Instant::now();
-    let (n, nv) = (req.sites.len(), req.values.len());
-    if n == 0 || nv == 0 {
-        return Err(Error::Search(format!("{} has no site or no value of {} to search", req.path, req.pattern)));
-    }
-    let lengths = measure.lengths();
-    let mut book = Book { measure, text, seen: HashMap::new(), interp_runs: 0, compiled: 0, cached: 0 };
-    let base: Assignment = vec![None; n];
-    let all = |v: usize| -> Assignment { vec![Some(v); n] };
-    let mut notes = Vec::new();
-
-    // 1. baseline and every value on every site
-    let mut first = vec![base.clone()];
-    first.extend((0..nv).map(all));
-    let batch_started = Instant::now();
-    book.run(&first, true)?;
-    let first_wall = batch_started.elapsed();
-    if let Some(why) = book.seen.get(&base).and_then(|m| m.failed.as_deref()) {
-        return Err(Error::Search(format!(
-            "{} as it is cannot be measured, so no variant can be compared with it: {}",
-            req.path,
-            clip(why)
-        )));
-    }
-    for v in 0..nv {
-        if let Some(why) = book.seen.get(&all(v)).and_then(|m| m.failed.as_deref()) {
-            notes.push(format!("{} on every site failed: {}", req.values[v], clip(why)));
-        }
-    }
-    let e_base = book.error(&base);
-    let fixing: Vec<usize> = (0..nv)
-        .filter(|&v| {
-            let e = book.error(&all(v));
-            e.is_finite() && book.instructions(&all(v)).is_some() && e * req.rule.min_gain <= e_base
-        })
-        .collect();
-
-    // 2. attribution: only i, all but i; and for (precise, cheap) pairs, cheap everywhere but i
-    let mut attribution = Vec::new();
-    let mut pairs: Vec<(usize, usize)> = Vec::new();
-    let mut subsets: Vec<Assignment> = Vec::new();
-    for &p in &fixing {
-        for &c in &fixing {
-            let (ep, ec) = (book.error(&all(p)), book.error(&all(c)));
-            let cheaper =
-                matches!((book.instructions(&all(c)), book.instructions(&all(p))), (Some(a), Some(b)) if a < b);
-            // a cheap value already within the band of the precise one leaves a mix
-            // nothing to win that the choice could use
-            if p != c && ep < ec && cheaper && ec > req.rule.error_factor * ep {
-                pairs.push((p, c));
-            }
-        }
-    }
-    // steps 2 and 3 at the first batch's pace (compiled variants; an interpreter run alone
-    // takes about half as long), skipped when they cannot fit in the time left
-    let mut per_site = n > 1 && !fixing.is_empty();
-    let fresh = first.iter().filter(|a| book.seen.get(*a).is_some_and(|m| !m.cached)).count();
-    if per_site
-        && fresh > 0
-        && let Some(left) = book.measure.remaining()
-    {
-        let interp_runs = fixing.len() * 2 * n + pairs.len() * n;
-        let compiles = (fixing.len() + pairs.len()) * (n - 1);
-        let pace = first_wall.as_secs_f64() / fresh as f64;
-        let need = pace * (interp_runs as f64 / 2.0 + compiles as f64);
-        if need > left.as_secs_f64() {
-            notes.push(format!(
-                "per-site attribution skipped: {n} sites x {} value{} need {interp_runs} interpreter runs and {compiles} compiles, about {need:.0}s at this kernel's pace ({pace:.1}s a variant), more than the {:.0}s left; the choice is among the all-sites variants (raise the time limit or pin one value with --value)",
-                fixing.len(),
-                if fixing.len() == 1 { "" } else { "s" },
-                left.as_secs_f64()
-            ));
-            per_site = false;
-        }
-    }
-    if per_site {
-        let only = |v: usize, i: usize| -> Assignment { (0..n).map(|j| (j == i).then_some(v)).collect() };
-        let but = |v: usize, i: usize| -> Assignment { (0..n).map(|j| (j != i).then_some(v)).collect() };
-        let swap =
-            |p: usize, c: usize, i: usize| -> Assignment { (0..n).map(|j| Some(if j == i { p } else { c })).collect() };
-        let mut batch = Vec::new();
-        for &v in &fixing {
-            batch.extend((0..n).flat_map(|i| [only(v, i), but(v, i)]));
-        }
-        for &(p, c) in &pairs {
-            batch.extend((0..n).map(|i| swap(p, c, i)));
-        }
-        book.run(&batch, false)?;
-        for &v in &fixing {
-            for i in 0..n {
-                attribution.push(Attribution {
-                    value: v,
-                    site: i,
-                    only: book.error(&only(v, i)),
-                    all_but: book.error(&but(v, i)),
-                });
-            }
-        }
-        // 3. nested subsets in attribution order
-        for &v in &fixing {
-            let e_all = book.error(&all(v));
-            // how much error comes back when site i is left out (ties: how much it fixes alone)
-            let mut order: Vec<usize> = (0..n).collect();
-            order.sort_by(|&a, &b| {
-                let key = |i: usize| (book.error(&but(v, i)) / e_all.max(f64::MIN_POSITIVE), -book.error(&only(v, i)));
-                let (ka, kb) = (key(a), key(b));
-                kb.0.total_cmp(&ka.0).then(kb.1.total_cmp(&ka.1)).then(a.cmp(&b))
-            });
-            for k in 1..n {
-                let mut a: Assignment = vec![None; n];
-                for &i in &order[..k] {
-                    a[i] = Some(v);
-                }
-                subsets.push(a);
-            }
-        }
-        for &(p, c) in &pairs {
-            let mut order: Vec<usize> = (0..n).collect();
-            order.sort_by(|&a, &b| book.error(&swap(p, c, a)).total_cmp(&book.error(&swap(p, c, b))).then(a.cmp(&b)));
-            for k in 1..n {
-                let mut a: Assignment = vec![Some(c); n];
-                for &i in &order[..k] {
-                    a[i] = Some(p);
-                }
-                subsets.push(a);
-            }
-        }
-        book.run(&subsets, true)?;
-    }
-
-    // 4. the front over every compiled variant
-    let mut compiled: Vec<Assignment> = first.clone();
-    for a in subsets {
-        if !compiled.contains(&a) {
-            compiled.push(a);
-        }
-    }
-    let base_metrics = book.seen.get(&base).and_then(|m| m.figures.as_ref()).map(Figures::metrics);
-    let mut points: Vec<Point> = compiled
-        .iter()
-        .filter_map(|a| book.seen.get(a).cloned())
-        .map(|m| {
-            let predicted_slower = match (&base_metrics, &m.figures) {
-                (Some(b), Some(f)) => req.limits.regressions(b, &f.metrics()),
-                _ => Vec::new(),
-            };
-            let mut roles = Vec::new();
-            if m.assignment.iter().all(Option::is_none) {
-                roles.push(Role::Baseline);
-            } else if m.assignment.iter().all(|v| v.is_some() && *v == m.assignment[0]) {
-                roles.push(Role::AllSites);
-            }
-            Point { measured: m, roles, predicted_slower }
-        })
-        .collect();
-    let usable =
-        |p: &Point| p.measured.failed.is_none() && p.measured.figures.is_some() && p.measured.last_error().is_finite();
-    let mut by_error: Vec<usize> = (0..points.len()).filter(|&i| usable(&points[i])).collect();
-    let key = |p: &Point| {
-        let f = p.measured.figures.as_ref();
-        (f.map(|f| f.instructions).unwrap_or(i64::MAX), f.map(|f| f.spill_store_bytes).unwrap_or(i64::MAX))
-    };
-    by_error.sort_by(|&a, &b| {
-        points[a]
-            .measured
-            .last_error()
-            .total_cmp(&points[b].measured.last_error())
-            .then(key(&points[a]).cmp(&key(&points[b])))
-    });
-    let mut cheapest = i64::MAX;
-    for &i in &by_error {
-        let ins = key(&points[i]).0;
-        if ins < cheapest {
-            cheapest = ins;
-            points[i].roles.push(Role::Front);
-        }
-    }
-
-    // 5. the choice
-    let reference_error = fixing.iter().map(|&v| book.error(&all(v))).filter(|e| e.is_finite()).max_by(f64::total_cmp);
-    let (chosen, why) = match reference_error {
-        None => (
-            None,
-            format!(
-                "no value fixes the error: none of {} on every site brings it {}x below the baseline's {e_base:.2e}{}",
-                req.values.join(", "),
-                req.rule.min_gain,
-                match (0..nv).filter(|&v| book.seen.get(&all(v)).is_some_and(|m| m.failed.is_some())).count() {
-                    0 => String::new(),
-                    k => format!(" ({k} of them failed to measure: see the notes)"),
-                }
-            ),
-        ),
-        Some(r) => {
-            let bound = req.rule.error_factor * r;
-            let pick = (0..points.len())
-                .filter(|&i| {
-                    usable(&points[i])
-                        && !points[i].is(Role::Baseline)
-                        && points[i].predicted_slower.is_empty()
-                        && points[i].measured.last_error() <= bound
-                })
-                .min_by(|&a, &b| {
-                    key(&points[a])
-                        .cmp(&key(&points[b]))
-                        .then(points[a].measured.last_error().total_cmp(&points[b].measured.last_error()))
-                });
-            match pick {
-                Some(i) => (
-                    Some(i),
-                    format!(
-                        "the cheapest variant not predicted slower whose error ({:.2e}) is within {}x of the loosest all-sites fix ({r:.2e})",
-                        points[i].measured.last_error(),
-                        req.rule.error_factor
-                    ),
-                ),
-                None => (
-                    None,
-                    format!(
-                        "every variant within {}x of the loosest all-sites fix ({r:.2e}) is predicted slower",
-                        req.rule.error_factor
-                    ),
-                ),
-            }
-        }
-    };
-    if let Some(i) = chosen {
-        points[i].roles.push(Role::Chosen);
-    }
-    Ok(SiteSearch {
-        pattern: req.pattern.to_string(),
-        path: req.path.to_string(),
-        kernel: req.kernel.to_string(),
-        values: req.values.clone(),
-        fixing,
-        sites: req.sites.clone(),
-        lengths,
-        points,
-        attribution,
-        reference_error,
-        chosen,
-        why,
-        notes,
-        rule: req.rule,
-        measured: book.interp_runs,
-        compiled: book.compiled,
-        cached: book.cached,
-        seconds: started.elapsed().as_secs_f64(),
-    })
-}
-
-/// A failure's message, cut to a readable length.
-fn clip(s: &str) -> String {
-    // one line: a compiler's message spans several
-    let s = s.split_whitespace().collect::<Vec<_>>().join(" ");
-    match s.char_indices().nth(400) {
-        Some((i, _)) => format!("{}...", &s[..i]),
-        None => s.to_string(),
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::error::Result;
 
     /// A kernel of `n` sites where site i contributes `weight[i]` of the
     /// baseline error, value v leaves `residual[v]` of a site's share, and
@@ -652,7 +343,7 @@ mod tests {
             compiles: 0,
             extra: Extra::default(),
         };
-        let s = run(&request(4, &["\"ieee\"", "\"bf16x3\"", "\"tf32\""]), &mut m, text).unwrap();
+        let s = search(&request(4, &["\"ieee\"", "\"bf16x3\"", "\"tf32\""]), &mut m, text).unwrap();
         assert_eq!(s.fixing, vec![0, 1], "the third value fixes nothing");
         let chosen = &s.points[s.chosen.unwrap()];
         assert_eq!(chosen.measured.assignment, vec![Some(1); 4], "{}", s.why);
@@ -686,7 +377,7 @@ mod tests {
             compiles: 0,
             extra: Extra::default(),
         };
-        let s = run(&request(4, &["\"ieee\""]), &mut m, text).unwrap();
+        let s = search(&request(4, &["\"ieee\""]), &mut m, text).unwrap();
         let chosen = &s.points[s.chosen.unwrap()];
         assert_eq!(chosen.measured.assignment, vec![Some(0), Some(0), None, None], "{}", s.why);
         assert!(chosen.is(Role::Front));
@@ -706,7 +397,7 @@ mod tests {
             compiles: 0,
             extra: Extra::default(),
         };
-        let s = run(&request(3, &["\"ieee\"", "\"tf32x3\""]), &mut m, text).unwrap();
+        let s = search(&request(3, &["\"ieee\"", "\"tf32x3\""]), &mut m, text).unwrap();
         let mix = s.points.iter().find(|p| p.measured.assignment == vec![Some(0), Some(1), Some(1)]);
         assert!(mix.is_some_and(|p| p.is(Role::Front)), "the mix with ieee on site 1 is measured and on the front");
         // nothing is measured twice
@@ -726,7 +417,7 @@ mod tests {
             compiles: 0,
             extra: Extra::default(),
         };
-        let s = run(&request(2, &["\"ieee\"", "\"tf32x3\""]), &mut m, text).unwrap();
+        let s = search(&request(2, &["\"ieee\"", "\"tf32x3\""]), &mut m, text).unwrap();
         assert!(
             !s.points
                 .iter()
@@ -747,7 +438,7 @@ mod tests {
             compiles: 0,
             extra: Extra::default(),
         };
-        let s = run(&request(2, &["\"tf32\""]), &mut m, text).unwrap();
+        let s = search(&request(2, &["\"tf32\""]), &mut m, text).unwrap();
         assert!(s.chosen.is_none());
         assert!(s.why.contains("no value fixes"), "{}", s.why);
         assert!(s.points.iter().any(|p| p.is(Role::Baseline)));
@@ -770,7 +461,7 @@ mod tests {
         let fails: fn(&Assignment) -> Option<String> =
             |a| a.iter().all(Option::is_none).then(|| "compile failed: static_assert(K < 128)".into());
         let mut m = model(3, Extra { fails: Some(fails), ..Extra::default() });
-        let e = run(&request(3, &["\"ieee\"", "\"tf32x3\""]), &mut m, text).unwrap_err().to_string();
+        let e = search(&request(3, &["\"ieee\"", "\"tf32x3\""]), &mut m, text).unwrap_err().to_string();
         assert!(e.contains("k.py as it is cannot be measured") && e.contains("static_assert(K < 128)"), "{e}");
         assert_eq!(m.calls, 1, "nothing measured after the baseline failed");
     }
@@ -780,14 +471,14 @@ mod tests {
         let fails: fn(&Assignment) -> Option<String> =
             |a| a.contains(&Some(1)).then(|| "ValueError: input_precision \"tf32x3\" unsupported".into());
         let mut m = model(3, Extra { fails: Some(fails), ..Extra::default() });
-        let s = run(&request(3, &["\"ieee\"", "\"tf32x3\""]), &mut m, text).unwrap();
+        let s = search(&request(3, &["\"ieee\"", "\"tf32x3\""]), &mut m, text).unwrap();
         assert_eq!(s.fixing, vec![0]);
         assert!(s.notes.iter().any(|n| n.starts_with("\"tf32x3\" on every site failed: ValueError")), "{:?}", s.notes);
         assert!(s.chosen.is_some(), "{}", s.why);
         // every value failing: no choice, and the reason says they failed
         let all: fn(&Assignment) -> Option<String> = |a| a.iter().any(Option::is_some).then(|| "boom".into());
         let mut m = model(3, Extra { fails: Some(all), ..Extra::default() });
-        let s = run(&request(3, &["\"ieee\"", "\"tf32x3\""]), &mut m, text).unwrap();
+        let s = search(&request(3, &["\"ieee\"", "\"tf32x3\""]), &mut m, text).unwrap();
         assert!(s.chosen.is_none() && s.why.contains("2 of them failed to measure"), "{}", s.why);
         assert_eq!(s.notes.len(), 2, "{:?}", s.notes);
     }
@@ -796,7 +487,7 @@ mod tests {
     fn the_search_is_linear_in_the_sites() {
         for n in [2, 8, 24, 40] {
             let mut m = model(n, Extra::default());
-            let s = run(&request(n, &["\"ieee\"", "\"tf32x3\""]), &mut m, text).unwrap();
+            let s = search(&request(n, &["\"ieee\"", "\"tf32x3\""]), &mut m, text).unwrap();
             // 3 + (2 values x 2n + 1 pair x n) interpreter runs + 3 x (n - 1) compiles
             assert!(m.extra.measured <= 3 + 5 * n + 3 * (n - 1), "{n} sites: {} variants", m.extra.measured);
             assert!(m.calls <= 3, "three batches");
@@ -812,7 +503,7 @@ mod tests {
             ..Extra::default()
         };
         let mut m = model(24, slow);
-        let s = run(&request(24, &["\"ieee\"", "\"tf32x3\""]), &mut m, text).unwrap();
+        let s = search(&request(24, &["\"ieee\"", "\"tf32x3\""]), &mut m, text).unwrap();
         assert!(
             s.notes.iter().any(|n| n.starts_with("per-site attribution skipped: 24 sites x 2 values")),
             "{:?}",
@@ -824,7 +515,7 @@ mod tests {
         assert!(chosen.is(Role::AllSites), "{chosen:?}");
         // with time enough, the same kernel is searched per site
         let mut m = model(24, Extra { remaining: Some(std::time::Duration::from_secs(3600)), ..Extra::default() });
-        let s = run(&request(24, &["\"ieee\"", "\"tf32x3\""]), &mut m, text).unwrap();
+        let s = search(&request(24, &["\"ieee\"", "\"tf32x3\""]), &mut m, text).unwrap();
         assert!(s.notes.is_empty() && !s.attribution.is_empty(), "{:?}", s.notes);
     }
 

@@ -1,0 +1,157 @@
+//! The harness runs of the static and correctness gates: the baseline tree
+//! prepared beside the candidate, then the compiles, checks and profiles
+//! launched together.
+
+use std::sync::atomic::{AtomicBool, Ordering};
+
+use kidiom_syntax::blob_id;
+
+use super::{Touched, Validation};
+use crate::backend::python::{Harness, HarnessRun, HarnessStatus};
+use crate::error::{Error, Result};
+use crate::manifest::Manifest;
+use crate::request::Request;
+use crate::tree::copy_tree;
+use crate::validator::Validator;
+
+/// A base seed for the correctness gate, fresh per candidate.
+fn fresh_seed() -> u64 {
+    use std::hash::{BuildHasher, Hasher};
+    let mut h = std::collections::hash_map::RandomState::new().build_hasher();
+    h.write_u128(std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.as_nanos()).unwrap_or(0));
+    h.finish() % 1_000_000_007
+}
+
+/// The harness runs of the static and correctness gates (they overlap).
+pub(crate) struct HarnessResults {
+    pub(crate) base_compile: HarnessRun,
+    pub(crate) cand_compile: HarnessRun,
+    pub(crate) cand_check: HarnessRun,
+    /// The baseline's check, for the error curve of a precision rewrite.
+    pub(crate) base_check: Option<HarnessRun>,
+    /// Whether the baseline compile came from this validator's cache.
+    pub(crate) cached: bool,
+    /// The work profiles of baseline and candidate, for the prediction
+    /// (`None`: no device model, or a host C++ kernel, measured directly).
+    pub(crate) profiles: Option<(HarnessRun, HarnessRun)>,
+}
+
+/// The baseline tree in a temporary directory, and the candidate's source beside it.
+pub(crate) struct Prepared {
+    _tmp: tempfile::TempDir,
+    pub(crate) harness: Harness,
+    pub(crate) cand_src: String,
+}
+
+/// The baseline tree with its contract, and the candidate source beside it.
+pub(crate) fn prepare(v: &Validator, t: &Touched) -> Result<Prepared> {
+    let tmp = tempfile::Builder::new()
+        .prefix("kidiom-validate-")
+        .tempdir()
+        .map_err(|e| Error::io(std::env::temp_dir(), e))?;
+    let tree = tmp.path().join("tree");
+    copy_tree(&v.opts.root.join(&v.kernels.dir), &tree.join(&v.kernels.dir))?;
+    // the baseline source in the tree is the baseline text (the file on disk may be the candidate)
+    let base_file = tree.join(&t.path);
+    std::fs::write(&base_file, &t.base).map_err(|e| Error::io(&base_file, e))?;
+    let cand_file = tmp.path().join("candidate").join(&t.path);
+    if let Some(parent) = cand_file.parent() {
+        std::fs::create_dir_all(parent).map_err(|e| Error::io(parent, e))?;
+    }
+    std::fs::write(&cand_file, &t.cand).map_err(|e| Error::io(&cand_file, e))?;
+    let cand_src = cand_file.to_string_lossy().to_string();
+    let harness = Harness { python: v.python.clone(), root: tree, fleet: v.fleet.clone() };
+    Ok(Prepared { harness, cand_src, _tmp: tmp })
+}
+
+/// Runs the compiles (baseline cached per blob) and the correctness checks
+/// together. The candidate's check does not depend on its compile; it is
+/// killed if the compile fails, and the gates are still judged in order.
+pub(crate) fn launch(
+    v: &Validator,
+    run: &mut Validation<'_>,
+    p: &Prepared,
+    manifest: &Manifest,
+    precision: bool,
+) -> Result<HarnessResults> {
+    let name = manifest.name.clone();
+    let base_text = std::fs::read(p.harness.root.join(manifest.source_path()))
+        .map_err(|e| Error::io(p.harness.root.join(manifest.source_path()), e))?;
+    let key = (name.clone(), blob_id(&base_text));
+    let cached = v.compiled.lock().ok().and_then(|m| m.get(&key).cloned());
+    let seed = v.opts.seed.unwrap_or_else(fresh_seed);
+    run.seeds = (0..v.opts.seeds as u64).map(|i| seed + i).collect();
+    let curve = precision && manifest.curve.is_some();
+    let (kernel, device) = (name.as_str(), v.opts.device.name());
+    let compile = |source: Option<&'_ str>| Request::Compile { kernel, source }.argv();
+    let profile_args = |source: Option<&'_ str>| Request::Profile { kernel, source, timeout: None }.argv();
+    let check = |source, seeds, curve, consistency| {
+        Request::Check { kernel, source, seeds, seed, device, curve, consistency }.argv()
+    };
+    let cand_args = check(Some(p.cand_src.as_str()), v.opts.seeds, curve, v.opts.consistency);
+    let limit = run.remaining();
+    let cancel = AtomicBool::new(false);
+    let harness = &p.harness;
+    // a panic in a harness thread is a bug of ours, never the candidate's
+    let panicked = |what: &str| Error::Internal(format!("the {what} thread panicked"));
+    let profile = v.opts.device_model.is_some() && manifest.language != crate::manifest::KernelLanguage::Cpp;
+    let base_profiled = v.profiled.lock().ok().and_then(|m| m.get(&key).cloned());
+    let (base_run, cand_run, cand_check, base_check, profiles) = std::thread::scope(|s| {
+        // the profiles run beside the rest; each is a sandboxed run of the kernel on the CPU
+        let profiles = profile.then(|| {
+            s.spawn(|| {
+                let base = match &base_profiled {
+                    Some(r) => Ok(r.clone()),
+                    None => harness.call(&profile_args(None), limit),
+                };
+                let cand = harness.call_cancellable(&profile_args(Some(&p.cand_src)), limit, &cancel);
+                (base, cand)
+            })
+        });
+        let b = s.spawn(|| {
+            let compiled = match &cached {
+                Some(r) => Ok(r.clone()),
+                None => harness.call(&compile(None), limit),
+            };
+            let ok = matches!(&compiled, Ok(r) if r.status == HarnessStatus::Ok);
+            let check = (curve && ok).then(|| harness.call_cancellable(&check(None, 1, true, false), limit, &cancel));
+            (compiled, check)
+        });
+        let c = s.spawn(|| harness.call_cancellable(&cand_args, limit, &cancel));
+        let cr = harness.call(&compile(Some(&p.cand_src)), limit);
+        if !matches!(&cr, Ok(r) if r.status == HarnessStatus::Ok) {
+            cancel.store(true, Ordering::Relaxed);
+        }
+        let (compiled, check) = b.join().unwrap_or_else(|_| (Err(panicked("baseline")), None));
+        let cc = c.join().unwrap_or_else(|_| Err(panicked("check")));
+        let profiles =
+            profiles.map(|h| h.join().unwrap_or_else(|_| (Err(panicked("profile")), Err(panicked("profile")))));
+        (compiled, cr, cc, check, profiles)
+    });
+    let profiles = match profiles {
+        Some((b, c)) => Some((b?, c?)),
+        None => None,
+    };
+    if base_profiled.is_none()
+        && let Some((b, _)) = &profiles
+        && b.status == HarnessStatus::Ok
+        && let Ok(mut m) = v.profiled.lock()
+    {
+        m.insert(key.clone(), b.clone());
+    }
+    let (base_compile, cand_compile) = (base_run?, cand_run?);
+    if cached.is_none()
+        && base_compile.status == HarnessStatus::Ok
+        && let Ok(mut m) = v.compiled.lock()
+    {
+        m.insert(key, base_compile.clone());
+    }
+    Ok(HarnessResults {
+        base_compile,
+        cand_compile,
+        cand_check: cand_check?,
+        base_check: base_check.transpose()?,
+        cached: cached.is_some(),
+        profiles,
+    })
+}

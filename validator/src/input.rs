@@ -1,0 +1,111 @@
+//! What the validator takes: one rewrite as a unified diff against a file
+//! under the root, from the catalog or from a patch.
+
+use std::path::Path;
+
+use kidiom_patterns::Category;
+use kidiom_syntax::blob_id;
+use serde::{Deserialize, Serialize};
+
+use crate::error::{Error, Result};
+use crate::patch;
+
+/// The pattern id of a candidate that came from a patch rather than the catalog.
+pub const MANUAL_PATTERN: &str = kidiom_patterns::record::MANUAL_KIND;
+
+/// One rewrite to validate: a unified diff against a file under the root.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct CandidateInput {
+    /// The candidate's id.
+    pub id: String,
+    /// Its pattern ([`MANUAL_PATTERN`] for a patch that came from elsewhere).
+    pub pattern_id: String,
+    /// The pattern's category; numeric flags may change only under `precision`.
+    pub category: Option<Category>,
+    /// The target, relative to the root.
+    pub path: String,
+    /// Git blob id of the file the diff applies to.
+    pub base_blob: String,
+    /// Git blob id of the rewritten file.
+    pub result_blob: String,
+    /// The unified diff.
+    pub diff: String,
+    /// When the pattern is a decorator idiom (its `after` is a Python
+    /// decorator), that decorator's callee: decorators of this callee, with
+    /// literal arguments, are the idiom and not host code (`hostcode`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub decorator_idiom: Option<String>,
+}
+
+impl CandidateInput {
+    /// From a stored candidate; the category is taken from its provenance
+    /// unless `category` names one (the pattern's, from the catalog).
+    pub fn from_candidate(c: &kidiom_patterns::Candidate, category: Option<Category>) -> CandidateInput {
+        let category = category.or_else(|| c.provenance.category().and_then(Category::from_name));
+        // the pattern's `after`, as kidiom's own apply recorded it; a manual patch has none
+        let decorator_idiom = (c.pattern_id != MANUAL_PATTERN)
+            .then(|| c.provenance.after())
+            .flatten()
+            .and_then(crate::hostcode::DecoratorIdiom::from_template)
+            .map(|d| d.callee);
+        CandidateInput {
+            id: c.id.clone(),
+            pattern_id: c.pattern_id.clone(),
+            category,
+            path: c.path.clone(),
+            base_blob: c.base_blob.clone(),
+            result_blob: c.result_blob.clone(),
+            diff: c.diff.clone(),
+            decorator_idiom,
+        }
+    }
+
+    /// An edit that did not come from the catalog (an agent's own): a unified
+    /// diff against the files under `root` as they are now. Its pattern is
+    /// [`MANUAL_PATTERN`], its id `manual@<path>#<diff hash>`, its target the
+    /// diff's first file. `Err` when the diff does not parse or does not
+    /// apply to that file.
+    pub fn from_patch(root: &Path, diff: &str, category: Option<Category>) -> Result<CandidateInput> {
+        let files = patch::parse(diff)?;
+        let first = files.first().ok_or_else(|| Error::Diff("the patch changes no file".into()))?;
+        let abs = root.join(&first.path);
+        let current = match std::fs::read(&abs) {
+            Ok(b) => String::from_utf8(b)
+                .map_err(|_| Error::Patch { path: first.path.clone(), message: "the file is not UTF-8".into() })?,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => String::new(),
+            Err(e) => return Err(Error::io(abs, e)),
+        };
+        let result = patch::apply(&current, first, false)?;
+        Ok(CandidateInput {
+            id: kidiom_patterns::record::candidate_id(MANUAL_PATTERN, &first.path, diff),
+            pattern_id: MANUAL_PATTERN.into(),
+            category,
+            path: first.path.clone(),
+            base_blob: blob_id(current.as_bytes()),
+            result_blob: blob_id(result.as_bytes()),
+            diff: diff.to_string(),
+            decorator_idiom: None,
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_patch_becomes_a_manual_candidate() {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::create_dir_all(dir.path().join("kernels")).unwrap();
+        std::fs::write(dir.path().join("kernels/k.py"), "a = 1\n").unwrap();
+        let diff = kidiom_rewriter::unified("kernels/k.py", "a = 1\n", "a = 2\n", 3);
+        let c = CandidateInput::from_patch(dir.path(), &diff, None).unwrap();
+        assert_eq!(c.pattern_id, MANUAL_PATTERN);
+        assert!(c.id.starts_with("manual@kernels/k.py#"), "{}", c.id);
+        assert_eq!(c.base_blob, blob_id(b"a = 1\n"));
+        assert_eq!(c.result_blob, blob_id(b"a = 2\n"));
+        let stale = kidiom_rewriter::unified("kernels/k.py", "b = 1\n", "b = 2\n", 3);
+        assert!(CandidateInput::from_patch(dir.path(), &stale, None).is_err());
+        assert!(CandidateInput::from_patch(dir.path(), "nonsense\n", None).is_err());
+    }
+}

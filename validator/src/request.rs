@@ -1,0 +1,153 @@
+//! What the validator asks the harness: one typed request per harness
+//! command, rendered as its argv here and nowhere else. It is the sending
+//! half of the wire format; `wire.rs` reads the replies.
+
+use std::path::Path;
+
+/// A harness command line (`python -m kernels.harness <argv>`).
+#[derive(Debug, Clone, PartialEq)]
+pub(crate) enum Request<'a> {
+    /// `compile`: the sm_90 ahead-of-time compile's figures.
+    Compile {
+        /// The kernel's manifest name.
+        kernel: &'a str,
+        /// A source in place of the manifest's (the candidate's).
+        source: Option<&'a str>,
+    },
+    /// `check`: correctness against the reference.
+    Check {
+        /// The kernel's manifest name.
+        kernel: &'a str,
+        /// A source in place of the manifest's (the candidate's).
+        source: Option<&'a str>,
+        /// How many seeds, from `seed` on.
+        seeds: u32,
+        /// The base seed.
+        seed: u64,
+        /// Where the kernel runs (`auto`, `cpu`, `cuda`).
+        device: &'a str,
+        /// Whether to measure the error-versus-length curve.
+        curve: bool,
+        /// Whether to check prefill(T) + decode(M) == prefill(T + M).
+        consistency: bool,
+    },
+    /// `profile`: the work profile of one launch.
+    Profile {
+        /// The kernel's manifest name.
+        kernel: &'a str,
+        /// A source in place of the manifest's (the candidate's).
+        source: Option<&'a str>,
+        /// The harness's own time limit in seconds (`None`: its default).
+        timeout: Option<u64>,
+    },
+    /// `bench`: baseline and candidate interleaved in one process.
+    Bench {
+        /// The kernel's manifest name.
+        kernel: &'a str,
+        /// The candidate's source.
+        source: &'a str,
+        /// How it is timed.
+        on: BenchOn,
+    },
+    /// `sweep`: many variants measured in one call.
+    Sweep {
+        /// The kernel's manifest name.
+        kernel: &'a str,
+        /// The JSON file listing the variants.
+        variants: &'a Path,
+        /// Variants measured at once.
+        jobs: usize,
+    },
+}
+
+/// Where `bench` times a kernel.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum BenchOn {
+    /// On this CPU, with the manifest's `[service]` rounds and windows (host C++).
+    Cpu,
+    /// On a CUDA GPU, this many timed iterations per variant.
+    Cuda {
+        /// Timed iterations per variant.
+        iters: u32,
+    },
+}
+
+impl Request<'_> {
+    /// The argv after `python -m kernels.harness`.
+    pub(crate) fn argv(&self) -> Vec<String> {
+        let mut a: Vec<String> = Vec::new();
+        let mut push = |xs: &[&str]| a.extend(xs.iter().map(|s| s.to_string()));
+        match self {
+            Request::Compile { kernel, source } => {
+                push(&["compile", "--kernel", kernel]);
+                if let Some(s) = source {
+                    push(&["--source", s]);
+                }
+            }
+            Request::Check { kernel, source, seeds, seed, device, curve, consistency } => {
+                push(&["check", "--kernel", kernel]);
+                if let Some(s) = source {
+                    push(&["--source", s]);
+                }
+                push(&["--seeds", &seeds.to_string(), "--seed", &seed.to_string()]);
+                push(&["--device", device]);
+                if !curve {
+                    push(&["--no-curve"]);
+                }
+                if !consistency {
+                    push(&["--no-consistency"]);
+                }
+            }
+            Request::Profile { kernel, source, timeout } => {
+                push(&["profile", "--kernel", kernel]);
+                if let Some(s) = source {
+                    push(&["--source", s]);
+                }
+                if let Some(t) = timeout {
+                    push(&["--timeout", &t.to_string()]);
+                }
+            }
+            Request::Bench { kernel, source, on } => {
+                push(&["bench", "--kernel", kernel, "--source", source]);
+                match on {
+                    BenchOn::Cpu => push(&["--device", "cpu"]),
+                    BenchOn::Cuda { iters } => push(&["--device", "cuda", "--iters", &iters.to_string()]),
+                }
+            }
+            Request::Sweep { kernel, variants, jobs } => {
+                let variants = variants.to_string_lossy();
+                push(&["sweep", "--kernel", kernel, "--variants", &variants, "--jobs", &jobs.max(&1).to_string()]);
+            }
+        }
+        a
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn each_request_renders_the_argv_the_harness_reads() {
+        let check = Request::Check {
+            kernel: "kda.decode",
+            source: Some("/tmp/c/decode.py"),
+            seeds: 3,
+            seed: 7,
+            device: "cpu",
+            curve: false,
+            consistency: true,
+        };
+        assert_eq!(
+            check.argv().join(" "),
+            "check --kernel kda.decode --source /tmp/c/decode.py --seeds 3 --seed 7 --device cpu --no-curve"
+        );
+        assert_eq!(Request::Compile { kernel: "k", source: None }.argv().join(" "), "compile --kernel k");
+        let profile = Request::Profile { kernel: "k", source: None, timeout: Some(9) };
+        assert_eq!(profile.argv().join(" "), "profile --kernel k --timeout 9");
+        let bench = Request::Bench { kernel: "k", source: "s.py", on: BenchOn::Cuda { iters: 50 } };
+        assert_eq!(bench.argv().join(" "), "bench --kernel k --source s.py --device cuda --iters 50");
+        let sweep = Request::Sweep { kernel: "k", variants: Path::new("v.json"), jobs: 0 };
+        assert_eq!(sweep.argv().join(" "), "sweep --kernel k --variants v.json --jobs 1");
+    }
+}

@@ -1,0 +1,359 @@
+//! The validator: its options ([`ValidatorBuilder`]) and what it does with
+//! them ([`Validator`]): run the gates on candidates, profile a kernel, and
+//! search a kernel's sites. The gates themselves are in `gates/`.
+
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::Ordering;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use serde::Serialize;
+
+use crate::backend::python::{Harness, HarnessRun, HarnessStatus};
+use crate::device::Device;
+use crate::error::{Error, Result};
+use crate::evidence::Evidence;
+use crate::gates::{StaticLimits, Validation};
+use crate::input::CandidateInput;
+use crate::manifest::Kernels;
+use crate::predict::DeviceModel;
+use crate::request::Request;
+use crate::tree::copy_tree;
+use kidiom_exec::Executor;
+use kidiom_exec::Fleet;
+use kidiom_exec::find_python;
+
+/// Fresh random seeds of the correctness gate, unless told otherwise.
+pub const DEFAULT_SEEDS: u32 = 3;
+
+/// Options of a validation run.
+#[derive(Debug, Clone)]
+pub struct ValidatorBuilder {
+    pub(crate) root: PathBuf,
+    pub(crate) kernels_dir: String,
+    pub(crate) python: Option<PathBuf>,
+    pub(crate) device: Device,
+    pub(crate) timeout: Duration,
+    pub(crate) seeds: u32,
+    pub(crate) seed: Option<u64>,
+    pub(crate) consistency: bool,
+    pub(crate) bench_iters: u32,
+    pub(crate) static_limits: Option<StaticLimits>,
+    pub(crate) executor: Executor,
+    pub(crate) device_model: Option<DeviceModel>,
+}
+
+impl ValidatorBuilder {
+    /// Validation of rewrites under `root` (the directory holding `kernels/`).
+    pub fn new(root: impl Into<PathBuf>) -> ValidatorBuilder {
+        ValidatorBuilder {
+            root: root.into(),
+            kernels_dir: "kernels".into(),
+            python: None,
+            device: Device::Auto,
+            timeout: Duration::from_secs(600),
+            seeds: DEFAULT_SEEDS,
+            seed: None,
+            consistency: true,
+            bench_iters: 50,
+            static_limits: Some(StaticLimits::default()),
+            executor: Executor::Local,
+            device_model: Some(DeviceModel::h200()),
+        }
+    }
+
+    /// Where the harness runs (default [`Executor::Local`]). With
+    /// [`Executor::Ray`] every validation and speed call is a task on the
+    /// cluster, through one driver started on the first call and stopped
+    /// when the [`Validator`] is dropped; the per-site search stays local.
+    pub fn executor(&mut self, executor: Executor) -> &mut Self {
+        self.executor = executor;
+        self
+    }
+
+    /// The kernels directory, relative to the root (default `kernels`).
+    pub fn kernels_dir(&mut self, dir: impl Into<String>) -> &mut Self {
+        self.kernels_dir = dir.into();
+        self
+    }
+
+    /// The Python interpreter (default: `$KIDIOM_PYTHON`, `.venv/bin/python`, `python3`).
+    pub fn python(&mut self, python: Option<PathBuf>) -> &mut Self {
+        self.python = python;
+        self
+    }
+
+    /// Where kernels run.
+    pub fn device(&mut self, device: Device) -> &mut Self {
+        self.device = device;
+        self
+    }
+
+    /// The time limit of one candidate, all its subprocesses together.
+    pub fn timeout(&mut self, timeout: Duration) -> &mut Self {
+        self.timeout = timeout;
+        self
+    }
+
+    /// Fresh seeds of the correctness gate (default 3).
+    pub fn seeds(&mut self, seeds: u32) -> &mut Self {
+        self.seeds = seeds.max(1);
+        self
+    }
+
+    /// A fixed base seed (default: fresh per candidate).
+    pub fn seed(&mut self, seed: Option<u64>) -> &mut Self {
+        self.seed = seed;
+        self
+    }
+
+    /// Whether the correctness gate also checks prefill(T) + decode(M) == prefill(T + M) (default on).
+    pub fn consistency(&mut self, yes: bool) -> &mut Self {
+        self.consistency = yes;
+        self
+    }
+
+    /// Timed iterations per variant on a GPU (default 50).
+    pub fn bench_iters(&mut self, iters: u32) -> &mut Self {
+        self.bench_iters = iters.max(1);
+        self
+    }
+
+    /// The static gate's "predicted slower" limits (default [`StaticLimits::default`]); `None` turns the rule off.
+    pub fn static_limits(&mut self, limits: Option<StaticLimits>) -> &mut Self {
+        self.static_limits = limits;
+        self
+    }
+
+    /// The device the work profiles' roofline predicts times for (default
+    /// [`DeviceModel::h200`]); `None`: no profiles, no predictions.
+    pub fn device_model(&mut self, model: Option<DeviceModel>) -> &mut Self {
+        self.device_model = model;
+        self
+    }
+
+    /// Reads the manifests of the baseline tree.
+    pub fn build(&self) -> Result<Validator> {
+        let kernels = Kernels::load(&self.root, &self.kernels_dir)?;
+        let python = self.python.clone().unwrap_or_else(|| find_python(&self.root));
+        let fleet = match &self.executor {
+            Executor::Local => None,
+            Executor::Ray { address } => Some(Arc::new(Fleet::new(&python, &self.root, address.clone()))),
+        };
+        Ok(Validator {
+            opts: self.clone(),
+            kernels,
+            python,
+            commit: git_head(&self.root),
+            compiled: Mutex::new(HashMap::new()),
+            profiled: Mutex::new(HashMap::new()),
+            fleet,
+        })
+    }
+}
+
+/// Validates candidates against the baseline tree under its root.
+#[derive(Debug)]
+pub struct Validator {
+    pub(crate) opts: ValidatorBuilder,
+    pub(crate) kernels: Kernels,
+    pub(crate) python: PathBuf,
+    pub(crate) commit: Option<String>,
+    /// Baseline compiles, by kernel name and baseline blob.
+    pub(crate) compiled: Mutex<HashMap<(String, String), HarnessRun>>,
+    /// Baseline work profiles, by kernel name and baseline blob.
+    pub(crate) profiled: Mutex<HashMap<(String, String), HarnessRun>>,
+    /// The Ray executor's driver (`None`: the harness runs here).
+    pub(crate) fleet: Option<Arc<Fleet>>,
+}
+
+fn git_head(root: &Path) -> Option<String> {
+    let args = ["rev-parse".to_string(), "HEAD".to_string()];
+    let out = kidiom_exec::run(Path::new("git"), &args, root, &[], std::time::Duration::from_secs(30)).ok()?;
+    let s = out.stdout.trim().to_string();
+    (!s.is_empty()).then_some(s)
+}
+
+/// [`Validator::profile`]'s answer.
+#[derive(Debug, Clone, Serialize)]
+pub struct ProfileReport {
+    /// The kernel's name.
+    pub kernel: String,
+    /// Its manifest's source, relative to the root.
+    pub source: String,
+    /// Where it ran (`cpu (triton interpreter)`).
+    pub device: Option<String>,
+    /// The profile, when one was made.
+    pub profile: Option<crate::wire::Profile>,
+    /// Its roofline prediction, when there is a device model.
+    pub prediction: Option<crate::predict::Prediction>,
+    /// Why there is no profile.
+    pub problem: Option<String>,
+}
+
+impl Validator {
+    /// The kernels of the baseline tree.
+    pub fn kernels(&self) -> &Kernels {
+        &self.kernels
+    }
+
+    /// The Python interpreter the harness runs under.
+    pub fn python(&self) -> &Path {
+        &self.python
+    }
+
+    /// How many candidates to validate at once to keep the executor busy:
+    /// 1 here; on a Ray cluster one per GPU, or per three CPUs on a cluster
+    /// without GPUs (a candidate runs up to three CPU tasks at once). Starts
+    /// the Ray driver if it is not running yet.
+    pub fn parallelism(&self) -> Result<usize> {
+        let Some(fleet) = &self.fleet else { return Ok(1) };
+        let r = fleet.hello()?.resources;
+        let (gpus, cpus) = (r.get("GPU").copied().unwrap_or(0.0), r.get("CPU").copied().unwrap_or(0.0));
+        let n = if gpus >= 1.0 { gpus } else { cpus / 3.0 };
+        Ok((n.floor() as usize).max(1))
+    }
+
+    /// Validates `inputs`, `width` at a time (see [`Validator::parallelism`]),
+    /// handing each result to `done` on the calling thread as it is known,
+    /// with its index. The order of completion is not the order of `inputs`.
+    pub fn validate_all(&self, inputs: &[CandidateInput], width: usize, mut done: impl FnMut(usize, Result<Evidence>)) {
+        let next = std::sync::atomic::AtomicUsize::new(0);
+        let (tx, rx) = std::sync::mpsc::channel();
+        std::thread::scope(|s| {
+            for _ in 0..width.clamp(1, inputs.len().max(1)) {
+                let (tx, next) = (tx.clone(), &next);
+                s.spawn(move || {
+                    loop {
+                        let i = next.fetch_add(1, Ordering::SeqCst);
+                        let Some(c) = inputs.get(i) else { break };
+                        if tx.send((i, self.validate(c))).is_err() {
+                            break;
+                        }
+                    }
+                });
+            }
+            drop(tx);
+            for (i, r) in rx {
+                done(i, r);
+            }
+        });
+    }
+
+    /// Runs the gates on one candidate. Candidate failures are verdicts;
+    /// `Err` only when the validation itself could not be set up (the
+    /// temporary tree could not be written).
+    pub fn validate(&self, c: &CandidateInput) -> Result<Evidence> {
+        let mut validation = Validation::new(self, c);
+        let verdict = crate::gates::in_order(&mut validation)?;
+        Ok(validation.finish(verdict))
+    }
+
+    /// The work profile of the kernel `name` (its manifest's source, or
+    /// `source` in its place) from the harness's `profile`, in the check's
+    /// sandbox, and its roofline prediction on the device model.
+    pub fn profile(&self, name: &str, source: Option<&Path>) -> Result<ProfileReport> {
+        let manifest = self.kernels.manifests.iter().find(|m| m.name == name).ok_or_else(|| {
+            let known: Vec<&str> = self.kernels.manifests.iter().map(|m| m.name.as_str()).collect();
+            Error::UnknownKernel { name: name.to_string(), known: known.join(", ") }
+        })?;
+        let source = match source {
+            Some(s) => Some(std::path::absolute(s).map_err(|e| Error::io(s, e))?.to_string_lossy().into_owned()),
+            None => None,
+        };
+        let timeout = Some(self.opts.timeout.as_secs().max(1));
+        let args = Request::Profile { kernel: &manifest.name, source: source.as_deref(), timeout }.argv();
+        let harness = Harness { python: self.python.clone(), root: self.opts.root.clone(), fleet: None };
+        let run = harness.call(&args, self.opts.timeout + Duration::from_secs(10))?;
+        let parsed = match run.status {
+            HarnessStatus::Ok => crate::wire::header(&run, "profile")
+                .and_then(|_| crate::wire::body::<crate::wire::Profile>(&run, "profile"))
+                .map_err(|e| e.to_string()),
+            HarnessStatus::Skipped => {
+                Err(format!("skipped: {}", run.json["reason"].as_str().unwrap_or("no reason given")))
+            }
+            _ => Err(run.log()),
+        };
+        let (profile, problem) = match parsed {
+            Ok(p) => (Some(p), None),
+            Err(e) => (None, Some(e)),
+        };
+        let prediction = match (&profile, &self.opts.device_model) {
+            (Some(p), Some(d)) => Some(crate::predict::predict(&p.totals, p.launches, d)),
+            _ => None,
+        };
+        let device = run.json["device"].as_str().map(String::from);
+        Ok(ProfileReport {
+            kernel: manifest.name.clone(),
+            source: manifest.source_path(),
+            device,
+            profile,
+            prediction,
+            problem,
+        })
+    }
+
+    /// The per-site search of `req` on the kernel source `req.path`, whose
+    /// baseline text is `baseline`; `text` renders an assignment as that
+    /// source. Variants are measured by the harness's `sweep` beside a copy
+    /// of the baseline tree (the contract never comes from a variant),
+    /// `jobs` at a time. See [`crate::sitesearch`].
+    pub fn search_sites<F: Fn(&crate::sitesearch::Assignment) -> Result<String>>(
+        &self,
+        req: &crate::sitesearch::Request,
+        baseline: &str,
+        jobs: usize,
+        text: F,
+    ) -> Result<crate::sitesearch::SiteSearch> {
+        let manifest = self
+            .kernels
+            .for_source(req.path)
+            .ok_or_else(|| Error::Search(format!("{} is no kernel's source (no manifest names it)", req.path)))?;
+        if manifest.curve.is_none() {
+            return Err(Error::Search(format!("{} has no [curve]: there is no error to search on", manifest.name)));
+        }
+        let tmp = tempfile::Builder::new()
+            .prefix("kidiom-search-")
+            .tempdir()
+            .map_err(|e| Error::io(std::env::temp_dir(), e))?;
+        let tree = tmp.path().join("tree");
+        copy_tree(&self.opts.root.join(&self.kernels.dir), &tree.join(&self.kernels.dir))?;
+        let base_file = tree.join(req.path);
+        std::fs::write(&base_file, baseline).map_err(|e| Error::io(&base_file, e))?;
+        let dir = tmp.path().join("variants");
+        let harness = Harness::new(self.python.clone(), tree);
+        let mut m = crate::sitesearch::HarnessMeasure::new(harness, manifest, &dir, jobs, self.opts.timeout);
+        crate::sitesearch::search(req, &mut m, text)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn validate_all_hands_back_every_candidate_once() {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::create_dir_all(dir.path().join("kernels")).unwrap();
+        let v = ValidatorBuilder::new(dir.path()).build().unwrap();
+        assert_eq!(v.parallelism().unwrap(), 1, "local: one at a time");
+        let inputs: Vec<CandidateInput> = (0..7)
+            .map(|i| CandidateInput {
+                id: format!("c{i}"),
+                pattern_id: "p".into(),
+                category: None,
+                path: "kernels/k.py".into(),
+                base_blob: String::new(),
+                result_blob: String::new(),
+                diff: String::new(),
+                decorator_idiom: None,
+            })
+            .collect();
+        let mut seen = Vec::new();
+        v.validate_all(&inputs, 3, |i, r| seen.push((i, r.map(|e| e.candidate))));
+        seen.sort_by_key(|(i, _)| *i);
+        let got: Vec<(usize, String)> = seen.into_iter().map(|(i, c)| (i, c.unwrap())).collect();
+        assert_eq!(got, (0..7).map(|i| (i, format!("c{i}"))).collect::<Vec<_>>());
+    }
+}
