@@ -725,7 +725,8 @@ fn visit_wrapper(ctx: &mut Ctx, call: Node, callee: &str, in_error: bool) {
 #[cfg(test)]
 mod tests {
     use crate::facts::{FileFacts, Mechanism};
-    use crate::{ExtractOptions, Lang, extract};
+    use crate::{ExtractOptions, extract};
+    use kidiom_syntax::Lang;
 
     fn facts(src: &str) -> FileFacts {
         extract(Lang::Python, src, &ExtractOptions::default()).expect("parses")

@@ -39,7 +39,7 @@ pub(crate) struct Report {
     pub(crate) mine: MineReport,
     /// The history run (edit idioms), when kidiom.toml asks for it.
     #[serde(skip_serializing_if = "Option::is_none")]
-    pub(crate) history: Option<crate::ops::history::HistoryReport>,
+    pub(crate) history: Option<crate::ops::mine::history::HistoryReport>,
     pub(crate) top: Vec<Pattern>,
     /// The dry-run apply on kernels/, when the loop went on.
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -110,13 +110,13 @@ pub(crate) fn run(cfg: &Config, catalog: &mut Catalog, o: &Options, tell: &(dyn 
     let mine = super::mine::mine(catalog, manifests.clone(), &mopts)?;
     let history = if cfg.mine.history {
         let git: Vec<_> = manifests.iter().filter(|m| m.kind == SourceKind::Git).cloned().collect();
-        let hopts = crate::ops::history::HistoryOptions {
+        let hopts = crate::ops::mine::history::HistoryOptions {
             config: kidiom_miner::history::HistoryConfig { limits: cfg.limits(), ..Default::default() },
             progress: o.progress_bars,
             batch: 256,
             remote: remote.clone(),
         };
-        Some(crate::ops::history::mine(catalog, git, &hopts)?)
+        Some(crate::ops::mine::history::mine(catalog, git, &hopts)?)
     } else {
         None
     };

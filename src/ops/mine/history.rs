@@ -12,20 +12,21 @@
 //! cache as they come back, as a local batch's do. Generalizing stays here.
 
 use std::collections::{BTreeMap, BTreeSet};
-use std::io::IsTerminal;
 use std::path::PathBuf;
 use std::time::Instant;
 
 use anyhow::{Context, Result};
-use indicatif::{ProgressBar, ProgressStyle};
 use kidiom_miner::history::{
     self, BlobCache, BlobCounts, CommitEdits, CommitMeta, CorpusHistory, GeneralizeStats, HistoryConfig, Rule,
 };
-use kidiom_miner::{Corpus, Limits, Manifest, SourceKind};
+use kidiom_miner::{Corpus, Manifest, SourceKind};
 use kidiom_patterns::{Catalog, CommitRef, Filter, Kind, Pattern, ValueCount};
 use serde::{Deserialize, Serialize};
 
-use crate::ops::mine::{Remote, Shard, ShardJob, ShardReport};
+use kidiom_syntax::Limits;
+
+use super::remote::{Remote, Shard, ShardJob, ShardReport};
+use super::{MAX_LISTED_SKIPS, bar, open_with_fallback};
 
 /// What to mine and how.
 pub(crate) struct HistoryOptions {
@@ -161,6 +162,9 @@ pub(crate) struct HistoryCorpusReport {
     pub(crate) seconds: f64,
     /// Set when the corpus could not be mined; the run went on without it.
     pub(crate) error: Option<String>,
+    /// Set when the manifest's fallback was used.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub(crate) note: Option<String>,
     /// The shards sent to the cluster (Ray executor only).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub(crate) shards: Option<ShardReport>,
@@ -201,21 +205,6 @@ pub(crate) struct HistoryReport {
     pub(crate) seconds: f64,
 }
 
-const MAX_LISTED_SKIPS: usize = 20;
-
-fn bar(opts: &HistoryOptions, len: u64, name: &str) -> ProgressBar {
-    if !opts.progress || !std::io::stderr().is_terminal() {
-        return ProgressBar::hidden();
-    }
-    let pb = ProgressBar::new(len);
-    let style = ProgressStyle::with_template("{prefix:>10} [{bar:30}] {pos}/{len} commits {per_sec} {msg}")
-        .map(|s| s.progress_chars("=> "))
-        .unwrap_or_else(|_| ProgressStyle::default_bar());
-    pb.set_style(style);
-    pb.set_prefix(name.to_string());
-    pb
-}
-
 pub(crate) fn mine(catalog: &mut Catalog, manifests: Vec<Manifest>, opts: &HistoryOptions) -> Result<HistoryReport> {
     let start = Instant::now();
     let path = catalog.path().to_path_buf();
@@ -236,8 +225,20 @@ pub(crate) fn mine(catalog: &mut Catalog, manifests: Vec<Manifest>, opts: &Histo
             reports.push(report);
             continue;
         }
-        let corpus = match Corpus::open(manifest) {
-            Ok(c) => c,
+        let corpus = match open_with_fallback(manifest) {
+            Ok((c, _)) if c.manifest.kind != SourceKind::Git => {
+                report.error = Some(format!(
+                    "history mining needs a git corpus; the fallback of {} is a {} corpus",
+                    report.name,
+                    c.manifest.kind.name()
+                ));
+                reports.push(report);
+                continue;
+            }
+            Ok((c, note)) => {
+                report.note = note;
+                c
+            }
             Err(e) => {
                 report.error = Some(e.to_string());
                 reports.push(report);
@@ -349,7 +350,7 @@ fn mine_corpus(
     report.commits = selected.len() as u64;
     let todo: Vec<_> = selected.iter().filter(|c| !cached.contains_key(&c.id)).cloned().collect();
     report.cached = (selected.len() - todo.len()) as u64;
-    let pb = bar(opts, todo.len() as u64, name);
+    let pb = bar(opts.progress, todo.len() as u64, name, "commits");
     let abort_after = std::env::var("KIDIOM_HISTORY_ABORT_AFTER_BATCHES").ok().and_then(|v| v.parse::<usize>().ok());
     let before = blobs.counts();
     if let Some(remote) = &opts.remote {
