@@ -501,19 +501,11 @@ pub(crate) fn parse_since(s: &str) -> Result<i64> {
     let parts: Vec<&str> = s.get(..10).unwrap_or(s).split('-').collect();
     let bad = || anyhow::anyhow!("--since {s:?}: expected YYYY-MM-DD or seconds since the epoch");
     let [y, m, d] = parts.as_slice() else { return Err(bad()) };
-    let (y, m, d): (i64, i64, i64) =
+    let (y, m, d): (i16, i8, i8) =
         (y.parse().map_err(|_| bad())?, m.parse().map_err(|_| bad())?, d.parse().map_err(|_| bad())?);
-    if !(1..=12).contains(&m) || !(1..=31).contains(&d) {
-        return Err(bad());
-    }
-    // Days from civil (H. Hinnant).
-    let y = if m <= 2 { y - 1 } else { y };
-    let era = y.div_euclid(400);
-    let yoe = y - era * 400;
-    let mp = (m + 9) % 12;
-    let doy = (153 * mp + 2) / 5 + d - 1;
-    let doe = yoe * 365 + yoe / 4 - yoe / 100 + doy;
-    Ok((era * 146_097 + doe - 719_468) * 86_400)
+    let date = jiff::civil::Date::new(y, m, d).map_err(|_| bad())?;
+    let day = date.to_zoned(jiff::tz::TimeZone::UTC).map_err(|_| bad())?;
+    Ok(day.timestamp().as_second())
 }
 
 #[cfg(test)]
