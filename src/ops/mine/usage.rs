@@ -281,9 +281,21 @@ fn mine_corpus(
     let keep: HashSet<String> = files.iter().map(|f| f.path.clone()).collect();
     tx.retain_files(name, &keep)?;
     stored.retain(|(c, p), _| c != name || keep.contains(p));
-    // Reused files keep their outcome: facts, kernel-free, or skipped with the cached reason.
+    tally_reused(tx, corpus, &still, stored, report)
+}
+
+/// Reused files keep their outcome: facts, kernel-free, or skipped with the
+/// cached reason. Then the corpus's kernels and parse errors are counted.
+fn tally_reused(
+    tx: &kidiom_patterns::MineTx<'_>,
+    corpus: &Corpus,
+    still: &[&CorpusFile],
+    stored: &mut BTreeMap<(String, String), Stored>,
+    report: &mut CorpusReport,
+) -> Result<()> {
+    let name = corpus.manifest.name.as_str();
     let cached_skips: HashMap<String, Skip> = tx.skipped_files(name)?.into_iter().collect();
-    for f in &still {
+    for f in still {
         if let Some(s) = stored.get_mut(&(name.to_string(), f.path.clone())) {
             s.revision = corpus.revision.clone();
         } else if let Some(skip) = cached_skips.get(&f.path) {
