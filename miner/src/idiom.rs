@@ -184,6 +184,43 @@ fn pick_resolution(mut rs: Vec<(ResolvedValue, u64)>) -> Option<ResolvedValue> {
 /// Folds file facts into idioms, optimizations first ([`Category::rank`]),
 /// then by score (then id).
 pub fn aggregate<'a>(files: impl IntoIterator<Item = FileInput<'a>>, cfg: &MineConfig) -> Vec<Idiom> {
+    let Folded { mut fams, scopes, revisions, call_examples } = fold(files, cfg);
+    synthesize_variants(&scopes, &call_examples, &mut fams, cfg);
+    keep_hint_wrappers(&scopes, &mut fams);
+    // Regroup per family across corpora.
+    let mut by_key: BTreeMap<FamilyKey, Vec<(String, Acc)>> = BTreeMap::new();
+    for ((corpus, key), acc) in fams {
+        by_key.entry(key).or_default().push((corpus, acc));
+    }
+    let mut out: Vec<Idiom> = by_key
+        .into_iter()
+        .filter_map(|(key, per_corpus)| family_idiom(key, per_corpus, &scopes, &revisions, cfg))
+        .collect();
+    // Optimizations first (by category rank), then by score.
+    out.sort_by(|a, b| {
+        a.category
+            .rank()
+            .cmp(&b.category.rank())
+            .then_with(|| b.score.total_cmp(&a.score))
+            .then_with(|| a.id.cmp(&b.id))
+    });
+    out
+}
+
+/// Scope totals per (corpus, lang, scope): units, and files holding it.
+type Scopes = BTreeMap<(String, Lang, String), (u64, u64)>;
+
+/// Every file's facts, counted per (corpus, family) and per scope.
+struct Folded {
+    fams: BTreeMap<(String, FamilyKey), Acc>,
+    scopes: Scopes,
+    revisions: BTreeMap<String, String>,
+    call_examples: BTreeMap<(Lang, String), IdiomExample>,
+}
+
+/// Counts the files' facts per (corpus, family) and per scope, resolving
+/// the names their values hold through their corpus's modules.
+fn fold<'a>(files: impl IntoIterator<Item = FileInput<'a>>, cfg: &MineConfig) -> Folded {
     let files: Vec<FileInput<'a>> = files.into_iter().collect();
     // The Python modules of each corpus, where imported names are resolved;
     // a corpus never resolves a name from another.
@@ -233,12 +270,16 @@ pub fn aggregate<'a>(files: impl IntoIterator<Item = FileInput<'a>>, cfg: &MineC
             }
         }
     }
-    synthesize_variants(&scopes, &call_examples, &mut fams, cfg);
+    Folded { fams, scopes, revisions, call_examples }
+}
+
+/// Keeps the wrapper families that are hints.
+fn keep_hint_wrappers(scopes: &Scopes, fams: &mut BTreeMap<(String, FamilyKey), Acc>) {
     // A wrapper is a hint when some file uses it as a pass-through (`x = W(x, 16)`)
     // and its trailing arguments are constants in at least 95% of its calls.
     let count = |prefix: &str| {
         let mut m: BTreeMap<(Lang, String), u64> = BTreeMap::new();
-        for ((_, l, s), (n, _)) in &scopes {
+        for ((_, l, s), (n, _)) in scopes {
             if let Some(w) = s.strip_prefix(prefix) {
                 *m.entry((*l, w.to_string())).or_default() += n;
             }
@@ -247,7 +288,7 @@ pub fn aggregate<'a>(files: impl IntoIterator<Item = FileInput<'a>>, cfg: &MineC
     };
     let (passthrough, varying) = (count(crate::python::PASSTHROUGH), count(crate::python::VARYING));
     let mut calls: BTreeMap<(Lang, String), u64> = BTreeMap::new();
-    for ((_, k), acc) in &fams {
+    for ((_, k), acc) in fams.iter() {
         if k.mechanism == Mechanism::Wrapper {
             *calls.entry((k.lang, k.decoration.clone())).or_default() += acc.occurrences;
         }
@@ -258,72 +299,65 @@ pub fn aggregate<'a>(files: impl IntoIterator<Item = FileInput<'a>>, cfg: &MineC
             || (passthrough.contains_key(&w)
                 && varying.get(&w).copied().unwrap_or(0) * 20 <= calls.get(&w).copied().unwrap_or(0))
     });
+}
 
-    // Regroup per family across corpora.
-    let mut by_key: BTreeMap<FamilyKey, Vec<(String, Acc)>> = BTreeMap::new();
-    for ((corpus, key), acc) in fams {
-        by_key.entry(key).or_default().push((corpus, acc));
-    }
-    let mut out = Vec::new();
-    for (key, per_corpus) in by_key {
-        let scope = key.scope();
-        let mut support = Vec::new();
-        let mut values: BTreeMap<String, u64> = BTreeMap::new();
-        let mut resolutions: BTreeMap<String, Vec<(ResolvedValue, u64)>> = BTreeMap::new();
-        let mut examples = Vec::new();
-        let mut in_error = 0;
-        for (corpus, acc) in per_corpus {
-            let opportunities = if key.mechanism == Mechanism::Variant {
-                acc.units // synthesized: units holds the calls to the plain form
-            } else {
-                let total = scopes.get(&(corpus.clone(), key.lang, scope.clone())).map(|t| t.0).unwrap_or(0);
-                total.saturating_sub(acc.units)
-            };
-            for (v, n) in acc.values {
-                *values.entry(v).or_default() += n;
+/// The idiom of one family over its corpora, unless its support falls
+/// short of the configuration's minimums.
+fn family_idiom(
+    key: FamilyKey,
+    per_corpus: Vec<(String, Acc)>,
+    scopes: &Scopes,
+    revisions: &BTreeMap<String, String>,
+    cfg: &MineConfig,
+) -> Option<Idiom> {
+    let scope = key.scope();
+    let mut support = Vec::new();
+    let mut values: BTreeMap<String, u64> = BTreeMap::new();
+    let mut resolutions: BTreeMap<String, Vec<(ResolvedValue, u64)>> = BTreeMap::new();
+    let mut examples = Vec::new();
+    let mut in_error = 0;
+    for (corpus, acc) in per_corpus {
+        let opportunities = if key.mechanism == Mechanism::Variant {
+            acc.units // synthesized: units holds the calls to the plain form
+        } else {
+            let total = scopes.get(&(corpus.clone(), key.lang, scope.clone())).map(|t| t.0).unwrap_or(0);
+            total.saturating_sub(acc.units)
+        };
+        for (v, n) in acc.values {
+            *values.entry(v).or_default() += n;
+        }
+        for (v, rs) in acc.resolved {
+            let all = resolutions.entry(v).or_default();
+            for (r, n) in rs {
+                add_resolution(all, r, n);
             }
-            for (v, rs) in acc.resolved {
-                let all = resolutions.entry(v).or_default();
-                for (r, n) in rs {
-                    add_resolution(all, r, n);
-                }
-            }
-            examples.extend(acc.examples);
-            in_error += acc.in_error;
-            support.push(Support {
-                revision: revisions.get(&corpus).cloned().unwrap_or_default(),
-                corpus,
-                occurrences: acc.occurrences,
-                files: acc.files,
-                opportunities,
-            });
         }
-        let occ: u64 = support.iter().map(|s| s.occurrences).sum();
-        let nfiles: u64 = support.iter().map(|s| s.files).sum();
-        let ncorpora = support.iter().filter(|s| s.occurrences > 0).count() as u64;
-        let opp: u64 = support.iter().map(|s| s.opportunities).sum();
-        if occ < cfg.min_occurrences || nfiles < cfg.min_files || ncorpora < cfg.min_corpora {
-            continue;
-        }
-        if cfg.require_contrast && opp == 0 {
-            continue;
-        }
-        examples.truncate(cfg.max_examples);
-        let mut values: Vec<(String, u64)> = values.into_iter().collect();
-        values.sort_by(|a, b| b.1.cmp(&a.1).then_with(|| a.0.cmp(&b.0)));
-        let resolved = resolutions.into_iter().filter_map(|(v, rs)| Some((v, pick_resolution(rs)?))).collect();
-        let counts = Counts { occ, nfiles, ncorpora, opp, in_error };
-        out.push(describe(key, support, values, resolved, examples, counts));
+        examples.extend(acc.examples);
+        in_error += acc.in_error;
+        support.push(Support {
+            revision: revisions.get(&corpus).cloned().unwrap_or_default(),
+            corpus,
+            occurrences: acc.occurrences,
+            files: acc.files,
+            opportunities,
+        });
     }
-    // Optimizations first (by category rank), then by score.
-    out.sort_by(|a, b| {
-        a.category
-            .rank()
-            .cmp(&b.category.rank())
-            .then_with(|| b.score.total_cmp(&a.score))
-            .then_with(|| a.id.cmp(&b.id))
-    });
-    out
+    let occ: u64 = support.iter().map(|s| s.occurrences).sum();
+    let nfiles: u64 = support.iter().map(|s| s.files).sum();
+    let ncorpora = support.iter().filter(|s| s.occurrences > 0).count() as u64;
+    let opp: u64 = support.iter().map(|s| s.opportunities).sum();
+    if occ < cfg.min_occurrences || nfiles < cfg.min_files || ncorpora < cfg.min_corpora {
+        return None;
+    }
+    if cfg.require_contrast && opp == 0 {
+        return None;
+    }
+    examples.truncate(cfg.max_examples);
+    let mut values: Vec<(String, u64)> = values.into_iter().collect();
+    values.sort_by(|a, b| b.1.cmp(&a.1).then_with(|| a.0.cmp(&b.0)));
+    let resolved = resolutions.into_iter().filter_map(|(v, rs)| Some((v, pick_resolution(rs)?))).collect();
+    let counts = Counts { occ, nfiles, ncorpora, opp, in_error };
+    Some(describe(key, support, values, resolved, examples, counts))
 }
 
 fn example(f: FileInput, ex: &Example) -> IdiomExample {
