@@ -468,72 +468,22 @@ fn describe(
     let Counts { occ, nfiles, ncorpora, opp, in_error } = counts;
     let (s, d) = (key.subject.as_str(), key.decoration.as_str());
     let top = values.first().map(|v| v.0.as_str()).unwrap_or("");
-    let dominant = |fallback: &str| if top.is_empty() { fallback.to_string() } else { top.to_string() };
-    let (title, before, after) = match key.mechanism {
-        Mechanism::Keyword => {
-            let what = if s == crate::python::LAUNCH { "kernel launches".to_string() } else { format!("`{s}`") };
-            (format!("`{d}=` on {what}"), format!("{s}($$$ARGS)"), format!("{s}($$$ARGS, {d}=$V)"))
-        }
-        Mechanism::MethodWrap => {
-            (format!("`{s}(...).{d}({top})`"), format!("{s}($$$ARGS)"), format!("{s}($$$ARGS).{d}($V)"))
-        }
-        Mechanism::Decorator => (
-            format!("`@{d}` on Triton kernels"),
-            "@triton.jit\ndef $F($$$PARAMS):\n    $$$BODY".to_string(),
-            format!("@{d}($$$ARGS)\n@triton.jit\ndef $F($$$PARAMS):\n    $$$BODY"),
-        ),
-        Mechanism::Annotation => (
-            format!("`{d}` kernel parameters"),
-            "def $F($$$A, $P, $$$B)".to_string(),
-            format!("def $F($$$A, $P: {d}, $$$B)"),
-        ),
-        Mechanism::Qualifier => {
-            let q = if s == crate::cxx::CUDA_GLOBAL { "__global__" } else { "__device__" };
-            let after = if d == "__launch_bounds__" {
-                format!("{q} $R {d}($V) $F($$$PARAMS) {{ $$$BODY }}")
-            } else {
-                format!("{d} {q} $R $F($$$PARAMS) {{ $$$BODY }}")
+    let (title, before, after) = match crate::shapes::shape(key.mechanism, d) {
+        Some(shape) => {
+            let vars = crate::shapes::Vars {
+                subject: s,
+                decoration: d,
+                top,
+                what: &if s == crate::python::LAUNCH { "kernel launches".to_string() } else { format!("`{s}`") },
+                qualifier: if s == crate::cxx::CUDA_GLOBAL { "__global__" } else { "__device__" },
+                guard: if is_identifier(top) { top } else { "$G" },
             };
-            (format!("`{d}` on `{q}` functions"), format!("{q} $R $F($$$PARAMS) {{ $$$BODY }}"), after)
+            let render = |t: &str| crate::shapes::render(t, &vars);
+            (render(shape.title), render(shape.before), render(shape.after))
         }
-        Mechanism::ParamQualifier => {
-            (format!("`{d}` on kernel pointer parameters"), "$T* $P".to_string(), format!("$T* {d} $P"))
-        }
-        Mechanism::Pragma => (
-            format!("`#pragma {d}` on kernel loops"),
-            "for ($$$HEAD) $BODY".to_string(),
-            format!("#pragma {d}\nfor ($$$HEAD) $BODY"),
-        ),
-        Mechanism::Intrinsic => (format!("`{d}` intrinsic in kernels"), String::new(), format!("{d}($$$ARGS)")),
-        Mechanism::InlineAsm => {
-            ("inline PTX in kernels".to_string(), String::new(), "asm volatile($$$ASM)".to_string())
-        }
-        Mechanism::VectorCast => (
-            "vector-width `reinterpret_cast` in kernels".to_string(),
-            String::new(),
-            format!("reinterpret_cast<{}>($E)", dominant("$T")),
-        ),
-        Mechanism::Guard => {
-            // The guard as the first statement of a bound function; its variable is the
-            // name upstream gives it most often (`release`).
-            let name = if is_identifier(top) { top } else { "$G" };
-            (
-                format!("`{d}` guard in binding functions"),
-                "$R $F($$$PARAMS) { $$$BODY }".to_string(),
-                format!("$R $F($$$PARAMS) {{ {d} {name}; $$$BODY }}"),
-            )
-        }
-        Mechanism::BindingArg => (
-            format!("`{d}<{top}>` on binding definitions"),
-            "$M.def($$$ARGS)".to_string(),
-            format!("$M.def($$$ARGS, {d}<{}>())", dominant("$T")),
-        ),
-        Mechanism::Wrapper => {
-            (format!("`{d}(...)` hints in Triton kernels"), String::new(), format!("$X = {d}($X, $V)"))
-        }
-        Mechanism::Pyo3Call => (format!("`py.{d}` in PyO3 functions"), String::new(), format!("py.{d}(|| $$$BODY)")),
-        Mechanism::Variant => {
-            let b = dominant(d);
+        // A variant's templates come from the pair of names.
+        None => {
+            let b = if top.is_empty() { d.to_string() } else { top.to_string() };
             let a = match b.rsplit_once(d) {
                 Some((q, _)) => format!("{q}{s}"),
                 None => s.to_string(),

@@ -38,6 +38,7 @@ mod parse;
 mod prefilter;
 mod python;
 mod rust;
+mod shapes;
 mod values;
 
 pub use aliases::{CallAlias, resolve_call_aliases};
