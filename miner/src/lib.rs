@@ -37,6 +37,7 @@ mod idiom;
 mod parse;
 mod prefilter;
 mod python;
+mod rewritable;
 mod rust;
 mod shapes;
 mod values;
