@@ -12,7 +12,8 @@
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 
-use kidiom_miner::{FamilyKey, Lang, Mechanism};
+use kidiom_miner::{FamilyKey, Mechanism};
+use kidiom_syntax::Lang;
 
 /// Docstrings of the installed Triton: function name -> its docstring.
 #[derive(Debug, Default)]
@@ -39,8 +40,8 @@ impl TritonDocs {
     }
 
     fn read_source(&mut self, src: &str) {
-        let Ok(Some(tree)) = kidiom_miner::parse_tree(Lang::Python, src) else { return };
-        kidiom_miner::preorder(tree.root_node(), |n| {
+        let Ok(Some(tree)) = kidiom_syntax::parse_tree(Lang::Python, src) else { return };
+        kidiom_syntax::preorder(tree.root_node(), |n| {
             // module-level functions only: a class's method of the same name (`load`) is not the API
             let mut parent = n.parent();
             if parent.is_some_and(|x| x.kind() == "decorated_definition") {

@@ -51,7 +51,7 @@ pub(crate) struct MineSection {
 impl Default for MineSection {
     fn default() -> Self {
         let m = kidiom_miner::MineConfig::default();
-        let l = kidiom_miner::Limits::default();
+        let l = kidiom_syntax::Limits::default();
         MineSection {
             corpora: Vec::new(),
             min_occurrences: m.min_occurrences,
@@ -170,8 +170,8 @@ impl Config {
         Ok(Some(model))
     }
 
-    pub(crate) fn limits(&self) -> kidiom_miner::Limits {
-        kidiom_miner::Limits { max_bytes: self.mine.max_file_bytes, max_depth: self.mine.max_nesting }
+    pub(crate) fn limits(&self) -> kidiom_syntax::Limits {
+        kidiom_syntax::Limits { max_bytes: self.mine.max_file_bytes, max_depth: self.mine.max_nesting }
     }
 }
 

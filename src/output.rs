@@ -60,21 +60,14 @@ pub(crate) fn raw(s: &str) -> Result<()> {
     Ok(())
 }
 
-/// `2026-12-01 00:20 UTC` for seconds since the Unix epoch (civil-from-days,
-/// proleptic Gregorian; no time-zone database needed for UTC).
+/// `2026-12-01 00:20 UTC` for seconds since the Unix epoch (proleptic
+/// Gregorian; no time-zone database needed for UTC). A time past jiff's
+/// range (year 9999) prints as the seconds.
 pub(crate) fn utc(secs: u64) -> String {
-    let days = (secs / 86_400) as i64;
-    let (h, m) = ((secs % 86_400) / 3600, (secs % 3600) / 60);
-    let z = days + 719_468;
-    let era = z.div_euclid(146_097);
-    let doe = z - era * 146_097;
-    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
-    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
-    let mp = (5 * doy + 2) / 153;
-    let d = doy - (153 * mp + 2) / 5 + 1;
-    let mo = if mp < 10 { mp + 3 } else { mp - 9 };
-    let y = yoe + era * 400 + i64::from(mo <= 2);
-    format!("{y:04}-{mo:02}-{d:02} {h:02}:{m:02} UTC")
+    i64::try_from(secs)
+        .ok()
+        .and_then(|s| jiff::Timestamp::from_second(s).ok())
+        .map_or_else(|| format!("{secs} s"), |t| t.strftime("%Y-%m-%d %H:%M UTC").to_string())
 }
 
 /// `corpus@revision` (the revision cut to 12 characters), or the corpus

@@ -6,9 +6,9 @@ use std::collections::BTreeSet;
 use std::path::Path;
 use std::process::Command;
 
-use kidiom_miner::Lang;
 use kidiom_patterns::Pattern;
 use kidiom_patterns::matcher::Rewrite;
+use kidiom_syntax::Lang;
 
 use crate::util::{Env, Lcg, git_repo};
 

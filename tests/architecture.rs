@@ -258,3 +258,25 @@ fn commands_share_only_terminal_output_with_each_other() {
     }
     assert!(found.is_empty(), "a command uses another command's logic (move it to src/ops):\n{}", found.join("\n"));
 }
+
+#[test]
+fn mining_is_one_skeleton_and_patterns_are_made_in_one_place() {
+    // callers import the syntax layer from kidiom-syntax, not through the miner
+    let found = offending("miner/src", &["pub use kidiom_syntax"], &[]);
+    assert!(found.is_empty(), "the miner re-exports kidiom-syntax:\n{}", found.join("\n"));
+    // the two sources share the run's helpers instead of keeping copies
+    let found =
+        offending("src/ops/mine", &["fn bar(", "const MAX_LISTED_SKIPS", "fn open_with_fallback("], &["mod.rs"]);
+    assert!(found.is_empty(), "a mining source keeps its own copy of the run's helpers:\n{}", found.join("\n"));
+    // a mined record becomes a pattern in patterns/src/mined.rs alone; the model needs no glossary
+    let model = std::fs::read_to_string(repo().join("patterns/src/model.rs")).expect("model.rs");
+    let model = model.split("#[cfg(test)]").next().unwrap_or("");
+    for needle in ["glossary::", "kidiom_miner::Idiom", "impl From<"] {
+        assert!(
+            !model.contains(needle),
+            "patterns/src/model.rs has {needle:?}: mined records become patterns in mined.rs"
+        );
+    }
+    let found = offending("src", &["fn to_pattern(", "Pattern {"], &[]);
+    assert!(found.is_empty(), "the binary builds patterns itself:\n{}", found.join("\n"));
+}

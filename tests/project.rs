@@ -39,7 +39,7 @@ pub fn python() -> Option<PathBuf> {
 
 /// Copies a tree with the workspace's one walk (hidden entries and `__pycache__` left out).
 pub fn copy_dir(from: &Path, to: &Path) {
-    for src in kidiom_miner::tree_files(from).expect("walk") {
+    for src in kidiom_syntax::tree_files(from).expect("walk") {
         let dst = to.join(src.strip_prefix(from).expect("under from"));
         std::fs::create_dir_all(dst.parent().expect("parent")).expect("mkdir");
         std::fs::copy(&src, &dst).expect("copy");
@@ -79,8 +79,8 @@ pub fn plant_as(env: &Env, id: &str, pattern: &str, provenance: Value, rel: &str
         id: id.into(),
         pattern_id: pattern.into(),
         path: rel.into(),
-        base_blob: kidiom_miner::blob_id(old.as_bytes()),
-        result_blob: kidiom_miner::blob_id(new.as_bytes()),
+        base_blob: kidiom_syntax::blob_id(old.as_bytes()),
+        result_blob: kidiom_syntax::blob_id(new.as_bytes()),
         value: None,
         sites: 1,
         diff: kidiom_rewriter::unified(rel, &old, new, 3),

@@ -65,7 +65,7 @@ pub enum Category {
     Refactor,
 }
 
-crate::named_enum!(Category);
+kidiom_syntax::named_enum!(Category);
 
 impl Category {
     /// Whether patterns of this category make code faster or more exact

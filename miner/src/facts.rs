@@ -181,6 +181,21 @@ pub struct FileFacts {
     pub imported_calls: BTreeMap<String, (String, String)>,
 }
 
+impl FileFacts {
+    /// Whether mining keeps these facts at all. A file without kernels is
+    /// still kept when it defines device macros (re-runs need them), or
+    /// module constants or names for Triton functions (other modules import
+    /// them).
+    pub fn worth_keeping(&self) -> bool {
+        !(self.kernels == 0
+            && self.families.is_empty()
+            && self.scopes.is_empty()
+            && self.device_macros.is_empty()
+            && self.constants.is_empty()
+            && self.functions.is_empty())
+    }
+}
+
 /// Accumulates facts during extraction.
 #[derive(Debug, Default)]
 pub(crate) struct FactsBuilder {

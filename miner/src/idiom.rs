@@ -13,6 +13,8 @@ use serde::{Deserialize, Serialize};
 use crate::classify;
 pub use crate::classify::Category;
 use crate::facts::{Example, FamilyKey, FileFacts, Mechanism};
+use crate::rewritable::guidance;
+pub use crate::rewritable::{Supported, supported_value, writable_value};
 use crate::values::{ModuleIndex, ResolvedValue};
 use kidiom_syntax::Lang;
 
@@ -184,6 +186,43 @@ fn pick_resolution(mut rs: Vec<(ResolvedValue, u64)>) -> Option<ResolvedValue> {
 /// Folds file facts into idioms, optimizations first ([`Category::rank`]),
 /// then by score (then id).
 pub fn aggregate<'a>(files: impl IntoIterator<Item = FileInput<'a>>, cfg: &MineConfig) -> Vec<Idiom> {
+    let Folded { mut fams, scopes, revisions, call_examples } = fold(files, cfg);
+    synthesize_variants(&scopes, &call_examples, &mut fams, cfg);
+    keep_hint_wrappers(&scopes, &mut fams);
+    // Regroup per family across corpora.
+    let mut by_key: BTreeMap<FamilyKey, Vec<(String, Acc)>> = BTreeMap::new();
+    for ((corpus, key), acc) in fams {
+        by_key.entry(key).or_default().push((corpus, acc));
+    }
+    let mut out: Vec<Idiom> = by_key
+        .into_iter()
+        .filter_map(|(key, per_corpus)| family_idiom(key, per_corpus, &scopes, &revisions, cfg))
+        .collect();
+    // Optimizations first (by category rank), then by score.
+    out.sort_by(|a, b| {
+        a.category
+            .rank()
+            .cmp(&b.category.rank())
+            .then_with(|| b.score.total_cmp(&a.score))
+            .then_with(|| a.id.cmp(&b.id))
+    });
+    out
+}
+
+/// Scope totals per (corpus, lang, scope): units, and files holding it.
+type Scopes = BTreeMap<(String, Lang, String), (u64, u64)>;
+
+/// Every file's facts, counted per (corpus, family) and per scope.
+struct Folded {
+    fams: BTreeMap<(String, FamilyKey), Acc>,
+    scopes: Scopes,
+    revisions: BTreeMap<String, String>,
+    call_examples: BTreeMap<(Lang, String), IdiomExample>,
+}
+
+/// Counts the files' facts per (corpus, family) and per scope, resolving
+/// the names their values hold through their corpus's modules.
+fn fold<'a>(files: impl IntoIterator<Item = FileInput<'a>>, cfg: &MineConfig) -> Folded {
     let files: Vec<FileInput<'a>> = files.into_iter().collect();
     // The Python modules of each corpus, where imported names are resolved;
     // a corpus never resolves a name from another.
@@ -233,12 +272,16 @@ pub fn aggregate<'a>(files: impl IntoIterator<Item = FileInput<'a>>, cfg: &MineC
             }
         }
     }
-    synthesize_variants(&scopes, &call_examples, &mut fams, cfg);
+    Folded { fams, scopes, revisions, call_examples }
+}
+
+/// Keeps the wrapper families that are hints.
+fn keep_hint_wrappers(scopes: &Scopes, fams: &mut BTreeMap<(String, FamilyKey), Acc>) {
     // A wrapper is a hint when some file uses it as a pass-through (`x = W(x, 16)`)
     // and its trailing arguments are constants in at least 95% of its calls.
     let count = |prefix: &str| {
         let mut m: BTreeMap<(Lang, String), u64> = BTreeMap::new();
-        for ((_, l, s), (n, _)) in &scopes {
+        for ((_, l, s), (n, _)) in scopes {
             if let Some(w) = s.strip_prefix(prefix) {
                 *m.entry((*l, w.to_string())).or_default() += n;
             }
@@ -247,7 +290,7 @@ pub fn aggregate<'a>(files: impl IntoIterator<Item = FileInput<'a>>, cfg: &MineC
     };
     let (passthrough, varying) = (count(crate::python::PASSTHROUGH), count(crate::python::VARYING));
     let mut calls: BTreeMap<(Lang, String), u64> = BTreeMap::new();
-    for ((_, k), acc) in &fams {
+    for ((_, k), acc) in fams.iter() {
         if k.mechanism == Mechanism::Wrapper {
             *calls.entry((k.lang, k.decoration.clone())).or_default() += acc.occurrences;
         }
@@ -258,72 +301,65 @@ pub fn aggregate<'a>(files: impl IntoIterator<Item = FileInput<'a>>, cfg: &MineC
             || (passthrough.contains_key(&w)
                 && varying.get(&w).copied().unwrap_or(0) * 20 <= calls.get(&w).copied().unwrap_or(0))
     });
+}
 
-    // Regroup per family across corpora.
-    let mut by_key: BTreeMap<FamilyKey, Vec<(String, Acc)>> = BTreeMap::new();
-    for ((corpus, key), acc) in fams {
-        by_key.entry(key).or_default().push((corpus, acc));
-    }
-    let mut out = Vec::new();
-    for (key, per_corpus) in by_key {
-        let scope = key.scope();
-        let mut support = Vec::new();
-        let mut values: BTreeMap<String, u64> = BTreeMap::new();
-        let mut resolutions: BTreeMap<String, Vec<(ResolvedValue, u64)>> = BTreeMap::new();
-        let mut examples = Vec::new();
-        let mut in_error = 0;
-        for (corpus, acc) in per_corpus {
-            let opportunities = if key.mechanism == Mechanism::Variant {
-                acc.units // synthesized: units holds the calls to the plain form
-            } else {
-                let total = scopes.get(&(corpus.clone(), key.lang, scope.clone())).map(|t| t.0).unwrap_or(0);
-                total.saturating_sub(acc.units)
-            };
-            for (v, n) in acc.values {
-                *values.entry(v).or_default() += n;
+/// The idiom of one family over its corpora, unless its support falls
+/// short of the configuration's minimums.
+fn family_idiom(
+    key: FamilyKey,
+    per_corpus: Vec<(String, Acc)>,
+    scopes: &Scopes,
+    revisions: &BTreeMap<String, String>,
+    cfg: &MineConfig,
+) -> Option<Idiom> {
+    let scope = key.scope();
+    let mut support = Vec::new();
+    let mut values: BTreeMap<String, u64> = BTreeMap::new();
+    let mut resolutions: BTreeMap<String, Vec<(ResolvedValue, u64)>> = BTreeMap::new();
+    let mut examples = Vec::new();
+    let mut in_error = 0;
+    for (corpus, acc) in per_corpus {
+        let opportunities = if key.mechanism == Mechanism::Variant {
+            acc.units // synthesized: units holds the calls to the plain form
+        } else {
+            let total = scopes.get(&(corpus.clone(), key.lang, scope.clone())).map(|t| t.0).unwrap_or(0);
+            total.saturating_sub(acc.units)
+        };
+        for (v, n) in acc.values {
+            *values.entry(v).or_default() += n;
+        }
+        for (v, rs) in acc.resolved {
+            let all = resolutions.entry(v).or_default();
+            for (r, n) in rs {
+                add_resolution(all, r, n);
             }
-            for (v, rs) in acc.resolved {
-                let all = resolutions.entry(v).or_default();
-                for (r, n) in rs {
-                    add_resolution(all, r, n);
-                }
-            }
-            examples.extend(acc.examples);
-            in_error += acc.in_error;
-            support.push(Support {
-                revision: revisions.get(&corpus).cloned().unwrap_or_default(),
-                corpus,
-                occurrences: acc.occurrences,
-                files: acc.files,
-                opportunities,
-            });
         }
-        let occ: u64 = support.iter().map(|s| s.occurrences).sum();
-        let nfiles: u64 = support.iter().map(|s| s.files).sum();
-        let ncorpora = support.iter().filter(|s| s.occurrences > 0).count() as u64;
-        let opp: u64 = support.iter().map(|s| s.opportunities).sum();
-        if occ < cfg.min_occurrences || nfiles < cfg.min_files || ncorpora < cfg.min_corpora {
-            continue;
-        }
-        if cfg.require_contrast && opp == 0 {
-            continue;
-        }
-        examples.truncate(cfg.max_examples);
-        let mut values: Vec<(String, u64)> = values.into_iter().collect();
-        values.sort_by(|a, b| b.1.cmp(&a.1).then_with(|| a.0.cmp(&b.0)));
-        let resolved = resolutions.into_iter().filter_map(|(v, rs)| Some((v, pick_resolution(rs)?))).collect();
-        let counts = Counts { occ, nfiles, ncorpora, opp, in_error };
-        out.push(describe(key, support, values, resolved, examples, counts));
+        examples.extend(acc.examples);
+        in_error += acc.in_error;
+        support.push(Support {
+            revision: revisions.get(&corpus).cloned().unwrap_or_default(),
+            corpus,
+            occurrences: acc.occurrences,
+            files: acc.files,
+            opportunities,
+        });
     }
-    // Optimizations first (by category rank), then by score.
-    out.sort_by(|a, b| {
-        a.category
-            .rank()
-            .cmp(&b.category.rank())
-            .then_with(|| b.score.total_cmp(&a.score))
-            .then_with(|| a.id.cmp(&b.id))
-    });
-    out
+    let occ: u64 = support.iter().map(|s| s.occurrences).sum();
+    let nfiles: u64 = support.iter().map(|s| s.files).sum();
+    let ncorpora = support.iter().filter(|s| s.occurrences > 0).count() as u64;
+    let opp: u64 = support.iter().map(|s| s.opportunities).sum();
+    if occ < cfg.min_occurrences || nfiles < cfg.min_files || ncorpora < cfg.min_corpora {
+        return None;
+    }
+    if cfg.require_contrast && opp == 0 {
+        return None;
+    }
+    examples.truncate(cfg.max_examples);
+    let mut values: Vec<(String, u64)> = values.into_iter().collect();
+    values.sort_by(|a, b| b.1.cmp(&a.1).then_with(|| a.0.cmp(&b.0)));
+    let resolved = resolutions.into_iter().filter_map(|(v, rs)| Some((v, pick_resolution(rs)?))).collect();
+    let counts = Counts { occ, nfiles, ncorpora, opp, in_error };
+    Some(describe(key, support, values, resolved, examples, counts))
 }
 
 fn example(f: FileInput, ex: &Example) -> IdiomExample {
@@ -434,72 +470,22 @@ fn describe(
     let Counts { occ, nfiles, ncorpora, opp, in_error } = counts;
     let (s, d) = (key.subject.as_str(), key.decoration.as_str());
     let top = values.first().map(|v| v.0.as_str()).unwrap_or("");
-    let dominant = |fallback: &str| if top.is_empty() { fallback.to_string() } else { top.to_string() };
-    let (title, before, after) = match key.mechanism {
-        Mechanism::Keyword => {
-            let what = if s == crate::python::LAUNCH { "kernel launches".to_string() } else { format!("`{s}`") };
-            (format!("`{d}=` on {what}"), format!("{s}($$$ARGS)"), format!("{s}($$$ARGS, {d}=$V)"))
-        }
-        Mechanism::MethodWrap => {
-            (format!("`{s}(...).{d}({top})`"), format!("{s}($$$ARGS)"), format!("{s}($$$ARGS).{d}($V)"))
-        }
-        Mechanism::Decorator => (
-            format!("`@{d}` on Triton kernels"),
-            "@triton.jit\ndef $F($$$PARAMS):\n    $$$BODY".to_string(),
-            format!("@{d}($$$ARGS)\n@triton.jit\ndef $F($$$PARAMS):\n    $$$BODY"),
-        ),
-        Mechanism::Annotation => (
-            format!("`{d}` kernel parameters"),
-            "def $F($$$A, $P, $$$B)".to_string(),
-            format!("def $F($$$A, $P: {d}, $$$B)"),
-        ),
-        Mechanism::Qualifier => {
-            let q = if s == crate::cxx::CUDA_GLOBAL { "__global__" } else { "__device__" };
-            let after = if d == "__launch_bounds__" {
-                format!("{q} $R {d}($V) $F($$$PARAMS) {{ $$$BODY }}")
-            } else {
-                format!("{d} {q} $R $F($$$PARAMS) {{ $$$BODY }}")
+    let (title, before, after) = match crate::shapes::shape(key.mechanism, d) {
+        Some(shape) => {
+            let vars = crate::shapes::Vars {
+                subject: s,
+                decoration: d,
+                top,
+                what: &if s == crate::python::LAUNCH { "kernel launches".to_string() } else { format!("`{s}`") },
+                qualifier: if s == crate::cxx::CUDA_GLOBAL { "__global__" } else { "__device__" },
+                guard: if is_identifier(top) { top } else { "$G" },
             };
-            (format!("`{d}` on `{q}` functions"), format!("{q} $R $F($$$PARAMS) {{ $$$BODY }}"), after)
+            let render = |t: &str| crate::shapes::render(t, &vars);
+            (render(shape.title), render(shape.before), render(shape.after))
         }
-        Mechanism::ParamQualifier => {
-            (format!("`{d}` on kernel pointer parameters"), "$T* $P".to_string(), format!("$T* {d} $P"))
-        }
-        Mechanism::Pragma => (
-            format!("`#pragma {d}` on kernel loops"),
-            "for ($$$HEAD) $BODY".to_string(),
-            format!("#pragma {d}\nfor ($$$HEAD) $BODY"),
-        ),
-        Mechanism::Intrinsic => (format!("`{d}` intrinsic in kernels"), String::new(), format!("{d}($$$ARGS)")),
-        Mechanism::InlineAsm => {
-            ("inline PTX in kernels".to_string(), String::new(), "asm volatile($$$ASM)".to_string())
-        }
-        Mechanism::VectorCast => (
-            "vector-width `reinterpret_cast` in kernels".to_string(),
-            String::new(),
-            format!("reinterpret_cast<{}>($E)", dominant("$T")),
-        ),
-        Mechanism::Guard => {
-            // The guard as the first statement of a bound function; its variable is the
-            // name upstream gives it most often (`release`).
-            let name = if is_identifier(top) { top } else { "$G" };
-            (
-                format!("`{d}` guard in binding functions"),
-                "$R $F($$$PARAMS) { $$$BODY }".to_string(),
-                format!("$R $F($$$PARAMS) {{ {d} {name}; $$$BODY }}"),
-            )
-        }
-        Mechanism::BindingArg => (
-            format!("`{d}<{top}>` on binding definitions"),
-            "$M.def($$$ARGS)".to_string(),
-            format!("$M.def($$$ARGS, {d}<{}>())", dominant("$T")),
-        ),
-        Mechanism::Wrapper => {
-            (format!("`{d}(...)` hints in Triton kernels"), String::new(), format!("$X = {d}($X, $V)"))
-        }
-        Mechanism::Pyo3Call => (format!("`py.{d}` in PyO3 functions"), String::new(), format!("py.{d}(|| $$$BODY)")),
-        Mechanism::Variant => {
-            let b = dominant(d);
+        // A variant's templates come from the pair of names.
+        None => {
+            let b = if top.is_empty() { d.to_string() } else { top.to_string() };
             let a = match b.rsplit_once(d) {
                 Some((q, _)) => format!("{q}{s}"),
                 None => s.to_string(),
@@ -547,7 +533,7 @@ fn describe(
 /// Variant pairs with an exact identity, as (before, after) templates:
 /// `exp(x) = exp2(x * log2(e))` and `log(x) = log2(x) * ln(2)`. A plain
 /// rename would change the result, so other pairs are not rewritten.
-fn exact_variant(lang: Lang, plain: &str, variant: &str) -> Option<(String, String)> {
+pub(crate) fn exact_variant(lang: Lang, plain: &str, variant: &str) -> Option<(String, String)> {
     match (lang, plain, variant) {
         (Lang::Python, "exp", "exp2") => Some(("tl.exp($X)".into(), "tl.exp2($X * 1.4426950408889634)".into())),
         (Lang::Python, "log", "log2") => Some(("tl.log($X)".into(), "(tl.log2($X) * 0.6931471805599453)".into())),
@@ -555,194 +541,7 @@ fn exact_variant(lang: Lang, plain: &str, variant: &str) -> Option<(String, Stri
     }
 }
 
-/// Why the idiom is guidance only, or `None` when a rewrite is offered.
-/// Derived from the idiom itself, never from a list of idioms: its
-/// category, what its decoration asserts, the holes its `after` adds to its
-/// `before`, and whether its value histogram supports a value that can be
-/// written at any site. Precision keywords are rewrites by design: they
-/// change rounding, are category `precision`, and the validator gates them.
-fn guidance(
-    key: &FamilyKey,
-    category: Category,
-    before: &str,
-    after: &str,
-    values: &[(String, u64)],
-    resolved: &BTreeMap<String, ResolvedValue>,
-) -> Option<String> {
-    let (s, d) = (key.subject.as_str(), key.decoration.as_str());
-    if before.is_empty() {
-        return Some(
-            "it is a construct of its own, not a decoration of one: where it belongs is a design decision".into(),
-        );
-    }
-    if key.mechanism == Mechanism::Keyword && s == crate::python::LAUNCH {
-        return Some("launch options live in host code".into());
-    }
-    let role = (key.mechanism == Mechanism::Keyword).then(|| classify::keyword_role(d)).flatten();
-    if category == Category::Api {
-        let what = match (role, key.mechanism) {
-            (Some(r), _) => r.what,
-            (None, Mechanism::MethodWrap) if d == "to" => "its target type follows from the operand",
-            (None, Mechanism::MethodWrap) => "the method computes a value of its own",
-            (None, Mechanism::Annotation) => "the parameter's type",
-            _ => "its value follows from the site",
-        };
-        return Some(format!("`{d}` is part of what the code computes ({what}), so it is the author's to write"));
-    }
-    if let Some(caveat) = role.and_then(|r| r.caveat) {
-        return Some(format!("`{d}=` sets {}: {caveat}", role.map_or("", |r| r.what)));
-    }
-    if let Some(a) = classify::assertion(d) {
-        return Some(format!("{a}, which kidiom cannot check at a site"));
-    }
-    if s.starts_with('.') {
-        return Some(format!("`{s}` is a method of any receiver, which a template cannot name"));
-    }
-    let top = values.first().map(|v| v.0.as_str()).unwrap_or("");
-    if key.mechanism == Mechanism::Guard && !is_identifier(top) {
-        return Some("the guard is constructed from its function's own values".into());
-    }
-    if key.mechanism == Mechanism::Variant && exact_variant(key.lang, s, d).is_none() && !library_name(key.lang, top) {
-        return Some(format!("`{top}` is defined in its corpus, not in the language or its library"));
-    }
-    if one_of_many(before) {
-        return Some("it applies to one element of a list (a parameter), and which one is the author's choice".into());
-    }
-    let have = holes(before);
-    let fresh: Vec<String> = holes(after).into_iter().filter(|h| !have.contains(h)).collect();
-    if fresh.iter().any(|h| h.starts_with("$$$")) {
-        return Some(format!("`{d}` takes arguments chosen per site (configurations, keys)"));
-    }
-    if fresh.is_empty() {
-        return None;
-    }
-    let no_literals: Vec<String> = Vec::new();
-    let bars =
-        values.iter().map(|(v, n)| (v.as_str(), *n, resolved.get(v).map_or(&no_literals, |r| &r.literals).as_slice()));
-    match supported_value(key.lang, bars) {
-        None => Some(format!(
-            "no value in its histogram can be written at every site ({}: neither literals nor library names)",
-            values.iter().take(3).map(|v| format!("`{}`", v.0)).collect::<Vec<_>>().join(", ")
-        )),
-        Some(v) if v.sites * 2 <= v.total => Some(format!(
-            "its value depends on the site: {}, the most common value that can be written, holds at {} of {} sites",
-            v.value, v.sites, v.total
-        )),
-        Some(_) => None,
-    }
-}
-
-/// The holes of a template (`$V`, `$$$ARGS`), each with its `$`s.
-fn holes(t: &str) -> BTreeSet<String> {
-    let mut out = BTreeSet::new();
-    let mut rest = t;
-    while let Some(i) = rest.find('$') {
-        let tail = &rest[i..];
-        let dollars = tail.len() - tail.trim_start_matches('$').len();
-        let name: String =
-            tail[dollars..].chars().take_while(|c| c.is_ascii_uppercase() || c.is_ascii_digit() || *c == '_').collect();
-        if !name.is_empty() {
-            out.insert(format!("{}{name}", &tail[..dollars]));
-        }
-        rest = &tail[dollars + name.len()..];
-    }
-    out
-}
-
-/// `before` picks one element out of a list with any neighbours
-/// (`def $F($$$A, $P, $$$B)`): every element is a site, so where the
-/// decoration belongs is not decided by the template.
-fn one_of_many(before: &str) -> bool {
-    let name = |n: &str| !n.is_empty() && n.chars().all(|c| c.is_ascii_uppercase() || c.is_ascii_digit() || c == '_');
-    let ends_in_sequence = |p: &str| p.rfind("$$$").is_some_and(|i| name(&p[i + 3..]));
-    let single = |p: &str| p.strip_prefix('$').is_some_and(name);
-    let parts: Vec<&str> = before.split(',').map(str::trim).collect();
-    parts.windows(3).any(|w| ends_in_sequence(w[0]) && single(w[1]) && w[2].starts_with("$$$"))
-}
-
-/// A function name that exists wherever the code is compiled: Triton's
-/// (`tl.static_range`) or, in C and C++, one reserved to the implementation
-/// (`__expf`).
-fn library_name(lang: Lang, name: &str) -> bool {
-    match lang {
-        Lang::Python => name.starts_with("tl.") || name.starts_with("triton."),
-        Lang::Cuda | Lang::Cpp => name.starts_with("__"),
-        Lang::Rust => false,
-    }
-}
-
-/// Whether a hole value can be written at any site: a literal, or a name
-/// from Triton's language module. Names local to the upstream file
-/// (`DOT_PRECISION`) cannot.
-pub fn writable_value(lang: Lang, v: &str) -> bool {
-    let v = v.trim();
-    if v.is_empty() || v.contains('\n') {
-        return false;
-    }
-    let quoted = |q: char| v.len() >= 2 && v.starts_with(q) && v.ends_with(q) && !v[1..v.len() - 1].contains(q);
-    let numeric = v.chars().all(|c| c.is_ascii_digit() || c == '.') && v.chars().any(|c| c.is_ascii_digit());
-    match lang {
-        Lang::Python => {
-            quoted('"')
-                || quoted('\'')
-                || numeric
-                || matches!(v, "True" | "False" | "None")
-                || (v.starts_with("tl.") && v[3..].chars().all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '.'))
-        }
-        Lang::Cuda | Lang::Cpp => numeric,
-        Lang::Rust => false,
-    }
-}
-
-/// The value a histogram supports most ([`supported_value`]).
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Supported {
-    /// The value, writable at any site.
-    pub value: String,
-    /// Sites whose value is it, or a name that can hold it.
-    pub sites: u64,
-    /// All sites of the histogram.
-    pub total: u64,
-}
-
-/// The writable value ([`writable_value`]) that most sites of a histogram
-/// hold, from its bars (value, sites, the literals a name resolves to): a
-/// bar supports its value when that is writable, else each writable
-/// literal its name can hold. Ties go to the bar seen first.
-pub fn supported_value<'a>(
-    lang: Lang,
-    bars: impl IntoIterator<Item = (&'a str, u64, &'a [String])>,
-) -> Option<Supported> {
-    let mut order: Vec<&str> = Vec::new();
-    let mut sites: BTreeMap<&str, u64> = BTreeMap::new();
-    let mut total = 0;
-    for (v, n, literals) in bars {
-        total += n;
-        let held: Vec<&str> = if writable_value(lang, v) {
-            vec![v]
-        } else {
-            let mut ls: Vec<&str> = literals.iter().map(String::as_str).filter(|l| writable_value(lang, l)).collect();
-            ls.dedup();
-            ls
-        };
-        for h in held {
-            if !sites.contains_key(h) {
-                order.push(h);
-            }
-            *sites.entry(h).or_default() += n;
-        }
-    }
-    let best = order.iter().copied().max_by(|a, b| {
-        sites[a].cmp(&sites[b]).then_with(|| {
-            // earlier first on a tie: `max_by` keeps the last maximum
-            let pos = |x: &str| order.iter().position(|o| *o == x);
-            pos(b).cmp(&pos(a))
-        })
-    })?;
-    Some(Supported { value: best.to_string(), sites: sites[best], total })
-}
-
-fn is_identifier(s: &str) -> bool {
+pub(crate) fn is_identifier(s: &str) -> bool {
     let mut cs = s.chars();
     cs.next().is_some_and(|c| c.is_alphabetic() || c == '_') && cs.all(|c| c.is_alphanumeric() || c == '_')
 }
@@ -758,6 +557,7 @@ fn top_values(values: &[(String, u64)]) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::rewritable::{holes, one_of_many};
 
     #[test]
     fn variant_morphology() {

@@ -37,7 +37,9 @@ mod idiom;
 mod parse;
 mod prefilter;
 mod python;
+mod rewritable;
 mod rust;
+mod shapes;
 mod values;
 
 pub use aliases::{CallAlias, resolve_call_aliases};
@@ -48,22 +50,49 @@ pub use idiom::{
     Category, FileInput, Idiom, IdiomExample, MineConfig, Support, Supported, aggregate, slug, supported_value,
     writable_value,
 };
+use kidiom_syntax::{DeviceMacros, KNOWN_DEVICE_MACROS, Lang, Limits, Skip, blob_id, merge_device_macro, parse_tree};
 pub use parse::dump_tree;
 pub use prefilter::Prefilter;
 pub use values::{ResolvedValue, ValueExpr, canonical_literals, is_literal};
-// The syntax layer under the miner, re-exported for the binary only
-// (src/ops/mine.rs and src/ops/history.rs are being rewritten; they and the
-// rest of src/ switch to `kidiom_syntax` directly afterwards). Library
-// crates import these from `kidiom_syntax`.
-#[doc(no_inline)]
-pub use kidiom_syntax::{
-    DeviceMacros, KNOWN_DEVICE_MACROS, KernelKind, KernelRange, Lang, Limits, Skip, blob_id, decode, kernel_ranges,
-    merge_device_macro, named_enum, parse_tree, preorder, reparse, scan_device_macros, tree_files,
-};
 
 /// Version of the fact extractors: cached facts from another version are
 /// recomputed. Bump it whenever extraction changes what it records.
 pub const FACTS_VERSION: u32 = 6;
+
+/// The cache key for a file's facts: extractor version, limits, and for
+/// C/C++ the device macros (they decide which functions are kernels).
+pub fn facts_fingerprint(lang: Lang, limits: &Limits, macros: &DeviceMacros) -> String {
+    let mut key = format!("v{FACTS_VERSION};{};{}", limits.max_bytes, limits.max_depth);
+    if matches!(lang, Lang::Cuda | Lang::Cpp) {
+        for (k, v) in macros {
+            key.push_str(&format!(";{k}={v}"));
+        }
+    }
+    blob_id(key.as_bytes())
+}
+
+/// The device macros a corpus's C/C++ is parsed under: the known ones,
+/// those recorded in facts reused from the cache, and those defined in the
+/// fresh texts, merged in that order.
+pub fn corpus_device_macros<'a>(
+    reused: impl IntoIterator<Item = &'a FileFacts>,
+    fresh: impl IntoIterator<Item = (Lang, &'a str)>,
+) -> DeviceMacros {
+    let mut macros: DeviceMacros = KNOWN_DEVICE_MACROS.iter().map(|(a, b)| (a.to_string(), b.to_string())).collect();
+    for facts in reused {
+        for (name, body) in &facts.device_macros {
+            merge_device_macro(&mut macros, name.clone(), body.clone());
+        }
+    }
+    for (lang, text) in fresh {
+        if matches!(lang, Lang::Cuda | Lang::Cpp) {
+            for (name, body) in kidiom_syntax::scan_device_macros(text) {
+                merge_device_macro(&mut macros, name, body);
+            }
+        }
+    }
+    macros
+}
 
 /// Options for extracting one file.
 #[derive(Debug, Clone, Default)]

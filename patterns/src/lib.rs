@@ -53,6 +53,7 @@ mod error;
 pub mod export;
 pub mod glossary;
 pub mod matcher;
+mod mined;
 mod model;
 pub mod record;
 

@@ -5,8 +5,6 @@ use serde::{Deserialize, Serialize};
 pub use kidiom_miner::{Category, IdiomExample, Support};
 pub use kidiom_syntax::Lang;
 
-use kidiom_miner::Idiom;
-
 /// Where a pattern was mined from.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
 #[derive(strum::Display, strum::EnumString, strum::IntoStaticStr, strum::VariantArray)]
@@ -139,43 +137,6 @@ impl Pattern {
     /// Sites matching `before` that lack the idiom, over all corpora.
     pub fn opportunities(&self) -> u64 {
         self.support.iter().map(|s| s.opportunities).sum()
-    }
-}
-
-impl From<Idiom> for Pattern {
-    /// The usage pattern of a mined idiom, with its mechanism text from the
-    /// built-in glossary.
-    fn from(idiom: Idiom) -> Pattern {
-        let mut p = Pattern {
-            id: idiom.id,
-            kind: Kind::Usage,
-            language: idiom.key.lang,
-            category: idiom.category,
-            title: idiom.title,
-            rationale: idiom.rationale,
-            mechanism: String::new(),
-            before: idiom.before,
-            after: idiom.after,
-            support: idiom.support,
-            values: idiom
-                .values
-                .into_iter()
-                .map(|(value, count)| {
-                    let r = idiom.resolved.get(&value);
-                    ValueCount {
-                        resolved: r.map(|r| r.expr.clone()),
-                        literals: r.map(|r| r.literals.clone()).unwrap_or_default(),
-                        value,
-                        count,
-                    }
-                })
-                .collect(),
-            examples: idiom.examples,
-            commits: Vec::new(),
-            score: idiom.score,
-        };
-        p.mechanism = crate::glossary::builtin().describe(&p);
-        p
     }
 }
 

@@ -4,7 +4,8 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 
 use anyhow::{Context, Result};
-use kidiom_miner::{ExtractOptions, Lang, Limits};
+use kidiom_miner::ExtractOptions;
+use kidiom_syntax::{Lang, Limits};
 
 use crate::output;
 
@@ -34,7 +35,7 @@ pub(crate) fn run(cmd: Command) -> Result<ExitCode> {
         .or_else(|| Lang::from_path(&args.file))
         .with_context(|| format!("{}: unknown language (use --lang)", args.file.display()))?;
     let bytes = std::fs::read(&args.file).with_context(|| format!("reading {}", args.file.display()))?;
-    let text = kidiom_miner::decode(&bytes, &Limits::default())
+    let text = kidiom_syntax::decode(&bytes, &Limits::default())
         .map_err(|s| anyhow::anyhow!("{}: skipped: {s}", args.file.display()))?;
     if facts {
         let f = kidiom_miner::extract(lang, text, &ExtractOptions::default())

@@ -99,7 +99,7 @@ pub(crate) fn run(a: Args) -> Result<ExitCode> {
             let mut findings = Vec::new();
             for (p, rw) in patterns.iter().filter_map(|p| Rewrite::new(p, None).ok().map(|rw| (p, rw))) {
                 for t in targets.iter().filter(|t| t.lang == p.language) {
-                    let Some(tree) = kidiom_miner::parse_tree(t.lang, &t.text).ok().flatten() else { continue };
+                    let Some(tree) = kidiom_syntax::parse_tree(t.lang, &t.text).ok().flatten() else { continue };
                     for s in rw.site_edits(&t.text, &tree) {
                         findings.push(Finding {
                             pattern_id: p.id.clone(),

@@ -185,19 +185,19 @@ fn run_history(args: &Args, cfg: &Config, manifests: Vec<Manifest>) -> Result<Ex
     let mut config = kidiom_miner::history::HistoryConfig { limits: cfg.limits(), ..Default::default() };
     config.max_commits = args.max_commits;
     config.parse_only = args.parse_only_floor;
-    config.since = args.since.as_deref().map(crate::ops::history::parse_since).transpose()?;
+    config.since = args.since.as_deref().map(crate::ops::mine::history::parse_since).transpose()?;
     let batch = std::env::var("KIDIOM_HISTORY_BATCH").ok().and_then(|v| v.parse().ok()).unwrap_or(256);
     let remote = Remote::for_executor(&args.executor)?;
     let progress = !args.common.output.quiet && !args.common.output.json;
-    let opts = crate::ops::history::HistoryOptions { config, progress, batch, remote };
+    let opts = crate::ops::mine::history::HistoryOptions { config, progress, batch, remote };
     let mut catalog = args.common.catalog.open(cfg)?;
-    let report = crate::ops::history::mine(&mut catalog, manifests, &opts)?;
+    let report = crate::ops::mine::history::mine(&mut catalog, manifests, &opts)?;
     print_history_report(&report, args.common.output.json)?;
     Ok(history_exit_code(&report))
 }
 
 /// The history run's table and summary (JSON with `json`).
-pub(crate) fn print_history_report(report: &crate::ops::history::HistoryReport, json: bool) -> Result<()> {
+pub(crate) fn print_history_report(report: &crate::ops::mine::history::HistoryReport, json: bool) -> Result<()> {
     if json {
         return output::json(report);
     }
@@ -248,7 +248,7 @@ pub(crate) fn print_history_report(report: &crate::ops::history::HistoryReport, 
 }
 
 /// 0: every corpus mined; 1: some corpus could not be (the others were).
-fn history_exit_code(report: &crate::ops::history::HistoryReport) -> std::process::ExitCode {
+fn history_exit_code(report: &crate::ops::mine::history::HistoryReport) -> std::process::ExitCode {
     if report.corpora.iter().any(|c| c.error.is_some()) {
         std::process::ExitCode::from(1)
     } else {

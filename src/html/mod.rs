@@ -66,7 +66,7 @@ pub(crate) fn page_name(id: &str) -> String {
     if safe.starts_with('.') || safe.is_empty() {
         safe.insert(0, '_');
     }
-    let hash = kidiom_miner::blob_id(id.as_bytes());
+    let hash = kidiom_syntax::blob_id(id.as_bytes());
     format!("{PAGES}/{safe}-{}.html", &hash[..8.min(hash.len())])
 }
 

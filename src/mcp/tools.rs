@@ -140,10 +140,10 @@ pub(crate) fn call(name: &str, args: &Value, ctx: &Ctx) -> Option<ToolResult> {
 fn list_targets(args: &Value, ctx: &Ctx) -> ToolResult {
     let dir = confine(ctx, str_arg(args, "path").unwrap_or("kernels"))?;
     let mut files = Vec::new();
-    for path in kidiom_miner::tree_files(&dir)? {
+    for path in kidiom_syntax::tree_files(&dir)? {
         let Some(lang) = Lang::from_path(&path) else { continue };
         let Ok(bytes) = std::fs::read(&path) else { continue };
-        let kernels = kidiom_miner::decode(&bytes, &kidiom_miner::Limits::default())
+        let kernels = kidiom_syntax::decode(&bytes, &kidiom_syntax::Limits::default())
             .ok()
             .and_then(|t| kidiom_miner::extract(lang, t, &Default::default()).ok())
             .map_or(0, |f| f.kernels);

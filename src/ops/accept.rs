@@ -14,10 +14,10 @@
 use std::path::Path;
 
 use anyhow::{Context, Result, bail};
-use kidiom_miner::blob_id;
 use kidiom_patterns::record::VerdictKind;
 use kidiom_patterns::{Candidate, CandidateStatus, Catalog};
 use kidiom_rewriter::ReviewCommit;
+use kidiom_syntax::blob_id;
 
 /// The commit message: subject, rationale, then `Kidiom-*` trailers.
 pub(crate) fn message(c: &Candidate) -> String {

@@ -12,10 +12,10 @@
 use std::path::{Path, PathBuf};
 
 use anyhow::{Context, Result, bail};
-use kidiom_miner::{Lang, blob_id, parse_tree};
 use kidiom_patterns::matcher::Rewrite;
 use kidiom_patterns::record::Provenance;
 use kidiom_patterns::{Candidate, CandidateStatus, Catalog, Filter, Pattern};
+use kidiom_syntax::{Lang, blob_id, parse_tree};
 use rayon::prelude::*;
 use serde::Serialize;
 

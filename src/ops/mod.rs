@@ -7,7 +7,6 @@
 pub(crate) mod accept;
 pub(crate) mod apply;
 pub(crate) mod candidates;
-pub(crate) mod history;
 pub(crate) mod mine;
 pub(crate) mod profile;
 pub(crate) mod run;

@@ -39,7 +39,7 @@ pub(crate) struct Report {
     pub(crate) mine: MineReport,
     /// The history run (edit idioms), when kidiom.toml asks for it.
     #[serde(skip_serializing_if = "Option::is_none")]
-    pub(crate) history: Option<crate::ops::history::HistoryReport>,
+    pub(crate) history: Option<crate::ops::mine::history::HistoryReport>,
     pub(crate) top: Vec<Pattern>,
     /// The dry-run apply on kernels/, when the loop went on.
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -115,7 +115,7 @@ fn mine_all(
     cfg: &Config,
     catalog: &mut Catalog,
     o: &Options,
-) -> Result<(Vec<kidiom_miner::Manifest>, MineReport, Option<crate::ops::history::HistoryReport>)> {
+) -> Result<(Vec<kidiom_miner::Manifest>, MineReport, Option<crate::ops::mine::history::HistoryReport>)> {
     let corpora: Vec<PathBuf> = cfg.mine.corpora.iter().map(|p| cfg.resolve(p)).collect();
     let manifests = manifests_for(&corpora, &PathInputs::default())?;
     if manifests.is_empty() {
@@ -132,13 +132,13 @@ fn mine_all(
     let mine = super::mine::mine(catalog, manifests.clone(), &mopts)?;
     let history = if cfg.mine.history {
         let git: Vec<_> = manifests.iter().filter(|m| m.kind == SourceKind::Git).cloned().collect();
-        let hopts = crate::ops::history::HistoryOptions {
+        let hopts = crate::ops::mine::history::HistoryOptions {
             config: kidiom_miner::history::HistoryConfig { limits: cfg.limits(), ..Default::default() },
             progress: o.progress_bars,
             batch: 256,
             remote: remote.clone(),
         };
-        Some(crate::ops::history::mine(catalog, git, &hopts)?)
+        Some(crate::ops::mine::history::mine(catalog, git, &hopts)?)
     } else {
         None
     };
@@ -154,7 +154,7 @@ fn fill_from_snapshot(
     catalog: &mut Catalog,
     manifests: &[kidiom_miner::Manifest],
     mine: &MineReport,
-    history: Option<&crate::ops::history::HistoryReport>,
+    history: Option<&crate::ops::mine::history::HistoryReport>,
     tell: &(dyn Fn(Event) + Sync),
 ) -> Result<Vec<super::snapshot::Filled>> {
     let Some(snap) = cfg.mine.snapshot.as_ref().map(|p| cfg.resolve(p)) else { return Ok(Vec::new()) };

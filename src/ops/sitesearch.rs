@@ -6,10 +6,10 @@
 //! front beside it. The search itself is `kidiom_validator::sitesearch`.
 
 use anyhow::Result;
-use kidiom_miner::{Lang, blob_id};
 use kidiom_patterns::matcher::{Rewrite, usable_value};
 use kidiom_patterns::record::{Provenance, RoleSite, RolesOrigin, SearchOrigin, SiteOrigin, SiteSummary};
 use kidiom_patterns::{Candidate, Category, Pattern};
+use kidiom_syntax::{Lang, blob_id};
 use kidiom_validator::sitesearch::{Assignment, Request, Role, Rule, Site, SiteSearch};
 use kidiom_validator::{KernelLanguage, StaticLimits, Validator};
 
@@ -87,7 +87,7 @@ pub(crate) fn hint_op(p: &Pattern) -> Option<&'static str> {
 pub(crate) fn role_candidates(p: &Pattern, values: &[String], rel: &str, text: &str) -> Result<Vec<Candidate>> {
     use kidiom_patterns::matcher::roles::{hint_suits, memory_accesses};
     let Some(op) = hint_op(p) else { return Ok(Vec::new()) };
-    let tree = kidiom_miner::parse_tree(Lang::Python, text)
+    let tree = kidiom_syntax::parse_tree(Lang::Python, text)
         .map_err(|s| anyhow::anyhow!("{rel}: {s}"))?
         .ok_or_else(|| anyhow::anyhow!("{rel}: no grammar"))?;
     let rws: Vec<Rewrite> = values.iter().map(|v| Rewrite::new(p, Some(v))).collect::<Result<_, _>>()?;
@@ -180,7 +180,7 @@ pub(crate) fn search_file(
     text: &str,
 ) -> Result<Option<(SiteSearch, Vec<Candidate>)>> {
     let Some(validator) = o.validator else { anyhow::bail!("no kernels/ directory: no manifest names {rel}") };
-    let tree = kidiom_miner::parse_tree(Lang::Python, text)
+    let tree = kidiom_syntax::parse_tree(Lang::Python, text)
         .map_err(|s| anyhow::anyhow!("{rel}: {s}"))?
         .ok_or_else(|| anyhow::anyhow!("{rel}: no grammar"))?;
     let rws: Vec<Rewrite> = values.iter().map(|v| Rewrite::new(p, Some(v))).collect::<Result<_, _>>()?;

@@ -5,9 +5,8 @@ use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
 use anyhow::{Context, Result, bail};
-use kidiom_miner::{
-    DeviceMacros, KNOWN_DEVICE_MACROS, Lang, Limits, Prefilter, decode, merge_device_macro, scan_device_macros,
-};
+use kidiom_miner::Prefilter;
+use kidiom_syntax::{DeviceMacros, KNOWN_DEVICE_MACROS, Lang, Limits, decode, merge_device_macro, scan_device_macros};
 
 /// A file to rewrite.
 pub(crate) struct Target {
@@ -31,7 +30,7 @@ const REWRITTEN: &str = ".py, .cu, .cuh, .cpp, .cc, .cxx, .h, .hpp";
 
 /// The rewritable source files under `dir` (or `dir` itself, if a file).
 pub(crate) fn source_files(dir: &Path) -> Result<Vec<PathBuf>> {
-    let files = kidiom_miner::tree_files(dir).with_context(|| format!("reading {}", dir.display()))?;
+    let files = kidiom_syntax::tree_files(dir).with_context(|| format!("reading {}", dir.display()))?;
     Ok(files.into_iter().filter(|p| Lang::from_path(p).is_some_and(|l| l != Lang::Rust)).collect())
 }
 

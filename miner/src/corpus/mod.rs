@@ -22,7 +22,9 @@ pub use git::mirror_path;
 
 /// Where a corpus comes from.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(strum::Display, strum::EnumString, strum::IntoStaticStr, strum::VariantArray)]
 #[serde(rename_all = "lowercase")]
+#[strum(serialize_all = "lowercase")]
 pub enum SourceKind {
     /// A git repository (local path or URL) at a revision; files are read
     /// from the object database, never checked out.
@@ -32,6 +34,8 @@ pub enum SourceKind {
     /// A PyPI source distribution `name==version`, fetched once into a cache.
     Pypi,
 }
+
+kidiom_syntax::named_enum!(SourceKind);
 
 /// A corpus manifest: which upstream, which revision, which files.
 #[derive(Debug, Clone, Serialize, Deserialize)]

@@ -26,7 +26,7 @@ pub enum GateStatus {
     Error,
 }
 
-kidiom_miner::named_enum!(GateStatus);
+kidiom_syntax::named_enum!(GateStatus);
 
 /// What one gate measured.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]

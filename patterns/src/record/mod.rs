@@ -11,7 +11,7 @@
 //! assert_eq!((prov.kind(), prov.title()), ("manual", "manual edit"));
 //! assert!(StoredEvidence::decode(serde_json::json!({})).is_empty());
 //! assert_eq!(Verdict::rejected(Gate::Static, "x").describe(), "rejected at static: x");
-//! assert_eq!(candidate_id("p", "k.py", "diff"), format!("p@k.py#{}", &kidiom_miner::blob_id(b"diff")[..8]));
+//! assert_eq!(candidate_id("p", "k.py", "diff"), format!("p@k.py#{}", &kidiom_syntax::blob_id(b"diff")[..8]));
 //! ```
 
 mod evidence;
@@ -38,6 +38,6 @@ pub const MANUAL_KIND: &str = "manual";
 
 /// A candidate's id: `<pattern-id>@<path>#<8 hex digits of the diff's blob id>`.
 pub fn candidate_id(pattern_id: &str, path: &str, diff: &str) -> String {
-    let hash = kidiom_miner::blob_id(diff.as_bytes());
+    let hash = kidiom_syntax::blob_id(diff.as_bytes());
     format!("{pattern_id}@{path}#{}", &hash[..8.min(hash.len())])
 }

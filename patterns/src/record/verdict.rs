@@ -18,7 +18,7 @@ pub enum Gate {
     Speed,
 }
 
-kidiom_miner::named_enum!(Gate);
+kidiom_syntax::named_enum!(Gate);
 
 /// The four outcomes of a validation (SPEC section 8).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
@@ -36,7 +36,7 @@ pub enum VerdictKind {
     Error,
 }
 
-kidiom_miner::named_enum!(VerdictKind);
+kidiom_syntax::named_enum!(VerdictKind);
 
 /// A verdict with its reason.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]

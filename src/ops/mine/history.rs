@@ -12,20 +12,21 @@
 //! cache as they come back, as a local batch's do. Generalizing stays here.
 
 use std::collections::{BTreeMap, BTreeSet};
-use std::io::IsTerminal;
 use std::path::PathBuf;
 use std::time::Instant;
 
 use anyhow::{Context, Result};
-use indicatif::{ProgressBar, ProgressStyle};
 use kidiom_miner::history::{
-    self, BlobCache, BlobCounts, CommitEdits, CommitMeta, CorpusHistory, GeneralizeStats, HistoryConfig, Rule,
+    self, BlobCache, BlobCounts, CommitEdits, CommitMeta, CorpusHistory, GeneralizeStats, HistoryConfig,
 };
-use kidiom_miner::{Corpus, Limits, Manifest, SourceKind};
-use kidiom_patterns::{Catalog, CommitRef, Filter, Kind, Pattern, ValueCount};
+use kidiom_miner::{Corpus, Manifest, SourceKind};
+use kidiom_patterns::{Catalog, Filter, Kind, Pattern};
 use serde::{Deserialize, Serialize};
 
-use crate::ops::mine::{Remote, Shard, ShardJob, ShardReport};
+use kidiom_syntax::Limits;
+
+use super::remote::{Remote, Shard, ShardJob, ShardReport};
+use super::{MAX_LISTED_SKIPS, bar, open_with_fallback};
 
 /// What to mine and how.
 pub(crate) struct HistoryOptions {
@@ -161,6 +162,9 @@ pub(crate) struct HistoryCorpusReport {
     pub(crate) seconds: f64,
     /// Set when the corpus could not be mined; the run went on without it.
     pub(crate) error: Option<String>,
+    /// Set when the manifest's fallback was used.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub(crate) note: Option<String>,
     /// The shards sent to the cluster (Ray executor only).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub(crate) shards: Option<ShardReport>,
@@ -201,21 +205,6 @@ pub(crate) struct HistoryReport {
     pub(crate) seconds: f64,
 }
 
-const MAX_LISTED_SKIPS: usize = 20;
-
-fn bar(opts: &HistoryOptions, len: u64, name: &str) -> ProgressBar {
-    if !opts.progress || !std::io::stderr().is_terminal() {
-        return ProgressBar::hidden();
-    }
-    let pb = ProgressBar::new(len);
-    let style = ProgressStyle::with_template("{prefix:>10} [{bar:30}] {pos}/{len} commits {per_sec} {msg}")
-        .map(|s| s.progress_chars("=> "))
-        .unwrap_or_else(|_| ProgressStyle::default_bar());
-    pb.set_style(style);
-    pb.set_prefix(name.to_string());
-    pb
-}
-
 pub(crate) fn mine(catalog: &mut Catalog, manifests: Vec<Manifest>, opts: &HistoryOptions) -> Result<HistoryReport> {
     let start = Instant::now();
     let path = catalog.path().to_path_buf();
@@ -236,8 +225,20 @@ pub(crate) fn mine(catalog: &mut Catalog, manifests: Vec<Manifest>, opts: &Histo
             reports.push(report);
             continue;
         }
-        let corpus = match Corpus::open(manifest) {
-            Ok(c) => c,
+        let corpus = match open_with_fallback(manifest) {
+            Ok((c, _)) if c.manifest.kind != SourceKind::Git => {
+                report.error = Some(format!(
+                    "history mining needs a git corpus; the fallback of {} is a {} corpus",
+                    report.name,
+                    c.manifest.kind.name()
+                ));
+                reports.push(report);
+                continue;
+            }
+            Ok((c, note)) => {
+                report.note = note;
+                c
+            }
             Err(e) => {
                 report.error = Some(e.to_string());
                 reports.push(report);
@@ -264,35 +265,9 @@ pub(crate) fn mine(catalog: &mut Catalog, manifests: Vec<Manifest>, opts: &Histo
     // the catalog is written.
     let freeing = std::thread::spawn(move || drop(blobs));
     let generalize_seconds = g.elapsed().as_secs_f64();
-    let mut patterns: Vec<Pattern> = result.rules.iter().map(to_pattern).collect();
-    // Edit rules mined from corpora this run does not name stay as they
-    // are: only the rules with support in a corpus of this run are mined
-    // again (a rule that also drew on another corpus is regenerated from
-    // this run's corpora alone).
+    let mut patterns: Vec<Pattern> = result.rules.iter().map(Pattern::from).collect();
     let run: BTreeSet<&str> = opened.iter().map(|(c, _)| c.manifest.name.as_str()).collect();
-    let others: Vec<Pattern> = catalog
-        .list(&Filter { kind: Some(Kind::Edit), ..Filter::default() })?
-        .into_iter()
-        .filter(|p| !p.support.is_empty() && p.support.iter().all(|s| !run.contains(s.corpus.as_str())))
-        .collect();
-    // A new rule whose id a kept rule holds is named after its corpus.
-    let mut taken: BTreeSet<String> = others.iter().map(|p| p.id.clone()).collect();
-    taken.extend(patterns.iter().map(|p| p.id.clone()));
-    for p in &mut patterns {
-        if others.iter().any(|o| o.id == p.id) {
-            let corpus = p.support.first().map(|s| s.corpus.clone()).unwrap_or_default();
-            let base = format!("{}-{corpus}", p.id);
-            let mut id = base.clone();
-            let mut n = 2;
-            while taken.contains(&id) {
-                id = format!("{base}-{n}");
-                n += 1;
-            }
-            taken.insert(id.clone());
-            p.id = id;
-        }
-    }
-    patterns.extend(others);
+    keep_other_corpora(catalog, &run, &mut patterns)?;
     let tx = catalog.begin()?;
     tx.replace_patterns(Kind::Edit, &patterns)?;
     for (corpus, commits) in &opened {
@@ -328,6 +303,37 @@ pub(crate) fn mine(catalog: &mut Catalog, manifests: Vec<Manifest>, opts: &Histo
     })
 }
 
+/// Edit rules mined from corpora this run does not name stay as they are:
+/// only the rules with support in a corpus of this run are mined again (a
+/// rule that also drew on another corpus is regenerated from this run's
+/// corpora alone). Adds them to `patterns`.
+fn keep_other_corpora(catalog: &Catalog, run: &BTreeSet<&str>, patterns: &mut Vec<Pattern>) -> Result<()> {
+    let others: Vec<Pattern> = catalog
+        .list(&Filter { kind: Some(Kind::Edit), ..Filter::default() })?
+        .into_iter()
+        .filter(|p| !p.support.is_empty() && p.support.iter().all(|s| !run.contains(s.corpus.as_str())))
+        .collect();
+    // A new rule whose id a kept rule holds is named after its corpus.
+    let mut taken: BTreeSet<String> = others.iter().map(|p| p.id.clone()).collect();
+    taken.extend(patterns.iter().map(|p| p.id.clone()));
+    for p in patterns.iter_mut() {
+        if others.iter().any(|o| o.id == p.id) {
+            let corpus = p.support.first().map(|s| s.corpus.clone()).unwrap_or_default();
+            let base = format!("{}-{corpus}", p.id);
+            let mut id = base.clone();
+            let mut n = 2;
+            while taken.contains(&id) {
+                id = format!("{base}-{n}");
+                n += 1;
+            }
+            taken.insert(id.clone());
+            p.id = id;
+        }
+    }
+    patterns.extend(others);
+    Ok(())
+}
+
 /// Mines one corpus's selected commits, reusing and filling the cache;
 /// returns every selected commit's edits, newest first.
 fn mine_corpus(
@@ -349,57 +355,11 @@ fn mine_corpus(
     report.commits = selected.len() as u64;
     let todo: Vec<_> = selected.iter().filter(|c| !cached.contains_key(&c.id)).cloned().collect();
     report.cached = (selected.len() - todo.len()) as u64;
-    let pb = bar(opts, todo.len() as u64, name);
+    let pb = bar(opts.progress, todo.len() as u64, name, "commits");
     let abort_after = std::env::var("KIDIOM_HISTORY_ABORT_AFTER_BATCHES").ok().and_then(|v| v.parse::<usize>().ok());
     let before = blobs.counts();
     if let Some(remote) = &opts.remote {
-        // Commit ranges on the cluster; each range's edits are cached as they come back.
-        let ranges: Vec<&[CommitMeta]> = todo.chunks(remote.sizes.commits.max(1)).collect();
-        let shards = ranges
-            .iter()
-            .map(|r| Shard {
-                label: match (r.first(), r.last()) {
-                    (Some(a), Some(b)) if r.len() > 1 => {
-                        format!("{} commits {}..{}", r.len(), short(&b.id), short(&a.id))
-                    }
-                    _ => r.first().map(|c| format!("commit {}", short(&c.id))).unwrap_or_default(),
-                },
-                job: ShardJob::History(HistoryJob::new(corpus, r, &opts.config)),
-                files: BTreeMap::new(),
-            })
-            .collect();
-        let (mut done, mut counts) = (0usize, BlobCounts::default());
-        let mut shard_report = remote.run("history", shards, |k, r: HistoryShardResult| {
-            let asked = ranges.get(k).map_or(0, |r| r.len());
-            let ids_match =
-                r.commits.iter().zip(ranges.get(k).copied().unwrap_or_default()).all(|(e, c)| e.commit.id == c.id);
-            if r.commits.len() != asked || !ids_match {
-                anyhow::bail!("history shard {} answered other commits than it was sent", k + 1);
-            }
-            let tx = catalog.begin()?;
-            tx.put_history_commits(name, &r.commits)?;
-            tx.commit()?;
-            report.mined += r.commits.len() as u64;
-            pb.inc(r.commits.len() as u64);
-            counts.lookups += r.lookups;
-            counts.parsed += r.parsed;
-            counts.incremental += r.incremental;
-            for c in r.commits {
-                cached.insert(c.commit.id.clone(), c);
-            }
-            done += 1;
-            if abort_after == Some(done) {
-                // Test seam: a run killed (SIGABRT) between batches.
-                eprintln!("kidiom: aborting after {done} shards (KIDIOM_HISTORY_ABORT_AFTER_BATCHES)"); // test seam
-                std::process::abort();
-            }
-            Ok(())
-        })?;
-        shard_report.items = todo.len() as u64;
-        report.shards = Some(shard_report);
-        report.file_versions = counts.lookups;
-        report.parsed_blobs = counts.parsed;
-        report.incremental_parses = counts.incremental;
+        mine_remote(catalog, corpus, remote, &todo, opts, &pb, &mut cached, report, abort_after)?;
     } else {
         for (i, batch) in todo.chunks(opts.batch.max(1)).enumerate() {
             let mined = history::mine_commits(corpus, batch, &opts.config, blobs, &|| pb.inc(1))?;
@@ -428,7 +388,13 @@ fn mine_corpus(
             out.push(e);
         }
     }
-    for c in &out {
+    tally(report, &out);
+    Ok(out)
+}
+
+/// Adds the edits, files, skips and drops of a corpus's commits to its report.
+fn tally(report: &mut HistoryCorpusReport, out: &[CommitEdits]) {
+    for c in out {
         report.edits += c.edits.len() as u64;
         report.files += c.files;
         for s in &c.skipped {
@@ -449,47 +415,75 @@ fn mine_corpus(
             *report.dropped.entry(key).or_default() += n;
         }
     }
-    Ok(out)
+}
+
+/// Mines `todo` as commit ranges on the cluster; each range's edits go into
+/// the cache as they come back, as a local batch's do.
+#[allow(clippy::too_many_arguments)]
+fn mine_remote(
+    catalog: &mut Catalog,
+    corpus: &Corpus,
+    remote: &Remote,
+    todo: &[CommitMeta],
+    opts: &HistoryOptions,
+    pb: &indicatif::ProgressBar,
+    cached: &mut std::collections::HashMap<String, CommitEdits>,
+    report: &mut HistoryCorpusReport,
+    abort_after: Option<usize>,
+) -> Result<()> {
+    let name = corpus.manifest.name.as_str();
+    // Commit ranges on the cluster; each range's edits are cached as they come back.
+    let ranges: Vec<&[CommitMeta]> = todo.chunks(remote.sizes.commits.max(1)).collect();
+    let shards = ranges
+        .iter()
+        .map(|r| Shard {
+            label: match (r.first(), r.last()) {
+                (Some(a), Some(b)) if r.len() > 1 => {
+                    format!("{} commits {}..{}", r.len(), short(&b.id), short(&a.id))
+                }
+                _ => r.first().map(|c| format!("commit {}", short(&c.id))).unwrap_or_default(),
+            },
+            job: ShardJob::History(HistoryJob::new(corpus, r, &opts.config)),
+            files: BTreeMap::new(),
+        })
+        .collect();
+    let (mut done, mut counts) = (0usize, BlobCounts::default());
+    let mut shard_report = remote.run("history", shards, |k, r: HistoryShardResult| {
+        let asked = ranges.get(k).map_or(0, |r| r.len());
+        let ids_match =
+            r.commits.iter().zip(ranges.get(k).copied().unwrap_or_default()).all(|(e, c)| e.commit.id == c.id);
+        if r.commits.len() != asked || !ids_match {
+            anyhow::bail!("history shard {} answered other commits than it was sent", k + 1);
+        }
+        let tx = catalog.begin()?;
+        tx.put_history_commits(name, &r.commits)?;
+        tx.commit()?;
+        report.mined += r.commits.len() as u64;
+        pb.inc(r.commits.len() as u64);
+        counts.lookups += r.lookups;
+        counts.parsed += r.parsed;
+        counts.incremental += r.incremental;
+        for c in r.commits {
+            cached.insert(c.commit.id.clone(), c);
+        }
+        done += 1;
+        if abort_after == Some(done) {
+            // Test seam: a run killed (SIGABRT) between batches.
+            eprintln!("kidiom: aborting after {done} shards (KIDIOM_HISTORY_ABORT_AFTER_BATCHES)"); // test seam
+            std::process::abort();
+        }
+        Ok(())
+    })?;
+    shard_report.items = todo.len() as u64;
+    report.shards = Some(shard_report);
+    report.file_versions = counts.lookups;
+    report.parsed_blobs = counts.parsed;
+    report.incremental_parses = counts.incremental;
+    Ok(())
 }
 
 fn short(id: &str) -> &str {
     id.get(..12).unwrap_or(id)
-}
-
-/// The edit pattern of a rule; its mechanism text names what the rewrite
-/// adds (glossary) and the commits that made it.
-fn to_pattern(r: &Rule) -> Pattern {
-    let mut p = Pattern {
-        id: r.id.clone(),
-        kind: Kind::Edit,
-        language: r.lang,
-        category: r.category,
-        title: r.title.clone(),
-        rationale: r.rationale.clone(),
-        mechanism: String::new(),
-        before: r.before.clone(),
-        after: r.after.clone(),
-        support: r.support.clone(),
-        values: r
-            .values
-            .iter()
-            .map(|(value, count)| ValueCount {
-                value: value.clone(),
-                count: *count,
-                resolved: None,
-                literals: Vec::new(),
-            })
-            .collect(),
-        examples: r.examples.clone(),
-        commits: r
-            .commits
-            .iter()
-            .map(|c| CommitRef { id: c.id.clone(), summary: c.summary.clone(), date: c.date.clone() })
-            .collect(),
-        score: r.score,
-    };
-    p.mechanism = kidiom_patterns::glossary::builtin().describe(&p);
-    p
 }
 
 /// Parses `--since`: `YYYY-MM-DD`, or seconds since the epoch.
@@ -500,19 +494,11 @@ pub(crate) fn parse_since(s: &str) -> Result<i64> {
     let parts: Vec<&str> = s.get(..10).unwrap_or(s).split('-').collect();
     let bad = || anyhow::anyhow!("--since {s:?}: expected YYYY-MM-DD or seconds since the epoch");
     let [y, m, d] = parts.as_slice() else { return Err(bad()) };
-    let (y, m, d): (i64, i64, i64) =
+    let (y, m, d): (i16, i8, i8) =
         (y.parse().map_err(|_| bad())?, m.parse().map_err(|_| bad())?, d.parse().map_err(|_| bad())?);
-    if !(1..=12).contains(&m) || !(1..=31).contains(&d) {
-        return Err(bad());
-    }
-    // Days from civil (H. Hinnant).
-    let y = if m <= 2 { y - 1 } else { y };
-    let era = y.div_euclid(400);
-    let yoe = y - era * 400;
-    let mp = (m + 9) % 12;
-    let doy = (153 * mp + 2) / 5 + d - 1;
-    let doe = yoe * 365 + yoe / 4 - yoe / 100 + doy;
-    Ok((era * 146_097 + doe - 719_468) * 86_400)
+    let date = jiff::civil::Date::new(y, m, d).map_err(|_| bad())?;
+    let day = date.to_zoned(jiff::tz::TimeZone::UTC).map_err(|_| bad())?;
+    Ok(day.timestamp().as_second())
 }
 
 #[cfg(test)]

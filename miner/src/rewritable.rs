@@ -1,0 +1,199 @@
+//! Whether a usage idiom is offered as a rewrite or kept as guidance,
+//! derived from the idiom itself: its category, what its decoration
+//! asserts, the holes its `after` adds, and the values its sites hold.
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use kidiom_syntax::Lang;
+
+use crate::classify::{self, Category};
+use crate::facts::{FamilyKey, Mechanism};
+use crate::idiom::{exact_variant, is_identifier};
+use crate::values::ResolvedValue;
+
+/// Why the idiom is guidance only, or `None` when a rewrite is offered.
+/// Derived from the idiom itself, never from a list of idioms: its
+/// category, what its decoration asserts, the holes its `after` adds to its
+/// `before`, and whether its value histogram supports a value that can be
+/// written at any site. Precision keywords are rewrites by design: they
+/// change rounding, are category `precision`, and the validator gates them.
+pub(crate) fn guidance(
+    key: &FamilyKey,
+    category: Category,
+    before: &str,
+    after: &str,
+    values: &[(String, u64)],
+    resolved: &BTreeMap<String, ResolvedValue>,
+) -> Option<String> {
+    let (s, d) = (key.subject.as_str(), key.decoration.as_str());
+    if before.is_empty() {
+        return Some(
+            "it is a construct of its own, not a decoration of one: where it belongs is a design decision".into(),
+        );
+    }
+    if key.mechanism == Mechanism::Keyword && s == crate::python::LAUNCH {
+        return Some("launch options live in host code".into());
+    }
+    let role = (key.mechanism == Mechanism::Keyword).then(|| classify::keyword_role(d)).flatten();
+    if category == Category::Api {
+        let what = match (role, key.mechanism) {
+            (Some(r), _) => r.what,
+            (None, Mechanism::MethodWrap) if d == "to" => "its target type follows from the operand",
+            (None, Mechanism::MethodWrap) => "the method computes a value of its own",
+            (None, Mechanism::Annotation) => "the parameter's type",
+            _ => "its value follows from the site",
+        };
+        return Some(format!("`{d}` is part of what the code computes ({what}), so it is the author's to write"));
+    }
+    if let Some(caveat) = role.and_then(|r| r.caveat) {
+        return Some(format!("`{d}=` sets {}: {caveat}", role.map_or("", |r| r.what)));
+    }
+    if let Some(a) = classify::assertion(d) {
+        return Some(format!("{a}, which kidiom cannot check at a site"));
+    }
+    if s.starts_with('.') {
+        return Some(format!("`{s}` is a method of any receiver, which a template cannot name"));
+    }
+    let top = values.first().map(|v| v.0.as_str()).unwrap_or("");
+    if key.mechanism == Mechanism::Guard && !is_identifier(top) {
+        return Some("the guard is constructed from its function's own values".into());
+    }
+    if key.mechanism == Mechanism::Variant && exact_variant(key.lang, s, d).is_none() && !library_name(key.lang, top) {
+        return Some(format!("`{top}` is defined in its corpus, not in the language or its library"));
+    }
+    if one_of_many(before) {
+        return Some("it applies to one element of a list (a parameter), and which one is the author's choice".into());
+    }
+    let have = holes(before);
+    let fresh: Vec<String> = holes(after).into_iter().filter(|h| !have.contains(h)).collect();
+    if fresh.iter().any(|h| h.starts_with("$$$")) {
+        return Some(format!("`{d}` takes arguments chosen per site (configurations, keys)"));
+    }
+    if fresh.is_empty() {
+        return None;
+    }
+    let no_literals: Vec<String> = Vec::new();
+    let bars =
+        values.iter().map(|(v, n)| (v.as_str(), *n, resolved.get(v).map_or(&no_literals, |r| &r.literals).as_slice()));
+    match supported_value(key.lang, bars) {
+        None => Some(format!(
+            "no value in its histogram can be written at every site ({}: neither literals nor library names)",
+            values.iter().take(3).map(|v| format!("`{}`", v.0)).collect::<Vec<_>>().join(", ")
+        )),
+        Some(v) if v.sites * 2 <= v.total => Some(format!(
+            "its value depends on the site: {}, the most common value that can be written, holds at {} of {} sites",
+            v.value, v.sites, v.total
+        )),
+        Some(_) => None,
+    }
+}
+
+/// The holes of a template (`$V`, `$$$ARGS`), each with its `$`s.
+pub(crate) fn holes(t: &str) -> BTreeSet<String> {
+    let mut out = BTreeSet::new();
+    let mut rest = t;
+    while let Some(i) = rest.find('$') {
+        let tail = &rest[i..];
+        let dollars = tail.len() - tail.trim_start_matches('$').len();
+        let name: String =
+            tail[dollars..].chars().take_while(|c| c.is_ascii_uppercase() || c.is_ascii_digit() || *c == '_').collect();
+        if !name.is_empty() {
+            out.insert(format!("{}{name}", &tail[..dollars]));
+        }
+        rest = &tail[dollars + name.len()..];
+    }
+    out
+}
+
+/// `before` picks one element out of a list with any neighbours
+/// (`def $F($$$A, $P, $$$B)`): every element is a site, so where the
+/// decoration belongs is not decided by the template.
+pub(crate) fn one_of_many(before: &str) -> bool {
+    let name = |n: &str| !n.is_empty() && n.chars().all(|c| c.is_ascii_uppercase() || c.is_ascii_digit() || c == '_');
+    let ends_in_sequence = |p: &str| p.rfind("$$$").is_some_and(|i| name(&p[i + 3..]));
+    let single = |p: &str| p.strip_prefix('$').is_some_and(name);
+    let parts: Vec<&str> = before.split(',').map(str::trim).collect();
+    parts.windows(3).any(|w| ends_in_sequence(w[0]) && single(w[1]) && w[2].starts_with("$$$"))
+}
+
+/// A function name that exists wherever the code is compiled: Triton's
+/// (`tl.static_range`) or, in C and C++, one reserved to the implementation
+/// (`__expf`).
+fn library_name(lang: Lang, name: &str) -> bool {
+    match lang {
+        Lang::Python => name.starts_with("tl.") || name.starts_with("triton."),
+        Lang::Cuda | Lang::Cpp => name.starts_with("__"),
+        Lang::Rust => false,
+    }
+}
+
+/// Whether a hole value can be written at any site: a literal, or a name
+/// from Triton's language module. Names local to the upstream file
+/// (`DOT_PRECISION`) cannot.
+pub fn writable_value(lang: Lang, v: &str) -> bool {
+    let v = v.trim();
+    if v.is_empty() || v.contains('\n') {
+        return false;
+    }
+    let quoted = |q: char| v.len() >= 2 && v.starts_with(q) && v.ends_with(q) && !v[1..v.len() - 1].contains(q);
+    let numeric = v.chars().all(|c| c.is_ascii_digit() || c == '.') && v.chars().any(|c| c.is_ascii_digit());
+    match lang {
+        Lang::Python => {
+            quoted('"')
+                || quoted('\'')
+                || numeric
+                || matches!(v, "True" | "False" | "None")
+                || (v.starts_with("tl.") && v[3..].chars().all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '.'))
+        }
+        Lang::Cuda | Lang::Cpp => numeric,
+        Lang::Rust => false,
+    }
+}
+
+/// The value a histogram supports most ([`supported_value`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Supported {
+    /// The value, writable at any site.
+    pub value: String,
+    /// Sites whose value is it, or a name that can hold it.
+    pub sites: u64,
+    /// All sites of the histogram.
+    pub total: u64,
+}
+
+/// The writable value ([`writable_value`]) that most sites of a histogram
+/// hold, from its bars (value, sites, the literals a name resolves to): a
+/// bar supports its value when that is writable, else each writable
+/// literal its name can hold. Ties go to the bar seen first.
+pub fn supported_value<'a>(
+    lang: Lang,
+    bars: impl IntoIterator<Item = (&'a str, u64, &'a [String])>,
+) -> Option<Supported> {
+    let mut order: Vec<&str> = Vec::new();
+    let mut sites: BTreeMap<&str, u64> = BTreeMap::new();
+    let mut total = 0;
+    for (v, n, literals) in bars {
+        total += n;
+        let held: Vec<&str> = if writable_value(lang, v) {
+            vec![v]
+        } else {
+            let mut ls: Vec<&str> = literals.iter().map(String::as_str).filter(|l| writable_value(lang, l)).collect();
+            ls.dedup();
+            ls
+        };
+        for h in held {
+            if !sites.contains_key(h) {
+                order.push(h);
+            }
+            *sites.entry(h).or_default() += n;
+        }
+    }
+    let best = order.iter().copied().max_by(|a, b| {
+        sites[a].cmp(&sites[b]).then_with(|| {
+            // earlier first on a tie: `max_by` keeps the last maximum
+            let pos = |x: &str| order.iter().position(|o| *o == x);
+            pos(b).cmp(&pos(a))
+        })
+    })?;
+    Some(Supported { value: best.to_string(), sites: sites[best], total })
+}
