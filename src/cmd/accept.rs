@@ -4,7 +4,7 @@
 use std::process::ExitCode;
 
 use anyhow::Result;
-use kidiom_rewriter::DEFAULT_BRANCH;
+use crate::ops::branch::DEFAULT_BRANCH;
 
 use crate::cli::CommonArgs;
 use crate::config::Config;

@@ -6,7 +6,7 @@
 //! `has`/`not`/`inside`/`follows` combinators, so that `ast-grep scan`
 //! reports the same sites as `kidiom apply`.
 
-use crate::matcher::Rewrite;
+use kidiom_rewrite::{Rewrite, RewriteSpec};
 use crate::model::{Lang, Pattern};
 
 /// One exported rule.
@@ -84,7 +84,7 @@ pub fn astgrep_rules(patterns: &[Pattern]) -> Vec<AstGrepRule> {
 }
 
 fn rule(p: &Pattern) -> Option<AstGrepRule> {
-    let rw = Rewrite::new(p, None).ok()?;
+    let rw = Rewrite::new(&RewriteSpec::from(p), None).ok()?;
     if rw.releases_gil() {
         // Where a GIL release is safe is kidiom's binding analysis, which a YAML rule cannot say.
         return None;

@@ -21,7 +21,7 @@ pub(super) fn gate(run: &mut Run<'_>, touched: &[Touched]) -> Option<Verdict> {
             counts.insert(t.path.clone(), json!({"parsed": false, "reason": "no parser for this file type"}));
             continue;
         };
-        match (kidiom_rewriter::parse_errors(lang, &t.base), kidiom_rewriter::parse_errors(lang, &t.cand)) {
+        match (kidiom_rewrite::parse_errors(lang, &t.base), kidiom_rewrite::parse_errors(lang, &t.cand)) {
             (Ok(b), Ok(a)) => {
                 counts.insert(
                     t.path.clone(),

@@ -1,4 +1,4 @@
-//! From a catalog pattern's `before`/`after` pair to edits at each site.
+//! From a spec's `before`/`after` pair to edits at each site.
 //!
 //! The two templates are aligned leaf by leaf (longest common
 //! subsequence). Leaves of `after` missing from `before` are inserted next
@@ -16,7 +16,7 @@ use tree_sitter::{Node, Tree};
 use super::binding::{Bindings, RELEASE, Refusal};
 use super::template::{BOUND_FUNCTION, DEF_CALL, Hole, Shape, render};
 use super::{Match, MatchError, Scope, Template, for_each_site, word_offset};
-use crate::model::Pattern;
+use crate::spec::RewriteSpec;
 
 /// Replace `range` of the target by `text` (an insertion when empty).
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
@@ -110,27 +110,15 @@ pub struct Rewrite {
     releases_gil: bool,
 }
 
-/// Whether a hole value from a histogram can be written at any site: a
-/// literal, or a name from Triton's language module. Names local to the
-/// upstream file (`DOT_PRECISION`) cannot. (The miner decides with the same
-/// function whether a usage idiom gets a rewrite.)
-pub fn usable_value(lang: Lang, v: &str) -> bool {
-    kidiom_miner::writable_value(lang, v)
-}
-
 impl Rewrite {
     /// Compiles `pattern`'s rewrite. `value` overrides the value for `$V`
     /// that most sites of the histogram hold and that can be written at any
     /// site (a bar that is a name counts for each literal it can hold; see
-    /// `kidiom_miner::supported_value`).
-    pub fn new(pattern: &Pattern, value: Option<&str>) -> Result<Rewrite, MatchError> {
+    /// [`supported_value`](crate::supported_value)).
+    pub fn new(pattern: &RewriteSpec, value: Option<&str>) -> Result<Rewrite, MatchError> {
         let no = |message: String| MatchError::NoRewrite { id: pattern.id.clone(), message };
         if pattern.before.trim().is_empty() {
-            let why = pattern
-                .rationale
-                .split_once("Not rewritten automatically: ")
-                .map(|(_, w)| w.trim_end_matches('.').to_string())
-                .unwrap_or_else(|| "it has no `before` pattern".into());
+            let why = pattern.guidance.clone().unwrap_or_else(|| "it has no `before` pattern".into());
             return Err(no(why));
         }
         let lang = pattern.language;
@@ -223,7 +211,7 @@ impl Rewrite {
         if !needs_value.is_empty() {
             let v = match value {
                 Some(v) => Some(v.to_string()),
-                None => kidiom_miner::supported_value(
+                None => crate::supported_value(
                     lang,
                     pattern.values.iter().map(|v| (v.value.as_str(), v.count, v.literals.as_slice())),
                 )
@@ -651,10 +639,10 @@ fn point_at(newlines: &[usize], byte: usize) -> tree_sitter::Point {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::model::Pattern;
+    use crate::spec::RewriteSpec;
 
-    fn pattern(lang: Lang, before: &str, after: &str, values: &[&str]) -> Pattern {
-        Pattern::usage("t", lang, before, after, values)
+    fn pattern(lang: Lang, before: &str, after: &str, values: &[&str]) -> RewriteSpec {
+        RewriteSpec::usage("t", lang, before, after, values)
     }
 
     /// Rewrites `src` (anywhere, one round) and returns the result.

@@ -8,12 +8,10 @@
 //!
 //! [`Template`] parses a pattern with the target's own grammar; [`find`]
 //! lists the sites of a parsed file that match it; [`Rewrite`] turns a
-//! catalog pattern's `before`/`after` pair into [`Edit`]s at each site that
-//! lacks the idiom. [`ApplyCheck`] puts a mined edit rule to this matcher
-//! on its own training examples, for history mining.
+//! [`RewriteSpec`](crate::RewriteSpec)'s `before`/`after` pair into [`Edit`]s at each site that
+//! lacks the idiom.
 
-mod binding;
-mod check;
+pub(crate) mod binding;
 mod rewrite;
 pub mod roles;
 mod template;
@@ -27,8 +25,7 @@ use kidiom_syntax::{KernelKind, kernel_ranges};
 use tree_sitter::{Node, Tree};
 
 pub use binding::Refusal;
-pub use check::ApplyCheck;
-pub use rewrite::{Edit, Rewrite, SiteEdits, apply_edits, edited_tree, usable_value};
+pub use rewrite::{Edit, Rewrite, SiteEdits, apply_edits, edited_tree};
 pub use template::Template;
 
 use template::{Hole, PNode, Shape, is_comment};
@@ -713,7 +710,7 @@ mod tests {
         assert_eq!(sites("tl.dot($$$ARGS)"), ["T.dot(a, a)"], "a from-import (`dot`) is not rewritten");
         assert_eq!(sites("tl.exp($X)"), ["T.math.exp(b)", "tl.math.exp(b)"], "`U` is not triton.language");
         // the rewrite keeps the file's spelling, and a rewritten site is not found again
-        let p = crate::model::Pattern::usage(
+        let p = crate::RewriteSpec::usage(
             "p",
             Lang::Python,
             "tl.dot($$$ARGS)",
@@ -790,6 +787,7 @@ mod properties {
     use proptest::prelude::*;
 
     use super::*;
+    use crate::testutil::mutate;
 
     const TRITON: &str = "import triton\nimport triton.language as tl\n\n\n@triton.jit\ndef k(x, y, o, T, BT: tl.constexpr):\n    i = tl.program_id(0)\n    a = tl.load(x + i * BT + tl.arange(0, BT), mask=i < T, other=0.0)\n    b = tl.dot(a, tl.trans(a), input_precision=\"tf32\")\n    c = tl.exp(b) * tl.sum(a[:, None], axis=0)\n    tl.store(o + i, c.to(tl.float16), mask=i < T)\n\n\ndef launch(x, o):\n    k[(1,)](x, x, o, 1, BT=16)\n";
     const CUDA: &str = "#include <cuda_runtime.h>\n__device__ __forceinline__ float twice(float x) { return 2.0f * x; }\nextern \"C\" __global__ void __launch_bounds__(128) k(const float* __restrict__ x, float* o, int n) {\n    int i = blockIdx.x * blockDim.x + threadIdx.x;\n#pragma unroll\n    for (int j = 0; j < 4; j++) { if (i < n) o[i] = __expf(twice(x[i])) + __ldg(&x[j]); }\n}\n";
@@ -804,17 +802,6 @@ mod properties {
         (Lang::Cuda, "$R $F($$$PARAMS) { $$$BODY }"),
         (Lang::Cuda, "for ($$$H) { $$$B }"),
     ];
-
-    /// `src` with `edits` applied: (position, length to remove, text to insert), on char boundaries.
-    fn mutate(src: &str, edits: &[(usize, usize, String)]) -> String {
-        let mut chars: Vec<char> = src.chars().collect();
-        for (at, del, ins) in edits {
-            let at = at % (chars.len() + 1);
-            let end = (at + del % 8).min(chars.len());
-            chars.splice(at..end, ins.chars());
-        }
-        chars.into_iter().collect()
-    }
 
     fn edits() -> impl Strategy<Value = Vec<(usize, usize, String)>> {
         prop::collection::vec((any::<usize>(), any::<usize>(), "[(){}\\[\\]:,.@$#\"'=+*/ \n\tabxy0-9_]{0,6}"), 0..8)
