@@ -778,10 +778,10 @@ mod tests {
 
     #[test]
     fn values_must_be_usable() {
-        assert!(usable_value(Lang::Python, "'ieee'"));
-        assert!(usable_value(Lang::Python, "tl.int64"));
-        assert!(!usable_value(Lang::Python, "DOT_PRECISION"));
-        assert!(!usable_value(Lang::Python, "b_k.dtype"));
+        assert!(crate::writable_value(Lang::Python, "'ieee'"));
+        assert!(crate::writable_value(Lang::Python, "tl.int64"));
+        assert!(!crate::writable_value(Lang::Python, "DOT_PRECISION"));
+        assert!(!crate::writable_value(Lang::Python, "b_k.dtype"));
         let p = pattern(Lang::Python, KW.0, KW.1, &["DOT_PRECISION"]);
         assert!(matches!(Rewrite::new(&p, None), Err(MatchError::NoRewrite { .. })));
         assert_eq!(Rewrite::new(&p, Some("'tf32'")).unwrap().value(), Some("'tf32'"));
