@@ -322,13 +322,7 @@ mod tests {
     fn rewrites_only_the_chosen_sites_each_with_its_value() {
         let src = "import triton\nimport triton.language as tl\n@triton.jit\ndef k(a):\n    x = tl.dot(a, a)\n    y = tl.dot(x, tl.dot(a, x))\n    z = tl.dot(y, a)\n";
         let pat = |v: &str| {
-            crate::RewriteSpec::usage(
-                "p",
-                Lang::Python,
-                "tl.dot($$$ARGS)",
-                "tl.dot($$$ARGS, input_precision=$V)",
-                &[v],
-            )
+            crate::RewriteSpec::usage("p", Lang::Python, "tl.dot($$$ARGS)", "tl.dot($$$ARGS, input_precision=$V)", &[v])
         };
         let (ieee, x3) =
             (Rewrite::new(&pat("\"ieee\""), None).unwrap(), Rewrite::new(&pat("\"tf32x3\""), None).unwrap());

@@ -76,4 +76,3 @@ pub fn supported_value<'a>(
     })?;
     Some(Supported { value: best.to_string(), sites: sites[best], total })
 }
-

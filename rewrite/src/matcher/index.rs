@@ -123,4 +123,3 @@ pub(crate) fn site_index(lang: kidiom_syntax::Lang, src: &str, tree: &Tree) -> R
     LAST_INDEX.with(|c| *c.borrow_mut() = Some(ix.clone()));
     ix
 }
-

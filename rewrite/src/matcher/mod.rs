@@ -30,8 +30,8 @@ pub use rewrite::Rewrite;
 pub use splice::{Edit, SiteEdits, apply_edits, edited_tree};
 pub use template::Template;
 
-pub(crate) use index::tl_spellings;
 use index::site_index;
+pub(crate) use index::tl_spellings;
 use template::{Hole, PNode, Shape, is_comment};
 
 /// Why a pattern cannot be used.

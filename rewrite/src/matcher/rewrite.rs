@@ -14,8 +14,8 @@ use kidiom_syntax::Lang;
 use tree_sitter::{Node, Tree};
 
 use super::binding::{Bindings, RELEASE, Refusal};
-use super::template::{BOUND_FUNCTION, DEF_CALL, Hole, Shape, render};
 use super::splice::{Edit, SiteEdits};
+use super::template::{BOUND_FUNCTION, DEF_CALL, Hole, Shape, render};
 use super::{Match, MatchError, Scope, Template, for_each_site, word_offset};
 use crate::spec::RewriteSpec;
 
@@ -78,6 +78,57 @@ fn def_arg_edit(root: Node, call: Range<usize>, arg: &str) -> Option<Edit> {
 /// rejects `input_precision=` together with the older `allow_tf32=`.
 const CONFLICTING_KEYWORDS: &[(&str, &str)] = &[("input_precision", "allow_tf32")];
 
+/// The mode of a binding rewrite, which inserts one piece of text: a
+/// statement at the start of a bound function's body, or a last argument of
+/// `.def`. `None` when `before` (`b`, whitespace squashed) is neither;
+/// `Some(Err)` with the reason when `after` (`a`) is no such insertion.
+fn binding_mode(cxx: bool, b: &str, a: &str) -> Option<Result<Mode, &'static str>> {
+    let insertion = |prefix: &str, suffix: &str| {
+        a.strip_prefix(prefix)
+            .and_then(|r| r.strip_suffix(suffix))
+            .map(str::trim)
+            .filter(|s| !s.is_empty() && !s.contains('$'))
+            .map(str::to_string)
+    };
+    match (cxx, b) {
+        (true, DEF_CALL) => Some(
+            insertion("$M.def($$$ARGS, ", ")")
+                .map(|arg| Mode::DefArg { arg })
+                .ok_or("`after` does not add one argument to `.def`"),
+        ),
+        (true, BOUND_FUNCTION) => Some(
+            insertion("$R $F($$$PARAMS) { ", " $$$BODY }")
+                .map(|stmt| Mode::BodyPrologue { stmt })
+                .ok_or("`after` does not add one complete statement at the start of the body"),
+        ),
+        _ => None,
+    }
+}
+
+/// The mode of a rewrite whose `after` (`a`, whitespace squashed) is a prefix
+/// followed by `before` (`b`): a line or token of its own (`#pragma unroll`,
+/// `__forceinline__`), so it ends in a blank (`b_k = x` is no `b` prefixed to
+/// `_k = x` but a rename). `None` when it is not; `Some(Err)` with the reason
+/// when such a prefix cannot be inserted.
+fn prefix_mode(pattern: &RewriteSpec, a: &str, b: &str) -> Option<Result<Mode, String>> {
+    let prefix = a.strip_suffix(b).filter(|p| !p.trim().is_empty() && p.ends_with(' '))?;
+    let after_text = pattern.after.trim();
+    let head = after_text.len().checked_sub(pattern.before.trim().len()).filter(|n| *n > 0);
+    let line_break =
+        head.and_then(|n| after_text.get(..n)).is_some_and(|h| h.trim_end_matches([' ', '\t']).ends_with('\n'));
+    Some(if line_break {
+        if pattern.language == Lang::Python {
+            Err("adding a decorator needs arguments chosen by a person".into())
+        } else {
+            Ok(Mode::LinePrefix { line: prefix.trim().to_string() })
+        }
+    } else if !prefix.trim().contains(' ') {
+        Ok(Mode::TokenPrefix { token: prefix.trim().to_string() })
+    } else {
+        Err(format!("cannot insert {prefix:?}"))
+    })
+}
+
 /// A compiled rewrite: where (`before`), what (`after`), with which value.
 #[derive(Debug, Clone)]
 pub struct Rewrite {
@@ -121,29 +172,7 @@ impl Rewrite {
                 pattern.after.trim()
             )));
         }
-        // A binding rewrite inserts one piece of text: a statement at the start of a bound
-        // function's body, or a last argument of `.def`.
-        let insertion = |prefix: &str, suffix: &str| {
-            a.strip_prefix(prefix)
-                .and_then(|r| r.strip_suffix(suffix))
-                .map(str::trim)
-                .filter(|s| !s.is_empty() && !s.contains('$'))
-                .map(str::to_string)
-        };
-        let binding_mode = match (cxx, b.as_str()) {
-            (true, DEF_CALL) => Some(
-                insertion("$M.def($$$ARGS, ", ")")
-                    .map(|arg| Mode::DefArg { arg })
-                    .ok_or("`after` does not add one argument to `.def`"),
-            ),
-            (true, BOUND_FUNCTION) => Some(
-                insertion("$R $F($$$PARAMS) { ", " $$$BODY }")
-                    .map(|stmt| Mode::BodyPrologue { stmt })
-                    .ok_or("`after` does not add one complete statement at the start of the body"),
-            ),
-            _ => None,
-        };
-        if let Some(mode) = binding_mode {
+        if let Some(mode) = binding_mode(cxx, &b, &a) {
             let mode = mode.map_err(|m| no(m.into()))?;
             return Ok(Rewrite {
                 id: pattern.id.clone(),
@@ -161,32 +190,16 @@ impl Rewrite {
                 "it adds a GIL release inside a function body, where kidiom cannot check that no Python object follows it; the usage idiom (first statement of a bound function) is checked per site".into(),
             ));
         }
-        let after_text = pattern.after.trim();
-        // A prefix is a line or token of its own before `before` (`#pragma
-        // unroll`, `__forceinline__`): it ends in a blank. `b_k = x` is no
-        // `b` prefixed to `_k = x` but a rename.
-        let mode = if let Some(prefix) = a.strip_suffix(&b).filter(|p| !p.trim().is_empty() && p.ends_with(' ')) {
-            let line_break = after_text.len() > pattern.before.trim().len()
-                && after_text[..after_text.len() - pattern.before.trim().len()]
-                    .trim_end_matches([' ', '\t'])
-                    .ends_with('\n');
-            if line_break {
-                if lang == Lang::Python {
-                    return Err(no("adding a decorator needs arguments chosen by a person".into()));
+        let mode = match prefix_mode(pattern, &a, &b) {
+            Some(mode) => mode.map_err(no)?,
+            None => {
+                let after = Template::parse(lang, &pattern.after)?;
+                if !matches!(before.shape, Shape::Tree(_)) || !matches!(after.shape, Shape::Tree(_)) {
+                    return Err(no("`after` is not a rewrite of `before`".into()));
                 }
-                Mode::LinePrefix { line: prefix.trim().to_string() }
-            } else if !prefix.trim().contains(' ') {
-                Mode::TokenPrefix { token: prefix.trim().to_string() }
-            } else {
-                return Err(no(format!("cannot insert {prefix:?}")));
+                let ops = align(&before, &after);
+                Mode::Tree { after: Box::new(after), ops }
             }
-        } else {
-            let after = Template::parse(lang, &pattern.after)?;
-            if !matches!(before.shape, Shape::Tree(_)) || !matches!(after.shape, Shape::Tree(_)) {
-                return Err(no("`after` is not a rewrite of `before`".into()));
-            }
-            let ops = align(&before, &after);
-            Mode::Tree { after: Box::new(after), ops }
         };
         let (scope, releases_gil) = if binding_guard { (Scope::Bindings, true) } else { (Scope::Kernels, false) };
         let mut rw = Rewrite { id: pattern.id.clone(), before, mode, value: None, scope, releases_gil };
@@ -559,6 +572,7 @@ fn align(before: &Template, after: &Template) -> Vec<Op> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::matcher::apply_edits;
     use crate::spec::RewriteSpec;
 
     fn pattern(lang: Lang, before: &str, after: &str, values: &[&str]) -> RewriteSpec {
