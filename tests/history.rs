@@ -578,7 +578,11 @@ fn generalize_with(repo: &Path, checked: bool) -> kidiom_miner::history::History
     let blobs = BlobCache::default();
     let mined = history::mine_commits(&corpus, &metas, &cfg, &blobs, &|| {}).expect("mine");
     let corpora = [CorpusHistory { corpus: &corpus, commits: &mined }];
-    if checked { history::generalize(&corpora, &cfg, &blobs) } else { history::generalize_unchecked(&corpora, &cfg, &blobs) }
+    if checked {
+        history::generalize(&corpora, &cfg, &blobs)
+    } else {
+        history::generalize_unchecked(&corpora, &cfg, &blobs)
+    }
 }
 
 /// A [`Step`] whose paths are owned.
@@ -710,7 +714,9 @@ fn every_mined_edit_rule_reapplies_to_its_examples_with_apply() {
             };
             let reapplied = files.iter().any(|text| {
                 values.iter().any(|v| {
-                    let Ok(rw) = kidiom_rewrite::Rewrite::new(&kidiom_rewrite::RewriteSpec::from(p), *v) else { return false };
+                    let Ok(rw) = kidiom_rewrite::Rewrite::new(&kidiom_rewrite::RewriteSpec::from(p), *v) else {
+                        return false;
+                    };
                     let out = kidiom_rewrite::rewrite(&rw, p.language, text, &ex.path).expect("rewrite");
                     out.is_some_and(|o| squash(&o.text).contains(&squash(after)))
                 })

@@ -155,7 +155,11 @@ impl From<&Pattern> for kidiom_rewrite::RewriteSpec {
             values: p
                 .values
                 .iter()
-                .map(|v| kidiom_rewrite::SpecValue { value: v.value.clone(), count: v.count, literals: v.literals.clone() })
+                .map(|v| kidiom_rewrite::SpecValue {
+                    value: v.value.clone(),
+                    count: v.count,
+                    literals: v.literals.clone(),
+                })
                 .collect(),
             guidance: p
                 .rationale

@@ -3,8 +3,8 @@
 
 use std::process::ExitCode;
 
-use anyhow::Result;
 use crate::ops::branch::DEFAULT_BRANCH;
+use anyhow::Result;
 
 use crate::cli::CommonArgs;
 use crate::config::Config;

@@ -13,11 +13,11 @@
 
 use std::path::Path;
 
+use super::branch::{self, ReviewCommit};
 use anyhow::{Context, Result, bail};
 use kidiom_miner::blob_id;
 use kidiom_patterns::record::VerdictKind;
 use kidiom_patterns::{Candidate, CandidateStatus, Catalog};
-use super::branch::{self, ReviewCommit};
 
 /// The commit message: subject, rationale, then `Kidiom-*` trailers.
 pub(crate) fn message(c: &Candidate) -> String {

@@ -13,9 +13,9 @@ use std::path::{Path, PathBuf};
 
 use anyhow::{Context, Result, bail};
 use kidiom_miner::{Lang, blob_id, parse_tree};
-use kidiom_rewrite::{Rewrite, RewriteSpec};
 use kidiom_patterns::record::Provenance;
 use kidiom_patterns::{Candidate, CandidateStatus, Catalog, Filter, Pattern};
+use kidiom_rewrite::{Rewrite, RewriteSpec};
 use rayon::prelude::*;
 use serde::Serialize;
 

@@ -7,9 +7,9 @@
 
 use anyhow::Result;
 use kidiom_miner::{Lang, blob_id};
-use kidiom_rewrite::{Rewrite, RewriteSpec, writable_value};
 use kidiom_patterns::record::{Provenance, RoleSite, RolesOrigin, SearchOrigin, SiteOrigin, SiteSummary};
 use kidiom_patterns::{Candidate, Category, Pattern};
+use kidiom_rewrite::{Rewrite, RewriteSpec, writable_value};
 use kidiom_validator::search::{Assignment, Request, Role, Rule, Site, SiteSearch};
 use kidiom_validator::{KernelLanguage, StaticLimits, Validator};
 

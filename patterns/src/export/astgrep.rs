@@ -6,8 +6,8 @@
 //! `has`/`not`/`inside`/`follows` combinators, so that `ast-grep scan`
 //! reports the same sites as `kidiom apply`.
 
-use kidiom_rewrite::{Rewrite, RewriteSpec};
 use crate::model::{Lang, Pattern};
+use kidiom_rewrite::{Rewrite, RewriteSpec};
 
 /// One exported rule.
 #[derive(Debug, Clone, PartialEq)]
