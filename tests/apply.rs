@@ -7,7 +7,7 @@ use std::path::Path;
 use std::process::Command;
 
 use kidiom_patterns::Pattern;
-use kidiom_patterns::matcher::Rewrite;
+use kidiom_rewrite::{Rewrite, RewriteSpec};
 use kidiom_syntax::Lang;
 
 use crate::util::{Env, Lcg, git_repo};
@@ -284,7 +284,7 @@ fn write_is_idempotent_and_parses() {
     assert!(written.ends_with("def host(q):\n    return tl.dot(q, q) + tl.exp(q)\n"), "host code unchanged");
     for (rel, lang) in [("kernels/step.py", Lang::Python), ("kernels/kern.cu", Lang::Cuda)] {
         let text = std::fs::read_to_string(env.path().join(rel)).expect("read");
-        assert_eq!(kidiom_rewriter::parse_errors(lang, &text).expect("parse"), 0, "{rel}");
+        assert_eq!(kidiom_rewrite::parse_errors(lang, &text).expect("parse"), 0, "{rel}");
     }
     // The tree is now dirty: --write refuses without --force.
     let db = env.db();
@@ -579,7 +579,7 @@ fn property_every_pattern_on_many_files() {
         pattern("exp", Lang::Python, "tl.exp($X)", "tl.exp2($X * 1.4426950408889634)", ""),
         pattern("log", Lang::Python, "tl.exp($X)", "(tl.exp2($X) * 0.5)", ""),
     ];
-    let rws: Vec<Rewrite> = pats.iter().map(|p| Rewrite::new(p, None).expect("compiles")).collect();
+    let rws: Vec<Rewrite> = pats.iter().map(|p| Rewrite::new(&RewriteSpec::from(p), None).expect("compiles")).collect();
     let mut rng = Lcg(0x6b69_646d);
     let mut files: Vec<String> = (0..150).map(|_| generate(&mut rng)).collect();
     files.push(KERNEL_PY.to_string());
@@ -587,16 +587,16 @@ fn property_every_pattern_on_many_files() {
     files.push(UP_B.to_string());
     let mut rewritten = 0;
     for (i, src) in files.iter().enumerate() {
-        let errors = kidiom_rewriter::parse_errors(Lang::Python, src).expect("parse");
+        let errors = kidiom_rewrite::parse_errors(Lang::Python, src).expect("parse");
         for rw in &rws {
-            let out = match kidiom_rewriter::rewrite(rw, Lang::Python, src, "gen.py") {
+            let out = match kidiom_rewrite::rewrite(rw, Lang::Python, src, "gen.py") {
                 Ok(Some(o)) => o,
                 Ok(None) => continue,
                 Err(e) => panic!("file {i}, {}: {e}\n{src}", rw.id),
             };
             rewritten += 1;
             assert!(
-                kidiom_rewriter::parse_errors(Lang::Python, &out.text).expect("parse") <= errors,
+                kidiom_rewrite::parse_errors(Lang::Python, &out.text).expect("parse") <= errors,
                 "file {i} {}",
                 rw.id
             );
@@ -606,7 +606,7 @@ fn property_every_pattern_on_many_files() {
                 rw.id,
                 out.text
             );
-            let again = kidiom_rewriter::rewrite(rw, Lang::Python, &out.text, "gen.py").expect("rewrite");
+            let again = kidiom_rewrite::rewrite(rw, Lang::Python, &out.text, "gen.py").expect("rewrite");
             assert!(again.is_none(), "file {i} {}: not idempotent", rw.id);
             // Host code never changes.
             for host in ["return tl.dot(x, x) + tl.exp(x) + tl.program_id(0)", "return tl.dot(q, q) + tl.exp(q)"] {
@@ -614,7 +614,7 @@ fn property_every_pattern_on_many_files() {
                     assert!(out.text.contains(host), "file {i} {}: host code changed", rw.id);
                 }
             }
-            let diff = kidiom_rewriter::unified("gen.py", src, &out.text, 3);
+            let diff = kidiom_rewrite::unified("gen.py", src, &out.text, 3);
             assert!(diff.starts_with("diff --git a/gen.py b/gen.py\n"));
         }
     }

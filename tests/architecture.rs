@@ -2,8 +2,8 @@
 //! crates each crate may depend on, which modules may not reach into which,
 //! and the invariants that are cheap to check from the source (libraries do
 //! not print, `patterns` runs no process and opens no repository, only
-//! `exec` starts processes, the rewriter writes files only through
-//! `write.rs`). A change that breaks one
+//! `exec` starts processes, the rewrite engine writes files only through
+//! `write.rs` and opens no repository). A change that breaks one
 //! fails here with the file and line, and must change ARCHITECTURE too.
 
 use std::path::{Path, PathBuf};
@@ -14,11 +14,11 @@ use crate::project::repo;
 const ALLOWED: &[(&str, &[&str])] = &[
     ("syntax", &[]),
     ("exec", &[]),
-    ("miner", &["kidiom-syntax", "kidiom-exec"]),
-    ("patterns", &["kidiom-syntax", "kidiom-exec", "kidiom-miner"]),
-    ("rewriter", &["kidiom-syntax", "kidiom-patterns"]),
-    ("validator", &["kidiom-syntax", "kidiom-exec", "kidiom-patterns", "kidiom-rewriter"]),
-    (".", &["kidiom-syntax", "kidiom-exec", "kidiom-miner", "kidiom-patterns", "kidiom-rewriter", "kidiom-validator"]),
+    ("rewrite", &["kidiom-syntax"]),
+    ("miner", &["kidiom-syntax", "kidiom-exec", "kidiom-rewrite"]),
+    ("patterns", &["kidiom-syntax", "kidiom-exec", "kidiom-rewrite", "kidiom-miner"]),
+    ("validator", &["kidiom-syntax", "kidiom-exec", "kidiom-rewrite", "kidiom-patterns"]),
+    (".", &["kidiom-syntax", "kidiom-exec", "kidiom-rewrite", "kidiom-miner", "kidiom-patterns", "kidiom-validator"]),
 ];
 
 /// The names in the `[dependencies]` table of a Cargo.toml.
@@ -96,7 +96,7 @@ fn offending(dir: &str, needles: &[&str], except: &[&str]) -> Vec<String> {
 
 #[test]
 fn libraries_return_data_and_never_print() {
-    for dir in ["syntax/src", "exec/src", "miner/src", "patterns/src", "rewriter/src", "validator/src"] {
+    for dir in ["syntax/src", "exec/src", "rewrite/src", "miner/src", "patterns/src", "validator/src"] {
         let found = offending(dir, &["println!(", "eprintln!(", "print!(", "eprint!(", "dbg!("], &[]);
         assert!(found.is_empty(), "a library prints (return data; the CLI reports):\n{}", found.join("\n"));
     }
@@ -119,7 +119,7 @@ fn only_the_exec_crate_starts_processes() {
     // git2 reads repositories in-process (no transports, so a clone goes through exec)
     let needles = ["Command::new(", "process::Command", ".spawn()"];
     let except: Vec<&str> = SPAWNS_OUTSIDE_EXEC.iter().map(|(f, _)| *f).collect();
-    for dir in ["miner/src", "patterns/src", "rewriter/src", "validator/src", "src"] {
+    for dir in ["rewrite/src", "miner/src", "patterns/src", "validator/src", "src"] {
         let found = offending(dir, &needles, &except);
         assert!(
             found.is_empty(),
@@ -135,9 +135,20 @@ fn only_the_exec_crate_starts_processes() {
 }
 
 #[test]
-fn the_rewriter_writes_files_only_by_atomic_rename() {
-    let found = offending("rewriter/src", &["fs::write(", "File::create(", "OpenOptions"], &["rewriter/src/write.rs"]);
+fn the_rewrite_engine_writes_files_only_by_atomic_rename() {
+    let found = offending("rewrite/src", &["fs::write(", "File::create(", "OpenOptions"], &["rewrite/src/write.rs"]);
     assert!(found.is_empty(), "files are written only through write.rs (atomic rename):\n{}", found.join("\n"));
+}
+
+#[test]
+fn the_rewrite_engine_knows_no_repository_catalog_or_miner() {
+    // the engine compiles a RewriteSpec; git (the review branch) is the binary's, patterns are the catalog's
+    let heavy = ["git2", "rusqlite", "tar", "zip", "syn"];
+    let found: Vec<String> =
+        dependencies(&repo().join("rewrite/Cargo.toml")).into_iter().filter(|d| heavy.contains(&d.as_str())).collect();
+    assert!(found.is_empty(), "rewrite/Cargo.toml depends on {found:?}");
+    let found = offending("rewrite/src", &["git2::", "kidiom_patterns", "kidiom_miner"], &[]);
+    assert!(found.is_empty(), "the engine takes a RewriteSpec, never a catalog pattern:\n{}", found.join("\n"));
 }
 
 #[test]
@@ -157,8 +168,7 @@ fn modules_do_not_reach_across_the_layers() {
             &[],
             "the gates judge one candidate; the site search sits beside them, driven by the validator",
         ),
-        ("patterns/src/catalog", &["crate::matcher"], &[], "the catalog stores patterns; matching is the matcher's"),
-        ("patterns/src/matcher", &["crate::catalog"], &[], "the matcher needs no database"),
+        ("patterns/src/catalog", &["kidiom_rewrite"], &[], "the catalog stores patterns; matching is the engine's"),
         ("miner/src/history", &["crate::python::"], &[], "history shares grammar helpers, not the usage extractors"),
         (
             "src/mcp",
@@ -217,7 +227,7 @@ fn candidate_records_are_read_by_field_outside_their_decoder() {
         "[\"noise_floor\"]",
         "[\"gap\"]",
     ];
-    for dir in ["src", "patterns/src", "validator/src", "rewriter/src", "miner/src"] {
+    for dir in ["src", "patterns/src", "validator/src", "rewrite/src", "miner/src"] {
         let decoders =
             ["patterns/src/record/evidence.rs", "patterns/src/record/provenance.rs", "patterns/src/record/figures.rs"];
         let found = offending(dir, &keys, &decoders);
@@ -271,7 +281,7 @@ fn mining_is_one_skeleton_and_patterns_are_made_in_one_place() {
     // a mined record becomes a pattern in patterns/src/mined.rs alone; the model needs no glossary
     let model = std::fs::read_to_string(repo().join("patterns/src/model.rs")).expect("model.rs");
     let model = model.split("#[cfg(test)]").next().unwrap_or("");
-    for needle in ["glossary::", "kidiom_miner::Idiom", "impl From<"] {
+    for needle in ["glossary::", "kidiom_miner::Idiom", "impl From<Idiom>", "impl From<&Rule>", "for Pattern {"] {
         assert!(
             !model.contains(needle),
             "patterns/src/model.rs has {needle:?}: mined records become patterns in mined.rs"

@@ -557,11 +557,10 @@ fn a_file_version_is_parsed_once_however_many_commits_touch_it() {
     assert_eq!(c["edits"], 5, "{c:#}");
 }
 
-/// Mines `repo` with the library, once checking rules with `check`.
-fn generalize_with(
-    repo: &Path,
-    check: &dyn kidiom_miner::history::TemplateCheck,
-) -> kidiom_miner::history::HistoryResult {
+/// Mines `repo` with the library, checking rules with the rewrite engine
+/// (`checked`) or accepting every example: generalization as it was before
+/// the applying matcher had a say.
+fn generalize_with(repo: &Path, checked: bool) -> kidiom_miner::history::HistoryResult {
     use kidiom_miner::history::{self, BlobCache, CorpusHistory, HistoryConfig};
     let manifest = kidiom_miner::Manifest {
         name: "repo".into(),
@@ -578,20 +577,11 @@ fn generalize_with(
     let metas = history::commits(&corpus, &cfg).expect("commits");
     let blobs = BlobCache::default();
     let mined = history::mine_commits(&corpus, &metas, &cfg, &blobs, &|| {}).expect("mine");
-    history::generalize(&[CorpusHistory { corpus: &corpus, commits: &mined }], &cfg, &blobs, check)
-}
-
-/// A check that accepts every example: generalization as it was before the
-/// applying matcher had a say.
-struct AcceptAll;
-
-impl kidiom_miner::history::TemplateCheck for AcceptAll {
-    fn reproduces(
-        &self,
-        _: &kidiom_miner::history::RuleText<'_>,
-        _: &kidiom_miner::history::TrainingExample<'_>,
-    ) -> Result<(), kidiom_miner::history::CheckFailure> {
-        Ok(())
+    let corpora = [CorpusHistory { corpus: &corpus, commits: &mined }];
+    if checked {
+        history::generalize(&corpora, &cfg, &blobs)
+    } else {
+        history::generalize_unchecked(&corpora, &cfg, &blobs)
     }
 }
 
@@ -626,13 +616,13 @@ fn a_rule_the_applying_matcher_reads_otherwise_is_dropped_and_counted() {
     reorder_history(&repo);
     let reorder = |r: &&kidiom_miner::history::Rule| r.before.contains("other=0.0, mask=");
     // The miner's own matcher validates the reordering on every example...
-    let loose = generalize_with(&repo, &AcceptAll);
+    let loose = generalize_with(&repo, false);
     let r = loose.rules.iter().find(reorder).unwrap_or_else(|| panic!("no reorder rule: {:#?}", loose.rules));
     assert_eq!(r.commits.len(), 3, "{r:#?}");
     assert_eq!(loose.stats.apply_check_failed, 0);
     // ...but `apply` finds every such site already reordered (keyword
     // arguments match in any order there), so it would never make the edit.
-    let checked = generalize_with(&repo, &kidiom_patterns::matcher::ApplyCheck);
+    let checked = generalize_with(&repo, true);
     assert!(!checked.rules.iter().any(|r| reorder(&r)), "{:#?}", checked.rules);
     assert!(checked.stats.apply_check_failed >= 3, "{:#?}", checked.stats);
     assert!(checked.stats.apply_check_failures.get("no-site").is_some_and(|n| *n >= 3), "{:#?}", checked.stats);
@@ -724,8 +714,10 @@ fn every_mined_edit_rule_reapplies_to_its_examples_with_apply() {
             };
             let reapplied = files.iter().any(|text| {
                 values.iter().any(|v| {
-                    let Ok(rw) = kidiom_patterns::matcher::Rewrite::new(p, *v) else { return false };
-                    let out = kidiom_rewriter::rewrite(&rw, p.language, text, &ex.path).expect("rewrite");
+                    let Ok(rw) = kidiom_rewrite::Rewrite::new(&kidiom_rewrite::RewriteSpec::from(p), *v) else {
+                        return false;
+                    };
+                    let out = kidiom_rewrite::rewrite(&rw, p.language, text, &ex.path).expect("rewrite");
                     out.is_some_and(|o| squash(&o.text).contains(&squash(after)))
                 })
             });

@@ -315,7 +315,7 @@ fn planted(db: &Path, plants: &[Plant]) {
             result_blob: kidiom_syntax::blob_id(pl.new.as_bytes()),
             value: Some("\"ieee\"".into()),
             sites: 1,
-            diff: kidiom_rewriter::unified(pl.path, old, &pl.new, 3),
+            diff: kidiom_rewrite::unified(pl.path, old, &pl.new, 3),
             status: CandidateStatus::Proposed,
             provenance: Provenance::decode(&pl.provenance),
             evidence: StoredEvidence::Empty,

@@ -251,7 +251,7 @@ fn broken_patch() -> String {
     let broken = KERNEL.replace("tl.store(o + i, tl.dot(x, y))", "tl.store(o + i, tl.dot(x, y)");
     format!(
         "diff --git a/kernels/k.py b/kernels/k.py\nindex 0000000..1111111 100644\n{}",
-        kidiom_rewriter::unified("kernels/k.py", KERNEL, &broken, 3)
+        kidiom_rewrite::unified("kernels/k.py", KERNEL, &broken, 3)
             .split_once('\n')
             .map(|(_, rest)| rest.to_string())
             .unwrap_or_default()
@@ -281,7 +281,7 @@ fn an_exec_server_validates_an_agents_own_patch() {
         -32602
     );
     let stale =
-        s.call("validate_patch", json!({"patch": kidiom_rewriter::unified("kernels/k.py", "other\n", "x\n", 3)}));
+        s.call("validate_patch", json!({"patch": kidiom_rewrite::unified("kernels/k.py", "other\n", "x\n", 3)}));
     assert_eq!(stale["isError"], true, "{stale}");
     // the workspace is untouched; --allow-exec does not enable writes
     assert_eq!(std::fs::read_to_string(env.path().join("ws/kernels/k.py")).expect("read"), KERNEL);

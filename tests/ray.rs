@@ -88,7 +88,7 @@ fn candidate(root: &Path, id_edit: (&str, &str), rel: &str) -> CandidateInput {
     let old = std::fs::read_to_string(root.join(rel)).expect("read");
     assert_eq!(old.matches(id_edit.0).count(), 1, "{:?} must occur once in {rel}", id_edit.0);
     let new = old.replace(id_edit.0, id_edit.1);
-    let diff = kidiom_rewriter::unified(rel, &old, &new, 3);
+    let diff = kidiom_rewrite::unified(rel, &old, &new, 3);
     CandidateInput::from_patch(root, &diff, Some(kidiom_patterns::Category::Math)).expect("a patch that applies")
 }
 

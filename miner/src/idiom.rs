@@ -14,7 +14,6 @@ use crate::classify;
 pub use crate::classify::Category;
 use crate::facts::{Example, FamilyKey, FileFacts, Mechanism};
 use crate::rewritable::guidance;
-pub use crate::rewritable::{Supported, supported_value, writable_value};
 use crate::values::{ModuleIndex, ResolvedValue};
 use kidiom_syntax::Lang;
 
@@ -787,6 +786,7 @@ __global__ void h(float* a) { a[0] = 0; }
 
     #[test]
     fn the_supported_value_counts_what_names_hold() {
+        use kidiom_rewrite::{supported_value, writable_value};
         let lits = |ls: &[&str]| ls.iter().map(|l| l.to_string()).collect::<Vec<_>>();
         let (a, b) = (lits(&["\"tf32\"", "\"ieee\""]), lits(&[]));
         let bars = [("P", 5, a.as_slice()), ("\"ieee\"", 2, b.as_slice()), ("LOCAL", 3, b.as_slice())];

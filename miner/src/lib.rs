@@ -46,10 +46,7 @@ pub use aliases::{CallAlias, resolve_call_aliases};
 pub use corpus::{Corpus, CorpusFile, Listing, Manifest, SourceKind, StatKey, cache_dir, mirror_path};
 pub use error::{Error, Result};
 pub use facts::{Example, FamilyFacts, FamilyKey, FileFacts, Mechanism, call_scope};
-pub use idiom::{
-    Category, FileInput, Idiom, IdiomExample, MineConfig, Support, Supported, aggregate, slug, supported_value,
-    writable_value,
-};
+pub use idiom::{Category, FileInput, Idiom, IdiomExample, MineConfig, Support, aggregate, slug};
 use kidiom_syntax::{DeviceMacros, KNOWN_DEVICE_MACROS, Lang, Limits, Skip, blob_id, merge_device_macro, parse_tree};
 pub use parse::dump_tree;
 pub use prefilter::Prefilter;

@@ -6,7 +6,8 @@
 //! and category, `before`/`after` structural patterns, support per corpus,
 //! a value histogram, examples, commits, a score and a `mechanism` text (what
 //! it does, from the [`glossary`]). Usage idioms from the miner convert with
-//! `Pattern::from(idiom)`.
+//! `Pattern::from(idiom)`; the rewrite engine compiles a pattern through
+//! `kidiom_rewrite::RewriteSpec::from(&pattern)`.
 //!
 //! A [`Catalog`] is one SQLite file holding the patterns (with a ranked
 //! FTS5 search index, [`Catalog::search_hits`]), the corpora mined and a per-file mining cache. All writes of a
@@ -52,7 +53,6 @@ mod catalog;
 mod error;
 pub mod export;
 pub mod glossary;
-pub mod matcher;
 mod mined;
 mod model;
 pub mod record;

@@ -140,6 +140,33 @@ impl Pattern {
     }
 }
 
+/// The one conversion from a catalog pattern to what the rewrite engine
+/// compiles: the templates, the value histogram, and a guidance-only
+/// pattern's reason (`Not rewritten automatically: ...` in its rationale).
+impl From<&Pattern> for kidiom_rewrite::RewriteSpec {
+    fn from(p: &Pattern) -> Self {
+        kidiom_rewrite::RewriteSpec {
+            id: p.id.clone(),
+            language: p.language,
+            before: p.before.clone(),
+            after: p.after.clone(),
+            values: p
+                .values
+                .iter()
+                .map(|v| kidiom_rewrite::SpecValue {
+                    value: v.value.clone(),
+                    count: v.count,
+                    literals: v.literals.clone(),
+                })
+                .collect(),
+            guidance: p
+                .rationale
+                .split_once("Not rewritten automatically: ")
+                .map(|(_, w)| w.trim_end_matches('.').to_string()),
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

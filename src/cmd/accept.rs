@@ -3,8 +3,8 @@
 
 use std::process::ExitCode;
 
+use crate::ops::branch::DEFAULT_BRANCH;
 use anyhow::Result;
-use kidiom_rewriter::DEFAULT_BRANCH;
 
 use crate::cmd::args::CommonArgs;
 use crate::config::Config;

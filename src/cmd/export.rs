@@ -5,8 +5,8 @@ use std::process::ExitCode;
 
 use anyhow::{Context, Result};
 use kidiom_patterns::export::{Finding, astgrep_rules, sarif_report};
-use kidiom_patterns::matcher::Rewrite;
 use kidiom_patterns::{CatalogFile, ExportedCorpus, Filter, Pattern};
+use kidiom_rewrite::{Rewrite, RewriteSpec};
 
 use crate::cmd::args::CatalogArgs;
 use crate::config::Config;
@@ -97,7 +97,9 @@ pub(crate) fn run(a: Args) -> Result<ExitCode> {
                 eprintln!("kidiom: skipping {}: {}", s.path.display(), s.reason);
             }
             let mut findings = Vec::new();
-            for (p, rw) in patterns.iter().filter_map(|p| Rewrite::new(p, None).ok().map(|rw| (p, rw))) {
+            for (p, rw) in
+                patterns.iter().filter_map(|p| Rewrite::new(&RewriteSpec::from(p), None).ok().map(|rw| (p, rw)))
+            {
                 for t in targets.iter().filter(|t| t.lang == p.language) {
                     let Some(tree) = kidiom_syntax::parse_tree(t.lang, &t.text).ok().flatten() else { continue };
                     for s in rw.site_edits(&t.text, &tree) {

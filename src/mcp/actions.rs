@@ -106,7 +106,7 @@ pub(crate) const TOOLS: &[Tool] = &[
                 "type": "object",
                 "properties": {
                     "id": {"type": "string"},
-                    "branch": {"type": "string", "default": kidiom_rewriter::DEFAULT_BRANCH},
+                    "branch": {"type": "string", "default": crate::ops::branch::DEFAULT_BRANCH},
                     "force": {"type": "boolean", "default": false, "description": "commit even though the verdict is not accepted"}
                 },
                 "required": ["id"],
@@ -226,7 +226,7 @@ fn validate_reporting(
 fn accept_candidate(args: &Value, ctx: &Ctx) -> ToolResult {
     let cat = open(ctx)?;
     let id = str_arg(args, "id").unwrap_or("");
-    let branch = str_arg(args, "branch").unwrap_or(kidiom_rewriter::DEFAULT_BRANCH);
+    let branch = str_arg(args, "branch").unwrap_or(crate::ops::branch::DEFAULT_BRANCH);
     let force = args.get("force").and_then(Value::as_bool).unwrap_or(false);
     let (id, commit) = accept::accept(&cat, &ctx.root, id, branch, force).map_err(|e| ToolError(format!("{e:#}")))?;
     Ok(json!({"candidate": id, "branch": branch, "commit": commit}))

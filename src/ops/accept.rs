@@ -13,10 +13,10 @@
 
 use std::path::Path;
 
+use super::branch::{self, ReviewCommit};
 use anyhow::{Context, Result, bail};
 use kidiom_patterns::record::VerdictKind;
 use kidiom_patterns::{Candidate, CandidateStatus, Catalog};
-use kidiom_rewriter::ReviewCommit;
 use kidiom_syntax::blob_id;
 
 /// The commit message: subject, rationale, then `Kidiom-*` trailers.
@@ -74,7 +74,7 @@ pub(crate) fn accept(cat: &Catalog, root: &Path, id: &str, branch: &str, force: 
     if !force && let Some(why) = refusal(&c) {
         bail!("refusing to commit: {why}; force it with `kidiom accept --force` (MCP: \"force\": true)");
     }
-    if kidiom_rewriter::repo_root(root).is_none() {
+    if branch::repo_root(root).is_none() {
         bail!("{} is not in a git repository; `accept` commits on a review branch", root.display());
     }
     let abs = root.join(&c.path);
@@ -84,14 +84,14 @@ pub(crate) fn accept(cat: &Catalog, root: &Path, id: &str, branch: &str, force: 
     let expected = if c.status == CandidateStatus::Applied { &c.result_blob } else { &c.base_blob };
     if &found != expected {
         cat.set_candidate_status(&c.id, CandidateStatus::Stale, None)?;
-        return Err(kidiom_rewriter::Error::Stale { path: abs, expected: expected.clone(), found }.into());
+        return Err(kidiom_rewrite::Error::Stale { path: abs, expected: expected.clone(), found }.into());
     }
     let mut msg = message(&c);
     if let Some(why) = refusal(&c) {
         // forced: the commit says what validation concluded
         msg.push_str(&format!("Kidiom-Forced: {}\n", why.replace('\n', " ")));
     }
-    let commit = kidiom_rewriter::commit_review(root, &ReviewCommit { branch, diff: &c.diff, message: &msg })?;
+    let commit = branch::commit_review(root, &ReviewCommit { branch, diff: &c.diff, message: &msg })?;
     cat.set_candidate_status(&c.id, CandidateStatus::Accepted, Some(&commit))?;
     Ok((c.id, commit))
 }

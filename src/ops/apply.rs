@@ -12,9 +12,9 @@
 use std::path::{Path, PathBuf};
 
 use anyhow::{Context, Result, bail};
-use kidiom_patterns::matcher::Rewrite;
 use kidiom_patterns::record::Provenance;
 use kidiom_patterns::{Candidate, CandidateStatus, Catalog, Filter, Pattern};
+use kidiom_rewrite::{Rewrite, RewriteSpec};
 use kidiom_syntax::{Lang, blob_id, parse_tree};
 use rayon::prelude::*;
 use serde::Serialize;
@@ -40,7 +40,7 @@ pub(crate) fn rewrites(cat: &Catalog, ids: &[String], filter: Filter, value: Opt
     let mut ok = Vec::new();
     let mut skipped = Vec::new();
     for p in pats {
-        match Rewrite::new(&p, value) {
+        match Rewrite::new(&RewriteSpec::from(&p), value) {
             Ok(rw) => ok.push((p, rw)),
             // A pattern asked for by name must work; the rest are reported.
             Err(e) if !ids.is_empty() => return Err(e.into()),
@@ -127,10 +127,10 @@ fn rewrite_file(
             let reason = format!("not at `{}` (line {line}): {}", r.function, r.reason);
             dropped.push(Dropped { pattern: p.id.clone(), path: t.rel.clone(), reason });
         }
-        match kidiom_rewriter::rewrite_with_tree(rw, t.lang, base, &tree, &t.rel) {
+        match kidiom_rewrite::rewrite_with_tree(rw, t.lang, base, &tree, &t.rel) {
             Ok(Some((out, out_tree))) => {
                 let missing = if t.lang == Lang::Python {
-                    kidiom_rewriter::unbound_names(&p.before, &p.after, base)
+                    kidiom_rewrite::unbound_names(&p.before, &p.after, base)
                 } else {
                     Vec::new()
                 };
@@ -140,7 +140,7 @@ fn rewrite_file(
                     dropped.push(Dropped { pattern: p.id.clone(), path: t.rel.clone(), reason });
                     continue;
                 }
-                let diff = kidiom_rewriter::unified(&t.rel, base, &out.text, 3);
+                let diff = kidiom_rewrite::unified(&t.rel, base, &out.text, 3);
                 cands.push(Candidate {
                     value: rw.value().map(str::to_string),
                     sites: out.sites as u64,
@@ -237,19 +237,19 @@ pub(crate) fn apply(cat: &mut Catalog, root: &Path, req: &Request) -> Result<Rep
         for (ti, _) in &results {
             let t = &targets[*ti];
             if !req.force
-                && let Some(status) = kidiom_rewriter::uncommitted(root, Path::new(&t.rel)).ok().flatten()
+                && let Some(status) = super::branch::uncommitted(root, Path::new(&t.rel)).ok().flatten()
             {
-                return Err(kidiom_rewriter::Error::Uncommitted { path: t.abs.clone(), status }.into());
+                return Err(kidiom_rewrite::Error::Uncommitted { path: t.abs.clone(), status }.into());
             }
-            kidiom_rewriter::check_writable(&t.abs)?;
+            kidiom_rewrite::check_writable(&t.abs)?;
             let now = std::fs::read(&t.abs).with_context(|| format!("reading {}", t.abs.display()))?;
             let (expected, found) = (blob_id(t.text.as_bytes()), blob_id(&now));
             if expected != found {
-                return Err(kidiom_rewriter::Error::Stale { path: t.abs.clone(), expected, found }.into());
+                return Err(kidiom_rewrite::Error::Stale { path: t.abs.clone(), expected, found }.into());
             }
         }
         for (ti, text) in &results {
-            kidiom_rewriter::atomic_write(&targets[*ti].abs, text.as_bytes())?;
+            kidiom_rewrite::atomic_write(&targets[*ti].abs, text.as_bytes())?;
         }
     }
     cat.put_candidates(&candidates)?;

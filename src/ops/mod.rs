@@ -6,6 +6,7 @@
 
 pub(crate) mod accept;
 pub(crate) mod apply;
+pub(crate) mod branch;
 pub(crate) mod candidates;
 pub(crate) mod mine;
 pub(crate) mod profile;
@@ -24,7 +25,7 @@ use kidiom_patterns::Catalog;
 /// holding the current directory, else the current directory.
 pub(crate) fn root() -> Result<PathBuf> {
     let cwd = std::env::current_dir().context("reading the current directory")?;
-    let root = kidiom_rewriter::repo_root(&cwd).unwrap_or(cwd);
+    let root = branch::repo_root(&cwd).unwrap_or(cwd);
     root.canonicalize().with_context(|| format!("resolving {}", root.display()))
 }
 

@@ -6,9 +6,9 @@
 //! front beside it. The search itself is `kidiom_validator::sitesearch`.
 
 use anyhow::Result;
-use kidiom_patterns::matcher::{Rewrite, usable_value};
 use kidiom_patterns::record::{Provenance, RoleSite, RolesOrigin, SearchOrigin, SiteOrigin, SiteSummary};
 use kidiom_patterns::{Candidate, Category, Pattern};
+use kidiom_rewrite::{Rewrite, RewriteSpec, writable_value};
 use kidiom_syntax::{Lang, blob_id};
 use kidiom_validator::sitesearch::{Assignment, Request, Role, Rule, Site, SiteSearch};
 use kidiom_validator::{KernelLanguage, StaticLimits, Validator};
@@ -80,19 +80,22 @@ pub(crate) fn hint_op(p: &Pattern) -> Option<&'static str> {
 }
 
 /// A memory hint per access by the role of its tensor
-/// (`kidiom_patterns::matcher::roles`): the value that suits each role,
+/// (`kidiom_rewrite::roles`): the value that suits each role,
 /// the first in histogram order; accesses without a role or a suitable
 /// value are left alone. Candidates: every access by its role (the
 /// choice), and each role alone.
 pub(crate) fn role_candidates(p: &Pattern, values: &[String], rel: &str, text: &str) -> Result<Vec<Candidate>> {
-    use kidiom_patterns::matcher::roles::{hint_suits, memory_accesses};
+    use kidiom_rewrite::roles::{hint_suits, memory_accesses};
     let Some(op) = hint_op(p) else { return Ok(Vec::new()) };
     let tree = kidiom_syntax::parse_tree(Lang::Python, text)
         .map_err(|s| anyhow::anyhow!("{rel}: {s}"))?
         .ok_or_else(|| anyhow::anyhow!("{rel}: no grammar"))?;
-    let rws: Vec<Rewrite> = values.iter().map(|v| Rewrite::new(p, Some(v))).collect::<Result<_, _>>()?;
+    let rws: Vec<Rewrite> = {
+        let spec = RewriteSpec::from(p);
+        values.iter().map(|v| Rewrite::new(&spec, Some(v))).collect::<Result<_, _>>()?
+    };
     let Some(first) = rws.first() else { return Ok(Vec::new()) };
-    let ranges = kidiom_rewriter::sites(first, text, &tree);
+    let ranges = kidiom_rewrite::sites(first, text, &tree);
     let accesses = memory_accesses(text, &tree);
     // per site: (range, access, value index)
     let mut plan = Vec::new();
@@ -124,7 +127,7 @@ pub(crate) fn role_candidates(p: &Pattern, values: &[String], rel: &str, text: &
     let mut out: Vec<Candidate> = Vec::new();
     for (gi, (label, members)) in groups.iter().enumerate() {
         let choices: Vec<_> = members.iter().map(|&i| (plan[i].0.clone(), &rws[plan[i].2])).collect();
-        let Some(o) = kidiom_rewriter::rewrite_sites(&choices, Lang::Python, text, &tree, rel)? else { continue };
+        let Some(o) = kidiom_rewrite::rewrite_sites(&choices, Lang::Python, text, &tree, rel)? else { continue };
         if out.iter().any(|c| c.result_blob == blob_id(o.text.as_bytes())) {
             continue;
         }
@@ -157,7 +160,7 @@ pub(crate) fn values(p: &Pattern, pinned: Option<&str>, default: Option<&str>) -
         for lit in if lits.is_empty() { &own[..] } else { &lits[..] } {
             // one spelling per string literal, as the miner writes them (`'ieee'` is `"ieee"`)
             let lit = kidiom_miner::canonical_literals(lit.trim());
-            if usable_value(p.language, &lit) && !out.contains(&lit) {
+            if writable_value(p.language, &lit) && !out.contains(&lit) {
                 out.push(lit);
             }
         }
@@ -183,9 +186,12 @@ pub(crate) fn search_file(
     let tree = kidiom_syntax::parse_tree(Lang::Python, text)
         .map_err(|s| anyhow::anyhow!("{rel}: {s}"))?
         .ok_or_else(|| anyhow::anyhow!("{rel}: no grammar"))?;
-    let rws: Vec<Rewrite> = values.iter().map(|v| Rewrite::new(p, Some(v))).collect::<Result<_, _>>()?;
+    let rws: Vec<Rewrite> = {
+        let spec = RewriteSpec::from(p);
+        values.iter().map(|v| Rewrite::new(&spec, Some(v))).collect::<Result<_, _>>()?
+    };
     let Some(first) = rws.first() else { anyhow::bail!("{} has no value to write at {rel}", p.id) };
-    let ranges = kidiom_rewriter::sites(first, text, &tree);
+    let ranges = kidiom_rewrite::sites(first, text, &tree);
     if ranges.is_empty() {
         return Ok(None);
     }
@@ -215,7 +221,7 @@ pub(crate) fn search_file(
     };
     let render = |a: &Assignment| -> kidiom_validator::Result<String> {
         let choices: Vec<_> = a.iter().zip(&ranges).filter_map(|(v, r)| v.map(|v| (r.clone(), &rws[v]))).collect();
-        Ok(kidiom_rewriter::rewrite_sites(&choices, Lang::Python, text, &tree, rel)?
+        Ok(kidiom_rewrite::rewrite_sites(&choices, Lang::Python, text, &tree, rel)?
             .map(|o| o.text)
             .unwrap_or_else(|| text.to_string()))
     };
@@ -267,7 +273,7 @@ fn proposed(
     sites: u64,
     provenance: Provenance,
 ) -> Candidate {
-    let diff = kidiom_rewriter::unified(rel, text, out, 3);
+    let diff = kidiom_rewrite::unified(rel, text, out, 3);
     Candidate {
         value: Some(value),
         sites,

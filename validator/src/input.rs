@@ -98,13 +98,13 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         std::fs::create_dir_all(dir.path().join("kernels")).unwrap();
         std::fs::write(dir.path().join("kernels/k.py"), "a = 1\n").unwrap();
-        let diff = kidiom_rewriter::unified("kernels/k.py", "a = 1\n", "a = 2\n", 3);
+        let diff = kidiom_rewrite::unified("kernels/k.py", "a = 1\n", "a = 2\n", 3);
         let c = CandidateInput::from_patch(dir.path(), &diff, None).unwrap();
         assert_eq!(c.pattern_id, MANUAL_PATTERN);
         assert!(c.id.starts_with("manual@kernels/k.py#"), "{}", c.id);
         assert_eq!(c.base_blob, blob_id(b"a = 1\n"));
         assert_eq!(c.result_blob, blob_id(b"a = 2\n"));
-        let stale = kidiom_rewriter::unified("kernels/k.py", "b = 1\n", "b = 2\n", 3);
+        let stale = kidiom_rewrite::unified("kernels/k.py", "b = 1\n", "b = 2\n", 3);
         assert!(CandidateInput::from_patch(dir.path(), &stale, None).is_err());
         assert!(CandidateInput::from_patch(dir.path(), "nonsense\n", None).is_err());
     }

@@ -21,7 +21,7 @@ use serde::Serialize;
 
 use super::antiunify::{self, Ex, Template};
 use super::blobs::{Blob, BlobCache};
-use super::check::{self, CheckFailure, RuleText, TemplateCheck, TrainingExample};
+use super::check::{self, CheckFailure, RuleText, TrainingExample};
 use super::edit::ConcreteEdit;
 use super::mine::with_repo;
 use super::pattern::{Binds, Pat};
@@ -95,14 +95,20 @@ pub struct HistoryResult {
 /// Generalizes the concrete edits of `corpora` into safe, recurring rules.
 /// Training files and the corpora's revisions are parsed through `blobs`
 /// (the cache mining used, when it is still warm). Every rule kept is one
-/// that `check` (the matcher that applies rules) reproduces on examples of
+/// that the rewrite engine (the matcher that applies rules) reproduces on examples of
 /// at least `cfg.min_commits` of its commits.
-pub fn generalize(
-    corpora: &[CorpusHistory<'_>],
-    cfg: &HistoryConfig,
-    blobs: &BlobCache,
-    check: &dyn TemplateCheck,
-) -> HistoryResult {
+pub fn generalize(corpora: &[CorpusHistory<'_>], cfg: &HistoryConfig, blobs: &BlobCache) -> HistoryResult {
+    run(corpora, cfg, blobs, true)
+}
+
+/// [`generalize`] with every example taken as reproduced: generalization as
+/// it was before the rewrite engine had a say (tests compare the two).
+pub fn generalize_unchecked(corpora: &[CorpusHistory<'_>], cfg: &HistoryConfig, blobs: &BlobCache) -> HistoryResult {
+    run(corpora, cfg, blobs, false)
+}
+
+/// The run of [`generalize`]; `engine_check` puts the rules to the rewrite engine.
+fn run(corpora: &[CorpusHistory<'_>], cfg: &HistoryConfig, blobs: &BlobCache, engine_check: bool) -> HistoryResult {
     let mut stats = GeneralizeStats::default();
     let t0 = Instant::now();
     let g = Generalizer::new(corpora, cfg, blobs);
@@ -114,7 +120,7 @@ pub fn generalize(
     stats.replay_seconds = t1.elapsed().as_secs_f64();
     g.count_missed(&mut safe);
     let tc = Instant::now();
-    let safe = g.check_applied(safe, check, &mut stats);
+    let safe = g.check_applied(safe, engine_check, &mut stats);
     stats.apply_check_seconds = tc.elapsed().as_secs_f64();
     let t2 = Instant::now();
     let opportunities = replay::count_opportunities(corpora, &safe, blobs, &cfg.limits);
@@ -565,14 +571,15 @@ impl<'a> Generalizer<'a> {
     /// The check by the matcher that applies rules: each candidate's text
     /// is rendered once (the catalog gets that text), and up to
     /// [`check::MAX_CHECKED_EXAMPLES`] of its examples, one per commit
-    /// first, are rewritten by `check` in their before-files. Examples it
+    /// first, are rewritten by the engine in their before-files (`engine_check`;
+    /// without it every example counts as reproduced). Examples it
     /// does not reproduce are removed; a candidate is kept only when it
     /// reproduced examples of `min_commits` commits. Each file is read once
     /// for all the candidates trained on it; files are checked in parallel.
     fn check_applied(
         &self,
         mut cands: Vec<Candidate>,
-        check: &dyn TemplateCheck,
+        engine_check: bool,
         stats: &mut GeneralizeStats,
     ) -> Vec<Candidate> {
         let texts: Vec<Option<(String, String)>> = cands.par_iter().map(|c| rules::render(self, c)).collect();
@@ -601,7 +608,7 @@ impl<'a> Generalizer<'a> {
         };
         let results: Vec<CheckOutcome> = files
             .par_iter()
-            .flat_map_iter(|(file, tasks)| self.check_file(*file, tasks, &cands, &rule, check))
+            .flat_map_iter(|(file, tasks)| self.check_file(*file, tasks, &cands, &rule, engine_check))
             .collect();
         let mut outcomes: Vec<Vec<Option<bool>>> = cands.iter().map(|c| vec![None; c.items.len()]).collect();
         for (ci, slot, r) in results {
@@ -638,7 +645,7 @@ impl<'a> Generalizer<'a> {
         tasks: &[(usize, usize)],
         cands: &[Candidate],
         rule: &(dyn Fn(usize) -> Option<RuleText<'r>> + Sync),
-        check: &dyn TemplateCheck,
+        engine_check: bool,
     ) -> Vec<CheckOutcome> {
         let unread = || tasks.iter().map(|&(ci, slot)| (ci, slot, None)).collect();
         let Some(repo) = self.repos[corpus].as_deref() else { return unread() };
@@ -666,7 +673,8 @@ impl<'a> Generalizer<'a> {
                 let value = fresh.as_ref().and_then(|f| f.iter().flatten().next()).map(String::as_str);
                 let after = ex.after.tokens(0);
                 let example = TrainingExample { file: text, tree, range, after: &after, value };
-                (ci, slot, Some(check.reproduces(&rule, &example)))
+                let r = if engine_check { check::reproduces(&rule, &example) } else { Ok(()) };
+                (ci, slot, Some(r))
             })
             .collect()
     }

@@ -25,8 +25,8 @@
 //! and `edit` (concrete edits), `antiunify` (templates), `generalizer` (the
 //! run's edits to safe candidates), `safety` and `replay` (candidates
 //! matched against training files and revisions), `check` (rules proven
-//! on their examples by the matcher that applies them, which the caller
-//! passes in as a [`TemplateCheck`]), `rules` and `naming`
+//! on their examples by the rewrite engine that applies them,
+//! `kidiom_rewrite`), `rules` and `naming`
 //! (what a rule says about itself). `tree` and `pattern` are the trees and
 //! templates they share; the grammar facts are [`kidiom_syntax::grammar`]'s.
 
@@ -47,10 +47,10 @@ mod tree;
 mod treediff;
 
 pub use blobs::{BlobCache, BlobCounts};
-pub use check::{CheckFailure, MAX_CHECKED_EXAMPLES, RuleText, TemplateCheck, TrainingExample, tokens_in};
+pub use check::{CheckFailure, MAX_CHECKED_EXAMPLES, tokens_in};
 pub use commits::{CommitMeta, commits};
 pub use edit::{ConcreteEdit, EditContext, EditDrop};
-pub use generalizer::{CorpusHistory, GeneralizeStats, HistoryResult, generalize};
+pub use generalizer::{CorpusHistory, GeneralizeStats, HistoryResult, generalize, generalize_unchecked};
 pub use mine::{CommitEdits, FileSkip, mine_commits};
 pub use rules::{Rule, Safety};
 

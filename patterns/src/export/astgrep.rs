@@ -6,8 +6,8 @@
 //! `has`/`not`/`inside`/`follows` combinators, so that `ast-grep scan`
 //! reports the same sites as `kidiom apply`.
 
-use crate::matcher::Rewrite;
 use crate::model::{Lang, Pattern};
+use kidiom_rewrite::{Rewrite, RewriteSpec};
 
 /// One exported rule.
 #[derive(Debug, Clone, PartialEq)]
@@ -84,7 +84,7 @@ pub fn astgrep_rules(patterns: &[Pattern]) -> Vec<AstGrepRule> {
 }
 
 fn rule(p: &Pattern) -> Option<AstGrepRule> {
-    let rw = Rewrite::new(p, None).ok()?;
+    let rw = Rewrite::new(&RewriteSpec::from(p), None).ok()?;
     if rw.releases_gil() {
         // Where a GIL release is safe is kidiom's binding analysis, which a YAML rule cannot say.
         return None;

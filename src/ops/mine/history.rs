@@ -257,7 +257,7 @@ pub(crate) fn mine(catalog: &mut Catalog, manifests: Vec<Manifest>, opts: &Histo
         opened.iter().map(|(corpus, commits)| CorpusHistory { corpus, commits }).collect();
     let before = blobs.counts();
     // Rules are kept only where the matcher that applies them reproduces them.
-    let result = history::generalize(&inputs, &opts.config, &blobs, &kidiom_patterns::matcher::ApplyCheck);
+    let result = history::generalize(&inputs, &opts.config, &blobs);
     let after = blobs.counts();
     let generalize_parsed_blobs = after.parsed - before.parsed;
     let generalize_incremental_parses = after.incremental - before.incremental;

@@ -12,7 +12,35 @@ use std::path::{Path, PathBuf};
 
 use git2::{Repository, Status};
 
-use crate::error::{Error, Result, git};
+/// Why the review branch could not take a commit, or git could not be read.
+/// Messages are lowercase and one line.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum BranchError {
+    /// A git operation failed.
+    #[error("git: {context}: {cause}")]
+    Git {
+        /// What was being done.
+        context: String,
+        /// What libgit2 said (in the message, so not also a `source()`).
+        cause: git2::Error,
+    },
+    /// The review branch cannot take the commit.
+    #[error("review branch {branch}: {reason}")]
+    Branch {
+        /// The branch name.
+        branch: String,
+        /// Why.
+        reason: String,
+    },
+}
+
+type Result<T, E = BranchError> = std::result::Result<T, E>;
+
+fn git(context: impl Into<String>) -> impl FnOnce(git2::Error) -> BranchError {
+    let context = context.into();
+    move |cause| BranchError::Git { context, cause }
+}
 
 /// The default review branch.
 pub const DEFAULT_BRANCH: &str = "kidiom/review";
@@ -68,7 +96,7 @@ pub struct ReviewCommit<'a> {
 pub fn commit_review(root: &Path, c: &ReviewCommit) -> Result<String> {
     let repo = Repository::open(root).map_err(git(format!("opening {}", root.display())))?;
     let refname = format!("refs/heads/{}", c.branch);
-    let berr = |reason: String| Error::Branch { branch: c.branch.to_string(), reason };
+    let berr = |reason: String| BranchError::Branch { branch: c.branch.to_string(), reason };
     if git2::Reference::is_valid_name(&refname).not() {
         return Err(berr("not a valid branch name".into()));
     }
@@ -133,7 +161,7 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let repo = repo_with(dir.path(), "k.py", "a\nb\n");
         let head_before = repo.head().unwrap().target().unwrap();
-        let diff = crate::diff::unified("k.py", "a\nb\n", "a\nB\n", 3);
+        let diff = kidiom_rewrite::unified("k.py", "a\nb\n", "a\nB\n", 3);
         let id =
             commit_review(dir.path(), &ReviewCommit { branch: DEFAULT_BRANCH, diff: &diff, message: "m\n" }).unwrap();
         assert_eq!(repo.head().unwrap().target().unwrap(), head_before);

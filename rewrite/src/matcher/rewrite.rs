@@ -1,4 +1,4 @@
-//! From a catalog pattern's `before`/`after` pair to edits at each site.
+//! From a spec's `before`/`after` pair to edits at each site.
 //!
 //! The two templates are aligned leaf by leaf (longest common
 //! subsequence). Leaves of `after` missing from `before` are inserted next
@@ -14,27 +14,10 @@ use kidiom_syntax::Lang;
 use tree_sitter::{Node, Tree};
 
 use super::binding::{Bindings, RELEASE, Refusal};
+use super::splice::{Edit, SiteEdits};
 use super::template::{BOUND_FUNCTION, DEF_CALL, Hole, Shape, render};
 use super::{Match, MatchError, Scope, Template, for_each_site, word_offset};
-use crate::model::Pattern;
-
-/// Replace `range` of the target by `text` (an insertion when empty).
-#[derive(Debug, Clone, PartialEq, Eq, Hash)]
-pub struct Edit {
-    /// Bytes replaced.
-    pub range: Range<usize>,
-    /// Their replacement.
-    pub text: String,
-}
-
-/// The edits for one site: applied together or not at all.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct SiteEdits {
-    /// The matched site.
-    pub site: Range<usize>,
-    /// Its edits, in order.
-    pub edits: Vec<Edit>,
-}
+use crate::spec::RewriteSpec;
 
 #[derive(Debug, Clone)]
 enum Op {
@@ -95,6 +78,57 @@ fn def_arg_edit(root: Node, call: Range<usize>, arg: &str) -> Option<Edit> {
 /// rejects `input_precision=` together with the older `allow_tf32=`.
 const CONFLICTING_KEYWORDS: &[(&str, &str)] = &[("input_precision", "allow_tf32")];
 
+/// The mode of a binding rewrite, which inserts one piece of text: a
+/// statement at the start of a bound function's body, or a last argument of
+/// `.def`. `None` when `before` (`b`, whitespace squashed) is neither;
+/// `Some(Err)` with the reason when `after` (`a`) is no such insertion.
+fn binding_mode(cxx: bool, b: &str, a: &str) -> Option<Result<Mode, &'static str>> {
+    let insertion = |prefix: &str, suffix: &str| {
+        a.strip_prefix(prefix)
+            .and_then(|r| r.strip_suffix(suffix))
+            .map(str::trim)
+            .filter(|s| !s.is_empty() && !s.contains('$'))
+            .map(str::to_string)
+    };
+    match (cxx, b) {
+        (true, DEF_CALL) => Some(
+            insertion("$M.def($$$ARGS, ", ")")
+                .map(|arg| Mode::DefArg { arg })
+                .ok_or("`after` does not add one argument to `.def`"),
+        ),
+        (true, BOUND_FUNCTION) => Some(
+            insertion("$R $F($$$PARAMS) { ", " $$$BODY }")
+                .map(|stmt| Mode::BodyPrologue { stmt })
+                .ok_or("`after` does not add one complete statement at the start of the body"),
+        ),
+        _ => None,
+    }
+}
+
+/// The mode of a rewrite whose `after` (`a`, whitespace squashed) is a prefix
+/// followed by `before` (`b`): a line or token of its own (`#pragma unroll`,
+/// `__forceinline__`), so it ends in a blank (`b_k = x` is no `b` prefixed to
+/// `_k = x` but a rename). `None` when it is not; `Some(Err)` with the reason
+/// when such a prefix cannot be inserted.
+fn prefix_mode(pattern: &RewriteSpec, a: &str, b: &str) -> Option<Result<Mode, String>> {
+    let prefix = a.strip_suffix(b).filter(|p| !p.trim().is_empty() && p.ends_with(' '))?;
+    let after_text = pattern.after.trim();
+    let head = after_text.len().checked_sub(pattern.before.trim().len()).filter(|n| *n > 0);
+    let line_break =
+        head.and_then(|n| after_text.get(..n)).is_some_and(|h| h.trim_end_matches([' ', '\t']).ends_with('\n'));
+    Some(if line_break {
+        if pattern.language == Lang::Python {
+            Err("adding a decorator needs arguments chosen by a person".into())
+        } else {
+            Ok(Mode::LinePrefix { line: prefix.trim().to_string() })
+        }
+    } else if !prefix.trim().contains(' ') {
+        Ok(Mode::TokenPrefix { token: prefix.trim().to_string() })
+    } else {
+        Err(format!("cannot insert {prefix:?}"))
+    })
+}
+
 /// A compiled rewrite: where (`before`), what (`after`), with which value.
 #[derive(Debug, Clone)]
 pub struct Rewrite {
@@ -110,27 +144,15 @@ pub struct Rewrite {
     releases_gil: bool,
 }
 
-/// Whether a hole value from a histogram can be written at any site: a
-/// literal, or a name from Triton's language module. Names local to the
-/// upstream file (`DOT_PRECISION`) cannot. (The miner decides with the same
-/// function whether a usage idiom gets a rewrite.)
-pub fn usable_value(lang: Lang, v: &str) -> bool {
-    kidiom_miner::writable_value(lang, v)
-}
-
 impl Rewrite {
     /// Compiles `pattern`'s rewrite. `value` overrides the value for `$V`
     /// that most sites of the histogram hold and that can be written at any
     /// site (a bar that is a name counts for each literal it can hold; see
-    /// `kidiom_miner::supported_value`).
-    pub fn new(pattern: &Pattern, value: Option<&str>) -> Result<Rewrite, MatchError> {
+    /// [`supported_value`](crate::supported_value)).
+    pub fn new(pattern: &RewriteSpec, value: Option<&str>) -> Result<Rewrite, MatchError> {
         let no = |message: String| MatchError::NoRewrite { id: pattern.id.clone(), message };
         if pattern.before.trim().is_empty() {
-            let why = pattern
-                .rationale
-                .split_once("Not rewritten automatically: ")
-                .map(|(_, w)| w.trim_end_matches('.').to_string())
-                .unwrap_or_else(|| "it has no `before` pattern".into());
+            let why = pattern.guidance.clone().unwrap_or_else(|| "it has no `before` pattern".into());
             return Err(no(why));
         }
         let lang = pattern.language;
@@ -150,29 +172,7 @@ impl Rewrite {
                 pattern.after.trim()
             )));
         }
-        // A binding rewrite inserts one piece of text: a statement at the start of a bound
-        // function's body, or a last argument of `.def`.
-        let insertion = |prefix: &str, suffix: &str| {
-            a.strip_prefix(prefix)
-                .and_then(|r| r.strip_suffix(suffix))
-                .map(str::trim)
-                .filter(|s| !s.is_empty() && !s.contains('$'))
-                .map(str::to_string)
-        };
-        let binding_mode = match (cxx, b.as_str()) {
-            (true, DEF_CALL) => Some(
-                insertion("$M.def($$$ARGS, ", ")")
-                    .map(|arg| Mode::DefArg { arg })
-                    .ok_or("`after` does not add one argument to `.def`"),
-            ),
-            (true, BOUND_FUNCTION) => Some(
-                insertion("$R $F($$$PARAMS) { ", " $$$BODY }")
-                    .map(|stmt| Mode::BodyPrologue { stmt })
-                    .ok_or("`after` does not add one complete statement at the start of the body"),
-            ),
-            _ => None,
-        };
-        if let Some(mode) = binding_mode {
+        if let Some(mode) = binding_mode(cxx, &b, &a) {
             let mode = mode.map_err(|m| no(m.into()))?;
             return Ok(Rewrite {
                 id: pattern.id.clone(),
@@ -190,32 +190,16 @@ impl Rewrite {
                 "it adds a GIL release inside a function body, where kidiom cannot check that no Python object follows it; the usage idiom (first statement of a bound function) is checked per site".into(),
             ));
         }
-        let after_text = pattern.after.trim();
-        // A prefix is a line or token of its own before `before` (`#pragma
-        // unroll`, `__forceinline__`): it ends in a blank. `b_k = x` is no
-        // `b` prefixed to `_k = x` but a rename.
-        let mode = if let Some(prefix) = a.strip_suffix(&b).filter(|p| !p.trim().is_empty() && p.ends_with(' ')) {
-            let line_break = after_text.len() > pattern.before.trim().len()
-                && after_text[..after_text.len() - pattern.before.trim().len()]
-                    .trim_end_matches([' ', '\t'])
-                    .ends_with('\n');
-            if line_break {
-                if lang == Lang::Python {
-                    return Err(no("adding a decorator needs arguments chosen by a person".into()));
+        let mode = match prefix_mode(pattern, &a, &b) {
+            Some(mode) => mode.map_err(no)?,
+            None => {
+                let after = Template::parse(lang, &pattern.after)?;
+                if !matches!(before.shape, Shape::Tree(_)) || !matches!(after.shape, Shape::Tree(_)) {
+                    return Err(no("`after` is not a rewrite of `before`".into()));
                 }
-                Mode::LinePrefix { line: prefix.trim().to_string() }
-            } else if !prefix.trim().contains(' ') {
-                Mode::TokenPrefix { token: prefix.trim().to_string() }
-            } else {
-                return Err(no(format!("cannot insert {prefix:?}")));
+                let ops = align(&before, &after);
+                Mode::Tree { after: Box::new(after), ops }
             }
-        } else {
-            let after = Template::parse(lang, &pattern.after)?;
-            if !matches!(before.shape, Shape::Tree(_)) || !matches!(after.shape, Shape::Tree(_)) {
-                return Err(no("`after` is not a rewrite of `before`".into()));
-            }
-            let ops = align(&before, &after);
-            Mode::Tree { after: Box::new(after), ops }
         };
         let (scope, releases_gil) = if binding_guard { (Scope::Bindings, true) } else { (Scope::Kernels, false) };
         let mut rw = Rewrite { id: pattern.id.clone(), before, mode, value: None, scope, releases_gil };
@@ -223,7 +207,7 @@ impl Rewrite {
         if !needs_value.is_empty() {
             let v = match value {
                 Some(v) => Some(v.to_string()),
-                None => kidiom_miner::supported_value(
+                None => crate::supported_value(
                     lang,
                     pattern.values.iter().map(|v| (v.value.as_str(), v.count, v.literals.as_slice())),
                 )
@@ -585,76 +569,14 @@ fn align(before: &Template, after: &Template) -> Vec<Op> {
     ops
 }
 
-/// Applies non-overlapping edits (sorted by position; insertions at one
-/// position keep their order). `None` when edits overlap or fall outside
-/// the text.
-pub fn apply_edits(src: &str, edits: &[Edit]) -> Option<String> {
-    let mut sorted: Vec<(usize, &Edit)> = edits.iter().enumerate().collect();
-    sorted.sort_by_key(|(i, e)| (e.range.start, e.range.end, *i));
-    let mut out = String::with_capacity(src.len() + 64);
-    let mut at = 0;
-    for (_, e) in sorted {
-        if e.range.start < at || e.range.end > src.len() {
-            return None;
-        }
-        out.push_str(src.get(at..e.range.start)?);
-        out.push_str(&e.text);
-        at = e.range.end;
-    }
-    out.push_str(src.get(at..)?);
-    Some(out)
-}
-
-/// `tree` (of `old`) told about `edits`, so that re-parsing the edited
-/// text with it (`kidiom_syntax::reparse`) parses only what changed.
-pub fn edited_tree(tree: &tree_sitter::Tree, old: &str, edits: &[Edit]) -> tree_sitter::Tree {
-    let newlines: Vec<usize> = old.bytes().enumerate().filter(|(_, b)| *b == b'\n').map(|(i, _)| i).collect();
-    let mut sorted: Vec<&Edit> = edits.iter().collect();
-    // last edit first: each edit's offsets are still those of the old text
-    sorted.sort_by_key(|e| std::cmp::Reverse((e.range.start, e.range.end)));
-    let mut edited = tree.clone();
-    for e in sorted {
-        edited.edit(&input_edit(old, &newlines, e));
-    }
-    edited
-}
-
-/// The tree-sitter description of one edit of `old`: where it starts, where
-/// the replaced bytes ended, and where the new text ends.
-fn input_edit(old: &str, newlines: &[usize], e: &Edit) -> tree_sitter::InputEdit {
-    let start = e.range.start.min(old.len());
-    let old_end = e.range.end.clamp(start, old.len());
-    let start_position = point_at(newlines, start);
-    let new_end_position = match e.text.rfind('\n') {
-        Some(i) => {
-            tree_sitter::Point { row: start_position.row + e.text.matches('\n').count(), column: e.text.len() - i - 1 }
-        }
-        None => tree_sitter::Point { row: start_position.row, column: start_position.column + e.text.len() },
-    };
-    tree_sitter::InputEdit {
-        start_byte: start,
-        old_end_byte: old_end,
-        new_end_byte: start + e.text.len(),
-        start_position,
-        old_end_position: point_at(newlines, old_end),
-        new_end_position,
-    }
-}
-
-/// Row and column of a byte offset, given the offsets of every newline.
-fn point_at(newlines: &[usize], byte: usize) -> tree_sitter::Point {
-    let row = newlines.partition_point(|&n| n < byte);
-    let column = if row == 0 { byte } else { byte - newlines[row - 1] - 1 };
-    tree_sitter::Point { row, column }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::model::Pattern;
+    use crate::matcher::apply_edits;
+    use crate::spec::RewriteSpec;
 
-    fn pattern(lang: Lang, before: &str, after: &str, values: &[&str]) -> Pattern {
-        Pattern::usage("t", lang, before, after, values)
+    fn pattern(lang: Lang, before: &str, after: &str, values: &[&str]) -> RewriteSpec {
+        RewriteSpec::usage("t", lang, before, after, values)
     }
 
     /// Rewrites `src` (anywhere, one round) and returns the result.
@@ -790,10 +712,10 @@ mod tests {
 
     #[test]
     fn values_must_be_usable() {
-        assert!(usable_value(Lang::Python, "'ieee'"));
-        assert!(usable_value(Lang::Python, "tl.int64"));
-        assert!(!usable_value(Lang::Python, "DOT_PRECISION"));
-        assert!(!usable_value(Lang::Python, "b_k.dtype"));
+        assert!(crate::writable_value(Lang::Python, "'ieee'"));
+        assert!(crate::writable_value(Lang::Python, "tl.int64"));
+        assert!(!crate::writable_value(Lang::Python, "DOT_PRECISION"));
+        assert!(!crate::writable_value(Lang::Python, "b_k.dtype"));
         let p = pattern(Lang::Python, KW.0, KW.1, &["DOT_PRECISION"]);
         assert!(matches!(Rewrite::new(&p, None), Err(MatchError::NoRewrite { .. })));
         assert_eq!(Rewrite::new(&p, Some("'tf32'")).unwrap().value(), Some("'tf32'"));
@@ -806,28 +728,6 @@ mod tests {
         assert!(Rewrite::new(&empty, None).is_err());
         let broken = pattern(Lang::Python, "tl.dot(", "tl.dot()", &[]);
         assert!(matches!(Rewrite::new(&broken, None), Err(MatchError::Pattern { .. })));
-    }
-
-    #[test]
-    fn incremental_reparse_equals_a_fresh_parse() {
-        let src = "import triton\nimport triton.language as tl\n@triton.jit\ndef k(a):\n    x = tl.dot(a, a)\n    y = tl.dot(x, a)\n";
-        let e = Edit { range: 56..56, text: ", input_precision=\"ieee\"".into() };
-        let tree = kidiom_syntax::parse_tree(Lang::Python, src).unwrap().unwrap();
-        let next = apply_edits(src, std::slice::from_ref(&e)).unwrap();
-        let inc = kidiom_syntax::reparse(Lang::Python, &next, &edited_tree(&tree, src, &[e])).unwrap().unwrap();
-        let fresh = kidiom_syntax::parse_tree(Lang::Python, &next).unwrap().unwrap();
-        assert_eq!(inc.root_node().to_sexp(), fresh.root_node().to_sexp());
-        assert_eq!(inc.root_node().end_byte(), fresh.root_node().end_byte());
-    }
-
-    #[test]
-    fn points_count_rows_and_columns() {
-        let text = "ab\ncd\n\nx";
-        let nl: Vec<usize> = text.bytes().enumerate().filter(|(_, b)| *b == b'\n').map(|(i, _)| i).collect();
-        assert_eq!(point_at(&nl, 0), tree_sitter::Point { row: 0, column: 0 });
-        assert_eq!(point_at(&nl, 2), tree_sitter::Point { row: 0, column: 2 });
-        assert_eq!(point_at(&nl, 3), tree_sitter::Point { row: 1, column: 0 });
-        assert_eq!(point_at(&nl, 7), tree_sitter::Point { row: 3, column: 0 });
     }
 
     #[test]

@@ -2,8 +2,8 @@
 
 use std::ops::Range;
 
-pub use kidiom_patterns::matcher::apply_edits;
-use kidiom_patterns::matcher::{Edit, Rewrite, edited_tree};
+pub use crate::matcher::apply_edits;
+use crate::matcher::{Edit, Rewrite, edited_tree};
 use kidiom_syntax::{Lang, parse_tree, preorder, reparse};
 use tree_sitter::Tree;
 
@@ -133,7 +133,7 @@ fn fixed_point(
     src: &str,
     tree: &Tree,
     path: &str,
-    mut site_edits: impl FnMut(&str, &Tree, &[Vec<Edit>]) -> Vec<kidiom_patterns::matcher::SiteEdits>,
+    mut site_edits: impl FnMut(&str, &Tree, &[Vec<Edit>]) -> Vec<crate::matcher::SiteEdits>,
 ) -> Result<Option<(Outcome, Tree)>> {
     let first = resolve(site_edits(src, tree, &[]));
     if first.0.is_empty() {
@@ -322,13 +322,7 @@ mod tests {
     fn rewrites_only_the_chosen_sites_each_with_its_value() {
         let src = "import triton\nimport triton.language as tl\n@triton.jit\ndef k(a):\n    x = tl.dot(a, a)\n    y = tl.dot(x, tl.dot(a, x))\n    z = tl.dot(y, a)\n";
         let pat = |v: &str| {
-            kidiom_patterns::Pattern::usage(
-                "p",
-                Lang::Python,
-                "tl.dot($$$ARGS)",
-                "tl.dot($$$ARGS, input_precision=$V)",
-                &[v],
-            )
+            crate::RewriteSpec::usage("p", Lang::Python, "tl.dot($$$ARGS)", "tl.dot($$$ARGS, input_precision=$V)", &[v])
         };
         let (ieee, x3) =
             (Rewrite::new(&pat("\"ieee\""), None).unwrap(), Rewrite::new(&pat("\"tf32x3\""), None).unwrap());
@@ -357,7 +351,7 @@ mod tests {
     #[test]
     fn aligned_trailing_comments_keep_their_column() {
         let src = "import triton\nimport triton.language as tl\n@triton.jit\ndef k(a):\n    x = tl.dot(a, a)                                  # [B, K] @ [K, B] -> [B, B]\n    y = tl.dot(x, a)  # short gap\n    z = tl.dot(y, a)                  # [B, B] -> [B, B]\n    w = y  # untouched\n";
-        let p = kidiom_patterns::Pattern::usage(
+        let p = crate::RewriteSpec::usage(
             "p",
             Lang::Python,
             "tl.dot($$$ARGS)",
@@ -393,16 +387,17 @@ mod tests {
 /// result never has more parse errors than its source.
 #[cfg(test)]
 mod properties {
-    use kidiom_patterns::Pattern;
     use proptest::prelude::*;
 
     use super::*;
+    use crate::RewriteSpec;
+    use crate::testutil::mutate;
 
     const TRITON: &str = "import triton\nimport triton.language as tl\n\n\n@triton.jit\ndef k(x, o, T, BT: tl.constexpr):\n    i = tl.program_id(0)\n    a = tl.load(x + i * BT + tl.arange(0, BT), mask=i < T, other=0.0)\n    b = tl.dot(a, tl.dot(a, a))\n    c = tl.exp(b) + tl.exp(tl.exp(a))\n    tl.store(o + i, c, mask=i < T)\n";
     const CUDA: &str = "extern \"C\" __global__ void k(const float* x, float* o, int n) {\n    int i = blockIdx.x * blockDim.x + threadIdx.x;\n    for (int j = 0; j < 4; j++) { if (i < n) o[i] = expf(x[i]) + expf(expf(x[j])); }\n}\n";
 
-    fn pattern(lang: Lang, before: &str, after: &str, value: &str) -> Pattern {
-        Pattern::usage("p", lang, before, after, &[value])
+    fn pattern(lang: Lang, before: &str, after: &str, value: &str) -> RewriteSpec {
+        RewriteSpec::usage("p", lang, before, after, &[value])
     }
 
     fn rewrites() -> Vec<(Lang, Rewrite)> {
@@ -415,16 +410,6 @@ mod properties {
         .into_iter()
         .filter_map(|(lang, b, a, v)| Some((lang, Rewrite::new(&pattern(lang, b, a, v), None).ok()?)))
         .collect()
-    }
-
-    fn mutate(src: &str, edits: &[(usize, usize, String)]) -> String {
-        let mut chars: Vec<char> = src.chars().collect();
-        for (at, del, ins) in edits {
-            let at = at % (chars.len() + 1);
-            let end = (at + del % 8).min(chars.len());
-            chars.splice(at..end, ins.chars());
-        }
-        chars.into_iter().collect()
     }
 
     proptest! {

@@ -286,28 +286,7 @@ impl<'t, 's> Bindings<'t, 's> {
         }
         // Python-typed names: globals, then parameters, then locals as they are declared.
         let mut py: HashMap<String, String> = self.globals.clone();
-        let declarator = func.child_by_field_name("declarator");
-        let params = declarator.and_then(|d| {
-            let mut n = d;
-            for _ in 0..4 {
-                if let Some(p) = n.child_by_field_name("parameters") {
-                    return Some(p);
-                }
-                n = n.child_by_field_name("declarator")?;
-            }
-            None
-        });
-        if let Some(params) = params {
-            let mut c = params.walk();
-            for p in params.named_children(&mut c) {
-                let Some(ty) = p.child_by_field_name("type") else { continue };
-                if python_type(text(src, ty))
-                    && let Some(n) = p.child_by_field_name("declarator").and_then(|d| declared_name(src, d))
-                {
-                    py.insert(n.to_string(), squash(text(src, ty)));
-                }
-            }
-        }
+        py.extend(python_parameters(src, func));
         // Lambda captures by reference or by value of Python objects look like uses of outer names; they are caught as uses.
         let body = func.child_by_field_name("body")?;
         let mut found: Option<String> = None;
@@ -339,34 +318,10 @@ impl<'t, 's> Bindings<'t, 's> {
                         }
                     }
                 }
-                "identifier" if after => {
-                    let name = text(src, n);
-                    let is_field = n.parent().is_some_and(|p| {
-                        p.kind() == "field_expression"
-                            && p.child_by_field_name("field").is_some_and(|f| f.id() == n.id())
-                    });
-                    if !is_field && let Some(ty) = py.get(name) {
-                        let (line, code) = line_of(src, n.start_byte());
-                        found = Some(format!("it uses `{name}` ({ty}) after the release point, line {line}: `{code}`"));
-                    } else if !is_field && is_c_api(name) {
-                        let (line, code) = line_of(src, n.start_byte());
-                        found = Some(format!(
-                            "it calls the Python C API (`{name}`) after the release point, line {line}: `{code}`"
-                        ));
-                    }
-                }
+                "identifier" if after => found = identifier_hazard(src, n, &py),
                 "qualified_identifier" if after => {
-                    let t: String = text(src, n).split_whitespace().collect();
-                    if let Some(rest) =
-                        ["py::", "pybind11::", "nb::", "nanobind::"].iter().find_map(|ns| t.strip_prefix(ns))
-                    {
-                        let name: String = rest.chars().take_while(|c| c.is_alphanumeric() || *c == '_').collect();
-                        if name == "gil_scoped_acquire" {
-                            found = Some("it re-acquires the GIL itself (`gil_scoped_acquire`); the statements it covers are not followed".into());
-                        } else if !SAFE_PY_NAMES.contains(&name.as_str()) {
-                            let (line, code) = line_of(src, n.start_byte());
-                            found = Some(format!("it uses `{t}` after the release point, line {line}: `{code}`"));
-                        }
+                    if let Some(h) = namespace_hazard(src, n) {
+                        found = h;
                         return false;
                     }
                 }
@@ -391,6 +346,72 @@ impl<'t, 's> Bindings<'t, 's> {
         });
         found
     }
+}
+
+/// The Python-typed parameters of `func`: (name, type).
+fn python_parameters(src: &str, func: Node) -> Vec<(String, String)> {
+    let params = func.child_by_field_name("declarator").and_then(|d| {
+        let mut n = d;
+        for _ in 0..4 {
+            if let Some(p) = n.child_by_field_name("parameters") {
+                return Some(p);
+            }
+            n = n.child_by_field_name("declarator")?;
+        }
+        None
+    });
+    let mut out = Vec::new();
+    if let Some(params) = params {
+        let mut c = params.walk();
+        for p in params.named_children(&mut c) {
+            let Some(ty) = p.child_by_field_name("type") else { continue };
+            if python_type(text(src, ty))
+                && let Some(n) = p.child_by_field_name("declarator").and_then(|d| declared_name(src, d))
+            {
+                out.push((n.to_string(), squash(text(src, ty))));
+            }
+        }
+    }
+    out
+}
+
+/// Why the identifier `n` after the release point needs the GIL: a
+/// Python-typed name of `py` or the Python C API (a field name is neither).
+fn identifier_hazard(src: &str, n: Node, py: &HashMap<String, String>) -> Option<String> {
+    let name = text(src, n);
+    let is_field = n.parent().is_some_and(|p| {
+        p.kind() == "field_expression" && p.child_by_field_name("field").is_some_and(|f| f.id() == n.id())
+    });
+    if is_field {
+        return None;
+    }
+    let at = || line_of(src, n.start_byte());
+    if let Some(ty) = py.get(name) {
+        let (line, code) = at();
+        Some(format!("it uses `{name}` ({ty}) after the release point, line {line}: `{code}`"))
+    } else if is_c_api(name) {
+        let (line, code) = at();
+        Some(format!("it calls the Python C API (`{name}`) after the release point, line {line}: `{code}`"))
+    } else {
+        None
+    }
+}
+
+/// For a qualified name in a Python binding namespace (`py::`, `nb::`, ...)
+/// after the release point: `Some` with why it needs the GIL (`None` for its
+/// C++ exception classes); `None` for any other namespace.
+fn namespace_hazard(src: &str, n: Node) -> Option<Option<String>> {
+    let t: String = text(src, n).split_whitespace().collect();
+    let rest = ["py::", "pybind11::", "nb::", "nanobind::"].iter().find_map(|ns| t.strip_prefix(ns))?;
+    let name: String = rest.chars().take_while(|c| c.is_alphanumeric() || *c == '_').collect();
+    Some(if name == "gil_scoped_acquire" {
+        Some("it re-acquires the GIL itself (`gil_scoped_acquire`); the statements it covers are not followed".into())
+    } else if !SAFE_PY_NAMES.contains(&name.as_str()) {
+        let (line, code) = line_of(src, n.start_byte());
+        Some(format!("it uses `{t}` after the release point, line {line}: `{code}`"))
+    } else {
+        None
+    })
 }
 
 fn is_c_api(name: &str) -> bool {

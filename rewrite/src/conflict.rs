@@ -7,7 +7,7 @@
 
 use std::ops::Range;
 
-use kidiom_patterns::matcher::{Edit, SiteEdits};
+use crate::matcher::{Edit, SiteEdits};
 
 /// The edits of the sites that can be applied together this round, and
 /// how many sites they are.

@@ -1,15 +1,15 @@
-//! Errors of applying rewrites.
+//! Errors of compiling, applying and writing rewrites.
 
 use std::path::PathBuf;
 
-/// Why a rewrite could not be made, written or committed. Messages are
+/// Why a rewrite could not be made or written. Messages are
 /// lowercase and one line.
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
 pub enum Error {
     /// The pattern cannot be used (does not parse, has no rewrite).
     #[error(transparent)]
-    Pattern(#[from] kidiom_patterns::matcher::MatchError),
+    Pattern(#[from] crate::matcher::MatchError),
     /// The rewritten text has more parse errors than the original.
     #[error("{pattern} on {path}: the rewrite adds a parse error; dropped")]
     NewParseError {
@@ -77,31 +77,10 @@ pub enum Error {
         /// The failure (in the message, so not also a `source()`).
         cause: std::io::Error,
     },
-    /// A git operation failed.
-    #[error("git: {context}: {cause}")]
-    Git {
-        /// What was being done.
-        context: String,
-        /// What libgit2 said (in the message, so not also a `source()`).
-        cause: git2::Error,
-    },
-    /// The review branch cannot take the commit.
-    #[error("review branch {branch}: {reason}")]
-    Branch {
-        /// The branch name.
-        branch: String,
-        /// Why.
-        reason: String,
-    },
 }
 
 /// A result whose error defaults to [`Error`].
 pub type Result<T, E = Error> = std::result::Result<T, E>;
-
-pub(crate) fn git(context: impl Into<String>) -> impl FnOnce(git2::Error) -> Error {
-    let context = context.into();
-    move |cause| Error::Git { context, cause }
-}
 
 #[cfg(test)]
 mod tests {

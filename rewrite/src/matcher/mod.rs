@@ -8,18 +8,17 @@
 //!
 //! [`Template`] parses a pattern with the target's own grammar; [`find`]
 //! lists the sites of a parsed file that match it; [`Rewrite`] turns a
-//! catalog pattern's `before`/`after` pair into [`Edit`]s at each site that
-//! lacks the idiom. [`ApplyCheck`] puts a mined edit rule to this matcher
-//! on its own training examples, for history mining.
+//! [`RewriteSpec`](crate::RewriteSpec)'s `before`/`after` pair into [`Edit`]s at each site that
+//! lacks the idiom.
 
-mod binding;
-mod check;
+pub(crate) mod binding;
+mod index;
 mod rewrite;
 pub mod roles;
+mod splice;
 mod template;
 
-use std::cell::RefCell;
-use std::collections::{BTreeMap, HashMap};
+use std::collections::BTreeMap;
 use std::ops::Range;
 use std::rc::Rc;
 
@@ -27,10 +26,12 @@ use kidiom_syntax::{KernelKind, kernel_ranges};
 use tree_sitter::{Node, Tree};
 
 pub use binding::Refusal;
-pub use check::ApplyCheck;
-pub use rewrite::{Edit, Rewrite, SiteEdits, apply_edits, edited_tree, usable_value};
+pub use rewrite::Rewrite;
+pub use splice::{Edit, SiteEdits, apply_edits, edited_tree};
 pub use template::Template;
 
+use index::site_index;
+pub(crate) use index::tl_spellings;
 use template::{Hole, PNode, Shape, is_comment};
 
 /// Why a pattern cannot be used.
@@ -100,120 +101,6 @@ pub fn find(t: &Template, src: &str, tree: &Tree, scope: Scope) -> Vec<Match> {
     let mut out = Vec::new();
     for_each_site(t, src, tree, scope, |_, m| out.push(m));
     out
-}
-
-/// The nodes of one parsed text that a pattern may match at: inside a
-/// kernel and outside error subtrees, grouped by kind, in pre-order.
-struct SiteIndex {
-    key: TreeKey,
-    /// Node kind id -> (start, end) of each node, in pre-order.
-    by_kind: HashMap<u16, Vec<(usize, usize)>>,
-    /// How the file spells Triton's language module other than `tl`
-    /// (`T` after `import triton.language as T`, `triton.language`).
-    tl_names: Rc<Vec<String>>,
-}
-
-/// The spellings of `triton.language` a Python file's imports give it,
-/// other than `tl` itself; `tl.math` and `<name>.math` are spellings of it
-/// too for the functions `triton.language.math` re-exports.
-pub(crate) fn tl_spellings(src: &str, root: Node) -> Vec<String> {
-    let mut out: Vec<String> = vec!["tl.math".into()];
-    let mut c = root.walk();
-    for stmt in root.named_children(&mut c) {
-        let t = |n: Node| src.get(n.byte_range()).unwrap_or("").split_whitespace().collect::<String>();
-        match stmt.kind() {
-            "import_statement" => {
-                let mut cc = stmt.walk();
-                for name in stmt.children_by_field_name("name", &mut cc) {
-                    match name.kind() {
-                        "aliased_import" => {
-                            if let (Some(n), Some(a)) =
-                                (name.child_by_field_name("name"), name.child_by_field_name("alias"))
-                                && t(n) == "triton.language"
-                            {
-                                out.push(t(a));
-                            }
-                        }
-                        _ if t(name) == "triton" || t(name) == "triton.language" => out.push("triton.language".into()),
-                        _ => {}
-                    }
-                }
-            }
-            "import_from_statement" => {
-                let Some(module) = stmt.child_by_field_name("module_name") else { continue };
-                if t(module) != "triton" {
-                    continue;
-                }
-                let mut cc = stmt.walk();
-                for name in stmt.children_by_field_name("name", &mut cc) {
-                    if name.kind() == "aliased_import"
-                        && let (Some(n), Some(a)) =
-                            (name.child_by_field_name("name"), name.child_by_field_name("alias"))
-                        && t(n) == "language"
-                    {
-                        out.push(t(a));
-                    } else if t(name) == "language" {
-                        out.push("language".into());
-                    }
-                }
-            }
-            _ => {}
-        }
-    }
-    let extra: Vec<String> =
-        out.iter().filter(|n| *n != "tl" && *n != "tl.math").map(|n| format!("{n}.math")).collect();
-    out.extend(extra);
-    out.retain(|n| n != "tl");
-    out.sort();
-    out.dedup();
-    out
-}
-
-thread_local! {
-    /// The index of the last tree asked about: applying a catalog to one file
-    /// asks once per pattern, and walking the whole tree per pattern (and
-    /// finding its kernels again) was most of the time.
-    static LAST_INDEX: RefCell<Option<Rc<SiteIndex>>> = const { RefCell::new(None) };
-}
-
-/// Identifies a (language, text, tree) triple cheaply: the tree's root and
-/// its size, the text's address and length, and a hash of the text's ends.
-type TreeKey = (kidiom_syntax::Lang, usize, usize, usize, usize, u64);
-
-fn tree_key(lang: kidiom_syntax::Lang, src: &str, tree: &Tree) -> TreeKey {
-    use std::hash::{Hash, Hasher};
-    let mut h = std::collections::hash_map::DefaultHasher::new();
-    let b = src.as_bytes();
-    b[..b.len().min(256)].hash(&mut h);
-    b[b.len().saturating_sub(256)..].hash(&mut h);
-    let root = tree.root_node();
-    (lang, root.id(), root.descendant_count(), src.as_ptr() as usize, src.len(), h.finish())
-}
-
-fn site_index(lang: kidiom_syntax::Lang, src: &str, tree: &Tree) -> Rc<SiteIndex> {
-    let key = tree_key(lang, src, tree);
-    if let Some(ix) = LAST_INDEX.with(|c| c.borrow().as_ref().filter(|ix| ix.key == key).cloned()) {
-        return ix;
-    }
-    let kernels: Vec<Range<usize>> =
-        kernel_ranges(lang, src, tree).into_iter().filter(|k| k.kind != KernelKind::Binding).map(|k| k.range).collect();
-    let mut by_kind: HashMap<u16, Vec<(usize, usize)>> = HashMap::new();
-    let root = tree.root_node();
-    kidiom_syntax::preorder(root, |node| {
-        let (start, end) = (node.start_byte(), node.end_byte());
-        let inside = kernels.iter().any(|k| k.start <= start && end <= k.end);
-        if inside && !node.is_error() && !node.is_missing() {
-            by_kind.entry(node.kind_id()).or_default().push((start, end));
-        }
-        // Error subtrees are not matched into; subtrees with no kernel are skipped.
-        let overlaps = kernels.iter().any(|k| k.start < end && start < k.end);
-        (overlaps || node == root) && !node.is_error()
-    });
-    let tl_names =
-        Rc::new(if lang == kidiom_syntax::Lang::Python { tl_spellings(src, tree.root_node()) } else { Vec::new() });
-    let ix = Rc::new(SiteIndex { key, by_kind, tl_names });
-    LAST_INDEX.with(|c| *c.borrow_mut() = Some(ix.clone()));
-    ix
 }
 
 /// The kinds a template's root can have; `None` when any node may match.
@@ -713,7 +600,7 @@ mod tests {
         assert_eq!(sites("tl.dot($$$ARGS)"), ["T.dot(a, a)"], "a from-import (`dot`) is not rewritten");
         assert_eq!(sites("tl.exp($X)"), ["T.math.exp(b)", "tl.math.exp(b)"], "`U` is not triton.language");
         // the rewrite keeps the file's spelling, and a rewritten site is not found again
-        let p = crate::model::Pattern::usage(
+        let p = crate::RewriteSpec::usage(
             "p",
             Lang::Python,
             "tl.dot($$$ARGS)",
@@ -790,6 +677,7 @@ mod properties {
     use proptest::prelude::*;
 
     use super::*;
+    use crate::testutil::mutate;
 
     const TRITON: &str = "import triton\nimport triton.language as tl\n\n\n@triton.jit\ndef k(x, y, o, T, BT: tl.constexpr):\n    i = tl.program_id(0)\n    a = tl.load(x + i * BT + tl.arange(0, BT), mask=i < T, other=0.0)\n    b = tl.dot(a, tl.trans(a), input_precision=\"tf32\")\n    c = tl.exp(b) * tl.sum(a[:, None], axis=0)\n    tl.store(o + i, c.to(tl.float16), mask=i < T)\n\n\ndef launch(x, o):\n    k[(1,)](x, x, o, 1, BT=16)\n";
     const CUDA: &str = "#include <cuda_runtime.h>\n__device__ __forceinline__ float twice(float x) { return 2.0f * x; }\nextern \"C\" __global__ void __launch_bounds__(128) k(const float* __restrict__ x, float* o, int n) {\n    int i = blockIdx.x * blockDim.x + threadIdx.x;\n#pragma unroll\n    for (int j = 0; j < 4; j++) { if (i < n) o[i] = __expf(twice(x[i])) + __ldg(&x[j]); }\n}\n";
@@ -804,17 +692,6 @@ mod properties {
         (Lang::Cuda, "$R $F($$$PARAMS) { $$$BODY }"),
         (Lang::Cuda, "for ($$$H) { $$$B }"),
     ];
-
-    /// `src` with `edits` applied: (position, length to remove, text to insert), on char boundaries.
-    fn mutate(src: &str, edits: &[(usize, usize, String)]) -> String {
-        let mut chars: Vec<char> = src.chars().collect();
-        for (at, del, ins) in edits {
-            let at = at % (chars.len() + 1);
-            let end = (at + del % 8).min(chars.len());
-            chars.splice(at..end, ins.chars());
-        }
-        chars.into_iter().collect()
-    }
 
     fn edits() -> impl Strategy<Value = Vec<(usize, usize, String)>> {
         prop::collection::vec((any::<usize>(), any::<usize>(), "[(){}\\[\\]:,.@$#\"'=+*/ \n\tabxy0-9_]{0,6}"), 0..8)
