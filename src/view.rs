@@ -2,7 +2,7 @@
 //! record is laid out as rows, whoever draws them. The service layer
 //! (`ops`) returns records; it lays nothing out.
 
-use kidiom_patterns::record::SiteSummary;
+use kidiom_catalog::record::SiteSummary;
 use kidiom_validator::sitesearch::SiteSearch;
 
 /// A site search's front as table rows (for `review`, its HTML page and

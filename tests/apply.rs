@@ -6,7 +6,7 @@ use std::collections::BTreeSet;
 use std::path::Path;
 use std::process::Command;
 
-use kidiom_patterns::Pattern;
+use kidiom_catalog::Pattern;
 use kidiom_rewrite::{Rewrite, RewriteSpec};
 use kidiom_syntax::Lang;
 
@@ -405,7 +405,7 @@ fn review_and_accept_commit_on_the_review_branch() {
     assert!(err.contains("is not validated") && err.contains("--force"), "{err}");
     assert!(repo.find_branch("kidiom/review", git2::BranchType::Local).is_err(), "nothing committed");
     // a verdict short of accepted is refused with the verdict and its reason
-    let cat = kidiom_patterns::Catalog::open(&db).expect("catalog");
+    let cat = kidiom_catalog::Catalog::open(&db).expect("catalog");
     for (kind, gate, reason) in [
         ("needs-gpu", None, "syntax, static, correctness passed; speed needs a GPU"),
         ("rejected", Some("correctness"), "1 failure: o rel_l2 1.2e-01 > 5.0e-03"),
@@ -413,8 +413,7 @@ fn review_and_accept_commit_on_the_review_branch() {
     ] {
         let ev =
             serde_json::json!({"verdict": {"kind": kind, "gate": gate, "reason": reason, "log": null, "flags": []}});
-        cat.set_candidate_evidence(&id, &kidiom_patterns::record::StoredEvidence::decode(ev.clone()))
-            .expect("evidence");
+        cat.set_candidate_evidence(&id, &kidiom_catalog::record::StoredEvidence::decode(ev.clone())).expect("evidence");
         let out = env.run(&["accept", &id, "--db", dbs]);
         assert_eq!(out.status.code(), Some(2), "{kind}");
         let err = String::from_utf8_lossy(&out.stderr);
@@ -465,9 +464,9 @@ fn accept_refuses_a_changed_target() {
     // an accepted verdict needs no --force; the changed target still stops it
     let ev =
         serde_json::json!({"verdict": {"kind": "accepted", "gate": null, "reason": "1.3x", "log": null, "flags": []}});
-    kidiom_patterns::Catalog::open(&db)
+    kidiom_catalog::Catalog::open(&db)
         .expect("catalog")
-        .set_candidate_evidence(&id, &kidiom_patterns::record::StoredEvidence::decode(ev.clone()))
+        .set_candidate_evidence(&id, &kidiom_catalog::record::StoredEvidence::decode(ev.clone()))
         .expect("evidence");
     let out = env.run(&["accept", &id, "--db", db.to_str().expect("utf8")]);
     assert_eq!(out.status.code(), Some(2));
@@ -488,9 +487,9 @@ fn an_accepted_verdict_commits_without_force() {
     let db = env.db();
     let ev =
         serde_json::json!({"verdict": {"kind": "accepted", "gate": null, "reason": "1.3x", "log": null, "flags": []}});
-    kidiom_patterns::Catalog::open(&db)
+    kidiom_catalog::Catalog::open(&db)
         .expect("catalog")
-        .set_candidate_evidence(&id, &kidiom_patterns::record::StoredEvidence::decode(ev.clone()))
+        .set_candidate_evidence(&id, &kidiom_catalog::record::StoredEvidence::decode(ev.clone()))
         .expect("evidence");
     let accepted = env.json(&["accept", &id, "--db", db.to_str().expect("utf8"), "--json"]);
     let repo = git2::Repository::open(env.path()).expect("repo");

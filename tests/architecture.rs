@@ -16,9 +16,9 @@ const ALLOWED: &[(&str, &[&str])] = &[
     ("exec", &[]),
     ("rewrite", &["kidiom-syntax"]),
     ("miner", &["kidiom-syntax", "kidiom-exec", "kidiom-rewrite"]),
-    ("patterns", &["kidiom-syntax", "kidiom-exec", "kidiom-rewrite", "kidiom-miner"]),
-    ("validator", &["kidiom-syntax", "kidiom-exec", "kidiom-rewrite", "kidiom-patterns"]),
-    (".", &["kidiom-syntax", "kidiom-exec", "kidiom-rewrite", "kidiom-miner", "kidiom-patterns", "kidiom-validator"]),
+    ("catalog", &["kidiom-syntax", "kidiom-exec", "kidiom-rewrite", "kidiom-miner"]),
+    ("validator", &["kidiom-syntax", "kidiom-exec", "kidiom-rewrite", "kidiom-catalog"]),
+    (".", &["kidiom-syntax", "kidiom-exec", "kidiom-rewrite", "kidiom-miner", "kidiom-catalog", "kidiom-validator"]),
 ];
 
 /// The names in the `[dependencies]` table of a Cargo.toml.
@@ -96,7 +96,7 @@ fn offending(dir: &str, needles: &[&str], except: &[&str]) -> Vec<String> {
 
 #[test]
 fn libraries_return_data_and_never_print() {
-    for dir in ["syntax/src", "exec/src", "rewrite/src", "miner/src", "patterns/src", "validator/src"] {
+    for dir in ["syntax/src", "exec/src", "rewrite/src", "miner/src", "catalog/src", "validator/src"] {
         let found = offending(dir, &["println!(", "eprintln!(", "print!(", "eprint!(", "dbg!("], &[]);
         assert!(found.is_empty(), "a library prints (return data; the CLI reports):\n{}", found.join("\n"));
     }
@@ -104,7 +104,7 @@ fn libraries_return_data_and_never_print() {
 
 #[test]
 fn the_catalog_crate_runs_nothing_and_opens_no_repository() {
-    let found = offending("patterns/src", &["git2::", "process::Command", "Command::new("], &[]);
+    let found = offending("catalog/src", &["git2::", "process::Command", "Command::new("], &[]);
     assert!(found.is_empty(), "patterns never opens a git repository or runs code:\n{}", found.join("\n"));
 }
 
@@ -119,7 +119,7 @@ fn only_the_exec_crate_starts_processes() {
     // git2 reads repositories in-process (no transports, so a clone goes through exec)
     let needles = ["Command::new(", "process::Command", ".spawn()"];
     let except: Vec<&str> = SPAWNS_OUTSIDE_EXEC.iter().map(|(f, _)| *f).collect();
-    for dir in ["rewrite/src", "miner/src", "patterns/src", "validator/src", "src"] {
+    for dir in ["rewrite/src", "miner/src", "catalog/src", "validator/src", "src"] {
         let found = offending(dir, &needles, &except);
         assert!(
             found.is_empty(),
@@ -147,7 +147,7 @@ fn the_rewrite_engine_knows_no_repository_catalog_or_miner() {
     let found: Vec<String> =
         dependencies(&repo().join("rewrite/Cargo.toml")).into_iter().filter(|d| heavy.contains(&d.as_str())).collect();
     assert!(found.is_empty(), "rewrite/Cargo.toml depends on {found:?}");
-    let found = offending("rewrite/src", &["git2::", "kidiom_patterns", "kidiom_miner"], &[]);
+    let found = offending("rewrite/src", &["git2::", "kidiom_catalog", "kidiom_miner"], &[]);
     assert!(found.is_empty(), "the engine takes a RewriteSpec, never a catalog pattern:\n{}", found.join("\n"));
 }
 
@@ -168,7 +168,7 @@ fn modules_do_not_reach_across_the_layers() {
             &[],
             "the gates judge one candidate; the site search sits beside them, driven by the validator",
         ),
-        ("patterns/src/catalog", &["kidiom_rewrite"], &[], "the catalog stores patterns; matching is the engine's"),
+        ("catalog/src/store", &["kidiom_rewrite"], &[], "the catalog stores patterns; matching is the engine's"),
         ("miner/src/history", &["crate::python::"], &[], "history shares grammar helpers, not the usage extractors"),
         (
             "src/mcp",
@@ -202,7 +202,7 @@ fn modules_do_not_reach_across_the_layers() {
 
 #[test]
 fn candidate_records_are_read_by_field_outside_their_decoder() {
-    // the stored provenance and evidence are decoded once, in patterns/src/record/; everyone else reads
+    // the stored provenance and evidence are decoded once, in catalog/src/record/; everyone else reads
     // the typed fields (the verdict and the gate figures included), never the JSON by key
     let keys = [
         "provenance[",
@@ -214,7 +214,7 @@ fn candidate_records_are_read_by_field_outside_their_decoder() {
         "[\"search\"]",
         "[\"summary\"]",
         "\"memory-roles\"",
-        // gate figures: written and read through the typed figures of patterns/src/record/figures.rs
+        // gate figures: written and read through the typed figures of catalog/src/record/figures.rs
         "metrics[",
         "metrics.get(",
         "metrics.as_object",
@@ -227,11 +227,11 @@ fn candidate_records_are_read_by_field_outside_their_decoder() {
         "[\"noise_floor\"]",
         "[\"gap\"]",
     ];
-    for dir in ["src", "patterns/src", "validator/src", "rewrite/src", "miner/src"] {
+    for dir in ["src", "catalog/src", "validator/src", "rewrite/src", "miner/src"] {
         let decoders =
-            ["patterns/src/record/evidence.rs", "patterns/src/record/provenance.rs", "patterns/src/record/figures.rs"];
+            ["catalog/src/record/evidence.rs", "catalog/src/record/provenance.rs", "catalog/src/record/figures.rs"];
         let found = offending(dir, &keys, &decoders);
-        assert!(found.is_empty(), "a candidate record read by key outside patterns/src/record/:\n{}", found.join("\n"));
+        assert!(found.is_empty(), "a candidate record read by key outside catalog/src/record/:\n{}", found.join("\n"));
     }
 }
 
@@ -278,13 +278,13 @@ fn mining_is_one_skeleton_and_patterns_are_made_in_one_place() {
     let found =
         offending("src/ops/mine", &["fn bar(", "const MAX_LISTED_SKIPS", "fn open_with_fallback("], &["mod.rs"]);
     assert!(found.is_empty(), "a mining source keeps its own copy of the run's helpers:\n{}", found.join("\n"));
-    // a mined record becomes a pattern in patterns/src/mined.rs alone; the model needs no glossary
-    let model = std::fs::read_to_string(repo().join("patterns/src/model.rs")).expect("model.rs");
+    // a mined record becomes a pattern in catalog/src/mined.rs alone; the model needs no glossary
+    let model = std::fs::read_to_string(repo().join("catalog/src/model.rs")).expect("model.rs");
     let model = model.split("#[cfg(test)]").next().unwrap_or("");
     for needle in ["glossary::", "kidiom_miner::Idiom", "impl From<Idiom>", "impl From<&Rule>", "for Pattern {"] {
         assert!(
             !model.contains(needle),
-            "patterns/src/model.rs has {needle:?}: mined records become patterns in mined.rs"
+            "catalog/src/model.rs has {needle:?}: mined records become patterns in mined.rs"
         );
     }
     let found = offending("src", &["fn to_pattern(", "Pattern {"], &[]);

@@ -52,8 +52,8 @@ fn miner() -> Vec<kidiom_miner::Error> {
     ]
 }
 
-fn patterns() -> Vec<kidiom_patterns::Error> {
-    use kidiom_patterns::Error::*;
+fn patterns() -> Vec<kidiom_catalog::Error> {
+    use kidiom_catalog::Error::*;
     let m = || "what is wrong".to_string();
     vec![
         Sqlite { path: path(), cause: rusqlite::Error::InvalidQuery },
@@ -159,7 +159,7 @@ fn every_error_variant_is_one_line_and_says_each_cause_once() {
         ("exec/src/error.rs", exec().len()),
         ("syntax/src/error.rs", syntax().len()),
         ("miner/src/error.rs", miner().len()),
-        ("patterns/src/error.rs", patterns().len()),
+        ("catalog/src/error.rs", patterns().len()),
         ("rewrite/src/error.rs", rewriter().len()),
         ("src/ops/branch.rs", review_branch().len()),
         ("validator/src/error.rs", validator().len()),

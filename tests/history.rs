@@ -682,8 +682,8 @@ fn every_mined_edit_rule_reapplies_to_its_examples_with_apply() {
     families_history(&repo);
     let report = mine(&env, &repo, &[]);
     assert!(report["stats"]["apply_checked"].as_u64().is_some_and(|n| n > 0), "{report:#}");
-    let cat = kidiom_patterns::Catalog::open(&env.db()).expect("catalog");
-    let filter = kidiom_patterns::Filter { kind: Some(kidiom_patterns::Kind::Edit), ..Default::default() };
+    let cat = kidiom_catalog::Catalog::open(&env.db()).expect("catalog");
+    let filter = kidiom_catalog::Filter { kind: Some(kidiom_catalog::Kind::Edit), ..Default::default() };
     let rules = cat.list(&filter).expect("list");
     assert!(rules.len() >= 6, "{:#?}", rules.iter().map(|p| (&p.before, &p.after)).collect::<Vec<_>>());
     assert!(!rules.iter().any(|p| p.before.contains("other=0.0, mask=")), "the reordering cannot be applied");

@@ -15,8 +15,8 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
-use kidiom_patterns::record::{Provenance, StoredEvidence};
-use kidiom_patterns::{
+use kidiom_catalog::record::{Provenance, StoredEvidence};
+use kidiom_catalog::{
     Candidate, CandidateStatus, Catalog, CommitRef, IdiomExample, Lang, Pattern, Support, ValueCount,
 };
 use serde_json::{Value, json};

@@ -4,8 +4,8 @@
 
 use std::path::{Path, PathBuf};
 
-use kidiom_patterns::record::{Provenance, StoredEvidence};
-use kidiom_patterns::{Candidate, CandidateStatus, Catalog};
+use kidiom_catalog::record::{Provenance, StoredEvidence};
+use kidiom_catalog::{Candidate, CandidateStatus, Catalog};
 use serde_json::Value;
 
 use crate::util::Env;

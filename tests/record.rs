@@ -2,8 +2,8 @@
 //! written by kidiom at 727025a): every field reads through the typed record,
 //! and `kidiom review` prints what that version printed (tests/fixtures/record-v1/).
 
-use kidiom_patterns::record::{Gate, GateStatus, Origin, SearchOrigin, StoredEvidence, VerdictKind};
-use kidiom_patterns::{Candidate, CandidateStatus, Catalog};
+use kidiom_catalog::record::{Gate, GateStatus, Origin, SearchOrigin, StoredEvidence, VerdictKind};
+use kidiom_catalog::{Candidate, CandidateStatus, Catalog};
 
 use crate::project::repo;
 use crate::util::Env;
@@ -29,7 +29,7 @@ fn every_field_of_an_old_record_reads_typed() {
     assert_eq!(cands.len(), 5);
     for c in &cands {
         let hash = &c.id[c.id.len() - 8..];
-        assert_eq!(kidiom_patterns::record::candidate_id(&c.pattern_id, &c.path, &c.diff), c.id, "one id function");
+        assert_eq!(kidiom_catalog::record::candidate_id(&c.pattern_id, &c.path, &c.diff), c.id, "one id function");
         assert_eq!(hash.len(), 8);
     }
 
@@ -94,7 +94,7 @@ fn every_field_of_an_old_record_reads_typed() {
 
     // a host target accepted by the CPU speed gate, placed by Ray
     let host = by_id(&cands, "cpp-gil-release-around-copy@");
-    assert_eq!(host.status, CandidateStatus::Validated);
+    assert_eq!(host.status, CandidateStatus::Passed);
     let e = host.evidence.evidence().expect("record");
     assert!(e.verdict.is_accepted());
     let speed = e.gate(Gate::Speed).expect("speed");

@@ -12,7 +12,7 @@
 use std::path::{Path, PathBuf};
 use std::time::Instant;
 
-use kidiom_patterns::{CandidateStatus, Catalog};
+use kidiom_catalog::{CandidateStatus, Catalog};
 use serde_json::Value;
 
 use crate::project::*;

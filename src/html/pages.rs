@@ -5,8 +5,8 @@
 use std::collections::BTreeMap;
 
 use askama::Template;
-use kidiom_patterns::record::{CompileFigures, Provenance, SearchOrigin, StoredEvidence};
-use kidiom_patterns::{Candidate, CorpusRow, Pattern};
+use kidiom_catalog::record::{CompileFigures, Provenance, SearchOrigin, StoredEvidence};
+use kidiom_catalog::{Candidate, CorpusRow, Pattern};
 use kidiom_validator::{Evidence, Gate, GateRecord};
 use serde_json::Value;
 

@@ -15,8 +15,8 @@ use std::path::Path;
 
 use super::branch::{self, ReviewCommit};
 use anyhow::{Context, Result, bail};
-use kidiom_patterns::record::VerdictKind;
-use kidiom_patterns::{Candidate, CandidateStatus, Catalog};
+use kidiom_catalog::record::VerdictKind;
+use kidiom_catalog::{Candidate, CandidateStatus, Catalog};
 use kidiom_syntax::blob_id;
 
 /// The commit message: subject, rationale, then `Kidiom-*` trailers.
@@ -68,7 +68,7 @@ pub(crate) fn refusal(c: &Candidate) -> Option<String> {
 /// `accepted` or `force` is set.
 pub(crate) fn accept(cat: &Catalog, root: &Path, id: &str, branch: &str, force: bool) -> Result<(String, String)> {
     let c = super::candidates::find_one(cat, id)?;
-    if c.status == CandidateStatus::Accepted {
+    if c.status == CandidateStatus::Committed {
         bail!("{} is already accepted ({})", c.id, c.commit_id.as_deref().unwrap_or("no commit recorded"));
     }
     if !force && let Some(why) = refusal(&c) {
@@ -92,6 +92,6 @@ pub(crate) fn accept(cat: &Catalog, root: &Path, id: &str, branch: &str, force: 
         msg.push_str(&format!("Kidiom-Forced: {}\n", why.replace('\n', " ")));
     }
     let commit = branch::commit_review(root, &ReviewCommit { branch, diff: &c.diff, message: &msg })?;
-    cat.set_candidate_status(&c.id, CandidateStatus::Accepted, Some(&commit))?;
+    cat.set_candidate_status(&c.id, CandidateStatus::Committed, Some(&commit))?;
     Ok((c.id, commit))
 }

@@ -12,8 +12,8 @@
 use std::path::{Path, PathBuf};
 
 use anyhow::{Context, Result, bail};
-use kidiom_patterns::record::Provenance;
-use kidiom_patterns::{Candidate, CandidateStatus, Catalog, Filter, Pattern};
+use kidiom_catalog::record::Provenance;
+use kidiom_catalog::{Candidate, CandidateStatus, Catalog, Filter, Pattern};
 use kidiom_rewrite::{Rewrite, RewriteSpec};
 use kidiom_syntax::{Lang, blob_id, parse_tree};
 use rayon::prelude::*;

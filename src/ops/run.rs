@@ -8,8 +8,8 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use anyhow::{Context, Result};
+use kidiom_catalog::{Candidate, Catalog, Filter, Kind, Pattern};
 use kidiom_miner::SourceKind;
-use kidiom_patterns::{Candidate, Catalog, Filter, Kind, Pattern};
 use kidiom_validator::Device;
 use serde::Serialize;
 

@@ -6,8 +6,8 @@
 //! front beside it. The search itself is `kidiom_validator::sitesearch`.
 
 use anyhow::Result;
-use kidiom_patterns::record::{Provenance, RoleSite, RolesOrigin, SearchOrigin, SiteOrigin, SiteSummary};
-use kidiom_patterns::{Candidate, Category, Pattern};
+use kidiom_catalog::record::{Provenance, RoleSite, RolesOrigin, SearchOrigin, SiteOrigin, SiteSummary};
+use kidiom_catalog::{Candidate, Category, Pattern};
 use kidiom_rewrite::{Rewrite, RewriteSpec, writable_value};
 use kidiom_syntax::{Lang, blob_id};
 use kidiom_validator::sitesearch::{Assignment, Request, Role, Rule, Site, SiteSearch};
@@ -287,7 +287,7 @@ mod tests {
 
     #[test]
     fn values_are_literals_resolved_names_or_writable_names() {
-        use kidiom_patterns::ValueCount;
+        use kidiom_catalog::ValueCount;
         let mut p = Pattern::usage("p", Lang::Python, "tl.dot($$$A)", "tl.dot($$$A, out_dtype=$V)", &["tl.float32"]);
         assert_eq!(values(&p, None, None), ["tl.float32"], "a writable name of Triton's is its own value");
         p.values = vec![
@@ -314,7 +314,7 @@ mod tests {
     #[test]
     fn quotes_are_one_value() {
         let mut p = Pattern::usage("p", Lang::Python, "tl.dot($$$A)", "tl.dot($$$A, input_precision=$V)", &["'ieee'"]);
-        p.values.push(kidiom_patterns::ValueCount {
+        p.values.push(kidiom_catalog::ValueCount {
             value: "\"ieee\"".into(),
             count: 1,
             resolved: None,

@@ -3,7 +3,7 @@
 
 use std::path::Path;
 
-use kidiom_patterns::Category;
+use kidiom_catalog::Category;
 use kidiom_syntax::blob_id;
 use serde::{Deserialize, Serialize};
 
@@ -11,7 +11,7 @@ use crate::error::{Error, Result};
 use crate::patch;
 
 /// The pattern id of a candidate that came from a patch rather than the catalog.
-pub const MANUAL_PATTERN: &str = kidiom_patterns::record::MANUAL_KIND;
+pub const MANUAL_PATTERN: &str = kidiom_catalog::record::MANUAL_KIND;
 
 /// One rewrite to validate: a unified diff against a file under the root.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -40,7 +40,7 @@ pub struct CandidateInput {
 impl CandidateInput {
     /// From a stored candidate; the category is taken from its provenance
     /// unless `category` names one (the pattern's, from the catalog).
-    pub fn from_candidate(c: &kidiom_patterns::Candidate, category: Option<Category>) -> CandidateInput {
+    pub fn from_candidate(c: &kidiom_catalog::Candidate, category: Option<Category>) -> CandidateInput {
         let category = category.or_else(|| c.provenance.category().and_then(Category::from_name));
         // the pattern's `after`, as kidiom's own apply recorded it; a manual patch has none
         let decorator_idiom = (c.pattern_id != MANUAL_PATTERN)
@@ -77,7 +77,7 @@ impl CandidateInput {
         };
         let result = patch::apply(&current, first, false)?;
         Ok(CandidateInput {
-            id: kidiom_patterns::record::candidate_id(MANUAL_PATTERN, &first.path, diff),
+            id: kidiom_catalog::record::candidate_id(MANUAL_PATTERN, &first.path, diff),
             pattern_id: MANUAL_PATTERN.into(),
             category,
             path: first.path.clone(),

@@ -150,7 +150,7 @@ pub(super) struct Item {
 /// A rule in the making: its template, the edits (item indices) it was
 /// generalized from, its bucket and how it fared in the replay; once
 /// checked by the applying matcher, the text it checked.
-pub(super) struct Candidate {
+pub(super) struct RuleCandidate {
     pub template: Template,
     pub items: Vec<usize>,
     pub bucket: u64,
@@ -261,7 +261,7 @@ impl<'a> Generalizer<'a> {
 
     /// Edit `i`'s example at the candidate's level (its enclosing statement
     /// for a lifted candidate).
-    pub(super) fn ex(&self, c: &Candidate, i: usize) -> Option<&Ex<'a>> {
+    pub(super) fn ex(&self, c: &RuleCandidate, i: usize) -> Option<&Ex<'a>> {
         if c.template.lifted { self.ctx_exs[i].as_ref() } else { self.exs[i].as_ref() }
     }
 
@@ -275,7 +275,7 @@ impl<'a> Generalizer<'a> {
     /// Buckets by shape, groups by exact change, clusters each bucket's
     /// groups by anti-unification; the clusters with enough commits whose
     /// templates every example validates are the candidates.
-    fn candidates(&self, stats: &mut GeneralizeStats) -> Vec<Candidate> {
+    fn candidates(&self, stats: &mut GeneralizeStats) -> Vec<RuleCandidate> {
         let mut buckets: HashMap<(Lang, u64), BTreeMap<u64, Vec<usize>>> = HashMap::new();
         for (i, ex) in self.exs.iter().enumerate() {
             let Some(ex) = ex else { continue };
@@ -305,7 +305,7 @@ impl<'a> Generalizer<'a> {
                 Some((*lang, *b, out))
             })
             .collect();
-        let mut cands: Vec<Candidate> = Vec::new();
+        let mut cands: Vec<RuleCandidate> = Vec::new();
         for (lang, bucket, cs) in clustered {
             for (template, members) in cs {
                 stats.clusters += 1;
@@ -318,7 +318,7 @@ impl<'a> Generalizer<'a> {
                 stats.candidates += 1;
                 let Some(valid) = self.validated(&template, &members, &self.exs, stats) else { continue };
                 let safety = Safety { validated: valid.len() as u64, ..Default::default() };
-                cands.push(Candidate { template, items: valid, bucket, lang, safety, text: None });
+                cands.push(RuleCandidate { template, items: valid, bucket, lang, safety, text: None });
             }
         }
         cands
@@ -345,7 +345,7 @@ impl<'a> Generalizer<'a> {
 
     /// Replays candidates on their training file pairs, counting true and
     /// false edits; returns each candidate's sites.
-    fn replay(&self, cands: &mut [Candidate], stats: &mut GeneralizeStats) -> Vec<Vec<safety::Site>> {
+    fn replay(&self, cands: &mut [RuleCandidate], stats: &mut GeneralizeStats) -> Vec<Vec<safety::Site>> {
         let mut pairs: BTreeMap<(usize, String, String), TrainingFile> = BTreeMap::new();
         for (ci, c) in cands.iter().enumerate() {
             for &i in &c.items {
@@ -375,7 +375,7 @@ impl<'a> Generalizer<'a> {
                 c
             })
             .collect();
-        let cands_ref: &[Candidate] = cands;
+        let cands_ref: &[RuleCandidate] = cands;
         let replay_pair = |pi: usize, near: Option<&Blob>| {
             let ((corpus, ob, nb), (_path, lang, cis)) = &pair_list[pi];
             let mine = self.made.get(&(*corpus, ob.as_str(), nb.as_str()));
@@ -437,7 +437,7 @@ impl<'a> Generalizer<'a> {
 
     /// Specializes an unsafe candidate: the safe specializations, each with
     /// its true and false edits counted from the replayed sites.
-    fn specialize(&self, c: &Candidate, sites: &[safety::Site]) -> Vec<Candidate> {
+    fn specialize(&self, c: &RuleCandidate, sites: &[safety::Site]) -> Vec<RuleCandidate> {
         let values: Vec<Vec<Option<(u64, Pat)>>> = c
             .items
             .iter()
@@ -467,7 +467,7 @@ impl<'a> Generalizer<'a> {
                     validated: kept.len() as u64,
                     missed_edits: 0,
                 };
-                Candidate { template: s.template, items: kept, bucket: c.bucket, lang: c.lang, safety, text: None }
+                RuleCandidate { template: s.template, items: kept, bucket: c.bucket, lang: c.lang, safety, text: None }
             })
             .collect()
     }
@@ -477,8 +477,8 @@ impl<'a> Generalizer<'a> {
     /// context that tells the sites the authors changed from those they did
     /// not. Returns the lifted candidates and, for each, the precision of
     /// the candidate it came from.
-    fn lift(&self, unsafe_: &[Candidate], stats: &mut GeneralizeStats) -> (Vec<Candidate>, Vec<f64>) {
-        let mut lifted: Vec<Candidate> = Vec::new();
+    fn lift(&self, unsafe_: &[RuleCandidate], stats: &mut GeneralizeStats) -> (Vec<RuleCandidate>, Vec<f64>) {
+        let mut lifted: Vec<RuleCandidate> = Vec::new();
         let mut lifted_from: Vec<f64> = Vec::new();
         for c in unsafe_ {
             let mut seen: BTreeSet<(usize, &str, u32)> = BTreeSet::new();
@@ -505,7 +505,14 @@ impl<'a> Generalizer<'a> {
                 let members: Vec<usize> = cl.groups.iter().flat_map(|&g| gs[g].clone()).collect();
                 let Some(valid) = self.validated(&template, &members, &self.ctx_exs, stats) else { continue };
                 let safety = Safety { validated: valid.len() as u64, ..Default::default() };
-                lifted.push(Candidate { template, items: valid, bucket: c.bucket, lang: c.lang, safety, text: None });
+                lifted.push(RuleCandidate {
+                    template,
+                    items: valid,
+                    bucket: c.bucket,
+                    lang: c.lang,
+                    safety,
+                    text: None,
+                });
                 lifted_from.push(c.safety.precision());
             }
         }
@@ -515,10 +522,10 @@ impl<'a> Generalizer<'a> {
     /// Replays the candidates; keeps the safe ones, specializes, lifts or
     /// drops the unsafe ones. What stays unsafe is kept only at the minimum
     /// precision, its false edits recorded.
-    fn make_safe(&self, mut cands: Vec<Candidate>, stats: &mut GeneralizeStats) -> Vec<Candidate> {
+    fn make_safe(&self, mut cands: Vec<RuleCandidate>, stats: &mut GeneralizeStats) -> Vec<RuleCandidate> {
         let sites = self.replay(&mut cands, stats);
-        let mut safe: Vec<Candidate> = Vec::new();
-        let mut unsafe_: Vec<Candidate> = Vec::new();
+        let mut safe: Vec<RuleCandidate> = Vec::new();
+        let mut unsafe_: Vec<RuleCandidate> = Vec::new();
         for (ci, c) in cands.into_iter().enumerate() {
             if c.safety.false_edits == 0 {
                 safe.push(c);
@@ -578,10 +585,10 @@ impl<'a> Generalizer<'a> {
     /// for all the candidates trained on it; files are checked in parallel.
     fn check_applied(
         &self,
-        mut cands: Vec<Candidate>,
+        mut cands: Vec<RuleCandidate>,
         engine_check: bool,
         stats: &mut GeneralizeStats,
-    ) -> Vec<Candidate> {
+    ) -> Vec<RuleCandidate> {
         let texts: Vec<Option<(String, String)>> = cands.par_iter().map(|c| rules::render(self, c)).collect();
         let values: Vec<Vec<(String, u64)>> = cands.par_iter().map(|c| rules::values(self, c)).collect();
         // (corpus, before blob, language) -> (candidate, position in its items)
@@ -643,7 +650,7 @@ impl<'a> Generalizer<'a> {
         &self,
         (corpus, blob, lang): CheckFile<'_>,
         tasks: &[(usize, usize)],
-        cands: &[Candidate],
+        cands: &[RuleCandidate],
         rule: &(dyn Fn(usize) -> Option<RuleText<'r>> + Sync),
         engine_check: bool,
     ) -> Vec<CheckOutcome> {
@@ -681,7 +688,7 @@ impl<'a> Generalizer<'a> {
 
     /// Missed edits: edits of the same bucket in a rule's training file
     /// pairs that the rule does not cover.
-    fn count_missed(&self, safe: &mut [Candidate]) {
+    fn count_missed(&self, safe: &mut [RuleCandidate]) {
         let mut by_file_bucket: HashMap<(usize, &str, &str, u64), u64> = HashMap::new();
         for (i, it) in self.items.iter().enumerate() {
             let e = self.edit(i);

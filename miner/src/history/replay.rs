@@ -12,7 +12,7 @@ use rayon::prelude::*;
 
 use super::antiunify::Template;
 use super::blobs::{Blob, BlobCache};
-use super::generalizer::{Candidate, CorpusHistory};
+use super::generalizer::{CorpusHistory, RuleCandidate};
 use super::mine::with_repo;
 use super::pattern::Binds;
 use super::safety;
@@ -23,7 +23,7 @@ use crate::corpus::CorpusFile;
 /// A training file pair's replay input: the candidates trained on it, all
 /// candidates, the commit's edits and their enclosing statements.
 pub(super) type ReplayInput<'x, 'c> =
-    (&'x [usize], &'x [Candidate], &'x [safety::Change<'c>], &'x [safety::Change<'c>]);
+    (&'x [usize], &'x [RuleCandidate], &'x [safety::Change<'c>], &'x [safety::Change<'c>]);
 
 /// Replays the candidates trained on one file pair on its before-file (blob
 /// `old` of the repository at `repo`), inside its kernels and launches.
@@ -53,7 +53,7 @@ pub(super) fn replay_file(
 /// each corpus's revision (test files left out).
 pub(super) fn count_opportunities(
     corpora: &[CorpusHistory<'_>],
-    rules: &[Candidate],
+    rules: &[RuleCandidate],
     blobs: &BlobCache,
     limits: &Limits,
 ) -> Vec<Vec<u64>> {

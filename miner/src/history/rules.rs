@@ -8,7 +8,7 @@ use kidiom_syntax::Lang;
 use serde::{Deserialize, Serialize};
 
 use super::CommitMeta;
-use super::generalizer::{Candidate, Generalizer};
+use super::generalizer::{Generalizer, RuleCandidate};
 use super::naming::{categorize, change_words, make_id, one_line, short, unique_id};
 use super::pattern::{self, Binds};
 use crate::idiom::{Category, IdiomExample, Support};
@@ -81,7 +81,7 @@ pub(super) struct CorpusName {
 pub(super) fn assemble(
     g: &Generalizer<'_>,
     corpora: &[CorpusName],
-    cands: Vec<Candidate>,
+    cands: Vec<RuleCandidate>,
     opportunities: &[Vec<u64>],
 ) -> Vec<Rule> {
     let mut rules: Vec<Rule> = Vec::new();
@@ -134,7 +134,7 @@ pub(super) fn assemble(
 
 /// A candidate's templates in ast-grep syntax, rendered from its first
 /// example; `None` when that example no longer validates.
-pub(super) fn render(g: &Generalizer<'_>, c: &Candidate) -> Option<(String, String)> {
+pub(super) fn render(g: &Generalizer<'_>, c: &RuleCandidate) -> Option<(String, String)> {
     let first = c.items.first().and_then(|&i| g.ex(c, i))?;
     let bb = c.template.validate(first)?;
     let before = pattern::render(&first.before, 0, &bb, &c.template.seq);
@@ -147,7 +147,7 @@ pub(super) fn render(g: &Generalizer<'_>, c: &Candidate) -> Option<(String, Stri
 }
 
 /// A candidate's commits, oldest first.
-fn commits_of(g: &Generalizer<'_>, c: &Candidate) -> Vec<CommitMeta> {
+fn commits_of(g: &Generalizer<'_>, c: &RuleCandidate) -> Vec<CommitMeta> {
     let mut commits: BTreeMap<(i64, String), CommitMeta> = BTreeMap::new();
     for &i in &c.items {
         let m = &g.commit(i).commit;
@@ -157,7 +157,7 @@ fn commits_of(g: &Generalizer<'_>, c: &Candidate) -> Vec<CommitMeta> {
 }
 
 /// Support per corpus that has examples of the candidate.
-fn support(g: &Generalizer<'_>, corpora: &[CorpusName], c: &Candidate, opportunities: &[u64]) -> Vec<Support> {
+fn support(g: &Generalizer<'_>, corpora: &[CorpusName], c: &RuleCandidate, opportunities: &[u64]) -> Vec<Support> {
     let mut out = Vec::new();
     for (ci, corpus) in corpora.iter().enumerate() {
         let mine: Vec<usize> = c.items.iter().copied().filter(|&i| g.items[i].corpus == ci).collect();
@@ -179,7 +179,7 @@ fn support(g: &Generalizer<'_>, corpora: &[CorpusName], c: &Candidate, opportuni
 /// Hole values: the after-only values when the rule adds some (the values
 /// a rewrite chooses from), else the values bound on the before side; the
 /// twelve most frequent.
-pub(super) fn values(g: &Generalizer<'_>, c: &Candidate) -> Vec<(String, u64)> {
+pub(super) fn values(g: &Generalizer<'_>, c: &RuleCandidate) -> Vec<(String, u64)> {
     let mut values: BTreeMap<String, u64> = BTreeMap::new();
     for &i in &c.items {
         let Some(ex) = g.ex(c, i) else { continue };
@@ -202,7 +202,7 @@ pub(super) fn values(g: &Generalizer<'_>, c: &Candidate) -> Vec<(String, u64)> {
 }
 
 /// Up to five examples, one per commit.
-fn examples(g: &Generalizer<'_>, corpora: &[CorpusName], c: &Candidate) -> Vec<IdiomExample> {
+fn examples(g: &Generalizer<'_>, corpora: &[CorpusName], c: &RuleCandidate) -> Vec<IdiomExample> {
     let mut examples = Vec::new();
     let mut used = BTreeSet::new();
     for &i in &c.items {
@@ -230,7 +230,7 @@ fn examples(g: &Generalizer<'_>, corpora: &[CorpusName], c: &Candidate) -> Vec<I
 }
 
 /// Why a rule is believed: its commits, replay and messages.
-fn rationale(c: &Candidate, commits: &[CommitMeta], support: &[Support]) -> String {
+fn rationale(c: &RuleCandidate, commits: &[CommitMeta], support: &[Support]) -> String {
     let corpora_names: Vec<&str> = support.iter().map(|s| s.corpus.as_str()).collect();
     let occurrences: u64 = support.iter().map(|s| s.occurrences).sum();
     let mut rationale = format!(

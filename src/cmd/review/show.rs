@@ -4,8 +4,8 @@
 use std::process::ExitCode;
 
 use anyhow::Result;
-use kidiom_patterns::record::{RolesOrigin, SearchOrigin, SiteOrigin, StoredEvidence};
-use kidiom_patterns::{Candidate, Catalog, Pattern};
+use kidiom_catalog::record::{RolesOrigin, SearchOrigin, SiteOrigin, StoredEvidence};
+use kidiom_catalog::{Candidate, Catalog, Pattern};
 
 use crate::{ops, output};
 

@@ -18,8 +18,8 @@ use std::path::PathBuf;
 use std::time::Instant;
 
 use anyhow::{Context, Result};
+use kidiom_catalog::{Catalog, FileOutcome, Kind, Pattern};
 use kidiom_miner::{Corpus, CorpusFile, ExtractOptions, FileFacts, FileInput, Manifest, MineConfig, Prefilter};
-use kidiom_patterns::{Catalog, FileOutcome, Kind, Pattern};
 use kidiom_syntax::{Lang, Limits, Skip, blob_id};
 use rayon::prelude::*;
 use serde::Serialize;
@@ -187,7 +187,7 @@ pub(crate) fn mine(catalog: &mut Catalog, manifests: Vec<Manifest>, opts: &MineO
 }
 
 fn mine_corpus(
-    tx: &kidiom_patterns::MineTx<'_>,
+    tx: &kidiom_catalog::MineTx<'_>,
     corpus: &Corpus,
     opts: &MineOptions,
     stored: &mut BTreeMap<(String, String), Stored>,
@@ -287,7 +287,7 @@ fn mine_corpus(
 /// Reused files keep their outcome: facts, kernel-free, or skipped with the
 /// cached reason. Then the corpus's kernels and parse errors are counted.
 fn tally_reused(
-    tx: &kidiom_patterns::MineTx<'_>,
+    tx: &kidiom_catalog::MineTx<'_>,
     corpus: &Corpus,
     still: &[&CorpusFile],
     stored: &mut BTreeMap<(String, String), Stored>,

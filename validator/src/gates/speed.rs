@@ -5,7 +5,7 @@
 
 use std::time::Instant;
 
-use kidiom_patterns::record::{GpuSpeedFigures, HostSpeedFigures, SpeedFigures};
+use kidiom_catalog::record::{GpuSpeedFigures, HostSpeedFigures, SpeedFigures};
 
 use super::launch::Prepared;
 use super::{MAX_PLAUSIBLE_SPEEDUP, SMALL_EDIT_LINES, SMALL_EDIT_SPEEDUP, Validation, stamp};

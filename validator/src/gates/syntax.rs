@@ -3,7 +3,7 @@
 use std::path::Path;
 use std::time::Instant;
 
-use kidiom_patterns::record::{FileSyntax, SyntaxFigures};
+use kidiom_catalog::record::{FileSyntax, SyntaxFigures};
 use kidiom_syntax::Lang;
 
 use super::{Touched, Validation};

@@ -229,9 +229,9 @@ impl MineTx<'_> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::catalog::Catalog;
-    use crate::catalog::tests::pattern;
     use crate::model::{Category, Lang};
+    use crate::store::Catalog;
+    use crate::store::tests::pattern;
 
     fn corpora(names: &[&str]) -> Vec<ExportedCorpus> {
         names

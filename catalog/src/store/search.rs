@@ -637,10 +637,10 @@ mod tests {
     /// usage and one edit pattern.
     fn version_3(path: &std::path::Path) {
         let conn = rusqlite::Connection::open(path).unwrap();
-        for step in &crate::catalog::schema::MIGRATIONS[..3] {
+        for step in &crate::store::schema::MIGRATIONS[..3] {
             conn.execute_batch(step).unwrap();
         }
-        conn.pragma_update(None, "application_id", crate::catalog::schema::APPLICATION_ID).unwrap();
+        conn.pragma_update(None, "application_id", crate::store::schema::APPLICATION_ID).unwrap();
         conn.pragma_update(None, "user_version", 3).unwrap();
         conn.execute_batch(
             "INSERT INTO patterns VALUES ('py-variant-exp-exp2', 'usage', 'python', 'math', '`exp2` over `exp`', 'r',

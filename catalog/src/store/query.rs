@@ -286,8 +286,8 @@ impl Reader<'_> {
 mod tests {
     use super::*;
     use crate::Error;
-    use crate::catalog::tests::pattern;
     use crate::model::Kind::{Edit, Usage};
+    use crate::store::tests::pattern;
     use kidiom_syntax::Skip;
 
     fn catalog() -> (Catalog, Vec<Pattern>) {
@@ -560,7 +560,7 @@ mod tests {
         let (mut cat, _) = catalog();
         let tx = cat.begin().unwrap();
         tx.put_corpus("fla", "git", "u", "r").unwrap();
-        let facts = crate::catalog::tests::facts(1);
+        let facts = crate::store::tests::facts(1);
         use crate::FileOutcome::*;
         tx.put_file("fla", "a.py", Lang::Python, "1", None, "f", &Parsed(facts)).unwrap();
         tx.put_file("fla", "b.py", Lang::Python, "2", None, "f", &NoKernels).unwrap();

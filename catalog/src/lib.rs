@@ -20,7 +20,7 @@
 //! `Evidence`), stored as JSON and decoded once, in that module.
 //!
 //! ```
-//! use kidiom_patterns::{Catalog, Category, Filter, Kind, Lang, Pattern};
+//! use kidiom_catalog::{Catalog, Category, Filter, Kind, Lang, Pattern};
 //!
 //! let dir = tempfile::tempdir().unwrap();
 //! let mut cat = Catalog::open(&dir.path().join(".kidiom/catalog.sqlite")).unwrap();
@@ -49,18 +49,18 @@
 //! ```
 #![deny(missing_docs)]
 
-mod catalog;
 mod error;
 pub mod export;
 pub mod glossary;
 mod mined;
 mod model;
 pub mod record;
+mod store;
 
-pub use catalog::{
+pub use error::{Error, Result};
+pub use model::{Category, CommitRef, IdiomExample, Kind, Lang, Pattern, Support, ValueCount};
+pub use store::{
     CachedFile, Candidate, CandidateStatus, Catalog, CatalogFile, CatalogStats, CorpusRow, DEFAULT_BUSY_TIMEOUT,
     EXCHANGE_FORMAT, EXCHANGE_VERSION, ExportedCorpus, FileOutcome, Filter, HistoryState, ImportReport, MineTx,
     SCHEMA_VERSION, SearchHit, StoredFacts, TermMatch, Via, Why, merge,
 };
-pub use error::{Error, Result};
-pub use model::{Category, CommitRef, IdiomExample, Kind, Lang, Pattern, Support, ValueCount};

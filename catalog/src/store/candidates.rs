@@ -18,14 +18,19 @@ pub enum CandidateStatus {
     Proposed,
     /// Written to the working tree by `apply --write`.
     Applied,
-    /// Committed on the review branch by `accept`.
-    Accepted,
+    /// Committed on the review branch by `accept` (stored and printed as
+    /// `accepted`, the command's word).
+    #[serde(rename = "accepted")]
+    #[strum(serialize = "accepted")]
+    Committed,
     /// Rejected by a reviewer or the validator.
     Rejected,
     /// Its target changed since it was proposed.
     Stale,
-    /// Every validation gate passed.
-    Validated,
+    /// Every validation gate passed (stored and printed as `validated`).
+    #[serde(rename = "validated")]
+    #[strum(serialize = "validated")]
+    Passed,
 }
 
 kidiom_syntax::named_enum!(CandidateStatus);
@@ -38,12 +43,12 @@ impl CandidateStatus {
     pub fn after(self, verdict: VerdictKind) -> Option<CandidateStatus> {
         use CandidateStatus::*;
         let next = match verdict {
-            VerdictKind::Accepted => Validated,
+            VerdictKind::Accepted => Passed,
             VerdictKind::Rejected => Rejected,
-            VerdictKind::NeedsGpu | VerdictKind::Error if matches!(self, Validated | Rejected) => Proposed,
+            VerdictKind::NeedsGpu | VerdictKind::Error if matches!(self, Passed | Rejected) => Proposed,
             VerdictKind::NeedsGpu | VerdictKind::Error => return None,
         };
-        (next != self && !matches!(self, Accepted | Stale)).then_some(next)
+        (next != self && !matches!(self, Committed | Stale)).then_some(next)
     }
 }
 
@@ -306,13 +311,13 @@ mod tests {
     fn the_latest_verdict_decides_the_status_unless_committed_or_stale() {
         use CandidateStatus as S;
         use VerdictKind as V;
-        assert_eq!(S::Proposed.after(V::Accepted), Some(S::Validated));
+        assert_eq!(S::Proposed.after(V::Accepted), Some(S::Passed));
         assert_eq!(S::Applied.after(V::Rejected), Some(S::Rejected));
-        assert_eq!(S::Validated.after(V::NeedsGpu), Some(S::Proposed));
+        assert_eq!(S::Passed.after(V::NeedsGpu), Some(S::Proposed));
         assert_eq!(S::Rejected.after(V::Error), Some(S::Proposed));
         assert_eq!(S::Proposed.after(V::NeedsGpu), None);
-        assert_eq!(S::Validated.after(V::Accepted), None);
-        assert_eq!(S::Accepted.after(V::Rejected), None);
+        assert_eq!(S::Passed.after(V::Accepted), None);
+        assert_eq!(S::Committed.after(V::Rejected), None);
         assert_eq!(S::Stale.after(V::Accepted), None);
     }
 
@@ -347,9 +352,9 @@ mod tests {
         assert_eq!(cat2.candidates(None).unwrap().len(), 2);
         assert_eq!(cat.find_candidates("p@k.py#000").unwrap().len(), 2);
         assert!(cat.find_candidates("nope").unwrap().is_empty());
-        assert!(cat.set_candidate_status("p@k.py#0001", CandidateStatus::Accepted, Some("c0ffee")).unwrap());
+        assert!(cat.set_candidate_status("p@k.py#0001", CandidateStatus::Committed, Some("c0ffee")).unwrap());
         let c = &cat.find_candidates("p@k.py#0001").unwrap()[0];
-        assert_eq!((c.status, c.commit_id.as_deref()), (CandidateStatus::Accepted, Some("c0ffee")));
+        assert_eq!((c.status, c.commit_id.as_deref()), (CandidateStatus::Committed, Some("c0ffee")));
         assert!(!cat.set_candidate_status("missing", CandidateStatus::Rejected, None).unwrap());
         let odd = StoredEvidence::decode(serde_json::json!({"verdict": "needs-gpu"}));
         assert!(cat.set_candidate_evidence("p@k.py#0002", &odd).unwrap());
