@@ -1,10 +1,13 @@
-//! The one-way data flow of docs/ARCHITECTURE.md, pinned: which workspace
-//! crates each crate may depend on, which modules may not reach into which,
-//! and the invariants that are cheap to check from the source (libraries do
-//! not print, `patterns` runs no process and opens no repository, only
-//! `exec` starts processes, the rewrite engine writes files only through
-//! `write.rs` and opens no repository). A change that breaks one
-//! fails here with the file and line, and must change ARCHITECTURE too.
+//! The order of docs/ARCHITECTURE.md, pinned: tool crates (syntax, exec,
+//! rewrite) under the stage crates (miner, catalog, validator, the binary),
+//! a stage depending only on tool crates and earlier stages; which modules
+//! may not reach into which; and the invariants that are cheap to check from
+//! the source (nothing compiled in across crates, libraries do not print,
+//! the catalog runs no process and opens no repository, only `exec` starts
+//! processes, the rewrite engine writes files only through `write.rs`,
+//! candidate records are read by field outside their decoder). A change
+//! that breaks one fails here with the file and line, and must change
+//! ARCHITECTURE too.
 
 use std::path::{Path, PathBuf};
 
@@ -289,4 +292,35 @@ fn mining_is_one_skeleton_and_patterns_are_made_in_one_place() {
     }
     let found = offending("src", &["fn to_pattern(", "Pattern {"], &[]);
     assert!(found.is_empty(), "the binary builds patterns itself:\n{}", found.join("\n"));
+}
+
+#[test]
+fn nothing_is_compiled_in_across_crates() {
+    // a crate may embed its own files (a stylesheet, a query, a test driver), never another's:
+    // what another crate owns reaches it through that crate's API or a path it advertises
+    let crates = ["syntax", "exec", "rewrite", "miner", "catalog", "validator", "."];
+    for krate in crates {
+        let root = repo().join(krate);
+        let src = root.join("src");
+        for p in kidiom_syntax::tree_files(&src).expect("walk") {
+            if p.extension().is_none_or(|x| x != "rs") {
+                continue;
+            }
+            let text = std::fs::read_to_string(&p).expect("read");
+            for (i, line) in text.lines().enumerate() {
+                for mac in ["include_str!(\"", "include_bytes!(\""] {
+                    let Some(start) = line.find(mac) else { continue };
+                    let rest = &line[start + mac.len()..];
+                    let target = rest.split('"').next().unwrap_or("");
+                    let resolved = p.parent().expect("dir").join(target);
+                    let resolved = resolved.canonicalize().unwrap_or(resolved);
+                    let inside = resolved.starts_with(root.canonicalize().expect("crate dir"))
+                        && (krate != "."
+                            || resolved.starts_with(repo().join("src"))
+                            || resolved.starts_with(repo().join("templates")));
+                    assert!(inside, "{}:{}: compiles in {target}, which is not this crate's", p.display(), i + 1);
+                }
+            }
+        }
+    }
 }
