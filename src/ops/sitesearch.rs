@@ -79,6 +79,21 @@ pub(crate) fn hint_op(p: &Pattern) -> Option<&'static str> {
     }
 }
 
+/// The Python tree of `text` and the pattern compiled once per value.
+fn parsed_with_rewrites(
+    p: &Pattern,
+    values: &[String],
+    rel: &str,
+    text: &str,
+) -> Result<(tree_sitter::Tree, Vec<Rewrite>)> {
+    let tree = kidiom_syntax::parse_tree(Lang::Python, text)
+        .map_err(|s| anyhow::anyhow!("{rel}: {s}"))?
+        .ok_or_else(|| anyhow::anyhow!("{rel}: no grammar"))?;
+    let spec = RewriteSpec::from(p);
+    let rws = values.iter().map(|v| Rewrite::new(&spec, Some(v))).collect::<Result<_, _>>()?;
+    Ok((tree, rws))
+}
+
 /// A memory hint per access by the role of its tensor
 /// (`kidiom_rewrite::roles`): the value that suits each role,
 /// the first in histogram order; accesses without a role or a suitable
@@ -87,13 +102,7 @@ pub(crate) fn hint_op(p: &Pattern) -> Option<&'static str> {
 pub(crate) fn role_candidates(p: &Pattern, values: &[String], rel: &str, text: &str) -> Result<Vec<Candidate>> {
     use kidiom_rewrite::roles::{hint_suits, memory_accesses};
     let Some(op) = hint_op(p) else { return Ok(Vec::new()) };
-    let tree = kidiom_syntax::parse_tree(Lang::Python, text)
-        .map_err(|s| anyhow::anyhow!("{rel}: {s}"))?
-        .ok_or_else(|| anyhow::anyhow!("{rel}: no grammar"))?;
-    let rws: Vec<Rewrite> = {
-        let spec = RewriteSpec::from(p);
-        values.iter().map(|v| Rewrite::new(&spec, Some(v))).collect::<Result<_, _>>()?
-    };
+    let (tree, rws) = parsed_with_rewrites(p, values, rel, text)?;
     let Some(first) = rws.first() else { return Ok(Vec::new()) };
     let ranges = kidiom_rewrite::sites(first, text, &tree);
     let accesses = memory_accesses(text, &tree);
@@ -183,13 +192,7 @@ pub(crate) fn search_file(
     text: &str,
 ) -> Result<Option<(SiteSearch, Vec<Candidate>)>> {
     let Some(validator) = o.validator else { anyhow::bail!("no kernels/ directory: no manifest names {rel}") };
-    let tree = kidiom_syntax::parse_tree(Lang::Python, text)
-        .map_err(|s| anyhow::anyhow!("{rel}: {s}"))?
-        .ok_or_else(|| anyhow::anyhow!("{rel}: no grammar"))?;
-    let rws: Vec<Rewrite> = {
-        let spec = RewriteSpec::from(p);
-        values.iter().map(|v| Rewrite::new(&spec, Some(v))).collect::<Result<_, _>>()?
-    };
+    let (tree, rws) = parsed_with_rewrites(p, values, rel, text)?;
     let Some(first) = rws.first() else { anyhow::bail!("{} has no value to write at {rel}", p.id) };
     let ranges = kidiom_rewrite::sites(first, text, &tree);
     if ranges.is_empty() {

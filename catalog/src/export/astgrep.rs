@@ -105,62 +105,81 @@ fn rule(p: &Pattern) -> Option<AstGrepRule> {
 /// template pair: each template shape says how ast-grep finds a site that
 /// lacks the idiom. `None`: a shape a YAML rule cannot express.
 fn conditions(before: &str, after: &str, value: &str) -> Option<(String, Option<String>)> {
-    let mut conds = String::new();
     // Holes only on the after side (an added `kw=$V`) take the rewrite's
     // value; ast-grep rejects a fix that names a metavariable the rule lacks.
     if glued(before) || glued(after) {
         return None; // `$$$Atorch`: ast-grep would read one metavariable name
     }
     let unbound: Vec<String> = metavars(after).into_iter().filter(|m| !metavars(before).contains(m)).collect();
-    let mut fix = Some(match unbound.as_slice() {
+    let fix = match unbound.as_slice() {
         [] => after.to_string(),
         [one] if !value.is_empty() => after.replace(one.as_str(), value),
         _ => return None,
-    });
+    };
     if let Some(inner) = after
         .strip_prefix(before.trim_end_matches(')'))
         .and_then(|r| r.strip_suffix(")"))
         .filter(|r| r.trim_start().starts_with(','))
     {
-        // `f($$$ARGS)` -> `f($$$ARGS, kw=$V)`: the call lacks keyword `kw` anywhere.
-        let kw = inner.trim_start_matches(',').trim().split('=').next()?.trim().to_string();
-        conds.push_str(&format!("  - pattern: {}\n", q(before)));
-        let mut kws = vec![kw.clone()];
-        kws.extend(conflicting(&kw).map(str::to_string));
-        for k in &kws {
-            conds.push_str(&format!(
-                "  - not:\n      has:\n        kind: argument_list\n        has:\n          kind: keyword_argument\n          has:\n            field: name\n            regex: {}\n",
-                q(&format!("^{k}$"))
-            ));
-        }
+        Some((lacks_keyword(before, inner)?, Some(fix)))
     } else if let Some(wrap) = after.strip_prefix(before).filter(|w| w.starts_with('.')) {
-        // `f($$$ARGS)` -> `f($$$ARGS).m($V)`: the call is not already the object of `.m`.
-        let method = wrap.trim_start_matches('.').split('(').next()?.to_string();
-        conds.push_str(&format!("  - pattern: {}\n", q(before)));
-        conds.push_str(&format!(
-            "  - not:\n      inside:\n        kind: attribute\n        regex: {}\n",
-            q(&format!("\\.{method}$"))
-        ));
+        Some((lacks_method(before, wrap)?, Some(fix)))
     } else if before == "for ($$$HEAD) $BODY" {
-        let line = after.lines().next()?.trim().to_string();
-        let words: Vec<&str> = line.split_whitespace().take(2).collect();
-        conds.push_str("  - any:\n      - kind: for_statement\n      - kind: for_range_loop\n");
-        conds.push_str(&format!(
-            "  - not:\n      follows:\n        kind: preproc_call\n        regex: {}\n",
-            q(&format!("^{}\\s+{}", regex_escape(words.first()?), regex_escape(words.get(1)?)))
-        ));
-        fix = None;
+        Some((lacks_pragma(after)?, None))
     } else if let Some(qual) = before.strip_suffix(" $R $F($$$PARAMS) { $$$BODY }") {
-        let token = after.strip_suffix(before)?.trim().to_string();
-        conds.push_str("  - kind: function_definition\n");
-        conds.push_str(&format!("  - regex: {}\n", q(&format!("^[^{{]*\\b{}\\b", regex_escape(qual)))));
-        conds.push_str(&format!("  - not:\n      regex: {}\n", q(&format!("^[^{{]*\\b{}\\b", regex_escape(&token)))));
-        fix = None;
+        Some((lacks_qualifier(before, after, qual)?, None))
     } else {
         // A replacement (`tl.exp($X)` -> `tl.exp2($X * ...)`): every match is a site.
-        conds.push_str(&format!("  - pattern: {}\n", q(before)));
+        Some((format!("  - pattern: {}\n", q(before)), Some(fix)))
     }
-    Some((conds, fix))
+}
+
+/// `f($$$ARGS)` -> `f($$$ARGS, kw=$V)`: the call lacks keyword `kw` (and
+/// any keyword that conflicts with it) anywhere.
+fn lacks_keyword(before: &str, inner: &str) -> Option<String> {
+    let kw = inner.trim_start_matches(',').trim().split('=').next()?.trim().to_string();
+    let mut conds = format!("  - pattern: {}\n", q(before));
+    let mut kws = vec![kw.clone()];
+    kws.extend(conflicting(&kw).map(str::to_string));
+    for k in &kws {
+        conds.push_str(&format!(
+            "  - not:\n      has:\n        kind: argument_list\n        has:\n          kind: keyword_argument\n          has:\n            field: name\n            regex: {}\n",
+            q(&format!("^{k}$"))
+        ));
+    }
+    Some(conds)
+}
+
+/// `f($$$ARGS)` -> `f($$$ARGS).m($V)`: the call is not already the object of `.m`.
+fn lacks_method(before: &str, wrap: &str) -> Option<String> {
+    let method = wrap.trim_start_matches('.').split('(').next()?.to_string();
+    Some(format!(
+        "  - pattern: {}\n  - not:\n      inside:\n        kind: attribute\n        regex: {}\n",
+        q(before),
+        q(&format!("\\.{method}$"))
+    ))
+}
+
+/// A loop pragma: a loop not already preceded by it (no fix: ast-grep
+/// cannot insert a line before a node).
+fn lacks_pragma(after: &str) -> Option<String> {
+    let line = after.lines().next()?.trim().to_string();
+    let words: Vec<&str> = line.split_whitespace().take(2).collect();
+    Some(format!(
+        "  - any:\n      - kind: for_statement\n      - kind: for_range_loop\n  - not:\n      follows:\n        kind: preproc_call\n        regex: {}\n",
+        q(&format!("^{}\\s+{}", regex_escape(words.first()?), regex_escape(words.get(1)?)))
+    ))
+}
+
+/// A function qualifier (`__forceinline__` on `__device__` functions): a
+/// function with `qual` and without the token (no fix, as for pragmas).
+fn lacks_qualifier(before: &str, after: &str, qual: &str) -> Option<String> {
+    let token = after.strip_suffix(before)?.trim().to_string();
+    Some(format!(
+        "  - kind: function_definition\n  - regex: {}\n  - not:\n      regex: {}\n",
+        q(&format!("^[^{{]*\\b{}\\b", regex_escape(qual))),
+        q(&format!("^[^{{]*\\b{}\\b", regex_escape(&token)))
+    ))
 }
 
 /// The rule file: id, message, conditions, kernel context, fix, and the
