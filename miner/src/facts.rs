@@ -14,7 +14,7 @@ use crate::values::ValueExpr;
 ///
 /// The miner knows these mechanisms, not the idioms: which keyword, which
 /// decorator, which qualifier recurs is what mining finds out.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize, strum::VariantArray)]
 #[serde(rename_all = "kebab-case")]
 pub enum Mechanism {
     /// A keyword argument on a call (`tl.dot(a, b, input_precision="ieee")`).
