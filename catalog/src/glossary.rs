@@ -43,6 +43,9 @@ struct EntryFile {
     decoration: String,
     #[serde(default)]
     markers: Vec<String>,
+    /// What an engineer sees when the idiom is missing, in their words.
+    #[serde(default)]
+    symptoms: Vec<String>,
     text: String,
 }
 
@@ -55,6 +58,8 @@ struct Entry {
     decoration: String,
     /// Identifiers whose addition by an edit names this entry.
     markers: Vec<String>,
+    /// The mechanism, then the symptoms it cures: searched as one text, so
+    /// that a question asked from the problem finds the idiom.
     text: String,
 }
 
@@ -94,13 +99,21 @@ impl Glossary {
             if let Some(m) = e.mechanism.iter().find(|m| !file.kinds.contains_key(*m)) {
                 return Err(GlossaryError(format!("entry {:?}: unknown mechanism {m:?}", e.decoration)));
             }
+            if e.symptoms.iter().any(|s| s.trim().is_empty() || s.contains(';')) {
+                return Err(GlossaryError(format!("entry {:?}: an empty symptom, or one with a ';'", e.decoration)));
+            }
             let markers = if e.markers.is_empty() { vec![last_name(&e.decoration).to_string()] } else { e.markers };
+            let mut text = e.text.trim().to_string();
+            if !e.symptoms.is_empty() {
+                let symptoms: Vec<&str> = e.symptoms.iter().map(|s| s.trim().trim_end_matches('.')).collect();
+                text = format!("{text} What it cures: {}.", symptoms.join("; "));
+            }
             entries.push(Entry {
                 mechanisms: e.mechanism,
                 subjects: e.subjects.iter().map(|s| slug(s)).collect(),
                 decoration: slug(&e.decoration),
                 markers,
-                text: e.text.trim().to_string(),
+                text,
             });
         }
         let mut groups = Vec::new();
@@ -277,6 +290,10 @@ mod tests {
         }
         assert!(g.entries.len() >= 30, "{}", g.entries.len());
         assert!(builtin().entries.len() == g.entries.len());
+        // every family says what it cures, so questions asked from a symptom find it
+        for e in &g.entries {
+            assert!(e.text.contains(" What it cures: "), "{} has no symptoms", e.decoration);
+        }
     }
 
     fn usage(id: &str) -> String {
@@ -394,6 +411,7 @@ mod tests {
             "[kinds]\nkeyword = \"k\"\n[[entry]]\nmechanism = [\"nope\"]\ndecoration = \"x\"\ntext = \"t\"",
             "synonyms = [[\"alone\"]]",
             "synonyms = [[\"a\", \" \"]]",
+            "[[entry]]\ndecoration = \"x\"\ntext = \"t\"\nsymptoms = [\" \"]",
         ] {
             assert!(Glossary::parse(bad).is_err(), "{bad}");
         }
