@@ -745,8 +745,9 @@ fn keyword_category(k: &KeywordChange, values_only: bool) -> Option<Category> {
 /// 3. Triton keyword arguments decide next ([`keyword_category`]): a retuned
 ///    `num_warps=` is launch, an added `mask=` is `api` (what the load
 ///    reads), whatever the commit message says;
-/// 4. a conversion added or removed (`.to(x.dtype)`) changes what is
-///    computed: `api` (to a type that names an optimization, rule 2 decided);
+/// 4. a conversion or a Triton operation added or removed (`.to(x.dtype)`,
+///    `tl.trans(b)`) changes what is computed: `api` (to a type that names an
+///    optimization, rule 2 decided);
 /// 5. a function swapped for a sibling form of it is that choice
 ///    (`scale` -> `fast_scale`, `range` -> `static_range`: see
 ///    [`is_variant`]); other names swapped for other names are a rename or an
@@ -777,8 +778,13 @@ pub fn edit<'a, S: AsRef<str>>(
     if let Some(c) = keyword_category(keywords, !named(removed) && !named(added)) {
         return c;
     }
-    // A conversion (`.to(...)`) appears or disappears: the values change.
-    if removed.iter().chain(added).any(|w| w.as_ref() == "to") {
+    // A conversion (`.to(...)`) or a Triton operation (`tl.trans(...)`)
+    // appears or disappears: the values change. (`tl.exp` -> a helper's
+    // `exp` drops only the module: a migration, judged below.)
+    let op = |ws: &[S]| {
+        ws.iter().any(|w| w.as_ref() == "tl") && ws.iter().any(|w| !matches!(w.as_ref(), "tl") && !is_value(w.as_ref()))
+    };
+    if removed.iter().chain(added).any(|w| w.as_ref() == "to") || op(removed) || op(added) {
         return Category::Api;
     }
     // One function swapped for a sibling form of it (`scale` -> `fast_scale`,
@@ -966,6 +972,8 @@ mod tests {
             ),
             ("@triton.jit", "@triton.jit(do_not_specialize=$A)", &["Refactor"], Specialization),
             ("$A = tl.load($B)", "$A = tl.load($B).to(b_q.dtype)", &["cleanup"], Api),
+            ("$A += tl.dot($B, tl.trans($C))", "$A += tl.dot($B, $C)", &["cleanup"], Api),
+            ("b_o = b_a", "b_o = tl.where(m, b_a, 0)", &["Refactor"], Api),
             // Values and operators only: what most commit messages agree on.
             ("$A + $B", "$A * $B", &["Fix int32 overflow in offsets", "[NSA] int64 addressing"], Addressing),
             ("$A + $B", "$A * $B", &["Fix exp overflow", "Avoid NaN overflow"], Precision),
