@@ -2,8 +2,8 @@
 # Regenerates corpora/snapshot.json, the catalog snapshot the repository carries for machines
 # that cannot reach GitHub: every default git corpus of kidiom.toml (FLA, DeepGEMM, Mooncake)
 # as `kidiom run` mines it there -- the edit idioms of their histories (mined together, as `run`
-# mines them) and the usage idioms of the corpora with no PyPI fallback (DeepGEMM's kernels,
-# Mooncake's pybind11 bindings and their GIL handling; FLA's usage comes from its sdist) --
+# mines them) and their usage idioms (DeepGEMM's kernels, Mooncake's pybind11 bindings and their
+# GIL handling; FLA's, imported only where its sdist fallback cannot be fetched either) --
 # mined at the revisions their manifests pin, exported with
 # `kidiom catalog export --format json --snapshot` (templates, counts, values and references:
 # corpus, revision, path, line, commit id; no upstream source lines or commit messages).
@@ -27,13 +27,17 @@ trap 'rm -rf "$tmp"' EXIT
 db="$tmp/catalog.sqlite"
 
 git_corpora=(corpora/fla.toml corpora/deepgemm.toml corpora/mooncake.toml)
-"$kidiom" mine corpora/deepgemm.toml corpora/mooncake.toml --db "$db" -q
+# Usage idioms are aggregated over the corpora mined together (a decoration recurs across
+# them): mine every corpus kidiom.toml names, as `kidiom run` on a machine with GitHub does,
+# so the support rows exported below are the ones that machine gets.
+mapfile -t all_corpora < <(python3 -c 'import tomllib; print("\n".join(tomllib.load(open("kidiom.toml", "rb"))["mine"]["corpora"]))')
+"$kidiom" mine "${all_corpora[@]}" --db "$db" -q
 "$kidiom" mine --history "${git_corpora[@]}" --db "$db" -q
 # every corpus must have been read from git at its pin (a fallback would not be the same corpus)
 "$kidiom" catalog stats --db "$db" --json | python3 -c '
 import json, sys
 kinds = {c["name"]: c["kind"] for c in json.load(sys.stdin)["corpora"]}
-for name in ("deepgemm", "mooncake"):
+for name in ("fla", "deepgemm", "mooncake"):
     if kinds.get(name) != "git":
         sys.exit(f"snapshot.sh: expected {name} mined from git, got {kinds}")
 '
