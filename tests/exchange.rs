@@ -144,3 +144,44 @@ fn run_fills_in_an_unreachable_git_corpus_from_the_snapshot() {
     assert!(out.status.success());
     assert_eq!(list(&env, "run.sqlite"), shown);
 }
+
+/// The snapshot the repository ships covers every git corpus `kidiom run`
+/// mines by default, at the revision its manifest pins (its history mined),
+/// with the usage idioms of each that has no fallback to mine them from
+/// (DeepGEMM, Mooncake), so a machine without GitHub is filled in for all.
+#[test]
+fn the_shipped_snapshot_covers_every_default_git_corpus() {
+    let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR"));
+    let config: toml::Value =
+        toml::from_str(&std::fs::read_to_string(root.join("kidiom.toml")).expect("kidiom.toml")).expect("toml");
+    let snap: Value =
+        serde_json::from_str(&std::fs::read_to_string(root.join("corpora/snapshot.json")).expect("snapshot"))
+            .expect("json");
+    let corpora = config["mine"]["corpora"].as_array().expect("[mine] corpora");
+    let (mut git, mut edits) = (0, 0);
+    for c in corpora {
+        let m = kidiom_miner::Manifest::load(&root.join(c.as_str().expect("path"))).expect("manifest");
+        if m.kind != kidiom_miner::SourceKind::Git {
+            continue;
+        }
+        git += 1;
+        let pinned = m.revision.clone().expect("a git corpus of kidiom.toml is pinned");
+        let held = snap["corpora"].as_array().into_iter().flatten().find(|s| s["name"] == m.name.as_str());
+        let held = held.unwrap_or_else(|| panic!("corpora/snapshot.json has no corpus {}", m.name));
+        assert_eq!(held["revision"].as_str(), Some(pinned.as_str()), "{}", m.name);
+        let kinds: Vec<&str> = snap["patterns"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .filter(|p| p["support"].as_array().into_iter().flatten().any(|s| s["corpus"] == m.name.as_str()))
+            .filter_map(|p| p["kind"].as_str())
+            .collect();
+        if m.fallback.is_none() {
+            assert!(kinds.contains(&"usage"), "{}: no usage idioms in the snapshot", m.name);
+        }
+        edits += kinds.iter().filter(|k| **k == "edit").count();
+    }
+    assert!(git >= 3, "kidiom.toml's git corpora: {git}");
+    // Histories are mined together; a corpus may have no recurring edits of its own.
+    assert!(edits > 0, "no edit idioms in the snapshot");
+}

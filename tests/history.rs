@@ -725,3 +725,123 @@ fn every_mined_edit_rule_reapplies_to_its_examples_with_apply() {
         }
     }
 }
+
+/// One Triton kernel of the families history: each `Some` family is made.
+fn family_kernel(name: &str, made: &[&str], precision: &str) -> Vec<u8> {
+    let has = |f: &str| made.contains(&f);
+    let pick = |f: &str, yes: &str, no: &str| if has(f) { yes.to_string() } else { no.to_string() };
+    let off = pick("rename", "cu_seqlens", "offsets");
+    let dot = |slot: &str| pick(slot, &format!(", input_precision={precision}"), "");
+    format!(
+        "import triton\nimport triton.language as tl\n\n\n@triton.jit{dns}\ndef {name}(x, h, o, {off}, T: tl.constexpr):\n    \
+         i_b = tl.program_id(0){int64}\n    o_t = i_b * T + tl.arange(0, 16)\n    b_x = tl.load(x + o_t{mask})\n    \
+         b_h = tl.load(h + o_t{evict})\n    b_n = tl.load({off} + i_b)\n    b_g = tl.{exp}(b_x)\n    \
+         b_s = tl.dot(b_x, b_h{d1})\n    b_t = tl.dot(b_h, b_x{d2})\n    b_u = tl.dot(b_s, b_t{d3})\n    \
+         tl.store(o + o_t, b_s + b_t + b_u + b_g + b_n)\n\n\ndef launch_{name}(x, h, o, n, T):\n    \
+         {name}[(1,)](x, h, o, n, T)\n",
+        dns = pick("dns", "(do_not_specialize=[\"T\"])", ""),
+        int64 = pick("int64", ".to(tl.int64)", ""),
+        mask = pick("mask", ", mask=o_t < T, other=0.0", ""),
+        evict = pick("evict", ", eviction_policy=\"evict_last\"", ""),
+        exp = pick("exp2", "exp2", "exp"),
+        d1 = dot("dot1"),
+        d2 = dot("dot2"),
+        d3 = dot("dot3"),
+    )
+    .into_bytes()
+}
+
+/// Three kernels whose authors, one commit per kernel and family, add an
+/// explicit dot precision (each at one dot of three: the others they leave
+/// alone), switch `exp` to `exp2`, promote the program id to int64, stop
+/// specializing on `T`, mask a load, add an eviction hint, and rename a
+/// parameter. Some of the commits that change what the code computes are
+/// titled as refactors; the rename is titled as a fix.
+fn families_of_fla_history(repo: &Path) {
+    let kernels = ["ka", "kb", "kc"];
+    let mut made: Vec<Vec<&str>> = vec![Vec::new(); 3];
+    let precision = ["\"ieee\"", "\"ieee\"", "\"tf32x3\""];
+    let file =
+        |k: usize, made: &[&str]| (format!("{}.py", kernels[k]), Some(family_kernel(kernels[k], made, precision[k])));
+    let mut steps: Vec<OwnedStep<'_>> = vec![("init", (0..3).map(|k| file(k, &[])).collect())];
+    let families: [(&str, [&str; 3]); 7] = [
+        ("dot", ["[KDA] ieee dot for the inverse", "Refactor the dot calls", "fix drift at long context"]),
+        ("exp2", ["use exp2", "Cleanup the gate", "[Perf] exp2"]),
+        ("int64", ["fix int64 overflow", "Refactor program ids", "large batch"]),
+        ("dns", ["avoid recompiling", "Refactor the decorator", "fewer compiles"]),
+        ("mask", ["[Refactor] tidy loads", "Refactor loads", "guard the tail"]),
+        ("evict", ["keep h in L2", "Refactor: hints", "evict last"]),
+        ("rename", ["Fix the varlen kernels", "Fix varlen", "Fix"]),
+    ];
+    let messages: Vec<String> = families.iter().flat_map(|(_, m)| m.iter().map(|s| s.to_string())).collect();
+    let mut i = 0;
+    for (family, _) in &families {
+        for (k, made_k) in made.iter_mut().enumerate() {
+            // The dot family changes a different one of the three dots in each kernel.
+            let slot: &'static str = match (*family, k) {
+                ("dot", 0) => "dot1",
+                ("dot", 1) => "dot2",
+                ("dot", _) => "dot3",
+                (f, _) => {
+                    ["exp2", "int64", "dns", "mask", "evict", "rename"].into_iter().find(|x| *x == f).unwrap_or("")
+                }
+            };
+            made_k.push(slot);
+            steps.push((messages[i].as_str(), vec![file(k, made_k)]));
+            i += 1;
+        }
+    }
+    owned_history(repo, &steps);
+}
+
+#[test]
+fn each_family_its_authors_made_is_found_classified_by_what_it_does_and_shown() {
+    let env = Env::new();
+    let repo = env.path().join("repo");
+    families_of_fla_history(&repo);
+    let report = mine(&env, &repo, &[]);
+    assert_eq!(report["corpora"][0]["commits"], 22, "{report:#}");
+    let shown = edit_patterns(&env);
+    let all =
+        env.json(&["catalog", "list", "--kind", "edit", "--all", "--json", "--db", env.db().to_str().expect("utf8")]);
+    let all = all.as_array().cloned().unwrap_or_default();
+    let text = |p: &serde_json::Value, k: &str| p[k].as_str().unwrap_or("").to_string();
+    let listing = |ps: &[serde_json::Value]| -> String {
+        ps.iter()
+            .map(|p| {
+                format!("{} [{}] {} -> {}\n", text(p, "id"), text(p, "category"), text(p, "before"), text(p, "after"))
+            })
+            .collect()
+    };
+    // (family, what its rule's after-template adds, its category)
+    let families: &[(&str, &str, &str)] = &[
+        ("explicit dot precision", "input_precision=", "precision"),
+        ("exp -> exp2", "tl.exp2(", "math"),
+        ("int64 promotion", ".to(tl.int64)", "addressing"),
+        ("do_not_specialize", "do_not_specialize=", "specialization"),
+        ("mask added to a load", "mask=", "api"),
+        ("eviction hint added", "eviction_policy=", "memory"),
+    ];
+    for (family, adds, category) in families {
+        let rule =
+            shown.iter().find(|p| text(p, "after").contains(adds) && !text(p, "before").contains(adds)).unwrap_or_else(
+                || panic!("{family}: no rule shown by default; shown:\n{}all:\n{}", listing(&shown), listing(&all)),
+            );
+        assert_eq!(text(rule, "category"), *category, "{family}: {}", listing(&shown));
+        let commits = rule["commits"].as_array().map_or(0, Vec::len);
+        assert!(commits >= 2, "{family}: {commits} commits: {rule:#}");
+    }
+    // Authors gave the dot its precision at one site of three in each kernel:
+    // the rule is kept with the sites they left alone counted as false edits.
+    let dot = shown.iter().find(|p| text(p, "after").contains("input_precision=")).expect("dot rule");
+    assert_eq!(dot["commits"].as_array().map_or(0, Vec::len), 3, "{dot:#}");
+    let values: Vec<String> = dot["values"].as_array().into_iter().flatten().map(|v| text(v, "value")).collect();
+    assert!(values.contains(&"\"ieee\"".to_string()) && values.contains(&"\"tf32x3\"".to_string()), "{values:?}");
+    // The rename is mined, a refactor, and hidden unless asked for.
+    let rename = all
+        .iter()
+        .find(|p| text(p, "after").contains("cu_seqlens") && text(p, "before").contains("offsets"))
+        .unwrap_or_else(|| panic!("no rename rule:\n{}", listing(&all)));
+    assert_eq!(text(rename, "category"), "refactor", "{}", listing(&all));
+    assert!(!shown.iter().any(|p| text(p, "after").contains("cu_seqlens")), "{}", listing(&shown));
+}

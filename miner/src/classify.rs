@@ -29,6 +29,11 @@ use serde::{Deserialize, Serialize};
 
 use crate::facts::{FamilyKey, Mechanism};
 
+mod keywords;
+
+pub use keywords::KeywordChange;
+use keywords::keyword_category;
+
 /// What an idiom is for. Optimizations first; [`Category::Other`],
 /// [`Category::Api`] and [`Category::Refactor`] are not optimizations and
 /// rank below them ([`Category::rank`]).
@@ -686,31 +691,40 @@ fn is_value(w: &str) -> bool {
     w.chars().all(|c| c.is_ascii_digit()) || matches!(w, "True" | "False" | "true" | "false")
 }
 
-/// The category of an edit idiom, from the words its change `removed` and
-/// `added` (counted per occurrence, holes left out), the first words it
-/// keeps (`context`: what it is anchored on) and its commits' `messages`:
+/// The category of an edit idiom, from what its change does: the words its
+/// change `removed` and `added` (counted per occurrence, holes left out), the
+/// first words it keeps (`context`: what it is anchored on), the keyword
+/// arguments of Triton calls it adds, removes or retunes (`keywords`, from
+/// its trees) and its commits' `messages`:
 ///
 /// 1. an import statement is a refactor, whatever it imports;
 /// 2. changed words that are the names of optimization mechanisms decide
 ///    (`exp` -> `exp2`, `int32` -> `int64`, `+ input_precision="ieee"`,
 ///    `- tl.constexpr`); a name someone gave a flag (`USE_EXP2`) does not;
-/// 3. a function swapped for a sibling form of it is that choice
+/// 3. Triton keyword arguments decide next ([`keyword_category`]): a retuned
+///    `num_warps=` is launch, an added `mask=` is `api` (what the load
+///    reads), whatever the commit message says;
+/// 4. a conversion or a Triton operation added or removed (`.to(x.dtype)`,
+///    `tl.trans(b)`) changes what is computed: `api` (to a type that names an
+///    optimization, rule 2 decided);
+/// 5. a function swapped for a sibling form of it is that choice
 ///    (`scale` -> `fast_scale`, `range` -> `static_range`: see
 ///    [`is_variant`]); other names swapped for other names are a rename or an
 ///    API migration
 ///    (`offsets` -> `cu_seqlens`, `@contiguous` -> `@input_guard`, strides,
 ///    `boundary_check=` -> `mask=`);
-/// 4. names only added or only removed are plumbing (arguments, return
+/// 6. names only added or only removed are plumbing (arguments, return
 ///    values, parameters, autotuning keys: `return x, None` -> `return x,
 ///    None, None`), a refactor; unless the anchor is an optimization and
 ///    most commit messages say so too (`tl.exp(x)` -> `exp(x)`, "use fast
 ///    exp");
-/// 5. a change of values or operators only is what most commit messages
+/// 7. a change of values or operators only is what most commit messages
 ///    agree on (an optimization, or a refactor), else `Other`.
 pub fn edit<'a, S: AsRef<str>>(
     removed: &[S],
     added: &[S],
     context: &[S],
+    keywords: &KeywordChange,
     messages: impl IntoIterator<Item = &'a str>,
 ) -> Category {
     if context.first().is_some_and(|w| matches!(w.as_ref(), "from" | "import")) {
@@ -718,6 +732,19 @@ pub fn edit<'a, S: AsRef<str>>(
     }
     if let Some(c) = vote(removed.iter().chain(added).filter_map(|w| name_category(w.as_ref()))) {
         return c;
+    }
+    let named = |ws: &[S]| ws.iter().any(|w| !is_value(w.as_ref()));
+    if let Some(c) = keyword_category(keywords, !named(removed) && !named(added)) {
+        return c;
+    }
+    // A conversion (`.to(...)`) or a Triton operation (`tl.trans(...)`)
+    // appears or disappears: the values change. (`tl.exp` -> a helper's
+    // `exp` drops only the module: a migration, judged below.)
+    let op = |ws: &[S]| {
+        ws.iter().any(|w| w.as_ref() == "tl") && ws.iter().any(|w| !matches!(w.as_ref(), "tl") && !is_value(w.as_ref()))
+    };
+    if removed.iter().chain(added).any(|w| w.as_ref() == "to") || op(removed) || op(added) {
+        return Category::Api;
     }
     // One function swapped for a sibling form of it (`scale` -> `fast_scale`,
     // `expf` -> `__expf`, `range` -> `static_range`), either way.
@@ -732,9 +759,13 @@ pub fn edit<'a, S: AsRef<str>>(
             }
         }
     }
-    let named = |ws: &[S]| ws.iter().any(|w| !is_value(w.as_ref()));
     if named(removed) && named(added) {
         return Category::Refactor;
+    }
+    // The value of a keyword that is part of what the call computes changed
+    // (`mask=m` -> `mask=m & (o < T)`), and no name was swapped for another.
+    if KeywordChange::roles(&keywords.changed).any(|r| r.category == Category::Api) {
+        return Category::Api;
     }
     let agreed = messages_agree(messages);
     if named(removed) || named(added) {
@@ -770,6 +801,48 @@ mod tests {
         added.dedup();
         let context = b.iter().filter(|w| !removed.contains(w)).take(2).cloned().collect();
         (removed, added, context)
+    }
+
+    /// The keyword arguments (`name=value` after `(` or `,`) of a template,
+    /// as the history miner reads them from its trees.
+    fn keywords(before: &str, after: &str) -> KeywordChange {
+        let kws = |s: &str| -> Vec<(String, String)> {
+            let mut out = Vec::new();
+            let b = s.as_bytes();
+            for (i, _) in s.match_indices('=') {
+                let prev = i.checked_sub(1).map(|j| b[j]);
+                if matches!(prev, Some(b'=' | b'!' | b'<' | b'>' | b' ')) || b.get(i + 1) == Some(&b'=') {
+                    continue;
+                }
+                let head = &s[..i];
+                let start = head.rfind(|c: char| !(c.is_alphanumeric() || c == '_')).map_or(0, |j| j + 1);
+                let lead = head[..start].trim_end();
+                if !(lead.ends_with('(') || lead.ends_with(',')) {
+                    continue;
+                }
+                let rest = &s[i + 1..];
+                let end = rest.find([',', ')']).unwrap_or(rest.len());
+                out.push((head[start..].to_string(), rest[..end].trim().to_string()));
+            }
+            out
+        };
+        let (b, a) = (kws(before), kws(after));
+        let mut k = KeywordChange::default();
+        let names: std::collections::BTreeSet<&String> = b.iter().chain(&a).map(|(n, _)| n).collect();
+        for n in names {
+            let v = |side: &[(String, String)]| {
+                side.iter().filter(|(x, _)| x == n).map(|x| x.1.clone()).collect::<Vec<_>>()
+            };
+            let (vb, va) = (v(&b), v(&a));
+            if va.len() > vb.len() {
+                k.added.push(n.clone());
+            } else if va.len() < vb.len() {
+                k.removed.push(n.clone());
+            } else if va != vb {
+                k.changed.push(n.clone());
+            }
+        }
+        k
     }
 
     #[test]
@@ -835,6 +908,31 @@ mod tests {
                 &["GVA", "GVA"],
                 Refactor,
             ),
+            // What the edit does decides before what its commit is titled: a
+            // mask, a precision, a cache hint or a launch parameter is no refactor.
+            ("tl.load($A)", "tl.load($A, mask=$B, other=0.0)", &["[Refactor] tidy loads", "cleanup"], Api),
+            ("tl.store($A, $B)", "tl.store($A, $B, mask=$C)", &["Refactor"], Api),
+            ("tl.load($A, mask=$B)", "tl.load($A, mask=$B & (o_t < T))", &["refactor"], Api),
+            ("tl.load($A, mask=m_k)", "tl.load($A, mask=m_v)", &["rename"], Refactor),
+            ("tl.dot($A, $B)", "tl.dot($A, $B, allow_tf32=False)", &["Refactor the kernel"], Precision),
+            (
+                "tl.dot($A, $B, input_precision=\"tf32\")",
+                "tl.dot($A, $B, input_precision=\"ieee\")",
+                &["refactor"],
+                Precision,
+            ),
+            ("tl.load($A, mask=$B)", "tl.load($A, mask=$B, eviction_policy=$C)", &["Refactor"], Memory),
+            ("triton.Config({}, num_warps=4)", "triton.Config({}, num_warps=8)", &["refactor configs"], Launch),
+            (
+                "triton.Config({}, num_stages=$A)",
+                "triton.Config({}, num_stages=$A, num_warps=$B)",
+                &["cleanup"],
+                Launch,
+            ),
+            ("@triton.jit", "@triton.jit(do_not_specialize=$A)", &["Refactor"], Specialization),
+            ("$A = tl.load($B)", "$A = tl.load($B).to(b_q.dtype)", &["cleanup"], Api),
+            ("$A += tl.dot($B, tl.trans($C))", "$A += tl.dot($B, $C)", &["cleanup"], Api),
+            ("b_o = b_a", "b_o = tl.where(m, b_a, 0)", &["Refactor"], Api),
             // Values and operators only: what most commit messages agree on.
             ("$A + $B", "$A * $B", &["Fix int32 overflow in offsets", "[NSA] int64 addressing"], Addressing),
             ("$A + $B", "$A * $B", &["Fix exp overflow", "Avoid NaN overflow"], Precision),
@@ -852,7 +950,7 @@ mod tests {
         ];
         for (before, after, msgs, want) in cases {
             let (r, a, c) = change(before, after);
-            let got = edit(&r, &a, &c, msgs.iter().copied());
+            let got = edit(&r, &a, &c, &keywords(before, after), msgs.iter().copied());
             assert_eq!(got, *want, "{before:?} -> {after:?} ({msgs:?}): removed {r:?}, added {a:?}, context {c:?}");
         }
     }

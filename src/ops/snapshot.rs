@@ -1,8 +1,10 @@
 //! The shipped catalog snapshot (`corpora/snapshot.json`, made by
 //! `scripts/snapshot.sh`): what `kidiom run` imports for a git corpus it
-//! cannot reach, so that a machine without GitHub still gets FLA's and
-//! DeepGEMM's edit idioms and DeepGEMM's usage idioms, marked as from the
-//! snapshot (their corpus rows have kind `snapshot`).
+//! cannot reach, so that a machine without GitHub still gets the edit and
+//! usage idioms of every default git corpus (FLA, DeepGEMM, Mooncake; FLA's
+//! usage only where its PyPI fallback fails too), with the support rows a
+//! machine with GitHub mines, marked as from the snapshot (their corpus
+//! rows have kind `snapshot`).
 
 use std::path::Path;
 

@@ -72,6 +72,10 @@ impl CatalogFile {
                     e.snippet.clear();
                 }
                 for c in &mut p.commits {
+                    // the rationale quotes a commit's message: out with it
+                    if !c.summary.is_empty() {
+                        p.rationale = p.rationale.replace(&format!(" \"{}\"", c.summary), "");
+                    }
                     c.summary.clear();
                 }
                 p.mechanism.clear();
@@ -279,14 +283,16 @@ mod tests {
 
     #[test]
     fn a_snapshot_carries_no_upstream_text_and_only_the_corpora_asked_for() {
-        let p = pattern("a", Kind::Edit, Lang::Python, Category::Precision, &[("fla", 4), ("sg", 2)], 3.0);
+        let mut p = pattern("a", Kind::Edit, Lang::Python, Category::Precision, &[("fla", 4), ("sg", 2)], 3.0);
         assert!(!p.examples[0].snippet.is_empty() && !p.commits.is_empty());
+        p.rationale = format!("Made by hand in 1 commits, e.g. abc \"{}\". Replayed.", p.commits[0].summary);
         let f = CatalogFile::new(vec![p.clone()], corpora(&["fla"]), true);
         let q = &f.patterns[0];
         assert_eq!(q.support.len(), 1);
         assert!(q.examples.iter().all(|e| e.snippet.is_empty() && e.corpus == "fla"));
         assert!(q.commits.iter().all(|c| c.summary.is_empty() && !c.id.is_empty()));
         assert!(q.mechanism.is_empty());
+        assert!(!q.rationale.contains(&p.commits[0].summary), "{}", q.rationale);
         assert_eq!((q.before.as_str(), q.values.len()), (p.before.as_str(), p.values.len()));
         // a pattern with no support left is not exported
         assert!(CatalogFile::new(vec![p], corpora(&["other"]), true).patterns.is_empty());

@@ -19,6 +19,7 @@ use kidiom_syntax::Lang;
 use rayon::prelude::*;
 use serde::Serialize;
 
+use super::alpha;
 use super::antiunify::{self, Ex, Template};
 use super::blobs::{Blob, BlobCache};
 use super::check::{self, CheckFailure, RuleText, TrainingExample};
@@ -73,6 +74,12 @@ pub struct GeneralizeStats {
     /// Rules dropped because the applying matcher reproduced their
     /// examples in fewer than `min_commits` commits.
     pub apply_check_dropped: u64,
+    /// Unsafe candidates kept because their change only adds a per-site
+    /// hint (a precision, a cache policy), their false edits recorded.
+    pub site_hints_kept: u64,
+    /// Rules merged into another that makes the same change with other
+    /// bound names (locals, parameters).
+    pub renamed_merged: u64,
     /// Seconds spent clustering, replaying and counting opportunities.
     pub cluster_seconds: f64,
     /// Seconds spent in the safety replay.
@@ -130,6 +137,10 @@ fn run(corpora: &[CorpusHistory<'_>], cfg: &HistoryConfig, blobs: &BlobCache, en
         .map(|c| CorpusName { name: c.corpus.manifest.name.clone(), revision: c.corpus.revision.clone() })
         .collect();
     let mut rules = rules::assemble(&g, &names, safe, &opportunities);
+    rules.sort_by(|a, b| b.score.total_cmp(&a.score).then_with(|| a.id.cmp(&b.id)));
+    // The same change spelled with other local names is one rule.
+    let (mut rules, merged) = alpha::merge_renamed(rules);
+    stats.renamed_merged = merged;
     rules.sort_by(|a, b| b.score.total_cmp(&a.score).then_with(|| a.id.cmp(&b.id)));
     HistoryResult { rules, stats }
 }
@@ -568,11 +579,31 @@ impl<'a> Generalizer<'a> {
         for c in unsafe_ {
             if c.safety.precision() >= self.cfg.min_precision {
                 safe.push(c);
+            } else if self.adds_site_hint(&c) {
+                // Authors add a precision or a cache hint at the sites that
+                // need it, not at every site of the shape: the other sites are
+                // choices (the validator's site search makes them), not errors.
+                stats.site_hints_kept += 1;
+                safe.push(c);
             } else {
                 stats.unsafe_dropped += 1;
             }
         }
         safe
+    }
+
+    /// Whether a candidate's change only adds optimizing keyword arguments
+    /// to a Triton call (`input_precision=`, `allow_tf32=`, `eviction_policy=`,
+    /// `cache_modifier=`: [`crate::classify::keyword_role`]), in every example:
+    /// a per-site hint, which its authors add where they judge it pays.
+    fn adds_site_hint(&self, c: &RuleCandidate) -> bool {
+        let hint = |name: &str| {
+            crate::classify::keyword_role(name).is_some_and(|r| r.category.is_optimization() && r.caveat.is_none())
+        };
+        if c.template.added.is_empty() || !c.template.added.iter().all(|(n, _)| hint(n)) {
+            return false;
+        }
+        c.items.iter().all(|&i| self.ex(c, i).is_some_and(only_adds_keywords))
     }
 
     /// The check by the matcher that applies rules: each candidate's text
@@ -709,4 +740,22 @@ impl<'a> Generalizer<'a> {
                 .sum();
         }
     }
+}
+
+/// Whether an example's after side is its before side with keyword
+/// arguments added (and the commas between them), nothing else changed.
+fn only_adds_keywords(ex: &Ex<'_>) -> bool {
+    let values = antiunify::added_kw_values(ex);
+    if values.is_empty() {
+        return false;
+    }
+    let kws: Vec<u32> = values.iter().map(|&v| ex.after.nodes[v as usize].parent).collect();
+    let kept: Vec<&str> = (0..ex.after.nodes.len() as u32)
+        .filter(|&i| ex.after.nodes[i as usize].nkids == 0)
+        .filter(|&i| !kws.iter().any(|&k| k != super::tree::NONE && ex.after.contains(k, i)))
+        .map(|i| ex.after.text(i))
+        .filter(|t| *t != ",")
+        .collect();
+    let before: Vec<&str> = ex.before.tokens(0).into_iter().filter(|t| *t != ",").collect();
+    kept == before
 }

@@ -30,6 +30,7 @@
 //! (what a rule says about itself). `tree` and `pattern` are the trees and
 //! templates they share; the grammar facts are [`kidiom_syntax::grammar`]'s.
 
+mod alpha;
 mod antiunify;
 mod blobs;
 mod check;

@@ -6,6 +6,9 @@ use std::collections::{BTreeMap, BTreeSet};
 use kidiom_syntax::Lang;
 
 use super::CommitMeta;
+use super::antiunify::Ex;
+use super::tree::Tree;
+use crate::classify::KeywordChange;
 use crate::idiom::Category;
 
 /// Collapses whitespace runs (newlines included) to one space.
@@ -57,10 +60,64 @@ fn dedup(v: Vec<String>) -> Vec<String> {
 }
 
 /// The category of an edit rule: from the words its change removes and
-/// adds, where it is anchored, and its commits' messages (the classifier
-/// shared with usage idioms, `crate::classify::edit`).
-pub(super) fn categorize(change: &Change, commits: &[CommitMeta]) -> Category {
-    crate::classify::edit(&change.removed, &change.added, &change.context, commits.iter().map(|m| m.summary.as_str()))
+/// adds, where it is anchored, the keyword arguments of Triton calls its
+/// example changes, and its commits' messages (the classifier shared with
+/// usage idioms, `crate::classify::edit`).
+pub(super) fn categorize(change: &Change, keywords: &KeywordChange, commits: &[CommitMeta]) -> Category {
+    crate::classify::edit(
+        &change.removed,
+        &change.added,
+        &change.context,
+        keywords,
+        commits.iter().map(|m| m.summary.as_str()),
+    )
+}
+
+/// The keyword arguments of Triton's own calls (a callee spelled `tl.*` or
+/// `triton.*`) in one side of an edit: name and value text, in order. A
+/// keyword of a kernel launch or of a helper is the author's own parameter,
+/// not Triton's, and is left out.
+fn triton_keywords<'s>(t: &Tree<'s>) -> Vec<(&'s str, String)> {
+    let mut out = Vec::new();
+    for n in 0..t.nodes.len() as u32 {
+        let Some(name) = t.kw_name(n) else { continue };
+        // keyword_argument -> argument_list -> call, whose first child is the callee.
+        let call = t.nodes[n as usize].parent;
+        let call = if call == super::tree::NONE { call } else { t.nodes[call as usize].parent };
+        if call == super::tree::NONE || t.nodes[call as usize].nkids == 0 {
+            continue;
+        }
+        let callee = t.text(call + 1);
+        let head = callee.split('.').next().unwrap_or("");
+        if !matches!(head, "tl" | "triton") || !callee.contains('.') {
+            continue;
+        }
+        let value = t.kids(n).get(2).map(|&v| one_line(t.text(v))).unwrap_or_default();
+        out.push((name, value));
+    }
+    out
+}
+
+/// What an edit example does to the keyword arguments of Triton's calls:
+/// added, removed, and kept with other values.
+pub(super) fn keyword_change(ex: &Ex<'_>) -> KeywordChange {
+    let (b, a) = (triton_keywords(&ex.before), triton_keywords(&ex.after));
+    let names: BTreeSet<&str> = b.iter().chain(&a).map(|(n, _)| *n).collect();
+    let mut out = KeywordChange::default();
+    for name in names {
+        let vals = |side: &[(&str, String)]| -> Vec<String> {
+            side.iter().filter(|(n, _)| *n == name).map(|(_, v)| v.clone()).collect()
+        };
+        let (vb, va) = (vals(&b), vals(&a));
+        if va.len() > vb.len() {
+            out.added.push(name.to_string());
+        } else if va.len() < vb.len() {
+            out.removed.push(name.to_string());
+        } else if va != vb {
+            out.changed.push(name.to_string());
+        }
+    }
+    out
 }
 
 fn slug(words: &[String], max: usize) -> String {
@@ -131,7 +188,7 @@ mod tests {
         assert_eq!(make_id(Lang::Python, "", &c), "py-edit-tl-exp-to-exp2");
         let c = change_words("tl.dot($A, $B)", "tl.dot($A, $B, input_precision=\"ieee\")");
         assert_eq!(make_id(Lang::Python, "", &c), "py-edit-tl-dot-add-input-precision-ieee");
-        assert_eq!(categorize(&c, &[]), Category::Precision);
+        assert_eq!(categorize(&c, &KeywordChange::default(), &[]), Category::Precision);
         let mut ids = BTreeSet::new();
         assert_eq!(unique_id(&mut ids, "a"), "a");
         assert_eq!(unique_id(&mut ids, "a"), "a-2");

@@ -9,7 +9,7 @@ use serde::{Deserialize, Serialize};
 
 use super::CommitMeta;
 use super::generalizer::{Generalizer, RuleCandidate};
-use super::naming::{categorize, change_words, make_id, one_line, short, unique_id};
+use super::naming::{categorize, change_words, keyword_change, make_id, one_line, short, unique_id};
 use super::pattern::{self, Binds};
 use crate::idiom::{Category, IdiomExample, Support};
 
@@ -99,16 +99,9 @@ pub(super) fn assemble(
         let values = values(g, &c);
         let examples = examples(g, corpora, &c);
         let change = change_words(&before, &after);
-        let category = categorize(&change, &commits);
-        let occurrences: u64 = support.iter().map(|s| s.occurrences).sum();
-        let total = c.safety.true_edits + c.safety.false_edits;
-        let precision = if total == 0 { 1.0 } else { c.safety.true_edits as f64 / total as f64 };
-        let hinted = commits.iter().filter(|m| !m.tags.is_empty()).count() as f64 / commits.len().max(1) as f64;
-        let score = ((commits.len() as f64).ln_1p() * 2.0
-            + (occurrences as f64).ln_1p()
-            + (support.len().saturating_sub(1)) as f64)
-            * precision
-            + 0.5 * hinted;
+        let keywords = c.items.first().and_then(|&i| g.ex(&c, i)).map(keyword_change).unwrap_or_default();
+        let category = categorize(&change, &keywords, &commits);
+        let score = score(&commits, &support, &c.safety);
         let id = unique_id(&mut ids, &make_id(c.lang, &before, &change));
         let title = format!("`{}` -> `{}`", short(&before, 50), short(&after, 60));
         let rationale = rationale(&c, &commits, &support);
@@ -130,6 +123,18 @@ pub(super) fn assemble(
         });
     }
     rules
+}
+
+/// A rule's score: recurrence (commits, occurrences, corpora) times its
+/// precision on replay, plus a little for commits whose messages say why.
+pub(super) fn score(commits: &[CommitMeta], support: &[Support], safety: &Safety) -> f64 {
+    let occurrences: u64 = support.iter().map(|s| s.occurrences).sum();
+    let total = safety.true_edits + safety.false_edits;
+    let precision = if total == 0 { 1.0 } else { safety.true_edits as f64 / total as f64 };
+    let hinted = commits.iter().filter(|m| !m.tags.is_empty()).count() as f64 / commits.len().max(1) as f64;
+    ((commits.len() as f64).ln_1p() * 2.0 + (occurrences as f64).ln_1p() + (support.len().saturating_sub(1)) as f64)
+        * precision
+        + 0.5 * hinted
 }
 
 /// A candidate's templates in ast-grep syntax, rendered from its first
