@@ -99,7 +99,7 @@ pub(crate) fn index_row(c: &Candidate, href: String) -> IndexRow {
             StoredEvidence::Empty => String::new(),
         },
         status: c.status.to_string(),
-        pattern: c.pattern_id.clone(),
+        pattern: patterns_of(c),
         title: c.provenance.title().to_string(),
         category: category(c, e),
         path: c.path.clone(),
@@ -670,4 +670,10 @@ mod tests {
         let got: Vec<(&str, usize)> = f.iter().map(|f| (f.value.as_str(), f.count)).collect();
         assert_eq!(got, vec![("b", 2), ("a", 1), ("c", 1)]);
     }
+}
+
+/// The candidate's pattern, then every other pattern that proposes the same change.
+fn patterns_of(c: &Candidate) -> String {
+    let all = c.provenance.patterns();
+    if all.len() > 1 { all.join(", ") } else { c.pattern_id.clone() }
 }
