@@ -654,7 +654,8 @@ pub(crate) mod tests {
             rationale: format!("rationale of {id}"),
             mechanism: format!("mechanism of {id}"),
             before: "tl.dot($A, $B)".into(),
-            after: "tl.dot($A, $B, input_precision=$P)".into(),
+            // one rewrite per id: patterns of the same rewrite would be merged into one
+            after: format!("tl.dot($A, $B, input_precision=$P, {}=1)", id.replace(|c: char| !c.is_alphanumeric(), "_")),
             support: corpora
                 .iter()
                 .map(|(c, n)| Support {
