@@ -11,8 +11,21 @@ use tree_sitter::Node;
 
 /// Triton's scalar types, by the name after `tl.`.
 const DTYPES: &[&str] = &[
-    "int1", "int8", "int16", "int32", "int64", "uint8", "uint16", "uint32", "uint64", "float8e4nv", "float8e5",
-    "float16", "bfloat16", "float32", "float64",
+    "int1",
+    "int8",
+    "int16",
+    "int32",
+    "int64",
+    "uint8",
+    "uint16",
+    "uint32",
+    "uint64",
+    "float8e4nv",
+    "float8e5",
+    "float16",
+    "bfloat16",
+    "float32",
+    "float64",
 ];
 
 /// When every difference between `base` and `result` is a cast to the type
@@ -112,7 +125,8 @@ impl Env {
                 }
                 "assignment" | "augmented_assignment" => {
                     let left = n.child_by_field_name("left");
-                    let name = left.filter(|l| l.kind() == "identifier").and_then(|l| l.utf8_text(text.as_bytes()).ok());
+                    let name =
+                        left.filter(|l| l.kind() == "identifier").and_then(|l| l.utf8_text(text.as_bytes()).ok());
                     if let (Some(name), Some(right)) = (name, n.child_by_field_name("right")) {
                         assigns.push((name.to_string(), right));
                     }

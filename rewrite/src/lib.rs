@@ -36,11 +36,11 @@
 //! ```
 #![deny(missing_docs)]
 
+mod casts;
 mod conflict;
 mod diff;
 mod edit;
 mod error;
-mod casts;
 pub mod matcher;
 mod names;
 mod spec;
@@ -49,12 +49,12 @@ mod testutil;
 mod values;
 mod write;
 
+pub use casts::nil_casts;
 pub use conflict::resolve;
 pub use diff::{patched, unified};
 pub use edit::{Outcome, apply_edits, parse_errors, rewrite, rewrite_parsed, rewrite_sites, rewrite_with_tree, sites};
 pub use error::{Error, Result};
 pub use matcher::{Edit, MatchError, Rewrite, Scope, SiteEdits, Template, edited_tree, find, roles};
-pub use casts::nil_casts;
 pub use names::unbound_names;
 pub use spec::{RewriteSpec, SpecValue};
 pub use values::{Supported, supported_value, writable_value};

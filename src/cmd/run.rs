@@ -83,17 +83,21 @@ pub(crate) fn run(args: Args) -> Result<ExitCode> {
     if args.common.output.json {
         output::json(&shown)?;
     } else {
-        if args.verbose {
-            print_full(&shown)?;
-            output::line("")?;
-        }
         let ours: std::collections::HashSet<&str> =
             report.apply.iter().flat_map(|a| &a.candidates).map(|c| c.id.as_str()).collect();
         // as stored after validation: the verdicts of this run and of earlier ones
         let stored: Vec<kidiom_catalog::Candidate> =
             catalog.candidates(None)?.into_iter().filter(|c| ours.contains(c.id.as_str())).collect();
-        let merged = catalog.stats()?.merged;
-        for l in summary_lines(&shown, &stored, merged) {
+        if args.verbose {
+            print_full(&shown)?;
+            if !stored.is_empty() {
+                output::line("")?;
+                output::line("this run's candidates (as `kidiom review` lists them):")?;
+                super::review::print_candidates(&stored)?;
+            }
+            output::line("")?;
+        }
+        for l in summary_lines(&shown, &stored, &catalog.stats()?) {
             output::line(&l)?;
         }
     }
@@ -192,15 +196,25 @@ const SHOWN: usize = 6;
 /// per corpus, the catalog, each kernel's best candidate with its numbers,
 /// the accepted ones, what waits for a GPU with the command to run there,
 /// and where the review is. `ours` are this run's candidates as stored.
-fn summary_lines(shown: &Shown, ours: &[kidiom_catalog::Candidate], merged: u64) -> Vec<String> {
+fn summary_lines(
+    shown: &Shown,
+    ours: &[kidiom_catalog::Candidate],
+    stats: &kidiom_catalog::CatalogStats,
+) -> Vec<String> {
     let r = shown.report;
     let mut out = vec!["mined:".to_string()];
     out.extend(r.mine.corpora.iter().map(|c| format!("  {}", corpus_line(r, c))));
-    let edits = r.history.as_ref().map_or(0, |h| h.patterns);
-    let merged = if merged > 0 { format!("; {merged} merged into a pattern making the same rewrite") } else { String::new() };
-    out.push(format!("catalog: {} usage and {edits} edit patterns{merged}", r.mine.patterns));
+    let kind = |k: &str| stats.by_kind.get(k).copied().unwrap_or(0);
+    let merged = match stats.merged {
+        0 => String::new(),
+        n => format!("; {n} more merged into a pattern making the same rewrite"),
+    };
+    out.push(format!("catalog: {} usage and {} edit patterns{merged}", kind("usage"), kind("edit")));
     let Some(apply) = &r.apply else {
-        out.push(format!("top patterns: {}", r.top.iter().take(SHOWN).map(|p| p.id.as_str()).collect::<Vec<_>>().join(", ")));
+        out.push(format!(
+            "top patterns: {}",
+            r.top.iter().take(SHOWN).map(|p| p.id.as_str()).collect::<Vec<_>>().join(", ")
+        ));
         out.push("(mining only: no apply, no validation; `kidiom run` without --no-validate goes on)".into());
         return out;
     };
@@ -219,11 +233,22 @@ fn summary_lines(shown: &Shown, ours: &[kidiom_catalog::Candidate], merged: u64)
     out.push(if accepted.is_empty() { "accepted: none".into() } else { format!("accepted: {}", named(accepted)) });
     let waiting: Vec<_> = ours.iter().filter(|c| verdict_of(c) == Some(VerdictKind::NeedsGpu)).collect();
     if !waiting.is_empty() {
-        out.push(format!("waiting for a GPU: {} candidate{}", waiting.len(), if waiting.len() == 1 { "" } else { "s" }));
-        out.push("  on a GPU machine run: scripts/device-check.sh (or `kidiom validate --pending --device cuda`)".into());
+        out.push(format!(
+            "waiting for a GPU: {} candidate{}",
+            waiting.len(),
+            if waiting.len() == 1 { "" } else { "s" }
+        ));
+        out.push(
+            "  on a GPU machine run: scripts/device-check.sh (or `kidiom validate --pending --device cuda`)".into(),
+        );
     }
     out.push(match &shown.html {
-        Some(site) => format!("review: {} ({} pages); `kidiom review ID` shows a diff beside its evidence", site.index.display(), site.pages),
+        Some(site) => format!(
+            "review: {} ({} page{}); `kidiom review ID` shows a diff beside its evidence",
+            site.index.display(),
+            site.pages,
+            if site.pages == 1 { "" } else { "s" }
+        ),
         None => "review: `kidiom review` (the table), `kidiom review ID` (a diff beside its evidence), `kidiom review --html DIR --open` (the site)".into(),
     });
     out.push("the full table and evidence: `kidiom run -v` or `kidiom review`".into());
@@ -245,14 +270,11 @@ fn corpus_line(r: &ops::run::Report, c: &ops::mine::usage::CorpusReport) -> Stri
     });
     let mut line = match &c.error {
         Some(e) => format!("{}: not reachable ({})", c.name, clip(e, 70)),
-        None => format!(
-            "{} ({} {}): {} files, {} kernels",
-            c.name,
-            c.kind,
-            output::at_revision("", &c.revision).trim_start_matches('@'),
-            c.files,
-            c.kernels
-        ),
+        None => {
+            let rev: String = c.revision.chars().take(12).collect();
+            let what = if rev.is_empty() { c.kind.clone() } else { format!("{} {rev}", c.kind) };
+            format!("{} ({what}): {} files, {} kernels", c.name, c.files, c.kernels)
+        }
     };
     if let Some(h) = r.history.as_ref().and_then(|h| h.corpora.iter().find(|h| h.name == c.name)) {
         line.push_str(&match &h.error {
@@ -293,7 +315,9 @@ fn best_per_kernel(ours: &[kidiom_catalog::Candidate]) -> Vec<String> {
         let mut nums = vec![verdict_of(c).map_or("not validated".to_string(), |v| v.to_string())];
         if let Some(e) = c.evidence.evidence() {
             nums.extend(e.speed_headline());
-            nums.extend(e.prediction.as_ref().filter(|p| p.speedup.is_finite()).map(|p| format!("predicted {:.2}x", p.speedup)));
+            nums.extend(
+                e.prediction.as_ref().filter(|p| p.speedup.is_finite()).map(|p| format!("predicted {:.2}x", p.speedup)),
+            );
         }
         let also = c.provenance.also().len();
         let also = if also > 0 { format!(" (+{also} patterns, same change)") } else { String::new() };
@@ -308,5 +332,9 @@ fn best_per_kernel(ours: &[kidiom_catalog::Candidate]) -> Vec<String> {
 /// `s` cut to `n` characters.
 fn clip(s: &str, n: usize) -> String {
     let first = s.lines().next().unwrap_or("");
-    if first.chars().count() > n { format!("{}...", first.chars().take(n).collect::<String>()) } else { first.to_string() }
+    if first.chars().count() > n {
+        format!("{}...", first.chars().take(n).collect::<String>())
+    } else {
+        first.to_string()
+    }
 }

@@ -181,7 +181,9 @@ pub(crate) enum Held {
 impl Held {
     fn reason(&self, rel: &str) -> String {
         match self {
-            Held::Unbound(names) => format!("the rewrite uses {}, which {rel} neither defines nor imports", names.join(", ")),
+            Held::Unbound(names) => {
+                format!("the rewrite uses {}, which {rel} neither defines nor imports", names.join(", "))
+            }
             Held::Nil(why) => format!("the rewrite does nothing: {why}"),
         }
     }
@@ -227,7 +229,10 @@ impl HeldBack {
             parts.push(format!("{} would only cast values to the type they have", self.nil_cast));
         }
         if self.same_change > 0 {
-            parts.push(format!("{} made the same change as another (one candidate, all its patterns)", self.same_change));
+            parts.push(format!(
+                "{} made the same change as another (one candidate, all its patterns)",
+                self.same_change
+            ));
         }
         (!parts.is_empty()).then(|| format!("not proposed: {}", parts.join("; ")))
     }

@@ -44,7 +44,8 @@ fn tokens(t: &str) -> Vec<String> {
                 i += 1;
             }
         } else if c.is_ascii_alphanumeric() || c == b'_' {
-            while i < b.len() && (b[i].is_ascii_alphanumeric() || b[i] == b'_' || (b[i] == b'.' && c.is_ascii_digit())) {
+            while i < b.len() && (b[i].is_ascii_alphanumeric() || b[i] == b'_' || (b[i] == b'.' && c.is_ascii_digit()))
+            {
                 i += 1;
             }
         } else if c == b'"' || c == b'\'' {
@@ -77,7 +78,10 @@ fn canonical(p: &Pattern) -> Option<(Vec<String>, Vec<String>)> {
     let bound: BTreeSet<&String> = before.iter().filter(|t| is_hole(t) && *t != "$_").collect();
     if let Some(v) = rw.value() {
         let v = tokens(v);
-        after = after.into_iter().flat_map(|t| if is_hole(&t) && !bound.contains(&t) { v.clone() } else { vec![t] }).collect();
+        after = after
+            .into_iter()
+            .flat_map(|t| if is_hole(&t) && !bound.contains(&t) { v.clone() } else { vec![t] })
+            .collect();
     }
     let mut names: BTreeMap<String, String> = BTreeMap::new();
     let mut rename = |t: String| {
@@ -202,7 +206,8 @@ fn changes(before: &[String], after: &[String]) -> (BTreeSet<Change>, bool) {
         let holes_call = tail.first().is_some_and(|t| t == "(")
             && tail.last().is_some_and(|t| t == ")")
             && tail[1..tail.len() - 1].iter().all(|t| is_hole(t) || t == ",");
-        let anchor_holes = toks[start..s].iter().skip_while(|t| *t != "(").all(|t| is_hole(t) || "(),".contains(t.as_str()));
+        let anchor_holes =
+            toks[start..s].iter().skip_while(|t| *t != "(").all(|t| is_hole(t) || "(),".contains(t.as_str()));
         bare &= start == 0 && anchor_holes && (tail.is_empty() || holes_call);
         set.insert((shape(&toks[start..s]), del, ins, right));
     };
@@ -245,7 +250,9 @@ pub(crate) fn groups(patterns: &[Pattern]) -> Vec<(usize, Vec<usize>)> {
     let mut out = Vec::new();
     for (_, members) in by_change {
         let bare: Vec<usize> = members.iter().filter(|m| m.3).map(|m| m.0).collect();
-        if let Some(&kept) = bare.iter().min_by(|a, b| rank(a).partial_cmp(&rank(b)).unwrap_or(std::cmp::Ordering::Equal)) {
+        if let Some(&kept) =
+            bare.iter().min_by(|a, b| rank(a).partial_cmp(&rank(b)).unwrap_or(std::cmp::Ordering::Equal))
+        {
             let others = members.iter().map(|m| m.0).filter(|&i| i != kept).collect::<Vec<_>>();
             if !others.is_empty() {
                 out.push((kept, others));
@@ -382,7 +389,9 @@ impl MineTx<'_> {
             let p = fold(&all[kept], &members);
             let mut st = self
                 .tx
-                .prepare_cached("INSERT OR REPLACE INTO pattern_merges (id, into_id, kind, pattern) VALUES (?1, ?2, ?3, ?4)")
+                .prepare_cached(
+                    "INSERT OR REPLACE INTO pattern_merges (id, into_id, kind, pattern) VALUES (?1, ?2, ?3, ?4)",
+                )
                 .at(self.path)?;
             for m in std::iter::once(&all[kept]).chain(members.iter().copied()) {
                 let json = super::json(self.path, "pattern_merges", &m.id, m)?;
@@ -434,7 +443,13 @@ mod tests {
             // another value, another change
             p("e32", Kind::Edit, "i = tl.program_id(0)", "i = tl.program_id(0).to(tl.int32)", &[]),
             // more than the cast: not the same rewrite
-            p("e5", Kind::Edit, "a, $B = tl.program_id(0), $C", "a, $B = tl.program_id(0).to(tl.int64), tl.program_id(1)", &[]),
+            p(
+                "e5",
+                Kind::Edit,
+                "a, $B = tl.program_id(0), $C",
+                "a, $B = tl.program_id(0).to(tl.int64), tl.program_id(1)",
+                &[],
+            ),
         ];
         assert_eq!(grouped(&ps), [("wrap".to_string(), vec!["e1".to_string(), "e4".to_string()])]);
     }
@@ -460,7 +475,8 @@ mod tests {
         let mut cat = Catalog::open_in_memory().unwrap();
         let mut wrap = p("wrap", Kind::Usage, "tl.program_id($$$A)", "tl.program_id($$$A).to($V)", &["tl.int64"]);
         wrap.support[0].occurrences = 10;
-        let mut e1 = p("e1", Kind::Edit, "$$$A = tl.program_id(0), $$$B", "$$$A = tl.program_id(0).to(tl.int64), $$$B", &[]);
+        let mut e1 =
+            p("e1", Kind::Edit, "$$$A = tl.program_id(0), $$$B", "$$$A = tl.program_id(0).to(tl.int64), $$$B", &[]);
         e1.commits = vec![CommitRef { id: "c1".into(), summary: "int64".into(), date: String::new() }];
         {
             let tx = cat.begin().unwrap();

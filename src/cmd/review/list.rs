@@ -18,10 +18,17 @@ pub(super) fn run(cat: &Catalog, status: Option<CandidateStatus>, json: bool) ->
     Ok(if cands.is_empty() { ExitCode::from(1) } else { ExitCode::SUCCESS })
 }
 
+/// The candidates' table (`kidiom run -v` prints this run's).
+pub(crate) fn print_candidates(cands: &[Candidate]) -> Result<()> {
+    output::table(&rows(cands))
+}
+
 /// The table: a header, then one row per candidate.
 fn rows(cands: &[Candidate]) -> Vec<Vec<String>> {
     let mut rows = vec![
-        ["id", "status", "sites", "created", "verdict", "speed", "predicted", "search"].map(String::from).to_vec(),
+        ["id", "status", "sites", "created", "verdict", "speed", "predicted", "search", "also proposed by"]
+            .map(String::from)
+            .to_vec(),
     ];
     // strongest predicted speedup first; candidates without a prediction keep their order after
     let predicted =
@@ -50,6 +57,7 @@ fn rows(cands: &[Candidate]) -> Vec<Vec<String>> {
             speed,
             prediction,
             c.provenance.search_roles().join(","),
+            c.provenance.also().iter().map(|a| a.pattern.as_str()).collect::<Vec<_>>().join(","),
         ]);
     }
     rows
