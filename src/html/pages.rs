@@ -653,6 +653,12 @@ fn role_sites(c: &Candidate) -> Vec<Vec<String>> {
         .collect()
 }
 
+/// The candidate's pattern, then every other pattern that proposes the same change.
+fn patterns_of(c: &Candidate) -> String {
+    let all = c.provenance.patterns();
+    if all.len() > 1 { all.join(", ") } else { c.pattern_id.clone() }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -670,10 +676,4 @@ mod tests {
         let got: Vec<(&str, usize)> = f.iter().map(|f| (f.value.as_str(), f.count)).collect();
         assert_eq!(got, vec![("b", 2), ("a", 1), ("c", 1)]);
     }
-}
-
-/// The candidate's pattern, then every other pattern that proposes the same change.
-fn patterns_of(c: &Candidate) -> String {
-    let all = c.provenance.patterns();
-    if all.len() > 1 { all.join(", ") } else { c.pattern_id.clone() }
 }

@@ -232,7 +232,9 @@ fn changes(before: &[String], after: &[String]) -> (BTreeSet<Change>, bool) {
 /// Groups of patterns that are one rewrite: (the one kept, the others).
 pub(crate) fn groups(patterns: &[Pattern]) -> Vec<(usize, Vec<usize>)> {
     type Key = (Lang, BTreeSet<Change>);
-    let mut by_change: BTreeMap<Key, Vec<(usize, Vec<String>, Vec<String>, bool)>> = BTreeMap::new();
+    // (index, canonical before, canonical after, bare)
+    type Member = (usize, Vec<String>, Vec<String>, bool);
+    let mut by_change: BTreeMap<Key, Vec<Member>> = BTreeMap::new();
     for (i, p) in patterns.iter().enumerate() {
         let Some((b, a)) = canonical(p) else { continue };
         let (set, bare) = changes(&b, &a);
