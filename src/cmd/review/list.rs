@@ -26,9 +26,7 @@ pub(crate) fn print_candidates(cands: &[Candidate]) -> Result<()> {
 /// The table: a header, then one row per candidate.
 fn rows(cands: &[Candidate]) -> Vec<Vec<String>> {
     let mut rows = vec![
-        ["id", "status", "sites", "created", "verdict", "speed", "predicted", "search", "also proposed by"]
-            .map(String::from)
-            .to_vec(),
+        ["id", "status", "sites", "created", "verdict", "speed", "predicted", "search"].map(String::from).to_vec(),
     ];
     // strongest predicted speedup first; candidates without a prediction keep their order after
     let predicted =
@@ -57,7 +55,6 @@ fn rows(cands: &[Candidate]) -> Vec<Vec<String>> {
             speed,
             prediction,
             c.provenance.search_roles().join(","),
-            c.provenance.also().iter().map(|a| a.pattern.as_str()).collect::<Vec<_>>().join(","),
         ]);
     }
     rows
