@@ -413,3 +413,64 @@ pub(crate) fn search_validator_options(cfg: &Config, timeout: std::time::Duratio
         device_model: None,
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use kidiom_catalog::record::{SearchOrigin, SiteOrigin};
+
+    fn cand(pattern: &str, score: f64, result: &str) -> Candidate {
+        let mut p = Pattern::usage(pattern, Lang::Python, "a", "b", &[]);
+        p.score = score;
+        let diff = format!("diff of {pattern} to {result}");
+        Candidate::new(pattern, "k.py", diff, ("base".into(), result.into()), Provenance::of_pattern(&p, None))
+    }
+
+    #[test]
+    fn candidates_with_the_same_resulting_file_are_one_with_every_pattern() {
+        let (out, folded) = one_per_change(vec![
+            cand("weak", 1.0, "r1"),
+            cand("strong", 5.0, "r1"),
+            cand("other", 9.0, "r2"),
+            cand("mid", 3.0, "r1"),
+        ]);
+        assert_eq!(folded, 2);
+        let ids: Vec<&str> = out.iter().map(|c| c.pattern_id.as_str()).collect();
+        assert_eq!(ids, ["strong", "other"], "the strongest pattern's candidate stands for the change");
+        assert_eq!(out[0].provenance.patterns(), ["strong", "mid", "weak"]);
+        assert!(out[1].provenance.also().is_empty());
+        // the same file on another base is another change
+        let mut moved = cand("weak", 1.0, "r1");
+        moved.base_blob = "other-base".into();
+        assert_eq!(one_per_change(vec![cand("strong", 5.0, "r1"), moved]).1, 0);
+    }
+
+    #[test]
+    fn a_searched_candidate_is_the_one_kept() {
+        let mut searched = cand("searched", 0.5, "r1");
+        searched.provenance = searched.provenance.with_search(SearchOrigin::Sites(SiteOrigin::default()));
+        let (out, _) = one_per_change(vec![cand("strong", 5.0, "r1"), searched]);
+        assert_eq!(out.len(), 1);
+        assert_eq!(out[0].provenance.patterns(), ["searched", "strong"]);
+        assert!(out[0].provenance.search.is_some());
+    }
+
+    #[test]
+    fn what_kidiom_knows_fails_or_does_nothing_is_held_back_and_counted() {
+        let base = "import triton\nimport triton.language as tl\n\n@triton.jit\ndef k(x):\n    # exp(x) in words\n    a = tl.zeros([4], dtype=tl.float32)\n    tl.store(x, a.to(tl.float32) + tl.exp(a))\n";
+        let unbound = vet(Lang::Python, base, &base.replace("tl.exp(a)", "exp(a)"));
+        assert_eq!(unbound, Some(Held::Unbound(vec!["exp".into()])));
+        let nil = vet(Lang::Python, base, &base.replace("a.to(tl.float32)", "a"));
+        assert!(matches!(nil, Some(Held::Nil(_))), "{nil:?}");
+        assert_eq!(vet(Lang::Python, base, &base.replace("tl.exp(a)", "tl.exp2(a)")), None);
+        let mut held = HeldBack::default();
+        for h in [unbound, nil].iter().flatten() {
+            held.count(h);
+        }
+        held.same_change = 3;
+        let line = held.line().expect("a line");
+        assert!(line.starts_with("not proposed: 1 would use a name") && line.contains("1 would only cast"), "{line}");
+        assert!(line.contains("3 made the same change"), "{line}");
+        assert_eq!(HeldBack::default().line(), None);
+    }
+}
