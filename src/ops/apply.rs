@@ -245,6 +245,13 @@ impl HeldBack {
 pub(crate) fn one_per_change(cands: Vec<Candidate>) -> (Vec<Candidate>, usize) {
     use std::collections::HashMap;
     let score = |c: &Candidate| c.provenance.pattern().map(|p| p.score).unwrap_or(f64::NEG_INFINITY);
+    // the same id twice (one diff reached twice, say by a search's choice and its all-sites
+    // variant) is one stored row, the later one, as storing them one after the other did
+    let mut last: HashMap<String, usize> = HashMap::new();
+    for (i, c) in cands.iter().enumerate() {
+        last.insert(c.id.clone(), i);
+    }
+    let cands = cands.into_iter().enumerate().filter(|(i, c)| last.get(&c.id) == Some(i)).map(|(_, c)| c);
     let mut groups: HashMap<(String, String, String), Vec<Candidate>> = HashMap::new();
     let mut order = Vec::new();
     for c in cands {
@@ -262,9 +269,8 @@ pub(crate) fn one_per_change(cands: Vec<Candidate>) -> (Vec<Candidate>, usize) {
                 .then(score(b).total_cmp(&score(a)))
                 .then(a.pattern_id.cmp(&b.pattern_id))
         });
-        let mut rest = group.split_off(1);
+        let rest = group.split_off(1);
         let Some(mut kept) = group.pop() else { continue };
-        rest.retain(|c| c.pattern_id != kept.pattern_id || c.id != kept.id);
         folded += rest.len();
         let others: Vec<_> = rest
             .iter()
@@ -443,6 +449,10 @@ mod tests {
         let mut moved = cand("weak", 1.0, "r1");
         moved.base_blob = "other-base".into();
         assert_eq!(one_per_change(vec![cand("strong", 5.0, "r1"), moved]).1, 0);
+        // one diff reached twice is one row, not a change made by two patterns
+        let (out, folded) = one_per_change(vec![cand("strong", 5.0, "r1"), cand("strong", 5.0, "r1")]);
+        assert_eq!((out.len(), folded), (1, 0));
+        assert!(out[0].provenance.also().is_empty());
     }
 
     #[test]
