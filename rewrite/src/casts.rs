@@ -1,8 +1,11 @@
 //! Casts that do nothing: `.to(T)` on a value that is of type `T` already,
 //! judged from the kernel's own dtypes (`tl.zeros(..., dtype=tl.float32)`,
 //! an earlier `.to(T)`, `tl.arange`, `tl.program_id`, a parameter annotated
-//! with a dtype, and names every assignment of which agrees). A rewrite
-//! whose only change is adding or dropping such casts changes nothing.
+//! with a dtype, a `tl.load` through a pointer whose tensor the module's
+//! docstrings give one dtype (`state: [N, K] float32 state`, passed to the
+//! kernel by that name or as `param=state` at its launch), and names every
+//! assignment of which agrees). A rewrite whose only change is adding or
+//! dropping such casts changes nothing.
 
 use std::collections::HashMap;
 
@@ -52,9 +55,10 @@ pub fn nil_casts(lang: Lang, base: &str, result: &str) -> Option<String> {
 fn erased(text: &str) -> Option<(String, Vec<String>)> {
     let tree = parse_tree(Lang::Python, text).ok().flatten()?;
     let mut cuts: Vec<(usize, usize, String)> = Vec::new();
+    let pointers = pointer_dtypes(tree.root_node(), text);
     preorder(tree.root_node(), |n| {
         if n.kind() == "function_definition" {
-            let env = Env::of(n, text);
+            let env = Env::of(n, text, &pointers);
             preorder(n, |c| {
                 if let Some((recv, ty)) = cast(c, text)
                     && env.dtype(recv, text).as_deref() == Some(ty)
@@ -104,15 +108,96 @@ fn dtype_name<'t>(n: Node, text: &'t str) -> Option<&'t str> {
     (t.contains('.') && DTYPES.contains(&last)).then_some(last)
 }
 
-/// The known dtypes of a function's names.
+/// The one dtype word of a docstring line (`float32`, `fp32`, ...), if it names exactly one.
+fn doc_dtype(line: &str) -> Option<&'static str> {
+    const WORDS: &[(&str, &str)] = &[
+        ("float32", "float32"),
+        ("fp32", "float32"),
+        ("float16", "float16"),
+        ("fp16", "float16"),
+        ("bfloat16", "bfloat16"),
+        ("bf16", "bfloat16"),
+        ("int32", "int32"),
+        ("int64", "int64"),
+    ];
+    let mut found: Vec<&str> = line
+        .split(|c: char| !c.is_alphanumeric())
+        .filter_map(|w| WORDS.iter().find(|(k, _)| *k == w).map(|(_, v)| *v))
+        .collect();
+    found.dedup();
+    (found.len() == 1).then(|| found[0])
+}
+
+/// Kernel parameters that point at tensors of a known dtype: the names a
+/// docstring line gives one dtype (`initial_state: ... float32 state`),
+/// under their own name and under the kernel parameter a launch passes
+/// them to (`h0=initial_state`); a parameter given two dtypes has none.
+fn pointer_dtypes(root: Node, text: &str) -> HashMap<String, String> {
+    let mut doc: HashMap<String, Option<String>> = HashMap::new();
+    let mut note = |map: &mut HashMap<String, Option<String>>, name: &str, ty: &str| {
+        let slot = map.entry(name.to_string()).or_insert_with(|| Some(ty.to_string()));
+        if slot.as_deref() != Some(ty) {
+            *slot = None;
+        }
+    };
+    let mut launches: Vec<(String, String)> = Vec::new();
+    preorder(root, |n| {
+        match n.kind() {
+            "string" => {
+                for line in n.utf8_text(text.as_bytes()).unwrap_or("").lines() {
+                    let Some((names, rest)) = line.split_once(':') else { continue };
+                    let names: Vec<&str> = names.split(',').map(str::trim).collect();
+                    let is_names =
+                        names.iter().all(|w| !w.is_empty() && w.chars().all(|c| c.is_alphanumeric() || c == '_'));
+                    if let (true, Some(ty)) = (is_names, doc_dtype(rest)) {
+                        names.iter().for_each(|w| note(&mut doc, w, ty));
+                    }
+                }
+            }
+            // `kernel[grid](p=x, ...)`
+            "call" if n.child_by_field_name("function").is_some_and(|f| f.kind() == "subscript") => {
+                if let Some(args) = n.child_by_field_name("arguments") {
+                    let mut cur = args.walk();
+                    for a in args.named_children(&mut cur).filter(|a| a.kind() == "keyword_argument") {
+                        let part = |f: &str| a.child_by_field_name(f).and_then(|c| c.utf8_text(text.as_bytes()).ok());
+                        if let (Some(p), Some(v)) = (part("name"), part("value")) {
+                            launches.push((p.to_string(), v.to_string()));
+                        }
+                    }
+                }
+            }
+            _ => {}
+        }
+        true
+    });
+    let mut out: HashMap<String, Option<String>> =
+        doc.iter().filter_map(|(k, v)| Some((k.clone(), Some(v.clone()?)))).collect();
+    for (param, arg) in &launches {
+        if let Some(Some(ty)) = doc.get(arg) {
+            note(&mut out, param, ty);
+        }
+    }
+    out.into_iter().filter_map(|(k, v)| Some((k, format!("*{}", v?)))).collect()
+}
+
+/// The known dtypes of a function's names (`*T` for a pointer to `T`).
 struct Env(HashMap<String, String>);
 
 impl Env {
     /// Names whose every assignment in `f` has one known dtype (a few
     /// rounds, so that `b = a` learns `a`'s type), and parameters
     /// annotated with a dtype.
-    fn of(f: Node, text: &str) -> Env {
+    fn of(f: Node, text: &str, pointers: &HashMap<String, String>) -> Env {
         let mut env = Env(HashMap::new());
+        if let Some(params) = f.child_by_field_name("parameters") {
+            let mut cur = params.walk();
+            for p in params.named_children(&mut cur).filter(|p| p.kind() == "identifier") {
+                let name = p.utf8_text(text.as_bytes()).unwrap_or("");
+                if let Some(ty) = pointers.get(name) {
+                    env.0.insert(name.to_string(), ty.clone());
+                }
+            }
+        }
         let mut assigns: Vec<(String, Node)> = Vec::new();
         preorder(f, |n| {
             match n.kind() {
@@ -162,7 +247,10 @@ impl Env {
             "subscript" => self.dtype(n.child_by_field_name("value")?, text),
             "binary_operator" => {
                 let (l, r) = (n.child_by_field_name("left")?, n.child_by_field_name("right")?);
+                let op = n.child_by_field_name("operator").and_then(|o| o.utf8_text(text.as_bytes()).ok());
                 match (self.dtype(l, text), self.dtype(r, text)) {
+                    // pointer arithmetic keeps the pointer's element type
+                    (Some(p), _) | (_, Some(p)) if p.starts_with('*') && matches!(op, Some("+" | "-")) => Some(p),
                     (Some(a), Some(b)) => (a == b).then_some(a),
                     // a Python scalar takes the tensor's type (an int always; a float a float's)
                     (Some(a), None) | (None, Some(a)) => {
@@ -181,6 +269,8 @@ impl Env {
                 let args = n.child_by_field_name("arguments")?;
                 match name.as_str() {
                     "arange" | "program_id" | "num_programs" => Some("int32".into()),
+                    // a load gives the element type of its pointer
+                    "load" => self.dtype(args.named_child(0)?, text)?.strip_prefix('*').map(str::to_string),
                     "zeros" | "full" => {
                         let mut cur = args.walk();
                         let kw = args.named_children(&mut cur).find(|a| {
@@ -218,6 +308,14 @@ mod tests {
         assert!(check("tl.arange(0, 16)", "tl.arange(0, 16).to(tl.int32)").is_some(), "arange is int32");
         assert!(check("o + n", "o.to(tl.int32) + n").is_some());
         assert!(check("o + n", "o + n.to(tl.int64)").is_some(), "an annotated parameter");
+    }
+
+    #[test]
+    fn a_load_through_a_pointer_the_docstrings_give_a_dtype_is_of_that_dtype() {
+        let src = "import triton\nimport triton.language as tl\n\n@triton.jit\ndef k(h0, x, n):\n    p = h0 + n\n    a = tl.load(p).to(tl.float32)\n    b = tl.load(x + n).to(tl.float32)\n    tl.store(x, a + b)\n\n\ndef launch(state, x):\n    \"\"\"Args:\n        state: `[N]` float32 state.\n        x:     `[N]` input (float32 or bfloat16).\n    \"\"\"\n    k[(1,)](h0=state, x=x, n=1)\n";
+        let drop = |from: &str, to: &str| nil_casts(Lang::Python, src, &src.replacen(from, to, 1));
+        assert!(drop("tl.load(p).to(tl.float32)", "tl.load(p)").is_some(), "h0 is the float32 state");
+        assert!(drop("tl.load(x + n).to(tl.float32)", "tl.load(x + n)").is_none(), "x is one of two dtypes");
     }
 
     #[test]
