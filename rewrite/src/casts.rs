@@ -134,7 +134,7 @@ fn doc_dtype(line: &str) -> Option<&'static str> {
 /// them to (`h0=initial_state`); a parameter given two dtypes has none.
 fn pointer_dtypes(root: Node, text: &str) -> HashMap<String, String> {
     let mut doc: HashMap<String, Option<String>> = HashMap::new();
-    let mut note = |map: &mut HashMap<String, Option<String>>, name: &str, ty: &str| {
+    let note = |map: &mut HashMap<String, Option<String>>, name: &str, ty: &str| {
         let slot = map.entry(name.to_string()).or_insert_with(|| Some(ty.to_string()));
         if slot.as_deref() != Some(ty) {
             *slot = None;
