@@ -682,3 +682,51 @@ fn astgrep_export_round_trips() {
     assert!(ours.len() >= 10, "{ours:?}");
     assert_eq!(ours, theirs, "ast-grep with the exported rules finds the same sites as kidiom");
 }
+
+/// Two patterns whose rewrites give the very same file: one candidate, both
+/// patterns in its provenance, shown by `review`; and a rewrite bringing in
+/// a name the kernel does not bind (it only says the word in a comment) is
+/// not proposed, and the run says how many were not.
+#[test]
+fn one_candidate_per_change_and_nothing_that_cannot_work() {
+    let env = Env::new();
+    let db = env.db();
+    let dbs = db.to_str().expect("utf8");
+    let mut wide =
+        Pattern::usage("p-wide", Lang::Python, "tl.dot($$$A)", "tl.dot($$$A, input_precision=$V)", &["\"ieee\""]);
+    wide.score = 2.0;
+    let narrow =
+        Pattern::usage("p-narrow", Lang::Python, "tl.dot($A, $B)", "tl.dot($A, $B, input_precision=\"ieee\")", &[]);
+    let bare_exp = Pattern::usage("p-bare-exp", Lang::Python, "tl.exp($A)", "exp($A)", &[]);
+    {
+        let mut cat = kidiom_catalog::Catalog::open(&db).expect("catalog");
+        let tx = cat.begin().expect("tx");
+        tx.replace_patterns(kidiom_catalog::Kind::Usage, &[wide, narrow, bare_exp]).expect("patterns");
+        tx.commit().expect("commit");
+    }
+    env.write(
+        "k.py",
+        "import triton\nimport triton.language as tl\n\n@triton.jit\ndef k(x, y):\n    # exp(x) by the dot, in words\n    a = tl.dot(x, y)\n    tl.store(y, tl.exp(a))\n",
+    );
+    let out = env.run(&["apply", "k.py", "--db", dbs, "--json"]);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let report: serde_json::Value = serde_json::from_slice(&out.stdout).expect("json");
+    let cands = candidates(&report);
+    assert_eq!(cands.len(), 1, "{report:#}");
+    assert_eq!(cands[0]["pattern_id"], "p-wide", "the stronger pattern stands for the change");
+    assert_eq!(cands[0]["provenance"]["also"][0]["pattern"], "p-narrow", "{report:#}");
+    assert_eq!(report["held_back"]["same_change"], 1);
+    assert_eq!(report["held_back"]["unbound_name"], 1);
+    let dropped = report["dropped"].as_array().expect("dropped");
+    assert!(
+        dropped.iter().any(|d| d["pattern"] == "p-bare-exp" && d["reason"].as_str().is_some_and(|r| r.contains("exp")))
+    );
+    // the terminal says it in one line
+    let out = env.run(&["apply", "k.py", "--db", dbs]);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(err.lines().filter(|l| l.contains("not proposed: ")).count(), 1, "{err}");
+    let id = cands[0]["id"].as_str().expect("id");
+    let shown = env.run(&["review", id, "--db", dbs]);
+    let text = String::from_utf8_lossy(&shown.stdout);
+    assert!(text.contains("  also:      p-narrow"), "{text}");
+}

@@ -55,6 +55,7 @@ pub mod glossary;
 mod mined;
 mod model;
 pub mod record;
+mod same;
 mod store;
 
 pub use error::{Error, Result};

@@ -160,6 +160,41 @@ pub fn unified(path: &str, old: &str, new: &str, context: usize) -> String {
     out
 }
 
+/// The text `diff` (one file's unified diff, as [`unified`] writes it)
+/// makes of `old`; `None` when it does not apply there (a context or
+/// removed line that is not in `old`, a malformed hunk header).
+pub fn patched(old: &str, diff: &str) -> Option<String> {
+    let a = lines(old);
+    let mut out = String::new();
+    let mut next = 0; // the first line of `old` not yet copied
+    let mut body = diff.split_inclusive('\n').skip_while(|l| !l.starts_with("@@")).peekable();
+    while let Some(header) = body.next() {
+        let start: usize = header.strip_prefix("@@ -")?.split([',', ' ']).next()?.parse().ok()?;
+        // `-0,0` (an empty old side) sits before line 1; `-n,0` after line n
+        let counts_zero = header.split(' ').nth(1).is_some_and(|r| r.ends_with(",0"));
+        let first = if counts_zero { start } else { start.checked_sub(1)? };
+        out.extend(a.get(next..first)?.iter().copied());
+        next = first;
+        while let Some(line) = body.next_if(|l| !l.starts_with("@@")) {
+            let no_newline = body.next_if(|l| l.starts_with("\\ ")).is_some();
+            let text = line.get(1..)?;
+            let text = if no_newline { text.strip_suffix('\n')? } else { text };
+            match line.as_bytes().first() {
+                Some(b' ' | b'-') if a.get(next) != Some(&text) => return None,
+                Some(b' ') => {
+                    out.push_str(text);
+                    next += 1;
+                }
+                Some(b'-') => next += 1,
+                Some(b'+') => out.push_str(text),
+                _ => return None,
+            }
+        }
+    }
+    out.extend(a.get(next..)?.iter().copied());
+    Some(out)
+}
+
 fn range(start: usize, n: usize) -> String {
     if n == 1 { start.to_string() } else { format!("{start},{n}") }
 }
@@ -200,7 +235,14 @@ mod tests {
         ];
         for (a, b) in cases {
             assert_eq!(rebuild(a, b), b, "{a:?} -> {b:?}");
+            for context in [0, 1, 3] {
+                let d = unified("k.py", a, b, context);
+                assert_eq!(patched(a, &d).as_deref(), Some(b), "{a:?} -> {b:?} with {context} lines of context");
+            }
         }
+        assert_eq!(patched("a\nb\n", "").as_deref(), Some("a\nb\n"), "an empty diff changes nothing");
+        let d = unified("k.py", "a\nb\n", "a\nB\n", 3);
+        assert_eq!(patched("x\nb\n", &d), None, "context that is not there");
     }
 
     #[test]

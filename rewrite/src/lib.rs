@@ -36,6 +36,7 @@
 //! ```
 #![deny(missing_docs)]
 
+mod casts;
 mod conflict;
 mod diff;
 mod edit;
@@ -48,8 +49,9 @@ mod testutil;
 mod values;
 mod write;
 
+pub use casts::nil_casts;
 pub use conflict::resolve;
-pub use diff::unified;
+pub use diff::{patched, unified};
 pub use edit::{Outcome, apply_edits, parse_errors, rewrite, rewrite_parsed, rewrite_sites, rewrite_with_tree, sites};
 pub use error::{Error, Result};
 pub use matcher::{Edit, MatchError, Rewrite, Scope, SiteEdits, Template, edited_tree, find, roles};

@@ -97,6 +97,9 @@ pub(crate) fn run(a: Args) -> Result<ExitCode> {
         for d in &report.dropped {
             eprintln!("kidiom: dropped {} on {}: {}", d.pattern, d.path, d.reason);
         }
+        if let Some(line) = report.held_back.line() {
+            eprintln!("kidiom: {line}");
+        }
         for d in &report.not_searched {
             eprintln!(
                 "kidiom: not searched: {} on {}: {}; proposed with one value on every site, as without --search",

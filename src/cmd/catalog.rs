@@ -135,6 +135,18 @@ pub(crate) fn run(cmd: Command) -> Result<ExitCode> {
                     Ok(ExitCode::SUCCESS)
                 }
                 None => {
+                    // a pattern merged into another that makes the same rewrite
+                    if let Some(kept) = cat.merged_into(&a.id)?
+                        && let Some(p) = cat.get(&kept)?
+                    {
+                        if a.common.output.json {
+                            output::json(&p)?;
+                        } else {
+                            eprintln!("kidiom: {} is the same rewrite as {kept}, merged into it", a.id);
+                            print_pattern(&p)?;
+                        }
+                        return Ok(ExitCode::SUCCESS);
+                    }
                     let hint = suggest(&cat, &a.id);
                     anyhow::bail!("no pattern with id {:?}{hint}", a.id)
                 }

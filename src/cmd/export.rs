@@ -61,6 +61,8 @@ pub(crate) fn run(a: Args) -> Result<ExitCode> {
         cat.list(&Filter { kind: a.kind, limit: Some(usize::MAX / 2), ..Default::default() })?;
     let (text, n) = match a.format {
         Format::Json => {
+            // the patterns as mined: a catalog importing the file merges same-rewrite patterns itself
+            let patterns = cat.originals(a.kind)?;
             let mut corpora: Vec<ExportedCorpus> = cat
                 .corpora()?
                 .into_iter()

@@ -40,6 +40,10 @@ pub(crate) struct Args {
     /// At the end, write the review as a static site into DIR (as `kidiom review --html DIR`).
     #[arg(long, value_name = "DIR")]
     html: Option<std::path::PathBuf>,
+    /// The full report: every corpus's table, the top patterns, the verdict table and its evidence
+    /// (by default, a short summary; `kidiom review` shows the same table later).
+    #[arg(short, long)]
+    verbose: bool,
     #[command(flatten)]
     common: CommonArgs,
 }
@@ -79,7 +83,23 @@ pub(crate) fn run(args: Args) -> Result<ExitCode> {
     if args.common.output.json {
         output::json(&shown)?;
     } else {
-        print_summary(&shown)?;
+        let ours: std::collections::HashSet<&str> =
+            report.apply.iter().flat_map(|a| &a.candidates).map(|c| c.id.as_str()).collect();
+        // as stored after validation: the verdicts of this run and of earlier ones
+        let stored: Vec<kidiom_catalog::Candidate> =
+            catalog.candidates(None)?.into_iter().filter(|c| ours.contains(c.id.as_str())).collect();
+        if args.verbose {
+            print_full(&shown)?;
+            if !stored.is_empty() {
+                output::line("")?;
+                output::line("this run's candidates (as `kidiom review` lists them):")?;
+                super::review::print_candidates(&stored)?;
+            }
+            output::line("")?;
+        }
+        for l in summary_lines(&shown, &stored, &catalog.stats()?) {
+            output::line(&l)?;
+        }
     }
     // Some corpora may be unreachable on this machine; the loop still ran on the rest.
     let mined = report.mine.corpora.iter().filter(|c| c.error.is_none()).count();
@@ -117,8 +137,8 @@ struct Shown<'a> {
     html: Option<crate::html::Site>,
 }
 
-/// The run's summary: mining, history, the top patterns, apply, the verdict table, the site.
-fn print_summary(shown: &Shown) -> Result<()> {
+/// The run's full report (`-v`): mining, history, the top patterns, apply, the verdict table, the site.
+fn print_full(shown: &Shown) -> Result<()> {
     let r = shown.report;
     super::mine::print_report(&r.mine, false)?;
     if let Some(h) = &r.history {
@@ -132,6 +152,9 @@ fn print_summary(shown: &Shown) -> Result<()> {
         let n = a.candidates.len();
         output::line("")?;
         output::line(&format!("apply (dry run) on kernels/: {n} candidate{}", if n == 1 { "" } else { "s" }))?;
+        if let Some(line) = a.held_back.line() {
+            output::line(&line)?;
+        }
     }
     if let Some(v) = &r.validate {
         output::line("")?;
@@ -164,4 +187,154 @@ fn print_summary(shown: &Shown) -> Result<()> {
         output::line(&format!("review site: {} ({} candidates)", site.index.display(), site.pages))?;
     }
     Ok(())
+}
+
+/// Kernels shown with their best candidate, and candidates named per list.
+const SHOWN: usize = 6;
+
+/// The short summary a run ends with (about 30 lines at most): one line
+/// per corpus, the catalog, each kernel's best candidate with its numbers,
+/// the accepted ones, what waits for a GPU with the command to run there,
+/// and where the review is. `ours` are this run's candidates as stored.
+fn summary_lines(
+    shown: &Shown,
+    ours: &[kidiom_catalog::Candidate],
+    stats: &kidiom_catalog::CatalogStats,
+) -> Vec<String> {
+    let r = shown.report;
+    let mut out = vec!["mined:".to_string()];
+    out.extend(r.mine.corpora.iter().map(|c| format!("  {}", corpus_line(r, c))));
+    let kind = |k: &str| stats.by_kind.get(k).copied().unwrap_or(0);
+    let merged = match stats.merged {
+        0 => String::new(),
+        n => format!("; {n} more merged into a pattern making the same rewrite"),
+    };
+    out.push(format!("catalog: {} usage and {} edit patterns{merged}", kind("usage"), kind("edit")));
+    let Some(apply) = &r.apply else {
+        out.push(format!(
+            "top patterns: {}",
+            r.top.iter().take(SHOWN).map(|p| p.id.as_str()).collect::<Vec<_>>().join(", ")
+        ));
+        out.push("(mining only: no apply, no validation; `kidiom run` without --no-validate goes on)".into());
+        return out;
+    };
+    let counts: Vec<String> = r.verdicts.iter().map(|(k, n)| format!("{n} {k}")).collect();
+    out.push(format!("candidates on kernels/: {} ({})", apply.candidates.len(), counts.join(", ")));
+    if let Some(line) = apply.held_back.line() {
+        out.push(format!("  {line}"));
+    }
+    out.extend(best_per_kernel(ours));
+    let named = |v: Vec<&kidiom_catalog::Candidate>| -> String {
+        let ids: Vec<&str> = v.iter().take(SHOWN).map(|c| c.id.as_str()).collect();
+        let more = if v.len() > SHOWN { format!(", and {} more", v.len() - SHOWN) } else { String::new() };
+        format!("{}{more}", ids.join(", "))
+    };
+    let accepted: Vec<_> = ours.iter().filter(|c| verdict_of(c) == Some(VerdictKind::Accepted)).collect();
+    out.push(if accepted.is_empty() { "accepted: none".into() } else { format!("accepted: {}", named(accepted)) });
+    let waiting: Vec<_> = ours.iter().filter(|c| verdict_of(c) == Some(VerdictKind::NeedsGpu)).collect();
+    if !waiting.is_empty() {
+        out.push(format!(
+            "waiting for a GPU: {} candidate{}",
+            waiting.len(),
+            if waiting.len() == 1 { "" } else { "s" }
+        ));
+        out.push(
+            "  on a GPU machine run: scripts/device-check.sh (or `kidiom validate --pending --device cuda`)".into(),
+        );
+    }
+    out.push(match &shown.html {
+        Some(site) => format!(
+            "review: {} ({} page{}); `kidiom review ID` shows a diff beside its evidence",
+            site.index.display(),
+            site.pages,
+            if site.pages == 1 { "" } else { "s" }
+        ),
+        None => "review: `kidiom review` (the table), `kidiom review ID` (a diff beside its evidence), `kidiom review --html DIR --open` (the site)".into(),
+    });
+    out.push("the full table and evidence: `kidiom run -v` or `kidiom review`".into());
+    out
+}
+
+use kidiom_validator::VerdictKind;
+
+fn verdict_of(c: &kidiom_catalog::Candidate) -> Option<VerdictKind> {
+    c.evidence.verdict().map(|v| v.kind)
+}
+
+/// `fla (git bc3b101a2b3c): 1234 files, 56 kernels; history 512 commits, 1890 edits`, or why not.
+fn corpus_line(r: &ops::run::Report, c: &ops::mine::usage::CorpusReport) -> String {
+    let snap = r.snapshot.iter().find(|f| f.corpus == c.name);
+    let from_snapshot = snap.map(|f| match &f.skipped {
+        Some(why) => format!("; not imported: {why}"),
+        None => format!("; from the snapshot: {} usage, {} edit patterns", f.usage, f.edit),
+    });
+    let mut line = match &c.error {
+        Some(e) => format!("{}: not reachable ({})", c.name, clip(e, 70)),
+        None => {
+            let rev: String = c.revision.chars().take(12).collect();
+            let what = if rev.is_empty() { c.kind.clone() } else { format!("{} {rev}", c.kind) };
+            format!("{} ({what}): {} files, {} kernels", c.name, c.files, c.kernels)
+        }
+    };
+    if let Some(h) = r.history.as_ref().and_then(|h| h.corpora.iter().find(|h| h.name == c.name)) {
+        line.push_str(&match &h.error {
+            Some(_) => "; history not read".to_string(),
+            None => format!("; history {} commits, {} edits", h.commits, h.edits),
+        });
+    }
+    line.push_str(&from_snapshot.unwrap_or_default());
+    line
+}
+
+/// Each kernel's best candidate: accepted first, then waiting for a GPU,
+/// then not judged, by predicted speedup; with its numbers.
+fn best_per_kernel(ours: &[kidiom_catalog::Candidate]) -> Vec<String> {
+    let rank = |c: &kidiom_catalog::Candidate| -> (u8, f64) {
+        let tier = match verdict_of(c) {
+            Some(VerdictKind::Accepted) => 0,
+            Some(VerdictKind::NeedsGpu) => 1,
+            None => 2,
+            Some(VerdictKind::Error) => 3,
+            Some(VerdictKind::Rejected) => 4,
+        };
+        let predicted = c.evidence.evidence().and_then(|e| e.prediction.as_ref()).map_or(0.0, |p| p.speedup);
+        (tier, -if predicted.is_finite() { predicted } else { 0.0 })
+    };
+    let mut by_path: std::collections::BTreeMap<&str, &kidiom_catalog::Candidate> = Default::default();
+    for c in ours {
+        let e = by_path.entry(c.path.as_str()).or_insert(c);
+        if rank(c).partial_cmp(&rank(e)) == Some(std::cmp::Ordering::Less) {
+            *e = c;
+        }
+    }
+    if by_path.is_empty() {
+        return Vec::new();
+    }
+    let mut out = vec!["best per kernel:".to_string()];
+    for (path, c) in by_path.iter().take(SHOWN) {
+        let mut nums = vec![verdict_of(c).map_or("not validated".to_string(), |v| v.to_string())];
+        if let Some(e) = c.evidence.evidence() {
+            nums.extend(e.speed_headline());
+            nums.extend(
+                e.prediction.as_ref().filter(|p| p.speedup.is_finite()).map(|p| format!("predicted {:.2}x", p.speedup)),
+            );
+        }
+        let also = c.provenance.also().len();
+        let also = if also > 0 { format!(" (+{also} patterns, same change)") } else { String::new() };
+        out.push(format!("  {path}: {}{also}: {}", c.id, nums.join(", ")));
+    }
+    if by_path.len() > SHOWN {
+        out.push(format!("  and {} more files", by_path.len() - SHOWN));
+    }
+    out
+}
+
+/// `s` cut to `n` characters.
+fn clip(s: &str, n: usize) -> String {
+    let first = s.lines().next().unwrap_or("");
+    if first.chars().count() > n {
+        format!("{}...", first.chars().take(n).collect::<String>())
+    } else {
+        first.to_string()
+    }
 }

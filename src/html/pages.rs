@@ -99,7 +99,7 @@ pub(crate) fn index_row(c: &Candidate, href: String) -> IndexRow {
             StoredEvidence::Empty => String::new(),
         },
         status: c.status.to_string(),
-        pattern: c.pattern_id.clone(),
+        pattern: patterns_of(c),
         title: c.provenance.title().to_string(),
         category: category(c, e),
         path: c.path.clone(),
@@ -651,6 +651,12 @@ fn role_sites(c: &Candidate) -> Vec<Vec<String>> {
         .iter()
         .map(|x| vec![x.line.to_string(), x.base.clone(), x.role.clone(), x.value.clone(), x.why.clone()])
         .collect()
+}
+
+/// The candidate's pattern, then every other pattern that proposes the same change.
+fn patterns_of(c: &Candidate) -> String {
+    let all = c.provenance.patterns();
+    if all.len() > 1 { all.join(", ") } else { c.pattern_id.clone() }
 }
 
 #[cfg(test)]

@@ -119,7 +119,8 @@ fn search_patterns(args: &Value, ctx: &Ctx) -> ToolResult {
 fn get_pattern(args: &Value, ctx: &Ctx) -> ToolResult {
     let cat = open(ctx)?;
     let id = str_arg(args, "id").unwrap_or("");
-    match cat.get(id)? {
+    let kept = cat.merged_into(id)?;
+    match cat.get(id)?.or(kept.as_deref().map(|k| cat.get(k)).transpose()?.flatten()) {
         Some(p) => Ok(serde_json::to_value(p)?),
         None => Err(ToolError(format!("no pattern with id {id:?}; search_patterns lists ids"))),
     }
@@ -161,7 +162,7 @@ fn list_candidates(args: &Value, ctx: &Ctx) -> ToolResult {
         .iter()
         .map(|c| {
             let prediction = c.evidence.evidence().and_then(|e| e.prediction.as_ref());
-            let row = json!({"id": c.id, "pattern_id": c.pattern_id, "path": c.path, "status": c.status.name(),
+            let row = json!({"id": c.id, "pattern_id": c.pattern_id, "patterns": c.provenance.patterns(), "path": c.path, "status": c.status.name(),
                    "sites": c.sites, "verdict": c.evidence.verdict(), "prediction": prediction});
             (row, prediction.map(|p| p.speedup).filter(|s| s.is_finite()))
         })

@@ -31,7 +31,9 @@ pub(crate) fn rewrites(cat: &Catalog, ids: &[String], filter: Filter, value: Opt
         pats = cat.list(&filter)?;
     } else {
         for id in ids {
-            match cat.get(id)? {
+            // a merged-away id names the pattern it was merged into
+            let kept = cat.merged_into(id)?;
+            match cat.get(id)?.or(kept.as_deref().map(|k| cat.get(k)).transpose()?.flatten()) {
                 Some(p) => pats.push(p),
                 None => bail!("no pattern {id:?} in the catalog (see `kidiom catalog list`)"),
             }
@@ -75,6 +77,9 @@ pub(crate) struct Report {
     pub(crate) skipped: Vec<Skipped>,
     pub(crate) candidates: Vec<Candidate>,
     pub(crate) dropped: Vec<Dropped>,
+    /// How many rewrites were not proposed because kidiom knew they would
+    /// fail or do nothing, and how many were the same change as another.
+    pub(crate) held_back: HeldBack,
     pub(crate) not_applicable: Vec<NotApplicable>,
     pub(crate) files: usize,
     pub(crate) patterns: usize,
@@ -107,14 +112,14 @@ fn rewrite_file(
     rws: &[(Pattern, Rewrite)],
     write: bool,
     searched: &(dyn Fn(&Pattern, &Rewrite, &Target) -> bool + Sync),
-) -> (Vec<Candidate>, Vec<Dropped>, Option<String>) {
-    let (mut cands, mut dropped) = (Vec::new(), Vec::new());
+) -> FileOutcome {
+    let (mut cands, mut dropped, mut held_back) = (Vec::new(), Vec::new(), Vec::new());
     if !t.may_hold_kernels() || !rws.iter().any(|(p, _)| p.language == t.lang) {
-        return (cands, dropped, None);
+        return (cands, dropped, held_back, None);
     }
     let Some(mut tree) = parse_tree(t.lang, &t.text).ok().flatten() else {
         dropped.push(Dropped { pattern: String::new(), path: t.rel.clone(), reason: "cannot parse".into() });
-        return (cands, dropped, None);
+        return (cands, dropped, held_back, None);
     };
     let mut cur = t.text.clone();
     for (p, rw) in rws.iter().filter(|(p, _)| p.language == t.lang) {
@@ -129,15 +134,9 @@ fn rewrite_file(
         }
         match kidiom_rewrite::rewrite_with_tree(rw, t.lang, base, &tree, &t.rel) {
             Ok(Some((out, out_tree))) => {
-                let missing = if t.lang == Lang::Python {
-                    kidiom_rewrite::unbound_names(&p.before, &p.after, base)
-                } else {
-                    Vec::new()
-                };
-                if !missing.is_empty() {
-                    let reason =
-                        format!("the rewrite uses {}, which {} neither defines nor imports", missing.join(", "), t.rel);
-                    dropped.push(Dropped { pattern: p.id.clone(), path: t.rel.clone(), reason });
+                if let Some(held) = vet(t.lang, base, &out.text) {
+                    dropped.push(Dropped { pattern: p.id.clone(), path: t.rel.clone(), reason: held.reason(&t.rel) });
+                    held_back.push(held);
                     continue;
                 }
                 let diff = kidiom_rewrite::unified(&t.rel, base, &out.text, 3);
@@ -163,7 +162,127 @@ fn rewrite_file(
         }
     }
     let changed = (write && cur != t.text).then_some(cur);
-    (cands, dropped, changed)
+    (cands, dropped, held_back, changed)
+}
+
+/// One file's candidates, what was dropped (and which of those kidiom knew
+/// would fail or do nothing), and its final text under `write`.
+type FileOutcome = (Vec<Candidate>, Vec<Dropped>, Vec<Held>, Option<String>);
+
+/// Why a rewrite kidiom can tell in advance will fail or do nothing is not proposed.
+#[derive(Debug, Clone, PartialEq)]
+pub(crate) enum Held {
+    /// The rewritten file uses names it neither defines nor imports (a NameError).
+    Unbound(Vec<String>),
+    /// Its only change is casts to the type the value already has.
+    Nil(String),
+}
+
+impl Held {
+    fn reason(&self, rel: &str) -> String {
+        match self {
+            Held::Unbound(names) => {
+                format!("the rewrite uses {}, which {rel} neither defines nor imports", names.join(", "))
+            }
+            Held::Nil(why) => format!("the rewrite does nothing: {why}"),
+        }
+    }
+}
+
+/// Whether the rewrite of `base` to `result` is one kidiom knows will fail
+/// (a name the file does not bind) or change nothing (nil casts); judged on
+/// the files, so every way of making a candidate is held to it.
+fn vet(lang: Lang, base: &str, result: &str) -> Option<Held> {
+    let missing = kidiom_rewrite::unbound_names(lang, base, result);
+    if !missing.is_empty() {
+        return Some(Held::Unbound(missing));
+    }
+    kidiom_rewrite::nil_casts(lang, base, result).map(Held::Nil)
+}
+
+/// What was not proposed, or not proposed twice, and why (counts).
+#[derive(Debug, Default, Clone, Copy, PartialEq, Eq, Serialize)]
+pub(crate) struct HeldBack {
+    /// Rewrites that would bring in a name the target does not bind.
+    pub(crate) unbound_name: usize,
+    /// Rewrites whose only change is a cast to the type the value has.
+    pub(crate) nil_cast: usize,
+    /// Candidates with the same resulting file as another, folded into it.
+    pub(crate) same_change: usize,
+}
+
+impl HeldBack {
+    fn count(&mut self, h: &Held) {
+        match h {
+            Held::Unbound(_) => self.unbound_name += 1,
+            Held::Nil(_) => self.nil_cast += 1,
+        }
+    }
+
+    /// The one line a run prints (`None`: nothing held back).
+    pub(crate) fn line(&self) -> Option<String> {
+        let mut parts = Vec::new();
+        if self.unbound_name > 0 {
+            parts.push(format!("{} would use a name the file does not bind", self.unbound_name));
+        }
+        if self.nil_cast > 0 {
+            parts.push(format!("{} would only cast values to the type they have", self.nil_cast));
+        }
+        if self.same_change > 0 {
+            parts.push(format!(
+                "{} made the same change as another (one candidate, all its patterns)",
+                self.same_change
+            ));
+        }
+        (!parts.is_empty()).then(|| format!("not proposed: {}", parts.join("; ")))
+    }
+}
+
+/// One candidate per change: candidates of the same target with the same
+/// resulting file are one, the others' patterns in its provenance. The one
+/// kept is a searched candidate (its search says more), else the one of the
+/// highest-scored pattern, else the first by pattern id.
+pub(crate) fn one_per_change(cands: Vec<Candidate>) -> (Vec<Candidate>, usize) {
+    use std::collections::HashMap;
+    let score = |c: &Candidate| c.provenance.pattern().map(|p| p.score).unwrap_or(f64::NEG_INFINITY);
+    // the same id twice (one diff reached twice, say by a search's choice and its all-sites
+    // variant) is one stored row, the later one, as storing them one after the other did
+    let mut last: HashMap<String, usize> = HashMap::new();
+    for (i, c) in cands.iter().enumerate() {
+        last.insert(c.id.clone(), i);
+    }
+    let cands = cands.into_iter().enumerate().filter(|(i, c)| last.get(&c.id) == Some(i)).map(|(_, c)| c);
+    let mut groups: HashMap<(String, String, String), Vec<Candidate>> = HashMap::new();
+    let mut order = Vec::new();
+    for c in cands {
+        let key = (c.path.clone(), c.base_blob.clone(), c.result_blob.clone());
+        if !groups.contains_key(&key) {
+            order.push(key.clone());
+        }
+        groups.entry(key).or_default().push(c);
+    }
+    let (mut out, mut folded) = (Vec::new(), 0);
+    for key in order {
+        let Some(mut group) = groups.remove(&key) else { continue };
+        group.sort_by(|a, b| {
+            (b.provenance.search.is_some().cmp(&a.provenance.search.is_some()))
+                .then(score(b).total_cmp(&score(a)))
+                .then(a.pattern_id.cmp(&b.pattern_id))
+        });
+        let rest = group.split_off(1);
+        let Some(mut kept) = group.pop() else { continue };
+        folded += rest.len();
+        let others: Vec<_> = rest
+            .iter()
+            .flat_map(|c| {
+                let mine = c.provenance.pattern().map(kidiom_catalog::record::AlsoProposed::from);
+                mine.into_iter().chain(c.provenance.also().iter().cloned())
+            })
+            .collect();
+        kept.provenance.add_also(others);
+        out.push(kept);
+    }
+    (out, folded)
 }
 
 /// Proposes (or, with `write`, applies) the selected patterns on the
@@ -177,10 +296,10 @@ pub(crate) fn apply(cat: &mut Catalog, root: &Path, req: &Request) -> Result<Rep
     let searched = |p: &Pattern, rw: &Rewrite, t: &Target| {
         search.is_some_and(|o| crate::ops::sitesearch::searchable(o.validator, p, rw, &t.rel, t.lang))
     };
-    let per_file: Vec<(Vec<Candidate>, Vec<Dropped>, Option<String>)> =
-        targets.par_iter().map(|t| rewrite_file(t, &rws, req.write, &searched)).collect();
+    let per_file: Vec<FileOutcome> = targets.par_iter().map(|t| rewrite_file(t, &rws, req.write, &searched)).collect();
     let mut candidates = Vec::new();
     let mut dropped = Vec::new();
+    let mut held_back = HeldBack::default();
     let mut searches = Vec::new();
     if let Some(o) = search {
         for t in &targets {
@@ -217,7 +336,20 @@ pub(crate) fn apply(cat: &mut Catalog, root: &Path, req: &Request) -> Result<Rep
     }
     let mut results: Vec<(usize, String)> = Vec::new(); // (target index, final text) for --write
     let mut not_searched = Vec::new();
-    for (ti, (c, d, text)) in per_file.into_iter().enumerate() {
+    // the searched candidates (a dry run's only), held to what the others are
+    candidates.retain(|c: &Candidate| {
+        let Some(t) = targets.iter().find(|t| t.rel == c.path) else { return true };
+        let Some(result) = kidiom_rewrite::patched(&t.text, &c.diff) else { return true };
+        match vet(t.lang, &t.text, &result) {
+            Some(h) => {
+                dropped.push(Dropped { pattern: c.pattern_id.clone(), path: c.path.clone(), reason: h.reason(&t.rel) });
+                held_back.count(&h);
+                false
+            }
+            None => true,
+        }
+    });
+    for (ti, (c, d, held, text)) in per_file.into_iter().enumerate() {
         if let Some(o) = search {
             let t = &targets[ti];
             for (p, rw) in rws.iter().filter(|(p, _)| c.iter().any(|c| c.pattern_id == p.id)) {
@@ -228,6 +360,7 @@ pub(crate) fn apply(cat: &mut Catalog, root: &Path, req: &Request) -> Result<Rep
         }
         candidates.extend(c);
         dropped.extend(d);
+        held.iter().for_each(|h| held_back.count(h));
         if let Some(text) = text {
             results.push((ti, text));
         }
@@ -252,8 +385,11 @@ pub(crate) fn apply(cat: &mut Catalog, root: &Path, req: &Request) -> Result<Rep
             kidiom_rewrite::atomic_write(&targets[*ti].abs, text.as_bytes())?;
         }
     }
+    let (candidates, same_change) = one_per_change(candidates);
+    held_back.same_change = same_change;
     cat.put_candidates(&candidates)?;
     Ok(Report {
+        held_back,
         write: req.write,
         skipped,
         files: targets.len(),
@@ -281,5 +417,70 @@ pub(crate) fn search_validator_options(cfg: &Config, timeout: std::time::Duratio
         static_limits: Some(cfg.validate.static_limits),
         // the search measures error and static cost only
         device_model: None,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use kidiom_catalog::record::{SearchOrigin, SiteOrigin};
+
+    fn cand(pattern: &str, score: f64, result: &str) -> Candidate {
+        let mut p = Pattern::usage(pattern, Lang::Python, "a", "b", &[]);
+        p.score = score;
+        let diff = format!("diff of {pattern} to {result}");
+        Candidate::new(pattern, "k.py", diff, ("base".into(), result.into()), Provenance::of_pattern(&p, None))
+    }
+
+    #[test]
+    fn candidates_with_the_same_resulting_file_are_one_with_every_pattern() {
+        let (out, folded) = one_per_change(vec![
+            cand("weak", 1.0, "r1"),
+            cand("strong", 5.0, "r1"),
+            cand("other", 9.0, "r2"),
+            cand("mid", 3.0, "r1"),
+        ]);
+        assert_eq!(folded, 2);
+        let ids: Vec<&str> = out.iter().map(|c| c.pattern_id.as_str()).collect();
+        assert_eq!(ids, ["strong", "other"], "the strongest pattern's candidate stands for the change");
+        assert_eq!(out[0].provenance.patterns(), ["strong", "mid", "weak"]);
+        assert!(out[1].provenance.also().is_empty());
+        // the same file on another base is another change
+        let mut moved = cand("weak", 1.0, "r1");
+        moved.base_blob = "other-base".into();
+        assert_eq!(one_per_change(vec![cand("strong", 5.0, "r1"), moved]).1, 0);
+        // one diff reached twice is one row, not a change made by two patterns
+        let (out, folded) = one_per_change(vec![cand("strong", 5.0, "r1"), cand("strong", 5.0, "r1")]);
+        assert_eq!((out.len(), folded), (1, 0));
+        assert!(out[0].provenance.also().is_empty());
+    }
+
+    #[test]
+    fn a_searched_candidate_is_the_one_kept() {
+        let mut searched = cand("searched", 0.5, "r1");
+        searched.provenance = searched.provenance.with_search(SearchOrigin::Sites(SiteOrigin::default()));
+        let (out, _) = one_per_change(vec![cand("strong", 5.0, "r1"), searched]);
+        assert_eq!(out.len(), 1);
+        assert_eq!(out[0].provenance.patterns(), ["searched", "strong"]);
+        assert!(out[0].provenance.search.is_some());
+    }
+
+    #[test]
+    fn what_kidiom_knows_fails_or_does_nothing_is_held_back_and_counted() {
+        let base = "import triton\nimport triton.language as tl\n\n@triton.jit\ndef k(x):\n    # exp(x) in words\n    a = tl.zeros([4], dtype=tl.float32)\n    tl.store(x, a.to(tl.float32) + tl.exp(a))\n";
+        let unbound = vet(Lang::Python, base, &base.replace("tl.exp(a)", "exp(a)"));
+        assert_eq!(unbound, Some(Held::Unbound(vec!["exp".into()])));
+        let nil = vet(Lang::Python, base, &base.replace("a.to(tl.float32)", "a"));
+        assert!(matches!(nil, Some(Held::Nil(_))), "{nil:?}");
+        assert_eq!(vet(Lang::Python, base, &base.replace("tl.exp(a)", "tl.exp2(a)")), None);
+        let mut held = HeldBack::default();
+        for h in [unbound, nil].iter().flatten() {
+            held.count(h);
+        }
+        held.same_change = 3;
+        let line = held.line().expect("a line");
+        assert!(line.starts_with("not proposed: 1 would use a name") && line.contains("1 would only cast"), "{line}");
+        assert!(line.contains("3 made the same change"), "{line}");
+        assert_eq!(HeldBack::default().line(), None);
     }
 }

@@ -28,8 +28,8 @@ pub use figures::{
     StaticFigures, SyntaxFigures, WorstError, WorstErrors,
 };
 pub use provenance::{
-    ManualEdit, Origin, OtherOrigin, PatternSnapshot, Provenance, RoleSite, RolesOrigin, SearchOrigin, SiteFigures,
-    SiteOrigin, SiteSummary, SummaryPoint, SummarySite,
+    AlsoProposed, ManualEdit, Origin, OtherOrigin, PatternSnapshot, Provenance, RoleSite, RolesOrigin, SearchOrigin,
+    SiteFigures, SiteOrigin, SiteSummary, SummaryPoint, SummarySite,
 };
 pub use verdict::{Gate, Verdict, VerdictKind};
 

@@ -78,6 +78,50 @@ pub struct PatternSnapshot {
     /// Commits it was mined from.
     #[serde(default, deserialize_with = "each")]
     pub commits: Vec<CommitRef>,
+    /// The other patterns that propose the very same change (same target,
+    /// same rewritten text): one candidate stands for all of them.
+    #[serde(default, deserialize_with = "each", skip_serializing_if = "Vec::is_empty")]
+    pub also: Vec<AlsoProposed>,
+}
+
+/// Another pattern that proposed a candidate's exact change.
+#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
+pub struct AlsoProposed {
+    /// The pattern's id.
+    #[serde(default, deserialize_with = "lenient")]
+    pub pattern: String,
+    /// `usage` or `edit`.
+    #[serde(default, deserialize_with = "lenient")]
+    pub kind: String,
+    /// Its category's name.
+    #[serde(default, deserialize_with = "lenient")]
+    pub category: String,
+    /// One line.
+    #[serde(default, deserialize_with = "lenient")]
+    pub title: String,
+    /// The value it writes for `$V`, if any.
+    #[serde(default, deserialize_with = "lenient", skip_serializing_if = "Option::is_none")]
+    pub value: Option<String>,
+    /// Its ranking score.
+    #[serde(default, deserialize_with = "lenient")]
+    pub score: f64,
+    /// Its support per corpus.
+    #[serde(default, deserialize_with = "each", skip_serializing_if = "Vec::is_empty")]
+    pub support: Vec<Support>,
+}
+
+impl From<&PatternSnapshot> for AlsoProposed {
+    fn from(p: &PatternSnapshot) -> AlsoProposed {
+        AlsoProposed {
+            pattern: p.pattern.clone(),
+            kind: p.kind.clone(),
+            category: p.category.clone(),
+            title: p.title.clone(),
+            value: p.value.clone(),
+            score: p.score,
+            support: p.support.clone(),
+        }
+    }
 }
 
 /// An edit submitted as a patch.
@@ -293,6 +337,7 @@ impl Provenance {
                 support: p.support.clone(),
                 examples: p.examples.clone(),
                 commits: p.commits.clone(),
+                also: Vec::new(),
             }),
             search: None,
         }
@@ -461,6 +506,37 @@ impl Provenance {
         }
     }
 
+    /// Every pattern that proposes this candidate's change: its own first,
+    /// then the others (empty for a manual edit or another writer's row).
+    pub fn patterns(&self) -> Vec<&str> {
+        match &self.origin {
+            Origin::Pattern(p) => {
+                std::iter::once(p.pattern.as_str()).chain(p.also.iter().map(|a| a.pattern.as_str())).collect()
+            }
+            _ => Vec::new(),
+        }
+    }
+
+    /// The other patterns that propose the same change.
+    pub fn also(&self) -> &[AlsoProposed] {
+        match &self.origin {
+            Origin::Pattern(p) => &p.also,
+            _ => &[],
+        }
+    }
+
+    /// Records that the patterns of `others` propose the same change too
+    /// (each once; its own pattern is never listed).
+    pub fn add_also(&mut self, others: impl IntoIterator<Item = AlsoProposed>) {
+        if let Origin::Pattern(p) = &mut self.origin {
+            for a in others {
+                if a.pattern != p.pattern && !p.also.iter().any(|x| x.pattern == a.pattern) {
+                    p.also.push(a);
+                }
+            }
+        }
+    }
+
     /// The roles of the candidate in the search it came from (empty: none).
     pub fn search_roles(&self) -> &[String] {
         match &self.search {
@@ -525,7 +601,11 @@ mod tests {
             "sites": [{"line": 4, "base": "q", "role": "reused", "value": "v", "why": "w"}], "all_sites": 9});
         let manual = json!({"kind": "manual", "category": null, "title": "manual edit", "rationale": "r"});
         let plant = json!({"category": "specialization", "after": "@x"});
-        for v in [plain, sites, roles, manual, plant] {
+        let mut also = plain.clone();
+        also["also"] = json!([{"pattern": "q", "kind": "edit", "category": "addressing", "title": "t2",
+            "value": "tl.int64", "score": 0.5, "support": [{"corpus": "fla", "revision": "r", "occurrences": 3,
+            "files": 1, "opportunities": 0}]}]);
+        for v in [plain, sites, roles, manual, plant, also] {
             assert_eq!(Provenance::decode(&v).to_value(), v);
         }
     }

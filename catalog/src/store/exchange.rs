@@ -181,6 +181,8 @@ impl MineTx<'_> {
     ) -> Result<ImportReport> {
         let wanted = |name: &str| corpora.is_none_or(|c| c.iter().any(|x| x == name));
         let mut report = ImportReport::default();
+        // merged patterns back as mined before reading them (the commit merges again)
+        self.unmerge()?;
         // A corpus mined here (say from a fallback) keeps its row when only its edit idioms come in.
         for c in file.corpora.iter().filter(|c| wanted(&c.name)) {
             let known: bool = self

@@ -8,6 +8,7 @@
 mod candidates;
 mod exchange;
 mod history;
+mod merge;
 mod query;
 pub(crate) mod schema;
 mod search;
@@ -215,7 +216,7 @@ impl Catalog {
     /// longer than the busy timeout.
     pub fn begin(&mut self) -> Result<MineTx<'_>> {
         let tx = self.conn.transaction_with_behavior(TransactionBehavior::Immediate).at(&self.path)?;
-        Ok(MineTx { tx, path: &self.path })
+        Ok(MineTx { tx, path: &self.path, unmerged: std::cell::Cell::new(false) })
     }
 }
 
@@ -225,6 +226,9 @@ impl Catalog {
 pub struct MineTx<'a> {
     tx: Transaction<'a>,
     path: &'a Path,
+    /// Whether the merged patterns were put back as mined (by the first
+    /// pattern write); the commit then merges them again.
+    unmerged: std::cell::Cell<bool>,
 }
 
 impl MineTx<'_> {
@@ -324,6 +328,7 @@ impl MineTx<'_> {
                 return Err(invalid(&p.id, "duplicate id".into()));
             }
         }
+        self.unmerge()?;
         let tx = &self.tx;
         let k = kind.name();
         tx.execute("DELETE FROM patterns_search WHERE rowid IN (SELECT rowid FROM patterns WHERE kind = ?1)", [k])
@@ -355,14 +360,26 @@ impl MineTx<'_> {
                 message: "score is NaN".into(),
             });
         }
+        self.unmerge()?;
+        self.write_pattern(p)
+    }
+
+    /// [`MineTx::put_pattern`] as it stands (no unmerging).
+    fn write_pattern(&self, p: &Pattern) -> Result<()> {
+        self.delete_pattern(&p.id)?;
+        self.insert_pattern(p)
+    }
+
+    /// Removes pattern `id` with its child rows and search row.
+    fn delete_pattern(&self, id: &str) -> Result<()> {
         let tx = &self.tx;
-        tx.execute("DELETE FROM patterns_search WHERE rowid IN (SELECT rowid FROM patterns WHERE id = ?1)", [&p.id])
+        tx.execute("DELETE FROM patterns_search WHERE rowid IN (SELECT rowid FROM patterns WHERE id = ?1)", [id])
             .at(self.path)?;
         for table in ["support", "pattern_values", "examples", "commits"] {
-            tx.execute(&format!("DELETE FROM {table} WHERE pattern_id = ?1"), [&p.id]).at(self.path)?;
+            tx.execute(&format!("DELETE FROM {table} WHERE pattern_id = ?1"), [id]).at(self.path)?;
         }
-        tx.execute("DELETE FROM patterns WHERE id = ?1", [&p.id]).at(self.path)?;
-        self.insert_pattern(p)
+        tx.execute("DELETE FROM patterns WHERE id = ?1", [id]).at(self.path)?;
+        Ok(())
     }
 
     fn insert_pattern(&self, p: &Pattern) -> Result<()> {
@@ -434,8 +451,12 @@ impl MineTx<'_> {
         search::index(tx, self.path, rowid, p)
     }
 
-    /// Makes every write of this transaction visible and durable.
+    /// Makes every write of this transaction visible and durable; when it
+    /// wrote patterns, merges those that are one rewrite first.
     pub fn commit(self) -> Result<()> {
+        if self.unmerged.get() {
+            self.merge_same_rewrites()?;
+        }
         self.tx.commit().at(self.path)
     }
 }
@@ -633,7 +654,8 @@ pub(crate) mod tests {
             rationale: format!("rationale of {id}"),
             mechanism: format!("mechanism of {id}"),
             before: "tl.dot($A, $B)".into(),
-            after: "tl.dot($A, $B, input_precision=$P)".into(),
+            // one rewrite per id: patterns of the same rewrite would be merged into one
+            after: format!("tl.dot($A, $B, input_precision=$P, {}=1)", id.replace(|c: char| !c.is_alphanumeric(), "_")),
             support: corpora
                 .iter()
                 .map(|(c, n)| Support {

@@ -83,6 +83,8 @@ pub struct CatalogStats {
     pub by_category: BTreeMap<String, u64>,
     /// The corpora mined.
     pub corpora: Vec<CorpusRow>,
+    /// Patterns merged into another that makes the same rewrite (not counted in `patterns`).
+    pub merged: u64,
     /// Files recorded over all corpora.
     pub files: u64,
     /// Files parsed (with kernels).
@@ -143,6 +145,11 @@ impl Catalog {
             .at(path)
         };
         s.by_kind = grouped("SELECT kind, count(*) FROM patterns GROUP BY kind")?;
+        s.merged = self
+            .conn
+            .query_row("SELECT count(*) FROM pattern_merges WHERE id <> into_id", [], |r| r.get::<_, i64>(0))
+            .at(path)?
+            .max(0) as u64;
         s.by_language = grouped("SELECT language, count(*) FROM patterns GROUP BY language")?;
         s.by_category = grouped("SELECT category, count(*) FROM patterns GROUP BY category")?;
         s.patterns = s.by_kind.values().sum();

@@ -41,6 +41,14 @@
 //! (renames and API refactors from history), and an index on
 //! `patterns.category`.
 //!
+//! Version 7 adds `pattern_merges`: patterns that are one rewrite (a usage
+//! idiom and the history edits that make its change, rules equal up to the
+//! names of their holes) are stored as one, the kept pattern with the
+//! others' support added; this table holds every member as mined (`id`,
+//! `into_id` the kept pattern's id, `kind`, `pattern` its JSON), so a
+//! merged-away id still names its pattern and mining again starts from the
+//! originals.
+//!
 //! Child tables reference `patterns(id)` with `ON DELETE CASCADE`. Enum
 //! columns hold the lowercase names printed by `name()` (`usage`, `python`,
 //! `precision`).
@@ -184,6 +192,17 @@ ALTER TABLE pattern_values ADD COLUMN literals TEXT NOT NULL DEFAULT '[]';
     // refuses the catalog instead.
     r#"
 CREATE INDEX patterns_category ON patterns (category);
+"#,
+    // 7: patterns that are one rewrite, merged: each member as mined (JSON of a
+    // `Pattern`), the kept one's id in `into_id` (its own for the kept one).
+    r#"
+CREATE TABLE pattern_merges (
+    id       TEXT PRIMARY KEY NOT NULL,
+    into_id  TEXT NOT NULL,
+    kind     TEXT NOT NULL,
+    pattern  TEXT NOT NULL
+);
+CREATE INDEX pattern_merges_into ON pattern_merges (into_id);
 "#,
 ];
 

@@ -18,6 +18,11 @@ pub(super) fn run(cat: &Catalog, status: Option<CandidateStatus>, json: bool) ->
     Ok(if cands.is_empty() { ExitCode::from(1) } else { ExitCode::SUCCESS })
 }
 
+/// The candidates' table (`kidiom run -v` prints this run's).
+pub(crate) fn print_candidates(cands: &[Candidate]) -> Result<()> {
+    output::table(&rows(cands))
+}
+
 /// The table: a header, then one row per candidate.
 fn rows(cands: &[Candidate]) -> Vec<Vec<String>> {
     let mut rows = vec![

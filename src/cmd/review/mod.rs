@@ -12,6 +12,7 @@ use crate::config::Config;
 use crate::{ops, output};
 
 mod list;
+pub(crate) use list::print_candidates;
 mod show;
 
 #[derive(Debug, clap::Args)]

@@ -53,6 +53,11 @@ fn header(c: &Candidate, pattern: Option<&Pattern>) -> Vec<String> {
         out.push(format!("  value:     {v}"));
     }
     out.push(format!("  pattern:   {} [{}] {}", c.pattern_id, prov.category().unwrap_or(""), prov.title()));
+    // the other patterns that propose this very change (one candidate for all of them)
+    for a in prov.also() {
+        let support: u64 = a.support.iter().map(|s| s.occurrences).sum();
+        out.push(format!("  also:      {} [{}] {} ({support} upstream)", a.pattern, a.category, a.title));
+    }
     out.push(format!("  rationale: {}", prov.rationale().unwrap_or("")));
     // Candidates proposed before patterns had a mechanism: the pattern's own.
     let mechanism = prov.mechanism().or(pattern.map(|p| p.mechanism.as_str())).unwrap_or("");

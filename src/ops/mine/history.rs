@@ -16,7 +16,7 @@ use std::path::PathBuf;
 use std::time::Instant;
 
 use anyhow::{Context, Result};
-use kidiom_catalog::{Catalog, Filter, Kind, Pattern};
+use kidiom_catalog::{Catalog, Kind, Pattern};
 use kidiom_miner::history::{
     self, BlobCache, BlobCounts, CommitEdits, CommitMeta, CorpusHistory, GeneralizeStats, HistoryConfig,
 };
@@ -308,8 +308,9 @@ pub(crate) fn mine(catalog: &mut Catalog, manifests: Vec<Manifest>, opts: &Histo
 /// rule that also drew on another corpus is regenerated from this run's
 /// corpora alone). Adds them to `patterns`.
 fn keep_other_corpora(catalog: &Catalog, run: &BTreeSet<&str>, patterns: &mut Vec<Pattern>) -> Result<()> {
+    // as mined: a rule merged into another pattern is still another corpus's rule
     let others: Vec<Pattern> = catalog
-        .list(&Filter { kind: Some(Kind::Edit), ..Filter::default() })?
+        .originals(Some(Kind::Edit))?
         .into_iter()
         .filter(|p| !p.support.is_empty() && p.support.iter().all(|s| !run.contains(s.corpus.as_str())))
         .collect();
