@@ -46,7 +46,7 @@ from ..manifest import all_manifests, shape_id
 from .operations import OPS, slices
 from .worker_client import KernelSpec, Workers, load_result
 
-__all__ = ["run_check", "compare", "metrics", "error_curve", "BASELINE_FACTOR", "BASELINE_FLOOR", "DRIFT_FACTOR",
+__all__ = ["run_check", "compare", "metrics", "error_curve", "error_curves", "BASELINE_FACTOR", "BASELINE_FLOOR", "DRIFT_FACTOR",
            "DRIFT_FLOOR", "ORDER_ATOMIC_RTOL", "drift_verdict", "specialization_plan"]
 
 # A candidate fails when, on the same inputs, an output's error exceeds
@@ -451,7 +451,7 @@ def _submit_curve(manifest, op, cand, lengths, seed):
     return plan
 
 
-def _judge_curve(manifest, op, cand, plan):
+def _judge_curve(manifest, op, cand, plan, references=None):
     points, failures = [], []
     for T, x, rid in plan:
         res = cand.result(rid)
@@ -460,7 +460,8 @@ def _judge_curve(manifest, op, cand, plan):
             points.append({"T": T, "rel_l2": None, "max_abs": None, "last_chunk_rel_l2": None,
                            "state_rel_l2": None, "state_max_abs": None})
             continue
-        expect = op.reference(x)
+        # the same inputs for every variant at a length (one seed): one reference serves them all
+        expect = references[T] if references is not None and T in references else op.reference(x)
         _, outs, fails, _ = _judge_call(op, x, None, res["sets"][0], cand, rid, 0, manifest.entry, None)
         failures += [f"curve T={T}: {f}" for f in fails]
         cand.release(rid)
@@ -1242,6 +1243,45 @@ def _sandbox(cand, base):
     sb.update(workers=cand.workers + (base.workers if base else 0), crashes=cand.crashes, calls_per_case=2,
               baseline_worker="its own worker, same sandbox" if base else "none")
     return sb
+
+
+def error_curves(manifest, sources, lengths, seed, device="cpu", tf32=True, deadline=None, references=None):
+    """The error-versus-length curves of many variants of one kernel ({key: source}), all hosted by
+    ONE sandboxed worker (one interpreter start and import for the lot, instead of one each):
+    {key: [point]} for those measured, {key: why} for those that failed. The variants are candidate
+    code, confined as every candidate is; they share a process with each other only, never with
+    trusted code. The reference at each length is computed once here for all of them
+    (`references`, {T: expect}, shared between calls when given). A worker that could not host the
+    lot (one variant failed to load, or crashed it) answers nothing for the variants it did not
+    measure: they are in neither dict, and the caller measures each alone (`error_curve`)."""
+    m, op = manifest, OPS[manifest.op]
+    references = {} if references is None else references
+    curves, failed = {}, {}
+    with Workers(device, tf32, deadline or time.monotonic() + 1800) as ws:
+        specs = {key: KernelSpec.of(m, src) for key, src in sources.items()}
+        w = ws.start("candidate", specs, trusted=False)
+        plans = {}
+        for key in sources:
+            plans[key] = []
+            for T in lengths:
+                shape = dict(m.curve["base"], T=T)
+                x = op.make_inputs(shape, np.random.default_rng(seed), long_memory=True, initial_state=False)
+                rid = w.submit(key, op.args, op.layout(x), [_arrays(op, x)], label=f"{key} curve T={T}")
+                plans[key].append((T, x, rid))
+        for key, plan in plans.items():
+            if w.fatal is not None or w.crashes:
+                break   # the rest alone: a crash or a load failure must not read as theirs
+            for T, x, _ in plan:
+                if T not in references:
+                    references[T] = op.reference(x)
+            points, fails = _judge_curve(m, op, w, plan, references)
+            if w.fatal is not None or w.crashes:
+                break
+            if fails:
+                failed[key] = "; ".join(fails)
+            else:
+                curves[key] = points
+    return curves, failed
 
 
 def error_curve(manifest, source, lengths, seed, device="cpu", tf32=True, deadline=None):
