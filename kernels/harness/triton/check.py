@@ -42,6 +42,7 @@ import time
 import numpy as np
 
 from .backend import OUT_SENTINEL, PAD
+from .basecache import BaselineCache
 from ..manifest import all_manifests, shape_id
 from .operations import OPS, slices
 from .worker_client import KernelSpec, Workers, load_result
@@ -374,6 +375,7 @@ class _Case:
         self.xs = [op.make_inputs(shape, rngs[i], **kw) for i in range(sets)]
         self.expects = None
         self.rid = self.base_rid = None
+        self.base_metrics = None   # the baseline's metrics per set, from the run's cache (basecache.py)
         self.natural = self.natural_rec = None   # call 1's outputs and report (the program-order check)
 
     @property
@@ -388,7 +390,7 @@ def _not_run(case, why):
     return rec
 
 
-def _judge_case(manifest, op, case, cand, base):
+def _judge_case(manifest, op, case, cand, base, bcache=None):
     res = cand.result(case.rid)
     if "sets" not in res:
         rec = _not_run(case, str(res.get("failed", res)))
@@ -403,9 +405,11 @@ def _judge_case(manifest, op, case, cand, base):
                                              manifest.tolerance)
         if j == 0:
             case.natural, case.natural_rec = outs, rec
+        bms = case.base_metrics[j] if case.base_metrics is not None else None
         if bres is not None:
             bms, _, _, _ = _judge_call(op, x, case.expects[j], bres["sets"][j], base, case.base_rid, j,
                                        manifest.entry, None, launches_required=False)
+        if bms is not None:
             base_calls.append(bms)
             for name, m in ms.items():
                 if name in bms:
@@ -419,6 +423,8 @@ def _judge_case(manifest, op, case, cand, base):
     cand.release(case.rid)
     if base is not None and case.base_rid is not None:
         base.release(case.base_rid)
+        if bcache is not None and len(base_calls) == len(case.xs):
+            bcache.put(case, base_calls)
     rec = {"id": case.id, "shape": case.shape, "seed": case.seed, "passed": not failures,
            "outputs": _json_safe(_worst(per_call)),
            "padding": _and([f["padding"] for f in facts_all]),
@@ -1124,7 +1130,7 @@ class _Drift:
 
 def run_check(manifest, source=None, seeds=(0,), device="cpu", tf32=True, with_curve=True,
               with_consistency=True, with_baseline=True, deadline=None, shapes=None,
-              with_specializations=None, with_order=None, with_drift=None):
+              with_specializations=None, with_order=None, with_drift=None, baseline_cache=None):
     """The check of `source` (None: the manifest's own) on `device` ("cpu" or "cuda").
 
     Returns {cases, specializations?, program_order?, curve?, consistency?, drift?, failures,
@@ -1132,7 +1138,9 @@ def run_check(manifest, source=None, seeds=(0,), device="cpu", tf32=True, with_c
     run here. The GPU specializations and the program order (on a CPU) and the drift (against
     the baseline) run unless turned off, by default only for the manifest's own shape matrix
     (`shapes` None). Raises workers.WorkerTimeout past `deadline` (time.monotonic()),
-    workers.WorkerFailed when a trusted (baseline) worker fails."""
+    workers.WorkerFailed when a trusted (baseline) worker fails. `baseline_cache`: a directory where
+    the baseline's metrics per case are kept for the other checks of a run (basecache.py); a case
+    found there does not run the baseline again."""
     deadline = deadline if deadline is not None else time.monotonic() + 1800
     op = OPS[manifest.op]
     kind = "gpu" if device == "cuda" else "cpu"
@@ -1150,6 +1158,7 @@ def run_check(manifest, source=None, seeds=(0,), device="cpu", tf32=True, with_c
     if cons_shape:
         other_op = "kda_prefill" if manifest.op == "kda_decode" else "kda_decode"
         base_specs["other"] = KernelSpec.of(_baseline_triton(other_op))
+    bcache = BaselineCache(baseline_cache, manifest, device, tf32) if baseline_cache and against_baseline else None
     mode = "native" if device == "cuda" else (
         "emulation" if manifest.language == "cuda" else ("interpreter-tf32" if tf32 else "interpreter"))
     with Workers(device, tf32, deadline) as ws:
@@ -1172,7 +1181,9 @@ def run_check(manifest, source=None, seeds=(0,), device="cpu", tf32=True, with_c
                 sets = [_arrays(op, x) for x in c.xs]
                 c.rid = cand.submit("candidate", op.args, lay, sets, label=f"case {c.id} seed {seed}")
                 if against_baseline:
-                    c.base_rid = base.submit("baseline", op.args, lay, sets, label=f"case {c.id} seed {seed}")
+                    c.base_metrics = bcache.get(c, len(c.xs)) if bcache is not None else None
+                    if c.base_metrics is None:
+                        c.base_rid = base.submit("baseline", op.args, lay, sets, label=f"case {c.id} seed {seed}")
                 cases.append(c)
         base_kernel = base if against_baseline else None
         spec = _Specializations(manifest, op, cand, device) if with_specializations and device == "cpu" else None
@@ -1195,7 +1206,7 @@ def run_check(manifest, source=None, seeds=(0,), device="cpu", tf32=True, with_c
             cons.submit_decode()
         records, failures = [], []
         for c in cases:
-            rec = _judge_case(manifest, op, c, cand, base)
+            rec = _judge_case(manifest, op, c, cand, base, bcache)
             records.append(rec)
             failures += [f"{rec['id']} seed {rec['seed']}: {f}" for f in rec["failures"]]
         result = {"cases": records}
@@ -1234,7 +1245,8 @@ def run_check(manifest, source=None, seeds=(0,), device="cpu", tf32=True, with_c
                                    "which the emulation ran as the GPU would")
         result.update(failures=failures, passed=not failures, device=info["device"], mode=mode,
                       sandbox=_sandbox(cand, base),
-                      baseline={"compared": against_baseline, "factor": BASELINE_FACTOR, "floor": BASELINE_FLOOR})
+                      baseline={"compared": against_baseline, "factor": BASELINE_FACTOR, "floor": BASELINE_FLOOR,
+                                **({"cache": bcache.describe()} if bcache is not None else {})})
         return result
 
 
