@@ -215,6 +215,7 @@ pub(crate) fn run(a: Args) -> Result<ExitCode> {
 pub(crate) fn print_progress(i: usize, n: usize, c: &Candidate, ev: Option<&Evidence>) {
     match ev {
         None => eprintln!("kidiom: validating {} ({}/{n})", c.id, i + 1),
-        Some(ev) => eprintln!("  {} ({:.1}s)", ev.verdict.describe(), ev.seconds),
+        // candidates run at once: each verdict names its candidate
+        Some(ev) => eprintln!("  {}: {} ({:.1}s)", c.id, ev.verdict.describe(), ev.seconds),
     }
 }

@@ -47,7 +47,7 @@ use std::ops::Range;
 
 use serde::Serialize;
 
-pub use measure::{Figures, HarnessMeasure, Measure, Measured};
+pub use measure::{Figures, HarnessMeasure, Measure, Measured, Progress};
 pub use steps::search;
 
 use crate::gates::StaticLimits;
@@ -259,6 +259,8 @@ mod tests {
         remaining: Option<std::time::Duration>,
         first_batch: std::time::Duration,
         measured: usize,
+        /// What `progress` was told, in order.
+        progress: Vec<(usize, usize)>,
     }
 
     impl Measure for Model {
@@ -268,6 +270,10 @@ mod tests {
 
         fn remaining(&self) -> Option<std::time::Duration> {
             self.extra.remaining
+        }
+
+        fn progress(&mut self, done: usize, planned: usize) {
+            self.extra.progress.push((done, planned));
         }
 
         fn measure(&mut self, variants: &[(Assignment, String)], compile: bool) -> Result<Vec<Measured>> {
@@ -544,5 +550,24 @@ mod tests {
         assert_eq!(s.describe(&vec![Some(0); 3]), "all 3: \"ieee\"");
         assert_eq!(s.describe(&vec![Some(1), None, Some(0), Some(1)]), "1,4: \"tf32x3\"; 3: \"ieee\"");
         assert_eq!(s.describe(&vec![None, None]), "none (baseline)");
+    }
+    #[test]
+    fn progress_counts_up_to_what_was_measured() {
+        let mut m = Model {
+            weight: vec![0.4, 0.3, 0.2, 0.1],
+            residual: vec![0.0, 1e-3, 0.9],
+            cost: vec![vec![2000; 4], vec![50; 4], vec![1; 4]],
+            calls: 0,
+            compiles: 0,
+            extra: Extra::default(),
+        };
+        let s = search(&request(4, &["\"ieee\"", "\"bf16x3\"", "\"tf32\""]), &mut m, text).unwrap();
+        let p = &m.extra.progress;
+        assert!(p.len() >= 3, "after each batch and at the end: {p:?}");
+        assert_eq!(p[0], (4, 4), "the first batch: the baseline and three all-sites variants");
+        assert!(p[1].1 > 4, "then the per-site plan: {p:?}");
+        assert!(p.windows(2).all(|w| w[0].0 <= w[1].0), "never backwards: {p:?}");
+        assert!(p.iter().all(|(d, n)| d <= n), "{p:?}");
+        assert_eq!(*p.last().unwrap(), (s.measured, s.measured), "ends full at what was measured");
     }
 }

@@ -16,6 +16,8 @@ struct VariantMemo<'m, F> {
     interp_runs: usize,
     compiled: usize,
     cached: usize,
+    /// Interpreter runs the search plans in all, as far as it knows (progress).
+    planned: usize,
 }
 
 impl<F: Fn(&Assignment) -> Result<String>> VariantMemo<'_, F> {
@@ -38,6 +40,7 @@ impl<F: Fn(&Assignment) -> Result<String>> VariantMemo<'_, F> {
             self.cached += usize::from(m.cached);
             self.seen.insert(m.assignment.clone(), m);
         }
+        self.measure.progress(self.interp_runs, self.planned);
         Ok(())
     }
 
@@ -373,12 +376,17 @@ pub fn search<F: Fn(&Assignment) -> Result<String>>(
         return Err(Error::Search(format!("{} has no site or no value of {} to search", req.path, req.pattern)));
     }
     let lengths = measure.lengths();
-    let memo = VariantMemo { measure, text, seen: HashMap::new(), interp_runs: 0, compiled: 0, cached: 0 };
+    let memo =
+        VariantMemo { measure, text, seen: HashMap::new(), interp_runs: 0, compiled: 0, cached: 0, planned: 1 + nv };
     let mut s = Search { req, memo, sites: Sites(n), notes: Vec::new() };
     let (first, first_wall) = s.extremes()?;
     let fixing = s.fixing();
     let pairs = s.mixed_pairs(&fixing);
     let per_site = n > 1 && !fixing.is_empty() && s.per_site_fits(&first, first_wall, &fixing, pairs.len());
+    if per_site {
+        // steps 2 and 3: 2N runs per fixing value and N per pair, then N - 1 subsets each
+        s.memo.planned += fixing.len() * 2 * n + pairs.len() * n + (fixing.len() + pairs.len()) * (n - 1);
+    }
     let (attribution, subsets) = if per_site {
         (s.attribute(&fixing, &pairs)?, s.nested_subsets(&fixing, &pairs)?)
     } else {
@@ -390,6 +398,7 @@ pub fn search<F: Fn(&Assignment) -> Result<String>>(
             compiled.push(a);
         }
     }
+    s.memo.measure.progress(s.memo.interp_runs, s.memo.interp_runs);
     let mut points = s.front(&compiled);
     let (chosen, why, reference_error) = s.choose(&mut points, &fixing);
     Ok(SiteSearch {
