@@ -12,7 +12,6 @@ pub(crate) mod export;
 pub(crate) mod import;
 pub(crate) mod mine;
 pub(crate) mod profile;
-pub(crate) mod progress;
 pub(crate) mod review;
 pub(crate) mod run;
 pub(crate) mod shard;

@@ -58,7 +58,7 @@ pub(crate) fn run(args: Args) -> Result<ExitCode> {
         no_search: args.no_search,
         progress_bars: progress,
     };
-    let bars = super::progress::Bars::new();
+    let bars = crate::progress::Bars::new();
     let tell = |e: Event| {
         if !progress {
             return;

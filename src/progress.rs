@@ -1,4 +1,4 @@
-//! The long phases of `kidiom run` as they go, on stderr: on a terminal a
+//! The long phases of `kidiom run` as they go, on stderr (beside output.rs): on a terminal a
 //! bar each for the site search and for validation, with the time left
 //! (indicatif's estimate from the pace so far); elsewhere the lines of
 //! `kidiom validate` and nothing for the search's batches.
@@ -65,7 +65,7 @@ impl Bars {
     /// Candidate `i` of `n` starts (`None`) or ended with its evidence.
     pub(crate) fn validating(&self, i: usize, n: usize, c: &Candidate, ev: Option<&Evidence>) {
         if !self.terminal {
-            return super::validate::print_progress(i, n, c, ev);
+            return crate::cmd::validate::print_progress(i, n, c, ev);
         }
         let Ok(mut g) = self.validate.lock() else { return };
         let pb = g.get_or_insert_with(|| bar(n, "validate", "candidates"));

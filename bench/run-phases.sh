@@ -1,0 +1,67 @@
+#!/usr/bin/env bash
+# The time of `kidiom run` on kidiom.toml's defaults, by phase, as a newcomer meets it: on a fresh
+# copy of this checkout (its tracked files, no .kidiom catalog) from an empty cache (cold: no
+# fetched corpora, no sweep or compile cache, no Triton cache), then again in the same copy (warm:
+# the catalog, the history cache and the harness's caches kept). The phases are what the run
+# itself records in its report (`kidiom run --json`, `phases`): usage mining, history mining, the
+# snapshot's fill-in, the dry-run apply with its site searches (and the searches alone), the
+# validation, the total. The build is not timed (scripts/run.sh builds first).
+#
+#   bench/run-phases.sh [RUN ARGS...]        e.g. --no-search, --timeout 300
+#
+# Uses target/release/kidiom (built here if missing). Needs .venv (scripts/setup-python.sh).
+# Writes bench/runs/<date>-<host>/run-phases.json and prints one line per pass. A machine that
+# cannot reach GitHub measures the no-GitHub path (the snapshot fills the git corpora in).
+set -euo pipefail
+root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+cd "$root"
+[[ -x .venv/bin/python ]] || scripts/setup-python.sh >&2
+py="$root/.venv/bin/python"
+export KIDIOM_PYTHON="$py"
+kidiom="$root/target/release/kidiom"
+[[ -x "$kidiom" ]] || cargo build --release --locked --quiet
+out="${KIDIOM_BENCH_RUN:-bench/runs/$(date +%F)-vm}"
+mkdir -p "$out"
+tmp="$(mktemp -d)"
+trap 'rm -rf "$tmp"' EXIT
+
+# a fresh copy: the tracked files only (no catalog, no __pycache__), the same Python environment
+mkdir "$tmp/copy"
+git ls-files -z | tar --null -T - -cf - | tar -xf - -C "$tmp/copy"
+ln -s "$root/.venv" "$tmp/copy/.venv"
+
+pass() {
+  local name="$1" t0 t1
+  shift
+  t0=$(date +%s.%N)
+  (cd "$tmp/copy" && KIDIOM_CACHE="$tmp/cache" TRITON_CACHE_DIR="$tmp/triton" HOME="$tmp/home" \
+    "$kidiom" run --json "$@" >"$tmp/$name.json" 2>"$tmp/$name.err") || {
+    echo "kidiom run ($name) failed; its stderr:" >&2
+    tail -20 "$tmp/$name.err" >&2
+    exit 1
+  }
+  t1=$(date +%s.%N)
+  echo "$t0 $t1" | awk '{printf "%.1f", $2 - $1}' >"$tmp/$name.wall"
+}
+mkdir -p "$tmp/home"
+pass cold "$@"
+pass warm "$@"
+
+"$py" - "$tmp" "$out/run-phases.json" <<'PY'
+import json, os, sys
+tmp, dest = sys.argv[1:3]
+rows = {}
+for name in ("cold", "warm"):
+    report = json.load(open(os.path.join(tmp, f"{name}.json")))
+    phases = report["phases"]
+    phases["wall"] = float(open(os.path.join(tmp, f"{name}.wall")).read())
+    v = report.get("validate") or {}
+    phases["candidates_validated"] = len(v.get("candidates", []))
+    phases["searches"] = len((report.get("apply") or {}).get("searches", []))
+    rows[name] = phases
+json.dump({"cpus": os.cpu_count(), "passes": rows}, open(dest, "w"), indent=1)
+for name, p in rows.items():
+    print(f"{name}: mine {p['mine']:.1f}s, history {p['history']:.1f}s, snapshot {p['snapshot']:.1f}s, "
+          f"apply+search {p['apply']:.1f}s (search {p['search']:.1f}s), validation {p['validate']:.1f}s "
+          f"({p['candidates_validated']} candidates), total {p['total']:.1f}s (wall {p['wall']:.1f}s)")
+PY
