@@ -9,7 +9,10 @@
 #
 #   bench/run-phases.sh [RUN ARGS...]        e.g. --no-search, --timeout 300
 #
-# Uses target/release/kidiom (built here if missing). Needs .venv (scripts/setup-python.sh).
+# Uses target/release/kidiom (built here if missing), or $KIDIOM_BIN; copies this checkout's
+# tracked files, or the directory $KIDIOM_BENCH_TREE (e.g. `git archive` of an earlier commit, to
+# time it with its own binary: a kidiom that records no phases shows the usage mining's, the
+# searches' and the validation's own seconds, and the rest as "other"). Needs .venv.
 # Writes bench/runs/<date>-<host>/run-phases.json and prints one line per pass. A machine that
 # cannot reach GitHub measures the no-GitHub path (the snapshot fills the git corpora in).
 set -euo pipefail
@@ -18,7 +21,7 @@ cd "$root"
 [[ -x .venv/bin/python ]] || scripts/setup-python.sh >&2
 py="$root/.venv/bin/python"
 export KIDIOM_PYTHON="$py"
-kidiom="$root/target/release/kidiom"
+kidiom="${KIDIOM_BIN:-$root/target/release/kidiom}"
 [[ -x "$kidiom" ]] || cargo build --release --locked --quiet
 out="${KIDIOM_BENCH_RUN:-bench/runs/$(date +%F)-vm}"
 mkdir -p "$out"
@@ -27,7 +30,12 @@ trap 'rm -rf "$tmp"' EXIT
 
 # a fresh copy: the tracked files only (no catalog, no __pycache__), the same Python environment
 mkdir "$tmp/copy"
-git ls-files -z | tar --null -T - -cf - | tar -xf - -C "$tmp/copy"
+if [[ -n "${KIDIOM_BENCH_TREE:-}" ]]; then
+  cp -r "$KIDIOM_BENCH_TREE/." "$tmp/copy/"
+  rm -rf "$tmp/copy/.kidiom" "$tmp/copy/.venv"
+else
+  git ls-files -z | tar --null -T - -cf - | tar -xf - -C "$tmp/copy"
+fi
 ln -s "$root/.venv" "$tmp/copy/.venv"
 
 pass() {
@@ -53,13 +61,19 @@ tmp, dest = sys.argv[1:3]
 rows = {}
 for name in ("cold", "warm"):
     report = json.load(open(os.path.join(tmp, f"{name}.json")))
-    phases = report["phases"]
-    phases["wall"] = float(open(os.path.join(tmp, f"{name}.wall")).read())
     v = report.get("validate") or {}
+    searches = (report.get("apply") or {}).get("searches", [])
+    # an earlier kidiom records no phases: what its reports time themselves
+    phases = report.get("phases") or {
+        "mine": report["mine"].get("seconds", 0.0), "history": (report.get("history") or {}).get("seconds", 0.0),
+        "snapshot": float("nan"), "apply": float("nan"), "search": sum(s.get("seconds", 0.0) for s in searches),
+        "validate": v.get("seconds", 0.0), "total": float("nan")}
+    phases["wall"] = float(open(os.path.join(tmp, f"{name}.wall")).read())
     phases["candidates_validated"] = len(v.get("candidates", []))
-    phases["searches"] = len((report.get("apply") or {}).get("searches", []))
+    phases["searches"] = len(searches)
     rows[name] = phases
-json.dump({"cpus": os.cpu_count(), "passes": rows}, open(dest, "w"), indent=1)
+json.dump({"cpus": os.cpu_count(), "tree": os.environ.get("KIDIOM_BENCH_TREE") or "this checkout",
+           "passes": rows}, open(dest, "w"), indent=1, default=str)
 for name, p in rows.items():
     print(f"{name}: mine {p['mine']:.1f}s, history {p['history']:.1f}s, snapshot {p['snapshot']:.1f}s, "
           f"apply+search {p['apply']:.1f}s (search {p['search']:.1f}s), validation {p['validate']:.1f}s "
