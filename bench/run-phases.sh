@@ -42,8 +42,9 @@ pass() {
   local name="$1" t0 t1
   shift
   t0=$(date +%s.%N)
+  # exit 1 with a report: no corpus could be mined here (the snapshot still filled them in)
   (cd "$tmp/copy" && KIDIOM_CACHE="$tmp/cache" TRITON_CACHE_DIR="$tmp/triton" HOME="$tmp/home" \
-    "$kidiom" run --json "$@" >"$tmp/$name.json" 2>"$tmp/$name.err") || {
+    "$kidiom" run --json "$@" >"$tmp/$name.json" 2>"$tmp/$name.err") || [[ -s "$tmp/$name.json" ]] || {
     echo "kidiom run ($name) failed; its stderr:" >&2
     tail -20 "$tmp/$name.err" >&2
     exit 1

@@ -52,7 +52,7 @@ pub(crate) struct Args {
     /// Fresh random seeds of the correctness gate.
     #[arg(long, default_value_t = kidiom_validator::DEFAULT_SEEDS)]
     seeds: u32,
-    /// Base seed of the correctness gate (default: fresh per candidate).
+    /// Base seed of the correctness gate (default: fresh per run, shared by its candidates).
     #[arg(long)]
     seed: Option<u64>,
     /// Leave out the prefill(T) + decode(M) == prefill(T + M) check (faster).
