@@ -13,7 +13,8 @@
 # tracked files, or the directory $KIDIOM_BENCH_TREE (e.g. `git archive` of an earlier commit, to
 # time it with its own binary: a kidiom that records no phases shows the usage mining's, the
 # searches' and the validation's own seconds, and the rest as "other"). Needs .venv.
-# Writes bench/runs/<date>-<host>/run-phases.json and prints one line per pass. A machine that
+# Writes bench/runs/<date>-<host>/run-phases.json (and each pass's report beside it) and prints one
+# line per pass. A machine that
 # cannot reach GitHub measures the no-GitHub path (the snapshot fills the git corpora in).
 set -euo pipefail
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
@@ -73,6 +74,8 @@ for name in ("cold", "warm"):
     phases["candidates_validated"] = len(v.get("candidates", []))
     phases["searches"] = len(searches)
     rows[name] = phases
+for name in ("cold", "warm"):   # the reports themselves, for the searches' fronts and the verdicts
+    os.replace(os.path.join(tmp, f"{name}.json"), os.path.join(os.path.dirname(dest), f"run-phases-{name}.json"))
 json.dump({"cpus": os.cpu_count(), "tree": os.environ.get("KIDIOM_BENCH_TREE") or "this checkout",
            "passes": rows}, open(dest, "w"), indent=1, default=str)
 for name, p in rows.items():
