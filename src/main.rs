@@ -11,6 +11,7 @@ mod html;
 mod mcp;
 mod ops;
 mod output;
+mod progress;
 mod view;
 
 fn main() -> std::process::ExitCode {

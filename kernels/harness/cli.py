@@ -57,6 +57,8 @@ def parse_args(argv):
     c.add_argument("--no-baseline", action="store_true",
                    help="do not judge the candidate against the baseline kernel's own error (never done without --source)")
     c.add_argument("--quick", action="store_true", help="one seed, no curve, no consistency")
+    c.add_argument("--baseline-cache", help="directory keeping the baseline's errors per case for the other "
+                                             "checks of a run with the same seed (triton/basecache.py)")
     c.add_argument("--no-tsan", action="store_true", help="host (cpp) kernels: skip the ThreadSanitizer run")
     k = sub.add_parser("compile", parents=[common], help="ahead-of-time compile for sm_90; instruction mix")
     k.add_argument("--arch", type=int, default=90)
@@ -254,7 +256,8 @@ def _check(args, out, manifest, device):
         res = run_check(manifest, args.source, seeds, device, tf32=not args.no_tf32,
                         with_curve=not (args.no_curve or args.quick),
                         with_consistency=not (args.no_consistency or args.quick),
-                        with_baseline=not args.no_baseline, deadline=args.deadline)
+                        with_baseline=not args.no_baseline, deadline=args.deadline,
+                        baseline_cache=args.baseline_cache)
     except WorkerTimeout as e:
         out.update(status="error", error=f"timed out: {e}", versions=versions())
         return EXIT_ERROR

@@ -100,3 +100,37 @@ def test_sweep_refuses_a_kernel_without_a_curve(tmp_path):
     spec.write_text(json.dumps({"variants": []}))
     code, out = harness("sweep", "--kernel", "kda.decode", "--variants", str(spec))
     assert code == 2 and "no [curve]" in out["error"], out
+
+
+@pytest.mark.skipif(HAS_CUDA, reason="the sweep's curves run in the interpreter")
+def test_one_worker_serves_many_variants_and_a_broken_one_fails_alone(tmp_path):
+    from kernels.harness.manifest import find_manifest
+    from kernels.harness.triton import check
+    m = find_manifest("kda.prefill")
+    src = m.source_path.read_text()
+    bf16x3 = add_kwarg_to_calls(src, "tl.dot", 'input_precision="bf16x3"')
+    # fails to load: a worker hosting it with the others could host none of them
+    unloadable = src + "\nraise ImportError('planted: this variant does not load')\n"
+    texts = [src, bf16x3, unloadable, bf16x3.replace("# ", "#  ")]
+    paths = []
+    for i, t in enumerate(texts):
+        p = tmp_path / f"v{i}" / "prefill.py"
+        p.parent.mkdir()
+        p.write_text(t)
+        paths.append(str(p))
+    lengths = [64, 128]
+    # as a group: the unloadable one makes the group's worker fail to start, so nothing is answered
+    curves, failed = check.error_curves(m, {"a": paths[0], "c": paths[2]}, lengths, seed=0)
+    assert curves == {} and failed == {}, (curves, failed)
+    # the sweep measures such variants alone: the good ones get the curve each would get alone
+    (tmp_path / "s").mkdir()
+    spec = _variants(tmp_path / "s", texts)
+    code, out = harness("sweep", "--kernel", "kda.prefill", "--variants", str(spec), "--jobs", "2",
+                        env={"KIDIOM_CACHE": str(tmp_path / "cache")})
+    assert code == 0 and out["status"] == "ok", out
+    v = {x["id"]: x for x in out["variants"]}
+    assert "planted" in v["v2"]["error"] and "curve" not in v["v2"], v["v2"]
+    for i in (0, 1, 3):
+        alone = check.error_curve(m, paths[i], list(m.curve["cpu_T"]), seed=0)
+        assert v[f"v{i}"]["curve"] == alone, i
+    assert v["v1"]["curve"] == v["v3"]["curve"], "a comment changes no number"

@@ -77,6 +77,7 @@ pub(crate) fn run(a: Args) -> Result<ExitCode> {
             rule: cfg.search.rule(),
             limits: cfg.validate.static_limits,
             progress: &note,
+            measured: None,
         }),
     };
     let report = ops::apply::apply(&mut cat, &root, &req)?;

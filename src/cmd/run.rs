@@ -62,16 +62,18 @@ pub(crate) fn run(args: Args) -> Result<ExitCode> {
         no_search: args.no_search,
         progress_bars: progress,
     };
+    let bars = crate::progress::Bars::new();
     let tell = |e: Event| {
         if !progress {
             return;
         }
         match e {
-            Event::Note(m) => eprintln!("kidiom: {m}"),
+            Event::Note(m) => bars.line(&format!("kidiom: {m}")),
+            Event::Searching(done, planned) => bars.searching(done, planned),
             Event::Searched(s) => {
                 let _ = super::apply::print_search(s);
             }
-            Event::Validating(i, n, c, ev) => super::validate::print_progress(i, n, c, ev),
+            Event::Validating(i, n, c, ev) => bars.validating(i, n, c, ev),
         }
     };
     let report = ops::run::run(&cfg, &mut catalog, &opts, &tell)?;

@@ -52,7 +52,7 @@ pub(crate) struct Args {
     /// Fresh random seeds of the correctness gate.
     #[arg(long, default_value_t = kidiom_validator::DEFAULT_SEEDS)]
     seeds: u32,
-    /// Base seed of the correctness gate (default: fresh per candidate).
+    /// Base seed of the correctness gate (default: fresh per run, shared by its candidates).
     #[arg(long)]
     seed: Option<u64>,
     /// Leave out the prefill(T) + decode(M) == prefill(T + M) check (faster).
@@ -215,6 +215,7 @@ pub(crate) fn run(a: Args) -> Result<ExitCode> {
 pub(crate) fn print_progress(i: usize, n: usize, c: &Candidate, ev: Option<&Evidence>) {
     match ev {
         None => eprintln!("kidiom: validating {} ({}/{n})", c.id, i + 1),
-        Some(ev) => eprintln!("  {} ({:.1}s)", ev.verdict.describe(), ev.seconds),
+        // candidates run at once: each verdict names its candidate
+        Some(ev) => eprintln!("  {}: {} ({:.1}s)", c.id, ev.verdict.describe(), ev.seconds),
     }
 }

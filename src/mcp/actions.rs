@@ -215,9 +215,14 @@ fn validate_reporting(
     progress: &mut dyn FnMut(u64, u64, &str),
 ) -> ToolResult {
     let total = cands.len() as u64;
-    let report = validate::validate_all(cat, cands, opts, &mut |i, c, ev| match ev {
-        None => progress(i as u64, total, &format!("validating {}", c.id)),
-        Some(ev) => progress(i as u64 + 1, total, &format!("{}: {}", c.id, ev.verdict.describe())),
+    // candidates run at once and end in any order: the progress is how many have ended
+    let mut ended = 0;
+    let report = validate::validate_all(cat, cands, opts, &mut |_, c, ev| match ev {
+        None => progress(ended, total, &format!("validating {}", c.id)),
+        Some(ev) => {
+            ended += 1;
+            progress(ended, total, &format!("{}: {}", c.id, ev.verdict.describe()))
+        }
     })
     .map_err(|e| ToolError(format!("{e:#}")))?;
     Ok(json!({"candidates": report.candidates}))

@@ -5,7 +5,7 @@
 
 use std::collections::{BTreeMap, HashSet};
 use std::path::PathBuf;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result};
 use kidiom_catalog::{Candidate, Catalog, Filter, Kind, Pattern};
@@ -52,12 +52,35 @@ pub(crate) struct Report {
     /// The validation of this run's pending candidates.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub(crate) validate: Option<super::validate::Report>,
+    /// Wall seconds of each phase.
+    pub(crate) phases: Phases,
+}
+
+/// Wall seconds of each phase of a run (`bench/run-phases.sh` reads them).
+#[derive(Debug, Default, Clone, Serialize)]
+pub(crate) struct Phases {
+    /// Usage mining of every corpus.
+    pub(crate) mine: f64,
+    /// History mining (0 when kidiom.toml does not ask for it).
+    pub(crate) history: f64,
+    /// Filling unreachable corpora from the shipped snapshot.
+    pub(crate) snapshot: f64,
+    /// The dry-run apply on kernels/, its site searches included.
+    pub(crate) apply: f64,
+    /// Of which the site searches.
+    pub(crate) search: f64,
+    /// Validation of this run's candidates.
+    pub(crate) validate: f64,
+    /// The whole run.
+    pub(crate) total: f64,
 }
 
 /// What the loop tells its caller as it goes (the CLI prints these).
 pub(crate) enum Event<'a> {
     /// A step starts, or something worth a line happened.
     Note(String),
+    /// A site search measured this many variants of those it plans.
+    Searching(usize, usize),
     /// A site search finished.
     Searched(&'a kidiom_validator::sitesearch::SiteSearch),
     /// A candidate's validation starts (`None`) or ended.
@@ -92,21 +115,31 @@ fn gpu_here<'a>(device: Device, root: &'a std::path::Path) -> impl Fn() -> bool 
 /// Runs the loop on `catalog` with kidiom.toml's settings `cfg`: mining,
 /// the snapshot's fill-in, then (unless told not to) apply and validate.
 pub(crate) fn run(cfg: &Config, catalog: &mut Catalog, o: &Options, tell: &(dyn Fn(Event) + Sync)) -> Result<Report> {
-    let (manifests, mine, history) = mine_all(cfg, catalog, o)?;
+    let started = Instant::now();
+    let mut phases = Phases::default();
+    let (manifests, mine, history) = mine_all(cfg, catalog, o, &mut phases)?;
+    let t = Instant::now();
     let snapshot = fill_from_snapshot(cfg, catalog, &manifests, &mine, history.as_ref(), tell)?;
+    phases.snapshot = t.elapsed().as_secs_f64();
     let top = catalog.list(&Filter { limit: Some(o.top), hide_refactor: true, ..Default::default() })?;
     let (mut apply, mut validate) = (None, None);
     let mut verdicts: BTreeMap<String, usize> = BTreeMap::new();
     if !o.no_validate && std::path::Path::new("kernels").is_dir() {
+        let t = Instant::now();
         let report = apply_to_kernels(cfg, catalog, o, tell)?;
+        phases.apply = t.elapsed().as_secs_f64();
+        phases.search = report.searches.iter().map(|s| s.seconds).sum();
         // This run's candidates on kernels/ (other candidates in the catalog, e.g. from
         // `kidiom apply` on another tree, are left to `kidiom validate`).
         let ours: HashSet<String> = report.candidates.iter().map(|c| c.id.clone()).collect();
         apply = Some(report);
+        let t = Instant::now();
         validate = validate_ours(cfg, catalog, o, &ours, tell)?;
+        phases.validate = t.elapsed().as_secs_f64();
         verdicts = verdicts_of(catalog, &ours)?;
     }
-    Ok(Report { mine, history, top, apply, snapshot, verdicts, validate })
+    phases.total = started.elapsed().as_secs_f64();
+    Ok(Report { mine, history, top, apply, snapshot, verdicts, validate, phases })
 }
 
 /// Mines the corpora kidiom.toml lists: usage, and history where asked,
@@ -115,7 +148,9 @@ fn mine_all(
     cfg: &Config,
     catalog: &mut Catalog,
     o: &Options,
+    phases: &mut Phases,
 ) -> Result<(Vec<kidiom_miner::Manifest>, MineReport, Option<crate::ops::mine::history::HistoryReport>)> {
+    let t = Instant::now();
     let corpora: Vec<PathBuf> = cfg.mine.corpora.iter().map(|p| cfg.resolve(p)).collect();
     let manifests = manifests_for(&corpora, &PathInputs::default())?;
     if manifests.is_empty() {
@@ -130,6 +165,8 @@ fn mine_all(
         remote: remote.clone(),
     };
     let mine = super::mine::mine(catalog, manifests.clone(), &mopts)?;
+    phases.mine = t.elapsed().as_secs_f64();
+    let t = Instant::now();
     let history = if cfg.mine.history {
         let git: Vec<_> = manifests.iter().filter(|m| m.kind == SourceKind::Git).cloned().collect();
         let hopts = crate::ops::mine::history::HistoryOptions {
@@ -142,6 +179,7 @@ fn mine_all(
     } else {
         None
     };
+    phases.history = t.elapsed().as_secs_f64();
     // the mining's driver leaves the cluster before validation starts its own
     drop((mopts, remote));
     Ok((manifests, mine, history))
@@ -208,6 +246,7 @@ fn apply_to_kernels(
         None
     };
     let note = |m: String| tell(Event::Note(m));
+    let measured = |done: usize, planned: usize| tell(Event::Searching(done, planned));
     let req = super::apply::Request {
         targets: &kernels,
         patterns: &[],
@@ -222,6 +261,7 @@ fn apply_to_kernels(
             rule: cfg.search.rule(),
             limits: cfg.validate.static_limits,
             progress: &note,
+            measured: Some(&measured),
         }),
     };
     let report = super::apply::apply(catalog, &root, &req)?;

@@ -24,6 +24,8 @@ pub(crate) struct Options<'a> {
     pub(crate) limits: StaticLimits,
     /// Hears what is being searched, before each search starts.
     pub(crate) progress: &'a (dyn Fn(String) + Sync),
+    /// Hears of each batch of a search: variants measured, planned.
+    pub(crate) measured: Option<kidiom_validator::sitesearch::Progress<'a>>,
 }
 
 /// Whether `p` on the file `rel` is searched: a precision pattern with a
@@ -236,7 +238,7 @@ pub(crate) fn search_file(
         if values.len() == 1 { "" } else { "s" },
         p.id
     ));
-    let s = validator.search_sites(&req, text, o.jobs, render)?;
+    let s = validator.search_sites(&req, text, o.jobs, o.measured, render)?;
     // the whole search, as the record stores it
     let summary: SiteSummary = serde_json::from_value(serde_json::to_value(&s)?)?;
     let mut cands = Vec::new();

@@ -95,8 +95,10 @@ pub(crate) fn build_validator(root: &std::path::Path, opts: &Options) -> Result<
         .with_context(|| format!("reading the kernel manifests under {}", root.join("kernels").display()))
 }
 
-/// Validates `cands`, storing each one's evidence as soon as it is known.
-/// `progress` hears of each candidate before (`None`) and after (its evidence) its gates.
+/// Validates `cands`, as many at once as the executor allows (here one per
+/// CPU), storing each one's evidence as soon as it is known; the report
+/// lists them in `cands`' order. `progress` hears of each candidate when its
+/// gates start (`None`) and end (its evidence), in the order that happens.
 pub(crate) fn validate_all(
     cat: &Catalog,
     cands: &[Candidate],
@@ -118,33 +120,21 @@ pub(crate) fn validate_all(
         .iter()
         .map(|c| CandidateInput::from_candidate(c, cat.get(&c.pattern_id).ok().flatten().map(|p| p.category)))
         .collect();
-    // Here one candidate at a time, each announced before its gates; on a cluster as many
-    // at once as keep it busy, each reported when its verdict is known.
+    // each candidate in its own tree and harness processes; the catalog is written here, on
+    // this thread, as each verdict comes in
     let width = validator.parallelism().context("starting the executor")?;
     let mut results: Vec<(usize, Result<Evidence>)> = Vec::new();
-    if width <= 1 {
-        for (i, input) in inputs.iter().enumerate() {
+    validator.validate_all(&inputs, width, |i, r| {
+        let Some(r) = r else {
             progress(i, &cands[i], None);
-            let r = validator.validate(input).with_context(|| format!("validating {}", cands[i].id));
-            let failed = r.is_err();
-            let r = r.and_then(|ev| record(cat, &cands[i], ev));
-            if let Ok(ev) = &r {
-                progress(i, &cands[i], Some(ev));
-            }
-            results.push((i, r));
-            if failed {
-                break;
-            }
+            return;
+        };
+        let r = r.with_context(|| format!("validating {}", cands[i].id)).and_then(|ev| record(cat, &cands[i], ev));
+        if let Ok(ev) = &r {
+            progress(i, &cands[i], Some(ev));
         }
-    } else {
-        validator.validate_all(&inputs, width, |i, r| {
-            let r = r.with_context(|| format!("validating {}", cands[i].id)).and_then(|ev| record(cat, &cands[i], ev));
-            if let Ok(ev) = &r {
-                progress(i, &cands[i], Some(ev));
-            }
-            results.push((i, r));
-        });
-    }
+        results.push((i, r));
+    });
     // in the candidates' order; a validation that could not run at all fails the run,
     // after every other candidate's evidence is stored
     results.sort_by_key(|(i, _)| *i);

@@ -30,6 +30,9 @@ pub(crate) enum Request<'a> {
         curve: bool,
         /// Whether to check prefill(T) + decode(M) == prefill(T + M).
         consistency: bool,
+        /// Where the judging harness keeps the baseline's errors per case for
+        /// the run's other checks (the validator's own directory; `None`: none).
+        baseline_cache: Option<&'a str>,
     },
     /// `profile`: the work profile of one launch.
     Profile {
@@ -84,7 +87,7 @@ impl Request<'_> {
                     push(&["--source", s]);
                 }
             }
-            Request::Check { kernel, source, seeds, seed, device, curve, consistency } => {
+            Request::Check { kernel, source, seeds, seed, device, curve, consistency, baseline_cache } => {
                 push(&["check", "--kernel", kernel]);
                 if let Some(s) = source {
                     push(&["--source", s]);
@@ -96,6 +99,9 @@ impl Request<'_> {
                 }
                 if !consistency {
                     push(&["--no-consistency"]);
+                }
+                if let Some(dir) = baseline_cache {
+                    push(&["--baseline-cache", dir]);
                 }
             }
             Request::Profile { kernel, source, timeout } => {
@@ -137,10 +143,25 @@ mod tests {
             device: "cpu",
             curve: false,
             consistency: true,
+            baseline_cache: None,
         };
         assert_eq!(
             check.argv().join(" "),
             "check --kernel kda.decode --source /tmp/c/decode.py --seeds 3 --seed 7 --device cpu --no-curve"
+        );
+        let cached = Request::Check {
+            kernel: "k",
+            source: None,
+            seeds: 1,
+            seed: 2,
+            device: "cpu",
+            curve: true,
+            consistency: false,
+            baseline_cache: Some("/tmp/b"),
+        };
+        assert_eq!(
+            cached.argv().join(" "),
+            "check --kernel k --seeds 1 --seed 2 --device cpu --no-consistency --baseline-cache /tmp/b"
         );
         assert_eq!(Request::Compile { kernel: "k", source: None }.argv().join(" "), "compile --kernel k");
         let profile = Request::Profile { kernel: "k", source: None, timeout: Some(9) };

@@ -102,7 +102,9 @@ impl ValidatorBuilder {
         self
     }
 
-    /// A fixed base seed (default: fresh per candidate).
+    /// A fixed base seed (default: a fresh one per [`Validator`], shared by
+    /// the candidates it validates, so that the baseline's errors on those
+    /// inputs are computed once per kernel, seed and shape).
     pub fn seed(&mut self, seed: Option<u64>) -> &mut Self {
         self.seed = seed;
         self
@@ -141,13 +143,26 @@ impl ValidatorBuilder {
             Executor::Local => None,
             Executor::Ray { address } => Some(Arc::new(Fleet::new(&python, &self.root, address.clone()))),
         };
+        // here only: a task on a cluster runs where this directory does not exist
+        let baseline_cache = match fleet {
+            None => Some(
+                tempfile::Builder::new()
+                    .prefix("kidiom-baseline-")
+                    .tempdir()
+                    .map_err(|e| Error::io(std::env::temp_dir(), e))?,
+            ),
+            Some(_) => None,
+        };
         Ok(Validator {
             opts: self.clone(),
             kernels,
             python,
             commit: git_head(&self.root),
-            compiled: Mutex::new(HashMap::new()),
-            profiled: Mutex::new(HashMap::new()),
+            compiled: BaselineRuns::default(),
+            profiled: BaselineRuns::default(),
+            checked: BaselineRuns::default(),
+            run_seed: crate::gates::fresh_seed(),
+            baseline_cache,
             fleet,
         })
     }
@@ -161,11 +176,53 @@ pub struct Validator {
     pub(crate) python: PathBuf,
     pub(crate) commit: Option<String>,
     /// Baseline compiles, by kernel name and baseline blob.
-    pub(crate) compiled: Mutex<HashMap<(String, String), HarnessRun>>,
+    pub(crate) compiled: BaselineRuns,
     /// Baseline work profiles, by kernel name and baseline blob.
-    pub(crate) profiled: Mutex<HashMap<(String, String), HarnessRun>>,
+    pub(crate) profiled: BaselineRuns,
+    /// The baseline's own check with its error curve (precision rewrites).
+    pub(crate) checked: BaselineRuns,
+    /// The base seed of every candidate's check when none is fixed.
+    pub(crate) run_seed: u64,
+    /// Where the harness keeps the baseline's errors per case between the
+    /// checks of this validator (`None` on a cluster); removed with it.
+    pub(crate) baseline_cache: Option<tempfile::TempDir>,
     /// The Ray executor's driver (`None`: the harness runs here).
     pub(crate) fleet: Option<Arc<Fleet>>,
+}
+
+/// Baseline harness runs by kernel name and baseline blob, each computed
+/// once even when candidates are validated at once: the first to need one
+/// runs it while the others wait for its answer.
+#[derive(Debug, Default)]
+pub(crate) struct BaselineRuns(Mutex<HashMap<(String, String), Slot>>);
+
+/// One baseline run, locked while the first to need it computes it.
+type Slot = Arc<Mutex<Option<HarnessRun>>>;
+
+impl BaselineRuns {
+    /// The run stored for `key`, else `run()`'s (kept when it succeeded);
+    /// the flag says whether it was stored.
+    pub(crate) fn get_or_run(
+        &self,
+        key: &(String, String),
+        run: impl FnOnce() -> Result<HarnessRun>,
+    ) -> (Result<HarnessRun>, bool) {
+        let slot = {
+            let mut m = self.0.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+            m.entry(key.clone()).or_default().clone()
+        };
+        let mut held = slot.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        if let Some(r) = held.as_ref() {
+            return (Ok(r.clone()), true);
+        }
+        let r = run();
+        if let Ok(ok) = &r
+            && ok.status == HarnessStatus::Ok
+        {
+            *held = Some(ok.clone());
+        }
+        (r, false)
+    }
 }
 
 fn git_head(root: &Path) -> Option<String> {
@@ -204,11 +261,14 @@ impl Validator {
     }
 
     /// How many candidates to validate at once to keep the executor busy:
-    /// 1 here; on a Ray cluster one per GPU, or per three CPUs on a cluster
-    /// without GPUs (a candidate runs up to three CPU tasks at once). Starts
-    /// the Ray driver if it is not running yet.
+    /// here one per CPU (a candidate's harness calls wait on Python starts
+    /// and files as much as they compute); on a Ray cluster one per GPU, or
+    /// per three CPUs on a cluster without GPUs (a candidate runs up to three
+    /// CPU tasks at once). Starts the Ray driver if it is not running yet.
     pub fn parallelism(&self) -> Result<usize> {
-        let Some(fleet) = &self.fleet else { return Ok(1) };
+        let Some(fleet) = &self.fleet else {
+            return Ok(std::thread::available_parallelism().map(|n| n.get()).unwrap_or(1));
+        };
         let r = fleet.hello()?.resources;
         let (gpus, cpus) = (r.get("GPU").copied().unwrap_or(0.0), r.get("CPU").copied().unwrap_or(0.0));
         let n = if gpus >= 1.0 { gpus } else { cpus / 3.0 };
@@ -216,19 +276,36 @@ impl Validator {
     }
 
     /// Validates `inputs`, `width` at a time (see [`Validator::parallelism`]),
-    /// handing each result to `done` on the calling thread as it is known,
-    /// with its index. The order of completion is not the order of `inputs`.
-    pub fn validate_all(&self, inputs: &[CandidateInput], width: usize, mut done: impl FnMut(usize, Result<Evidence>)) {
+    /// telling `done` on the calling thread when each starts (`None`) and
+    /// its result when it is known, with its index. The order of completion
+    /// is not the order of `inputs`; the verdicts are those of one at a time
+    /// (each candidate has its own tree and harness processes; what they
+    /// share, the baseline's runs, is the same whoever computes it). After a
+    /// validation that could not run at all (`Err`), no other starts.
+    pub fn validate_all(
+        &self,
+        inputs: &[CandidateInput],
+        width: usize,
+        mut done: impl FnMut(usize, Option<Result<Evidence>>),
+    ) {
         let next = std::sync::atomic::AtomicUsize::new(0);
+        let stop = std::sync::atomic::AtomicBool::new(false);
         let (tx, rx) = std::sync::mpsc::channel();
         std::thread::scope(|s| {
             for _ in 0..width.clamp(1, inputs.len().max(1)) {
-                let (tx, next) = (tx.clone(), &next);
+                let (tx, next, stop) = (tx.clone(), &next, &stop);
                 s.spawn(move || {
-                    loop {
+                    while !stop.load(Ordering::SeqCst) {
                         let i = next.fetch_add(1, Ordering::SeqCst);
                         let Some(c) = inputs.get(i) else { break };
-                        if tx.send((i, self.validate(c))).is_err() {
+                        if tx.send((i, None)).is_err() {
+                            break;
+                        }
+                        let r = self.validate(c);
+                        if r.is_err() {
+                            stop.store(true, Ordering::SeqCst);
+                        }
+                        if tx.send((i, Some(r))).is_err() {
                             break;
                         }
                     }
@@ -298,12 +375,13 @@ impl Validator {
     /// baseline text is `baseline`; `text` renders an assignment as that
     /// source. Variants are measured by the harness's `sweep` beside a copy
     /// of the baseline tree (the contract never comes from a variant),
-    /// `jobs` at a time. See [`crate::sitesearch`].
+    /// `jobs` at a time; `progress` hears of each batch. See [`crate::sitesearch`].
     pub fn search_sites<F: Fn(&crate::sitesearch::Assignment) -> Result<String>>(
         &self,
         req: &crate::sitesearch::Request,
         baseline: &str,
         jobs: usize,
+        progress: Option<crate::sitesearch::Progress<'_>>,
         text: F,
     ) -> Result<crate::sitesearch::SiteSearch> {
         let manifest = self
@@ -323,7 +401,8 @@ impl Validator {
         std::fs::write(&base_file, baseline).map_err(|e| Error::io(&base_file, e))?;
         let dir = tmp.path().join("variants");
         let harness = Harness::new(self.python.clone(), tree);
-        let mut m = crate::sitesearch::HarnessMeasure::new(harness, manifest, &dir, jobs, self.opts.timeout);
+        let mut m = crate::sitesearch::HarnessMeasure::new(harness, manifest, &dir, jobs, self.opts.timeout)
+            .with_progress(progress);
         crate::sitesearch::search(req, &mut m, text)
     }
 }
@@ -337,7 +416,8 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         std::fs::create_dir_all(dir.path().join("kernels")).unwrap();
         let v = ValidatorBuilder::new(dir.path()).build().unwrap();
-        assert_eq!(v.parallelism().unwrap(), 1, "local: one at a time");
+        let cpus = std::thread::available_parallelism().map(|n| n.get()).unwrap_or(1);
+        assert_eq!(v.parallelism().unwrap(), cpus, "local: one per CPU");
         let inputs: Vec<CandidateInput> = (0..7)
             .map(|i| CandidateInput {
                 id: format!("c{i}"),
@@ -350,9 +430,17 @@ mod tests {
                 decorator_idiom: None,
             })
             .collect();
-        let mut seen = Vec::new();
-        v.validate_all(&inputs, 3, |i, r| seen.push((i, r.map(|e| e.candidate))));
+        let (mut started, mut seen) = (Vec::new(), Vec::new());
+        v.validate_all(&inputs, 3, |i, r| match r {
+            None => started.push(i),
+            Some(r) => {
+                assert!(started.contains(&i), "{i} is announced before its result");
+                seen.push((i, r.map(|e| e.candidate)))
+            }
+        });
         seen.sort_by_key(|(i, _)| *i);
+        started.sort();
+        assert_eq!(started, (0..7).collect::<Vec<_>>());
         let got: Vec<(usize, String)> = seen.into_iter().map(|(i, c)| (i, c.unwrap())).collect();
         assert_eq!(got, (0..7).map(|i| (i, format!("c{i}"))).collect::<Vec<_>>());
     }

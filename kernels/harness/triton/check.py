@@ -42,11 +42,12 @@ import time
 import numpy as np
 
 from .backend import OUT_SENTINEL, PAD
+from .basecache import BaselineCache
 from ..manifest import all_manifests, shape_id
 from .operations import OPS, slices
 from .worker_client import KernelSpec, Workers, load_result
 
-__all__ = ["run_check", "compare", "metrics", "error_curve", "BASELINE_FACTOR", "BASELINE_FLOOR", "DRIFT_FACTOR",
+__all__ = ["run_check", "compare", "metrics", "error_curve", "error_curves", "BASELINE_FACTOR", "BASELINE_FLOOR", "DRIFT_FACTOR",
            "DRIFT_FLOOR", "ORDER_ATOMIC_RTOL", "drift_verdict", "specialization_plan"]
 
 # A candidate fails when, on the same inputs, an output's error exceeds
@@ -374,6 +375,7 @@ class _Case:
         self.xs = [op.make_inputs(shape, rngs[i], **kw) for i in range(sets)]
         self.expects = None
         self.rid = self.base_rid = None
+        self.base_metrics = None   # the baseline's metrics per set, from the run's cache (basecache.py)
         self.natural = self.natural_rec = None   # call 1's outputs and report (the program-order check)
 
     @property
@@ -388,7 +390,7 @@ def _not_run(case, why):
     return rec
 
 
-def _judge_case(manifest, op, case, cand, base):
+def _judge_case(manifest, op, case, cand, base, bcache=None):
     res = cand.result(case.rid)
     if "sets" not in res:
         rec = _not_run(case, str(res.get("failed", res)))
@@ -403,9 +405,11 @@ def _judge_case(manifest, op, case, cand, base):
                                              manifest.tolerance)
         if j == 0:
             case.natural, case.natural_rec = outs, rec
+        bms = case.base_metrics[j] if case.base_metrics is not None else None
         if bres is not None:
             bms, _, _, _ = _judge_call(op, x, case.expects[j], bres["sets"][j], base, case.base_rid, j,
                                        manifest.entry, None, launches_required=False)
+        if bms is not None:
             base_calls.append(bms)
             for name, m in ms.items():
                 if name in bms:
@@ -419,6 +423,8 @@ def _judge_case(manifest, op, case, cand, base):
     cand.release(case.rid)
     if base is not None and case.base_rid is not None:
         base.release(case.base_rid)
+        if bcache is not None and len(base_calls) == len(case.xs):
+            bcache.put(case, base_calls)
     rec = {"id": case.id, "shape": case.shape, "seed": case.seed, "passed": not failures,
            "outputs": _json_safe(_worst(per_call)),
            "padding": _and([f["padding"] for f in facts_all]),
@@ -451,7 +457,7 @@ def _submit_curve(manifest, op, cand, lengths, seed):
     return plan
 
 
-def _judge_curve(manifest, op, cand, plan):
+def _judge_curve(manifest, op, cand, plan, references=None):
     points, failures = [], []
     for T, x, rid in plan:
         res = cand.result(rid)
@@ -460,7 +466,8 @@ def _judge_curve(manifest, op, cand, plan):
             points.append({"T": T, "rel_l2": None, "max_abs": None, "last_chunk_rel_l2": None,
                            "state_rel_l2": None, "state_max_abs": None})
             continue
-        expect = op.reference(x)
+        # the same inputs for every variant at a length (one seed): one reference serves them all
+        expect = references[T] if references is not None and T in references else op.reference(x)
         _, outs, fails, _ = _judge_call(op, x, None, res["sets"][0], cand, rid, 0, manifest.entry, None)
         failures += [f"curve T={T}: {f}" for f in fails]
         cand.release(rid)
@@ -1123,7 +1130,7 @@ class _Drift:
 
 def run_check(manifest, source=None, seeds=(0,), device="cpu", tf32=True, with_curve=True,
               with_consistency=True, with_baseline=True, deadline=None, shapes=None,
-              with_specializations=None, with_order=None, with_drift=None):
+              with_specializations=None, with_order=None, with_drift=None, baseline_cache=None):
     """The check of `source` (None: the manifest's own) on `device` ("cpu" or "cuda").
 
     Returns {cases, specializations?, program_order?, curve?, consistency?, drift?, failures,
@@ -1131,7 +1138,9 @@ def run_check(manifest, source=None, seeds=(0,), device="cpu", tf32=True, with_c
     run here. The GPU specializations and the program order (on a CPU) and the drift (against
     the baseline) run unless turned off, by default only for the manifest's own shape matrix
     (`shapes` None). Raises workers.WorkerTimeout past `deadline` (time.monotonic()),
-    workers.WorkerFailed when a trusted (baseline) worker fails."""
+    workers.WorkerFailed when a trusted (baseline) worker fails. `baseline_cache`: a directory where
+    the baseline's metrics per case are kept for the other checks of a run (basecache.py); a case
+    found there does not run the baseline again."""
     deadline = deadline if deadline is not None else time.monotonic() + 1800
     op = OPS[manifest.op]
     kind = "gpu" if device == "cuda" else "cpu"
@@ -1149,6 +1158,7 @@ def run_check(manifest, source=None, seeds=(0,), device="cpu", tf32=True, with_c
     if cons_shape:
         other_op = "kda_prefill" if manifest.op == "kda_decode" else "kda_decode"
         base_specs["other"] = KernelSpec.of(_baseline_triton(other_op))
+    bcache = BaselineCache(baseline_cache, manifest, device, tf32) if baseline_cache and against_baseline else None
     mode = "native" if device == "cuda" else (
         "emulation" if manifest.language == "cuda" else ("interpreter-tf32" if tf32 else "interpreter"))
     with Workers(device, tf32, deadline) as ws:
@@ -1171,7 +1181,9 @@ def run_check(manifest, source=None, seeds=(0,), device="cpu", tf32=True, with_c
                 sets = [_arrays(op, x) for x in c.xs]
                 c.rid = cand.submit("candidate", op.args, lay, sets, label=f"case {c.id} seed {seed}")
                 if against_baseline:
-                    c.base_rid = base.submit("baseline", op.args, lay, sets, label=f"case {c.id} seed {seed}")
+                    c.base_metrics = bcache.get(c, len(c.xs)) if bcache is not None else None
+                    if c.base_metrics is None:
+                        c.base_rid = base.submit("baseline", op.args, lay, sets, label=f"case {c.id} seed {seed}")
                 cases.append(c)
         base_kernel = base if against_baseline else None
         spec = _Specializations(manifest, op, cand, device) if with_specializations and device == "cpu" else None
@@ -1194,7 +1206,7 @@ def run_check(manifest, source=None, seeds=(0,), device="cpu", tf32=True, with_c
             cons.submit_decode()
         records, failures = [], []
         for c in cases:
-            rec = _judge_case(manifest, op, c, cand, base)
+            rec = _judge_case(manifest, op, c, cand, base, bcache)
             records.append(rec)
             failures += [f"{rec['id']} seed {rec['seed']}: {f}" for f in rec["failures"]]
         result = {"cases": records}
@@ -1233,7 +1245,8 @@ def run_check(manifest, source=None, seeds=(0,), device="cpu", tf32=True, with_c
                                    "which the emulation ran as the GPU would")
         result.update(failures=failures, passed=not failures, device=info["device"], mode=mode,
                       sandbox=_sandbox(cand, base),
-                      baseline={"compared": against_baseline, "factor": BASELINE_FACTOR, "floor": BASELINE_FLOOR})
+                      baseline={"compared": against_baseline, "factor": BASELINE_FACTOR, "floor": BASELINE_FLOOR,
+                                **({"cache": bcache.describe()} if bcache is not None else {})})
         return result
 
 
@@ -1242,6 +1255,45 @@ def _sandbox(cand, base):
     sb.update(workers=cand.workers + (base.workers if base else 0), crashes=cand.crashes, calls_per_case=2,
               baseline_worker="its own worker, same sandbox" if base else "none")
     return sb
+
+
+def error_curves(manifest, sources, lengths, seed, device="cpu", tf32=True, deadline=None, references=None):
+    """The error-versus-length curves of many variants of one kernel ({key: source}), all hosted by
+    ONE sandboxed worker (one interpreter start and import for the lot, instead of one each):
+    {key: [point]} for those measured, {key: why} for those that failed. The variants are candidate
+    code, confined as every candidate is; they share a process with each other only, never with
+    trusted code. The reference at each length is computed once here for all of them
+    (`references`, {T: expect}, shared between calls when given). A worker that could not host the
+    lot (one variant failed to load, or crashed it) answers nothing for the variants it did not
+    measure: they are in neither dict, and the caller measures each alone (`error_curve`)."""
+    m, op = manifest, OPS[manifest.op]
+    references = {} if references is None else references
+    curves, failed = {}, {}
+    with Workers(device, tf32, deadline or time.monotonic() + 1800) as ws:
+        specs = {key: KernelSpec.of(m, src) for key, src in sources.items()}
+        w = ws.start("candidate", specs, trusted=False)
+        plans = {}
+        for key in sources:
+            plans[key] = []
+            for T in lengths:
+                shape = dict(m.curve["base"], T=T)
+                x = op.make_inputs(shape, np.random.default_rng(seed), long_memory=True, initial_state=False)
+                rid = w.submit(key, op.args, op.layout(x), [_arrays(op, x)], label=f"{key} curve T={T}")
+                plans[key].append((T, x, rid))
+        for key, plan in plans.items():
+            if w.fatal is not None or w.crashes:
+                break   # the rest alone: a crash or a load failure must not read as theirs
+            for T, x, _ in plan:
+                if T not in references:
+                    references[T] = op.reference(x)
+            points, fails = _judge_curve(m, op, w, plan, references)
+            if w.fatal is not None or w.crashes:
+                break
+            if fails:
+                failed[key] = "; ".join(fails)
+            else:
+                curves[key] = points
+    return curves, failed
 
 
 def error_curve(manifest, source, lengths, seed, device="cpu", tf32=True, deadline=None):

@@ -5,7 +5,11 @@ kernel with a chosen subset of its sites rewritten) and asks for, per variant:
 
 - `curve`: the error-versus-length curve at the manifest's CPU lengths (`[curve] cpu_T`), under
   the TF32-faithful interpreter (`interp.py`; tf32x3 and bf16x3/x6 emulated as Triton lowers
-  them), one seed, in a sandboxed worker of its own (`check.error_curve`);
+  them), one seed. The variants not cached are split into `--jobs` groups, each measured by one
+  sandboxed worker that hosts the whole group (`check.error_curves`: one interpreter start and one
+  reference per length for many variants, instead of one each); a variant the group could not
+  measure (it failed to load, or crashed the worker) is measured again alone, in a worker of its
+  own (`check.error_curve`), so its failure is never another variant's;
 - `static`: the ahead-of-time sm_90 compile's figures (`aot.py`): SASS instructions, local-memory
   and tensor-core instructions, registers, spill stores and loads. Compiling imports the
   variant, so each compile's import, launcher call and Triton compile run in a sandboxed worker
@@ -198,33 +202,87 @@ def _compile(manifest, source, deadline):
     return _static_of(out)
 
 
-def _measure(manifest, v, lengths, seed, want_compile, want_curve, deadline):
-    rec = {"id": v["id"], "cached": True}
+class _Variant:
+    """One variant's record as the sweep builds it: its bytes, cache keys and results so far."""
+
+    def __init__(self, v, want_curve, want_compile, manifest, lengths, seed):
+        self.rec = {"id": v["id"], "cached": True}
+        self.source = v["source"]
+        self.text = Path(self.source).read_bytes()
+        self.rec["sha256"] = hashlib.sha256(self.text).hexdigest()
+        self.curve_key = _key("curve", manifest, self.text, {"lengths": lengths, "seed": seed}) if want_curve \
+            else None
+        self.static_key = _key("static", manifest, self.text, {}) if want_compile else None
+        if self.curve_key is not None:
+            curve = _cached("curve", self.curve_key)
+            if curve is not None:
+                self.rec["curve"] = curve
+        if self.static_key is not None:
+            static = _cached("static", self.static_key)
+            if static is not None:
+                self.rec["static"] = static
+
+    def needs_curve(self):
+        return self.curve_key is not None and "curve" not in self.rec and "error" not in self.rec
+
+    def fail(self, e, deadline):
+        self.rec["error"] = e if isinstance(e, str) else f"{type(e).__name__}: {e}"
+        if not isinstance(e, str) and _timed_out(e, deadline):
+            self.rec["timed_out"] = True
+
+
+def _curves_together(manifest, group, lengths, seed, deadline, references):
+    """The curves of a group of variants in one sandboxed worker (check.error_curves); the
+    variants it could not measure as a group are measured alone, each in a worker of its own, so a
+    variant's failure (a load error, a crash) is only ever its own."""
+    alone = list(group)
     try:
-        text = Path(v["source"]).read_bytes()
-        rec["sha256"] = hashlib.sha256(text).hexdigest()
-        if want_curve:
-            key = _key("curve", manifest, text, {"lengths": lengths, "seed": seed})
-            curve = _cached("curve", key)
-            if curve is None:
-                rec["cached"] = False
-                curve = check.error_curve(manifest, v["source"], lengths, seed, device="cpu", tf32=True,
-                                          deadline=deadline)
-                _store("curve", key, curve)
-            rec["curve"] = curve
-        if want_compile:
-            key = _key("static", manifest, text, {})
-            static = _cached("static", key)
-            if static is None:
-                rec["cached"] = False
-                static = _compile(manifest, v["source"], deadline)
-                _store("static", key, static)
-            rec["static"] = static
+        curves, failed = check.error_curves(manifest, {v.rec["id"]: v.source for v in group}, lengths, seed,
+                                            device="cpu", tf32=True, deadline=deadline, references=references)
+    except Exception as e:  # noqa: BLE001 - the deadline, or a harness failure: every variant's result
+        for v in group:
+            v.fail(e, deadline)
+        return
+    for v in group:
+        vid = v.rec["id"]
+        if vid in curves:
+            v.rec["cached"] = False
+            v.rec["curve"] = curves[vid]
+            _store("curve", v.curve_key, curves[vid])
+            alone.remove(v)
+        elif vid in failed:
+            v.rec["cached"] = False
+            v.fail(f"RuntimeError: {failed[vid]}", deadline)
+            alone.remove(v)
+    for v in alone:
+        v.rec["cached"] = False
+        try:
+            curve = check.error_curve(manifest, v.source, lengths, seed, device="cpu", tf32=True, deadline=deadline)
+            v.rec["curve"] = curve
+            _store("curve", v.curve_key, curve)
+        except Exception as e:  # noqa: BLE001 - one variant's failure is its own result
+            v.fail(e, deadline)
+
+
+def _compile_one(manifest, v, deadline):
+    if "error" in v.rec or v.static_key is None or "static" in v.rec:
+        return
+    v.rec["cached"] = False
+    try:
+        static = _compile(manifest, v.source, deadline)
+        _store("static", v.static_key, static)
+        v.rec["static"] = static
     except Exception as e:  # noqa: BLE001 - one variant's failure is its own result
-        rec["error"] = f"{type(e).__name__}: {e}"
-        if _timed_out(e, deadline):
-            rec["timed_out"] = True
-    return rec
+        v.fail(e, deadline)
+
+
+def _groups(items, jobs):
+    """`items` in at most `jobs` groups of nearly equal size, in order."""
+    if not items:
+        return []
+    n = max(1, min(jobs, len(items)))
+    size = -(-len(items) // n)
+    return [items[i:i + size] for i in range(0, len(items), size)]
 
 
 def run_sweep(manifest, spec, jobs, deadline, seed=0):
@@ -244,10 +302,25 @@ def run_sweep(manifest, spec, jobs, deadline, seed=0):
     want_compile, want_curve = bool(spec.get("compile", True)), bool(spec.get("curve", True))
     t0 = time.monotonic()
     threading.Thread(target=_orphan_watch, args=(os.getppid(),), daemon=True, name="orphan-watch").start()
-    with cf.ThreadPoolExecutor(max_workers=max(1, jobs)) as ex:
-        futs = [ex.submit(_measure, manifest, v, lengths, seed, want_compile, want_curve, deadline)
-                for v in variants]
-        results = [f.result() for f in futs]
+    recs = []
+    for v in variants:
+        try:
+            recs.append(_Variant(v, want_curve, want_compile, manifest, lengths, seed))
+        except OSError as e:
+            raise ValueError(f"variant {v['id']}: cannot read {v['source']}: {e}") from None
+    # the curves first, the uncached ones in `jobs` groups of one sandboxed worker each (one
+    # interpreter start for many variants), then the compiles of the variants whose curve worked,
+    # each in its own sandboxed compile; `jobs` at a time throughout
+    references = {}
+    todo = [v for v in recs if v.needs_curve()]
+    jobs = max(1, jobs)
+    with cf.ThreadPoolExecutor(max_workers=jobs) as ex:
+        for f in [ex.submit(_curves_together, manifest, g, lengths, seed, deadline, references)
+                  for g in _groups(todo, jobs)]:
+            f.result()
+        for f in [ex.submit(_compile_one, manifest, v, deadline) for v in recs]:
+            f.result()
+    results = [v.rec for v in recs]
     return {"variants": results, "lengths": lengths, "seed": seed, "jobs": max(1, jobs),
             "measured": sum(1 for r in results if not r["cached"]),
             "timed_out": sum(1 for r in results if r.get("timed_out")),

@@ -14,8 +14,8 @@ use crate::request::Request;
 use crate::tree::copy_tree;
 use crate::validator::Validator;
 
-/// A base seed for the correctness gate, fresh per candidate.
-fn fresh_seed() -> u64 {
+/// A fresh base seed for the correctness gate (one per validator).
+pub(crate) fn fresh_seed() -> u64 {
     use std::hash::{BuildHasher, Hasher};
     let mut h = std::collections::hash_map::RandomState::new().build_hasher();
     h.write_u128(std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.as_nanos()).unwrap_or(0));
@@ -78,80 +78,68 @@ pub(crate) fn launch(
     let base_text = std::fs::read(p.harness.root.join(manifest.source_path()))
         .map_err(|e| Error::io(p.harness.root.join(manifest.source_path()), e))?;
     let key = (name.clone(), blob_id(&base_text));
-    let cached = v.compiled.lock().ok().and_then(|m| m.get(&key).cloned());
-    let seed = v.opts.seed.unwrap_or_else(fresh_seed);
+    let seed = v.opts.seed.unwrap_or(v.run_seed);
+    // the same seed for every candidate of the run: the harness computes the baseline's errors
+    // per case once, in the validator's directory (never shown to a candidate's sandbox)
+    let baseline_cache = v.baseline_cache.as_ref().map(|d| d.path().to_string_lossy().into_owned());
     run.seeds = (0..v.opts.seeds as u64).map(|i| seed + i).collect();
     let curve = precision && manifest.curve.is_some();
     let (kernel, device) = (name.as_str(), v.opts.device.name());
     let compile = |source: Option<&'_ str>| Request::Compile { kernel, source }.argv();
     let profile_args = |source: Option<&'_ str>| Request::Profile { kernel, source, timeout: None }.argv();
-    let check = |source, seeds, curve, consistency| {
-        Request::Check { kernel, source, seeds, seed, device, curve, consistency }.argv()
+    let check = |source, seeds, curve, consistency, baseline_cache| {
+        Request::Check { kernel, source, seeds, seed, device, curve, consistency, baseline_cache }.argv()
     };
-    let cand_args = check(Some(p.cand_src.as_str()), v.opts.seeds, curve, v.opts.consistency);
+    let cand_args =
+        check(Some(p.cand_src.as_str()), v.opts.seeds, curve, v.opts.consistency, baseline_cache.as_deref());
     let limit = run.remaining();
     let cancel = AtomicBool::new(false);
     let harness = &p.harness;
     // a panic in a harness thread is a bug of ours, never the candidate's
     let panicked = |what: &str| Error::Internal(format!("the {what} thread panicked"));
     let profile = v.opts.device_model.is_some() && manifest.language != crate::manifest::KernelLanguage::Cpp;
-    let base_profiled = v.profiled.lock().ok().and_then(|m| m.get(&key).cloned());
     let (base_run, cand_run, cand_check, base_check, profiles) = std::thread::scope(|s| {
         // the profiles run beside the rest; each is a sandboxed run of the kernel on the CPU
         let profiles = profile.then(|| {
             s.spawn(|| {
-                let base = match &base_profiled {
-                    Some(r) => Ok(r.clone()),
-                    None => harness.call(&profile_args(None), limit),
-                };
+                let (base, _) = v.profiled.get_or_run(&key, || harness.call(&profile_args(None), limit));
                 let cand = harness.call_cancellable(&profile_args(Some(&p.cand_src)), limit, &cancel);
                 (base, cand)
             })
         });
         let b = s.spawn(|| {
-            let compiled = match &cached {
-                Some(r) => Ok(r.clone()),
-                None => harness.call(&compile(None), limit),
-            };
+            let (compiled, cached) = v.compiled.get_or_run(&key, || harness.call(&compile(None), limit));
             let ok = matches!(&compiled, Ok(r) if r.status == HarnessStatus::Ok);
-            let check = (curve && ok).then(|| harness.call_cancellable(&check(None, 1, true, false), limit, &cancel));
-            (compiled, check)
+            // the baseline's own curve: the same for every precision candidate of the run (one seed)
+            let check = (curve && ok).then(|| {
+                v.checked
+                    .get_or_run(&key, || harness.call_cancellable(&check(None, 1, true, false, None), limit, &cancel))
+                    .0
+            });
+            (compiled, check, cached)
         });
         let c = s.spawn(|| harness.call_cancellable(&cand_args, limit, &cancel));
         let cr = harness.call(&compile(Some(&p.cand_src)), limit);
         if !matches!(&cr, Ok(r) if r.status == HarnessStatus::Ok) {
             cancel.store(true, Ordering::Relaxed);
         }
-        let (compiled, check) = b.join().unwrap_or_else(|_| (Err(panicked("baseline")), None));
+        let (compiled, check, cached) = b.join().unwrap_or_else(|_| (Err(panicked("baseline")), None, false));
         let cc = c.join().unwrap_or_else(|_| Err(panicked("check")));
         let profiles =
             profiles.map(|h| h.join().unwrap_or_else(|_| (Err(panicked("profile")), Err(panicked("profile")))));
-        (compiled, cr, cc, check, profiles)
+        (compiled, cr, cc, (check, cached), profiles)
     });
+    let (base_check, cached) = base_check;
     let profiles = match profiles {
         Some((b, c)) => Some((b?, c?)),
         None => None,
     };
-    if base_profiled.is_none()
-        && let Some((b, _)) = &profiles
-        && b.status == HarnessStatus::Ok
-        && let Ok(mut m) = v.profiled.lock()
-    {
-        m.insert(key.clone(), b.clone());
-    }
-    let (base_compile, cand_compile) = (base_run?, cand_run?);
-    if cached.is_none()
-        && base_compile.status == HarnessStatus::Ok
-        && let Ok(mut m) = v.compiled.lock()
-    {
-        m.insert(key, base_compile.clone());
-    }
     Ok(HarnessResults {
-        base_compile,
-        cand_compile,
+        base_compile: base_run?,
+        cand_compile: cand_run?,
         cand_check: cand_check?,
         base_check: base_check.transpose()?,
-        cached: cached.is_some(),
+        cached,
         profiles,
     })
 }

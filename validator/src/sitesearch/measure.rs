@@ -87,7 +87,13 @@ pub trait Measure {
     fn remaining(&self) -> Option<Duration> {
         None
     }
+    /// Told after each batch: variants measured so far, and how many the
+    /// search plans in all (an estimate until its last step).
+    fn progress(&mut self, _done: usize, _planned: usize) {}
 }
+
+/// What hears of a search's progress (variants measured, planned).
+pub type Progress<'a> = &'a (dyn Fn(usize, usize) + Sync);
 
 #[derive(Deserialize)]
 struct SweepOut {
@@ -129,12 +135,19 @@ pub struct HarnessMeasure<'a> {
     limit: Duration,
     started: Instant,
     batch: usize,
+    progress: Option<Progress<'a>>,
 }
 
 impl<'a> HarnessMeasure<'a> {
     /// A measurer whose calls all share `limit`, counted from now.
     pub(crate) fn new(harness: Harness, manifest: &'a Manifest, dir: &'a Path, jobs: usize, limit: Duration) -> Self {
-        HarnessMeasure { harness, manifest, dir, jobs, limit, started: Instant::now(), batch: 0 }
+        HarnessMeasure { harness, manifest, dir, jobs, limit, started: Instant::now(), batch: 0, progress: None }
+    }
+
+    /// Tells `progress` of each batch measured.
+    pub(crate) fn with_progress(mut self, progress: Option<Progress<'a>>) -> Self {
+        self.progress = progress;
+        self
     }
 
     fn out_of_time(&self, done: &str) -> Error {
@@ -152,6 +165,12 @@ impl Measure for HarnessMeasure<'_> {
 
     fn remaining(&self) -> Option<Duration> {
         Some(self.limit.saturating_sub(self.started.elapsed()))
+    }
+
+    fn progress(&mut self, done: usize, planned: usize) {
+        if let Some(p) = self.progress {
+            p(done, planned.max(done));
+        }
     }
 
     fn measure(&mut self, variants: &[(Assignment, String)], compile: bool) -> Result<Vec<Measured>> {

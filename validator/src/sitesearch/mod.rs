@@ -47,7 +47,7 @@ use std::ops::Range;
 
 use serde::Serialize;
 
-pub use measure::{Figures, HarnessMeasure, Measure, Measured};
+pub use measure::{Figures, HarnessMeasure, Measure, Measured, Progress};
 pub use steps::search;
 
 use crate::gates::StaticLimits;
@@ -259,6 +259,8 @@ mod tests {
         remaining: Option<std::time::Duration>,
         first_batch: std::time::Duration,
         measured: usize,
+        /// What `progress` was told, in order.
+        progress: Vec<(usize, usize)>,
     }
 
     impl Measure for Model {
@@ -268,6 +270,10 @@ mod tests {
 
         fn remaining(&self) -> Option<std::time::Duration> {
             self.extra.remaining
+        }
+
+        fn progress(&mut self, done: usize, planned: usize) {
+            self.extra.progress.push((done, planned));
         }
 
         fn measure(&mut self, variants: &[(Assignment, String)], compile: bool) -> Result<Vec<Measured>> {
@@ -488,9 +494,11 @@ mod tests {
         for n in [2, 8, 24, 40] {
             let mut m = model(n, Extra::default());
             let s = search(&request(n, &["\"ieee\"", "\"tf32x3\""]), &mut m, text).unwrap();
-            // 3 + (2 values x 2n + 1 pair x n) interpreter runs + 3 x (n - 1) compiles
-            assert!(m.extra.measured <= 3 + 5 * n + 3 * (n - 1), "{n} sites: {} variants", m.extra.measured);
-            assert!(m.calls <= 3, "three batches");
+            // 3 + (2 values x 2n + 1 pair x n) interpreter runs + 3 x (n - 1) subsets, each sent twice
+            // (the interpreter, then the compile of those not dominated, whose curve the harness has cached)
+            assert!(m.extra.measured <= 3 + 5 * n + 6 * (n - 1), "{n} sites: {} variants", m.extra.measured);
+            assert!(m.compiles <= 3 + 3 * (n - 1), "{n} sites: {} compiles", m.compiles);
+            assert!(m.calls <= 4, "four batches");
             assert!(s.chosen.is_some());
         }
     }
@@ -544,5 +552,64 @@ mod tests {
         assert_eq!(s.describe(&vec![Some(0); 3]), "all 3: \"ieee\"");
         assert_eq!(s.describe(&vec![Some(1), None, Some(0), Some(1)]), "1,4: \"tf32x3\"; 3: \"ieee\"");
         assert_eq!(s.describe(&vec![None, None]), "none (baseline)");
+    }
+    #[test]
+    fn progress_counts_up_to_what_was_measured() {
+        let mut m = Model {
+            weight: vec![0.4, 0.3, 0.2, 0.1],
+            residual: vec![0.0, 1e-3, 0.9],
+            cost: vec![vec![2000; 4], vec![50; 4], vec![1; 4]],
+            calls: 0,
+            compiles: 0,
+            extra: Extra::default(),
+        };
+        let s = search(&request(4, &["\"ieee\"", "\"bf16x3\"", "\"tf32\""]), &mut m, text).unwrap();
+        let p = &m.extra.progress;
+        assert!(p.len() >= 3, "after each batch and at the end: {p:?}");
+        assert_eq!(p[0], (4, 4), "the first batch: the baseline and three all-sites variants");
+        assert!(p[1].1 > 4, "then the per-site plan: {p:?}");
+        assert!(p.windows(2).all(|w| w[0].0 <= w[1].0), "never backwards: {p:?}");
+        assert!(p.iter().all(|(d, n)| d <= n), "{p:?}");
+        assert_eq!(*p.last().unwrap(), (s.measured, s.measured), "ends full at what was measured");
+    }
+    #[test]
+    fn dominated_subsets_are_not_compiled_and_the_choice_stays() {
+        // sites 2 and 3 contribute nothing: a subset adding one of them has the same error and costs more
+        let mut m = Model {
+            weight: vec![0.5, 0.5, 0.0, 0.0],
+            residual: vec![1e-4],
+            cost: vec![vec![100, 100, 300, 300]],
+            calls: 0,
+            compiles: 0,
+            extra: Extra::default(),
+        };
+        let s = search(&request(4, &["\"ieee\""]), &mut m, text).unwrap();
+        let chosen = &s.points[s.chosen.unwrap()];
+        assert_eq!(chosen.measured.assignment, vec![Some(0), Some(0), None, None], "{}", s.why);
+        assert!(s.notes.iter().any(|n| n.starts_with("1 nested subset not compiled")), "{:?}", s.notes);
+        // baseline and all-sites, then the subsets of 1 and 2 sites; the third is dominated
+        assert_eq!(m.compiles, 4);
+        assert_eq!(s.points.len(), 4);
+        assert!(s.points.iter().all(|p| p.measured.figures.is_some()), "only compiled variants are points");
+        let three = s.points.iter().filter(|p| p.measured.assignment.iter().flatten().count() == 3).count();
+        assert_eq!(three, 0, "the three-site subset was not compiled");
+        // what the front would have been had it been compiled: its error is the chosen one's, its cost higher
+        assert!(chosen.is(Role::Front));
+    }
+
+    #[test]
+    fn a_subset_better_than_its_predecessors_is_compiled() {
+        // every site matters: each subset lowers the error, so none is dominated
+        let mut m = Model {
+            weight: vec![0.4, 0.3, 0.2, 0.1],
+            residual: vec![1e-4],
+            cost: vec![vec![100; 4]],
+            calls: 0,
+            compiles: 0,
+            extra: Extra::default(),
+        };
+        let s = search(&request(4, &["\"ieee\""]), &mut m, text).unwrap();
+        assert!(s.notes.iter().all(|n| !n.contains("not compiled")), "{:?}", s.notes);
+        assert_eq!(s.points.len(), 2 + 3, "baseline, all sites, and the subsets of 1, 2 and 3 sites");
     }
 }

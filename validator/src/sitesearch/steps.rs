@@ -16,6 +16,8 @@ struct VariantMemo<'m, F> {
     interp_runs: usize,
     compiled: usize,
     cached: usize,
+    /// Interpreter runs the search plans in all, as far as it knows (progress).
+    planned: usize,
 }
 
 impl<F: Fn(&Assignment) -> Result<String>> VariantMemo<'_, F> {
@@ -38,6 +40,7 @@ impl<F: Fn(&Assignment) -> Result<String>> VariantMemo<'_, F> {
             self.cached += usize::from(m.cached);
             self.seen.insert(m.assignment.clone(), m);
         }
+        self.measure.progress(self.interp_runs, self.planned);
         Ok(())
     }
 
@@ -207,10 +210,31 @@ impl<F: Fn(&Assignment) -> Result<String>> Search<'_, '_, F> {
         Ok(attribution)
     }
 
-    /// Step 3: nested subsets in attribution order, compiled.
+    /// Step 3: nested subsets in attribution order, measured in the
+    /// interpreter, then compiled unless dominated (see [`dominated`]).
     fn nested_subsets(&mut self, fixing: &[usize], pairs: &[(usize, usize)]) -> Result<Vec<Assignment>> {
+        let chains = self.chains(fixing, pairs);
+        let subsets: Vec<Assignment> = chains.iter().flat_map(|c| c.members[1..].iter().cloned()).collect();
+        self.memo.measure(&subsets, false)?;
+        let skip = dominated(&self.memo, &chains);
+        let kept: Vec<Assignment> = subsets.into_iter().filter(|a| !skip.contains(a)).collect();
+        if !skip.is_empty() {
+            self.notes.push(format!(
+                "{} nested subset{} not compiled: each has no less error than a cheaper variant (a subset of its sites, or the same sites with a cheaper value), so it can be neither on the front nor chosen",
+                skip.len(),
+                if skip.len() == 1 { "" } else { "s" }
+            ));
+        }
+        self.memo.measure(&kept, true)?;
+        Ok(kept)
+    }
+
+    /// The nested chains of step 3: per fixing value, the baseline then the
+    /// k most important sites rewritten (k = 1..N-1); per pair, the cheap
+    /// value everywhere then the precise one on the k sites it helps most.
+    fn chains(&self, fixing: &[usize], pairs: &[(usize, usize)]) -> Vec<Chain> {
         let (n, sites, memo) = (self.sites.0, self.sites, &self.memo);
-        let mut subsets: Vec<Assignment> = Vec::new();
+        let mut chains = Vec::new();
         for &v in fixing {
             let e_all = memo.error(&sites.all(v));
             // how much error comes back when site i is left out (ties: how much it fixes alone)
@@ -222,13 +246,15 @@ impl<F: Fn(&Assignment) -> Result<String>> Search<'_, '_, F> {
                 let (ka, kb) = (key(a), key(b));
                 kb.0.total_cmp(&ka.0).then(kb.1.total_cmp(&ka.1)).then(a.cmp(&b))
             });
+            let mut members = vec![sites.base()];
             for k in 1..n {
                 let mut a: Assignment = vec![None; n];
                 for &i in &order[..k] {
                     a[i] = Some(v);
                 }
-                subsets.push(a);
+                members.push(a);
             }
+            chains.push(Chain { value: Some(v), members });
         }
         for &(p, c) in pairs {
             let mut order: Vec<usize> = (0..n).collect();
@@ -237,16 +263,17 @@ impl<F: Fn(&Assignment) -> Result<String>> Search<'_, '_, F> {
                     .total_cmp(&memo.error(&sites.precise_at(p, c, b)))
                     .then(a.cmp(&b))
             });
+            let mut members = vec![sites.all(c)];
             for k in 1..n {
                 let mut a: Assignment = vec![Some(c); n];
                 for &i in &order[..k] {
                     a[i] = Some(p);
                 }
-                subsets.push(a);
+                members.push(a);
             }
+            chains.push(Chain { value: None, members });
         }
-        self.memo.measure(&subsets, true)?;
-        Ok(subsets)
+        chains
     }
 
     /// Step 4: every compiled variant as a point, the Pareto front of error
@@ -349,6 +376,53 @@ impl<F: Fn(&Assignment) -> Result<String>> Search<'_, '_, F> {
     }
 }
 
+/// A nested chain of step 3: its first member is where it starts (the
+/// baseline, or the cheap value everywhere), each next one rewrites one
+/// more site (with `value`, or with a pair's precise value).
+struct Chain {
+    value: Option<usize>,
+    members: Vec<Assignment>,
+}
+
+/// The subsets not worth compiling: those whose error (measured in the
+/// interpreter) is no lower than that of a variant that costs no more.
+/// What costs no more is known without compiling from how the chains are
+/// built, assuming a site rewritten with a costlier value never makes the
+/// kernel cheaper: an earlier member of the same chain (fewer sites
+/// rewritten, or fewer with the precise value), and the same sites with a
+/// value whose all-sites variant compiled to fewer instructions. A
+/// dominated subset is on no front (a cheaper variant has less error) and
+/// never the choice (the cheaper one is within any bound it is within).
+/// Subsets whose interpreter run failed are kept, so their failure is shown.
+fn dominated<F>(memo: &VariantMemo<'_, F>, chains: &[Chain]) -> Vec<Assignment>
+where
+    F: Fn(&Assignment) -> Result<String>,
+{
+    let fine = |a: &Assignment| memo.failed(a).is_none() && memo.error(a).is_finite();
+    let all = |a: &Assignment, x: usize| memo.instructions(&a.iter().map(|_| Some(x)).collect());
+    let mut out: Vec<Assignment> = Vec::new();
+    for chain in chains {
+        for (k, s) in chain.members.iter().enumerate().skip(1) {
+            if !fine(s) {
+                continue;
+            }
+            let e = memo.error(s);
+            let earlier = chain.members[..k].iter().any(|t| fine(t) && memo.error(t) <= e);
+            let cheaper_value = chain.value.is_some_and(|v| {
+                chains.iter().filter_map(|c| c.value).filter(|&w| w != v).any(|w| {
+                    let cheaper = matches!((all(s, w), all(s, v)), (Some(a), Some(b)) if a < b);
+                    let same_sites: Assignment = s.iter().map(|x| x.map(|_| w)).collect();
+                    cheaper && fine(&same_sites) && memo.error(&same_sites) <= e
+                })
+            });
+            if (earlier || cheaper_value) && !out.contains(s) {
+                out.push(s.clone());
+            }
+        }
+    }
+    out
+}
+
 /// Whether a point can be on the front or chosen: measured, compiled, finite.
 fn usable(p: &Point) -> bool {
     p.measured.failed.is_none() && p.measured.figures.is_some() && p.measured.last_error().is_finite()
@@ -373,12 +447,18 @@ pub fn search<F: Fn(&Assignment) -> Result<String>>(
         return Err(Error::Search(format!("{} has no site or no value of {} to search", req.path, req.pattern)));
     }
     let lengths = measure.lengths();
-    let memo = VariantMemo { measure, text, seen: HashMap::new(), interp_runs: 0, compiled: 0, cached: 0 };
+    let memo =
+        VariantMemo { measure, text, seen: HashMap::new(), interp_runs: 0, compiled: 0, cached: 0, planned: 1 + nv };
     let mut s = Search { req, memo, sites: Sites(n), notes: Vec::new() };
     let (first, first_wall) = s.extremes()?;
     let fixing = s.fixing();
     let pairs = s.mixed_pairs(&fixing);
     let per_site = n > 1 && !fixing.is_empty() && s.per_site_fits(&first, first_wall, &fixing, pairs.len());
+    if per_site {
+        // steps 2 and 3: 2N runs per fixing value and N per pair, then N - 1 subsets each
+        // (the subsets twice: in the interpreter, then compiled unless dominated)
+        s.memo.planned += fixing.len() * 2 * n + pairs.len() * n + 2 * (fixing.len() + pairs.len()) * (n - 1);
+    }
     let (attribution, subsets) = if per_site {
         (s.attribute(&fixing, &pairs)?, s.nested_subsets(&fixing, &pairs)?)
     } else {
@@ -390,6 +470,7 @@ pub fn search<F: Fn(&Assignment) -> Result<String>>(
             compiled.push(a);
         }
     }
+    s.memo.measure.progress(s.memo.interp_runs, s.memo.interp_runs);
     let mut points = s.front(&compiled);
     let (chosen, why, reference_error) = s.choose(&mut points, &fixing);
     Ok(SiteSearch {

@@ -1,0 +1,85 @@
+"""The baseline's errors per case, computed once per run (triton/basecache.py): the same verdicts
+and numbers as computing them per check, a changed baseline never served a stale entry, a damaged
+entry measured again, and a candidate that cannot see the cache."""
+import json
+import time
+
+import pytest
+
+from kernels.harness.manifest import all_manifests
+from kernels.harness.triton.check import run_check
+
+from .conftest import HAS_CUDA
+
+pytestmark = pytest.mark.skipif(HAS_CUDA, reason="the cache is exercised on the CPU's interpreter")
+M = all_manifests()["kda.decode"]
+
+
+def _check(source, cache, seed=11):
+    return run_check(M, str(source), seeds=[seed], device="cpu", shapes=M.shapes["cpu"][:2], with_curve=False,
+                     with_consistency=False, with_specializations=False, with_order=False, with_drift=False,
+                     deadline=time.monotonic() + 300, baseline_cache=str(cache) if cache else None)
+
+
+def _numbers(res):
+    return [(c["id"], c["passed"], c["outputs"], c.get("baseline")) for c in res["cases"]]
+
+
+def test_the_second_check_reads_the_baselines_errors_and_judges_the_same(tmp_path):
+    cand = tmp_path / "cand" / "decode.py"
+    cand.parent.mkdir()
+    cand.write_text(M.source_path.read_text())
+    plain = _check(cand, None)
+    first = _check(cand, tmp_path / "cache")
+    second = _check(cand, tmp_path / "cache")
+    assert first["baseline"]["cache"] == {"hits": 0, "stored": 2}, first["baseline"]
+    assert second["baseline"]["cache"] == {"hits": 2, "stored": 0}, second["baseline"]
+    assert _numbers(plain) == _numbers(first) == _numbers(second)
+    assert all(c.get("baseline") for c in second["cases"]), "the baseline's errors are still reported"
+    # another seed is other inputs: not served from the cache
+    other = _check(cand, tmp_path / "cache", seed=12)
+    assert other["baseline"]["cache"]["hits"] == 0
+
+
+def test_a_damaged_entry_is_measured_again(tmp_path):
+    cand = tmp_path / "cand" / "decode.py"
+    cand.parent.mkdir()
+    cand.write_text(M.source_path.read_text())
+    first = _check(cand, tmp_path / "cache")
+    entries = sorted((tmp_path / "cache").glob("*.json"))
+    assert len(entries) == 2
+    entries[0].write_text(json.dumps([{"o": {"rel_l2": "not a number"}}]))
+    entries[1].write_text("[")
+    again = _check(cand, tmp_path / "cache")
+    assert again["baseline"]["cache"] == {"hits": 0, "stored": 2}
+    assert _numbers(again) == _numbers(first)
+
+
+def test_a_changed_baseline_is_never_served_an_old_entry(tmp_path, monkeypatch):
+    from kernels.harness.triton.basecache import BaselineCache
+    from kernels.harness.triton.check import _Case
+    from kernels.harness.triton.operations import OPS
+    case = _Case(OPS[M.op], M.shapes["cpu"][0], 11, 0)
+    a = BaselineCache(tmp_path, M, "cpu", True)
+    a.put(case, [{}, {}])
+    assert BaselineCache(tmp_path, M, "cpu", True).get(case, 2) == [{}, {}]
+    assert BaselineCache(tmp_path, M, "cpu", False).get(case, 2) is None, "another TF32 mode"
+    edited = tmp_path / "edited.py"
+    edited.write_text(M.source_path.read_text() + "\n# edited\n")
+    monkeypatch.setattr(type(M), "source_path", property(lambda self: edited))
+    assert BaselineCache(tmp_path, M, "cpu", True).get(case, 2) is None, "another baseline source"
+
+
+def test_a_candidate_cannot_see_the_cache(tmp_path):
+    cache = tmp_path / "cache"
+    cand = tmp_path / "cand" / "decode.py"
+    cand.parent.mkdir()
+    cand.write_text(M.source_path.read_text())
+    _check(cand, cache)
+    assert list(cache.glob("*.json")), "entries to look for"
+    # a candidate that would read the baseline's cached numbers fails to load if it can see them
+    spy = (f"import os as _os\nassert not _os.path.exists({str(cache)!r}), 'the baseline cache is visible'\n"
+           + M.source_path.read_text())
+    cand.write_text(spy)
+    res = _check(cand, cache)
+    assert res["passed"], res["failures"][:3]
