@@ -254,7 +254,21 @@ fn summary_lines(
         None => "review: `kidiom review` (the table), `kidiom review ID` (a diff beside its evidence), `kidiom review --html DIR --open` (the site)".into(),
     });
     out.push("the full table and evidence: `kidiom run -v` or `kidiom review`".into());
+    out.push(phases_line(&r.phases));
     out
+}
+
+/// Where the run's time went, one line: a newcomer sees what was slow.
+fn phases_line(p: &crate::ops::run::Phases) -> String {
+    let parts = [("mine", p.mine), ("history", p.history), ("snapshot", p.snapshot), ("apply", p.apply - p.search)];
+    let mut shown: Vec<String> = parts.iter().filter(|(_, s)| *s >= 0.5).map(|(n, s)| format!("{n} {s:.0}s")).collect();
+    if p.search >= 0.5 {
+        shown.push(format!("site search {:.0}s", p.search));
+    }
+    if p.validate >= 0.5 {
+        shown.push(format!("validation {:.0}s", p.validate));
+    }
+    format!("time: {:.0}s ({})", p.total, shown.join(", "))
 }
 
 use kidiom_validator::VerdictKind;
