@@ -164,6 +164,7 @@ impl ValidatorBuilder {
             run_seed: crate::gates::fresh_seed(),
             baseline_cache,
             fleet,
+            timing: std::sync::RwLock::new(()),
         })
     }
 }
@@ -188,6 +189,10 @@ pub struct Validator {
     pub(crate) baseline_cache: Option<tempfile::TempDir>,
     /// The Ray executor's driver (`None`: the harness runs here).
     pub(crate) fleet: Option<Arc<Fleet>>,
+    /// Candidates validated at once share the machine through their gates
+    /// (read); a speed measurement takes it alone (write), so that one
+    /// candidate's checks never load the cores another's timing measures.
+    pub(crate) timing: std::sync::RwLock<()>,
 }
 
 /// Baseline harness runs by kernel name and baseline blob, each computed

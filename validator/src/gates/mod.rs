@@ -76,6 +76,8 @@ fn note(rec: &mut GateRecord, run: &HarnessRun) {
 /// up (the temporary tree could not be written).
 pub(crate) fn in_order(run: &mut Validation<'_>) -> Result<Verdict> {
     let v = run.v;
+    // shared with the other candidates' gates until the speed gate, which measures alone
+    let sharing = v.timing.read().unwrap_or_else(std::sync::PoisonError::into_inner);
     let files = match patch::parse(&run.c.diff) {
         Ok(f) if !f.is_empty() => f,
         Ok(_) => return Ok(Verdict::error(None, "the candidate's diff is empty", "")),
@@ -108,6 +110,7 @@ pub(crate) fn in_order(run: &mut Validation<'_>) -> Result<Verdict> {
         Err(v) => return Ok(v),
     };
     // 4. speed
+    drop(sharing);
     Ok(speed::gate(run, &prepared, &manifest, scan.changed_lines, scan.precision, native))
 }
 

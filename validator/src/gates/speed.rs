@@ -37,6 +37,9 @@ pub(super) fn gate(
             run.records.iter().filter(|r| r.status == GateStatus::Passed).map(|r| r.gate.name()).collect();
         return Verdict::needs_gpu(format!("{} passed; speed needs a GPU", passed.join(", ")));
     }
+    // alone on the machine: no other candidate's gates run while this one is timed
+    let v = run.v;
+    let _alone = v.timing.write().unwrap_or_else(std::sync::PoisonError::into_inner);
     let limit = run.remaining();
     if limit.is_zero() {
         return run.out_of_time(rec);
