@@ -137,6 +137,22 @@ pub(crate) fn run(a: Args) -> Result<ExitCode> {
 
 /// A search's front, with the chosen variant marked, on stderr beside the diffs.
 pub(crate) fn print_search(s: &kidiom_validator::sitesearch::SiteSearch) -> Result<()> {
+    print_search_header(s)?;
+    let summary: kidiom_catalog::record::SiteSummary = serde_json::from_value(serde_json::to_value(s)?)?;
+    if let Some(rows) = crate::view::front_rows(&summary, s.chosen) {
+        for line in output::table_lines(&rows) {
+            eprintln!("  {line}");
+        }
+    }
+    eprintln!("  chosen: {}", s.why);
+    for n in &s.notes {
+        eprintln!("  note: {n}");
+    }
+    Ok(())
+}
+
+/// A search's one-line account: what was searched, how much was measured.
+pub(crate) fn print_search_header(s: &kidiom_validator::sitesearch::SiteSearch) -> Result<()> {
     eprintln!(
         "kidiom: site search of {} in {}: {} sites, values {}; {} variants measured, {} of them compiled, {} found in the cache; {:.1}s",
         s.pattern,
@@ -148,15 +164,5 @@ pub(crate) fn print_search(s: &kidiom_validator::sitesearch::SiteSearch) -> Resu
         s.cached,
         s.seconds
     );
-    let summary: kidiom_catalog::record::SiteSummary = serde_json::from_value(serde_json::to_value(s)?)?;
-    if let Some(rows) = crate::view::front_rows(&summary, s.chosen) {
-        for line in output::table_lines(&rows) {
-            eprintln!("  {line}");
-        }
-    }
-    eprintln!("  chosen: {}", s.why);
-    for n in &s.notes {
-        eprintln!("  note: {n}");
-    }
     Ok(())
 }

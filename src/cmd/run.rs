@@ -70,8 +70,13 @@ pub(crate) fn run(args: Args) -> Result<ExitCode> {
         match e {
             Event::Note(m) => bars.line(&format!("kidiom: {m}")),
             Event::Searching(done, planned) => bars.searching(done, planned),
-            Event::Searched(s) => {
+            // the front is a table of its own: shown with -v (and by `kidiom review ID`)
+            Event::Searched(s) if args.verbose => {
                 let _ = super::apply::print_search(s);
+            }
+            Event::Searched(s) => {
+                let _ = super::apply::print_search_header(s);
+                eprintln!("  chosen: {}", s.why);
             }
             Event::Validating(i, n, c, ev) => bars.validating(i, n, c, ev),
         }
