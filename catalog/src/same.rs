@@ -300,12 +300,13 @@ pub(crate) fn fold(kept: &Pattern, others: &[&Pattern]) -> Pattern {
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
     use crate::model::Category;
     use crate::store::tests::pattern;
 
-    fn p(id: &str, kind: Kind, before: &str, after: &str, values: &[&str]) -> Pattern {
+    /// A pattern of `kind` with this rewrite and these values (also the store's merge tests').
+    pub(crate) fn p(id: &str, kind: Kind, before: &str, after: &str, values: &[&str]) -> Pattern {
         let mut p = pattern(id, kind, Lang::Python, Category::Addressing, &[("fla", 3)], 1.0);
         p.before = before.into();
         p.after = after.into();

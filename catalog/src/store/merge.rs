@@ -117,16 +117,8 @@ impl MineTx<'_> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::model::{Category, CommitRef, Lang};
-    use crate::store::tests::pattern;
-
-    fn p(id: &str, kind: Kind, before: &str, after: &str, values: &[&str]) -> Pattern {
-        let mut p = pattern(id, kind, Lang::Python, Category::Addressing, &[("fla", 3)], 1.0);
-        p.before = before.into();
-        p.after = after.into();
-        p.values = Pattern::usage(id, Lang::Python, before, after, values).values;
-        p
-    }
+    use crate::model::CommitRef;
+    use crate::same::tests::p;
 
     #[test]
     fn merging_adds_support_and_survives_mining_one_kind_again() {

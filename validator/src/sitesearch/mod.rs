@@ -373,7 +373,7 @@ mod tests {
     }
 
     #[test]
-    fn a_subset_wins_when_some_sites_do_not_matter() {
+    fn a_subset_wins_when_some_sites_do_not_matter_and_dominated_subsets_are_not_compiled() {
         // sites 2 and 3 contribute nothing: rewriting them only costs
         let mut m = Model {
             weight: vec![0.5, 0.5, 0.0, 0.0],
@@ -390,6 +390,14 @@ mod tests {
         // nested subsets follow the attribution: the first two sites first
         assert!(s.points.iter().any(|p| p.measured.assignment == vec![Some(0), None, None, None]
             || p.measured.assignment == vec![None, Some(0), None, None]));
+        // a subset adding site 2 or 3 has the same error and costs more: dominated, not compiled
+        assert!(s.notes.iter().any(|n| n.starts_with("1 nested subset not compiled")), "{:?}", s.notes);
+        // baseline and all-sites, then the subsets of 1 and 2 sites; the third is dominated
+        assert_eq!(m.compiles, 4);
+        assert_eq!(s.points.len(), 4);
+        assert!(s.points.iter().all(|p| p.measured.figures.is_some()), "only compiled variants are points");
+        let three = s.points.iter().filter(|p| p.measured.assignment.iter().flatten().count() == 3).count();
+        assert_eq!(three, 0, "the three-site subset was not compiled");
     }
 
     #[test]
@@ -572,31 +580,6 @@ mod tests {
         assert!(p.iter().all(|(d, n)| d <= n), "{p:?}");
         assert_eq!(*p.last().unwrap(), (s.measured, s.measured), "ends full at what was measured");
     }
-    #[test]
-    fn dominated_subsets_are_not_compiled_and_the_choice_stays() {
-        // sites 2 and 3 contribute nothing: a subset adding one of them has the same error and costs more
-        let mut m = Model {
-            weight: vec![0.5, 0.5, 0.0, 0.0],
-            residual: vec![1e-4],
-            cost: vec![vec![100, 100, 300, 300]],
-            calls: 0,
-            compiles: 0,
-            extra: Extra::default(),
-        };
-        let s = search(&request(4, &["\"ieee\""]), &mut m, text).unwrap();
-        let chosen = &s.points[s.chosen.unwrap()];
-        assert_eq!(chosen.measured.assignment, vec![Some(0), Some(0), None, None], "{}", s.why);
-        assert!(s.notes.iter().any(|n| n.starts_with("1 nested subset not compiled")), "{:?}", s.notes);
-        // baseline and all-sites, then the subsets of 1 and 2 sites; the third is dominated
-        assert_eq!(m.compiles, 4);
-        assert_eq!(s.points.len(), 4);
-        assert!(s.points.iter().all(|p| p.measured.figures.is_some()), "only compiled variants are points");
-        let three = s.points.iter().filter(|p| p.measured.assignment.iter().flatten().count() == 3).count();
-        assert_eq!(three, 0, "the three-site subset was not compiled");
-        // what the front would have been had it been compiled: its error is the chosen one's, its cost higher
-        assert!(chosen.is(Role::Front));
-    }
-
     #[test]
     fn a_subset_better_than_its_predecessors_is_compiled() {
         // every site matters: each subset lowers the error, so none is dominated
