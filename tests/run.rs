@@ -9,21 +9,7 @@ use kidiom_catalog::record::StoredEvidence;
 
 use crate::project::*;
 use crate::util::Env;
-
-/// Two kernels of an upstream of our own: explicit dot precision beside
-/// dots without it, so the precision idiom is mined and proposed on our prefill.
-const UPSTREAM: &str = r#"import triton
-import triton.language as tl
-
-
-@triton.jit
-def up(x, y, BT: tl.constexpr):
-    a = tl.load(x + tl.arange(0, BT))
-    b = tl.dot(a, a, input_precision="ieee")
-    c = tl.dot(a, b, input_precision="ieee")
-    d = tl.dot(b, c)
-    tl.store(y + tl.arange(0, BT), d)
-"#;
+use crate::validate::UPSTREAM;
 
 /// A project with the corpora `up` and `side` and a kidiom.toml naming them.
 fn setup() -> Env {

@@ -18,8 +18,8 @@ use serde_json::Value;
 use crate::project::*;
 
 /// An upstream corpus where `tl.dot` carries an explicit precision, and a
-/// dot without one: mined, it yields the precision pattern.
-const UPSTREAM: &str = r#"import triton
+/// dot without one: mined, it yields the precision pattern (also tests/run.rs's).
+pub(crate) const UPSTREAM: &str = r#"import triton
 import triton.language as tl
 
 

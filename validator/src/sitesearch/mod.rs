@@ -338,17 +338,22 @@ mod tests {
         Ok(format!("{a:?}"))
     }
 
-    #[test]
-    fn chooses_the_cheapest_variant_within_the_band_and_keeps_the_front() {
-        // values: 0 = exact but costly (2000 per site), 1 = precise-enough and cheap (50), 2 = no fix
-        let mut m = Model {
+    /// Four sites; values: 0 = exact but costly (2000 per site), 1 = precise-enough and cheap (50), 2 = no fix.
+    fn three_values() -> Model {
+        Model {
             weight: vec![0.4, 0.3, 0.2, 0.1],
             residual: vec![0.0, 1e-3, 0.9],
             cost: vec![vec![2000; 4], vec![50; 4], vec![1; 4]],
             calls: 0,
             compiles: 0,
             extra: Extra::default(),
-        };
+        }
+    }
+
+    #[test]
+    fn chooses_the_cheapest_variant_within_the_band_and_keeps_the_front() {
+        // values: 0 = exact but costly (2000 per site), 1 = precise-enough and cheap (50), 2 = no fix
+        let mut m = three_values();
         let s = search(&request(4, &["\"ieee\"", "\"bf16x3\"", "\"tf32\""]), &mut m, text).unwrap();
         assert_eq!(s.fixing, vec![0, 1], "the third value fixes nothing");
         let chosen = &s.points[s.chosen.unwrap()];
@@ -563,14 +568,7 @@ mod tests {
     }
     #[test]
     fn progress_counts_up_to_what_was_measured() {
-        let mut m = Model {
-            weight: vec![0.4, 0.3, 0.2, 0.1],
-            residual: vec![0.0, 1e-3, 0.9],
-            cost: vec![vec![2000; 4], vec![50; 4], vec![1; 4]],
-            calls: 0,
-            compiles: 0,
-            extra: Extra::default(),
-        };
+        let mut m = three_values();
         let s = search(&request(4, &["\"ieee\"", "\"bf16x3\"", "\"tf32\""]), &mut m, text).unwrap();
         let p = &m.extra.progress;
         assert!(p.len() >= 3, "after each batch and at the end: {p:?}");
