@@ -239,12 +239,16 @@ impl HeldBack {
 }
 
 /// One candidate per change: candidates of the same target with the same
-/// resulting file are one, the others' patterns in its provenance. The one
-/// kept is a searched candidate (its search says more), else the one of the
-/// highest-scored pattern, else the first by pattern id.
+/// resulting file (or, for a searched one, the same measured file) are one,
+/// the others' patterns in its provenance. The one
+/// kept is a searched candidate (its search says more), written in the
+/// current spelling, else the one of the highest-scored pattern, else the
+/// first by pattern id.
 pub(crate) fn one_per_change(cands: Vec<Candidate>) -> (Vec<Candidate>, usize) {
     use std::collections::HashMap;
     let score = |c: &Candidate| c.provenance.pattern().map(|p| p.score).unwrap_or(f64::NEG_INFINITY);
+    // a candidate written in an argument's current spelling is kept over one in an older spelling
+    let respelled = |c: &Candidate| matches!(&c.provenance.search, Some(kidiom_catalog::record::SearchOrigin::Sites(o)) if o.measured_blob.is_some());
     // the same id twice (one diff reached twice, say by a search's choice and its all-sites
     // variant) is one stored row, the later one, as storing them one after the other did
     let mut last: HashMap<String, usize> = HashMap::new();
@@ -255,7 +259,13 @@ pub(crate) fn one_per_change(cands: Vec<Candidate>) -> (Vec<Candidate>, usize) {
     let mut groups: HashMap<(String, String, String), Vec<Candidate>> = HashMap::new();
     let mut order = Vec::new();
     for c in cands {
-        let key = (c.path.clone(), c.base_blob.clone(), c.result_blob.clone());
+        // the file that was measured: a candidate in an older spelling of another's argument
+        // (`allow_tf32=False`, `input_precision="ieee"`) is the same kernel
+        let measured = match &c.provenance.search {
+            Some(kidiom_catalog::record::SearchOrigin::Sites(o)) => o.measured_blob.clone(),
+            _ => None,
+        };
+        let key = (c.path.clone(), c.base_blob.clone(), measured.unwrap_or_else(|| c.result_blob.clone()));
         if !groups.contains_key(&key) {
             order.push(key.clone());
         }
@@ -266,6 +276,7 @@ pub(crate) fn one_per_change(cands: Vec<Candidate>) -> (Vec<Candidate>, usize) {
         let Some(mut group) = groups.remove(&key) else { continue };
         group.sort_by(|a, b| {
             (b.provenance.search.is_some().cmp(&a.provenance.search.is_some()))
+                .then(respelled(a).cmp(&respelled(b)))
                 .then(score(b).total_cmp(&score(a)))
                 .then(a.pattern_id.cmp(&b.pattern_id))
         });

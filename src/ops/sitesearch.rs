@@ -224,12 +224,17 @@ pub(crate) fn search_file(
         limits: o.limits,
         rule: o.rule,
     };
-    let render = |a: &Assignment| -> kidiom_validator::Result<String> {
+    let render_with = |rws: &[Rewrite], a: &Assignment| -> kidiom_validator::Result<String> {
         let choices: Vec<_> = a.iter().zip(&ranges).filter_map(|(v, r)| v.map(|v| (r.clone(), &rws[v]))).collect();
         Ok(kidiom_rewrite::rewrite_sites(&choices, Lang::Python, text, &tree, rel)?
             .map(|o| o.text)
             .unwrap_or_else(|| text.to_string()))
     };
+    let render = |a: &Assignment| render_with(&rws, a);
+    // what is measured: the same kernel in its current spelling (`allow_tf32=False` as
+    // `input_precision="ieee"`), so the sweep's cache, keyed by bytes, measures it once for both
+    let measured_rws = respelled_rewrites(p, values)?;
+    let measure_text = |a: &Assignment| render_with(measured_rws.as_deref().unwrap_or(&rws), a);
     (o.progress)(format!(
         "searching {} site{} x {} value{} of {} in {rel}",
         ranges.len(),
@@ -238,7 +243,7 @@ pub(crate) fn search_file(
         if values.len() == 1 { "" } else { "s" },
         p.id
     ));
-    let s = validator.search_sites(&req, text, o.jobs, o.measured, render)?;
+    let s = validator.search_sites(&req, text, o.jobs, o.measured, measure_text)?;
     // the whole search, as the record stores it
     let summary: SiteSummary = serde_json::from_value(serde_json::to_value(&s)?)?;
     let mut cands = Vec::new();
@@ -257,15 +262,25 @@ pub(crate) fn search_file(
             Some(&v) if a.iter().all(Option::is_some) => values[v].clone(),
             _ => s.describe(a),
         };
+        let measured = measure_text(a)?;
         let provenance = Provenance::of_pattern(p, Some(&value)).with_search(SearchOrigin::Sites(SiteOrigin {
             point: Some(i),
             roles: serde_json::from_value(serde_json::to_value(&pt.roles)?)?,
             assignment: s.describe(a),
             summary: summary.clone(),
+            measured_blob: (measured != out).then(|| blob_id(measured.as_bytes())),
         }));
         cands.push(proposed(p, rel, text, &out, value, a.iter().flatten().count() as u64, provenance));
     }
     Ok(Some((s, cands)))
+}
+
+/// The pattern's rewrites per value in the current spelling of its argument
+/// ([`kidiom_rewrite::respelled`]), when it has an older one (`None`: it has not).
+fn respelled_rewrites(p: &Pattern, values: &[String]) -> Result<Option<Vec<Rewrite>>> {
+    let Some((after, mapped)) = kidiom_rewrite::respelled(p.language, &p.after, values) else { return Ok(None) };
+    let spec = RewriteSpec { after, ..RewriteSpec::from(p) };
+    Ok(Some(mapped.iter().map(|v| Rewrite::new(&spec, Some(v))).collect::<Result<_, _>>()?))
 }
 
 /// A proposed candidate of `p` rewriting `rel` from `text` to `out`.

@@ -219,6 +219,19 @@ pub(crate) struct Check {
     /// `cpp` kernels: the ThreadSanitizer run.
     #[serde(default)]
     pub(crate) tsan: Option<Value>,
+    /// The candidate is the baseline's program under the interpreter (memory
+    /// hints only): why, and the parts of the check not run for it.
+    #[serde(default)]
+    pub(crate) same_program: Option<SameProgram>,
+}
+
+/// Why a check ran a reduced plan: the candidate runs the baseline's own
+/// program on this device.
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+pub(crate) struct SameProgram {
+    pub(crate) why: String,
+    #[serde(default)]
+    pub(crate) not_run: Vec<String>,
 }
 
 /// One case of a check.

@@ -197,6 +197,12 @@ pub struct SiteOrigin {
     /// The whole search.
     #[serde(default, deserialize_with = "lenient")]
     pub summary: SiteSummary,
+    /// The blob of the file the search measured for it, when that is not
+    /// the candidate's own: the same kernel in an argument's current
+    /// spelling (`allow_tf32=False` measured as `input_precision="ieee"`).
+    /// Two candidates that measured the same file are one change.
+    #[serde(default, deserialize_with = "lenient", skip_serializing_if = "Option::is_none")]
+    pub measured_blob: Option<String>,
 }
 
 /// A memory-roles candidate.

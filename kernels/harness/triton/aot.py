@@ -17,9 +17,12 @@ as files. The harness then runs ptxas -v and cuobjdump on those artifacts itself
 are what the sandboxed compile produced: a candidate that deliberately forges its own PTX or
 cubin forges its static figures (the GPU gate measures the real thing).
 """
+import contextlib
 import inspect
+import io
 import json
 import os
+import re
 import shutil
 import tempfile
 import time
@@ -154,8 +157,9 @@ def compile_triton(manifest, source, arch):
         raise RuntimeError(f"launch of {manifest.entry} does not bind {', '.join(missing)}")
     signature, constexprs, attrs = _specialise(jit_fn, bound)
     t0 = time.perf_counter()
-    compiled = triton.compile(ASTSource(fn=jit_fn, signature=signature, constexprs=constexprs, attrs=attrs),
-                              target=GPUTarget("cuda", arch, 32), options=options or None)
+    with _ptxas_log() as log:
+        compiled = triton.compile(ASTSource(fn=jit_fn, signature=signature, constexprs=constexprs, attrs=attrs),
+                                  target=GPUTarget("cuda", arch, 32), options=options or None)
     seconds = time.perf_counter() - t0
     md = compiled.metadata
     grid_v = grid(bound) if callable(grid) else grid
@@ -169,7 +173,34 @@ def compile_triton(manifest, source, arch):
         "shared_bytes": md.shared,
         "compile_seconds": round(seconds, 3),
     }
+    if _PTXAS_INFO.search(log.getvalue()):
+        info["ptxas_log"] = log.getvalue()[-4000:]
     return compiled.asm["ptx"], compiled.asm["cubin"], info
+
+
+# ptxas -v's summary line: a log that has it is the whole report the static figures read
+_PTXAS_INFO = re.compile(r"Used \d+ registers")
+
+
+@contextlib.contextmanager
+def _ptxas_log():
+    """Triton's own ptxas run already has -v; its log is printed when the knob asks for it.
+    Captured here so the harness need not run ptxas a second time for the spill report (about a
+    third of a compile). A Triton without the knob yields an empty log and the harness runs
+    ptxas -v itself."""
+    import triton
+    buf = io.StringIO()
+    nvidia = getattr(getattr(triton, "knobs", None), "nvidia", None)
+    if nvidia is None or not hasattr(nvidia, "dump_ptxas_log"):
+        yield buf
+        return
+    before = nvidia.dump_ptxas_log
+    nvidia.dump_ptxas_log = True
+    try:
+        with contextlib.redirect_stdout(buf):
+            yield buf
+    finally:
+        nvidia.dump_ptxas_log = before
 
 
 def compile_cuda(manifest, source, arch):
@@ -228,7 +259,7 @@ def compile_sandboxed(manifest, source, arch, deadline):
 # cache (HOME is the worker's work/): a cache shared between candidates would be one a candidate
 # can write for the next. This cache is written by the harness only, from what the compile of
 # exactly these bytes produced, so an entry is only ever that source's own result.
-AOT_CACHE_VERSION = 1
+AOT_CACHE_VERSION = 2
 
 
 def cache_root():
@@ -300,8 +331,11 @@ def compile_kernel(manifest, source=None, arch=90, keep=None, deadline=None):
                                                              deadline or time.monotonic() + 1800)
         _store(key, ptx, cubin, info, sandbox_report)
     if manifest.language == "triton":
-        # ptxas -v on Triton's PTX for the spill report (Triton's cubin comes from the same ptxas)
-        _, log = cudatools.ptxas(ptx, arch=target)
+        # the spill report: Triton's own ptxas -v log when the compile captured it, else ptxas -v
+        # on Triton's PTX here (Triton's cubin comes from the same ptxas)
+        log = info.pop("ptxas_log", None) if isinstance(info.get("ptxas_log"), str) else None
+        if log is None or not _PTXAS_INFO.search(log):
+            _, log = cudatools.ptxas(ptx, arch=target)
         out["triton"] = info
     else:
         cubin, log = cudatools.ptxas(ptx, arch=target)

@@ -4,7 +4,8 @@ Every candidate of a kernel is judged against the baseline kernel on the same in
 BASELINE_FACTOR); with one base seed for the run, those inputs, and so the baseline's errors on
 them, are the same for every candidate. The first check to run the baseline on a case stores the
 baseline's metrics (per input set: {output: metrics}) here; later checks read them instead of
-running the baseline again.
+running the baseline again. The same holds for the baseline's side of the drift (its error per
+step, `get_series`/`put_series`): the chained calls' inputs depend on the seed only.
 
 Trust: entries are written only by the judging process, from the baseline's own (trusted) worker,
 never from anything a candidate's worker returned; the directory is the validator's, under the
@@ -60,11 +61,35 @@ class BaselineCache:
         return value
 
     def put(self, case, per_set):
-        p = self._path(case, len(per_set))
+        self._write(self._path(case, len(per_set)), per_set)
+
+    def _series_path(self, what, key):
+        h = hashlib.sha256(self.base.encode())
+        h.update(json.dumps([what, key], sort_keys=True).encode())
+        return self.dir / f"{h.hexdigest()}.json"
+
+    def get_series(self, what, key):
+        """The baseline's error series `what` (e.g. the drift's) for `key`: {output: [float]}, or None."""
+        try:
+            value = json.loads(self._series_path(what, key).read_text())
+        except (OSError, ValueError):
+            return None
+        if not (isinstance(value, dict) and value and all(
+                isinstance(v, list) and v and all(_number(x) or x is None for x in v) for v in value.values())):
+            return None
+        self.hits += 1
+        # JSON has no infinity: a chain that broke is stored as null, read back as inf
+        return {k: [float("inf") if x is None else float(x) for x in v] for k, v in value.items()}
+
+    def put_series(self, what, key, series):
+        clean = {k: [x if np.isfinite(x) else None for x in v] for k, v in series.items()}
+        self._write(self._series_path(what, key), clean)
+
+    def _write(self, p, value):
         tmp = p.with_name(f".{p.name}.{os.getpid()}.{threading.get_ident()}.tmp")
         try:
             self.dir.mkdir(parents=True, exist_ok=True)
-            tmp.write_text(json.dumps(per_set))
+            tmp.write_text(json.dumps(value))
             os.replace(tmp, p)   # atomic: a reader never sees half an entry
             self.stored += 1
         except OSError:

@@ -1007,10 +1007,13 @@ def _rel(a, b):
 
 
 class _Drift:
-    def __init__(self, manifest, op, cand, base, seed, kind):
+    def __init__(self, manifest, op, cand, base, seed, kind, bcache=None):
         cfg = manifest.raw["drift"]
         self.op, self.manifest, self.cand, self.base, self.seed = op, manifest, cand, base, seed
         self.shape, self.steps = dict(cfg[kind]), int(cfg.get("steps", 64))
+        # the baseline's side depends on the seed, shape and steps only: once per run (basecache)
+        self.bcache, self.bkey = bcache, {"seed": seed, "shape": self.shape, "steps": self.steps}
+        self.base_series = bcache.get_series("drift", self.bkey) if bcache is not None else None
         rng = np.random.default_rng([seed, 3])
         pre = OPS["kda_prefill"]
         if op.name == "kda_decode":
@@ -1029,12 +1032,16 @@ class _Drift:
                    "outputs": {"o": [N, HV, V]}}
             sets = [{n: a for n, a in x.items() if n != "state" or t == 0} for t, x in enumerate(self.xs)]
             self.rids = [w.submit(key, op.args, lay, sets, label=f"drift: {self.steps} decode steps")
-                         for w, key in ((cand, "candidate"), (base, "baseline"))]
+                         if w is not None else None for w, key in self._sides()]
             self.unit = "decode steps"
         else:
             B, T = self.shape["B"], self.shape["T"]
             self.toks = pre.make_inputs(dict(self.shape, T=T * self.steps), rng, long_memory=True, initial_state=True)
             self.unit = f"prefill calls of {T} tokens"
+
+    def _sides(self):
+        """(worker, key) of each side run here: the baseline's only when not cached."""
+        return (self.cand, "candidate"), (self.base if self.base_series is None else None, "baseline")
 
     def _prefill_call(self, i, h0):
         T = self.shape["T"]
@@ -1052,6 +1059,8 @@ class _Drift:
                 o64, pool64 = kref.naive_decode_kda(x["q"], x["k"], x["v"], x["g"], x["beta"], pool64, self.slots)
                 ref.append((o64, pool64[self.slots]))
             for side, w, rid in (("candidate", self.cand, self.rids[0]), ("baseline", self.base, self.rids[1])):
+                if rid is None:
+                    continue
                 res = w.result(rid)
                 if "sets" not in res:
                     fails.append(f"drift ({side}): {res.get('failed', res)}")
@@ -1070,6 +1079,11 @@ class _Drift:
                 series[side] = {"state": es, "o": eo}
         else:
             series = self._prefill_chain(fails)
+        if self.base_series is not None:
+            series["baseline"] = self.base_series
+        elif self.bcache is not None and series["baseline"] and not any(
+                f.startswith("drift (baseline)") for f in fails):
+            self.bcache.put_series("drift", self.bkey, series["baseline"])
         result = {"shape": self.shape, "steps": self.steps, "unit": self.unit, "seed": self.seed,
                   "factor": DRIFT_FACTOR, "floor": DRIFT_FLOOR, "outputs": {}}
         cand_s, base_s = series["candidate"], series["baseline"]
@@ -1088,19 +1102,21 @@ class _Drift:
     def _prefill_chain(self, fails):
         op, m = self.op, self.manifest
         from ...kda import reference as kref
-        h = {"candidate": self.toks["initial_state"], "baseline": self.toks["initial_state"]}
+        h = {"candidate": self.toks["initial_state"]}
+        if self.base_series is None:
+            h["baseline"] = self.toks["initial_state"]
         S64 = self.toks["initial_state"].astype(np.float64)
         series = {"candidate": {"final_state": [], "o": []}, "baseline": {"final_state": [], "o": []}}
         for i in range(self.steps):
             xs = {side: self._prefill_call(i, h[side]) for side in h}
             rids = {side: w.submit(side, op.args, op.layout(xs[side]), [_arrays(op, xs[side])],
                                    label=f"drift: prefill call {i + 1} of {self.steps}")
-                    for side, w in (("candidate", self.cand), ("baseline", self.base))}
+                    for w, side in self._sides() if w is not None}
             ref = dict(xs["candidate"], initial_state=S64)
             o64, S64 = kref.naive_recurrent_kda(ref["q"], ref["k"], ref["v"], ref["g"], ref["beta"],
                                                 initial_state=S64)
-            for side, w in (("candidate", self.cand), ("baseline", self.base)):
-                if h[side] is None:
+            for w, side in self._sides():
+                if w is None or h[side] is None:
                     continue
                 res = w.result(rids[side])
                 if "sets" not in res:
@@ -1118,7 +1134,7 @@ class _Drift:
                 series[side]["final_state"].append(_rel(outs["final_state"], S64))
                 series[side]["o"].append(_rel(outs["o"], o64))
                 h[side] = np.ascontiguousarray(outs["final_state"])
-            if h["candidate"] is None or h["baseline"] is None:
+            if any(v is None for v in h.values()):
                 break
         for side in series:   # a chain that broke: the rest counts as infinitely wrong
             for name, e in series[side].items():
@@ -1127,6 +1143,60 @@ class _Drift:
 
 
 # the check ----------------------------------------------------------------------------------------
+
+# memory hints the interpreter does not model ---------------------------------------------------------
+
+# Keyword arguments of tl.load/tl.store that select a cache policy on the GPU and nothing else:
+# Triton's interpreter validates their values and then ignores them (interpreter.py
+# create_masked_load/create_masked_store take `cache_policy` and drop it).
+INTERPRETER_IGNORED = ("eviction_policy", "cache_modifier")
+
+
+def _without_hints(tree):
+    """The module with every string-valued hint keyword of tl.load/tl.store removed."""
+    import ast
+
+    class Strip(ast.NodeTransformer):
+        def visit_Call(self, node):
+            self.generic_visit(node)
+            f = node.func
+            if isinstance(f, ast.Attribute) and f.attr in ("load", "store") and isinstance(f.value, ast.Name) \
+                    and f.value.id == "tl":
+                node.keywords = [k for k in node.keywords
+                                 if not (k.arg in INTERPRETER_IGNORED and isinstance(k.value, ast.Constant)
+                                         and isinstance(k.value.value, str))]
+            return node
+    return Strip().visit(tree)
+
+
+def interpreter_identical(baseline_path, source):
+    """Why the candidate `source` is, under the interpreter, the baseline's own program (None: it
+    is not, or that cannot be told): its source differs from the baseline's only in string-valued
+    memory hints on tl.load/tl.store (INTERPRETER_IGNORED), in a module that binds `tl` to
+    triton.language. Parsed, never imported: this process never runs candidate code."""
+    import ast
+    try:
+        base_text = open(baseline_path, encoding="utf-8").read()
+        cand_text = open(source, encoding="utf-8").read()
+        if base_text == cand_text:
+            return None
+        base, cand = ast.parse(base_text), ast.parse(cand_text)
+    except (OSError, UnicodeDecodeError, SyntaxError, ValueError, RecursionError):
+        return None
+    binds_tl = any(isinstance(n, ast.Import) and any(a.name == "triton.language" and a.asname == "tl" for a in n.names)
+                   for n in base.body)
+    if not binds_tl:
+        return None
+    try:
+        same = ast.dump(_without_hints(base)) == ast.dump(_without_hints(cand))
+    except RecursionError:
+        return None
+    if not same:
+        return None
+    return (f"the candidate differs from the baseline only in memory hints ({', '.join(INTERPRETER_IGNORED)} "
+            "on tl.load/tl.store), which the interpreter validates and ignores: on this CPU it runs the "
+            "baseline's program")
+
 
 def run_check(manifest, source=None, seeds=(0,), device="cpu", tf32=True, with_curve=True,
               with_consistency=True, with_baseline=True, deadline=None, shapes=None,
@@ -1145,6 +1215,19 @@ def run_check(manifest, source=None, seeds=(0,), device="cpu", tf32=True, with_c
     op = OPS[manifest.op]
     kind = "gpu" if device == "cuda" else "cpu"
     full = shapes is None
+    # a candidate that is the baseline's program under the interpreter: every shape and GPU
+    # specialization on one seed, its outputs required to equal the baseline's exactly; the other
+    # seeds, the curve, the drift, the program order and the consistency would rerun the
+    # baseline's own program (on a GPU, where the hints matter, everything runs)
+    same_program = None
+    if source is not None and device == "cpu" and manifest.language == "triton" and with_baseline:
+        same_program = interpreter_identical(manifest.source_path, source)
+    if same_program is not None:
+        not_run = [f"seeds after the first ({len(seeds) - 1})"] if len(seeds) > 1 else []
+        not_run += [n for n, on in (("curve", with_curve and manifest.curve), ("consistency", with_consistency),
+                                    ("drift", with_drift is not False), ("program order", with_order is not False))
+                    if on]
+        seeds, with_curve, with_consistency, with_drift, with_order = seeds[:1], False, False, False, False
     shapes = manifest.shapes[kind] if shapes is None else shapes
     against_baseline = with_baseline and source is not None
     with_specializations = full if with_specializations is None else with_specializations
@@ -1191,7 +1274,7 @@ def run_check(manifest, source=None, seeds=(0,), device="cpu", tf32=True, with_c
         if with_curve and manifest.curve:
             lengths = manifest.curve["gpu_T" if device == "cuda" else "cpu_T"]
             curve_plan = _submit_curve(manifest, op, cand, lengths, seeds[0])
-        drift = _Drift(manifest, op, cand, base, seeds[0], kind) if with_drift else None
+        drift = _Drift(manifest, op, cand, base, seeds[0], kind, bcache) if with_drift else None
         for c in cases:   # the references, while the workers run
             c.expects = [op.reference(x) for x in c.xs]
         info = cand.wait_ready()
@@ -1243,6 +1326,13 @@ def run_check(manifest, source=None, seeds=(0,), device="cpu", tf32=True, with_c
                 failures.insert(0, f"device path: the source reads differently under __CUDA_ARCH__ "
                                    f"{emulation.get('cuda_arch')}; the failures that follow are the device path's, "
                                    "which the emulation ran as the GPU would")
+        if same_program is not None:
+            # the claim is checked on what ran: the same program gives the very same errors
+            differs = [r["id"] for r in records if r.get("baseline") and r["outputs"] != r["baseline"]["outputs"]]
+            if differs:
+                failures.append(f"the candidate should run the baseline's program under the interpreter (memory "
+                                f"hints only), but its errors differ from the baseline's on {', '.join(differs)}")
+            result["same_program"] = {"why": same_program, "not_run": not_run}
         result.update(failures=failures, passed=not failures, device=info["device"], mode=mode,
                       sandbox=_sandbox(cand, base),
                       baseline={"compared": against_baseline, "factor": BASELINE_FACTOR, "floor": BASELINE_FLOOR,

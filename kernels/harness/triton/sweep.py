@@ -48,7 +48,7 @@ from ..sandbox import JobTimeout
 from .worker_client import WorkerTimeout
 
 # Bumped whenever what a cached entry means changes (metrics, emulation, curve inputs).
-SWEEP_VERSION = 2
+SWEEP_VERSION = 3
 
 __all__ = ["run_sweep", "cache_root"]
 

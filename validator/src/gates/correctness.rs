@@ -104,12 +104,29 @@ pub(super) fn judge(run: &mut Validation<'_>, manifest: &Manifest, runs: &Harnes
         rec.set_sides(None::<&ErrorSide>, Some(&worst_only));
         return Err(run.stop(rec, GateStatus::Failed, summary.clone(), Verdict::rejected(Gate::Correctness, summary)));
     }
-    let mut summary = format!(
-        "{} cases passed over seeds {:?} ({mode}); worst {}",
-        check.cases.len(),
-        run.seeds,
-        worst_rel_l2(&worst)
-    );
+    // the seeds the cases ran (a reduced plan runs the first only)
+    let mut seeds: Vec<u64> = check.cases.iter().filter_map(|c| c.seed).collect();
+    seeds.sort_unstable();
+    seeds.dedup();
+    if seeds.is_empty() {
+        seeds = run.seeds.clone();
+    }
+    let mut summary =
+        format!("{} cases passed over seeds {:?} ({mode}); worst {}", check.cases.len(), seeds, worst_rel_l2(&worst));
+    if let Some(same) = &check.same_program {
+        summary = format!(
+            "{summary}; {}{}",
+            same.why,
+            if same.not_run.is_empty() {
+                String::new()
+            } else {
+                format!(
+                    " (not run again for it: {}; its errors equal the baseline's on every case)",
+                    same.not_run.join(", ")
+                )
+            }
+        );
+    }
     match &runs.base_check {
         Some(b) => {
             let (with_curves, curve) = compare_curves(run, rec, runs, b, &check, &worst)?;

@@ -122,6 +122,14 @@ pub(crate) fn launch(
         let cr = harness.call(&compile(Some(&p.cand_src)), limit);
         if !matches!(&cr, Ok(r) if r.status == HarnessStatus::Ok) {
             cancel.store(true, Ordering::Relaxed);
+        } else if let (Ok(cand), Some(limits)) = (&cr, v.opts.static_limits) {
+            // the static gate comes first: a candidate its figures reject (predicted slower) is
+            // not checked for correctness (the baseline's compile: this run's, waited for, or
+            // another candidate's)
+            let (base, _) = v.compiled.get_or_run(&key, || harness.call(&compile(None), limit));
+            if base.is_ok_and(|b| predicted_slower(&limits, &b, cand)) {
+                cancel.store(true, Ordering::Relaxed);
+            }
         }
         let (compiled, check, cached) = b.join().unwrap_or_else(|_| (Err(panicked("baseline")), None, false));
         let cc = c.join().unwrap_or_else(|_| Err(panicked("check")));
@@ -142,4 +150,17 @@ pub(crate) fn launch(
         cached,
         profiles,
     })
+}
+
+/// Whether the static limits reject the candidate's compile against the
+/// baseline's (both read as the static gate reads them; unreadable: no).
+fn predicted_slower(limits: &crate::gates::StaticLimits, base: &HarnessRun, cand: &HarnessRun) -> bool {
+    use crate::backend::cpu::{ReadCompile, StaticMetrics};
+    let read = |r: &HarnessRun| {
+        (r.status == HarnessStatus::Ok)
+            .then(|| crate::wire::body::<crate::wire::Compile>(r, "compile").ok())
+            .flatten()
+            .map(|c| StaticMetrics::from_wire(&c))
+    };
+    matches!((read(base), read(cand)), (Some(b), Some(c)) if !limits.regressions(&b, &c).is_empty())
 }
