@@ -100,18 +100,30 @@ pub(crate) struct SearchSection {
     pub(crate) error_factor: f64,
     /// A value fixes when its all-sites error is this many times below the baseline's.
     pub(crate) min_gain: f64,
+    /// Also compile the front's points that cannot be chosen.
+    pub(crate) full_front: bool,
 }
 
 impl Default for SearchSection {
     fn default() -> Self {
         let r = kidiom_validator::sitesearch::Rule::default();
-        SearchSection { enabled: true, jobs: 0, error_factor: r.error_factor, min_gain: r.min_gain }
+        SearchSection {
+            enabled: true,
+            jobs: 0,
+            error_factor: r.error_factor,
+            min_gain: r.min_gain,
+            full_front: r.full_front,
+        }
     }
 }
 
 impl SearchSection {
     pub(crate) fn rule(&self) -> kidiom_validator::sitesearch::Rule {
-        kidiom_validator::sitesearch::Rule { error_factor: self.error_factor, min_gain: self.min_gain }
+        kidiom_validator::sitesearch::Rule {
+            error_factor: self.error_factor,
+            min_gain: self.min_gain,
+            full_front: self.full_front,
+        }
     }
 
     pub(crate) fn jobs(&self) -> usize {

@@ -248,28 +248,49 @@ pub(crate) fn one_per_change(cands: Vec<Candidate>) -> (Vec<Candidate>, usize) {
     use std::collections::HashMap;
     let score = |c: &Candidate| c.provenance.pattern().map(|p| p.score).unwrap_or(f64::NEG_INFINITY);
     // a candidate written in an argument's current spelling is kept over one in an older spelling
-    let respelled = |c: &Candidate| matches!(&c.provenance.search, Some(kidiom_catalog::record::SearchOrigin::Sites(o)) if o.measured_blob.is_some());
+    let respelled = |c: &Candidate| measured_blob(c).is_some();
     // the same id twice (one diff reached twice, say by a search's choice and its all-sites
     // variant) is one stored row, the later one, as storing them one after the other did
     let mut last: HashMap<String, usize> = HashMap::new();
     for (i, c) in cands.iter().enumerate() {
         last.insert(c.id.clone(), i);
     }
-    let cands = cands.into_iter().enumerate().filter(|(i, c)| last.get(&c.id) == Some(i)).map(|(_, c)| c);
-    let mut groups: HashMap<(String, String, String), Vec<Candidate>> = HashMap::new();
-    let mut order = Vec::new();
-    for c in cands {
-        // the file that was measured: a candidate in an older spelling of another's argument
-        // (`allow_tf32=False`, `input_precision="ieee"`) is the same kernel
-        let measured = match &c.provenance.search {
-            Some(kidiom_catalog::record::SearchOrigin::Sites(o)) => o.measured_blob.clone(),
-            _ => None,
-        };
-        let key = (c.path.clone(), c.base_blob.clone(), measured.unwrap_or_else(|| c.result_blob.clone()));
-        if !groups.contains_key(&key) {
-            order.push(key.clone());
+    let cands: Vec<Candidate> =
+        cands.into_iter().enumerate().filter(|(i, c)| last.get(&c.id) == Some(i)).map(|(_, c)| c).collect();
+    // one change: the same target and base, and a resulting file in common, its own or the one a
+    // search measured for it (`allow_tf32=False` everywhere is `input_precision="ieee"` everywhere),
+    // through any chain of candidates: a union of the candidates that share a file
+    let mut parent: Vec<usize> = (0..cands.len()).collect();
+    fn root(parent: &mut [usize], mut i: usize) -> usize {
+        while parent[i] != i {
+            parent[i] = parent[parent[i]];
+            i = parent[i];
         }
-        groups.entry(key).or_default().push(c);
+        i
+    }
+    let mut owner: HashMap<(String, String, String), usize> = HashMap::new();
+    for (i, c) in cands.iter().enumerate() {
+        for blob in std::iter::once(c.result_blob.clone()).chain(measured_blob(c)) {
+            let key = (c.path.clone(), c.base_blob.clone(), blob);
+            match owner.get(&key) {
+                Some(&j) => {
+                    let (a, b) = (root(&mut parent, i), root(&mut parent, j));
+                    parent[a.max(b)] = a.min(b);
+                }
+                None => {
+                    owner.insert(key, i);
+                }
+            }
+        }
+    }
+    let mut groups: HashMap<usize, Vec<Candidate>> = HashMap::new();
+    let mut order = Vec::new();
+    for (i, c) in cands.into_iter().enumerate() {
+        let r = root(&mut parent, i);
+        if !groups.contains_key(&r) {
+            order.push(r);
+        }
+        groups.entry(r).or_default().push(c);
     }
     let (mut out, mut folded) = (Vec::new(), 0);
     for key in order {
@@ -296,6 +317,14 @@ pub(crate) fn one_per_change(cands: Vec<Candidate>) -> (Vec<Candidate>, usize) {
     (out, folded)
 }
 
+/// The blob a search measured for a candidate, when not its own file.
+fn measured_blob(c: &Candidate) -> Option<String> {
+    match &c.provenance.search {
+        Some(kidiom_catalog::record::SearchOrigin::Sites(o)) => o.measured_blob.clone(),
+        _ => None,
+    }
+}
+
 /// Proposes (or, with `write`, applies) the selected patterns on the
 /// targets under `root`, and stores the candidates in the catalog.
 pub(crate) fn apply(cat: &mut Catalog, root: &Path, req: &Request) -> Result<Report> {
@@ -314,7 +343,14 @@ pub(crate) fn apply(cat: &mut Catalog, root: &Path, req: &Request) -> Result<Rep
     let mut searches = Vec::new();
     if let Some(o) = search {
         for t in &targets {
-            for (p, rw) in rws.iter().filter(|(p, rw)| p.language == t.lang && searched(p, rw, t)) {
+            let mut todo: Vec<_> = rws.iter().filter(|(p, rw)| p.language == t.lang && searched(p, rw, t)).collect();
+            // a pattern in an older spelling of another's argument (`allow_tf32=False`) after the
+            // others: what it measures, the current spelling's search has measured (sweep cache)
+            todo.sort_by_key(|(p, rw)| {
+                let values = crate::ops::sitesearch::values(p, req.value, rw.value());
+                kidiom_rewrite::respelled(p.language, &p.after, &values).is_some()
+            });
+            for (p, rw) in todo {
                 if !t.may_hold_kernels() {
                     continue;
                 }
@@ -474,6 +510,33 @@ mod tests {
         assert_eq!(out.len(), 1);
         assert_eq!(out[0].provenance.patterns(), ["searched", "strong"]);
         assert!(out[0].provenance.search.is_some());
+    }
+
+    #[test]
+    fn an_older_spelling_of_the_same_kernel_is_the_same_change_through_any_chain() {
+        // `allow_tf32=False` everywhere: an edit rule's candidate (its file r-old), the
+        // allow_tf32 search's (r-old, measured as r-new), the input_precision search's (r-new)
+        let search = |c: &mut Candidate, measured: Option<&str>| {
+            c.provenance = c.provenance.clone().with_search(SearchOrigin::Sites(SiteOrigin {
+                measured_blob: measured.map(str::to_string),
+                ..SiteOrigin::default()
+            }));
+        };
+        let edit = cand("edit-allow-tf32", 9.0, "r-old");
+        let mut old = cand("keyword-allow-tf32", 8.0, "r-old");
+        search(&mut old, Some("r-new"));
+        let mut new = cand("keyword-input-precision", 1.0, "r-new");
+        search(&mut new, None);
+        for order in [vec![edit.clone(), old.clone(), new.clone()], vec![new.clone(), edit.clone(), old.clone()]] {
+            let (out, folded) = one_per_change(order);
+            assert_eq!((out.len(), folded), (1, 2));
+            assert_eq!(out[0].pattern_id, "keyword-input-precision", "the current spelling is kept");
+            let mut also = out[0].provenance.patterns();
+            also.sort();
+            assert_eq!(also, ["edit-allow-tf32", "keyword-allow-tf32", "keyword-input-precision"]);
+        }
+        // a file measured as another is not the same change as an unrelated one
+        assert_eq!(one_per_change(vec![old, cand("other", 1.0, "r-other")]).1, 0);
     }
 
     #[test]

@@ -19,6 +19,8 @@ source lines (`-fno-diagnostics-show-caret`): never the text of a file the candi
 
 Also: the static instruction mix of the module's own functions, from `objdump -d`.
 """
+import contextlib
+import fcntl
 import hashlib
 import os
 import platform
@@ -198,6 +200,42 @@ def build(manifest, source=None, variant="release", deadline=None):
     if so.exists():
         info.update(so_bytes=so.stat().st_size, build_seconds=0.0, sandbox="cached (built in the sandbox)")
         return so, info
+    # one build per key at a time: a validation starts its compile and its check together, and
+    # both need the same modules; the second waits for the first's and reads it from the cache
+    with _key_lock(root, final_dir.name, deadline or time.monotonic() + 600):
+        if so.exists():
+            info.update(so_bytes=so.stat().st_size, build_seconds=0.0, sandbox="cached (built in the sandbox)")
+            return so, info
+        return _build_unlocked(manifest, src, sources, flags, diag, root, final_dir, so_name, so, info, deadline)
+
+
+@contextlib.contextmanager
+def _key_lock(root, name, deadline):
+    """An exclusive flock on `root/name.lock`, waited for until `deadline`; on a cache that cannot
+    hold a lock file (read-only, full) the build goes on unlocked (at worst it is done twice)."""
+    try:
+        root.mkdir(parents=True, exist_ok=True)
+        fd = os.open(root / f"{name}.lock", os.O_RDWR | os.O_CREAT, 0o600)
+    except OSError:
+        yield
+        return
+    try:
+        while True:
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                break
+            except BlockingIOError:
+                if time.monotonic() >= deadline:
+                    raise BuildError(f"another build of the same module held its lock past the deadline ({name})") \
+                        from None
+                time.sleep(0.05)
+        yield
+    finally:
+        os.close(fd)   # releases the lock
+
+
+def _build_unlocked(manifest, src, sources, flags, diag, root, final_dir, so_name, so, info, deadline):
+    from .. import sandbox
     job_root = Path(tempfile.mkdtemp(prefix="kidiom-build-"))
     try:
         scratch = job_root / "build"

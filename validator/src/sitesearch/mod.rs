@@ -65,11 +65,15 @@ pub struct Rule {
     /// A value fixes the kernel when its all-sites error is at least this
     /// many times below the baseline's.
     pub min_gain: f64,
+    /// Compile every point of the front, not only the variants that can be
+    /// chosen: the mixes of two values, and the nested subsets whose error is
+    /// above the choice's bound (their error is measured either way).
+    pub full_front: bool,
 }
 
 impl Default for Rule {
     fn default() -> Self {
-        Rule { error_factor: 2.0, min_gain: 20.0 }
+        Rule { error_factor: 2.0, min_gain: 20.0, full_front: false }
     }
 }
 

@@ -134,8 +134,25 @@ impl<F: Fn(&Assignment) -> Result<String>> Search<'_, '_, F> {
             .collect()
     }
 
-    /// The (precise, cheap) pairs of fixing values worth mixing.
-    fn mixed_pairs(&self, fixing: &[usize]) -> Vec<(usize, usize)> {
+    /// The (precise, cheap) pairs of fixing values worth mixing. Only for
+    /// a full front: a mix costs at least the cheap value everywhere (a site
+    /// given a costlier value never makes the kernel cheaper), which fixes
+    /// and so is within the choice's bound; a mix can be on the front, never
+    /// the choice.
+    fn mixed_pairs(&mut self, fixing: &[usize]) -> Vec<(usize, usize)> {
+        let pairs = self.worth_mixing(fixing);
+        if !pairs.is_empty() && !self.req.rule.full_front {
+            self.notes.push(format!(
+                "{} mix{} of two values not measured: each costs at least its cheap value on every site, which already fixes, so none can be chosen ([search] full_front = true measures them for the front)",
+                pairs.len(),
+                if pairs.len() == 1 { "" } else { "es" }
+            ));
+            return Vec::new();
+        }
+        pairs
+    }
+
+    fn worth_mixing(&self, fixing: &[usize]) -> Vec<(usize, usize)> {
         let (memo, sites) = (&self.memo, self.sites);
         let mut pairs = Vec::new();
         for &p in fixing {
@@ -211,13 +228,18 @@ impl<F: Fn(&Assignment) -> Result<String>> Search<'_, '_, F> {
     }
 
     /// Step 3: nested subsets in attribution order, measured in the
-    /// interpreter, then compiled unless dominated (see [`dominated`]).
-    fn nested_subsets(&mut self, fixing: &[usize], pairs: &[(usize, usize)]) -> Result<Vec<Assignment>> {
+    /// interpreter, then compiled unless dominated (see [`dominated`]) or,
+    /// for a front of what can be chosen, above the choice's bound.
+    /// Returns the compiled subsets and those measured in the interpreter only.
+    fn nested_subsets(
+        &mut self,
+        fixing: &[usize],
+        pairs: &[(usize, usize)],
+    ) -> Result<(Vec<Assignment>, Vec<Assignment>)> {
         let chains = self.chains(fixing, pairs);
         let subsets: Vec<Assignment> = chains.iter().flat_map(|c| c.members[1..].iter().cloned()).collect();
         self.memo.measure(&subsets, false)?;
         let skip = dominated(&self.memo, &chains);
-        let kept: Vec<Assignment> = subsets.into_iter().filter(|a| !skip.contains(a)).collect();
         if !skip.is_empty() {
             self.notes.push(format!(
                 "{} nested subset{} not compiled: each has no less error than a cheaper variant (a subset of its sites, or the same sites with a cheaper value), so it can be neither on the front nor chosen",
@@ -225,8 +247,33 @@ impl<F: Fn(&Assignment) -> Result<String>> Search<'_, '_, F> {
                 if skip.len() == 1 { "" } else { "s" }
             ));
         }
+        // beyond the choice's bound a subset can be on the front, never the choice: compiled
+        // for a full front only, its error shown either way
+        let bound = self.bound(fixing);
+        let (kept, above): (Vec<Assignment>, Vec<Assignment>) = subsets
+            .into_iter()
+            .filter(|a| !skip.contains(a))
+            .partition(|a| self.req.rule.full_front || self.memo.failed(a).is_some() || self.memo.error(a) <= bound);
+        if !above.is_empty() {
+            self.notes.push(format!(
+                "{} nested subset{} not compiled: {} error is above the choice's bound ({bound:.2e}, {}x the loosest all-sites fix), so {} cannot be chosen; shown with {} error only ([search] full_front = true compiles them)",
+                above.len(),
+                if above.len() == 1 { "" } else { "s" },
+                if above.len() == 1 { "its" } else { "each one's" },
+                self.req.rule.error_factor,
+                if above.len() == 1 { "it" } else { "none" },
+                if above.len() == 1 { "its" } else { "their" },
+            ));
+        }
         self.memo.measure(&kept, true)?;
-        Ok(kept)
+        Ok((kept, above))
+    }
+
+    /// The choice's error bound: `error_factor` times the loosest all-sites fix.
+    fn bound(&self, fixing: &[usize]) -> f64 {
+        let (memo, sites) = (&self.memo, self.sites);
+        let loosest = fixing.iter().map(|&v| memo.error(&sites.all(v))).filter(|e| e.is_finite()).fold(0.0, f64::max);
+        self.req.rule.error_factor * loosest
     }
 
     /// The nested chains of step 3: per fixing value, the baseline then the
@@ -452,20 +499,21 @@ pub fn search<F: Fn(&Assignment) -> Result<String>>(
     let mut s = Search { req, memo, sites: Sites(n), notes: Vec::new() };
     let (first, first_wall) = s.extremes()?;
     let fixing = s.fixing();
-    let pairs = s.mixed_pairs(&fixing);
+    let pairs = if n > 1 { s.mixed_pairs(&fixing) } else { Vec::new() };
     let per_site = n > 1 && !fixing.is_empty() && s.per_site_fits(&first, first_wall, &fixing, pairs.len());
     if per_site {
         // steps 2 and 3: 2N runs per fixing value and N per pair, then N - 1 subsets each
         // (the subsets twice: in the interpreter, then compiled unless dominated)
         s.memo.planned += fixing.len() * 2 * n + pairs.len() * n + 2 * (fixing.len() + pairs.len()) * (n - 1);
     }
-    let (attribution, subsets) = if per_site {
+    let (attribution, (subsets, interpreted)) = if per_site {
         (s.attribute(&fixing, &pairs)?, s.nested_subsets(&fixing, &pairs)?)
     } else {
-        (Vec::new(), Vec::new())
+        (Vec::new(), (Vec::new(), Vec::new()))
     };
+    // the points: what was compiled, then the subsets measured in the interpreter only
     let mut compiled = first;
-    for a in subsets {
+    for a in subsets.into_iter().chain(interpreted) {
         if !compiled.contains(&a) {
             compiled.push(a);
         }
