@@ -175,6 +175,72 @@ def tf32_dot(enabled=True):
             uninstall_tf32_dot()
 
 
+# Device-function calls ------------------------------------------------------------------------------
+# Triton's interpreter patches the language (`_patch_lang`: every builtin of the modules tl or
+# tl.core that the function's globals hold, of tl.math and tl.tensor, rewrapped, found by
+# inspect.getmembers) when a launch starts, and again on every call of a @jit device function,
+# `tl.sum` and `tl.cdiv` included: hundreds of times per launch, about half of a prefill call's
+# time. Within a launch only the first such patch of a module does anything: the device call's
+# patch is never undone, and what is patched no longer reads as a builtin, so the next finds
+# nothing to patch (the rest of `_patch_lang` sets the same attributes to equivalent wrappers). So
+# inside a launch a device function whose modules are patched already skips it; the first call
+# on another module, and any call outside a launch, run the interpreter's own call.
+
+_ORIGINAL_DEVICE_CALL = None
+_LAUNCH_LANGS = []    # per launch in progress (innermost last): ids of the language modules patched
+_LANGS_OF = {}        # id(function) -> those of its globals
+
+
+def _langs_of(fn, tl):
+    key = id(fn)
+    if key not in _LANGS_OF:
+        _LANGS_OF[key] = frozenset(id(v) for v in getattr(fn, "__globals__", {}).values()
+                                   if v is tl or v is tl.core)
+    return _LANGS_OF[key]
+
+
+def install_fast_device_calls():
+    """Skip the redundant language patch of device-function calls inside a launch (idempotent;
+    a Triton whose interpreter does not call as expected keeps its own call)."""
+    global _ORIGINAL_DEVICE_CALL
+    import inspect
+    from triton.runtime import interpreter as ti
+    if _ORIGINAL_DEVICE_CALL is not None:
+        return
+    IF, GE, tl = ti.InterpretedFunction, ti.GridExecutor, ti.tl
+    call, grid_call = IF.__call__, GE.__call__
+    try:
+        src = inspect.getsource(call)
+    except (OSError, TypeError):
+        return
+    if not ("_patch_lang(self.fn)" in src and "self.rewrite()" in src and "InterpreterError" in src
+            and hasattr(IF, "rewrite") and hasattr(ti, "InterpreterError")):
+        return
+
+    def device_call(self, *args, **kwargs):
+        langs = _langs_of(self.fn, tl)
+        if _LAUNCH_LANGS and langs <= _LAUNCH_LANGS[-1]:
+            fn = self.rewrite()
+            try:
+                return fn(*args, **kwargs)
+            except Exception as e:  # noqa: BLE001 - as the interpreter's own call reports it
+                raise ti.InterpreterError(repr(e)) from e
+        if _LAUNCH_LANGS:
+            _LAUNCH_LANGS[-1].update(langs)   # patched by the call below, for the rest of the launch
+        return call(self, *args, **kwargs)
+
+    def launch(self, *args, **kwargs):
+        _LAUNCH_LANGS.append(set(_langs_of(self.fn, tl)))
+        try:
+            return grid_call(self, *args, **kwargs)
+        finally:
+            _LAUNCH_LANGS.pop()
+
+    device_call.__wrapped__, launch.__wrapped__ = call, grid_call
+    IF.__call__, GE.__call__ = device_call, launch
+    _ORIGINAL_DEVICE_CALL = (call, grid_call)
+
+
 # Bounds checking and store provenance ---------------------------------------------------------------
 # Under the interpreter every load and store goes through `create_masked_load/store` (atomics
 # through `create_atomic_rmw/cas`) with the addresses of the active lanes. `MEMORY` records the

@@ -347,9 +347,10 @@ def main():
             from .backend import TorchBackend
             backend = TorchBackend()
         else:
-            from .interp import install_bounds_check, install_program_order, install_tf32_dot
+            from .interp import install_bounds_check, install_fast_device_calls, install_program_order, install_tf32_dot
             install_bounds_check()
             install_program_order()
+            install_fast_device_calls()
             if cfg.get("tf32", True):
                 install_tf32_dot()
             from .backend import NumpyBackend

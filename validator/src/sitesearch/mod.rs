@@ -338,6 +338,12 @@ mod tests {
         }
     }
 
+    /// The request with every point of the front compiled.
+    fn full_front(mut r: Request<'static>) -> Request<'static> {
+        r.rule.full_front = true;
+        r
+    }
+
     fn text(a: &Assignment) -> Result<String> {
         Ok(format!("{a:?}"))
     }
@@ -392,7 +398,7 @@ mod tests {
             compiles: 0,
             extra: Extra::default(),
         };
-        let s = search(&request(4, &["\"ieee\""]), &mut m, text).unwrap();
+        let s = search(&full_front(request(4, &["\"ieee\""])), &mut m, text).unwrap();
         let chosen = &s.points[s.chosen.unwrap()];
         assert_eq!(chosen.measured.assignment, vec![Some(0), Some(0), None, None], "{}", s.why);
         assert!(chosen.is(Role::Front));
@@ -420,13 +426,32 @@ mod tests {
             compiles: 0,
             extra: Extra::default(),
         };
-        let s = search(&request(3, &["\"ieee\"", "\"tf32x3\""]), &mut m, text).unwrap();
+        let s = search(&full_front(request(3, &["\"ieee\"", "\"tf32x3\""])), &mut m, text).unwrap();
         let mix = s.points.iter().find(|p| p.measured.assignment == vec![Some(0), Some(1), Some(1)]);
         assert!(mix.is_some_and(|p| p.is(Role::Front)), "the mix with ieee on site 1 is measured and on the front");
         // nothing is measured twice
         let compiled: usize = s.points.len();
         assert!(m.compiles >= compiled);
         assert!(s.compiled == m.compiles);
+        // by default a mix, which costs at least its cheap value everywhere (a fix), is not measured:
+        // it cannot be chosen, and the choice is the same
+        let full_measured = m.extra.measured;
+        let mut d = Model { calls: 0, compiles: 0, extra: Extra::default(), ..m };
+        let by_default = search(&request(3, &["\"ieee\"", "\"tf32x3\""]), &mut d, text).unwrap();
+        assert!(by_default.points.iter().all(|p| {
+            let vals: std::collections::BTreeSet<_> = p.measured.assignment.iter().flatten().collect();
+            vals.len() <= 1
+        }));
+        assert!(
+            by_default.notes.iter().any(|n| n.starts_with("1 mix of two values not measured")),
+            "{:?}",
+            by_default.notes
+        );
+        assert_eq!(
+            by_default.points[by_default.chosen.unwrap()].measured.assignment,
+            s.points[s.chosen.unwrap()].measured.assignment
+        );
+        assert!(d.extra.measured < full_measured);
     }
 
     #[test]
@@ -593,8 +618,41 @@ mod tests {
             compiles: 0,
             extra: Extra::default(),
         };
-        let s = search(&request(4, &["\"ieee\""]), &mut m, text).unwrap();
+        let s = search(&full_front(request(4, &["\"ieee\""])), &mut m, text).unwrap();
         assert!(s.notes.iter().all(|n| !n.contains("not compiled")), "{:?}", s.notes);
         assert_eq!(s.points.len(), 2 + 3, "baseline, all sites, and the subsets of 1, 2 and 3 sites");
+        assert!(s.points.iter().all(|p| p.measured.figures.is_some()));
+    }
+
+    #[test]
+    fn by_default_only_what_can_be_chosen_is_compiled_and_the_choice_is_the_full_fronts() {
+        for (weights, residual) in [(vec![0.4, 0.3, 0.2, 0.1], 1e-4), (vec![0.5, 0.5, 0.0, 0.0], 1e-4)] {
+            let model = || Model {
+                weight: weights.clone(),
+                residual: vec![residual],
+                cost: vec![vec![100; 4]],
+                calls: 0,
+                compiles: 0,
+                extra: Extra::default(),
+            };
+            let (mut full, mut lean) = (model(), model());
+            let f = search(&full_front(request(4, &["\"ieee\""])), &mut full, text).unwrap();
+            let l = search(&request(4, &["\"ieee\""]), &mut lean, text).unwrap();
+            let chosen = |s: &SiteSearch| s.points[s.chosen.unwrap()].measured.assignment.clone();
+            assert_eq!(chosen(&l), chosen(&f), "{}", l.why);
+            assert!(lean.compiles < full.compiles, "{} vs {}", lean.compiles, full.compiles);
+            // the subsets above the bound are points with their error and no figures, never on the front
+            let bound = 2.0 * l.reference_error.unwrap();
+            let interpreted: Vec<_> = l.points.iter().filter(|p| p.measured.figures.is_none()).collect();
+            assert!(!interpreted.is_empty());
+            for p in &interpreted {
+                assert!(p.measured.last_error() > bound && p.roles.is_empty(), "{p:?}");
+            }
+            assert!(l.notes.iter().any(|n| n.contains("above the choice's bound")), "{:?}", l.notes);
+            // every compiled subset is within the bound
+            for p in l.points.iter().filter(|p| p.measured.figures.is_some() && p.roles.is_empty()) {
+                assert!(p.measured.last_error() <= bound, "{p:?}");
+            }
+        }
     }
 }

@@ -256,12 +256,12 @@ impl<F: Fn(&Assignment) -> Result<String>> Search<'_, '_, F> {
             .partition(|a| self.req.rule.full_front || self.memo.failed(a).is_some() || self.memo.error(a) <= bound);
         if !above.is_empty() {
             self.notes.push(format!(
-                "{} nested subset{} not compiled: {} error is above the choice's bound ({bound:.2e}, {}x the loosest all-sites fix), so {} cannot be chosen; shown with {} error only ([search] full_front = true compiles them)",
+                "{} nested subset{} not compiled: {} error is above the choice's bound ({bound:.2e}, {}x the loosest all-sites fix), so {} be chosen; shown with {} error only ([search] full_front = true compiles them)",
                 above.len(),
                 if above.len() == 1 { "" } else { "s" },
                 if above.len() == 1 { "its" } else { "each one's" },
                 self.req.rule.error_factor,
-                if above.len() == 1 { "it" } else { "none" },
+                if above.len() == 1 { "it cannot" } else { "none can" },
                 if above.len() == 1 { "its" } else { "their" },
             ));
         }
