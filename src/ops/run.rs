@@ -8,7 +8,7 @@ use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result};
-use kidiom_catalog::{Candidate, Catalog, Filter, Kind, Pattern};
+use kidiom_catalog::{Candidate, Catalog, Category, Filter, Kind, Pattern};
 use kidiom_miner::SourceKind;
 use kidiom_validator::Device;
 use serde::Serialize;
@@ -282,8 +282,17 @@ fn validate_ours(
 ) -> Result<Option<super::validate::Report>> {
     let root = super::root()?;
     let gpu = gpu_here(o.device, &root);
-    let pending: Vec<_> =
+    let mut pending: Vec<_> =
         catalog.candidates(None)?.into_iter().filter(|c| ours.contains(&c.id) && worth_validating(c, &gpu)).collect();
+    // the longest validations first, so the last to finish is a short one (the cores stay busy
+    // to the end): host C++ (builds, ThreadSanitizer, a speed measurement), then by the size of
+    // the kernel's source, precision rewrites (an error curve more) before the rest
+    let size = |p: &str| std::fs::metadata(root.join(p)).map(|m| m.len()).unwrap_or(0);
+    pending.sort_by_cached_key(|c| {
+        let host = [".cpp", ".cc", ".cxx"].iter().any(|e| c.path.ends_with(e));
+        let precision = catalog.get(&c.pattern_id).ok().flatten().is_some_and(|p| p.category == Category::Precision);
+        (!host, std::cmp::Reverse(size(&c.path)), !precision)
+    });
     let vopts = super::validate::Options {
         device: o.device,
         timeout: o.timeout,
