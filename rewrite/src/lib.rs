@@ -38,6 +38,7 @@
 
 mod casts;
 mod conflict;
+mod defaults;
 mod diff;
 mod edit;
 mod error;
@@ -51,6 +52,7 @@ mod write;
 
 pub use casts::nil_casts;
 pub use conflict::resolve;
+pub use defaults::nil_arguments;
 pub use diff::{patched, unified};
 pub use edit::{Outcome, apply_edits, parse_errors, rewrite, rewrite_parsed, rewrite_sites, rewrite_with_tree, sites};
 pub use error::{Error, Result};

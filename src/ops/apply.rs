@@ -176,6 +176,8 @@ pub(crate) enum Held {
     Unbound(Vec<String>),
     /// Its only change is casts to the type the value already has.
     Nil(String),
+    /// Its only change passes arguments at the callee's defaults.
+    NilArgument(String),
 }
 
 impl Held {
@@ -184,7 +186,7 @@ impl Held {
             Held::Unbound(names) => {
                 format!("the rewrite uses {}, which {rel} neither defines nor imports", names.join(", "))
             }
-            Held::Nil(why) => format!("the rewrite does nothing: {why}"),
+            Held::Nil(why) | Held::NilArgument(why) => format!("the rewrite does nothing: {why}"),
         }
     }
 }
@@ -197,7 +199,9 @@ fn vet(lang: Lang, base: &str, result: &str) -> Option<Held> {
     if !missing.is_empty() {
         return Some(Held::Unbound(missing));
     }
-    kidiom_rewrite::nil_casts(lang, base, result).map(Held::Nil)
+    kidiom_rewrite::nil_casts(lang, base, result)
+        .map(Held::Nil)
+        .or_else(|| kidiom_rewrite::nil_arguments(lang, base, result).map(Held::NilArgument))
 }
 
 /// What was not proposed, or not proposed twice, and why (counts).
@@ -207,6 +211,9 @@ pub(crate) struct HeldBack {
     pub(crate) unbound_name: usize,
     /// Rewrites whose only change is a cast to the type the value has.
     pub(crate) nil_cast: usize,
+    /// Rewrites (or whole site searches) whose only change passes an
+    /// argument at the callee's default.
+    pub(crate) nil_argument: usize,
     /// Candidates with the same resulting file as another, folded into it.
     pub(crate) same_change: usize,
 }
@@ -216,6 +223,7 @@ impl HeldBack {
         match h {
             Held::Unbound(_) => self.unbound_name += 1,
             Held::Nil(_) => self.nil_cast += 1,
+            Held::NilArgument(_) => self.nil_argument += 1,
         }
     }
 
@@ -227,6 +235,9 @@ impl HeldBack {
         }
         if self.nil_cast > 0 {
             parts.push(format!("{} would only cast values to the type they have", self.nil_cast));
+        }
+        if self.nil_argument > 0 {
+            parts.push(format!("{} would only pass an argument at its default", self.nil_argument));
         }
         if self.same_change > 0 {
             parts.push(format!(
@@ -364,6 +375,22 @@ pub(crate) fn apply(cat: &mut Catalog, root: &Path, req: &Request) -> Result<Rep
                             reason: format!("per-access hints failed: {e:#}"),
                         }),
                     }
+                    continue;
+                }
+                // a search none of whose values changes anything is not run: every variant would
+                // measure the kernel as it is (`out_dtype=tl.float32` is tl.dot's default)
+                let nil: Vec<Held> = crate::ops::sitesearch::all_sites_texts(p, &values, &t.rel, &t.text)
+                    .unwrap_or_default()
+                    .iter()
+                    .map(|r| vet(t.lang, &t.text, r))
+                    .map_while(|h| h.filter(|h| matches!(h, Held::NilArgument(_))))
+                    .collect();
+                if !nil.is_empty()
+                    && nil.len() == values.len()
+                    && let Some(h) = nil.into_iter().next()
+                {
+                    dropped.push(Dropped { pattern: p.id.clone(), path: t.rel.clone(), reason: h.reason(&t.rel) });
+                    held_back.count(&h);
                     continue;
                 }
                 match crate::ops::sitesearch::search_file(o, p, &values, &t.rel, &t.text) {
@@ -547,14 +574,17 @@ mod tests {
         let nil = vet(Lang::Python, base, &base.replace("a.to(tl.float32)", "a"));
         assert!(matches!(nil, Some(Held::Nil(_))), "{nil:?}");
         assert_eq!(vet(Lang::Python, base, &base.replace("tl.exp(a)", "tl.exp2(a)")), None);
+        let default = vet(Lang::Python, base, &base.replace("tl.exp(a))", "tl.exp(a), eviction_policy=\"\")"));
+        assert!(matches!(default, Some(Held::NilArgument(_))), "{default:?}");
         let mut held = HeldBack::default();
-        for h in [unbound, nil].iter().flatten() {
+        for h in [unbound, nil, default].iter().flatten() {
             held.count(h);
         }
         held.same_change = 3;
         let line = held.line().expect("a line");
         assert!(line.starts_with("not proposed: 1 would use a name") && line.contains("1 would only cast"), "{line}");
         assert!(line.contains("3 made the same change"), "{line}");
+        assert!(line.contains("1 would only pass an argument at its default"), "{line}");
         assert_eq!(HeldBack::default().line(), None);
     }
 }

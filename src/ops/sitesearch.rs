@@ -184,6 +184,25 @@ pub(crate) fn values(p: &Pattern, pinned: Option<&str>, default: Option<&str>) -
     out
 }
 
+/// The file with every site of `p` given each value in turn (one text per
+/// value; none when the file has no site).
+pub(crate) fn all_sites_texts(p: &Pattern, values: &[String], rel: &str, text: &str) -> Result<Vec<String>> {
+    let (tree, rws) = parsed_with_rewrites(p, values, rel, text)?;
+    let Some(first) = rws.first() else { return Ok(Vec::new()) };
+    let ranges = kidiom_rewrite::sites(first, text, &tree);
+    if ranges.is_empty() {
+        return Ok(Vec::new());
+    }
+    let mut out = Vec::new();
+    for rw in &rws {
+        let choices: Vec<_> = ranges.iter().map(|r| (r.clone(), rw)).collect();
+        if let Some(o) = kidiom_rewrite::rewrite_sites(&choices, Lang::Python, text, &tree, rel)? {
+            out.push(o.text);
+        }
+    }
+    Ok(out)
+}
+
 /// The search of `p` on one file, and the candidates it yields (`None`:
 /// the file has no site of `p`, as plain `apply` would find none).
 pub(crate) fn search_file(
