@@ -59,5 +59,5 @@ pub use error::{Error, Result};
 pub use matcher::{Edit, MatchError, Rewrite, Scope, SiteEdits, Template, edited_tree, find, roles};
 pub use names::unbound_names;
 pub use spec::{RewriteSpec, SpecValue};
-pub use values::{Supported, respelled, same_argument, supported_value, writable_value};
+pub use values::{Supported, respelled, supported_value, writable_value};
 pub use write::{atomic_write, check_writable};

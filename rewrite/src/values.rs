@@ -89,7 +89,7 @@ const SAME_ARGUMENT: &[(&str, &str, &str, &str)] = &[("allow_tf32", "False", "in
 /// spelling means the same (`allow_tf32=False` is `input_precision="ieee"`):
 /// `(keyword, value)`. A measurement keyed by what it measures then meets
 /// both spellings once.
-pub fn same_argument(lang: Lang, keyword: &str, value: &str) -> Option<(&'static str, &'static str)> {
+fn same_argument(lang: Lang, keyword: &str, value: &str) -> Option<(&'static str, &'static str)> {
     if lang != Lang::Python {
         return None;
     }

@@ -44,17 +44,24 @@ class BaselineCache:
         self.base = h.hexdigest()
         self.hits = self.stored = 0
 
-    def _path(self, case, sets):
+    def _entry(self, parts):
         h = hashlib.sha256(self.base.encode())
-        h.update(json.dumps([case.seed, case.index, case.shape, sets], sort_keys=True).encode())
+        h.update(json.dumps(parts, sort_keys=True).encode())
         return self.dir / f"{h.hexdigest()}.json"
+
+    def _path(self, case, sets):
+        return self._entry([case.seed, case.index, case.shape, sets])
+
+    @staticmethod
+    def _read(p):
+        try:
+            return json.loads(p.read_text())
+        except (OSError, ValueError):   # absent, unreadable, truncated
+            return None
 
     def get(self, case, sets):
         """The baseline's metrics of `case` ([{output: metrics}] per set), or None."""
-        try:
-            value = json.loads(self._path(case, sets).read_text())
-        except (OSError, ValueError):
-            return None
+        value = self._read(self._path(case, sets))
         if not (isinstance(value, list) and len(value) == sets and all(_valid(ms) for ms in value)):
             return None
         self.hits += 1
@@ -63,17 +70,9 @@ class BaselineCache:
     def put(self, case, per_set):
         self._write(self._path(case, len(per_set)), per_set)
 
-    def _series_path(self, what, key):
-        h = hashlib.sha256(self.base.encode())
-        h.update(json.dumps([what, key], sort_keys=True).encode())
-        return self.dir / f"{h.hexdigest()}.json"
-
     def get_series(self, what, key):
         """The baseline's error series `what` (e.g. the drift's) for `key`: {output: [float]}, or None."""
-        try:
-            value = json.loads(self._series_path(what, key).read_text())
-        except (OSError, ValueError):
-            return None
+        value = self._read(self._entry([what, key]))
         if not (isinstance(value, dict) and value and all(
                 isinstance(v, list) and v and all(_number(x) or x is None for x in v) for v in value.values())):
             return None
@@ -83,7 +82,7 @@ class BaselineCache:
 
     def put_series(self, what, key, series):
         clean = {k: [x if np.isfinite(x) else None for x in v] for k, v in series.items()}
-        self._write(self._series_path(what, key), clean)
+        self._write(self._entry([what, key]), clean)
 
     def _write(self, p, value):
         tmp = p.with_name(f".{p.name}.{os.getpid()}.{threading.get_ident()}.tmp")

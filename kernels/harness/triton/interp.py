@@ -188,15 +188,15 @@ def tf32_dot(enabled=True):
 
 _ORIGINAL_DEVICE_CALL = None
 _LAUNCH_LANGS = []    # per launch in progress (innermost last): ids of the language modules patched
-_LANGS_OF = {}        # id(function) -> those of its globals
+_LANGS_OF = {}        # id(function) -> (the function, those of its globals); held, so no id is reused
 
 
 def _langs_of(fn, tl):
-    key = id(fn)
-    if key not in _LANGS_OF:
-        _LANGS_OF[key] = frozenset(id(v) for v in getattr(fn, "__globals__", {}).values()
-                                   if v is tl or v is tl.core)
-    return _LANGS_OF[key]
+    entry = _LANGS_OF.get(id(fn))
+    if entry is None or entry[0] is not fn:
+        entry = (fn, frozenset(id(v) for v in getattr(fn, "__globals__", {}).values() if v is tl or v is tl.core))
+        _LANGS_OF[id(fn)] = entry
+    return entry[1]
 
 
 def install_fast_device_calls():
