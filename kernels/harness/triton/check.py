@@ -1215,19 +1215,21 @@ def run_check(manifest, source=None, seeds=(0,), device="cpu", tf32=True, with_c
     op = OPS[manifest.op]
     kind = "gpu" if device == "cuda" else "cpu"
     full = shapes is None
-    # a candidate that is the baseline's program under the interpreter: every shape and GPU
-    # specialization on one seed, its outputs required to equal the baseline's exactly; the other
-    # seeds, the curve, the drift, the program order and the consistency would rerun the
-    # baseline's own program (on a GPU, where the hints matter, everything runs)
+    # a candidate that is the baseline's program under the interpreter: every shape on one seed,
+    # its outputs required to equal the baseline's exactly; the other seeds, the GPU
+    # specializations, the curve, the drift, the program order and the consistency would rerun
+    # the baseline's own program (on a GPU, where the hints matter, everything runs)
     same_program = None
     if source is not None and device == "cpu" and manifest.language == "triton" and with_baseline:
         same_program = interpreter_identical(manifest.source_path, source)
     if same_program is not None:
         not_run = [f"seeds after the first ({len(seeds) - 1})"] if len(seeds) > 1 else []
-        not_run += [n for n, on in (("curve", with_curve and manifest.curve), ("consistency", with_consistency),
+        not_run += [n for n, on in (("GPU specializations", with_specializations is not False),
+                                    ("curve", with_curve and manifest.curve), ("consistency", with_consistency),
                                     ("drift", with_drift is not False), ("program order", with_order is not False))
                     if on]
         seeds, with_curve, with_consistency, with_drift, with_order = seeds[:1], False, False, False, False
+        with_specializations = False
     shapes = manifest.shapes[kind] if shapes is None else shapes
     against_baseline = with_baseline and source is not None
     with_specializations = full if with_specializations is None else with_specializations

@@ -506,6 +506,15 @@ def run_profile(args, out, manifest):
                    device="none (not run: no counting for it)", mode="host")
         return EXIT_SKIPPED
     cuda = manifest.language == "cuda"
+    if args.source is not None and manifest.language == "triton":
+        # the interpreter would run the baseline's own program: its counts are the baseline's,
+        # which the caller has (check.interpreter_identical; parsed, never imported)
+        from .check import interpreter_identical
+        same = interpreter_identical(manifest.source_path, args.source)
+        if same is not None:
+            out.update(status="ok", same_program=same, device="none (not run: the baseline's program)",
+                       mode="interpreter-tf32")
+            return EXIT_OK
     try:
         out.update(profile_kernel(manifest, args.source, deadline=args.deadline))
     except WorkerTimeout as e:

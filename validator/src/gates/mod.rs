@@ -317,6 +317,13 @@ flops = "N"
         let e = judge_pair(profile(1), profile(3));
         assert_eq!(kind(&e), (VerdictKind::Rejected, Some(Gate::Static)), "{e:?}");
         assert!(e.verdict.reason.starts_with("predicted slower: the work profile predicts"), "{}", e.verdict.reason);
+        // the baseline's own program under the interpreter (memory hints only): not counted again,
+        // the baseline's counts stand for the candidate's, and the record says so
+        let same = with_header("profile", "ok", json!({"same_program": "differs only in memory hints"}));
+        let e = judge_pair(profile(2), same);
+        let p = e.prediction.clone().expect("a prediction from the baseline's profile");
+        assert!((p.speedup - 1.0).abs() < 1e-12 && p.traffic_ratio == (1.5, 1.5), "{p:?}");
+        assert!(e.verdict.reason.contains("work profile is the baseline's: differs only in memory hints"), "{e:?}");
         // a profile that could not be made is a note, not a verdict
         let skipped = with_header("profile", "skipped", json!({"reason": "the CPU cannot run it"}));
         let e = judge_runs(harness_run(HarnessStatus::Ok, profile(2)), harness_run(HarnessStatus::Skipped, skipped));

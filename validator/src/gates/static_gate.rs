@@ -335,7 +335,16 @@ fn judge_profiles(run: &mut Validation<'_>, rec: &mut GateRecord, runs: &Harness
         }
     };
     let mut figures = rec.static_figures();
-    let (b, c) = match (read(base, "the baseline"), read(cand, "the candidate")) {
+    // the interpreter would run the baseline's own program (memory hints only): its counts
+    let same_program = (cand.status == HarnessStatus::Ok).then(|| cand.json["same_program"].as_str()).flatten();
+    let cand_profile = match (same_program, read(base, "the baseline")) {
+        (Some(why), Ok(b)) => {
+            run.notes.push(format!("the candidate's work profile is the baseline's: {why}"));
+            Ok(b)
+        }
+        _ => read(cand, "the candidate"),
+    };
+    let (b, c) = match (read(base, "the baseline"), cand_profile) {
         (Ok(b), Ok(c)) => (b, c),
         (Err(e), _) | (_, Err(e)) => {
             figures.prediction =
