@@ -41,6 +41,38 @@ def test_the_second_check_reads_the_baselines_errors_and_judges_the_same(tmp_pat
     assert other["baseline"]["cache"]["hits"] == 0
 
 
+def _specializations(source, cache, seed=11):
+    return run_check(M, str(source), seeds=[seed], device="cpu", shapes=M.shapes["cpu"][:1], with_curve=False,
+                     with_consistency=False, with_specializations=True, with_order=False, with_drift=False,
+                     deadline=time.monotonic() + 300, baseline_cache=str(cache))
+
+
+def test_the_specializations_read_the_baselines_outputs_and_judge_the_same(tmp_path):
+    cand = tmp_path / "cand" / "decode.py"
+    cand.parent.mkdir()
+    cand.write_text(M.source_path.read_text())
+    first = _specializations(cand, tmp_path / "cache")
+    second = _specializations(cand, tmp_path / "cache")
+    ran = [c for c in first["specializations"]["cases"] if "skipped" not in c]
+    assert ran and all(c.get("baseline") for c in ran), first["specializations"]
+    assert len(list((tmp_path / "cache").glob("*.npz"))) == len(ran)
+    assert second["baseline"]["cache"]["hits"] == first["baseline"]["cache"]["hits"] + len(ran) + 1
+    strip = lambda r: [{k: v for k, v in c.items() if k != "seconds"} for c in r["specializations"]["cases"]]
+    assert strip(first) == strip(second)
+    # a wrong candidate is still judged against the (cached) baseline's outputs and fails
+    bad = "b_o = tl.sum(b_s * b_q[:, None], axis=0)"
+    assert bad in M.source_path.read_text()
+    cand.write_text(M.source_path.read_text().replace(bad, bad + " * 1.01"))
+    worse = _specializations(cand, tmp_path / "cache")
+    assert not worse["passed"] and any("[specialization of" in f for f in worse["failures"]), worse["failures"][:3]
+    # a damaged archive is measured again
+    for p in (tmp_path / "cache").glob("*.npz"):
+        p.write_bytes(b"PK not a zip")
+    cand.write_text(M.source_path.read_text())
+    again = _specializations(cand, tmp_path / "cache")
+    assert strip(again) == strip(first)
+
+
 def test_a_damaged_entry_is_measured_again(tmp_path):
     cand = tmp_path / "cand" / "decode.py"
     cand.parent.mkdir()

@@ -5,7 +5,9 @@ BASELINE_FACTOR); with one base seed for the run, those inputs, and so the basel
 them, are the same for every candidate. The first check to run the baseline on a case stores the
 baseline's metrics (per input set: {output: metrics}) here; later checks read them instead of
 running the baseline again. The same holds for the baseline's side of the drift (its error per
-step, `get_series`/`put_series`): the chained calls' inputs depend on the seed only.
+step, `get_series`/`put_series`): the chained calls' inputs depend on the seed only; and for the
+GPU specializations' cases, whose baseline outputs and written masks are kept as arrays
+(`get_arrays`/`put_arrays`: the candidate's masks decide which elements both are judged on).
 
 Trust: entries are written only by the judging process, from the baseline's own (trusted) worker,
 never from anything a candidate's worker returned; the directory is the validator's, under the
@@ -83,6 +85,32 @@ class BaselineCache:
     def put_series(self, what, key, series):
         clean = {k: [x if np.isfinite(x) else None for x in v] for k, v in series.items()}
         self._write(self._entry([what, key]), clean)
+
+    def get_arrays(self, what, key):
+        """The baseline's arrays `what` (e.g. a specialization's outputs) for `key`: {name: array}, or None."""
+        try:
+            with np.load(self._entry([what, key]).with_suffix(".npz"), allow_pickle=False) as z:
+                value = {k: z[k] for k in z.files}
+        except (OSError, ValueError, EOFError, KeyError):   # absent, truncated, not an archive
+            return None
+        if not value:
+            return None
+        self.hits += 1
+        return value
+
+    def put_arrays(self, what, key, arrays):
+        p = self._entry([what, key]).with_suffix(".npz")
+        tmp = p.with_name(f".{p.stem}.{os.getpid()}.{threading.get_ident()}.tmp.npz")
+        try:
+            self.dir.mkdir(parents=True, exist_ok=True)
+            np.savez(tmp, **arrays)
+            os.replace(tmp, p)
+            self.stored += 1
+        except OSError:
+            try:
+                tmp.unlink()
+            except OSError:
+                pass
 
     def _write(self, p, value):
         tmp = p.with_name(f".{p.name}.{os.getpid()}.{threading.get_ident()}.tmp")

@@ -376,6 +376,7 @@ class _Case:
         self.expects = None
         self.rid = self.base_rid = None
         self.base_metrics = None   # the baseline's metrics per set, from the run's cache (basecache.py)
+        self.base_key = self.base_cached = None   # a specialization's baseline arrays in that cache
         self.natural = self.natural_rec = None   # call 1's outputs and report (the program-order check)
 
     @property
@@ -697,8 +698,8 @@ class _Specialization:
 
 
 class _Specializations:
-    def __init__(self, manifest, op, cand, device):
-        self.manifest, self.op = manifest, op
+    def __init__(self, manifest, op, cand, device, bcache=None):
+        self.manifest, self.op, self.bcache = manifest, op, bcache
         cfg = manifest.raw.get("specializations", {}) or {}
         self.enabled = device == "cpu" and cfg.get("enabled", True) is not False
         programs = cfg.get("programs", 8)
@@ -775,8 +776,13 @@ class _Specializations:
             lay = dict(lay, programs={"order": "natural", "seed": c.seed, "sample": sample})
         sets = [_arrays(op, c.xs[0])]
         c.rid = cand.submit("candidate", op.args, lay, sets, label=f"specialization {it.id}")
+        # the baseline's outputs on these inputs are the same for every candidate of the run
+        c.base_key = {"shape": it.shape, "seed": c.seed, "index": c.index, "initial_state": bool(it.initial_state),
+                      "sample": sample}
+        c.base_cached = self.bcache.get_arrays("specialization", c.base_key) \
+            if base is not None and self.bcache is not None else None
         c.base_rid = base.submit("baseline", op.args, lay, sets, label=f"specialization {it.id}") \
-            if base is not None else None
+            if base is not None and c.base_cached is None else None
         it.sample = sample
 
     def judge(self, cand, base):
@@ -827,6 +833,14 @@ class _Specializations:
             _, bouts, _, bfacts = _judge_call(op, x, None, bres["sets"][0], base, c.base_rid, 0, m.entry, None,
                                               launches_required=False)
             bmasks = bfacts.get("written") or {}
+            if self.bcache is not None and bouts:
+                self.bcache.put_arrays("specialization", c.base_key,
+                                       {**{f"out.{n}": a for n, a in bouts.items()},
+                                        **{f"mask.{n}": a for n, a in bmasks.items()}})
+        elif c.base_cached is not None:
+            for k, a in c.base_cached.items():
+                kind, _, n = k.partition(".")
+                (bouts if kind == "out" else bmasks)[n] = a
         cmasks = cfacts.get("written")
         outputs, baseline = {}, {}
         for name in op.results:
@@ -1271,7 +1285,8 @@ def run_check(manifest, source=None, seeds=(0,), device="cpu", tf32=True, with_c
                         c.base_rid = base.submit("baseline", op.args, lay, sets, label=f"case {c.id} seed {seed}")
                 cases.append(c)
         base_kernel = base if against_baseline else None
-        spec = _Specializations(manifest, op, cand, device) if with_specializations and device == "cpu" else None
+        spec = _Specializations(manifest, op, cand, device, bcache) if with_specializations and device == "cpu" \
+            else None
         curve_plan = None
         if with_curve and manifest.curve:
             lengths = manifest.curve["gpu_T" if device == "cuda" else "cpu_T"]

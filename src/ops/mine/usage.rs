@@ -15,7 +15,7 @@
 //! (`crate::history`).
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::path::PathBuf;
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result};
 use kidiom_catalog::{Catalog, FileOutcome, Kind, Pattern};
@@ -103,28 +103,46 @@ pub(crate) fn mine(catalog: &mut Catalog, manifests: Vec<Manifest>, opts: &MineO
         stored.insert((f.corpus, f.path), Stored { revision: f.revision, lang: f.lang, facts: f.facts });
     }
     let mut reports = Vec::new();
-    for manifest in manifests {
-        let t = Instant::now();
-        let mut report = CorpusReport { name: manifest.name.clone(), ..Default::default() };
-        let corpus = match open_with_fallback(manifest) {
-            Ok((c, note)) => {
-                report.note = note;
-                c
-            }
-            Err(e) => {
-                report.error = Some(format!("{e:#}"));
-                reports.push(report);
-                continue;
-            }
-        };
-        report.kind = corpus.manifest.kind.name().to_string();
-        report.source = corpus.manifest.source.clone();
-        report.revision = corpus.revision.clone();
-        mine_corpus(&tx, &corpus, opts, &mut stored, &mut report)
-            .with_context(|| format!("mining corpus {}", corpus.manifest.name))?;
-        report.seconds = t.elapsed().as_secs_f64();
-        reports.push(report);
-    }
+    // every corpus opened at once (pip downloads and git clones wait on the network, not the
+    // CPU), each mined in order as soon as it is open
+    let names: Vec<String> = manifests.iter().map(|m| m.name.clone()).collect();
+    std::thread::scope(|scope| -> Result<()> {
+        let opening: Vec<_> = manifests
+            .into_iter()
+            .map(|manifest| {
+                scope.spawn(move || {
+                    let t = Instant::now();
+                    (open_with_fallback(manifest), t.elapsed())
+                })
+            })
+            .collect();
+        for (name, handle) in names.into_iter().zip(opening) {
+            let mut report = CorpusReport { name: name.clone(), ..Default::default() };
+            let (opened, open_time) = handle.join().unwrap_or_else(|_| {
+                (Err(anyhow::anyhow!("opening corpus {name}: the thread panicked")), Duration::ZERO)
+            });
+            let t = Instant::now();
+            let corpus = match opened {
+                Ok((c, note)) => {
+                    report.note = note;
+                    c
+                }
+                Err(e) => {
+                    report.error = Some(format!("{e:#}"));
+                    reports.push(report);
+                    continue;
+                }
+            };
+            report.kind = corpus.manifest.kind.name().to_string();
+            report.source = corpus.manifest.source.clone();
+            report.revision = corpus.revision.clone();
+            mine_corpus(&tx, &corpus, opts, &mut stored, &mut report)
+                .with_context(|| format!("mining corpus {}", corpus.manifest.name))?;
+            report.seconds = (open_time + t.elapsed()).as_secs_f64();
+            reports.push(report);
+        }
+        Ok(())
+    })?;
     // A call through a corpus's own name for a Triton function (`from .op import exp2`)
     // counts as that function.
     for r in reports.iter_mut() {
