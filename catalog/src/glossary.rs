@@ -135,6 +135,8 @@ impl Glossary {
         match p.kind {
             Kind::Usage => self.describe_usage(&p.id),
             Kind::Edit => self.describe_edit(p),
+            // written with its own mechanism text
+            Kind::Transform => p.mechanism.clone(),
         }
     }
 

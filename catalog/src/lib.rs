@@ -49,6 +49,7 @@
 //! ```
 #![deny(missing_docs)]
 
+pub mod builtin;
 mod error;
 pub mod export;
 pub mod glossary;

@@ -15,6 +15,9 @@ pub enum Kind {
     Usage,
     /// Mined from history (edits that authors made).
     Edit,
+    /// Written into kidiom: an analysis finds the sites and makes the
+    /// rewrite (no template; `after` names the transform).
+    Transform,
 }
 
 kidiom_syntax::named_enum!(Kind);
@@ -163,6 +166,11 @@ impl From<&Pattern> for kidiom_rewrite::RewriteSpec {
                 .rationale
                 .split_once("Not rewritten automatically: ")
                 .map(|(_, w)| w.trim_end_matches('.').to_string()),
+            transform: match (p.kind, p.after.as_str()) {
+                (Kind::Transform, crate::builtin::REUSE_LOCAL) => Some(kidiom_rewrite::ReuseForm::Local),
+                (Kind::Transform, crate::builtin::REUSE_SHARED) => Some(kidiom_rewrite::ReuseForm::Shared),
+                _ => None,
+            },
         }
     }
 }

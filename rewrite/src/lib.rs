@@ -44,6 +44,7 @@ mod edit;
 mod error;
 pub mod matcher;
 mod names;
+pub mod reuse;
 mod spec;
 #[cfg(test)]
 mod testutil;
@@ -58,6 +59,7 @@ pub use edit::{Outcome, apply_edits, parse_errors, rewrite, rewrite_parsed, rewr
 pub use error::{Error, Result};
 pub use matcher::{Edit, MatchError, Rewrite, Scope, SiteEdits, Template, edited_tree, find, roles};
 pub use names::unbound_names;
+pub use reuse::{KEPT_MAX, ReuseForm};
 pub use spec::{RewriteSpec, SpecValue};
 pub use values::{Supported, respelled, supported_value, writable_value};
 pub use write::{atomic_write, check_writable};

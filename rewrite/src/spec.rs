@@ -34,6 +34,9 @@ pub struct RewriteSpec {
     /// Why no rewrite is offered, when the pattern says so (its
     /// `Not rewritten automatically: ...` reason); used when `before` is empty.
     pub guidance: Option<String>,
+    /// A rewrite an analysis makes instead of a template (`before` then
+    /// only says where it looks): see [`crate::reuse`].
+    pub transform: Option<crate::ReuseForm>,
 }
 
 impl RewriteSpec {
@@ -46,6 +49,7 @@ impl RewriteSpec {
             after: after.into(),
             values: values.iter().map(|v| SpecValue { value: v.to_string(), count: 1, literals: Vec::new() }).collect(),
             guidance: None,
+            transform: None,
         }
     }
 }

@@ -221,6 +221,8 @@ impl MineTx<'_> {
             match p.kind {
                 Kind::Usage => report.usage += 1,
                 Kind::Edit => report.edit += 1,
+                // kidiom's own, never in a snapshot
+                Kind::Transform => continue,
             }
             let mut merged = merge(local, p);
             if merged.mechanism.is_empty() {

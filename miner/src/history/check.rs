@@ -141,6 +141,7 @@ fn pattern(rule: &RuleText<'_>) -> RewriteSpec {
             .map(|(v, n)| SpecValue { value: v.clone(), count: *n, literals: Vec::new() })
             .collect(),
         guidance: None,
+        transform: None,
     }
 }
 

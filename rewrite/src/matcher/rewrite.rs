@@ -40,6 +40,8 @@ enum Mode {
     /// `after` adds a last argument to a binding module's `.def` calls
     /// (`py::call_guard<py::gil_scoped_release>()`).
     DefArg { arg: String },
+    /// Values recomputed by a later loop kept from an earlier one (no template: `crate::reuse`).
+    Reuse(crate::ReuseForm),
 }
 
 /// The insertion of `stmt` before the first statement of the body at
@@ -157,6 +159,20 @@ impl Rewrite {
         }
         let lang = pattern.language;
         let before = Template::parse(lang, &pattern.before)?;
+        if let Some(form) = pattern.transform {
+            if !matches!(lang, Lang::Cpp | Lang::Cuda) {
+                return Err(no(format!("the {lang} language has no loop reuse analysis")));
+            }
+            let scope = Scope::Anywhere;
+            return Ok(Rewrite {
+                id: pattern.id.clone(),
+                before,
+                mode: Mode::Reuse(form),
+                value: None,
+                scope,
+                releases_gil: false,
+            });
+        }
         let squash = |s: &str| s.split_whitespace().collect::<Vec<_>>().join(" ");
         let (b, a) = (squash(&pattern.before), squash(&pattern.after));
         if a == b {
@@ -252,6 +268,9 @@ impl Rewrite {
     /// `before` and lacks the idiom, in source order. Sites may nest;
     /// resolving overlaps is the caller's business.
     pub fn site_edits(&self, src: &str, tree: &Tree) -> Vec<SiteEdits> {
+        if let Mode::Reuse(form) = self.mode {
+            return crate::reuse::site_edits(form, self.before.lang, src, tree);
+        }
         let mut out = Vec::new();
         let bindings = self.releases_gil.then(|| Bindings::new(src, tree));
         if let (Mode::BodyPrologue { stmt }, Some(b)) = (&self.mode, &bindings) {
@@ -355,7 +374,7 @@ impl Rewrite {
                 let decl = node.child_by_field_name("declarator").map(|d| d.start_byte()).unwrap_or(node.end_byte());
                 word_offset(src.get(node.start_byte()..decl).unwrap_or(""), token).is_some()
             }
-            Mode::BodyPrologue { .. } | Mode::DefArg { .. } => {
+            Mode::BodyPrologue { .. } | Mode::DefArg { .. } | Mode::Reuse(_) => {
                 src.get(node.byte_range()).is_some_and(|t| t.contains(RELEASE))
             }
         }
@@ -397,6 +416,8 @@ impl Rewrite {
                 prologue_edit(src, node, body.byte_range(), stmt).map(|e| vec![e])
             }
             Mode::DefArg { arg } => def_arg_edit(node, node.byte_range(), arg).map(|e| vec![e]),
+            // its sites come from the analysis (`site_edits`), never from `before`'s matches
+            Mode::Reuse(_) => None,
         }
     }
 

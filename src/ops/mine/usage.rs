@@ -199,6 +199,8 @@ pub(crate) fn mine(catalog: &mut Catalog, manifests: Vec<Manifest>, opts: &MineO
         })
         .collect();
     tx.replace_patterns(Kind::Usage, &patterns)?;
+    // kidiom's own rewrites, listed and applied beside what was mined
+    tx.replace_patterns(Kind::Transform, &kidiom_catalog::builtin::patterns())?;
     stall_for_tests();
     tx.commit()?;
     Ok(MineReport { catalog: path, corpora: reports, patterns: patterns.len(), seconds: start.elapsed().as_secs_f64() })

@@ -127,7 +127,7 @@ pub(crate) fn launch(
             // not checked for correctness (the baseline's compile: this run's, waited for, or
             // another candidate's)
             let (base, _) = v.compiled.get_or_run(&key, || harness.call(&compile(None), limit));
-            if base.is_ok_and(|b| predicted_slower(&limits, &b, cand)) {
+            if base.is_ok_and(|b| predicted_slower(&limits, &b, cand, profile)) {
                 cancel.store(true, Ordering::Relaxed);
             }
         }
@@ -154,7 +154,8 @@ pub(crate) fn launch(
 
 /// Whether the static limits reject the candidate's compile against the
 /// baseline's (both read as the static gate reads them; unreadable: no).
-fn predicted_slower(limits: &crate::gates::StaticLimits, base: &HarnessRun, cand: &HarnessRun) -> bool {
+/// With work profiles to come (`counted`), the code's size alone does not.
+fn predicted_slower(limits: &crate::gates::StaticLimits, base: &HarnessRun, cand: &HarnessRun, counted: bool) -> bool {
     use crate::backend::cpu::{ReadCompile, StaticMetrics};
     let read = |r: &HarnessRun| {
         (r.status == HarnessStatus::Ok)
@@ -162,5 +163,6 @@ fn predicted_slower(limits: &crate::gates::StaticLimits, base: &HarnessRun, cand
             .flatten()
             .map(|c| StaticMetrics::from_wire(&c))
     };
-    matches!((read(base), read(cand)), (Some(b), Some(c)) if !limits.regressions(&b, &c).is_empty())
+    matches!((read(base), read(cand)), (Some(b), Some(c))
+        if !limits.resource_regressions(&b, &c).is_empty() || (!counted && limits.code_size(&b, &c).is_some()))
 }

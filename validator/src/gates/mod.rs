@@ -337,6 +337,33 @@ flops = "N"
     }
 
     #[test]
+    fn code_that_grows_with_less_counted_work_is_not_predicted_slower_by_its_size() {
+        let manifest = Manifest::parse(MANIFEST, "kernels/kda/decode.toml").unwrap();
+        // three times the baseline's instructions (a guarded fallback path), half the state reads
+        let mut bigger = compile_ok();
+        bigger["instructions"]["total"] = json!(3 * 432);
+        let run_with = |profiles: Option<(HarnessRun, HarnessRun)>, compile: &Value| {
+            bare_run(&manifest.source_path(), Some(manifest.clone()), |run| {
+                let (c, k) =
+                    (harness_run(HarnessStatus::Ok, compile.clone()), harness_run(HarnessStatus::Ok, check_passed()));
+                judge_profiled(run, &manifest, c, k, profiles)
+            })
+        };
+        let counted = |b: u64, c: u64| {
+            Some((harness_run(HarnessStatus::Ok, profile(b)), harness_run(HarnessStatus::Ok, profile(c))))
+        };
+        let e = run_with(counted(2, 1), &bigger);
+        assert_eq!(kind(&e).0, VerdictKind::NeedsGpu, "{e:?}");
+        assert!(e.verdict.reason.contains("the code grew, not the work"), "{}", e.verdict.reason);
+        // the same growth with no less work, or with nothing counted: the size stands for the work
+        let e = run_with(counted(2, 2), &bigger);
+        assert_eq!(kind(&e), (VerdictKind::Rejected, Some(Gate::Static)), "{e:?}");
+        assert!(e.verdict.reason.contains("instructions 432 -> 1296"), "{}", e.verdict.reason);
+        let e = run_with(None, &bigger);
+        assert_eq!(kind(&e), (VerdictKind::Rejected, Some(Gate::Static)), "{e:?}");
+    }
+
+    #[test]
     fn a_timeout_anywhere_is_an_error_never_a_rejection() {
         let ok = || harness_run(HarnessStatus::Ok, check_passed());
         // the harness's own alarm during the compile

@@ -59,17 +59,24 @@ impl Default for StaticLimits {
 impl StaticLimits {
     /// Why `after` is predicted slower than `before`; empty when it is not.
     pub fn regressions(&self, before: &StaticMetrics, after: &StaticMetrics) -> Vec<String> {
+        let mut out: Vec<String> = self.code_size(before, after).into_iter().collect();
+        out.extend(self.resource_regressions(before, after));
+        out
+    }
+
+    /// The instruction count grown beyond its ratio: a proxy for the work
+    /// done, which a counted work profile replaces where there is one (a
+    /// guarded fallback path doubles the code, not the work).
+    pub fn code_size(&self, before: &StaticMetrics, after: &StaticMetrics) -> Option<String> {
+        let (b, a) = (before.instructions?, after.instructions?);
+        (b > 0 && a as f64 > self.max_instructions_ratio * b as f64).then(|| {
+            format!("instructions {b} -> {a} ({:.1}x > {}x)", a as f64 / b as f64, self.max_instructions_ratio)
+        })
+    }
+
+    /// Spills and lost tensor cores: what no profile of the work shows.
+    pub fn resource_regressions(&self, before: &StaticMetrics, after: &StaticMetrics) -> Vec<String> {
         let mut out = Vec::new();
-        if let (Some(b), Some(a)) = (before.instructions, after.instructions)
-            && b > 0
-            && a as f64 > self.max_instructions_ratio * b as f64
-        {
-            out.push(format!(
-                "instructions {b} -> {a} ({:.1}x > {}x)",
-                a as f64 / b as f64,
-                self.max_instructions_ratio
-            ));
-        }
         let (sb, sa) = (before.spill_store_bytes.unwrap_or(0), after.spill_store_bytes.unwrap_or(0));
         if sa > sb + self.max_spill_growth_bytes && sa as f64 > self.max_spill_ratio * sb as f64 {
             out.push(format!(
@@ -281,7 +288,14 @@ pub(super) fn judge_compiles(
     };
     let (before, after) = (StaticMetrics::from_wire(&before), StaticMetrics::from_wire(&after));
     let d = delta(&before, &after);
-    let regressions = run.v.opts.static_limits.map(|l| l.regressions(&before, &after)).unwrap_or_default();
+    let limits = run.v.opts.static_limits;
+    // with the work counted on both sides, the code's size alone does not predict the time
+    let counted = runs.profiles.is_some();
+    let code_size = limits.and_then(|l| l.code_size(&before, &after));
+    let mut regressions = limits.map(|l| l.resource_regressions(&before, &after)).unwrap_or_default();
+    if !counted && let Some(r) = &code_size {
+        regressions.insert(0, r.clone());
+    }
     if d.get("spill_store_bytes").is_some_and(|x| *x > 0) {
         run.notes.push(format!("spills grow by {} B", d["spill_store_bytes"]));
     }
@@ -310,6 +324,19 @@ pub(super) fn judge_compiles(
         let summary = format!("predicted slower: {slower} ({})", rec.summary);
         let reason = format!("predicted slower: {slower}");
         return Some(run.stop(rec, GateStatus::Failed, summary, Verdict::rejected(Gate::Static, reason)));
+    }
+    if counted && let Some(size) = code_size {
+        // no prediction, or one of no gain: the code's growth stands for the work again
+        match run.prediction.as_ref().map(|p| p.speedup).filter(|s| *s > 1.001) {
+            Some(s) => {
+                run.notes.push(format!("{size}, but the counted work predicts {s:.2}x: the code grew, not the work"))
+            }
+            None => {
+                let summary = format!("predicted slower: {size} ({})", rec.summary);
+                let reason = format!("predicted slower: {size}");
+                return Some(run.stop(rec, GateStatus::Failed, summary, Verdict::rejected(Gate::Static, reason)));
+            }
+        }
     }
     run.records.push(rec);
     None

@@ -1,0 +1,51 @@
+//! The patterns written into kidiom ([`Kind::Transform`]): rewrites an
+//! analysis makes, with no template and no corpus support of their own.
+//! `kidiom mine` puts them in every catalog it writes, so they are listed,
+//! searched and applied like the mined ones.
+
+use crate::model::{Category, Kind, Lang, Pattern};
+
+/// `after` of the thread-local loop reuse (`kidiom_rewrite::reuse`).
+pub const REUSE_LOCAL: &str = "reuse-across-loops local";
+/// `after` of the loop reuse that keeps block-uniform values in shared memory.
+pub const REUSE_SHARED: &str = "reuse-across-loops shared";
+
+const REUSE_MECHANISM: &str = "A loop that computes again what an earlier loop over the same range computed (the same pure call on the same arguments, or global data read again with no store between) keeps the first loop's values and reuses them: fewer special-function evaluations and less global memory traffic in a bandwidth-bound kernel. Symptoms: the kernel reads its state twice, evaluates exp twice per element, moves more bytes than its floor, is slower than its memory bandwidth allows.";
+
+/// Every built-in pattern, for every language it applies to.
+pub fn patterns() -> Vec<Pattern> {
+    let mut out = Vec::new();
+    for lang in [Lang::Cuda, Lang::Cpp] {
+        let ext = if lang == Lang::Cuda { "cu" } else { "cpp" };
+        out.push(reuse(
+            &format!("{ext}-reuse-across-loops"),
+            lang,
+            REUSE_LOCAL,
+            "keep what a later loop recomputes in a thread-local array",
+            "each value is computed once per thread, kept in an array of a compile-time bound; a loop whose extent exceeds it takes the original path",
+        ));
+    }
+    out.push(reuse(
+        "cu-reuse-across-loops-shared",
+        Lang::Cuda,
+        REUSE_SHARED,
+        "compute what every thread of a block recomputes once per block, in shared memory",
+        "values no thread of a block computes differently are computed once per block into shared memory behind a barrier (the rest as in cu-reuse-across-loops)",
+    ));
+    out
+}
+
+fn reuse(id: &str, language: Lang, after: &str, title: &str, how: &str) -> Pattern {
+    Pattern {
+        kind: Kind::Transform,
+        category: Category::Redundancy,
+        title: title.into(),
+        rationale: format!("Redundant work removed: {how}. Found by kidiom's loop analysis, not mined."),
+        mechanism: REUSE_MECHANISM.into(),
+        // where it looks: sibling loops with the same header
+        before: "for ($$$HEAD) $BODY".into(),
+        after: after.into(),
+        score: 1.0,
+        ..Pattern::usage(id, language, "", "", &[])
+    }
+}
