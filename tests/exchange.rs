@@ -53,7 +53,8 @@ fn export_import_round_trips_and_a_second_import_changes_nothing() {
     let b = b.to_str().expect("utf8");
     for round in 0..2 {
         let r = env.json(&["catalog", "import", file.to_str().expect("utf8"), "--db", b, "--json"]);
-        let n = before.as_array().map(Vec::len).unwrap_or(0) as u64;
+        // kidiom's own (transform) patterns are in every catalog, never in an export
+        let n = before.as_array().map(|ps| ps.iter().filter(|p| p["kind"] != "transform").count()).unwrap_or(0) as u64;
         let (added, merged) = (r["added"].as_u64(), r["merged"].as_u64());
         assert_eq!((added, merged), if round == 0 { (Some(n), Some(0)) } else { (Some(0), Some(n)) }, "{r:#}");
         assert_eq!(list(&env, b), before, "round {round}");

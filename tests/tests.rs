@@ -28,6 +28,8 @@ mod exchange;
 mod history;
 // `kidiom apply --search`: per-site precision search on our prefill kernel, memory hints by role.
 mod search;
+// Redundant work removed: the built-in loop reuse on a CUDA decode of our own, a wrong reuse rejected.
+mod redundancy;
 // `kidiom run`: the short summary (its line budget, one line per corpus, the GPU command, the review) and -v.
 mod run;
 // `kidiom validate`: the gates on a copy of our kernels (CPU), planted bugs, a hanging kernel.

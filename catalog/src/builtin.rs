@@ -14,17 +14,14 @@ const REUSE_MECHANISM: &str = "A loop that computes again what an earlier loop o
 
 /// Every built-in pattern, for every language it applies to.
 pub fn patterns() -> Vec<Pattern> {
-    let mut out = Vec::new();
-    for lang in [Lang::Cuda, Lang::Cpp] {
-        let ext = if lang == Lang::Cuda { "cu" } else { "cpp" };
-        out.push(reuse(
-            &format!("{ext}-reuse-across-loops"),
-            lang,
-            REUSE_LOCAL,
-            "keep what a later loop recomputes in a thread-local array",
-            "each value is computed once per thread, kept in an array of a compile-time bound; a loop whose extent exceeds it takes the original path",
-        ));
-    }
+    // CUDA kernels only: in host C++ the compiler's own loop optimizations see the same reuse
+    let mut out = vec![reuse(
+        "cu-reuse-across-loops",
+        Lang::Cuda,
+        REUSE_LOCAL,
+        "keep what a later loop recomputes in a thread-local array",
+        "each value is computed once per thread, kept in an array of a compile-time bound; a loop whose extent exceeds it takes the original path",
+    )];
     out.push(reuse(
         "cu-reuse-across-loops-shared",
         Lang::Cuda,

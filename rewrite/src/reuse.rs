@@ -224,6 +224,8 @@ fn writes(src: &str, n: Node, w: &mut Writes) {
         }
         _ => None,
     };
+    // a store takes effect when its assignment completes: reads in its right side come first
+    let done = n.end_byte();
     if let Some(t) = target {
         match t.kind() {
             "identifier" => {
@@ -232,7 +234,7 @@ fn writes(src: &str, n: Node, w: &mut Writes) {
             "subscript_expression" => {
                 if let Some(base) = t.child_by_field_name("argument") {
                     let idx = t.child_by_field_name("indices").map(|i| squash(text(src, i)));
-                    w.stores.push((squash(text(src, base)), idx, t.start_byte()));
+                    w.stores.push((squash(text(src, base)), idx, done));
                 }
             }
             _ => {
@@ -240,7 +242,7 @@ fn writes(src: &str, n: Node, w: &mut Writes) {
                 let mut ids = Vec::new();
                 collect(t, "identifier", &mut ids);
                 for id in ids {
-                    w.stores.push((text(src, id).to_string(), None, t.start_byte()));
+                    w.stores.push((text(src, id).to_string(), None, done));
                 }
             }
         }

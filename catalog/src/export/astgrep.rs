@@ -85,8 +85,9 @@ pub fn astgrep_rules(patterns: &[Pattern]) -> Vec<AstGrepRule> {
 
 fn rule(p: &Pattern) -> Option<AstGrepRule> {
     let rw = Rewrite::new(&RewriteSpec::from(p), None).ok()?;
-    if rw.releases_gil() {
-        // Where a GIL release is safe is kidiom's binding analysis, which a YAML rule cannot say.
+    if rw.releases_gil() || p.kind == crate::Kind::Transform {
+        // Where a GIL release is safe is kidiom's binding analysis, and a transform's sites
+        // its loop analysis: neither is something a YAML rule can say.
         return None;
     }
     let value = rw.value().unwrap_or("").to_string();

@@ -230,6 +230,8 @@ impl MineTx<'_> {
             }
             self.put_pattern(&merged)?;
         }
+        // kidiom's own patterns, in an imported catalog as in a mined one
+        self.replace_patterns(Kind::Transform, &crate::builtin::patterns())?;
         Ok(report)
     }
 }

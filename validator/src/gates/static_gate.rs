@@ -293,7 +293,9 @@ pub(super) fn judge_compiles(
     let counted = runs.profiles.is_some();
     let code_size = limits.and_then(|l| l.code_size(&before, &after));
     let mut regressions = limits.map(|l| l.resource_regressions(&before, &after)).unwrap_or_default();
-    if !counted && let Some(r) = &code_size {
+    if (!counted || !regressions.is_empty())
+        && let Some(r) = &code_size
+    {
         regressions.insert(0, r.clone());
     }
     if d.get("spill_store_bytes").is_some_and(|x| *x > 0) {
@@ -326,6 +328,7 @@ pub(super) fn judge_compiles(
         return Some(run.stop(rec, GateStatus::Failed, summary, Verdict::rejected(Gate::Static, reason)));
     }
     if counted && let Some(size) = code_size {
+        // (resources passed: with the work counted, the size alone is judged on the prediction)
         // no prediction, or one of no gain: the code's growth stands for the work again
         match run.prediction.as_ref().map(|p| p.speedup).filter(|s| *s > 1.001) {
             Some(s) => {
