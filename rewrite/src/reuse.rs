@@ -443,6 +443,10 @@ impl<'t> Function<'t> {
         let between: Vec<Node> = region.iter().copied().filter(|n| *n != a && *n != b).collect();
         let w_all = writes_in(src, &region);
         let (w_a, w_between, w_b) = (writes_in(src, &[body_a]), writes_in(src, &between), writes_in(src, &[body_b]));
+        // the loop variable counts the iterations only if no body steps or shadows it
+        if w_a.names.contains(&h.var) || w_b.names.contains(&h.var) {
+            return None;
+        }
         let mut bound_names = HashSet::new();
         for t in [&h.start, &h.bound] {
             bound_names.extend(t.split(|ch: char| !(ch.is_alphanumeric() || ch == '_')).map(str::to_string));
@@ -828,6 +832,19 @@ __global__ void softmax_rows(const float* x, float* y, int n, float shift) {
                 "out[i] = expf(row[i] - shift) / sum;",
                 "sum += expf(row[i] - shift);",
                 "sum += expf(row[i] - shift); if (sum > 9.0f) break;",
+            ),
+            // a body steps the loop variable, or an inner loop shadows it
+            (
+                "out[i] = expf(row[i] - shift) / sum;",
+                "out[i] = expf(row[i] - shift) / sum; i += 1;",
+                "sum += expf(row[i] - shift);",
+                "sum += expf(row[i] - shift);",
+            ),
+            (
+                "out[i] = expf(row[i] - shift) / sum;",
+                "for (int i = 1; i < 2; i++) { out[i] = expf(row[i] - shift) / sum; }",
+                "sum += expf(row[i] - shift);",
+                "sum += expf(row[i] - shift);",
             ),
         ];
         for (b_old, b_new, a_old, a_new) in cases {
