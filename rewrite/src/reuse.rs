@@ -378,6 +378,9 @@ fn keepable<'t>(src: &str, n: Node<'t>) -> Option<(Node<'t>, String)> {
 struct Function<'t> {
     body: Node<'t>,
     pointee: BTreeMap<String, String>,
+    /// The buffer each pointer points into: a parameter, or the pointer its
+    /// initializer starts from (`s = state + ...` points into `state`).
+    root: BTreeMap<String, String>,
     varying: HashSet<String>,
     declared: HashSet<String>,
     params: HashSet<String>,
@@ -386,6 +389,7 @@ struct Function<'t> {
 impl<'t> Function<'t> {
     fn new(src: &str, f: Node<'t>, body: Node<'t>) -> Function<'t> {
         let mut pointee = BTreeMap::new();
+        let mut root: BTreeMap<String, String> = BTreeMap::new();
         let mut params = HashSet::new();
         let mut decls = Vec::new();
         collect(f, "parameter_declaration", &mut decls);
@@ -403,8 +407,16 @@ impl<'t> Function<'t> {
                 if d.kind() == "parameter_declaration" {
                     params.insert(name.clone());
                 }
-                if inner.kind() == "pointer_declarator" && SCALARS.contains(&ty.as_str()) {
-                    pointee.insert(name, ty.clone());
+                if inner.kind() == "pointer_declarator" {
+                    let from = (decl.kind() == "init_declarator")
+                        .then(|| decl.child_by_field_name("value"))
+                        .flatten()
+                        .and_then(|v| names_in_order(src, v).into_iter().find_map(|n| root.get(&n).cloned()));
+                    // a pointer from nothing known points into a buffer of its own
+                    root.insert(name.clone(), from.unwrap_or_else(|| name.clone()));
+                    if SCALARS.contains(&ty.as_str()) {
+                        pointee.insert(name, ty.clone());
+                    }
                 }
             }
         }
@@ -415,7 +427,7 @@ impl<'t> Function<'t> {
                 declared.extend(writes_in(src, &[s]).names);
             }
         }
-        Function { body, pointee, varying: varying(src, body), declared, params }
+        Function { body, pointee, root, varying: varying(src, body), declared, params }
     }
 
     fn ty(&self, src: &str, e: Node, call_ty: &str) -> Option<String> {
@@ -478,10 +490,15 @@ impl<'t> Function<'t> {
             if !ids.contains(&h.var) || ids.iter().any(|n| n != &h.var && w_all.names.contains(n)) {
                 continue;
             }
-            let stored = |w: &Writes, base: &str| w.stores.iter().any(|(s, _, _)| s == base);
+            // a store through another pointer into the same buffer may change what was read
+            let buffer = |p: &str| self.root.get(p).cloned().unwrap_or_else(|| p.to_string());
+            let aliased =
+                |w: &Writes, base: &str| w.stores.iter().any(|(s, _, _)| s != base && buffer(s) == buffer(base));
+            let stored = |w: &Writes, base: &str| w.stores.iter().any(|(s, _, _)| s == base) || aliased(w, base);
             let reads_ok = reads(src, e).iter().all(|(base, idx)| {
                 !stored(&w_a, base)
                     && !stored(&w_between, base)
+                    && !aliased(&w_b, base)
                     && w_b.stores.iter().filter(|(s, _, _)| s == base).all(|(_, i, at)| {
                         i.as_deref() == Some(idx.as_str())
                             && idx.split(|ch: char| !(ch.is_alphanumeric() || ch == '_')).any(|t| t == h.var)
@@ -706,6 +723,13 @@ fn thread_dependent(src: &str, e: Node, varying: &HashSet<String>) -> bool {
     t.contains("threadIdx") || t.contains("laneid") || names(src, e).iter().any(|x| varying.contains(x))
 }
 
+/// The identifiers under `n`, in source order.
+fn names_in_order(src: &str, n: Node) -> Vec<String> {
+    let mut ids = Vec::new();
+    collect(n, "identifier", &mut ids);
+    ids.into_iter().map(|i| text(src, i).to_string()).collect()
+}
+
 fn identifiers(src: &str, n: Node) -> HashSet<String> {
     let mut ids = Vec::new();
     collect(n, "identifier", &mut ids);
@@ -853,6 +877,20 @@ __global__ void softmax_rows(const float* x, float* y, int n, float shift) {
             let kept = reuse(ReuseForm::Local, Lang::Cuda, &src).unwrap_or_default();
             assert!(!kept.contains("kept_expf"), "{src}\n->\n{kept}");
         }
+        // a store through another pointer into the same buffer, in the second loop
+        let src = ROWS
+            .replacen(
+                "    float* out = y + blockIdx.x * n;\n",
+                "    float* out = y + blockIdx.x * n;\n    float* alias = (float*)x + blockIdx.x * n;\n",
+                1,
+            )
+            .replacen(
+                "out[i] = expf(row[i] - shift) / sum;",
+                "alias[i] = 0.0f; out[i] = expf(row[i] - shift) / sum;",
+                1,
+            );
+        let kept = reuse(ReuseForm::Local, Lang::Cuda, &src).unwrap_or_default();
+        assert!(!kept.contains("kept_expf"), "{kept}");
         // a store through the row between the loops: its reads are not kept, the other call is
         let src = ROWS.replacen(
             "        for (int i = 0; i < n; i++) {\n            out[i]",
