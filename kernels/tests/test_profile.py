@@ -237,6 +237,27 @@ def test_the_command_speaks_the_wire_format():
     assert set(out["totals"]) == set(FIELDS) and all(isinstance(v, int) for v in out["totals"].values())
     assert all(set(e) == {"line", "text", *FIELDS} for e in out["lines"])
     json.dumps(out)
+    # the baseline's own launch defect: grid axis 1 is N * HV, capped at 65535 on the GPU
+    limits = out["launch_limits"]
+    assert limits["shapes"] >= 1, limits
+    assert any("grid axis 1 grows with N" in f and "from N = 2048" in f for f in limits["findings"]), limits
+
+
+def test_launch_limits_name_what_each_axis_grows_with_and_where_it_fails():
+    from kernels.harness.triton.profile import GRID_LIMITS, launch_limit_findings
+    probes = [("gpu[0]", {"N": 4, "HV": 8}, None), ("gpu[0]", {"N": 8, "HV": 8}, "N"),
+              ("gpu[0]", {"N": 4, "HV": 16}, "HV"), ("gpu[1]", {"N": 70000, "HV": 1}, None)]
+    # axis 1 is N * HV (proportional to both), axis 2 a constant; the second shape is past the limit
+    grids = [[("k", [3, 32, 2])], [("k", [3, 64, 2])], [("k", [3, 64, 2])], [("k", [3, 70000, 2])]]
+    args = [[{"shape": [4, 8], "dtype": "float32"}], [None], [None], [{"shape": [1 << 16, 1 << 16], "dtype": "float32"}]]
+    found = launch_limit_findings(probes, grids, args)
+    assert any("grid axis 1 is 70000 at gpu[1]" in f and "the launch fails" in f for f in found), found
+    assert any(f"grows with N" in f and f"from N = {GRID_LIMITS[1] * 4 // 32 + 1}" in f for f in found), found
+    assert any("grows with HV" in f for f in found), found
+    assert not any("axis 2" in f for f in found), found
+    assert any("4294967296 elements" in f and "32 bits" in f for f in found), found
+    # a probe that could not be recorded says nothing
+    assert launch_limit_findings(probes[:2], [None, None], args[:2]) == []
 
 
 def test_a_cuda_kernel_the_emulation_cannot_build_is_skipped_with_a_reason(tmp_path):

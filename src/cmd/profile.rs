@@ -101,6 +101,17 @@ fn print_one(r: &ProfileReport) -> Result<()> {
         p.launches,
         if p.launches == 1 { "" } else { "es" }
     ))?;
+    if let Some(l) = &p.launch_limits {
+        if l.findings.is_empty() {
+            output::line(&format!(
+                "  launch limits: none reached at the manifest's {} gpu and bench shapes",
+                l.shapes
+            ))?;
+        }
+        for f in &l.findings {
+            output::line(&format!("  launch defect: {f}"))?;
+        }
+    }
     if let Some(pr) = &r.prediction {
         output::line(&format!(
             "  predicted {:.1} us on {}, {}-bound (memory {:.1}, compute {:.1}, special functions {:.1}, \

@@ -74,4 +74,4 @@ pub use verdict::{Gate, Verdict, VerdictKind};
 // where the validator runs (its builder takes one), and what a harness call's record holds
 pub use kidiom_catalog::record::Placement;
 pub use kidiom_exec::{Executor, ParseExecutorError, ProcessOutcome};
-pub use wire::{Counted, Profile, ProfileFloor, ProfileLine};
+pub use wire::{Counted, LaunchLimits, Profile, ProfileFloor, ProfileLine};

@@ -143,6 +143,20 @@ pub struct Profile {
     /// Counts by source line (bench-scaled), lines with any count.
     #[serde(default)]
     pub lines: Vec<ProfileLine>,
+    /// The launch-limit check at the manifest's gpu and bench shapes.
+    #[serde(default)]
+    pub launch_limits: Option<LaunchLimits>,
+}
+
+/// `launch_limits` of a profile: the kernel's own launch defects.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct LaunchLimits {
+    /// Manifest shapes whose launches were recorded.
+    pub shapes: u64,
+    /// Each defect in one line: a grid axis past its limit, or growing past
+    /// it with a shape variable; a tensor past 32-bit offsets.
+    #[serde(default)]
+    pub findings: Vec<String>,
 }
 
 /// `counted` of a profile.

@@ -209,6 +209,20 @@ def _grids(launched, what):
     return out
 
 
+def _recorded_grids(rec):
+    """[(kernel, grid)] of one recorded call, None when it raised or recorded nothing valid."""
+    if not isinstance(rec, dict) or rec.get("exception") or not isinstance(rec.get("launched"), list):
+        return None
+    out = []
+    for l in rec["launched"]:
+        g = l.get("grid") if isinstance(l, dict) else None
+        if not isinstance(g, list) or not 1 <= len(g) <= 3 or \
+                not all(isinstance(x, int) and not isinstance(x, bool) and x >= 0 for x in g):
+            return None
+        out.append((str(l.get("kernel"))[:80], [int(x) for x in g]))
+    return out or None
+
+
 def _call_facts(rec, entry, label):
     if not isinstance(rec, dict):
         raise ProfileError(f"{label}: the worker's report of the call is malformed or missing")
@@ -288,6 +302,69 @@ def _constexpr_note(bench_grids, counted_grids, varied):
     return "; ".join(diffs[:4]) or None
 
 
+# CUDA's launch limits per grid axis (x, y, z): a launch past one fails outright
+GRID_LIMITS = ((1 << 31) - 1, 65535, 65535)
+INT32_MAX = (1 << 31) - 1
+
+
+def limit_probes(manifest):
+    """The shapes whose launches the launch-limit check records: the manifest's gpu and bench
+    shapes, each also with every variable doubled (to see what each grid axis grows with)."""
+    shapes = [(f"gpu[{i}]", dict(s)) for i, s in enumerate(manifest.shapes.get("gpu", []))]
+    shapes.append(("bench", dict(manifest.shapes["bench"])))
+    probes = []
+    for label, shape in shapes:
+        probes.append((label, shape, None))
+        for v in shape:
+            probes.append((label, dict(shape, **{v: 2 * int(shape[v])}), v))
+    return probes
+
+
+def launch_limit_findings(probes, grids_of, arglists):
+    """The baseline's own launch defects: a grid axis past its limit at a manifest shape, an axis
+    (y or z) that grows in proportion to a variable and passes its limit at some value of it,
+    and a tensor with more elements than a 32-bit offset reaches. `grids_of[i]`: the launches
+    [(kernel, [x, y, z])] recorded at probe i (None: not recorded); `arglists[i]` its arguments."""
+    found, grows = [], {}
+    base = {}
+    for i, (label, shape, doubled) in enumerate(probes):
+        if doubled is None:
+            base[label] = i
+    for i, (label, shape, doubled) in enumerate(probes):
+        launches = grids_of[i]
+        if launches is None:
+            continue
+        sid = ", ".join(f"{k}={v}" for k, v in shape.items())
+        if doubled is None:
+            for kernel, g in launches:
+                for axis, (n, lim) in enumerate(zip(g, GRID_LIMITS)):
+                    if n > lim:
+                        found.append(f"{kernel}: grid axis {axis} is {n} at {label} ({sid}), above the limit "
+                                     f"{lim}: the launch fails")
+            for a in arglists[i]:
+                if a is not None and int(np.prod(a["shape"], dtype=np.int64)) > INT32_MAX:
+                    found.append(f"a {a['dtype']} tensor of {int(np.prod(a['shape'], dtype=np.int64))} elements at "
+                                 f"{label} ({sid}): offsets computed in 32 bits overflow past {INT32_MAX}")
+            continue
+        j = base.get(label)
+        if j is None or grids_of[j] is None or len(grids_of[j]) != len(launches):
+            continue
+        orig = probes[j][1]
+        for (kernel, g0), (_, g1) in zip(grids_of[j], launches):
+            for axis in (1, 2):
+                if axis < len(g0) and axis < len(g1) and g0[axis] > 0 and g1[axis] == 2 * g0[axis]:
+                    # the axis is proportional to the variable: past the limit from this value on
+                    start = GRID_LIMITS[axis] * int(orig[doubled]) // g0[axis] + 1
+                    key = (kernel, axis, doubled)
+                    if key not in grows or start < grows[key][0]:
+                        others = ", ".join(f"{k}={v}" for k, v in orig.items() if k != doubled)
+                        grows[key] = (start, f"{kernel}: grid axis {axis} grows with {doubled} ({g0[axis]} at "
+                                             f"{label}, {doubled}={orig[doubled]}): above the limit "
+                                             f"{GRID_LIMITS[axis]} from {doubled} = {start} ({others}), where the "
+                                             "launch fails")
+    return found + [t for _, t in sorted(grows.values())]
+
+
 def _cuda_grids(manifest, shape):
     """The CUDA launcher's one launch at `shape` as _grids describes launches (its grid: N * HV)."""
     grid, _ = launch_geometry(shape["N"], shape["HV"], shape["V"], int(manifest.raw.get("block_threads", 128)))
@@ -361,10 +438,14 @@ def profile_kernel(manifest, source=None, bench=None, exact=False, deadline=None
         workers = [cand] + [ws.start(f"candidate-{i + 1}", spec, trusted=False)
                             for i in range(1, max(len(pl["shapes"]) for pl in plans))]
         arglists = [_arglist(op, bench, flag)] + [_arglist(op, sh, flag) for pl in plans for sh in pl["shapes"]]
+        probes = limit_probes(manifest)
+        probe_args = [_arglist(op, sh, flag) for _, sh, _ in probes]
         # CUDA: the launcher is contract (launch_geometry); Triton: recorded on shape-only tensors
         rec_rid = None if cuda else \
-            cand.submit("candidate", op.args, {"inputs": [], "inouts": [], "outputs": {}, "record": arglists},
-                        [], label="the launcher at the bench and the reduced shapes (shape-only tensors)")
+            cand.submit("candidate", op.args, {"inputs": [], "inouts": [], "outputs": {},
+                                               "record": arglists + probe_args},
+                        [], label="the launcher at the bench, the reduced and the launch-limit shapes "
+                                  "(shape-only tensors)")
         for w in workers:
             info = w.wait_ready()
             if info is None:
@@ -376,9 +457,17 @@ def profile_kernel(manifest, source=None, bench=None, exact=False, deadline=None
         if cuda:
             # no constexprs; K and V (its int parameters) kept in every reduction: the most reduced
             bench_grids, plan = _cuda_grids(manifest, bench), plans[0]
+            block = int(manifest.raw.get("block_threads", 128))
+            probe_grids = [[(manifest.entry, [launch_geometry(sh["N"], sh["HV"], sh["V"], block)[0]])]
+                           for _, sh, _ in probes]
         else:
             recorded = cand.result(rec_rid)
             sets = recorded.get("sets") if isinstance(recorded, dict) else None
+            if isinstance(sets, list) and len(sets) == len(arglists) + len(probes):
+                probe_grids = [_recorded_grids(r) for r in sets[len(arglists):]]
+                sets = sets[:len(arglists)]
+            else:
+                probe_grids = [None] * len(probes)
             if not isinstance(sets, list) or len(sets) != len(arglists) or not isinstance(sets[0], dict):
                 raise ProfileError("the launcher could not be recorded at the bench shape: "
                                    f"{recorded.get('failed', '?')}")
@@ -478,7 +567,9 @@ def profile_kernel(manifest, source=None, bench=None, exact=False, deadline=None
         entry.update(zip(FIELDS, row))
         out_lines.append(entry)
     exact_run = plan["chunks"] is None and counted_shape == bench
+    checked = sum(1 for (_, _, d), g in zip(probes, probe_grids) if d is None and g is not None)
     return {
+        "launch_limits": {"shapes": checked, "findings": launch_limit_findings(probes, probe_grids, probe_args)},
         "shape": bench,
         "counted": {"shape": counted_shape, "programs": programs, "programs_total": programs_total,
                     "scale": float(factor), "exact": exact_run,
