@@ -99,24 +99,14 @@ class BaselineCache:
         return value
 
     def put_arrays(self, what, key, arrays):
-        p = self._entry([what, key]).with_suffix(".npz")
-        tmp = p.with_name(f".{p.stem}.{os.getpid()}.{threading.get_ident()}.tmp.npz")
-        try:
-            self.dir.mkdir(parents=True, exist_ok=True)
-            np.savez(tmp, **arrays)
-            os.replace(tmp, p)
-            self.stored += 1
-        except OSError:
-            try:
-                tmp.unlink()
-            except OSError:
-                pass
+        # np.savez keeps a name ending in .npz as it is
+        self._write(self._entry([what, key]).with_suffix(".npz"), arrays, lambda tmp, a: np.savez(tmp, **a), ".npz")
 
-    def _write(self, p, value):
-        tmp = p.with_name(f".{p.name}.{os.getpid()}.{threading.get_ident()}.tmp")
+    def _write(self, p, value, dump=lambda tmp, v: tmp.write_text(json.dumps(v)), suffix=""):
+        tmp = p.with_name(f".{p.stem}.{os.getpid()}.{threading.get_ident()}.tmp{suffix or p.suffix}")
         try:
             self.dir.mkdir(parents=True, exist_ok=True)
-            tmp.write_text(json.dumps(value))
+            dump(tmp, value)
             os.replace(tmp, p)   # atomic: a reader never sees half an entry
             self.stored += 1
         except OSError:

@@ -328,8 +328,8 @@ pub(super) fn judge_compiles(
         return Some(run.stop(rec, GateStatus::Failed, summary, Verdict::rejected(Gate::Static, reason)));
     }
     if counted && let Some(size) = code_size {
-        // (resources passed: with the work counted, the size alone is judged on the prediction)
-        // no prediction, or one of no gain: the code's growth stands for the work again
+        // the resources passed; the size is judged on the counted work's prediction, and with
+        // none, or one of no gain, it stands for the work again
         match run.prediction.as_ref().map(|p| p.speedup).filter(|s| *s > 1.001) {
             Some(s) => {
                 run.notes.push(format!("{size}, but the counted work predicts {s:.2}x: the code grew, not the work"))
@@ -367,14 +367,15 @@ fn judge_profiles(run: &mut Validation<'_>, rec: &mut GateRecord, runs: &Harness
     let mut figures = rec.static_figures();
     // the interpreter would run the baseline's own program (memory hints only): its counts
     let same_program = (cand.status == HarnessStatus::Ok).then(|| cand.json["same_program"].as_str()).flatten();
-    let cand_profile = match (same_program, read(base, "the baseline")) {
+    let base_profile = read(base, "the baseline");
+    let cand_profile = match (same_program, &base_profile) {
         (Some(why), Ok(b)) => {
             run.notes.push(format!("the candidate's work profile is the baseline's: {why}"));
-            Ok(b)
+            Ok(b.clone())
         }
         _ => read(cand, "the candidate"),
     };
-    let (b, c) = match (read(base, "the baseline"), cand_profile) {
+    let (b, c) = match (base_profile, cand_profile) {
         (Ok(b), Ok(c)) => (b, c),
         (Err(e), _) | (_, Err(e)) => {
             figures.prediction =
