@@ -169,6 +169,7 @@ impl From<&Pattern> for kidiom_rewrite::RewriteSpec {
             transform: match (p.kind, p.after.as_str()) {
                 (Kind::Transform, crate::builtin::REUSE_LOCAL) => Some(kidiom_rewrite::ReuseForm::Local),
                 (Kind::Transform, crate::builtin::REUSE_SHARED) => Some(kidiom_rewrite::ReuseForm::Shared),
+                (Kind::Transform, crate::builtin::REUSE_TEMPORARY) => Some(kidiom_rewrite::ReuseForm::Temporary),
                 _ => None,
             },
         }

@@ -45,6 +45,7 @@ mod error;
 pub mod matcher;
 mod names;
 pub mod reuse;
+mod reuse_triton;
 mod spec;
 #[cfg(test)]
 mod testutil;

@@ -40,6 +40,9 @@ pub enum ReuseForm {
     /// per block into shared memory behind a barrier (CUDA); the rest as
     /// [`ReuseForm::Local`].
     Shared,
+    /// What a block of a Triton kernel evaluates again on the same
+    /// arguments is evaluated once into a temporary (`crate::reuse_triton`).
+    Temporary,
 }
 
 /// Elements of a kept array: a loop whose extent is larger takes the

@@ -160,8 +160,13 @@ impl Rewrite {
         let lang = pattern.language;
         let before = Template::parse(lang, &pattern.before)?;
         if let Some(form) = pattern.transform {
-            if !matches!(lang, Lang::Cpp | Lang::Cuda) {
-                return Err(no(format!("the {lang} language has no loop reuse analysis")));
+            let fits = match form {
+                crate::ReuseForm::Temporary => lang == Lang::Python,
+                crate::ReuseForm::Local | crate::ReuseForm::Shared => matches!(lang, Lang::Cpp | Lang::Cuda),
+            };
+            if !fits {
+                let what = if form == crate::ReuseForm::Temporary { "block" } else { "loop" };
+                return Err(no(format!("the {lang} language has no {what} reuse analysis")));
             }
             let scope = Scope::Anywhere;
             return Ok(Rewrite {
@@ -269,6 +274,9 @@ impl Rewrite {
     /// resolving overlaps is the caller's business.
     pub fn site_edits(&self, src: &str, tree: &Tree) -> Vec<SiteEdits> {
         if let Mode::Reuse(form) = self.mode {
+            if form == crate::ReuseForm::Temporary {
+                return crate::reuse_triton::site_edits(self.before.lang, src, tree);
+            }
             return crate::reuse::site_edits(form, self.before.lang, src, tree);
         }
         let mut out = Vec::new();
