@@ -162,10 +162,10 @@ impl<'s> Ctx<'s> {
         walk(n, &mut |m| {
             match m.kind() {
                 "attribute" => {
-                    if let Some(o) = m.child_by_field_name("object") {
-                        if !self.modules.contains(&squash(self.text(o))) {
-                            out.extend(self.reads(o));
-                        }
+                    if let Some(o) = m.child_by_field_name("object")
+                        && !self.modules.contains(&squash(self.text(o)))
+                    {
+                        out.extend(self.reads(o));
                     }
                     return false;
                 }
