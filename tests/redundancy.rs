@@ -127,3 +127,105 @@ fn our_cuda_decode_reads_its_state_once_and_evaluates_each_exp_once() {
         assert!(special <= most, "{special} > {most}: {totals:#}");
     }
 }
+
+/// Our own Triton KDA decode step (the kda.decode contract; the launcher and
+/// public function stay the repository's): each pass over the state loads
+/// it again and evaluates `exp(g)` again, loads `k` twice, then reads back
+/// the state it stored for the output.
+const TRITON_DECODE: &str = r#"@triton.jit
+def kda_decode_kernel(
+    q, k, v, g, beta, state, slots, o, scale,
+    H: tl.constexpr, HV: tl.constexpr, K: tl.constexpr, V: tl.constexpr, BK: tl.constexpr, BV: tl.constexpr,
+):
+    # a test's own decode: predict from the decayed state, then update it, then read it back
+    i_v, i_nh = tl.program_id(0), tl.program_id(1)
+    i_n, i_hv = i_nh // HV, i_nh % HV
+    i_h = i_hv // (HV // H)
+    o_k = tl.arange(0, BK)
+    o_v = i_v * BV + tl.arange(0, BV)
+    m_k = o_k < K
+    m_v = o_v < V
+    m_s = m_k[:, None] & m_v[None, :]
+    i_slot = tl.load(slots + i_n)
+    p_k = k + (i_n * H + i_h) * K + o_k
+    p_s = state + ((i_slot * HV + i_hv) * K + o_k[:, None]) * V + o_v[None, :]
+    b_g = tl.load(g + (i_n * HV + i_hv) * K + o_k, mask=m_k, other=0.).to(tl.float32)
+    b_beta = tl.load(beta + i_n * HV + i_hv).to(tl.float32)
+    b_v = tl.load(v + (i_n * HV + i_hv) * V + o_v, mask=m_v, other=0.).to(tl.float32)
+    b_p = tl.sum(tl.load(p_s, mask=m_s, other=0.) * tl.exp(b_g)[:, None] * tl.load(p_k, mask=m_k, other=0.)[:, None], axis=0)
+    b_d = b_beta * (b_v - b_p)
+    b_s = tl.load(p_s, mask=m_s, other=0.) * tl.exp(b_g)[:, None] + tl.load(p_k, mask=m_k, other=0.)[:, None] * b_d[None, :]
+    tl.store(p_s, b_s, mask=m_s)
+    b_q = tl.load(q + (i_n * H + i_h) * K + o_k, mask=m_k, other=0.).to(tl.float32) * scale
+    b_o = tl.sum(tl.load(p_s, mask=m_s, other=0.) * b_q[:, None], axis=0)
+    tl.store(o + (i_n * HV + i_hv) * V + o_v, b_o.to(o.dtype.element_ty), mask=m_v)
+
+
+"#;
+
+const PY: &str = "kernels/kda/decode.py";
+
+/// The block reuse on a Triton decode of our own: the state, `k` and `exp(g)`
+/// of the predict pass kept for the update (the state read back after its
+/// store is not), correctness passed under the interpreter, fewer re-read
+/// bytes and special calls in the counted work; and the state kept across
+/// the store (a planted wrong reuse) rejected at correctness.
+#[test]
+fn the_block_reuse_on_a_triton_decode_of_our_own_passes_and_a_reuse_across_a_store_is_rejected() {
+    let Some(py) = python() else { return };
+    let _cpu = crate::util::cpu_heavy();
+    let env = project();
+    let ours = read(&env, PY);
+    let (start, end) =
+        (ours.find("@triton.jit").expect("kernel"), ours.find("def kda_decode_launch").expect("launcher"));
+    env.write(PY, &format!("{}{TRITON_DECODE}{}", &ours[..start], &ours[end..]));
+    let up = env.write("upstream/empty.py", "x = 1\n");
+    mine_upstream_dir(&env, up.parent().expect("dir"));
+    let db = env.db();
+    let dbs = db.to_str().expect("utf8");
+    let found = env.json(&["catalog", "search", "evaluates exp twice", "--db", dbs, "--json"]);
+    assert!(found.to_string().contains("py-reuse-in-block"), "{found:#}");
+
+    let applied = env.json(&["apply", PY, "--category", "redundancy", "--db", dbs, "--json"]);
+    let cands = applied["candidates"].as_array().expect("candidates");
+    assert_eq!(cands.len(), 1, "{applied:#}");
+    let diff = cands[0]["diff"].as_str().expect("diff");
+    for kept in [
+        "+    kept_load_p_s = tl.load(p_s, mask=m_s, other=0.)",
+        "+    kept_exp_b_g = tl.exp(b_g)",
+        "+    kept_load_p_k = tl.load(p_k, mask=m_k, other=0.)",
+    ] {
+        assert!(diff.contains(kept), "{kept}: {diff}");
+    }
+    // the read after the store stays a read
+    assert!(!diff.contains("-    b_o = "), "{diff}");
+
+    let wrong = edit(
+        &env,
+        PY,
+        "    b_o = tl.sum(tl.load(p_s, mask=m_s, other=0.) * b_q[:, None], axis=0)",
+        "    b_o = tl.sum(b_s0 * b_q[:, None], axis=0)",
+    )
+    .replace(
+        "    b_d = b_beta * (b_v - b_p)\n",
+        "    b_d = b_beta * (b_v - b_p)\n    b_s0 = tl.load(p_s, mask=m_s, other=0.)\n",
+    );
+    plant(&env, "triton-reuse-across-store", "redundancy", PY, &wrong);
+
+    let (report, _) = validate(&env, &py, &["--pending", "--seeds", "1", "--timeout", "300"]);
+    let ev = by_id(&report, cands[0]["id"].as_str().expect("id"));
+    assert_eq!(verdict(ev), ("needs-gpu".to_string(), "-".to_string()), "{ev:#}");
+    let correctness = gate(ev, "correctness");
+    assert_eq!(correctness["status"], "passed", "{ev:#}");
+    let p = &ev["prediction"];
+    let (base, cand) = (&p["reread_bytes"][0], &p["reread_bytes"][1]);
+    assert!(cand.as_u64() < base.as_u64(), "re-read bytes {base} -> {cand}: {p:#}");
+    let special = |side: &str| {
+        gate(ev, "static")["metrics"]["prediction"]["profile"][side]["totals"]["special_calls"]
+            .as_u64()
+            .expect("special calls")
+    };
+    assert_eq!(special("candidate") * 2, special("baseline"), "exp once instead of twice");
+    let ev = by_id(&report, "triton-reuse-across-store");
+    assert_eq!(verdict(ev), ("rejected".to_string(), "correctness".to_string()), "{ev:#}");
+}
