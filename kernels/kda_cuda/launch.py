@@ -38,8 +38,14 @@ address), mapped to the .cu's line by addr2line (`#line` keeps the source's numb
 memory is the buffers of the kernel's pointer arguments; lanes of a warp that access the same
 address in the same instruction (each lane's n-th execution of that load or store) count once, as
 the GPU coalesces them; a load re-reads when its thread loaded every word of it before, with no
-store to it since; special calls and flops are per thread. The counts go to
-`$TMPDIR/kidiom-profile-<seed>.json` (workprofile.cuda_report), summed over the calls of that seed.
+store to it since; special calls and flops are per thread. Redundant computation (issue #24):
+each special call hands its operands' bits to the counting hook (`kidiom_count_special(kind, a,
+b)`: a function's argument, a division's two operands, a `double` marked in the kind); a call is
+a repeat (`repeat_calls`) when the same thread made the same (kind, operands) before in the block,
+and uniform (`uniform_calls`) when another thread of the block made it first (per block: a set of
+(key, thread) and a map key -> first thread, emptied before every block, at most
+`MAX_EVAL_KEYS` entries each). The counts go to `$TMPDIR/kidiom-profile-<seed>.json`
+(workprofile.cuda_report, format 2), summed over the calls of that seed.
 
 The float64 reference is kernels.kda.reference.naive_decode_kda (the manifest's `reference`).
 """

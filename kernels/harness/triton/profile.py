@@ -9,7 +9,12 @@ size, integers, lines within the source, consistent sums: anything else is an er
 profile) and does all the scaling. The counts are observed inside the candidate's process: they
 catch a kernel that does more work than it needs, not one that deliberately forges the worker's
 bookkeeping beyond what the checks here see (a total below the floor, which no correct kernel
-moves, is refused as implausible).
+moves, is refused as implausible). Besides bytes, special calls, flops and dot MACs, each line
+carries its redundant computation (issue #24): `repeat_calls`, special calls the same program
+(CUDA: thread) evaluated before on the same arguments, and `uniform_calls`, those another program
+of the launch (CUDA: thread of the block) evaluated first; each at most the line's special calls
+in the report (else an error) and after scaling (clamped). A report of format 1 (before them)
+reads them as 0.
 
 The counted shape: the bench shape in every variable that reaches a constexpr or a block size
 (K and V), the rest reduced (one sequence, one query/key head with the bench's value heads per

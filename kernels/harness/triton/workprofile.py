@@ -69,7 +69,7 @@ class _Counts:
     def __init__(self):
         self.active = False
         self.files = frozenset()
-        self.lines = {}      # line -> [6 ints]
+        self.lines = {}      # line -> [ints in FIELDS' order]
         self.special = {}    # line -> {kind: n}
         self.program = None  # the grid_idx object of the program whose loads `seen` holds
         self.programs = 0
