@@ -38,8 +38,14 @@ address), mapped to the .cu's line by addr2line (`#line` keeps the source's numb
 memory is the buffers of the kernel's pointer arguments; lanes of a warp that access the same
 address in the same instruction (each lane's n-th execution of that load or store) count once, as
 the GPU coalesces them; a load re-reads when its thread loaded every word of it before, with no
-store to it since; special calls and flops are per thread. The counts go to
-`$TMPDIR/kidiom-profile-<seed>.json` (workprofile.cuda_report), summed over the calls of that seed.
+store to it since; special calls and flops are per thread. Redundant computation (issue #24):
+each special call hands its operands' bits to the counting hook (`kidiom_count_special(kind, a,
+b)`: a function's argument, a division's two operands, a `double` marked in the kind); a call is
+a repeat (`repeat_calls`) when the same thread made the same (kind, operands) before in the block,
+and uniform (`uniform_calls`) when another thread of the block made it first (per block: a set of
+(key, thread) and a map key -> first thread, emptied before every block, at most
+`MAX_EVAL_KEYS` entries each). The counts go to `$TMPDIR/kidiom-profile-<seed>.json`
+(workprofile.cuda_report, format 2), summed over the calls of that seed.
 
 The float64 reference is kernels.kda.reference.naive_decode_kda (the manifest's `reference`).
 """
@@ -92,6 +98,7 @@ _RUNTIME = r"""
 #endif
 #ifdef KIDIOM_COUNT
 #include <unordered_map>
+#include <unordered_set>
 #include <dlfcn.h>
 #endif
 #ifndef sigev_notify_thread_id
@@ -616,9 +623,13 @@ extern "C" KIDIOM_RT void kidiom_rt_trap(int line) {
 
 // ---- counting (profile builds: -DKIDIOM_COUNT, compiled with -fsanitize=thread for the hooks) -------
 namespace kidiom_rt {
-enum { C_LOAD, C_STORE, C_REREAD, C_FLOPS, C_SPECIAL };
+enum { C_LOAD, C_STORE, C_REREAD, C_FLOPS, C_REPEAT, C_UNIFORM, C_SPECIAL };
 enum { S_EXP, S_EXP2, S_LOG, S_LOG2, S_SQRT, S_RSQRT, S_SIN, S_COS, S_ERF, S_DIV, S_N };
 enum { NC = C_SPECIAL + S_N };
+// a special call's key: its kind (low byte; bits 8 and 9: the first or second operand is a double)
+// and its operands' bits (a float's zero-extended)
+enum { S_WIDE_A = 1 << 8, S_WIDE_B = 1 << 9 };
+static const size_t MAX_EVAL_KEYS = 1 << 19;   // special-call keys remembered per block (then none new)
 }
 #ifdef KIDIOM_COUNT
 namespace kidiom_rt {
@@ -639,6 +650,22 @@ struct KeyHash {
 };
 typedef std::unordered_map<uintptr_t, unsigned long long> WordMap;
 struct Lane { WordMap n, loaded; };   // per thread: executions per site, words loaded (when)
+// a special call: (kind, operand bits); with the thread that made it (repeat calls: per thread)
+struct Eval {
+    unsigned kind, thread;
+    unsigned long long a, b;
+    bool operator==(const Eval& o) const { return kind == o.kind && thread == o.thread && a == o.a && b == o.b; }
+};
+struct EvalHash {
+    size_t operator()(const Eval& e) const {
+        unsigned long long h = ((unsigned long long)e.kind << 32 | e.thread) * 0x9E3779B97F4A7C15ULL;
+        h ^= (e.a + 0x632BE59BD9B4E019ULL) * 0xC2B2AE3D27D4EB4FULL;
+        h ^= (e.b + 0x165667B19E3779F9ULL) * 0x27D4EB2F165667C5ULL;
+        return (size_t)(h ^ (h >> 31));
+    }
+};
+static std::unordered_set<Eval, EvalHash>* evaluated;          // per block: (key, thread) evaluated
+static std::unordered_map<Eval, unsigned, EvalHash>* first;    // per block: key (thread 0) -> first thread
 static int counting, in_hook;
 static uintptr_t rlo[16], rhi[16];
 static int nr;
@@ -673,6 +700,8 @@ static void count_block_reset() {
         nwarps = nw;
     }
     for (unsigned w = 0; w < nw; w++) warp_seen[w].clear();
+    evaluated->clear();
+    first->clear();
     in_hook = 0;
 }
 
@@ -733,6 +762,26 @@ KIDIOM_RT void count(uintptr_t pc, int field, long long n) {
     (*sites)[pc].c[field] += n;
     in_hook = 0;
 }
+
+// A special call by the running thread: one of its kind, a repeat when this thread evaluated the
+// same key earlier in the block, uniform when another thread of the block evaluated it first.
+KIDIOM_RT void special(uintptr_t pc, int kind, unsigned long long a, unsigned long long b) {
+    if (!counting || in_hook || (kind & 0xff) >= S_N) return;
+    in_hook = 1;
+    Site& s = (*sites)[pc];
+    s.c[C_SPECIAL + (kind & 0xff)] += 1;
+    Eval key{(unsigned)kind, 0u, a, b};
+    auto f = first->find(key);
+    if (f == first->end()) {
+        if (first->size() < MAX_EVAL_KEYS) first->emplace(key, cur);
+    } else if (f->second != cur) {
+        s.c[C_UNIFORM] += 1;
+    }
+    key.thread = cur;
+    if (evaluated->count(key)) s.c[C_REPEAT] += 1;
+    else if (evaluated->size() < MAX_EVAL_KEYS) evaluated->insert(key);
+    in_hook = 0;
+}
 }  // namespace kidiom_rt
 
 #define KIDIOM_PC ((uintptr_t)__builtin_return_address(0))
@@ -764,7 +813,9 @@ KIDIOM_TSAN_ATOMIC(16, unsigned short)
 KIDIOM_TSAN_ATOMIC(32, unsigned int)
 KIDIOM_TSAN_ATOMIC(64, unsigned long long)
 extern "C" KIDIOM_RT void kidiom_count_flops(int n) { kidiom_rt::count(KIDIOM_PC, kidiom_rt::C_FLOPS, n); }
-extern "C" KIDIOM_RT void kidiom_count_special(int kind) { kidiom_rt::count(KIDIOM_PC, kidiom_rt::C_SPECIAL + kind, 1); }
+extern "C" KIDIOM_RT void kidiom_count_special(int kind, unsigned long long a, unsigned long long b) {
+    kidiom_rt::special(KIDIOM_PC, kind, a, b);
+}
 
 KIDIOM_API int kidiom_profile_begin(const unsigned long long* ranges, int n) {
     using namespace kidiom_rt;
@@ -773,8 +824,12 @@ KIDIOM_API int kidiom_profile_begin(const unsigned long long* ranges, int n) {
     for (int i = 0; i < nr; i++) { rlo[i] = (uintptr_t)ranges[2 * i]; rhi[i] = (uintptr_t)ranges[2 * i + 1]; }
     delete sites;
     delete stored;
+    delete evaluated;
+    delete first;
     sites = new std::unordered_map<uintptr_t, Site>();
     stored = new WordMap();
+    evaluated = new std::unordered_set<Eval, EvalHash>();
+    first = new std::unordered_map<Eval, unsigned, EvalHash>();
     seq = 0;
     lane_bytes = 0;
     counting = 1;
@@ -905,7 +960,15 @@ static inline double max(double a, double b) { return fmax(a, b); }
 // ---- counting float and special functions (profile builds) ------------------------------------
 #ifdef KIDIOM_COUNT
 extern "C" void kidiom_count_flops(int n);
-extern "C" void kidiom_count_special(int kind);
+// a special call of `kind` (kidiom_rt::S_*, with S_WIDE_A / S_WIDE_B) on operands of bits a, b
+extern "C" void kidiom_count_special(int kind, unsigned long long a, unsigned long long b);
+KIDIOM_INLINE unsigned long long kidiom_bits(float x) { unsigned u; memcpy(&u, &x, 4); return u; }
+KIDIOM_INLINE unsigned long long kidiom_bits(double x) { unsigned long long u; memcpy(&u, &x, 8); return u; }
+// any other arithmetic operand of a float division converts to float, as C++ converts it
+template <class T, typename std::enable_if<std::is_arithmetic<T>::value && !std::is_same<T, double>::value,
+                                           int>::type = 0>
+KIDIOM_INLINE unsigned long long kidiom_bits(T x) { return kidiom_bits((float)x); }
+template <class T> KIDIOM_INLINE constexpr int kidiom_wide() { return std::is_same<T, double>::value; }
 #ifdef KIDIOM_FLOPS
 // `float` in the kernel source is this type: every add, sub, mul (1 flop) and division (a special
 // call) counts at the line that makes it
@@ -921,12 +984,16 @@ struct kidiom_f32 {
     KIDIOM_INLINE kidiom_f32& operator+=(kidiom_f32 o) { kidiom_count_flops(1); v += o.v; return *this; }
     KIDIOM_INLINE kidiom_f32& operator-=(kidiom_f32 o) { kidiom_count_flops(1); v -= o.v; return *this; }
     KIDIOM_INLINE kidiom_f32& operator*=(kidiom_f32 o) { kidiom_count_flops(1); v *= o.v; return *this; }
-    KIDIOM_INLINE kidiom_f32& operator/=(kidiom_f32 o) { kidiom_count_special(kidiom_rt::S_DIV); v /= o.v; return *this; }
+    KIDIOM_INLINE kidiom_f32& operator/=(kidiom_f32 o) {
+        kidiom_count_special(kidiom_rt::S_DIV, kidiom_bits(v), kidiom_bits(o.v)); v /= o.v; return *this; }
     KIDIOM_INLINE kidiom_f32& operator++() { kidiom_count_flops(1); v += 1.0f; return *this; }
     KIDIOM_INLINE kidiom_f32& operator--() { kidiom_count_flops(1); v -= 1.0f; return *this; }
     KIDIOM_INLINE kidiom_f32 operator++(int) { kidiom_f32 r = *this; kidiom_count_flops(1); v += 1.0f; return r; }
     KIDIOM_INLINE kidiom_f32 operator--(int) { kidiom_f32 r = *this; kidiom_count_flops(1); v -= 1.0f; return r; }
 };
+// an operand's value as the division computes with it (the counting float's float)
+KIDIOM_INLINE float kidiom_plain(kidiom_f32 x) { return x.v; }
+template <class T, KIDIOM_NUM(T)> KIDIOM_INLINE T kidiom_plain(T x) { return x; }
 // float op double is a double, float op int a float, as in C++
 template <class T> using kidiom_res =
     typename std::conditional<std::is_floating_point<T>::value && (sizeof(T) > 4), T, kidiom_f32>::type;
@@ -938,7 +1005,11 @@ template <class T> using kidiom_res =
 KIDIOM_BINARY(+, kidiom_count_flops(1))
 KIDIOM_BINARY(-, kidiom_count_flops(1))
 KIDIOM_BINARY(*, kidiom_count_flops(1))
-KIDIOM_BINARY(/, kidiom_count_special(kidiom_rt::S_DIV))
+// a division: keyed by both operands (`a`, `b` in each of KIDIOM_BINARY's bodies)
+#define KIDIOM_DIV_KEY kidiom_count_special(kidiom_rt::S_DIV | kidiom_wide<decltype(kidiom_plain(a))>() << 8 | \
+                                            kidiom_wide<decltype(kidiom_plain(b))>() << 9, \
+                                            kidiom_bits(kidiom_plain(a)), kidiom_bits(kidiom_plain(b)))
+KIDIOM_BINARY(/, KIDIOM_DIV_KEY)
 #define KIDIOM_COMPARE(OP) \
     KIDIOM_INLINE bool operator OP(kidiom_f32 a, kidiom_f32 b) { return a.v OP b.v; } \
     template <class T, KIDIOM_NUM(T)> KIDIOM_INLINE bool operator OP(kidiom_f32 a, T b) { return a.v OP b; } \
@@ -979,8 +1050,10 @@ typedef kidiom_f32 kidiom_real;
 #else
 typedef float kidiom_real;
 #endif
+// each keyed by its argument's bits (repeat and uniform calls); a reciprocal as the division 1 / x
 #define KIDIOM_SPECIAL(NAME, KIND, CALL) \
-    KIDIOM_INLINE kidiom_real kidiom_##NAME(kidiom_real x) { kidiom_count_special(kidiom_rt::KIND); return kidiom_real(CALL((float)x)); }
+    KIDIOM_INLINE kidiom_real kidiom_##NAME(kidiom_real x) { \
+        kidiom_count_special(kidiom_rt::KIND, kidiom_bits((float)x), 0); return kidiom_real(CALL((float)x)); }
 KIDIOM_SPECIAL(expf, S_EXP, ::expf)
 KIDIOM_SPECIAL(exp2f, S_EXP2, ::exp2f)
 KIDIOM_SPECIAL(logf, S_LOG, ::logf)
@@ -992,10 +1065,13 @@ KIDIOM_SPECIAL(cosf, S_COS, ::cosf)
 KIDIOM_SPECIAL(erff, S_ERF, ::erff)
 KIDIOM_SPECIAL(fsqrt_rn, S_SQRT, __fsqrt_rn)
 KIDIOM_SPECIAL(frsqrt_rn, S_RSQRT, __frsqrt_rn)
-KIDIOM_SPECIAL(frcp_rn, S_DIV, __frcp_rn)
+KIDIOM_INLINE kidiom_real kidiom_frcp_rn(kidiom_real x) {
+    kidiom_count_special(kidiom_rt::S_DIV, kidiom_bits(1.0f), kidiom_bits((float)x)); return kidiom_real(__frcp_rn((float)x)); }
 #define KIDIOM_SPECIAL_D(NAME, KIND, CALLF, CALLD) \
-    KIDIOM_INLINE kidiom_real kidiom_##NAME(kidiom_real x) { kidiom_count_special(kidiom_rt::KIND); return kidiom_real(CALLF((float)x)); } \
-    KIDIOM_INLINE double kidiom_##NAME(double x) { kidiom_count_special(kidiom_rt::KIND); return CALLD(x); }
+    KIDIOM_INLINE kidiom_real kidiom_##NAME(kidiom_real x) { \
+        kidiom_count_special(kidiom_rt::KIND, kidiom_bits((float)x), 0); return kidiom_real(CALLF((float)x)); } \
+    KIDIOM_INLINE double kidiom_##NAME(double x) { \
+        kidiom_count_special(kidiom_rt::KIND | kidiom_rt::S_WIDE_A, kidiom_bits(x), 0); return CALLD(x); }
 KIDIOM_SPECIAL_D(exp, S_EXP, ::expf, ::exp)
 KIDIOM_SPECIAL_D(exp2, S_EXP2, ::exp2f, ::exp2)
 KIDIOM_SPECIAL_D(log, S_LOG, ::logf, ::log)
@@ -1005,9 +1081,11 @@ KIDIOM_SPECIAL_D(sin, S_SIN, ::sinf, ::sin)
 KIDIOM_SPECIAL_D(cos, S_COS, ::cosf, ::cos)
 KIDIOM_SPECIAL_D(erf, S_ERF, ::erff, ::erf)
 KIDIOM_INLINE kidiom_real kidiom_fdividef(kidiom_real a, kidiom_real b) {
-    kidiom_count_special(kidiom_rt::S_DIV); return kidiom_real(__fdividef((float)a, (float)b)); }
+    kidiom_count_special(kidiom_rt::S_DIV, kidiom_bits((float)a), kidiom_bits((float)b));
+    return kidiom_real(__fdividef((float)a, (float)b)); }
 KIDIOM_INLINE kidiom_real kidiom_fdiv_rn(kidiom_real a, kidiom_real b) {
-    kidiom_count_special(kidiom_rt::S_DIV); return kidiom_real(__fdiv_rn((float)a, (float)b)); }
+    kidiom_count_special(kidiom_rt::S_DIV, kidiom_bits((float)a), kidiom_bits((float)b));
+    return kidiom_real(__fdiv_rn((float)a, (float)b)); }
 KIDIOM_INLINE kidiom_real kidiom_fmaf(kidiom_real a, kidiom_real b, kidiom_real c) {
     kidiom_count_flops(2); return kidiom_real(::fmaf((float)a, (float)b, (float)c)); }
 KIDIOM_INLINE kidiom_real kidiom_fadd_rn(kidiom_real a, kidiom_real b) { kidiom_count_flops(1); return kidiom_real((float)a + (float)b); }
@@ -1232,7 +1310,8 @@ KIDIOM_API const char* kidiom_error() { return kidiom_rt::err; }
 """
 _ORDERS = {"natural": 0, "reversed": 1, "shuffle": 2}
 SPECIAL_KINDS = ("exp", "exp2", "log", "log2", "sqrt", "rsqrt", "sin", "cos", "erf", "div")   # the runtime's S_*
-_N_COUNTS = 4 + len(SPECIAL_KINDS)   # load, store, re-read, flops, then the special kinds (the runtime's NC)
+# load, store, re-read, flops, repeat calls, uniform calls, then the special kinds (the runtime's NC)
+_N_COUNTS = 6 + len(SPECIAL_KINDS)
 
 _cpu_libs = {}
 _gpu_modules = {}
@@ -1471,9 +1550,10 @@ def _count_launch(text, entry, grid, block, tensors, ints, scale, token):
     offsets = list(sites)
     for off, line in zip(offsets, lib.line_of(offsets)):
         c = sites[off]
-        special = {k: n for k, n in zip(SPECIAL_KINDS, c[4:]) if n}
-        row = _profile["lines"].setdefault(line, [0] * 6)
-        for i, v in enumerate((c[0], c[1], c[2], sum(special.values()), c[3], 0)):
+        special = {k: n for k, n in zip(SPECIAL_KINDS, c[6:]) if n}
+        row = _profile["lines"].setdefault(line, [0] * 8)
+        # workprofile.FIELDS' order: load, store, re-read, special, flops, dot MACs, repeat, uniform
+        for i, v in enumerate((c[0], c[1], c[2], sum(special.values()), c[3], 0, c[4], c[5])):
             row[i] += v
         kinds = _profile["special"].setdefault(line, {})
         for k, n in special.items():

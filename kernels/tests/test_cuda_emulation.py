@@ -369,7 +369,10 @@ def test_a_runaway_block_is_stopped(tmp_path, monkeypatch):
 def _expected_decode(shape):
     """decode.cu's counts per statement from its source, at `shape` (V <= 128: one column per
     thread). Lanes of a warp loading the same address in one instruction count once: the
-    broadcasts of g, k, q, beta and the slot are per warp, the state's columns per lane."""
+    broadcasts of g, k, q, beta and the slot are per warp, the state's columns per lane. Redundant
+    calls (issue #24): every thread evaluates expf(g_n[i]) for the same K values in both loops, so
+    the second loop's are all repeats of the first's, and in both loops every thread but the
+    block's first evaluates what that one did (uniform: (threads - 1) / threads of them)."""
     N, HV, K, V = (shape[x] for x in ("N", "HV", "K", "V"))
     blocks, block = launch.launch_geometry(N, HV, V)
     assert block == V
@@ -378,10 +381,12 @@ def _expected_decode(shape):
     per_block = {
         "float b = beta": {"load_bytes": 4 * W},
         "float* s = state": {"load_bytes": 8 * W},
-        "p += expf(g_n[i])": {"load_bytes": state + 2 * W * K * 4, "special_calls": K * V, "flops": 3 * K * V},
+        "p += expf(g_n[i])": {"load_bytes": state + 2 * W * K * 4, "special_calls": K * V, "flops": 3 * K * V,
+                              "repeat_calls": 0, "uniform_calls": K * (V - 1)},
         "float d = b * (v_n[j] - p);": {"load_bytes": V * 4, "flops": 2 * V},
         "float s_ij = expf(g_n[i])": {"load_bytes": state + 2 * W * K * 4, "reread_bytes": state + 2 * W * K * 4,
-                                      "special_calls": K * V, "flops": 3 * K * V},
+                                      "special_calls": K * V, "flops": 3 * K * V,
+                                      "repeat_calls": K * V, "uniform_calls": K * (V - 1)},
         "s[i * V + j] = s_ij;": {"store_bytes": state},
         "acc += s_ij * q_n[i];": {"load_bytes": W * K * 4, "flops": 2 * K * V},
         "o_n[j] = scale * acc;": {"store_bytes": V * 4, "flops": V},
@@ -416,6 +421,11 @@ def test_profile_of_the_cuda_decode_agrees_with_its_source():
     loops = {_line_no(text, "p += expf(g_n[i])"), _line_no(text, "float s_ij = expf(g_n[i])")}
     assert {e["line"] for e in top} == loops
     assert t["special_calls"] == 2 * N * HV * K * V and p["special"] == {"exp": 2 * N * HV * K * V}
+    # redundant exp: the second loop's line repeats all of its calls; both lines (V-1)/V uniform
+    second = _line(p, text, "float s_ij = expf(g_n[i])")
+    assert second["repeat_calls"] == second["special_calls"] == N * HV * K * V
+    assert _line(p, text, "p += expf(g_n[i])")["repeat_calls"] == 0
+    assert t["uniform_calls"] == 2 * N * HV * K * (V - 1)
     assert p["floor"] == {"bytes": CUDA.floor_bytes(s), "flops": CUDA.floor_flops(s)}
     assert p["traffic_ratio"] == pytest.approx((t["load_bytes"] + t["store_bytes"]) / p["floor"]["bytes"])
     assert 1.45 < p["traffic_ratio"] < 1.6, p["traffic_ratio"]
@@ -448,7 +458,11 @@ def test_profile_follows_a_variant_and_says_what_it_could_not_count(tmp_path):
     p = profile_kernel(CUDA, _write(tmp_path, "shared.cu", SHARED), bench=small, exact=True, deadline=_deadline())
     blocks = small["N"] * small["HV"]
     assert p["special"] == {"exp": blocks * small["K"]}
-    assert _line(p, SHARED, "s_decay[i] = expf(g_n[i]);")["load_bytes"] == blocks * small["K"] * 4
+    staged = _line(p, SHARED, "s_decay[i] = expf(g_n[i]);")
+    assert staged["load_bytes"] == blocks * small["K"] * 4
+    # each exp once per block, by one thread: no repeat, no uniform call left
+    assert (staged["repeat_calls"], staged["uniform_calls"]) == (0, 0)
+    assert (p["totals"]["repeat_calls"], p["totals"]["uniform_calls"]) == (0, 0)
     assert p["totals"]["flops"] > 0
     # a source the counting float cannot build (an implicit float -> double): counted without flops
     plain = DECODE_CU.read_text().replace("        float d = b * (v_n[j] - p);\n",
@@ -456,3 +470,27 @@ def test_profile_follows_a_variant_and_says_what_it_could_not_count(tmp_path):
     q = profile_kernel(CUDA, _write(tmp_path, "double.cu", plain), bench=small, exact=True, deadline=_deadline())
     assert q["totals"]["flops"] == 0 and "flops and float divisions not counted" in q["counted"]["note"]
     assert q["special"] == {"exp": 2 * blocks * small["K"] * small["V"]}
+
+
+@cpu_only
+def test_redundant_divisions_are_keyed_by_both_operands_per_thread(tmp_path):
+    # issue #24: a division again on the same operands by the same thread is a repeat; one whose
+    # value every thread of the block computes alike (1 / beta) is uniform
+    text = DECODE_CU.read_text().replace("        float d = b * (v_n[j] - p);\n", """\
+        float x = b * (v_n[j] - p);
+        float h = x / 2.0f;
+        float w = x / 4.0f;
+        float h2 = x / 2.0f;
+        float rb = 1.0f / b;
+        float d = h + h2 - w * rb * b + w;
+""")
+    small = {"N": 2, "H": 1, "HV": 2, "K": 32, "V": 32, "S": 3}
+    p = profile_kernel(CUDA, _write(tmp_path, "divide.cu", text), bench=small, exact=True, deadline=_deadline())
+    blocks, V = small["N"] * small["HV"], small["V"]
+    threads = blocks * V
+    got = {st: _line(p, text, st) for st in ("float h = x", "float w = x", "float h2 = x", "float rb = 1.0f")}
+    assert all(e["special_calls"] == threads for e in got.values()), got
+    assert [got[st]["repeat_calls"] for st in got] == [0, 0, threads, 0]
+    # x differs from thread to thread; 1 / beta is the block's own
+    assert [got[st]["uniform_calls"] for st in got] == [0, 0, 0, blocks * (V - 1)]
+    assert p["special"]["div"] == 4 * threads

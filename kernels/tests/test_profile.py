@@ -4,10 +4,16 @@ line under the interpreter in the check's sandboxed worker, scaled to the bench 
 (a) scaled counts equal a whole count (within 1%) at shapes small enough to count whole;
 (b) the Triton decode's counts agree with arithmetic from its source;
 (c) a planted second read of the decode state shows as re-read bytes, traffic ratio about 1.5;
-(d) what the worker reports is validated: a malformed, huge or implausible report is an error.
+(d) what the worker reports is validated: a malformed, huge or implausible report is an error;
+(e) redundant computation (issue #24): special calls a program evaluates again on the same
+    argument (repeat_calls) and those another program of the launch evaluated first
+    (uniform_calls), on kernels of our own counted in a process of their own, and on our decode.
 """
 import json
 import os
+import subprocess
+import sys
+import textwrap
 import time
 
 import pytest
@@ -146,22 +152,39 @@ def _entry(**kw):
     return e
 
 
+def _entry1(**kw):
+    """A line of a format-1 report: no repeat_calls, uniform_calls."""
+    e = _entry(**kw)
+    del e["repeat_calls"], e["uniform_calls"]
+    return e
+
+
 @pytest.mark.parametrize("report,why", [
     ("not a dict", "malformed"),
-    ({"format": 2, "lines": {}}, "malformed"),
-    ({"format": 1, "lines": {"5": _entry()}, "extra": 1}, "unknown keys"),
-    ({"format": 1, "lines": {"999": _entry(load_bytes=4)}}, "past the source"),
-    ({"format": 1, "lines": {"-3": _entry()}}, "malformed"),
-    ({"format": 1, "lines": {"5": _entry(load_bytes=-4)}}, "not a count"),
-    ({"format": 1, "lines": {"5": _entry(load_bytes=4.5)}}, "not a count"),
-    ({"format": 1, "lines": {"5": _entry(load_bytes=True)}}, "not a count"),
-    ({"format": 1, "lines": {"5": _entry(load_bytes="4")}}, "not a count"),
-    ({"format": 1, "lines": {"5": _entry(flops=1 << 60)}}, "not a count"),
-    ({"format": 1, "lines": {"5": dict(_entry(), bogus=1)}}, "fields"),
-    ({"format": 1, "lines": {"5": _entry(special_calls=3, special={"exp": 3, "fork": 0})}}, "special functions"),
-    ({"format": 1, "lines": {"5": _entry(special_calls=3, special={"exp": 2})}}, "sum"),
-    ({"format": 1, "lines": {"5": _entry(load_bytes=4, reread_bytes=8)}}, "re-reads more"),
-    ({"format": 1, "lines": {str(i): _entry() for i in range(60)}}, "lines for a source"),
+    ({"format": 3, "lines": {}}, "malformed"),
+    ({"format": True, "lines": {}}, "malformed"),
+    # format 1 has no redundancy counts, format 2 has them
+    ({"format": 1, "lines": {"5": _entry(special_calls=2, special={"exp": 2})}}, "fields"),
+    ({"format": 2, "lines": {"5": _entry1(special_calls=2, special={"exp": 2})}}, "fields"),
+    # repeat or uniform calls beyond the line's special calls
+    ({"format": 2, "lines": {"5": _entry(special_calls=2, special={"exp": 2}, repeat_calls=3)}}, "exceed"),
+    ({"format": 2, "lines": {"5": _entry(special_calls=2, special={"exp": 2}, uniform_calls=3)}}, "exceed"),
+    ({"format": 2, "lines": {"5": _entry(repeat_calls=1)}}, "exceed"),
+    ({"format": 2, "lines": {"5": _entry(special_calls=2, special={"exp": 2}, uniform_calls=-1)}}, "not a count"),
+    ({"format": 2, "lines": {"5": _entry(special_calls=2, special={"exp": 2}, repeat_calls=1.0)}}, "not a count"),
+    ({"format": 2, "lines": {"5": _entry()}, "extra": 1}, "unknown keys"),
+    ({"format": 2, "lines": {"999": _entry(load_bytes=4)}}, "past the source"),
+    ({"format": 2, "lines": {"-3": _entry()}}, "malformed"),
+    ({"format": 2, "lines": {"5": _entry(load_bytes=-4)}}, "not a count"),
+    ({"format": 2, "lines": {"5": _entry(load_bytes=4.5)}}, "not a count"),
+    ({"format": 2, "lines": {"5": _entry(load_bytes=True)}}, "not a count"),
+    ({"format": 2, "lines": {"5": _entry(load_bytes="4")}}, "not a count"),
+    ({"format": 2, "lines": {"5": _entry(flops=1 << 60)}}, "not a count"),
+    ({"format": 2, "lines": {"5": dict(_entry(), bogus=1)}}, "fields"),
+    ({"format": 2, "lines": {"5": _entry(special_calls=3, special={"exp": 3, "fork": 0})}}, "special functions"),
+    ({"format": 2, "lines": {"5": _entry(special_calls=3, special={"exp": 2})}}, "sum"),
+    ({"format": 2, "lines": {"5": _entry(load_bytes=4, reread_bytes=8)}}, "re-reads more"),
+    ({"format": 2, "lines": {str(i): _entry() for i in range(60)}}, "lines for a source"),
 ], ids=lambda x: x if isinstance(x, str) else None)
 def test_a_malformed_report_is_an_error(report, why):
     with pytest.raises(ProfileError, match=why):
@@ -170,11 +193,15 @@ def test_a_malformed_report_is_an_error(report, why):
 
 def test_a_valid_report_reads_as_counts():
     lines, special, programs = validate_report(
-        {"format": 1, "lines": {"0": _entry(flops=2), "7": _entry(load_bytes=8, reread_bytes=4, special_calls=3,
-                                                                  special={"exp": 2, "div": 1})}, "programs": 4},
+        {"format": 2, "lines": {"0": _entry(flops=2), "7": _entry(load_bytes=8, reread_bytes=4, special_calls=3,
+                                                                  special={"exp": 2, "div": 1}, repeat_calls=3,
+                                                                  uniform_calls=1)}, "programs": 4},
         nlines=50)
-    assert lines == {0: [0, 0, 0, 0, 2, 0], 7: [8, 0, 4, 3, 0, 0]} and special[7] == {"exp": 2, "div": 1}
+    assert lines == {0: [0, 0, 0, 0, 2, 0, 0, 0], 7: [8, 0, 4, 3, 0, 0, 3, 1]} and special[7] == {"exp": 2, "div": 1}
     assert programs == 4
+    # a format-1 report (before the redundancy counts) reads with them 0
+    lines, _, _ = validate_report({"format": 1, "lines": {"7": _entry1(special_calls=3, special={"exp": 3})}}, 50)
+    assert lines == {7: [0, 0, 0, 3, 0, 0, 0, 0]}
 
 
 def test_report_files_are_read_with_limits(tmp_path):
@@ -197,6 +224,10 @@ FORGERS = {
     "a line past the source": ("past the source", {"format": 1, "programs": 1, "lines": {
         "100000": {"load_bytes": 1, "store_bytes": 0, "reread_bytes": 0, "special_calls": 0, "flops": 0,
                    "dot_macs": 0, "special": {}}}}),
+    # redundancy claimed beyond the calls made (the decode's exp line, 57)
+    "more repeats than calls": ("exceed", {"format": 2, "programs": 1, "lines": {
+        "57": {"load_bytes": 1, "store_bytes": 0, "reread_bytes": 0, "special_calls": 1, "flops": 0,
+               "dot_macs": 0, "repeat_calls": 2, "uniform_calls": 0, "special": {"exp": 1}}}}),
     # a report far over the size limit
     "a huge report": ("larger than", "HUGE"),
     # a well-formed report of (almost) no work: below the floor every correct kernel moves
@@ -303,3 +334,123 @@ def test_a_block_size_chosen_by_the_batch_is_counted_at_the_bench_block_size(tmp
     assert p["special"] == {"exp": programs * s["K"]}
     assert _line(p, planted, "b_s = tl.load(p_s")["load_bytes"] == s["N"] * s["HV"] * s["K"] * s["V"] * 4
     assert "not uniform" not in c["note"]
+
+
+# (e) redundant computation ---------------------------------------------------------------------------------
+
+# kernels of our own; each line's marker comment names it for the test
+REDUNDANT = '''
+import triton
+import triton.language as tl
+
+
+@triton.jit
+def twice(x, y, n, BLOCK: tl.constexpr):
+    i = tl.program_id(0)
+    o = i * BLOCK + tl.arange(0, BLOCK)
+    m = o < n
+    a = tl.load(x + o, mask=m, other=0.)
+    b = tl.load(x + n + o, mask=m, other=0.)
+    e1 = tl.exp(a)                                  # FIRST
+    e2 = tl.exp(a)                                  # AGAIN
+    e3 = tl.exp(b)                                  # OTHER
+    d1 = a / b                                      # DIV
+    d2 = a / (b + 1.0)                              # DIV OTHER
+    d3 = a / b                                      # DIV AGAIN
+    tl.store(y + o, e1 + e2 + e3 + d1 + d2 + d3, mask=m)
+
+
+@triton.jit
+def shared(x, y, BLOCK: tl.constexpr):
+    i = tl.program_id(0)
+    r = tl.arange(0, BLOCK)
+    c = tl.load(x + r)
+    e = tl.exp(c)                                   # SAME
+    o = BLOCK + i * BLOCK + r
+    f = tl.exp(tl.load(x + o))                      # OWN
+    tl.store(y + i * BLOCK + r, e + f)
+'''
+
+# runs a kernel of REDUNDANT under the interpreter with the worker's patches and counting, in a
+# process of its own (the patches are process-wide); prints the report
+RUNNER = r"""
+import importlib.util, json, os, sys
+os.environ["TRITON_INTERPRET"] = "1"
+sys.path.insert(0, sys.argv[1])
+import numpy as np
+from kernels.harness.triton import interp, workprofile
+from kernels.harness.triton.arrays import NpTensor
+interp.install_bounds_check(); interp.install_program_order(); interp.install_fast_device_calls()
+interp.install_tf32_dot()
+src, name, grid, n, launches, out = sys.argv[2], sys.argv[3], int(sys.argv[4]), int(sys.argv[5]), int(sys.argv[6]), sys.argv[7]
+spec = importlib.util.spec_from_file_location("redundant", src)
+mod = importlib.util.module_from_spec(spec); spec.loader.exec_module(mod)
+rng = np.random.default_rng(7)
+x = NpTensor.from_numpy(rng.uniform(0.5, 1.5, 4096).astype(np.float32))
+y = NpTensor.from_numpy(np.zeros(4096, np.float32))
+workprofile.start([src])
+for _ in range(launches):
+    if name == "twice":
+        mod.twice[(grid,)](x, y, n, BLOCK=16)
+    else:
+        mod.shared[(grid,)](x, y, BLOCK=16)
+workprofile.finish(out)
+"""
+
+
+def _count_ours(tmp_path, name, grid, n=0, launches=1):
+    """{marker: line counts} of one kernel of REDUNDANT, validated as the harness validates."""
+    src = tmp_path / "redundant.py"
+    src.write_text(textwrap.dedent(REDUNDANT))
+    out = tmp_path / f"{name}-{grid}-{launches}.json"
+    r = subprocess.run([sys.executable, "-c", RUNNER, str(ROOT), str(src), name, str(grid), str(n), str(launches),
+                        str(out)], capture_output=True, text=True, timeout=300)
+    assert r.returncode == 0, r.stderr[-3000:]
+    text = src.read_text().splitlines()
+    lines, special, programs = validate_report(json.loads(out.read_text()), len(text))
+    assert programs == grid * launches
+    marked = {}
+    for no, t in enumerate(text, 1):
+        if "# " in t and t.split("# ")[-1].isupper():
+            marked[t.split("# ")[-1]] = dict(zip(FIELDS, lines.get(no, [0] * len(FIELDS))))
+    return marked
+
+
+def test_a_call_again_on_the_same_argument_is_a_repeat(tmp_path):
+    # 3 programs of 16 lanes, n = 40: the last program has 8 masked lanes (zeros in a and b alike)
+    c = _count_ours(tmp_path, "twice", grid=3, n=40)
+    lanes = 3 * 16
+    assert c["FIRST"]["special_calls"] == c["AGAIN"]["special_calls"] == c["OTHER"]["special_calls"] == lanes
+    # the second exp of the same `a` repeats all of it, the first none; exp of other data none
+    # (masked lanes equal to the first's are not redundancy: whole arrays are compared)
+    assert (c["FIRST"]["repeat_calls"], c["AGAIN"]["repeat_calls"], c["OTHER"]["repeat_calls"]) == (0, lanes, 0)
+    # a division is keyed by both operands: a / (b + 1) is not a / b again; a / b twice is
+    assert (c["DIV"]["repeat_calls"], c["DIV OTHER"]["repeat_calls"], c["DIV AGAIN"]["repeat_calls"]) == (0, 0, lanes)
+    # each program works on its own data: nothing uniform
+    assert all(e["uniform_calls"] == 0 for e in c.values()), c
+
+
+def test_work_every_program_does_alike_is_uniform(tmp_path):
+    # 4 programs: each exps the same first block (SAME) and a block of its own (OWN); two launches
+    c = _count_ours(tmp_path, "shared", grid=4, launches=2)
+    calls = 2 * 4 * 16
+    assert c["SAME"]["special_calls"] == c["OWN"]["special_calls"] == calls
+    # the first program of each launch evaluates it first (remembered per launch), 3 of 4 again
+    assert c["SAME"]["uniform_calls"] == 2 * 3 * 16
+    assert c["OWN"]["uniform_calls"] == 0
+    assert c["SAME"]["repeat_calls"] == c["OWN"]["repeat_calls"] == 0
+    # one program: nothing is uniform
+    one = _count_ours(tmp_path, "shared", grid=1)
+    assert one["SAME"]["uniform_calls"] == 0 and one["SAME"]["special_calls"] == 16
+
+
+def test_our_decode_shows_the_exp_every_value_block_repeats(decode_profile):
+    # grid (V / BV, N * HV): the V / BV programs of a (sequence, value head) exp the same b_g
+    p, s = decode_profile, DECODE.shapes["bench"]
+    blocks = s["V"] // min(s["V"], 32)
+    decay = _line(p, DECODE.source_path, "b_s = b_s * tl.exp(b_g)")
+    assert decay["uniform_calls"] == decay["special_calls"] * (blocks - 1) // blocks > 0
+    assert decay["repeat_calls"] == 0
+    assert p["totals"]["uniform_calls"] == decay["uniform_calls"] and p["totals"]["repeat_calls"] == 0
+    assert all(e["repeat_calls"] <= e["special_calls"] and e["uniform_calls"] <= e["special_calls"]
+               for e in p["lines"])

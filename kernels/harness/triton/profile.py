@@ -9,7 +9,12 @@ size, integers, lines within the source, consistent sums: anything else is an er
 profile) and does all the scaling. The counts are observed inside the candidate's process: they
 catch a kernel that does more work than it needs, not one that deliberately forges the worker's
 bookkeeping beyond what the checks here see (a total below the floor, which no correct kernel
-moves, is refused as implausible).
+moves, is refused as implausible). Besides bytes, special calls, flops and dot MACs, each line
+carries its redundant computation (issue #24): `repeat_calls`, special calls the same program
+(CUDA: thread) evaluated before on the same arguments, and `uniform_calls`, those another program
+of the launch (CUDA: thread of the block) evaluated first; each at most the line's special calls
+in the report (else an error) and after scaling (clamped). A report of format 1 (before them)
+reads them as 0.
 
 The counted shape: the bench shape in every variable that reaches a constexpr or a block size
 (K and V), the rest reduced (one sequence, one query/key head with the bench's value heads per
@@ -42,7 +47,11 @@ from .worker_client import KernelSpec, Workers
 __all__ = ["run_profile", "profile_kernel", "counted_plan", "validate_report", "ProfileError", "ProfileSkipped",
            "MAX_REPORT_BYTES", "FIELDS", "SPECIAL_KINDS"]
 
-FIELDS = ("load_bytes", "store_bytes", "reread_bytes", "special_calls", "flops", "dot_macs")
+FIELDS = ("load_bytes", "store_bytes", "reread_bytes", "special_calls", "flops", "dot_macs", "repeat_calls",
+          "uniform_calls")
+SPECIAL, REPEAT, UNIFORM = 3, 6, 7
+# a format-1 report has the fields before repeat_calls (read as 0); format 2 all of FIELDS
+FORMAT_FIELDS = {1: FIELDS[:6], 2: FIELDS}
 SPECIAL_KINDS = ("exp", "exp2", "log", "log2", "sqrt", "rsqrt", "sin", "cos", "erf", "div", "sigmoid")
 MAX_REPORT_BYTES = 1 << 20   # the worker's report: larger is an error
 MAX_COUNT = 1 << 53          # any one count at the counted shape
@@ -128,10 +137,15 @@ def _int(v, what):
 
 
 def validate_report(obj, nlines):
-    """The worker's counts as ({line: [6 ints]}, {line: {kind: n}}, programs); ProfileError when
-    `obj` is not exactly a report: candidate-controlled data is only ever read as counts."""
-    if not isinstance(obj, dict) or obj.get("format") != 1 or not isinstance(obj.get("lines"), dict):
-        raise ProfileError("the worker's report is malformed: not a format-1 report with lines")
+    """The worker's counts as ({line: [ints in FIELDS' order]}, {line: {kind: n}}, programs);
+    ProfileError when `obj` is not exactly a report: candidate-controlled data is only ever read as
+    counts. Format 2 carries every field of FIELDS; format 1 those before `repeat_calls` (the
+    redundancy counts then read as 0). Repeat and uniform calls are each at most the line's
+    special calls."""
+    fmt = obj.get("format") if isinstance(obj, dict) else None
+    if fmt not in FORMAT_FIELDS or isinstance(fmt, bool) or not isinstance(obj.get("lines"), dict):
+        raise ProfileError("the worker's report is malformed: not a format-1 or format-2 report with lines")
+    fields = FORMAT_FIELDS[fmt]
     if set(obj) - {"format", "lines", "programs", "flops_counted", "lane_bytes"}:
         raise ProfileError("the worker's report is malformed: unknown keys")
     if not isinstance(obj.get("flops_counted", True), bool):
@@ -147,9 +161,9 @@ def validate_report(obj, nlines):
         line = int(key)
         if line > nlines:
             raise ProfileError(f"the worker's report is malformed: line {line} is past the source's {nlines}")
-        if not isinstance(entry, dict) or set(entry) != set(FIELDS) | {"special"}:
+        if not isinstance(entry, dict) or set(entry) != set(fields) | {"special"}:
             raise ProfileError(f"the worker's report is malformed: line {line}'s fields")
-        row = [_int(entry[f], f"line {line} {f}") for f in FIELDS]
+        row = [_int(entry[f], f"line {line} {f}") if f in fields else 0 for f in FIELDS]
         sp = entry["special"]
         if not isinstance(sp, dict) or not set(sp) <= set(SPECIAL_KINDS):
             raise ProfileError(f"the worker's report is malformed: line {line}'s special functions")
@@ -159,6 +173,10 @@ def validate_report(obj, nlines):
                                "of its functions")
         if row[2] > row[0]:
             raise ProfileError(f"the worker's report is inconsistent: line {line} re-reads more than it loads")
+        for i in (REPEAT, UNIFORM):
+            if row[i] > row[SPECIAL]:
+                raise ProfileError(f"the worker's report is inconsistent: line {line}'s {FIELDS[i]} exceed its "
+                                   "special calls")
         lines[line] = row
         special[line] = sp
     programs = obj.get("programs", 0)
@@ -258,7 +276,8 @@ def _extrapolate(vals, chunks):
 
 
 def _scale_counts(reports, chunks, factor):
-    """Bench-scaled {line: [6 ints]} and {kind: n} from the per-run reports."""
+    """Bench-scaled {line: [ints in FIELDS' order]} and {kind: n} from the per-run reports (a line's
+    repeat and uniform calls at most its special calls, which extrapolation alone need not keep)."""
     lines_all = sorted(set().union(*[r[0] for r in reports]))
     lines, special, negative = {}, {}, False
     for line in lines_all:
@@ -268,6 +287,7 @@ def _scale_counts(reports, chunks, factor):
             v = _extrapolate([r[i] for r in rows], chunks) * factor
             negative |= v < 0
             row.append(max(0, round(v)))
+        row[REPEAT], row[UNIFORM] = min(row[REPEAT], row[SPECIAL]), min(row[UNIFORM], row[SPECIAL])
         lines[line] = row
         kinds = set().union(*[r[1].get(line, {}) for r in reports])
         for k in kinds:

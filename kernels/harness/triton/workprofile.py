@@ -21,13 +21,32 @@ kernel source that made it, the innermost Python frame whose file is one of the 
   counted through the combine function's own operations). Comparisons, selects, negations,
   conversions and integer arithmetic are not flops.
 - dot MACs: `tl.dot(a[M, K], b[K, N])`: M * N * K (batched: times the batch).
+- repeat calls (redundant computation, issue #24): of the special calls, those whose evaluation
+  this same program already made earlier in the call: the same function on the same argument.
+  An evaluation is keyed by (function, and per operand: dtype, shape and a 128-bit BLAKE2b digest
+  of the argument array's bytes; a division keys both operands, `tl.sigmoid` its exp's argument),
+  the whole array, never per element (masked lanes that happen to be equal are not redundancy);
+  a repeat adds the evaluation's element count, at the line of the repeated evaluation. The set
+  of keys is per program (emptied when the program changes, as the loaded addresses are).
+- uniform calls: of the special calls, those whose key another program of the same launch
+  evaluated first (the key remembered per launch, emptied at the launch's `set_grid_dim`, with
+  the program that first made it): work every program of a grid axis computes identically, that
+  could be done once. An evaluation may be both repeat and uniform; each is at most the line's
+  special calls. Only digests are kept, at most `MAX_KEYS` per program and per launch (past
+  that, no new key is remembered: the counts are then lower bounds).
 
 The counters are the builder's methods (Triton 3.9's `InterpreterBuilder.create_fadd` and so on,
 which `triton.language.semantic` calls), the reductions' `ReduceOps.sum` and `ScanOps.cumsum` /
 `cumprod`, each wrapped once (`install()`, idempotent); outside `start()`/`finish()` they only
-check a flag. The counts are the candidate's own process's: the harness validates what comes
-back (profile.py) and never trusts it further than counts.
+check a flag; `set_grid_dim` is wrapped too (a launch begins). The counts are the candidate's own
+process's: the harness validates what comes back (profile.py) and never trusts it further than
+counts.
+
+The report (`finish`, `cuda_report`): JSON `{format: 2, lines: {line: {FIELDS..., special: {kind:
+n}}}, programs}` (kernels/README.md, "profile"); format 1 is the same without `repeat_calls` and
+`uniform_calls`.
 """
+import hashlib
 import json
 import sys
 
@@ -35,8 +54,11 @@ import numpy as np
 
 __all__ = ["start", "finish", "install", "cuda_report", "SPECIAL_KINDS", "FIELDS"]
 
-FIELDS = ("load_bytes", "store_bytes", "reread_bytes", "special_calls", "flops", "dot_macs")
-LOAD, STORE, REREAD, SPECIAL, FLOPS, MACS = range(6)
+FIELDS = ("load_bytes", "store_bytes", "reread_bytes", "special_calls", "flops", "dot_macs", "repeat_calls",
+          "uniform_calls")
+LOAD, STORE, REREAD, SPECIAL, FLOPS, MACS, REPEAT, UNIFORM = range(8)
+FORMAT = 2
+MAX_KEYS = 1 << 18   # evaluation keys remembered per program and per launch (16-byte digests)
 SPECIAL_KINDS = ("exp", "exp2", "log", "log2", "sqrt", "rsqrt", "sin", "cos", "erf", "div", "sigmoid")
 # compound functions of triton.language counted as one special call per element (what they call
 # inside is not counted again as special)
@@ -47,17 +69,24 @@ class _Counts:
     def __init__(self):
         self.active = False
         self.files = frozenset()
-        self.lines = {}      # line -> [6 ints]
+        self.lines = {}      # line -> [ints in FIELDS' order]
         self.special = {}    # line -> {kind: n}
         self.program = None  # the grid_idx object of the program whose loads `seen` holds
         self.programs = 0
         self.seen = np.empty(0, np.uint64)
+        self.evaluated = set()   # keys of the special evaluations of the current program
+        self.first = {}          # key -> the program (its number) that first evaluated it in this launch
 
     def reset(self, files):
         self.files = frozenset(str(f) for f in files)
         self.lines, self.special = {}, {}
         self.program, self.programs = None, 0
         self.seen = np.empty(0, np.uint64)
+        self.evaluated, self.first = set(), {}
+
+    def launch(self):
+        """A launch begins (the interpreter's set_grid_dim): programs of another launch share nothing."""
+        self.first = {}
 
     # where ------------------------------------------------------------------------------------
     def where(self):
@@ -78,13 +107,37 @@ class _Counts:
     def add(self, line, field, n):
         row = self.lines.get(line)
         if row is None:
-            row = self.lines[line] = [0, 0, 0, 0, 0, 0]
+            row = self.lines[line] = [0] * len(FIELDS)
         row[field] += int(n)
 
-    def add_special(self, line, kind, n):
+    def add_special(self, line, kind, n, operands=()):
         self.add(line, SPECIAL, n)
         d = self.special.setdefault(line, {})
         d[kind] = d.get(kind, 0) + int(n)
+        if operands:
+            self.redundancy(line, kind, n, operands)
+
+    def redundancy(self, line, kind, n, operands):
+        """Repeat and uniform counts of one evaluation of `kind` on `operands` (the builder's input
+        handles), keyed by a digest of the whole arrays."""
+        h = hashlib.blake2b(kind.encode(), digest_size=16)
+        for x in operands:
+            d = np.asarray(x.data)
+            h.update(f"|{d.dtype.str}{d.shape}|".encode())
+            h.update(np.ascontiguousarray(d).data)
+        key = h.digest()
+        self._program_of()
+        me = self.programs
+        if key in self.evaluated:
+            self.add(line, REPEAT, n)
+        elif len(self.evaluated) < MAX_KEYS:
+            self.evaluated.add(key)
+        first = self.first.get(key)
+        if first is None:
+            if len(self.first) < MAX_KEYS:
+                self.first[key] = me
+        elif first != me:
+            self.add(line, UNIFORM, n)
 
     # memory -----------------------------------------------------------------------------------
     def _program_of(self):
@@ -93,6 +146,7 @@ class _Counts:
             self.program = idx
             self.programs += 1
             self.seen = np.empty(0, np.uint64)
+            self.evaluated = set()
 
     def access(self, kind, addrs, itemsize):
         """interp.py's observer: `kind` load | store | atomic, the active lanes' addresses."""
@@ -127,7 +181,7 @@ class _Counts:
             self.seen = self.seen[~np.isin(self.seen, addrs)]
 
     # arithmetic -------------------------------------------------------------------------------
-    def arith(self, result, kind, per_element):
+    def arith(self, result, kind, per_element, operands=()):
         if not self.active:
             return
         data = getattr(result, "data", None)
@@ -135,14 +189,16 @@ class _Counts:
             return
         n = int(np.size(data))
         line, compound = self.where()
+        operands = tuple(x for x in operands if getattr(x, "data", None) is not None)
         if kind == "flops":
             self.add(line, FLOPS, n * per_element)
         elif compound is not None:
-            # inside tl.sigmoid: one evaluation per element, at its exp; its division is part of it
+            # inside tl.sigmoid: one evaluation per element, at its exp (keyed by the exp's
+            # argument, -x); its division is part of it
             if kind == "exp":
-                self.add_special(line, compound, n)
+                self.add_special(line, compound, n, operands)
         else:
-            self.add_special(line, kind, n)
+            self.add_special(line, kind, n, operands)
 
     def dot(self, a, b):
         if not self.active:
@@ -171,7 +227,7 @@ class _Counts:
             entry = dict(zip(FIELDS, row))
             entry["special"] = dict(self.special.get(line, {}))
             lines[str(line)] = entry
-        return {"format": 1, "lines": lines, "programs": self.programs}
+        return {"format": FORMAT, "lines": lines, "programs": self.programs}
 
 
 COUNTS = _Counts()
@@ -193,7 +249,8 @@ def _wrap_arith(orig, kind, per):
     def wrapped(self, *args, **kwargs):
         r = orig(self, *args, **kwargs)
         if COUNTS.active:
-            COUNTS.arith(r, kind, per)
+            # the input handles key a special evaluation (repeat / uniform calls)
+            COUNTS.arith(r, kind, per, args if kind != "flops" else ())
         return r
     wrapped.__wrapped__ = orig
     return wrapped
@@ -206,6 +263,15 @@ def _wrap_dot(orig):
         return orig(self, a, b, *args, **kwargs)
     create_dot.__wrapped__ = orig
     return create_dot
+
+
+def _wrap_grid_dim(orig):
+    def set_grid_dim(self, *args, **kwargs):
+        if COUNTS.active:
+            COUNTS.launch()
+        return orig(self, *args, **kwargs)
+    set_grid_dim.__wrapped__ = orig
+    return set_grid_dim
 
 
 def _wrap_reduce(orig):
@@ -239,6 +305,7 @@ def install():
         if hasattr(B, name):
             setattr(B, name, _wrap_arith(getattr(B, name), kind, per))
     B.create_dot = _wrap_dot(B.create_dot)
+    B.set_grid_dim = _wrap_grid_dim(B.set_grid_dim)
     if hasattr(ti, "ReduceOps") and hasattr(ti.ReduceOps, "sum"):
         ti.ReduceOps.sum = _wrap_reduce(ti.ReduceOps.sum)
     if hasattr(ti, "ScanOps"):
@@ -266,7 +333,7 @@ def finish(path):
 
 
 def cuda_report(path, lines, special, programs, flops_counted, lane_bytes):
-    """Write the CUDA emulation's counts (the launcher's, kernels/kda_cuda/launch.py: {line: [6
+    """Write the CUDA emulation's counts (the launcher's, kernels/kda_cuda/launch.py: {line: [8
     ints in FIELDS' order]}, {line: {kind: n}}, the blocks run) as a report of this format, with
     `flops_counted` (false: the source did not build with the counting float, flops and float
     divisions are not counted) and `lane_bytes` (global bytes every lane moved, uncoalesced)."""
@@ -276,6 +343,6 @@ def cuda_report(path, lines, special, programs, flops_counted, lane_bytes):
         entry["special"] = {k: int(n) for k, n in special.get(line, {}).items() if n}
         out[str(line)] = entry
     with open(path, "w") as f:
-        json.dump({"format": 1, "lines": out, "programs": int(programs), "flops_counted": bool(flops_counted),
+        json.dump({"format": FORMAT, "lines": out, "programs": int(programs), "flops_counted": bool(flops_counted),
                    "lane_bytes": int(lane_bytes)}, f)
     return path
