@@ -90,3 +90,49 @@ fn a_candidate_that_reads_its_state_again_is_predicted_slower() {
     assert!(a < b, "the stronger prediction first:\n{text}");
     assert!(text.contains("predicted") && text.contains("memory"), "{text}");
 }
+
+/// The redundancy report of our CUDA decode (issue #24): the second loop's
+/// state read and exp, each finding with its lines, its predicted gain and
+/// the rewrite that removes it; and of our Triton decode, the exp every
+/// program of a row computes alike, which no rewrite removes yet.
+#[test]
+fn the_redundancy_report_names_lines_gains_and_the_rewrite_or_its_absence() {
+    let Some(py) = python() else { return };
+    let _cpu = crate::util::cpu_heavy();
+    let env = project();
+    let profile = |kernel: &str| {
+        let out = env.cmd().env("KIDIOM_PYTHON", &py).args(["profile", "--kernel", kernel, "--json"]).output();
+        let out = out.expect("spawn");
+        assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+        let v: serde_json::Value = serde_json::from_slice(&out.stdout).expect("json");
+        v["profiles"][0]["redundancy"].as_array().cloned().expect("a redundancy report")
+    };
+    let cu = read(&env, "kernels/kda_cuda/decode.cu");
+    let line_of = |needle: &str| cu.lines().position(|l| l.contains(needle)).map(|i| i as u64 + 1).expect(needle);
+    let (first, second) = (line_of("p += expf(g_n[i])"), line_of("float s_ij = expf(g_n[i])"));
+    let found = profile("kda_cuda.decode");
+    let lines = |f: &serde_json::Value| -> Vec<u64> {
+        f["lines"].as_array().expect("lines").iter().filter_map(|l| l["line"].as_u64()).collect()
+    };
+    // the largest gain first: the state read again, 1.4x and more on its own
+    assert_eq!((found[0]["kind"].as_str(), lines(&found[0])), (Some("reread"), vec![second]), "{found:#?}");
+    assert!(found[0]["predicted_speedup"].as_f64().expect("gain") >= 1.4, "{found:#?}");
+    assert_eq!(found[0]["removed_by"][0], "cu-reuse-across-loops", "{found:#?}");
+    let kind = |k: &str| found.iter().find(|f| f["kind"] == k).unwrap_or_else(|| panic!("no {k}: {found:#?}"));
+    // exp of the second loop repeats the first's, 2 N HV K V evaluations where N HV K are distinct
+    let repeated = kind("repeated-call");
+    assert_eq!((lines(repeated), repeated["amount"].as_u64()), (vec![second], Some(64 * 32 * 128 * 128)));
+    let uniform = kind("uniform-call");
+    assert_eq!(lines(uniform), vec![first, second], "{uniform:#}");
+    assert_eq!(uniform["removed_by"][0], "cu-reuse-across-loops-shared", "{uniform:#}");
+
+    let found = profile("kda.decode");
+    assert_eq!(found.len(), 1, "{found:#?}");
+    assert_eq!(found[0]["kind"], "uniform-call");
+    assert_eq!(found[0]["removed_by"].as_array().map(Vec::len), Some(0));
+    let fix = found[0]["fix"].as_str().expect("fix");
+    assert!(fix.starts_with("no rewrite form yet") && fix.contains("kidiom validate --patch"), "{fix}");
+    let text = env.cmd().env("KIDIOM_PYTHON", &py).args(["profile", "--kernel", "kda.decode"]).output().expect("spawn");
+    let text = String::from_utf8_lossy(&text.stdout);
+    assert!(text.contains("[uniform call] line ") && text.contains("no rewrite form yet"), "{text}");
+}

@@ -149,7 +149,46 @@ fn print_one(r: &ProfileReport) -> Result<()> {
             l.text.trim().chars().take(70).collect(),
         ]);
     }
-    output::table(&rows)
+    output::table(&rows)?;
+    print_redundancy(r)
+}
+
+/// The redundancy report: a finding a line, its predicted gain, and what removes it.
+fn print_redundancy(r: &ProfileReport) -> Result<()> {
+    if r.redundancy.is_empty() {
+        return output::line("  redundancy: nothing the profile shows done twice");
+    }
+    output::line(&format!(
+        "  redundancy ({} finding{}, predicted gains):",
+        r.redundancy.len(),
+        plural(r.redundancy.len())
+    ))?;
+    for f in &r.redundancy {
+        let lines: Vec<String> = f.lines.iter().map(|l| l.line.to_string()).collect();
+        output::line(&format!(
+            "    [{}] line{} {}: {}; {:.2}x predicted without it",
+            kind_word(f.kind),
+            plural(lines.len()),
+            lines.join(", "),
+            f.what,
+            f.predicted_speedup
+        ))?;
+        output::line(&format!("      {}", f.fix))?;
+    }
+    Ok(())
+}
+
+fn plural(n: usize) -> &'static str {
+    if n == 1 { "" } else { "s" }
+}
+
+fn kind_word(k: kidiom_validator::redundancy::FindingKind) -> &'static str {
+    use kidiom_validator::redundancy::FindingKind as K;
+    match k {
+        K::Reread => "re-read",
+        K::RepeatedCall => "repeated call",
+        K::UniformCall => "uniform call",
+    }
 }
 
 pub(crate) fn run(a: Args) -> Result<ExitCode> {
@@ -189,6 +228,7 @@ fn report_json(r: &ProfileReport) -> serde_json::Value {
         o.insert("source".into(), r.source.clone().into());
         o.insert("device".into(), serde_json::json!(r.device));
         o.insert("predicted".into(), serde_json::json!(r.prediction));
+        o.insert("redundancy".into(), serde_json::json!(r.redundancy));
         if let Some(e) = &r.problem {
             o.insert("error".into(), e.clone().into());
         }

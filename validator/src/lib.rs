@@ -53,6 +53,7 @@ mod input;
 mod manifest;
 mod patch;
 pub mod predict;
+pub mod redundancy;
 mod request;
 pub mod scan;
 pub mod sitesearch;

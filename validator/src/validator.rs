@@ -16,13 +16,14 @@ use crate::error::{Error, Result};
 use crate::evidence::Evidence;
 use crate::gates::{StaticLimits, Validation};
 use crate::input::CandidateInput;
-use crate::manifest::Kernels;
+use crate::manifest::{KernelLanguage, Kernels};
 use crate::predict::DeviceModel;
 use crate::request::Request;
 use crate::tree::copy_tree;
 use kidiom_exec::Executor;
 use kidiom_exec::Fleet;
 use kidiom_exec::find_python;
+use kidiom_syntax::Lang;
 
 /// Fresh random seeds of the correctness gate, unless told otherwise.
 pub const DEFAULT_SEEDS: u32 = 3;
@@ -252,6 +253,9 @@ pub struct ProfileReport {
     pub prediction: Option<crate::predict::Prediction>,
     /// Why there is no profile.
     pub problem: Option<String>,
+    /// What the profile shows the kernel does more than once, largest
+    /// predicted gain first ([`crate::redundancy`]).
+    pub redundancy: Vec<crate::redundancy::Finding>,
 }
 
 impl Validator {
@@ -340,6 +344,7 @@ impl Validator {
             let known: Vec<&str> = self.kernels.manifests.iter().map(|m| m.name.as_str()).collect();
             Error::UnknownKernel { name: name.to_string(), known: known.join(", ") }
         })?;
+        let given = source;
         let source = match source {
             Some(s) => Some(std::path::absolute(s).map_err(|e| Error::io(s, e))?.to_string_lossy().into_owned()),
             None => None,
@@ -366,6 +371,23 @@ impl Validator {
             _ => None,
         };
         let device = run.json["device"].as_str().map(String::from);
+        let redundancy = match &profile {
+            Some(p) => {
+                // the text the profile's lines are of: the file given, else the kernel's own
+                let (path, file) = match given {
+                    Some(g) => (g.display().to_string(), g.to_path_buf()),
+                    None => (manifest.source_path(), self.opts.root.join(manifest.source_path())),
+                };
+                let text = std::fs::read_to_string(&file).map_err(|e| Error::io(&file, e))?;
+                let lang = match manifest.language {
+                    KernelLanguage::Triton => Lang::Python,
+                    KernelLanguage::Cuda => Lang::Cuda,
+                    KernelLanguage::Cpp => Lang::Cpp,
+                };
+                crate::redundancy::findings(p, self.opts.device_model.as_ref(), lang, &text, &path)
+            }
+            None => Vec::new(),
+        };
         Ok(ProfileReport {
             kernel: manifest.name.clone(),
             source: manifest.source_path(),
@@ -373,6 +395,7 @@ impl Validator {
             profile,
             prediction,
             problem,
+            redundancy,
         })
     }
 
