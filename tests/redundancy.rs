@@ -178,7 +178,7 @@ fn the_block_reuse_on_a_triton_decode_of_our_own_passes_and_a_reuse_across_a_sto
     let ours = read(&env, PY);
     let (start, end) =
         (ours.find("@triton.jit").expect("kernel"), ours.find("def kda_decode_launch").expect("launcher"));
-    env.write(PY, &format!("{}{TRITON_DECODE}{}", &ours[..start], &ours[end..]));
+    env.write(PY, format!("{}{TRITON_DECODE}{}", &ours[..start], &ours[end..]));
     let up = env.write("upstream/empty.py", "x = 1\n");
     mine_upstream_dir(&env, up.parent().expect("dir"));
     let db = env.db();
