@@ -48,6 +48,7 @@ mod device;
 mod error;
 mod evidence;
 mod gates;
+pub mod gpu;
 mod hostcode;
 mod input;
 mod manifest;
