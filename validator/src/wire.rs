@@ -212,6 +212,18 @@ pub struct ProfileLine {
     /// Dot multiply-accumulates.
     #[serde(default)]
     pub dot_macs: u64,
+    /// Of the special-function evaluations, those the same program (Triton) or
+    /// thread (CUDA) already made earlier in the call: the same function on
+    /// the same arguments (a whole-array digest under Triton, the operands'
+    /// bits in CUDA). At most `special_calls`; 0 from a harness before them.
+    #[serde(default)]
+    pub repeat_calls: u64,
+    /// Of the special-function evaluations, those another program of the same
+    /// launch (Triton) or thread of the same block (CUDA) made first: work
+    /// every program or thread computes identically. At most `special_calls`;
+    /// 0 from a harness before them.
+    #[serde(default)]
+    pub uniform_calls: u64,
 }
 
 /// A check's result (`status: passed` or `failed`).
@@ -591,5 +603,46 @@ pub(crate) mod tests {
             "arch": "host-x86_64", "resources": {}, "notes": "no objdump"});
         let c: Compile = body(&run(HarnessStatus::Ok, host), "compile").unwrap();
         assert!(c.instructions.is_none() && c.resources.registers.is_none());
+    }
+
+    /// A profile of our CUDA decode (trimmed): the second loop's exp all
+    /// repeats, both loops' exp uniform in all threads but one per block.
+    #[test]
+    fn reads_a_profile_with_its_redundancy_counts() {
+        let profile = json!({"wire": "kidiom-harness", "version": 1, "command": "profile", "status": "ok",
+            "device": "cpu (cooperative-thread CUDA emulation, device path __CUDA_ARCH__ 900)", "mode": "emulation",
+            "shape": {"N": 64, "H": 16, "HV": 32, "K": 128, "V": 128, "S": 64},
+            "counted": {"shape": {"N": 1, "H": 1, "HV": 2, "K": 128, "V": 128, "S": 2}, "programs": 2,
+                        "programs_total": 2048, "scale": 1024.0, "exact": false, "note": "scaled by 2048 / 2"},
+            "totals": {"load_bytes": 290553856u64, "store_bytes": 135266304u64, "reread_bytes": 142606336u64,
+                       "special_calls": 67108864u64, "flops": 269221888u64, "dot_macs": 0,
+                       "repeat_calls": 33554432u64, "uniform_calls": 66584576u64},
+            "special": {"exp": 67108864u64}, "floor": {"bytes": 272638464.0, "flops": 234881024.0},
+            "traffic_ratio": 1.5618, "launches": 1, "launch_limits": {"shapes": 5, "findings": []},
+            "lines": [
+                {"line": 47, "text": "p += expf(g_n[i]) * s[i * V + j] * k_n[i];", "load_bytes": 142606336u64,
+                 "store_bytes": 0, "reread_bytes": 0, "special_calls": 33554432u64, "flops": 100663296u64,
+                 "dot_macs": 0, "repeat_calls": 0, "uniform_calls": 33292288u64},
+                {"line": 53, "text": "float s_ij = expf(g_n[i]) * s[i * V + j] + k_n[i] * d;",
+                 "load_bytes": 142606336u64, "store_bytes": 0, "reread_bytes": 142606336u64,
+                 "special_calls": 33554432u64, "flops": 100663296u64, "dot_macs": 0,
+                 "repeat_calls": 33554432u64, "uniform_calls": 33292288u64}]});
+        let r = run(HarnessStatus::Ok, profile.clone());
+        header(&r, "profile").unwrap();
+        let p: Profile = body(&r, "profile").unwrap();
+        assert_eq!((p.lines[0].repeat_calls, p.lines[0].uniform_calls), (0, 33292288));
+        assert_eq!(p.lines[1].repeat_calls, p.lines[1].special_calls);
+        assert_eq!(p.lines[1].uniform_calls, 33292288);
+        assert_eq!(p.totals.special_calls, 67108864);
+        // a profile from a harness before the redundancy counts: they read as 0
+        let mut older = profile;
+        for l in older["lines"].as_array_mut().unwrap() {
+            let l = l.as_object_mut().unwrap();
+            l.remove("repeat_calls");
+            l.remove("uniform_calls");
+        }
+        let p: Profile = body(&run(HarnessStatus::Ok, older), "profile").unwrap();
+        assert!(p.lines.iter().all(|l| l.repeat_calls == 0 && l.uniform_calls == 0));
+        assert_eq!(p.lines[1].special_calls, 33554432);
     }
 }
