@@ -42,9 +42,9 @@ store to it since; special calls and flops are per thread. Redundant computation
 each special call hands its operands' bits to the counting hook (`kidiom_count_special(kind, a,
 b)`: a function's argument, a division's two operands, a `double` marked in the kind); a call is
 a repeat (`repeat_calls`) when the same thread made the same (kind, operands) before in the block,
-and uniform (`uniform_calls`) when another thread of the block made it first (per block: a set of
-(key, thread) and a map key -> first thread, emptied before every block, at most
-`MAX_EVAL_KEYS` entries each). The counts go to `$TMPDIR/kidiom-profile-<seed>.json`
+and uniform (`uniform_calls`) when another thread of the block made it first (per block: an
+open-addressing table of the runtime's own, entries (key, thread) and key -> first thread, emptied
+before every block, at most `MAX_EVAL_KEYS` entries). The counts go to `$TMPDIR/kidiom-profile-<seed>.json`
 (workprofile.cuda_report, format 2), summed over the calls of that seed.
 
 The float64 reference is kernels.kda.reference.naive_decode_kda (the manifest's `reference`).
@@ -98,7 +98,6 @@ _RUNTIME = r"""
 #endif
 #ifdef KIDIOM_COUNT
 #include <unordered_map>
-#include <unordered_set>
 #include <dlfcn.h>
 #endif
 #ifndef sigev_notify_thread_id
@@ -629,7 +628,7 @@ enum { NC = C_SPECIAL + S_N };
 // a special call's key: its kind (low byte; bits 8 and 9: the first or second operand is a double)
 // and its operands' bits (a float's zero-extended)
 enum { S_WIDE_A = 1 << 8, S_WIDE_B = 1 << 9 };
-static const size_t MAX_EVAL_KEYS = 1 << 19;   // special-call keys remembered per block (then none new)
+static const size_t MAX_EVAL_KEYS = 1 << 19;   // special-call entries remembered per block (then none new)
 }
 #ifdef KIDIOM_COUNT
 namespace kidiom_rt {
@@ -650,22 +649,65 @@ struct KeyHash {
 };
 typedef std::unordered_map<uintptr_t, unsigned long long> WordMap;
 struct Lane { WordMap n, loaded; };   // per thread: executions per site, words loaded (when)
-// a special call: (kind, operand bits); with the thread that made it (repeat calls: per thread)
-struct Eval {
-    unsigned kind, thread;
+// The block's special calls: an open-addressing table of entries (kind, thread, operand bits) ->
+// value, in the runtime's own uninstrumented code (no STL: it would run at -O0 with the sanitizer's
+// hooks). An entry of a thread says that thread made the call (repeat calls); the entry of thread
+// NO_THREAD holds the first thread that made it (uniform calls). An entry is live when its `gen` is
+// the block's: the table empties in O(1) before every block.
+struct EvalSlot {
     unsigned long long a, b;
-    bool operator==(const Eval& o) const { return kind == o.kind && thread == o.thread && a == o.a && b == o.b; }
+    unsigned kind, thread, value, gen;
 };
-struct EvalHash {
-    size_t operator()(const Eval& e) const {
-        unsigned long long h = ((unsigned long long)e.kind << 32 | e.thread) * 0x9E3779B97F4A7C15ULL;
-        h ^= (e.a + 0x632BE59BD9B4E019ULL) * 0xC2B2AE3D27D4EB4FULL;
-        h ^= (e.b + 0x165667B19E3779F9ULL) * 0x27D4EB2F165667C5ULL;
-        return (size_t)(h ^ (h >> 31));
+static const unsigned NO_THREAD = 0xFFFFFFFFu;
+static EvalSlot* etab;
+static size_t ecap, esize;
+static unsigned egen = 1;
+
+KIDIOM_RT static size_t eval_hash(unsigned kind, unsigned thread, unsigned long long a, unsigned long long b) {
+    unsigned long long h = ((unsigned long long)kind << 32 | thread) * 0x9E3779B97F4A7C15ULL;
+    h ^= (a + 0x632BE59BD9B4E019ULL) * 0xC2B2AE3D27D4EB4FULL;
+    h = (h ^ (h >> 29)) * 0xBF58476D1CE4E5B9ULL;
+    h ^= (b + 0x165667B19E3779F9ULL) * 0x94D049BB133111EBULL;
+    return (size_t)(h ^ (h >> 31));
+}
+
+// the entry of the key, inserted (value `value`) when absent and the table has room; `found` says
+// whether it was there; null when absent and not inserted
+KIDIOM_RT static EvalSlot* eval_entry(unsigned kind, unsigned thread, unsigned long long a, unsigned long long b,
+                                      unsigned value, bool* found) {
+    *found = false;
+    if (2 * (esize + 1) > ecap) {   // grow (the load at most 1/2), the live entries moved over
+        if (esize >= MAX_EVAL_KEYS) {
+            for (size_t i = eval_hash(kind, thread, a, b) & (ecap - 1);; i = (i + 1) & (ecap - 1)) {
+                EvalSlot& e = etab[i];
+                if (e.gen != egen) return nullptr;
+                if (e.kind == kind && e.thread == thread && e.a == a && e.b == b) { *found = true; return &e; }
+            }
+        }
+        size_t ncap = ecap ? 2 * ecap : 4096;
+        EvalSlot* nt = (EvalSlot*)calloc(ncap, sizeof(EvalSlot));
+        if (!nt) return nullptr;
+        for (size_t j = 0; j < ecap; j++) {
+            EvalSlot& e = etab[j];
+            if (e.gen != egen) continue;
+            size_t i = eval_hash(e.kind, e.thread, e.a, e.b) & (ncap - 1);
+            while (nt[i].gen == egen) i = (i + 1) & (ncap - 1);
+            nt[i] = e;
+        }
+        free(etab);
+        etab = nt;
+        ecap = ncap;
     }
-};
-static std::unordered_set<Eval, EvalHash>* evaluated;          // per block: (key, thread) evaluated
-static std::unordered_map<Eval, unsigned, EvalHash>* first;    // per block: key (thread 0) -> first thread
+    for (size_t i = eval_hash(kind, thread, a, b) & (ecap - 1);; i = (i + 1) & (ecap - 1)) {
+        EvalSlot& e = etab[i];
+        if (e.gen != egen) {
+            e = EvalSlot{a, b, kind, thread, value, egen};
+            esize++;
+            return &e;
+        }
+        if (e.kind == kind && e.thread == thread && e.a == a && e.b == b) { *found = true; return &e; }
+    }
+}
 static int counting, in_hook;
 static uintptr_t rlo[16], rhi[16];
 static int nr;
@@ -700,8 +742,11 @@ static void count_block_reset() {
         nwarps = nw;
     }
     for (unsigned w = 0; w < nw; w++) warp_seen[w].clear();
-    evaluated->clear();
-    first->clear();
+    if (++egen == 0) {   // generations wrapped: empty the table for real
+        if (etab) memset(etab, 0, ecap * sizeof(EvalSlot));
+        egen = 1;
+    }
+    esize = 0;
     in_hook = 0;
 }
 
@@ -770,16 +815,11 @@ KIDIOM_RT void special(uintptr_t pc, int kind, unsigned long long a, unsigned lo
     in_hook = 1;
     Site& s = (*sites)[pc];
     s.c[C_SPECIAL + (kind & 0xff)] += 1;
-    Eval key{(unsigned)kind, 0u, a, b};
-    auto f = first->find(key);
-    if (f == first->end()) {
-        if (first->size() < MAX_EVAL_KEYS) first->emplace(key, cur);
-    } else if (f->second != cur) {
-        s.c[C_UNIFORM] += 1;
-    }
-    key.thread = cur;
-    if (evaluated->count(key)) s.c[C_REPEAT] += 1;
-    else if (evaluated->size() < MAX_EVAL_KEYS) evaluated->insert(key);
+    bool found;
+    EvalSlot* f = eval_entry((unsigned)kind, NO_THREAD, a, b, cur, &found);
+    if (found && f->value != cur) s.c[C_UNIFORM] += 1;
+    eval_entry((unsigned)kind, cur, a, b, 0, &found);
+    if (found) s.c[C_REPEAT] += 1;
     in_hook = 0;
 }
 }  // namespace kidiom_rt
@@ -824,12 +864,8 @@ KIDIOM_API int kidiom_profile_begin(const unsigned long long* ranges, int n) {
     for (int i = 0; i < nr; i++) { rlo[i] = (uintptr_t)ranges[2 * i]; rhi[i] = (uintptr_t)ranges[2 * i + 1]; }
     delete sites;
     delete stored;
-    delete evaluated;
-    delete first;
     sites = new std::unordered_map<uintptr_t, Site>();
     stored = new WordMap();
-    evaluated = new std::unordered_set<Eval, EvalHash>();
-    first = new std::unordered_map<Eval, unsigned, EvalHash>();
     seq = 0;
     lane_bytes = 0;
     counting = 1;
