@@ -104,6 +104,14 @@ pub struct WorkTotals {
     pub flops: u64,
     /// `tl.dot` multiply-accumulates.
     pub dot_macs: u64,
+    /// Of the special-function evaluations, those the same program or thread
+    /// made before on the same arguments (0 from a harness before them).
+    #[serde(default)]
+    pub repeat_calls: u64,
+    /// Of the special-function evaluations, those another program of the
+    /// launch or thread of the block made first (0 from a harness before them).
+    #[serde(default)]
+    pub uniform_calls: u64,
 }
 
 /// What decides a predicted time (stored in the evidence, so defined with it).
@@ -187,6 +195,7 @@ mod tests {
             special_calls: 2 * kv,
             flops: 7 * kv,
             dot_macs: 0,
+            ..Default::default()
         }
     }
 

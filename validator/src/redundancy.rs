@@ -136,8 +136,13 @@ fn without(t: &WorkTotals, kind: FindingKind, amount: u64) -> WorkTotals {
             w.load_bytes = w.load_bytes.saturating_sub(amount);
             w.reread_bytes = w.reread_bytes.saturating_sub(amount);
         }
-        FindingKind::RepeatedCall | FindingKind::UniformCall => {
+        FindingKind::RepeatedCall => {
             w.special_calls = w.special_calls.saturating_sub(amount);
+            w.repeat_calls = w.repeat_calls.saturating_sub(amount);
+        }
+        FindingKind::UniformCall => {
+            w.special_calls = w.special_calls.saturating_sub(amount);
+            w.uniform_calls = w.uniform_calls.saturating_sub(amount);
         }
     }
     w
