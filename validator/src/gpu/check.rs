@@ -580,6 +580,78 @@ mod tests {
         assert_eq!(buf[24..28], 0.5f32.to_le_bytes());
     }
 
+    #[test]
+    fn the_spec_the_harness_wrote_checks_against_its_cubin() {
+        let text = include_str!("../../tests/fixtures/gpu/kda_decode_bench.launch.json");
+        let spec: LaunchSpec = serde_json::from_str(text).expect("the harness's launch.json is a LaunchSpec");
+        assert_eq!(spec, decode_spec_with_shape(&spec));
+        let launch = check(&spec, DECODE).expect("the emitted spec agrees with its cubin");
+        assert_eq!(launch.slots.last(), Some(&Slot { offset: 0x50, size: 8 }));
+    }
+
+    /// [`decode_spec`] with the fixture's full shape and tools (the rest must be equal).
+    fn decode_spec_with_shape(emitted: &LaunchSpec) -> LaunchSpec {
+        let mut s = decode_spec();
+        s.shape = emitted.shape.clone();
+        s.tools = emitted.tools.clone();
+        s
+    }
+
+    /// The harness's Python, or None with a printed reason (a failure under CI),
+    /// as `tests/project.rs` does.
+    fn python() -> Option<std::path::PathBuf> {
+        let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
+        let py = std::env::var_os("KIDIOM_PYTHON").map(Into::into).unwrap_or_else(|| root.join(".venv/bin/python"));
+        let ok = std::process::Command::new(&py)
+            .args(["-c", "import numpy, triton"])
+            .output()
+            .map(|o| o.status.success())
+            .unwrap_or(false);
+        if !ok {
+            assert!(
+                std::env::var_os("CI").is_none(),
+                "no Python with numpy and triton at {} (CI must run this)",
+                py.display()
+            );
+            eprintln!("skipping: no Python with numpy and triton at {} (run scripts/setup-python.sh)", py.display());
+            return None;
+        }
+        Some(py)
+    }
+
+    #[test]
+    fn every_spec_the_harness_emits_checks_against_its_cubin() {
+        let Some(py) = python() else { return };
+        let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
+        let out = tempfile::tempdir().expect("tempdir");
+        for (kernel, shapes) in [
+            ("kda.decode", "gpu0,gpu1,gpu2,gpu3,bench"),
+            ("kda.prefill", "gpu0,gpu1,bench"),
+            ("kda_cuda.decode", "gpu2,bench"),
+        ] {
+            let dir = out.path().join(kernel);
+            let run = std::process::Command::new(&py)
+                .args(["-m", "kernels.harness", "spec", "--kernel", kernel, "--sets", "0", "--shapes", shapes, "--out"])
+                .arg(&dir)
+                .current_dir(&root)
+                .output()
+                .expect("runs the harness");
+            assert!(run.status.success(), "{kernel}: {}", String::from_utf8_lossy(&run.stdout));
+            let mut n = 0;
+            for entry in std::fs::read_dir(&dir).expect("spec directories") {
+                let d = entry.expect("entry").path();
+                let text = std::fs::read_to_string(d.join("launch.json")).expect("launch.json");
+                let spec: LaunchSpec = serde_json::from_str(&text).expect("a LaunchSpec");
+                let cubin = std::fs::read(d.join(&spec.cubin)).expect("kernel.cubin");
+                let launch = check(&spec, &cubin).unwrap_or_else(|r| panic!("{}: {r}", d.display()));
+                let pointers = vec![1u64 << 20; launch.pointer_count()];
+                assert_eq!(pack(&launch, &pointers).expect("packs").len(), launch.param_bytes);
+                n += 1;
+            }
+            assert_eq!(n, shapes.split(',').count(), "{kernel}");
+        }
+    }
+
     // One test per refusal rule: each fails when its rule is removed.
 
     #[test]
