@@ -34,7 +34,6 @@ import importlib
 import json
 import os
 import re
-import subprocess
 import time
 from pathlib import Path
 
@@ -69,24 +68,17 @@ def _shapes(manifest, select):
     return out
 
 
-def _ptxas_version(arch):
-    try:
-        text = subprocess.run([cudatools.tool("ptxas", arch), "--version"], capture_output=True, text=True,
-                              timeout=30).stdout
-    except (OSError, subprocess.SubprocessError, FileNotFoundError):
-        return None
-    m = re.search(r"release ([\d.]+), V([\d.]+)", text)
-    return m[2] if m else None
-
-
-def _tools(arch, nvrtc=None):
+def _tools(cubin, assembler, nvrtc=None):
+    """Triton's version, the assembler's (as the cubin's `.note.nv.tkinfo` names it; ptxas 12 writes
+    no such note, then `--version` of the assembler that made it) and NVRTC's."""
     tools = {}
     try:
         import triton
         tools["triton"] = triton.__version__
     except ImportError:
         pass
-    v = _ptxas_version(arch)
+    m = re.search(rb"Cuda compilation tools, release [\d.]+, V([\d.]+)", cubin)
+    v = m[1].decode() if m else cudatools.tool_version(assembler)
     if v:
         tools["ptxas"] = v
     if nvrtc:
@@ -208,15 +200,16 @@ def emit_specs(manifest, source, out, sets=8, select=None, seed=None, arch=90, d
         compiled, report = aot.run_worker(
             manifest, source, arch, deadline, {"mode": "spec", "shapes": [s for _, s in shapes]}, collect,
             lambda r: isinstance(r.get("specs"), list) and len(r["specs"]) == len(shapes), "the specs' compile")
-        tools = _tools(arch)
+        assembler = cudatools.tool("ptxas", arch)   # the one Triton's compile used
+        nvrtc = None
     else:
         def collect(read, result):
             return read("out/kernel.ptx", False), result["params"], result["info"]
         (ptx, signature, info), report = aot.run_worker(
             manifest, source, arch, deadline, {"mode": "spec"}, collect,
             lambda r: isinstance(r.get("params"), list) and isinstance(r.get("info"), dict), "the specs' compile")
-        cubin, _ = cudatools.ptxas(ptx, arch=f"sm_{arch}a" if arch == 90 else f"sm_{arch}")
-        tools = _tools(arch, nvrtc=info.get("nvrtc_version"))
+        cubin, _, assembler = cudatools.assemble(ptx, arch=f"sm_{arch}a" if arch == 90 else f"sm_{arch}")
+        nvrtc = info.get("nvrtc_version")
         geometry = _launcher_module(manifest).launch_geometry
         block_threads = int(manifest.raw.get("block_threads", 128))
     compile_seconds = round(time.monotonic() - t0, 3)
@@ -242,7 +235,7 @@ def emit_specs(manifest, source, out, sets=8, select=None, seed=None, arch=90, d
             kernel = manifest.entry
         spec = {"format": FORMAT, "kernel": kernel, "cubin": "kernel.cubin",
                 "cubin_sha256": hashlib.sha256(cubin).hexdigest(), "shape": shape, "grid": grid, "block": block,
-                **launch, "params": params, "tools": tools}
+                **launch, "params": params, "tools": _tools(cubin, assembler, nvrtc)}
         d = out / shape_id(shape)
         d.mkdir(parents=True, exist_ok=True)
         (d / "kernel.cubin").write_bytes(cubin)
@@ -251,4 +244,4 @@ def emit_specs(manifest, source, out, sets=8, select=None, seed=None, arch=90, d
         written.append({"label": label, "shape": shape, "dir": str(d), "grid": grid, "block": block,
                         "cubin_sha256": spec["cubin_sha256"], "params": len(params)})
     return {"out": str(out), "specs": written, "sets": sets, "seed": seed, "compile_seconds": compile_seconds,
-            "sandbox": report, "tools": tools}
+            "sandbox": report, "tools": spec["tools"] if written else {}}
