@@ -175,3 +175,13 @@ def harness_root():
 def test_unknown_shape_labels_are_errors(tmp_path, labels):
     rc, r = harness("spec", "--kernel", "kda.decode", "--out", str(tmp_path), "--shapes", labels)
     assert rc == 2 and r["status"] == "error" and "unknown shape label" in r["error"]
+
+
+def test_a_cuda_entry_taking_another_element_type_is_refused(tmp_path):
+    src = (harness_root() / "kernels" / "kda_cuda" / "decode.cu").read_text()
+    assert "const long long* slots" in src
+    f = tmp_path / "decode.cu"
+    f.write_text(src.replace("const long long* slots", "const int* slots"))
+    rc, r = harness("spec", "--kernel", "kda_cuda.decode", "--source", str(f), "--out", str(tmp_path / "o"),
+                    "--sets", "0", "--shapes", "gpu1")
+    assert rc == 2 and "tensor slots: the kernel takes i32, the contract's tensor is i64" in r["error"], r

@@ -95,22 +95,31 @@ def _roles(op, shape):
     return roles
 
 
-def _tensor(op, roles, arg, dtype, align):
-    if not isinstance(arg, int) or not 0 <= arg < len(op.args):
+# numpy dtype of a contract tensor -> the element type a launch spec names (Triton's spelling)
+_DTYPES = {"float32": "fp32", "float64": "fp64", "float16": "fp16", "int64": "i64", "int32": "i32", "uint8": "u8"}
+
+
+def _tensor(op, roles, call, arg, dtype, align):
+    """A tensor parameter that received the call's argument `arg`: its contract name and role, and
+    the element type the source says, which must be the contract tensor's own."""
+    if not isinstance(arg, int) or isinstance(arg, bool) or not 0 <= arg < len(op.args):
         raise ValueError(f"tensor parameter names call argument {arg!r}, not one of {len(op.args)}")
     name = op.args[arg]
     if name not in roles:
         raise ValueError(f"tensor {name} has no role in the op's layout")
-    return {"kind": "tensor", "name": name, "dtype": str(dtype), "role": roles[name], "align": int(align)}
+    want = _DTYPES.get(call[arg].dtype.np.name)   # a ShapeOnly tensor's NpDtype
+    if str(dtype) != want:
+        raise ValueError(f"tensor {name}: the kernel takes {dtype}, the contract's tensor is {want}")
+    return {"kind": "tensor", "name": name, "dtype": want, "role": roles[name], "align": int(align)}
 
 
-def _triton_params(op, roles, facts):
+def _triton_params(op, roles, call, facts):
     """The worker's parameter facts, as LaunchSpec params (roles and names from the op)."""
     params = []
     for p in facts["params"]:
         kind = p.get("kind")
         if kind == "tensor":
-            params.append(_tensor(op, roles, p.get("arg"), p.get("dtype"), p.get("align")))
+            params.append(_tensor(op, roles, call, p.get("arg"), p.get("dtype"), p.get("align")))
         elif kind == "int":
             params.append({"kind": "int", "name": str(p["name"]), "value": int(p["value"]), "bits": int(p["bits"]),
                            "divisible_by_16": bool(p.get("divisible_by_16"))})
@@ -127,7 +136,7 @@ def _triton_params(op, roles, facts):
 _CUDA_INTS = ("N", "H", "HV", "K", "V")
 
 
-def _cuda_params(op, roles, signature, shape):
+def _cuda_params(op, roles, call, signature, shape):
     """The CUDA entry's parameters as LaunchSpec params: its pointers are the op's tensors in the
     order the launcher passes them, its ints the launcher's (N, H, HV, K, V), its float the scale
     (K ** -0.5, the launcher's default). A signature of another form is refused."""
@@ -138,7 +147,7 @@ def _cuda_params(op, roles, signature, shape):
     params = []
     for i, p in enumerate(signature[:len(op.args)]):
         align = np.dtype({"fp32": np.float32, "i64": np.int64, "i32": np.int32}.get(p["dtype"], np.uint8)).itemsize
-        params.append(_tensor(op, roles, i, p["dtype"], align))
+        params.append(_tensor(op, roles, call, i, p["dtype"], align))
     for p, name in zip(signature[len(op.args):], _CUDA_INTS):
         if p["bits"] != 32:
             raise ValueError(f"int parameter {p['name']} of {p['bits']} bits; the launcher passes a C int")
@@ -218,16 +227,17 @@ def emit_specs(manifest, source, out, sets=8, select=None, seed=None, arch=90, d
     written = []
     for index, (label, shape) in enumerate(shapes):
         roles = _roles(op, shape)
+        call = aot.fake_call(op.name, shape)
         if manifest.language == "triton":
             facts, cubin = compiled[index]
-            params = _triton_params(op, roles, facts)
+            params = _triton_params(op, roles, call, facts)
             grid = [int(g) for g in facts["grid"]]
             block = [32 * int(facts["num_warps"]), 1, 1]
             launch = {k: facts[k] for k in ("shared_bytes", "num_ctas", "cooperative", "pdl", "tensor_descriptors",
                                             "global_scratch_bytes", "global_scratch_align", "profile_scratch_bytes")}
             kernel = str(facts["kernel"])
         else:
-            params = _cuda_params(op, roles, signature, shape)
+            params = _cuda_params(op, roles, call, signature, shape)
             g, b = geometry(shape["N"], shape["HV"], shape["V"], block_threads)
             grid, block = [int(g), 1, 1], [int(b), 1, 1]
             launch = {"shared_bytes": 0, "num_ctas": 1, "cooperative": False, "pdl": False, "tensor_descriptors": 0,
