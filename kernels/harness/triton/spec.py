@@ -17,7 +17,7 @@ Who computes what:
   specialised as the JIT does and compiled (grid, `32 x num_warps`, shared memory, flags and
   scratch sizes from the compiled metadata; the non-constexpr parameters in order, each pointer
   identified with the call's tensor it received, never by the kernel's own parameter names; then
-  Triton's two scratch pointers). CUDA C++: NVRTC's PTX and the `extern "C" __global__` entry's
+  Triton's two scratch pointers; its element type must be that tensor's). CUDA C++: NVRTC's PTX and the `extern "C" __global__` entry's
   parameter list; ptxas (here) makes the one cubin, valid at every shape; the grid and block are
   the contract launcher's (`launch_geometry` of the manifest's launcher module), the ints its
   (N, H, HV, K, V) and the float its scale.
