@@ -1,6 +1,7 @@
 """Command line of the harness: the one process boundary the validator calls.
 
     python -m kernels.harness compile|check|bench --kernel NAME [--source FILE] [--json]
+    python -m kernels.harness spec --kernel NAME [--source FILE] --out DIR [--sets R] [--shapes L,..] [--seed S]
     python -m kernels.harness sweep --kernel NAME --variants FILE [--jobs N] [--seed S]
     python -m kernels.harness list [--json]
     python -m kernels.harness profile --kernel NAME [--source FILE] [--json] [--timeout S]   # work per line (profile.py)
@@ -63,6 +64,13 @@ def parse_args(argv):
     k = sub.add_parser("compile", parents=[common], help="ahead-of-time compile for sm_90; instruction mix")
     k.add_argument("--arch", type=int, default=90)
     k.add_argument("--keep", help="directory to keep the PTX/cubin/SASS in")
+    s = sub.add_parser("spec", parents=[common], help="launch specs for the Rust GPU gate, per gpu and bench shape "
+                                                      "(triton/spec.py; no GPU needed)")
+    s.add_argument("--out", required=True, help="directory to write one spec directory per shape in")
+    s.add_argument("--sets", type=int, default=8, help="input sets (and expected outputs) per shape")
+    s.add_argument("--shapes", help="comma-separated labels to emit (gpu0, gpu1, ..., bench; default all)")
+    s.add_argument("--seed", type=int, help="seed of the input sets (default: fresh from the OS)")
+    s.add_argument("--arch", type=int, default=90)
     w = sub.add_parser("sweep", parents=[common], help="error curve and static figures of many variants (search)")
     w.add_argument("--variants", required=True, help="JSON file: {variants: [{id, source}], compile, curve}")
     w.add_argument("--jobs", type=int, default=os.cpu_count() or 1, help="variants measured at a time")
@@ -204,6 +212,18 @@ def dispatch(args, out):
         out.update(aot.compile_kernel(manifest, args.source, arch=args.arch, keep=args.keep,
                                       deadline=time.monotonic() + args.timeout - margin))
         out["versions"] = versions()
+        return EXIT_OK
+
+    if args.command == "spec":
+        os.environ.pop("TRITON_INTERPRET", None)
+        from .triton.spec import emit_specs
+        margin = min(3.0, 0.2 * args.timeout)
+        select = [x.strip() for x in args.shapes.split(",") if x.strip()] if args.shapes else None
+        # the source is imported and compiled in the sandboxed worker (triton/aot.py); the roles,
+        # inputs and expected values are made here, by the op's own functions
+        out.update(emit_specs(manifest, args.source, args.out, sets=args.sets, select=select, seed=args.seed,
+                              arch=args.arch, deadline=time.monotonic() + args.timeout - margin))
+        out.update(status="ok", device="none (ahead-of-time)", versions=versions(), commit=git_commit())
         return EXIT_OK
 
     if args.command == "sweep":

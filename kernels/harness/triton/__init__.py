@@ -4,7 +4,8 @@ worker (kernels/kda_cuda/), each judged by running it.
 - check.py judges a candidate against the float64 reference (operations.py: the KDA operations
   and their slicing); profile.py counts work per source line; sweep.py measures many variants for
   the search; bench.py times a candidate against the baseline on a GPU; aot.py compiles ahead of
-  time (PTX, SASS, the instruction mix).
+  time (PTX, SASS, the instruction mix); spec.py writes the Rust GPU gate's launch specs (its
+  compiles through aot.py's worker, its inputs and expected values from operations.py).
 - Every run of candidate code happens in a sandboxed worker: worker_client.py is the harness's
   side (starts workers, sends requests, reads results) of worker.py, the worker's side. aot.py and
   bench.py pair the same way with aotworker.py and benchworker.py.

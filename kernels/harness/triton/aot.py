@@ -37,7 +37,7 @@ try:
 except ImportError:   # in the sandboxed compile: a copy in the flat kidiom_rt package
     from .loader import import_file
 
-__all__ = ["compile_kernel", "CompileError"]
+__all__ = ["compile_kernel", "CompileError", "run_worker", "launch_facts_triton", "cuda_params", "fake_call"]
 
 HERE = Path(__file__).resolve().parent
 # the worker's runtime (package kidiom_rt in its scratch directory): {name there: source}
@@ -124,16 +124,21 @@ def _specialise(jit_fn, bound):
     return signature, constexprs, attrs
 
 
-def compile_triton(manifest, source, arch):
+def _record_and_compile(manifest, source, arch, shape):
+    """The launcher's one launch of the entry kernel at `shape` (on shape-only tensors), specialised
+    and compiled: a namespace of the compiled kernel, the JIT function, the bound arguments, the
+    fake call's arguments, the grid (3 ints), the specialisation and the ptxas log."""
     import triton
+    from types import SimpleNamespace
     from triton.backends.compiler import GPUTarget
     from triton.compiler import ASTSource
     mod = import_file(source)
     kernel = getattr(mod, manifest.entry)
     rec = _Recorder(kernel)
     setattr(mod, manifest.entry, rec)
+    call = fake_call(manifest.op, shape)
     try:
-        getattr(mod, manifest.launcher)(*fake_call(manifest.op, manifest.shapes["bench"]))
+        getattr(mod, manifest.launcher)(*call)
     finally:
         setattr(mod, manifest.entry, kernel)
     if len(rec.calls) != 1:
@@ -161,21 +166,117 @@ def compile_triton(manifest, source, arch):
         compiled = triton.compile(ASTSource(fn=jit_fn, signature=signature, constexprs=constexprs, attrs=attrs),
                                   target=GPUTarget("cuda", arch, 32), options=options or None)
     seconds = time.perf_counter() - t0
-    md = compiled.metadata
     grid_v = grid(bound) if callable(grid) else grid
+    grid_v = [int(x) for x in (tuple(grid_v) + (1, 1, 1))[:3]]
+    return SimpleNamespace(compiled=compiled, jit_fn=jit_fn, bound=bound, call=call, grid=grid_v,
+                           signature=signature, constexprs=constexprs, attrs=attrs, seconds=seconds,
+                           log=log.getvalue())
+
+
+def compile_triton(manifest, source, arch, shape=None):
+    r = _record_and_compile(manifest, source, arch, manifest.shapes["bench"] if shape is None else shape)
+    md = r.compiled.metadata
     info = {
-        "constexprs": {jit_fn.arg_names[k[0]]: v for k, v in constexprs.items()
+        "constexprs": {r.jit_fn.arg_names[k[0]]: v for k, v in r.constexprs.items()
                        if isinstance(v, (int, float, bool, str)) or v is None},
-        "signature": {k: v for k, v in signature.items() if v != "constexpr"},
-        "grid": list(grid_v),
+        "signature": {k: v for k, v in r.signature.items() if v != "constexpr"},
+        "grid": r.grid,
         "num_warps": md.num_warps,
         "num_stages": getattr(md, "num_stages", None),
         "shared_bytes": md.shared,
-        "compile_seconds": round(seconds, 3),
+        "compile_seconds": round(r.seconds, 3),
     }
-    if _PTXAS_INFO.search(log.getvalue()):
-        info["ptxas_log"] = log.getvalue()[-4000:]
-    return compiled.asm["ptx"], compiled.asm["cubin"], info
+    if _PTXAS_INFO.search(r.log):
+        info["ptxas_log"] = r.log[-4000:]
+    return r.compiled.asm["ptx"], r.compiled.asm["cubin"], info
+
+
+def _divisible_16(attrs, i):
+    """Whether the specialisation marked argument i as divisible by 16 (Triton's 'D')."""
+    for pair in attrs.get((i,), ()):
+        if len(pair) == 2 and pair[0] == "tt.divisibility" and pair[1] == 16:
+            return True
+    return False
+
+
+def launch_facts_triton(manifest, source, arch, shape):
+    """`spec`'s facts of one shape (triton/spec.py makes the launch spec of them): the launch the
+    launcher records and the compiled metadata, the kernel's non-constexpr parameters in order,
+    each tensor named by its position in the op's call (`arg`: the call's own tensors, found by
+    identity; never the kernel's parameter names), then Triton's two scratch pointers.
+    Returns (cubin bytes, facts)."""
+    r = _record_and_compile(manifest, source, arch, shape)
+    md = r.compiled.metadata
+    params = []
+    for i, p in enumerate(r.jit_fn.params):
+        ty = r.signature.get(p.name, "constexpr")
+        if ty == "constexpr":
+            continue
+        val = r.bound[p.name]
+        if ty.startswith("*"):
+            arg = next((j for j, t in enumerate(r.call) if t is val), None)
+            if arg is None:
+                raise RuntimeError(f"pointer argument {p.name} of {manifest.entry} is not one of the call's tensors "
+                                   "(the device gate passes the contract's buffers only)")
+            params.append({"kind": "tensor", "param": p.name, "arg": arg, "dtype": ty[1:],
+                           "align": 16 if _divisible_16(r.attrs, i) else int(val.element_size())})
+        elif ty in ("i32", "i64"):
+            params.append({"kind": "int", "name": p.name, "value": int(val), "bits": int(ty[1:]),
+                           "divisible_by_16": _divisible_16(r.attrs, i)})
+        elif ty == "fp32":
+            params.append({"kind": "float", "name": p.name, "value": float(val)})
+        else:
+            raise RuntimeError(f"argument {p.name} of {manifest.entry} has type {ty}, which a launch spec cannot pass")
+    params += [{"kind": "scratch", "which": "global"}, {"kind": "scratch", "which": "profile"}]
+    desc = getattr(md, "tensordesc_meta", None) or []
+    facts = {
+        "kernel": md.name, "grid": r.grid, "num_warps": int(md.num_warps), "num_ctas": int(getattr(md, "num_ctas", 1)),
+        "shared_bytes": int(md.shared),
+        "cooperative": bool(getattr(md, "launch_cooperative_grid", False)),
+        "pdl": bool(getattr(md, "launch_pdl", False)), "tensor_descriptors": len(desc),
+        "global_scratch_bytes": int(getattr(md, "global_scratch_size", 0) or 0),
+        "global_scratch_align": int(getattr(md, "global_scratch_align", 1) or 1),
+        "profile_scratch_bytes": int(getattr(md, "profile_scratch_size", 0) or 0),
+        "params": params, "compile_seconds": round(r.seconds, 3),
+    }
+    return r.compiled.asm["cubin"], facts
+
+
+# `extern "C" __global__ void NAME(...)`: the parameter list of a CUDA entry
+_CUDA_SCALARS = {"int": ("int", 32), "int32_t": ("int", 32), "unsigned": ("int", 32), "unsigned int": ("int", 32),
+                 "long long": ("int", 64), "int64_t": ("int", 64), "long": ("int", 64), "float": ("float", 32)}
+_CUDA_POINTEES = {"float": "fp32", "double": "fp64", "int": "i32", "int32_t": "i32", "long long": "i64",
+                  "int64_t": "i64", "__half": "fp16", "__nv_bfloat16": "bf16", "unsigned char": "u8"}
+
+
+def cuda_params(text, entry):
+    """The parameters of the `extern "C" __global__` entry `entry` of a CUDA source, in order:
+    [{"kind": "tensor", "param", "dtype"} | {"kind": "int", "name", "bits"} | {"kind": "float", "name"}].
+    Raises RuntimeError for a type a launch spec cannot pass."""
+    text = re.sub(r"//[^\n]*|/\*.*?\*/", " ", text, flags=re.S)
+    m = re.search(r'extern\s+"C"\s+__global__\s+(?:__launch_bounds__\s*\([^)]*\)\s*)?void\s+'
+                  r'(?:__launch_bounds__\s*\([^)]*\)\s*)?' + re.escape(entry) + r"\s*\(([^)]*)\)", text)
+    if m is None:
+        raise RuntimeError(f'no extern "C" __global__ void {entry}(...) in the source')
+    out = []
+    for raw in (a.strip() for a in m[1].split(",")):
+        if not raw:
+            continue
+        words = re.sub(r"\b(const|volatile|__restrict__|__restrict)\b", " ", raw)
+        pm = re.fullmatch(r"\s*(.*?)\s*(\*?)\s*([A-Za-z_]\w*)\s*", words)
+        if pm is None:
+            raise RuntimeError(f"cannot read parameter {raw!r} of {entry}")
+        base, star, name = " ".join(pm[1].split()), pm[2], pm[3]
+        if star:
+            if base not in _CUDA_POINTEES:
+                raise RuntimeError(f"parameter {name} of {entry}: pointer to {base}, which a launch spec cannot name")
+            out.append({"kind": "tensor", "param": name, "dtype": _CUDA_POINTEES[base]})
+        elif base in _CUDA_SCALARS:
+            kind, bits = _CUDA_SCALARS[base]
+            out.append({"kind": kind, "name": name, "bits": bits} if kind == "int" else {"kind": kind, "name": name})
+        else:
+            raise RuntimeError(f"parameter {name} of {entry} has type {base}, which a launch spec cannot pass")
+    return out
 
 
 # ptxas -v's summary line: a log that has it is the whole report the static figures read
@@ -219,6 +320,21 @@ def compile_sandboxed(manifest, source, arch, deadline):
     """The source-touching half of a compile, in a sandboxed worker (aotworker.py):
     (ptx, cubin or None, info, sandbox report). Raises CompileError (the source's failure),
     sandbox.JobTimeout (past `deadline`), RuntimeError (the worker died)."""
+    def collect(read, result):
+        ptx = read("out/kernel.ptx", False)
+        cubin = read("out/kernel.cubin", True) if manifest.language == "triton" else None
+        return ptx, cubin, result["info"]
+    (ptx, cubin, info), report = run_worker(manifest, source, arch, deadline, {}, collect,
+                                            lambda r: isinstance(r.get("info"), dict))
+    return ptx, cubin, info, report
+
+
+def run_worker(manifest, source, arch, deadline, job_extra, collect, complete, what="the ahead-of-time compile"):
+    """Runs aotworker.py on a copy of `source` in the sandbox, its job the manifest's facts plus
+    `job_extra`; returns (collect(read, result), sandbox report), where `read(rel, binary)` reads
+    a file the worker wrote and `result` is its result.json, which `complete(result)` accepts.
+    Raises CompileError (the source's failure), sandbox.JobTimeout (past `deadline`),
+    RuntimeError (the worker died or left no complete result)."""
     from .. import sandbox
     root = Path(tempfile.mkdtemp(prefix="kidiom-aot-"))
     try:
@@ -231,11 +347,11 @@ def compile_sandboxed(manifest, source, arch, deadline):
         out_dir, _ = sandbox.writable_dirs(scratch)
         job = {"name": manifest.name, "op": manifest.op, "entry": manifest.entry, "launcher": manifest.launcher,
                "language": manifest.language, "shape": manifest.shapes["bench"], "arch": arch, "source": str(dst),
-               "out_dir": str(out_dir)}
+               "out_dir": str(out_dir), **job_extra}
         (scratch / "job.json").write_text(json.dumps(job))
         cfg = {"module": "kidiom_rt.aotworker", "path": [str(scratch / "rt")], "args": [str(scratch / "job.json")]}
         env = {"TRITON_DEFAULT_FP_FUSION": os.environ.get("TRITON_DEFAULT_FP_FUSION", "1")}
-        run = sandbox.run_job(scratch, cfg, deadline, "the ahead-of-time compile", env_extra=env,
+        run = sandbox.run_job(scratch, cfg, deadline, what, env_extra=env,
                               address_space=AS_LIMIT,
                               python_note="isolated mode (-I); importable: the source and the compile's runtime "
                                           "(kidiom_rt), never the reference or the checker")
@@ -243,14 +359,12 @@ def compile_sandboxed(manifest, source, arch, deadline):
             result = json.loads(sandbox.read_file(scratch, "out/result.json", limit=16 << 20))
         except (OSError, ValueError):
             result = None
-        if not isinstance(result, dict) or not ("error" in result or isinstance(result.get("info"), dict)):
+        if not isinstance(result, dict) or not ("error" in result or complete(result)):
             death = sandbox.death_text(run["rc"], run["exit"]) or "exited without a result"
-            raise RuntimeError(f"the ahead-of-time compile's worker {death}: {_tail(run['stderr'])}")
+            raise RuntimeError(f"{what}'s worker {death}: {_tail(run['stderr'])}")
         if "error" in result:
             raise CompileError(f"{result['error']}\n{_tail(str(result.get('traceback')), 1200)}")
-        ptx = sandbox.read_file(scratch, "out/kernel.ptx")
-        cubin = sandbox.read_file(scratch, "out/kernel.cubin", binary=True) if manifest.language == "triton" else None
-        return ptx, cubin, result["info"], run["sandbox"]
+        return collect(lambda rel, binary: sandbox.read_file(scratch, rel, binary=binary), result), run["sandbox"]
     finally:
         shutil.rmtree(root, ignore_errors=True)
 

@@ -11,6 +11,10 @@ recorder, then `triton.compile` for the target (Triton runs its ptxas here too);
 to PTX. Everything goes back as files in `out/`: `result.json` ({"info": ...} or {"error",
 "traceback"}), `kernel.ptx`, and for Triton `kernel.cubin`. The harness runs ptxas -v and
 cuobjdump on those itself.
+
+`spec` (job "mode": "spec", triton/spec.py) does the same per shape of the job's "shapes": Triton
+writes `spec<i>.cubin` and the launch facts of shape i (result {"specs": [facts, ...]}); CUDA the
+PTX once and the entry's parameter list (result {"info", "params"}), the cubin is ptxas's.
 """
 import json
 import os
@@ -25,6 +29,21 @@ def _write(out_dir, name, data):
         f.write(data)
 
 
+def _spec(aot, manifest, job, out_dir):
+    if job["language"] == "triton":
+        specs = []
+        for i, shape in enumerate(job["shapes"]):
+            cubin, facts = aot.launch_facts_triton(manifest, job["source"], job["arch"], shape)
+            _write(out_dir, f"spec{i}.cubin", bytes(cubin))
+            specs.append(facts)
+        return {"specs": specs}
+    ptx, info = aot.compile_cuda(manifest, job["source"], job["arch"])
+    with open(job["source"]) as f:
+        params = aot.cuda_params(f.read(), manifest.entry)
+    _write(out_dir, "kernel.ptx", ptx)
+    return {"info": info, "params": params}
+
+
 def main():
     with open(sys.argv[1]) as f:
         job = json.load(f)
@@ -33,13 +52,16 @@ def main():
         from . import aot
         manifest = SimpleNamespace(name=job["name"], op=job["op"], entry=job["entry"], launcher=job["launcher"],
                                    language=job["language"], shapes={"bench": job["shape"]})
-        if job["language"] == "triton":
+        if job.get("mode") == "spec":
+            result = _spec(aot, manifest, job, out_dir)
+        elif job["language"] == "triton":
             ptx, cubin, info = aot.compile_triton(manifest, job["source"], job["arch"])
             _write(out_dir, "kernel.cubin", bytes(cubin))
         else:
             ptx, info = aot.compile_cuda(manifest, job["source"], job["arch"])
-        _write(out_dir, "kernel.ptx", ptx)
-        result = {"info": info}
+        if job.get("mode") != "spec":
+            _write(out_dir, "kernel.ptx", ptx)
+            result = {"info": info}
     except BaseException as e:  # noqa: BLE001 - the source's failure, reported to the harness
         result = {"error": f"{type(e).__name__}: {e}"[:3000], "traceback": traceback.format_exc()[-3000:]}
     _write(out_dir, "result.json", json.dumps(result, default=str))

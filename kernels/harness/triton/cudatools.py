@@ -107,15 +107,50 @@ def nvrtc_version():
 
 # ptxas / cuobjdump ---------------------------------------------------------------------------
 
+def _other_ptxas(first):
+    """The other assemblers Triton's wheel bundles (ptxas, ptxas-blackwell), after `first`."""
+    folder = Path(first).parent
+    return [str(p) for p in (folder / "ptxas-blackwell", folder / "ptxas") if p.exists() and str(p) != str(first)]
+
+
 def ptxas(ptx, arch="sm_90a", workdir=None):
-    """PTX -> cubin with `ptxas -v`. Returns (cubin bytes, verbose log)."""
+    """PTX -> cubin with `ptxas -v`. Returns (cubin bytes, verbose log); `assemble` also says
+    which assembler it was."""
+    cubin, log, _ = assemble(ptx, arch, workdir)
+    return cubin, log
+
+
+def assemble(ptx, arch="sm_90a", workdir=None):
+    """PTX -> (cubin bytes, `ptxas -v` log, the assembler's path).
+
+    The assembler is the one Triton uses for the architecture; when that one is older than the
+    PTX's ISA (Triton 3.6's ptxas 12.8 reads PTX up to 8.7, NVRTC 12.9 writes 8.8), the wheel's
+    other assembler is tried before giving up."""
     with tempfile.TemporaryDirectory() as d:
         d = workdir or d
         src, out = os.path.join(d, "k.ptx"), os.path.join(d, "k.cubin")
         Path(src).write_text(ptx)
         num = int("".join(c for c in arch if c.isdigit()))
-        log = _run([tool("ptxas", num), f"-arch={arch}", "-v", src, "-o", out])
-        return Path(out).read_bytes(), log
+        first = tool("ptxas", num)
+        tries = [first] + _other_ptxas(first)
+        for i, exe in enumerate(tries):
+            try:
+                log = _run([exe, f"-arch={arch}", "-v", src, "-o", out])
+                break
+            except RuntimeError as e:
+                if "Unsupported .version" not in str(e) or i == len(tries) - 1:
+                    raise
+        return Path(out).read_bytes(), log, exe
+
+
+def tool_version(exe):
+    """`V12.8.93` of a CUDA tool's `--version`, without the V; None when it says nothing."""
+    try:
+        text = subprocess.run([exe, "--version"], capture_output=True, text=True, timeout=30).stdout
+    except (OSError, subprocess.SubprocessError):
+        return None
+    m = re.search(r"release [\d.]+, V([\d.]+)", text)
+    return m[1] if m else None
 
 
 def _with_cubin(cubin, fn):

@@ -1,6 +1,7 @@
 """The two KDA operations as the harness sees them: random inputs, the float64 reference, and
 how a kernel's public function is called (destination passing): `args` is the argument order,
-`layout(x)` which arguments are read-only inputs, in/out tensors and outputs (with shapes); the
+`layout(x)` which arguments are read-only inputs, in/out tensors and outputs (with shapes),
+`written(name, x)` where the call writes an in/out tensor (the GPU gate's launch specs); the
 check's worker (worker.py) makes the call from that description and never sees this module.
 
 Inputs are float32 and realistic for KDA: q and k L2-normalised, beta in (0, 1), g = log of a
@@ -62,6 +63,13 @@ class DecodeOp:
 
     def result_shape(self, name, x):
         return tuple(x["v"].shape) if name == "o" else tuple(x["state"].shape)
+
+    def written(self, name, x):
+        """Where the call writes the in/out tensor `name` (the state pool: the rows of `slots`);
+        every other element must come back bit-identical (the GPU gate's `.written.npy`)."""
+        mask = np.zeros(x[name].shape, dtype=bool)
+        mask[x["slots"]] = True
+        return mask
 
 
 class PrefillOp:

@@ -8,5 +8,14 @@
 //!
 //! - `spec`: the launch spec (`launch.json`), what a cubin assumes about its
 //!   arguments, and the input sets and expected outputs beside it.
+//! - `elf`: what a cubin's ELF says about its kernel (entry, parameter
+//!   layout, required block, undefined symbols, device globals).
+//! - `check`: the spec checked against the cubin ([`check::check`], every
+//!   refusal a one-line reason) and the arguments packed at the cubin's
+//!   offsets ([`check::pack`]).
+//! - `sha256`: the cubin hash a spec names.
 
+pub mod check;
+pub mod elf;
+pub mod sha256;
 pub mod spec;

@@ -4,19 +4,24 @@
 //! candidate's by its sandboxed worker) as `launch.json` beside the cubin,
 //! the rotating input sets and the expected outputs (trusted code only).
 //!
-//! Layout of a spec directory (one per variant and shape):
+//! Layout of a spec directory (one per variant and shape; the harness's
+//! `python -m kernels.harness spec --out DIR` writes one per shape under
+//! DIR, named by the shape, e.g. `N64-H16-HV32-K128-V128-S64`):
 //!
 //! ```text
 //! launch.json            this file's `LaunchSpec`
 //! kernel.cubin           the device code (sm_90), `cubin_sha256` its hash
 //! inputs/set<j>/<name>.npy    the tensors of input set j, every `Tensor` parameter
+//!                             (an `output`'s is all NaN: its shape, dtype and poison)
 //! expected/set<j>/<name>.npy  float64 expected values of every written tensor (trusted side only)
 //! expected/set<j>/<name>.written.npy  uint8, 1 where the call writes an `in_out` tensor; the rest
 //!                                     must come back bit-identical to its input
 //! ```
 //!
 //! Format 1. Unknown fields are refused: a spec is read as exactly what it
-//! says, and anything it cannot say is refused with its reason.
+//! says, and anything it cannot say is refused with its reason. Before
+//! anything is launched, `super::check::check` holds the spec against the
+//! cubin's own ELF (the spec is the candidate's word, the cubin what runs).
 
 use std::collections::BTreeMap;
 
