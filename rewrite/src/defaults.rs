@@ -30,7 +30,7 @@ const DEFAULTS: &[(&str, &str, &[&str])] = &[
 ];
 
 /// The callee a launch's keywords are told by in [`DEFAULTS`].
-const LAUNCH: &str = "kernel launches";
+const LAUNCH: &str = "kernel launch";
 
 /// `(keyword, the default's spellings)` of a kernel launch
 /// (`KERNEL[GRID](...)`, [`kidiom_syntax::kernel_launches`]), from
@@ -74,7 +74,11 @@ fn tokens_without_defaults(text: &str) -> Option<(String, Vec<String>)> {
         if let Some((callee, kw)) = default_argument(n, src, &launches) {
             let start = n.prev_sibling().filter(|p| p.kind() == ",").map(|p| p.start_byte()).unwrap_or(n.start_byte());
             cut.push((start, n.end_byte()));
-            left_out.push(format!("`{kw}` on `{callee}`"));
+            left_out.push(if callee == LAUNCH {
+                format!("`{kw}` on a {callee}")
+            } else {
+                format!("`{kw}` on `{callee}`")
+            });
             return false;
         }
         true
@@ -164,7 +168,11 @@ mod tests {
         {
             let cand = LAUNCHER.replace("k[(1,)](a, B=16)", nil);
             let why = nil_arguments(Lang::Python, LAUNCHER, &cand).unwrap_or_else(|| panic!("{nil} is the default"));
-            assert!(why.contains("on `kernel launches`"), "{why}");
+            assert!(
+                why.contains("passes `num_")
+                    && why.ends_with("` on a kernel launch at the default the callee takes anyway"),
+                "{why}"
+            );
         }
         for real in [
             "k[(1,)](a, B=16, num_warps=8)",
