@@ -106,7 +106,8 @@ fn defined_kernels(root: Node, text: &str, aliases: &ImportAliases) -> Vec<Kerne
         let Some(def) = node.child_by_field_name("definition") else { return false };
         let autotuned = decorators.iter().any(|d| {
             let expr = d.named_child(0);
-            let target = expr.and_then(|e| if e.kind() == "call" { e.child_by_field_name("function") } else { Some(e) });
+            let target =
+                expr.and_then(|e| if e.kind() == "call" { e.child_by_field_name("function") } else { Some(e) });
             target.is_some_and(|t| aliases.canonical(src(t)).rsplit('.').next() == Some("autotune"))
         });
         let mut constexprs = Vec::new();
@@ -151,7 +152,12 @@ fn launch_at(node: Node, text: &str, aliases: &ImportAliases, kernels: &[Kernel]
     let mut c = sub.walk();
     let parts: Vec<Node> = sub.children_by_field_name("subscript", &mut c).collect();
     let (first, last) = (parts.first()?, parts.last()?);
-    Some(Launch { call: node.byte_range(), kernel: name.to_string(), grid: first.start_byte()..last.end_byte(), launched })
+    Some(Launch {
+        call: node.byte_range(),
+        kernel: name.to_string(),
+        grid: first.start_byte()..last.end_byte(),
+        launched,
+    })
 }
 
 #[cfg(test)]
