@@ -270,6 +270,11 @@ impl Rewrite {
         self
     }
 
+    /// Where its sites may be.
+    pub fn scope(&self) -> Scope {
+        self.scope
+    }
+
     /// The value written for `$V`, if the rewrite has one.
     pub fn value(&self) -> Option<&str> {
         self.value.as_deref()
