@@ -474,8 +474,13 @@ fn is_pure(node: Node, text: &str, depth: usize) -> bool {
         | "not_operator"
         | "conditional_expression"
         | "keyword_argument"
-        | "argument_list" => all(node),
-        "lambda" => node.child_by_field_name("body").is_some_and(|b| is_pure(b, text, depth + 1)),
+        | "argument_list"
+        // a lambda's parameter defaults are evaluated where it is written
+        | "lambda"
+        | "lambda_parameters"
+        | "default_parameter"
+        | "list_splat_pattern"
+        | "dictionary_splat_pattern" => all(node),
         "call" => {
             let callee = node.child_by_field_name("function").and_then(|f| text.get(f.byte_range())).unwrap_or("");
             let last = callee.rsplit('.').next().unwrap_or(callee);
@@ -764,6 +769,7 @@ def launch(x, o):
             ("kernel[(reference(y, o) or 1, 1)](y, o_ptr=o, n=x.numel(), N=64)", config),
             ("kernel[grid](y, o_ptr=o, n=x.numel(), N=o.zero_() or 64)", config),
             ("kernel[(g := 2, 1)](y, o_ptr=o, n=x.numel(), N=64)", config),
+            ("kernel[lambda meta, _=o.zero_(): (1,)](y, o_ptr=o, n=x.numel(), N=64)", config),
             ("kernel[grid](y, o_ptr=o, n=x.numel(), N=[o.fill_(0) for _ in (1,)] and 64)", config),
         ] {
             let got = changed(Lang::Python, LAUNCHER, &launch(planted));
