@@ -34,6 +34,8 @@ mod redundancy;
 mod run;
 // `kidiom validate`: the gates on a copy of our kernels (CPU), planted bugs, a hanging kernel.
 mod validate;
+// Launch configuration: launch options mined upstream rewrite our decode's launch; the static gate's launch rule.
+mod launch;
 // The Ray executor: the same verdicts through a local Ray head as locally, node evidence, a deadline.
 mod ray;
 // The GIL idiom: mined, refused where unsafe, accepted on our KV-transfer module by the CPU speed gate.

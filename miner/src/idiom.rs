@@ -695,6 +695,35 @@ mod tests {
     }
 
     #[test]
+    fn launch_options_are_rewrites_of_a_launch_and_other_launch_keywords_are_not() {
+        let src = format!(
+            "{KERNEL}@triton.jit
+def k(x, B: tl.constexpr):
+    pass
+
+def launch(x):
+    k[(1,)](x, B=16, num_warps=8, num_stages=2)
+    k[(2,)](x, B=16, num_warps=8, num_ctas=2)
+    k[(3,)](x, B=32)
+"
+        );
+        let py = mined(Lang::Python, &src);
+        assert_eq!(why(&py, "py-keyword-kernel-grid-num-warps"), None);
+        assert_eq!(why(&py, "py-keyword-kernel-grid-num-stages"), None);
+        let warps = py.iter().find(|i| i.id == "py-keyword-kernel-grid-num-warps").expect("num_warps");
+        assert_eq!(
+            (warps.before.as_str(), warps.after.as_str()),
+            ("$KERNEL[$GRID]($$$ARGS)", "$KERNEL[$GRID]($$$ARGS, num_warps=$V)")
+        );
+        assert!(
+            why(&py, "py-keyword-kernel-grid-num-ctas").is_some_and(|w| w.contains("outside the launch configuration")),
+            "{py:#?}"
+        );
+        // a constexpr is the kernel's argument, not a launch keyword
+        assert!(py.iter().all(|i| i.id != "py-keyword-kernel-grid-b"));
+    }
+
+    #[test]
     fn rewritability_follows_from_the_templates_and_the_histogram() {
         let src = format!(
             "{KERNEL}PREC = 'ieee'

@@ -5,7 +5,7 @@
 use std::collections::{BTreeMap, BTreeSet};
 
 use kidiom_rewrite::supported_value;
-use kidiom_syntax::Lang;
+use kidiom_syntax::{LAUNCH_OPTIONS, Lang};
 
 use crate::classify::{self, Category};
 use crate::facts::{FamilyKey, Mechanism};
@@ -32,8 +32,14 @@ pub(crate) fn guidance(
             "it is a construct of its own, not a decoration of one: where it belongs is a design decision".into(),
         );
     }
-    if key.mechanism == Mechanism::Keyword && s == crate::python::LAUNCH {
-        return Some("launch options live in host code".into());
+    // A launch's configuration is the one thing a rewrite may change in host
+    // code: its launch options, its grid and its constexpr block sizes (the
+    // latter are kernel parameters, never mined as launch keywords).
+    if key.mechanism == Mechanism::Keyword && s == crate::python::LAUNCH && !LAUNCH_OPTIONS.contains(&d) {
+        return Some(format!(
+            "`{d}=` is a launch option outside the launch configuration a rewrite may change in host code ({})",
+            LAUNCH_OPTIONS.iter().map(|o| format!("`{o}=`")).collect::<Vec<_>>().join(", ")
+        ));
     }
     let role = (key.mechanism == Mechanism::Keyword).then(|| classify::keyword_role(d)).flatten();
     if category == Category::Api {

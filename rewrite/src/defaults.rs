@@ -1,12 +1,14 @@
 //! Arguments a rewrite passes at the value the callee takes anyway.
 //!
 //! `tl.dot(a, b, out_dtype=tl.float32)` is `tl.dot(a, b)`: Triton's
-//! signature defaults `out_dtype` to `float32`. A rewrite whose only change
+//! signature defaults `out_dtype` to `float32`; `k[grid](x, num_warps=4)` is
+//! `k[grid](x)`: a launch takes CUDA's options' defaults (`num_warps=4`,
+//! `num_stages=3`, `CUDAOptions` in Triton 3.x's NVIDIA backend). A rewrite whose only change
 //! is such arguments does nothing; like a nil cast, it is judged on the
 //! parsed files (comments and layout aside), so every way of making a
 //! candidate is held to it.
 
-use kidiom_syntax::{Lang, parse_tree, preorder};
+use kidiom_syntax::{Lang, kernel_launches, parse_tree, preorder};
 use tree_sitter::Node;
 
 /// `(callee, keyword, the default's spellings)`, from Triton's
@@ -26,6 +28,14 @@ const DEFAULTS: &[(&str, &str, &[&str])] = &[
     ("tl.store", "cache_modifier", &["\"\"", "''"]),
     ("tl.store", "eviction_policy", &["\"\"", "''"]),
 ];
+
+/// The callee a launch's keywords are told by in [`DEFAULTS`].
+const LAUNCH: &str = "kernel launch";
+
+/// `(keyword, the default's spellings)` of a kernel launch
+/// (`KERNEL[GRID](...)`, [`kidiom_syntax::kernel_launches`]), from
+/// `triton/backends/nvidia/compiler.py`'s `CUDAOptions` (Triton 3.x).
+const LAUNCH_DEFAULTS: &[(&str, &[&str])] = &[("num_warps", &["4"]), ("num_stages", &["3"])];
 
 /// Why the rewrite of `base` to `result` does nothing (`None`: it does
 /// something, or that cannot be told): its only change is keyword
@@ -57,13 +67,18 @@ fn tokens_without_defaults(text: &str) -> Option<(String, Vec<String>)> {
         return None;
     }
     let src = text.as_bytes();
+    let launches: Vec<usize> = kernel_launches(text, &tree).into_iter().map(|l| l.call.start).collect();
     let mut cut: Vec<(usize, usize)> = Vec::new();
     let mut left_out = Vec::new();
     preorder(tree.root_node(), |n| {
-        if let Some((callee, kw)) = default_argument(n, src) {
+        if let Some((callee, kw)) = default_argument(n, src, &launches) {
             let start = n.prev_sibling().filter(|p| p.kind() == ",").map(|p| p.start_byte()).unwrap_or(n.start_byte());
             cut.push((start, n.end_byte()));
-            left_out.push(format!("`{kw}` on `{callee}`"));
+            left_out.push(if callee == LAUNCH {
+                format!("`{kw}` on a {callee}")
+            } else {
+                format!("`{kw}` on `{callee}`")
+            });
             return false;
         }
         true
@@ -92,15 +107,22 @@ fn tokens_without_defaults(text: &str) -> Option<(String, Vec<String>)> {
     Some((out, left_out))
 }
 
-/// `keyword=value` inside a call of a [`DEFAULTS`] callee, at its default.
-fn default_argument(n: Node, src: &[u8]) -> Option<(&'static str, String)> {
+/// `keyword=value` inside a call of a [`DEFAULTS`] callee, or a kernel
+/// launch (whose calls start at `launches`), at its default.
+fn default_argument(n: Node, src: &[u8], launches: &[usize]) -> Option<(&'static str, String)> {
     if n.kind() != "keyword_argument" {
         return None;
     }
     let call = n.parent().filter(|p| p.kind() == "argument_list")?.parent().filter(|c| c.kind() == "call")?;
-    let callee = call.child_by_field_name("function")?.utf8_text(src).ok()?;
     let name = n.child_by_field_name("name")?.utf8_text(src).ok()?;
     let value = n.child_by_field_name("value")?.utf8_text(src).ok()?;
+    if launches.contains(&call.start_byte()) {
+        return LAUNCH_DEFAULTS
+            .iter()
+            .find(|(k, vs)| *k == name && vs.contains(&value.trim()))
+            .map(|(k, _)| (LAUNCH, format!("{k}={}", value.trim())));
+    }
+    let callee = call.child_by_field_name("function")?.utf8_text(src).ok()?;
     DEFAULTS
         .iter()
         .find(|(c, k, vs)| *c == callee && *k == name && vs.contains(&value.trim()))
@@ -136,5 +158,41 @@ mod tests {
         // comments and layout alone are not this rule's
         assert_eq!(nil_arguments(Lang::Python, BASE, &BASE.replace("# [M, N]", "# M x N")), None);
         assert_eq!(nil_arguments(Lang::Cuda, BASE, &nil), None);
+    }
+
+    const LAUNCHER: &str = "import triton\nimport triton.language as tl\n\n@triton.jit\ndef k(a, B: tl.constexpr):\n    tl.store(a, tl.load(a))\n\ndef launch(a, configs):\n    k[(1,)](a, B=16)\n    triton.Config({}, num_warps=8)\n    return a\n";
+
+    #[test]
+    fn a_launch_at_tritons_default_options_does_nothing() {
+        for nil in ["k[(1,)](a, B=16, num_warps=4)", "k[(1,)](a, B=16, num_stages=3)", "k[(1,)](a, num_warps=4, B=16)"]
+        {
+            let cand = LAUNCHER.replace("k[(1,)](a, B=16)", nil);
+            let why = nil_arguments(Lang::Python, LAUNCHER, &cand).unwrap_or_else(|| panic!("{nil} is the default"));
+            assert!(
+                why.contains("passes `num_")
+                    && why.ends_with("` on a kernel launch at the default the callee takes anyway"),
+                "{why}"
+            );
+        }
+        for real in [
+            "k[(1,)](a, B=16, num_warps=8)",
+            "k[(1,)](a, B=16, num_stages=2)",
+            "k[(1,)](a, B=16, num_warps=4, num_stages=4)",
+            // a grid changed beside the default
+            "k[(2,)](a, B=16, num_warps=4)",
+        ] {
+            assert_eq!(
+                nil_arguments(Lang::Python, LAUNCHER, &LAUNCHER.replace("k[(1,)](a, B=16)", real)),
+                None,
+                "{real}"
+            );
+        }
+        // the launch default is a launch's, not any call's: `triton.Config` takes no default here,
+        // nor does the subscript call of a name that is no kernel
+        let config = LAUNCHER.replace("num_warps=8)", "num_warps=8, num_stages=3)");
+        assert_eq!(nil_arguments(Lang::Python, LAUNCHER, &config), None);
+        let other = LAUNCHER.replace("    return a\n", "    configs[0](a)\n    return a\n");
+        let other_nil = other.replace("configs[0](a)", "configs[0](a, num_warps=4)");
+        assert_eq!(nil_arguments(Lang::Python, &other, &other_nil), None);
     }
 }

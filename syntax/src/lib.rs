@@ -10,7 +10,9 @@
 //! finds the kernels of a parsed file: Triton kernels through the file's
 //! own import aliases ([`ImportAliases`]), CUDA `__global__`/`__device__`
 //! functions also through device macros ([`DeviceMacros`]), and host
-//! functions of binding files. [`blob_id`] names content as git does, and
+//! functions of binding files; [`kernel_launches`] the launches
+//! `KERNEL[GRID](...)` of Triton kernels in a Python file's host code.
+//! [`blob_id`] names content as git does, and
 //! [`tree_files`] is the one directory walk.
 //!
 //! ```
@@ -34,6 +36,7 @@ mod error;
 pub mod grammar;
 mod kernels;
 mod lang;
+mod launch;
 mod parse;
 mod triton;
 mod walk;
@@ -45,6 +48,7 @@ pub use device::{
 pub use error::{Error, Result};
 pub use kernels::{KernelKind, KernelRange, kernel_ranges};
 pub use lang::Lang;
+pub use launch::{LAUNCH_OPTIONS, Launch, Launched, kernel_launches};
 pub use parse::{Limits, Skip, decode, parse_tree, preorder, reparse};
 pub use triton::{ImportAliases, is_triton_kernel_decorator};
 pub use walk::tree_files;

@@ -19,11 +19,22 @@
 //! of that idiom's callee, as long as every argument it writes is a literal
 //! (or a `Config(...)` of literals, or a `lambda` over its own parameters
 //! that calls nothing but a few pure helpers).
+//!
+//! A kernel launch's configuration is not contract (SPEC §8, "Launch
+//! configuration"): in a launch `KERNEL[GRID](...)` of a kernel of the file
+//! ([`kidiom_syntax::kernel_launches`]), the grid expression, `num_warps=`,
+//! `num_stages=` and the keywords naming the kernel's `tl.constexpr`
+//! parameters may change (for an imported kernel, only the launch options),
+//! when every changed value only computes a value from names, literals and
+//! a few pure helpers (`triton.cdiv`, `min`): no call that could run the
+//! reference or touch a tensor. Each launch is compared with those parts
+//! left out, so any other change to it (an argument, the kernel launched)
+//! or around it is host code as before.
 
 use std::collections::HashMap;
 use std::ops::Range;
 
-use kidiom_syntax::{KernelKind, Lang, kernel_ranges, parse_tree};
+use kidiom_syntax::{KernelKind, Lang, Launch, Launched, kernel_launches, kernel_ranges, parse_tree};
 use tree_sitter::Node;
 
 /// One piece of host code: its name for a reason, and its text (kernels cut out, normalized).
@@ -39,6 +50,18 @@ struct Item {
     /// item runs nothing but value construction (literal decorator
     /// arguments; literal defaults and annotations that are names).
     kernel: Option<(String, bool)>,
+    /// The configuration of the launches in this item (`launch 1 of `k`:
+    /// grid`), compared apart from its text.
+    config: Vec<Slot>,
+}
+
+/// One part of a launch's configuration: which (`launch 1 of `k`:
+/// `num_warps=``), its tokens, and whether its value only computes a value.
+#[derive(Debug, Clone, PartialEq, Eq)]
+struct Slot {
+    key: String,
+    value: String,
+    pure: bool,
 }
 
 /// The decorator a candidate's pattern adds or changes (its `after` is a
@@ -79,8 +102,11 @@ pub(crate) fn changed_host_code(
     // signature: allowed when they only build values
     let known: Vec<String> = b.iter().filter_map(|i| i.kernel.as_ref().map(|(k, _)| k.clone())).collect();
     c.retain(|i| !i.kernel.as_ref().is_some_and(|(k, pure)| *pure && !known.contains(k)));
+    let configs =
+        |items: &mut Vec<Item>| -> Vec<Vec<Slot>> { items.iter_mut().map(|i| std::mem::take(&mut i.config)).collect() };
+    let (bc, cc) = (configs(&mut b), configs(&mut c));
     if b == c {
-        return Ok(Vec::new());
+        return Ok(changed_configuration(&c, &bc, &cc));
     }
     let mut count: HashMap<&str, i64> = HashMap::new();
     for i in &b {
@@ -100,6 +126,28 @@ pub(crate) fn changed_host_code(
         names.push("the order of host definitions".into());
     }
     Ok(names)
+}
+
+/// The items (of host code equal but for its launches' configuration)
+/// whose launches' configuration changes to a value that does more than
+/// compute a value, named with the part that does.
+fn changed_configuration(items: &[Item], base: &[Vec<Slot>], cand: &[Vec<Slot>]) -> Vec<String> {
+    let mut names = Vec::new();
+    for ((item, b), c) in items.iter().zip(base).zip(cand) {
+        let runs: Vec<&str> = c
+            .iter()
+            .filter(|s| !s.pure && !b.iter().any(|o| o.key == s.key && o.value == s.value))
+            .map(|s| s.key.as_str())
+            .collect();
+        if !runs.is_empty() {
+            names.push(format!(
+                "{} (the launch configuration may change only to values computed from names, literals and pure helpers: {})",
+                item.name,
+                runs.join(", ")
+            ));
+        }
+    }
+    names
 }
 
 /// Drops, from both sides, a kernel's decorator items that differ only by
@@ -151,6 +199,7 @@ fn kernel_host_items(node: Node, text: &str, out: &mut Vec<Item>) {
         text: format!("decorators of {kernel}: {}", listed.join(" | ")),
         decorators: Some((kernel.clone(), decs)),
         kernel: Some((kernel.clone(), literal)),
+        config: Vec::new(),
     });
     let params = def.child_by_field_name("parameters");
     let ret = def.child_by_field_name("return_type");
@@ -165,6 +214,7 @@ fn kernel_host_items(node: Node, text: &str, out: &mut Vec<Item>) {
         text: format!("signature of {kernel}: {sig}"),
         decorators: None,
         kernel: Some((kernel, pure)),
+        config: Vec::new(),
     });
 }
 
@@ -292,12 +342,14 @@ fn items(lang: Lang, text: &str) -> Result<Vec<Item>, String> {
         .collect();
     let root = tree.root_node();
     let mut out = Vec::new();
+    let mut launches: Vec<(Range<usize>, String, Vec<Slot>)> = Vec::new();
     if lang == Lang::Python {
         for k in &kernels {
             if let Some(node) = root.descendant_for_byte_range(k.start, k.end) {
                 kernel_host_items(node, text, &mut out);
             }
         }
+        launches = kernel_launches(text, &tree).iter().filter_map(|l| launch_parts(root, text, l)).collect();
     }
     let mut cursor = root.walk();
     for node in root.named_children(&mut cursor) {
@@ -308,27 +360,151 @@ fn items(lang: Lang, text: &str) -> Result<Vec<Item>, String> {
         if kernels.iter().any(|k| k.start <= r.start && r.end <= k.end) {
             continue; // a kernel (or inside one)
         }
-        let body = normalize(lang, &cut(text, r, &kernels));
+        // kernels cut out; each launch written without its configuration
+        let mut swaps: Vec<(Range<usize>, &str)> = kernels.iter().map(|k| (k.clone(), "\n")).collect();
+        swaps.extend(launches.iter().map(|(call, skeleton, _)| (call.clone(), skeleton.as_str())));
+        let body = normalize(lang, &cut(text, r.clone(), &swaps));
         if body.is_empty() {
             continue;
         }
-        out.push(Item { name: name(lang, node, text), text: body, decorators: None, kernel: None });
+        let mut config: Vec<Slot> = Vec::new();
+        for (i, (_, _, slots)) in launches.iter().filter(|(c, _, _)| r.start <= c.start && c.end <= r.end).enumerate() {
+            config.extend(slots.iter().map(|s| Slot { key: format!("launch {}{}", i + 1, s.key), ..s.clone() }));
+        }
+        out.push(Item { name: name(lang, node, text), text: body, decorators: None, kernel: None, config });
     }
     Ok(out)
 }
 
-/// `text[r]` without the kernel ranges inside it.
-fn cut(text: &str, r: Range<usize>, kernels: &[Range<usize>]) -> String {
+/// A launch as host code sees it: its call's bytes, the call written as
+/// tokens without its configuration (`k[<grid>](x, o, N=N)`), and the
+/// configuration (` of `k`: grid`, ` of `k`: `num_warps=``), each with its
+/// tokens and whether it only computes a value.
+fn launch_parts(root: Node, text: &str, l: &Launch) -> Option<(Range<usize>, String, Vec<Slot>)> {
+    let call = root.descendant_for_byte_range(l.call.start, l.call.end)?;
+    let call =
+        std::iter::successors(Some(call), |n| n.parent()).find(|n| n.byte_range() == l.call && n.kind() == "call")?;
+    let args = call.child_by_field_name("arguments")?;
+    let mut slots = Vec::new();
+    let grid = match l.launched {
+        Launched::Defined { .. } => {
+            let sub = call.child_by_field_name("function")?;
+            let mut c = sub.walk();
+            let parts: Vec<Node> = sub.children_by_field_name("subscript", &mut c).collect();
+            let value = parts.iter().map(|p| tokens(*p, text)).collect::<Vec<_>>().join(" , ");
+            slots.push(Slot {
+                key: format!(" of `{}`: grid", l.kernel),
+                value,
+                pure: parts.iter().all(|p| is_pure(*p, text, 0)),
+            });
+            "<grid>".to_string()
+        }
+        Launched::Imported => text.get(l.grid.clone()).map(|g| g.split_whitespace().collect::<Vec<_>>().join(" "))?,
+    };
+    let mut kept = Vec::new();
+    let mut c = args.walk();
+    for a in args.named_children(&mut c).filter(|a| a.kind() != "comment") {
+        let keyword = (a.kind() == "keyword_argument")
+            .then(|| a.child_by_field_name("name").and_then(|n| text.get(n.byte_range())))
+            .flatten();
+        match (keyword, a.child_by_field_name("value")) {
+            (Some(kw), Some(value)) if l.configures(kw) => slots.push(Slot {
+                key: format!(" of `{}`: `{kw}=`", l.kernel),
+                value: tokens(value, text),
+                pure: is_pure(value, text, 0),
+            }),
+            _ => kept.push(tokens(a, text)),
+        }
+    }
+    Some((l.call.clone(), format!("{}[{grid}]({})", l.kernel, kept.join(", ")), slots))
+}
+
+/// Methods a launch's configuration may call besides [`PURE_CALLS`]: a
+/// tensor's sizes (`x.numel()`, `q.size(0)`), which a grid is computed from.
+const SIZE_CALLS: &[&str] = &["numel", "size", "stride", "dim", "element_size"];
+
+/// A node as its tokens, one blank apart (comments left out; a string is one token).
+fn tokens(node: Node, text: &str) -> String {
+    let mut out: Vec<&str> = Vec::new();
+    kidiom_syntax::preorder(node, |n| {
+        if n.kind() == "comment" {
+            return false;
+        }
+        if n.child_count() > 0 && n.kind() != "string" {
+            return true;
+        }
+        out.push(text.get(n.byte_range()).unwrap_or(""));
+        false
+    });
+    out.join(" ")
+}
+
+/// Whether evaluating an expression only computes a value: literals, names,
+/// attributes and subscripts of them, operators, tuples, conditionals,
+/// lambdas of such, and calls of [`PURE_CALLS`] and [`SIZE_CALLS`] on such. A call of anything
+/// else (the reference, a tensor's method), an assignment expression or a
+/// comprehension could do more.
+fn is_pure(node: Node, text: &str, depth: usize) -> bool {
+    if depth > 64 {
+        return false;
+    }
+    let all = |n: Node| {
+        let mut cursor = n.walk();
+        n.named_children(&mut cursor).all(|c| c.kind() == "comment" || is_pure(c, text, depth + 1))
+    };
+    match node.kind() {
+        "integer" | "float" | "true" | "false" | "none" | "ellipsis" | "identifier" => true,
+        "string" => {
+            let mut cursor = node.walk();
+            node.named_children(&mut cursor).all(|c| c.kind() != "interpolation")
+        }
+        "concatenated_string"
+        | "attribute"
+        | "subscript"
+        | "slice"
+        | "tuple"
+        | "list"
+        | "dictionary"
+        | "pair"
+        | "parenthesized_expression"
+        | "unary_operator"
+        | "binary_operator"
+        | "comparison_operator"
+        | "boolean_operator"
+        | "not_operator"
+        | "conditional_expression"
+        | "keyword_argument"
+        | "argument_list"
+        // a lambda's parameter defaults are evaluated where it is written
+        | "lambda"
+        | "lambda_parameters"
+        | "default_parameter"
+        | "list_splat_pattern"
+        | "dictionary_splat_pattern" => all(node),
+        "call" => {
+            let callee = node.child_by_field_name("function").and_then(|f| text.get(f.byte_range())).unwrap_or("");
+            let last = callee.rsplit('.').next().unwrap_or(callee);
+            (PURE_CALLS.contains(&last) || SIZE_CALLS.contains(&last))
+                && callee.split('.').all(|p| !p.is_empty() && p.chars().all(|c| c.is_alphanumeric() || c == '_'))
+                && node.child_by_field_name("arguments").is_some_and(all)
+        }
+        _ => false,
+    }
+}
+
+/// `text[r]` with each of `swaps` inside it (a kernel, a launch) written as its replacement.
+fn cut(text: &str, r: Range<usize>, swaps: &[(Range<usize>, &str)]) -> String {
     let mut out = String::new();
     let mut pos = r.start;
-    let mut inside: Vec<&Range<usize>> = kernels.iter().filter(|k| k.start >= r.start && k.end <= r.end).collect();
-    inside.sort_by_key(|k| k.start);
-    for k in inside {
+    let mut inside: Vec<&(Range<usize>, &str)> =
+        swaps.iter().filter(|(k, _)| k.start >= r.start && k.end <= r.end).collect();
+    inside.sort_by_key(|(k, _)| k.start);
+    for (k, with) in inside {
         if k.start < pos {
             continue;
         }
         out.push_str(text.get(pos..k.start).unwrap_or(""));
-        out.push('\n');
+        out.push_str(with);
         pos = k.end;
     }
     out.push_str(text.get(pos..r.end).unwrap_or(""));
@@ -529,6 +705,94 @@ def launch(x, o):
         assert_eq!(DecoratorIdiom::from_template("tl.dot($A, $B)"), None);
     }
 
+    const LAUNCHER: &str = r#"import triton
+import triton.language as tl
+from .ops import other_kernel
+
+
+@triton.jit
+def kernel(x_ptr, o_ptr, n, N: tl.constexpr, BK: tl.constexpr = 16):
+    i = tl.arange(0, N)
+    tl.store(o_ptr + i, tl.load(x_ptr + i))
+
+
+def launch(x, o):
+    y = x.contiguous()
+    grid = (triton.cdiv(x.numel(), 64), 1)
+    kernel[grid](
+        y, o_ptr=o, n=x.numel(),
+        N=64,
+    )
+    other_kernel[(1,)](y, o)
+    return o
+"#;
+
+    const CALL: &str = "kernel[grid](\n        y, o_ptr=o, n=x.numel(),\n        N=64,\n    )";
+
+    #[test]
+    fn a_launchs_configuration_may_change_and_nothing_else_around_it() {
+        let launch = |to: &str| LAUNCHER.replace(CALL, to);
+        for allowed in [
+            "kernel[grid](\n        y, o_ptr=o, n=x.numel(),\n        N=64, num_warps=8,\n    )",
+            "kernel[grid](y, o_ptr=o, n=x.numel(), num_stages=2, N=64, num_warps=8)",
+            "kernel[grid](\n        y,  # the input\n        o_ptr=o,\n        n=x.numel(),\n        N=64,\n    )",
+            // the grid, a constexpr, a constexpr with a default: values computed from names and pure helpers
+            "kernel[(triton.cdiv(x.numel(), 128), 1)](y, o_ptr=o, n=x.numel(), N=64)",
+            "kernel[lambda meta: (triton.cdiv(x.numel(), meta[\"BK\"]),)](y, o_ptr=o, n=x.numel(), N=64)",
+            "kernel[grid](y, o_ptr=o, n=x.numel(), N=min(triton.next_power_of_2(x.shape[0]), 64), BK=32)",
+        ] {
+            assert!(changed(Lang::Python, LAUNCHER, &launch(allowed)).is_empty(), "{allowed}");
+        }
+        // an imported kernel's launch options, not its grid (a subscript of a name that may be no kernel)
+        let other = LAUNCHER.replace("other_kernel[(1,)](y, o)", "other_kernel[(1,)](y, o, num_warps=2)");
+        assert!(changed(Lang::Python, LAUNCHER, &other).is_empty());
+        let other = LAUNCHER.replace("other_kernel[(1,)](y, o)", "other_kernel[(2,)](y, o)");
+        assert_eq!(changed(Lang::Python, LAUNCHER, &other), ["launch"]);
+
+        let config =
+            "launch (the launch configuration may change only to values computed from names, literals and pure helpers";
+        for (planted, why) in [
+            // a changed tensor argument, positional or keyword
+            ("kernel[grid](o, o_ptr=o, n=x.numel(), N=64, num_warps=8)", "launch"),
+            ("kernel[grid](y, o_ptr=y, n=x.numel(), N=64, num_warps=8)", "launch"),
+            // a non-constexpr scalar argument
+            ("kernel[grid](y, o_ptr=o, n=1, N=64, num_warps=8)", "launch"),
+            // another kernel launched, or another launch option
+            ("other_kernel[grid](y, o_ptr=o, n=x.numel(), N=64)", "launch"),
+            ("kernel[grid](y, o_ptr=o, n=x.numel(), N=64, num_ctas=2)", "launch"),
+            ("kernel[grid](y, o_ptr=o, n=x.numel(), N=64, **{\"num_warps\": 8})", "launch"),
+            // a new statement beside the launch, or a second launch
+            ("kernel[grid](y, o_ptr=o, n=x.numel(), N=64, num_warps=8)\n    o.zero_()", "launch"),
+            ("kernel[grid](y, o_ptr=o, n=x.numel(), N=64)\n    kernel[grid](y, o_ptr=o, n=x.numel(), N=64)", "launch"),
+            // configuration values that run code
+            ("kernel[grid](y, o_ptr=o, n=x.numel(), N=64, num_warps=__import__(\"os\").system(\"x\") or 8)", config),
+            ("kernel[(reference(y, o) or 1, 1)](y, o_ptr=o, n=x.numel(), N=64)", config),
+            ("kernel[grid](y, o_ptr=o, n=x.numel(), N=o.zero_() or 64)", config),
+            ("kernel[(g := 2, 1)](y, o_ptr=o, n=x.numel(), N=64)", config),
+            ("kernel[lambda meta, _=o.zero_(): (1,)](y, o_ptr=o, n=x.numel(), N=64)", config),
+            ("kernel[grid](y, o_ptr=o, n=x.numel(), N=[o.fill_(0) for _ in (1,)] and 64)", config),
+        ] {
+            let got = changed(Lang::Python, LAUNCHER, &launch(planted));
+            assert_eq!(got.len(), 1, "{planted}: {got:?}");
+            if why == "launch" {
+                assert_eq!(got, ["launch"], "{planted}");
+            } else {
+                assert!(got[0].starts_with(why), "{planted}: {got:?}");
+            }
+        }
+        // a changed non-launch call in the launcher
+        let call = LAUNCHER.replace("y = x.contiguous()", "y = x.clone()");
+        assert_eq!(changed(Lang::Python, LAUNCHER, &call), ["launch"]);
+        let grid = LAUNCHER.replace("grid = (triton.cdiv(x.numel(), 64), 1)", "grid = (triton.cdiv(x.numel(), 32), 1)");
+        assert_eq!(changed(Lang::Python, LAUNCHER, &grid), ["launch"], "the grid's own statement is not the launch");
+        // a configuration the baseline already had is not the candidate's to justify
+        let base = launch("kernel[grid](y, o_ptr=o, n=x.numel(), N=setup(o))");
+        assert!(!changed(Lang::Python, LAUNCHER, &base).is_empty());
+        assert!(
+            changed(Lang::Python, &base, &base.replace("n=x.numel(), N", "n=x.numel(), num_warps=8, N")).is_empty()
+        );
+    }
+
     const CUDA: &str = r#"#include <cuda_runtime.h>
 
 __device__ float twice(float x) { return 2.0f * x; }
@@ -567,6 +831,13 @@ void launch(const float* x, float* o, int n) {
         let launcher = decode.replacen("def kda_decode(", "def kda_decode(*extra, ", 1);
         if launcher != decode {
             assert_eq!(changed(Lang::Python, &decode, &launcher), ["kda_decode"]);
+        }
+        // the launch's configuration in `kda_decode_launch`, and a tensor argument beside it
+        let warps = decode.replacen("BK=BK, BV=BV,\n", "BK=BK, BV=BV, num_warps=8,\n", 1);
+        if warps != decode {
+            assert!(changed(Lang::Python, &decode, &warps).is_empty());
+            let swapped = warps.replacen("q=q, k=k,", "q=k, k=k,", 1);
+            assert_eq!(changed(Lang::Python, &decode, &swapped), ["kda_decode_launch"]);
         }
         let Ok(cu) = std::fs::read_to_string(root.join("kernels/kda_cuda/decode.cu")) else { return };
         assert!(

@@ -85,9 +85,10 @@ pub fn astgrep_rules(patterns: &[Pattern]) -> Vec<AstGrepRule> {
 
 fn rule(p: &Pattern) -> Option<AstGrepRule> {
     let rw = Rewrite::new(&RewriteSpec::from(p), None).ok()?;
-    if rw.releases_gil() || p.kind == crate::Kind::Transform {
-        // Where a GIL release is safe is kidiom's binding analysis, and a transform's sites
-        // its loop analysis: neither is something a YAML rule can say.
+    if rw.releases_gil() || p.kind == crate::Kind::Transform || rw.scope() == kidiom_rewrite::Scope::Launches {
+        // Where a GIL release is safe is kidiom's binding analysis, a transform's sites
+        // its loop analysis, and which subscript calls launch a kernel of the file
+        // (`kernel_launches`): none is something a YAML rule can say.
         return None;
     }
     let value = rw.value().unwrap_or("").to_string();
@@ -286,5 +287,8 @@ mod tests {
         let pr =
             astgrep_rules(&[p("pr", Lang::Cuda, "for ($$$HEAD) $BODY", "#pragma unroll\nfor ($$$HEAD) $BODY", "")]);
         assert!(pr[0].yaml.contains("follows"), "{}", pr[0].yaml);
+        // which subscript calls are launches of the file's kernels is kidiom's to tell
+        let launch = p("nw", Lang::Python, "$KERNEL[$GRID]($$$ARGS)", "$KERNEL[$GRID]($$$ARGS, num_warps=$V)", "8");
+        assert!(astgrep_rules(&[launch]).is_empty());
     }
 }

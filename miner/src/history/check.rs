@@ -98,9 +98,10 @@ pub(crate) fn reproduces(rule: &RuleText<'_>, ex: &TrainingExample<'_>) -> Resul
     };
     let site = match site_in(&rw) {
         Some(s) => s,
-        // Mining also keeps edits of kernel launches, in host code, where
-        // `apply` (kernels only) never rewrites: the template is checked
-        // there all the same, with the sites of the whole file.
+        // Mining also keeps edits in host code around kernel launches,
+        // which `apply` rewrites only where the template is a launch of a
+        // kernel of the file: the template is checked there all the same,
+        // with the sites of the whole file.
         None if !in_kernel(rule, ex) => site_in(&rw.with_scope(Scope::Anywhere)).ok_or(CheckFailure::NoSite)?,
         None => return Err(CheckFailure::NoSite),
     };

@@ -4,7 +4,9 @@
 //! nodes, `$_` one node not captured — with two extensions: keyword
 //! arguments match in any order and position, and a sequence hole matches
 //! anywhere in an argument list. Sites must lie inside a kernel (Triton
-//! kernel, `__global__`/`__device__` function) and outside parse errors.
+//! kernel, `__global__`/`__device__` function) and outside parse errors;
+//! a template that is a kernel launch (`$KERNEL[$GRID]($$$ARGS)`) matches
+//! the launches of the file's kernels in host code instead ([`Scope::Launches`]).
 //!
 //! [`Template`] parses a pattern with the target's own grammar; [`find`]
 //! lists the sites of a parsed file that match it; [`Rewrite`] turns a
@@ -90,6 +92,11 @@ pub enum Scope {
     /// Inside the host functions and module bodies of binding files
     /// (pybind11, torch): where `py::call_guard` and GIL releases go.
     Bindings,
+    /// Kernel launches `KERNEL[GRID](...)` in host code, of a kernel the
+    /// file defines or imports ([`kidiom_syntax::kernel_launches`]): where a
+    /// launch's configuration (`num_warps=`, `num_stages=`) goes. A pattern
+    /// whose `before` is such a launch has this scope.
+    Launches,
     /// Anywhere in the file.
     Anywhere,
 }
@@ -210,6 +217,19 @@ pub(crate) fn for_each_site<'t>(
         }
         return;
     }
+    if scope == Scope::Launches {
+        if t.lang != kidiom_syntax::Lang::Python {
+            return;
+        }
+        for launch in kidiom_syntax::kernel_launches(src, tree) {
+            if let Some(node) = node_at(tree, "call", launch.call.start, launch.call.end)
+                && let Some(m) = match_with(t, src, node, Rc::new(Vec::new()))
+            {
+                f(node, m);
+            }
+        }
+        return;
+    }
     let kernels: Vec<Range<usize>> = match scope {
         Scope::Kernels => kernel_ranges(t.lang, src, tree)
             .into_iter()
@@ -221,7 +241,7 @@ pub(crate) fn for_each_site<'t>(
             .filter(|k| k.kind == KernelKind::Binding)
             .map(|k| k.range)
             .collect(),
-        Scope::Anywhere => std::iter::once(0..src.len()).collect(),
+        Scope::Anywhere | Scope::Launches => std::iter::once(0..src.len()).collect(),
     };
     let root = tree.root_node();
     kidiom_syntax::preorder(root, |node| {

@@ -131,6 +131,22 @@ fn prefix_mode(pattern: &RewriteSpec, a: &str, b: &str) -> Option<Result<Mode, S
     })
 }
 
+/// Whether template text passes the keyword argument `kw` (`kw=`, `kw =`).
+fn names_keyword(text: &str, kw: &str) -> bool {
+    text.match_indices(kw).any(|(i, _)| {
+        let before = text[..i].chars().next_back();
+        !before.is_some_and(|c| c.is_alphanumeric() || c == '_')
+            && text[i + kw.len()..].trim_start().strip_prefix('=').is_some_and(|r| !r.starts_with('='))
+    })
+}
+
+/// Whether a template is a kernel launch, `$KERNEL[$GRID]($$$ARGS)` (or
+/// a named kernel's, `k[$GRID]($$$ARGS)`): a call of a subscript.
+fn is_launch(t: &Template) -> bool {
+    let Shape::Tree(p) = &t.shape else { return false };
+    p.hole == Hole::No && p.kind == "call" && p.children.first().is_some_and(|f| f.kind == "subscript")
+}
+
 /// A compiled rewrite: where (`before`), what (`after`), with which value.
 #[derive(Debug, Clone)]
 pub struct Rewrite {
@@ -222,7 +238,13 @@ impl Rewrite {
                 Mode::Tree { after: Box::new(after), ops }
             }
         };
-        let (scope, releases_gil) = if binding_guard { (Scope::Bindings, true) } else { (Scope::Kernels, false) };
+        let (scope, releases_gil) = if binding_guard {
+            (Scope::Bindings, true)
+        } else if lang == Lang::Python && is_launch(&before) {
+            (Scope::Launches, false)
+        } else {
+            (Scope::Kernels, false)
+        };
         let mut rw = Rewrite { id: pattern.id.clone(), before, mode, value: None, scope, releases_gil };
         let needs_value = rw.after_only_holes();
         if !needs_value.is_empty() {
@@ -251,6 +273,11 @@ impl Rewrite {
     pub fn with_scope(mut self, scope: Scope) -> Rewrite {
         self.scope = scope;
         self
+    }
+
+    /// Where its sites may be.
+    pub fn scope(&self) -> Scope {
+        self.scope
     }
 
     /// The value written for `$V`, if the rewrite has one.
@@ -299,8 +326,9 @@ impl Rewrite {
             }
             return out;
         }
+        let tuned = self.autotuned_launches(src, tree);
         for_each_site(&self.before, src, tree, self.scope, |node, m| {
-            if self.present(src, node, &m) {
+            if self.present(src, node, &m) || tuned.contains(&m.range) {
                 return;
             }
             if let Some(b) = &bindings {
@@ -315,6 +343,20 @@ impl Rewrite {
             }
         });
         out
+    }
+
+    /// The launches of autotuned kernels, when this rewrite adds a launch
+    /// option there: the autotuner passes `num_warps=` and `num_stages=` from
+    /// its configurations, and a launch that passes one too fails.
+    fn autotuned_launches(&self, src: &str, tree: &Tree) -> Vec<Range<usize>> {
+        let Mode::Tree { after, .. } = &self.mode else { return Vec::new() };
+        let adds_option = kidiom_syntax::LAUNCH_OPTIONS
+            .iter()
+            .any(|o| names_keyword(&after.source, o) && !names_keyword(&self.before.source, o));
+        if self.scope != Scope::Launches || !adds_option {
+            return Vec::new();
+        }
+        kidiom_syntax::kernel_launches(src, tree).into_iter().filter(|l| l.autotuned()).map(|l| l.call).collect()
     }
 
     /// Whether this rewrite releases the GIL in bound functions (and so is
@@ -777,5 +819,68 @@ mod tests {
         // where the idiom is there already, nothing to do
         let tree = kidiom_syntax::parse_tree(Lang::Python, &out).unwrap().unwrap();
         assert!(rw.site_edits(&out, &tree).is_empty());
+    }
+    const LAUNCHER: &str = r#"import triton
+import triton.language as tl
+from .ops import imported_kernel
+
+
+@triton.jit
+def k(x, o, N, B: tl.constexpr):
+    y = h[0](x)
+    tl.store(o, tl.load(x))
+
+
+@triton.autotune(configs=[triton.Config({}, num_warps=4)], key=["N"])
+@triton.jit
+def tuned(x, B: tl.constexpr):
+    pass
+
+
+def launch(x, o, handlers):
+    grid = (triton.cdiv(x.numel(), 64),)
+    k[grid](
+        x, o, x.numel(),
+        B=64,
+    )
+    k[grid](x, o, 1, B=64, num_warps=8)
+    tuned[(1,)](x, B=16)
+    imported_kernel[(2,)](x)
+    handlers[0](x)
+    return o
+"#;
+
+    #[test]
+    fn a_launch_template_rewrites_launches_of_kernels_in_host_code_only() {
+        let p = pattern(Lang::Python, "$KERNEL[$GRID]($$$ARGS)", "$KERNEL[$GRID]($$$ARGS, num_warps=$V)", &["8"]);
+        let rw = Rewrite::new(&p, None).unwrap();
+        assert_eq!(rw.scope, Scope::Launches);
+        let tree = kidiom_syntax::parse_tree(Lang::Python, LAUNCHER).unwrap().unwrap();
+        let sites = rw.site_edits(LAUNCHER, &tree);
+        // the first launch of `k` and the imported kernel's; not the one that has num_warps, not the
+        // autotuned kernel's (its configs pass num_warps), not a subscript call that is no launch
+        let at: Vec<&str> = sites.iter().map(|s| LAUNCHER[s.site.clone()].split('[').next().unwrap_or("")).collect();
+        assert_eq!(at, ["k", "imported_kernel"]);
+        let edits: Vec<Edit> = sites.into_iter().flat_map(|s| s.edits).collect();
+        let out = apply_edits(LAUNCHER, &edits).unwrap();
+        assert!(out.contains("        B=64, num_warps=8,\n    )\n"), "{out}");
+        assert!(out.contains("imported_kernel[(2,)](x, num_warps=8)"), "{out}");
+        assert!(out.contains("tuned[(1,)](x, B=16)\n") && out.contains("handlers[0](x)\n"), "{out}");
+        // idempotent
+        let tree2 = kidiom_syntax::parse_tree(Lang::Python, &out).unwrap().unwrap();
+        assert!(rw.site_edits(&out, &tree2).is_empty());
+        // a launch option the template already has is not an added one: autotuned launches are sites
+        let q = pattern(Lang::Python, "$KERNEL[$GRID]($$$ARGS)", "$KERNEL[$GRID]($$$ARGS, DEBUG=$V)", &["True"]);
+        let rq = Rewrite::new(&q, None).unwrap();
+        assert!(rq.site_edits(LAUNCHER, &tree).iter().any(|s| LAUNCHER[s.site.clone()].starts_with("tuned")));
+        // other templates stay inside kernels: `h[0](x)` in `k` is no launch
+        let inner = pattern(Lang::Python, "h[$I]($$$ARGS)", "h[$I]($$$ARGS, flag=$V)", &["1"]);
+        let ri = Rewrite::new(&inner, None).unwrap();
+        assert_eq!(ri.scope, Scope::Launches);
+        assert!(ri.site_edits(LAUNCHER, &tree).is_empty());
+        assert_eq!(
+            Rewrite::new(&pattern(Lang::Python, KW.0, KW.1, &["\"ieee\""]), None).unwrap().scope,
+            Scope::Kernels
+        );
     }
 }

@@ -134,7 +134,7 @@ pub(super) fn scan(
         return Err(run.stop(rec, GateStatus::Failed, summary.clone(), Verdict::rejected(Gate::Static, summary)));
     }
 
-    // host code in a Triton or CUDA source is contract too
+    // host code in a Triton or CUDA source is contract too, but for its launches' configuration
     for t in touched {
         let Some(m) = v.kernels.for_source(&t.path) else { continue };
         if m.language == KernelLanguage::Cpp {
