@@ -438,3 +438,41 @@ fn a_check_the_cpu_cannot_run_is_not_a_pass() {
     assert!(cr["device"].is_null(), "a skipped check names no device: {cr:#}");
     assert_eq!(gate(ev, "static")["status"], "passed", "{ev:#}");
 }
+
+/// `--device cuda` on a machine without CUDA: a check that cannot run here is
+/// never the candidate's failure. The harness asks what is missing (the
+/// driver library, torch, a device) before any worker or candidate code runs,
+/// and the verdict is `needs-gpu` naming it, not `rejected` at correctness.
+#[test]
+fn device_cuda_without_cuda_needs_a_gpu_and_says_what_is_missing() {
+    let Some(py) = python() else { return };
+    let no_cuda = std::process::Command::new(&py)
+        .args(["-c", "import ctypes\ntry:\n    ctypes.CDLL('libcuda.so.1')\nexcept OSError:\n    raise SystemExit(1)"])
+        .status()
+        .is_ok_and(|s| !s.success());
+    if !no_cuda {
+        eprintln!("skipped: this machine has a CUDA driver library");
+        return;
+    }
+    let _cpu = crate::util::cpu_heavy();
+    let env = project();
+    let dec = "kernels/kda/decode.py";
+    let same = edit(&env, dec, "b_p = tl.sum(b_s * b_k[:, None], axis=0)", "b_p = tl.sum(b_k[:, None] * b_s, axis=0)");
+    plant(&env, "harmless", "other", dec, &same);
+    let db = env.db();
+    let out = env
+        .cmd()
+        .env("KIDIOM_PYTHON", &py)
+        .args(["validate", "--db", db.to_str().expect("utf8"), "--device", "cuda", "--json", "harmless"])
+        .output()
+        .expect("spawn");
+    let report: Value = serde_json::from_slice(&out.stdout)
+        .unwrap_or_else(|e| panic!("not JSON ({e}): {}", String::from_utf8_lossy(&out.stderr)));
+    let ev = by_id(&report, "harmless");
+    assert_eq!(ev["verdict"]["kind"], "needs-gpu", "{ev:#}");
+    let reason = ev["verdict"]["reason"].as_str().unwrap_or("");
+    assert!(reason.contains("no CUDA driver library (libcuda.so)"), "{reason}");
+    assert!(!reason.contains("broke the worker"), "{reason}");
+    assert_eq!(gate(ev, "correctness")["status"], "skipped", "{ev:#}");
+    assert_eq!(gate(ev, "static")["status"], "passed", "{ev:#}");
+}
