@@ -8,5 +8,18 @@
 //!
 //! - `spec`: the launch spec (`launch.json`), what a cubin assumes about its
 //!   arguments, and the input sets and expected outputs beside it.
+//! - `device`: the [`device::Device`] trait, what the gate needs from a GPU;
+//!   `cuda` implements it with cudarc, `cpu` on the host for tests (a Rust
+//!   closure plays the cubin).
+//! - `gate`: the orchestration, [`gate::run_gate`]: rotation, poisoning,
+//!   guards, ABBA, every call checked on the host.
+//! - `stats`: median, p10/p90, noise floor, speedup, bandwidth and flags.
+//! - `tensor`: element types, poison and the error metrics.
 
+pub mod cpu;
+pub mod cuda;
+pub mod device;
+pub mod gate;
 pub mod spec;
+pub mod stats;
+pub mod tensor;
