@@ -27,7 +27,10 @@ impl Launch<'_> {
     pub fn ptr(&self, i: usize) -> Result<(BufferId, usize), DeviceError> {
         match self.args.get(i) {
             Some(Arg::Ptr { buf, offset }) => Ok((*buf, *offset)),
-            other => Err(DeviceError::Launch { kernel: "cpu".into(), why: format!("argument {i} is {other:?}, not a pointer") }),
+            other => Err(DeviceError::Launch {
+                kernel: "cpu".into(),
+                why: format!("argument {i} is {other:?}, not a pointer"),
+            }),
         }
     }
 
@@ -122,7 +125,15 @@ pub struct CpuDevice {
 impl CpuDevice {
     /// A device whose launch times vary by up to `jitter` (relative, e.g. 0.02), from `seed`.
     pub fn new(jitter: f64, seed: u64) -> CpuDevice {
-        CpuDevice { mem: Vec::new(), closures: Vec::new(), loaded: Vec::new(), ran: Vec::new(), jitter, rng: seed, log: Vec::new() }
+        CpuDevice {
+            mem: Vec::new(),
+            closures: Vec::new(),
+            loaded: Vec::new(),
+            ran: Vec::new(),
+            jitter,
+            rng: seed,
+            log: Vec::new(),
+        }
     }
 
     /// Registers the closure that runs when a spec with cubin bytes `cubin` is launched.
@@ -189,8 +200,11 @@ impl Device for CpuDevice {
     }
 
     fn load(&mut self, spec: &LaunchSpec, cubin: &[u8]) -> Result<KernelId, DeviceError> {
-        let closure =
-            self.closures.iter().position(|(c, _)| c == cubin).ok_or_else(|| DeviceError::NoKernel(spec.kernel.clone()))?;
+        let closure = self
+            .closures
+            .iter()
+            .position(|(c, _)| c == cubin)
+            .ok_or_else(|| DeviceError::NoKernel(spec.kernel.clone()))?;
         self.loaded.push(Loaded { name: spec.kernel.clone(), closure, grid: spec.grid });
         Ok(KernelId(self.loaded.len() - 1))
     }

@@ -65,7 +65,8 @@ impl CudaDevice {
         }
         let ctx = CudaContext::new(ordinal).map_err(|e| DeviceError::NoDevice(e.to_string()))?;
         // A kernel's access-policy window cannot keep its working set in L2 across the flush.
-        ctx.set_limit(sys::CUlimit::CU_LIMIT_PERSISTING_L2_CACHE_SIZE, 0).map_err(drv("cuCtxSetLimit(persisting L2, 0)"))?;
+        ctx.set_limit(sys::CUlimit::CU_LIMIT_PERSISTING_L2_CACHE_SIZE, 0)
+            .map_err(drv("cuCtxSetLimit(persisting L2, 0)"))?;
         // SAFETY: the gate uses one stream only, and frees nothing while work is queued on it.
         unsafe { ctx.disable_event_tracking() };
         let stream = ctx.new_stream().map_err(drv("cuStreamCreate"))?;
@@ -163,7 +164,8 @@ impl Device for CudaDevice {
         self.bind()?;
         // cuModuleLoadData reads an ELF image up to its own end: give it the bytes, whole.
         // SAFETY: `cubin` is a live buffer for the call; the driver copies what it keeps.
-        let module = unsafe { result::module::load_data(cubin.as_ptr() as *const c_void) }.map_err(drv("cuModuleLoadData"))?;
+        let module =
+            unsafe { result::module::load_data(cubin.as_ptr() as *const c_void) }.map_err(drv("cuModuleLoadData"))?;
         let name = CString::new(spec.kernel.as_str()).map_err(|_| DeviceError::NoKernel(spec.kernel.clone()))?;
         // SAFETY: `module` was just loaded.
         let function = match unsafe { result::module::get_function(module, name) } {
@@ -194,7 +196,9 @@ impl Device for CudaDevice {
 
     fn timed_launch(&mut self, kernel: KernelId, args: &[Arg]) -> Result<f64, DeviceError> {
         let k = self.kernels.get(kernel.0).ok_or_else(|| DeviceError::NoKernel(format!("#{}", kernel.0)))?;
-        if let Some(Arg::Ptr { buf, .. }) = args.iter().find(|a| matches!(a, Arg::Ptr { buf, .. } if buf.0 >= self.buffers.len())) {
+        if let Some(Arg::Ptr { buf, .. }) =
+            args.iter().find(|a| matches!(a, Arg::Ptr { buf, .. } if buf.0 >= self.buffers.len()))
+        {
             return Err(DeviceError::OutOfBounds(format!("argument names no buffer {}", buf.0)));
         }
         let mut slots: Vec<Vec<u8>> =
@@ -210,7 +214,10 @@ impl Device for CudaDevice {
         unsafe { result::launch_kernel(k.function, (g[0], g[1], g[2]), (b[0], b[1], b[2]), k.shared, cu, &mut params) }
             .map_err(|e| DeviceError::Launch { kernel: k.name.clone(), why: e.to_string() })?;
         self.end.record(&self.stream).map_err(drv("cuEventRecord"))?;
-        let ms = self.start.elapsed_ms(&self.end).map_err(|e| DeviceError::Launch { kernel: k.name.clone(), why: e.to_string() })?;
+        let ms = self
+            .start
+            .elapsed_ms(&self.end)
+            .map_err(|e| DeviceError::Launch { kernel: k.name.clone(), why: e.to_string() })?;
         Ok(f64::from(ms))
     }
 

@@ -236,7 +236,12 @@ struct Loaded {
 
 /// Runs the gate: see the module doc. Never panics on anything the device,
 /// the specs or the kernels do.
-pub fn run_gate<D: Device + ?Sized>(device: &mut D, baseline: &Variant, candidate: &Variant, plan: &Plan) -> GateOutcome {
+pub fn run_gate<D: Device + ?Sized>(
+    device: &mut D,
+    baseline: &Variant,
+    candidate: &Variant,
+    plan: &Plan,
+) -> GateOutcome {
     let seed = plan.seed.unwrap_or_else(fresh_seed);
     let mut out = GateOutcome {
         verdict: GateVerdict::Error { reason: String::new() },
@@ -312,11 +317,13 @@ fn run<D: Device + ?Sized>(
             device.flush_l2().map_err(dev("flushing L2"))?;
             device.census().map_err(dev("the census"))?;
             let ms = device.timed_launch(v.kernel, &v.args).map_err(|e| {
-                Stop::Error(format!("{} call {} (set {set}): {e}", v.which, call.index))
+                let w = if warmup { "warm-up, " } else { "" };
+                Stop::Error(format!("{} call {} ({w}set {set}): {e}", v.which, call.index))
             })?;
             match device.census().map_err(dev("the census"))? {
                 Some(ran) if ran.len() != 1 || ran[0] != v.name => {
-                    let what = format!("census: {} kernel(s) ran ({}), expected only `{}`", ran.len(), ran.join(", "), v.name);
+                    let what =
+                        format!("census: {} kernel(s) ran ({}), expected only `{}`", ran.len(), ran.join(", "), v.name);
                     return Err(miss(None, what));
                 }
                 Some(_) => {}
@@ -349,7 +356,9 @@ fn run<D: Device + ?Sized>(
                         variant: Which::Candidate,
                         call: Some(call),
                         tensor: Some(t.clone()),
-                        what: format!("{label} {c:.3e} is materially worse than the baseline's {b:.3e} on the same set"),
+                        what: format!(
+                            "{label} {c:.3e} is materially worse than the baseline's {b:.3e} on the same set"
+                        ),
                     }));
                 }
             }
@@ -370,7 +379,10 @@ fn consistent_sets(sets: &[InputSet]) -> Result<(), Stop> {
             if let Some(e) = s.expected.get(name) {
                 let masked = e.written.as_ref().is_some_and(|w| w.len() != t.len());
                 if e.values.len() != t.len() || masked {
-                    return Err(Stop::Error(format!("input set {j}: expected `{name}` does not have the tensor's {} elements", t.len())));
+                    return Err(Stop::Error(format!(
+                        "input set {j}: expected `{name}` does not have the tensor's {} elements",
+                        t.len()
+                    )));
                 }
             }
         }
@@ -396,17 +408,26 @@ fn round_up(n: usize, to: usize) -> usize {
 }
 
 /// Loads a variant's kernel and lays out its buffers: `guard | tensor (rounded to 256) | guard`.
-fn load<D: Device + ?Sized>(device: &mut D, which: Which, v: &Variant, set: &InputSet, plan: &Plan) -> Result<Loaded, Stop> {
+fn load<D: Device + ?Sized>(
+    device: &mut D,
+    which: Which,
+    v: &Variant,
+    set: &InputSet,
+    plan: &Plan,
+) -> Result<Loaded, Stop> {
     let refuse = |what: String| match which {
         Which::Candidate => Stop::Miss(Miss { variant: which, call: None, tensor: None, what }),
         Which::Baseline => Stop::Error(format!("the baseline's spec: {what}")),
     };
-    let kernel = device.load(&v.spec, &v.cubin).map_err(|e| Stop::Error(format!("loading the {which}'s kernel: {e}")))?;
+    let kernel =
+        device.load(&v.spec, &v.cubin).map_err(|e| Stop::Error(format!("loading the {which}'s kernel: {e}")))?;
     let (mut slots, mut args) = (Vec::<Slot>::new(), Vec::new());
     for p in &v.spec.params {
         let arg = match p {
             Param::Tensor { name, dtype, role, .. } => {
-                let Some(t) = set.tensors.get(name) else { return Err(refuse(format!("tensor `{name}` is not in the input sets"))) };
+                let Some(t) = set.tensors.get(name) else {
+                    return Err(refuse(format!("tensor `{name}` is not in the input sets")));
+                };
                 if Dtype::parse(dtype) != Some(t.dtype) {
                     return Err(refuse(format!("tensor `{name}` is {dtype}; the input sets hold {:?}", t.dtype)));
                 }
@@ -425,13 +446,16 @@ fn load<D: Device + ?Sized>(device: &mut D, which: Which, v: &Variant, set: &Inp
                 Arg::Ptr { buf, offset: plan.guard_bytes }
             }
             Param::Int { name, value, bits, .. } => match bits {
-                32 => Arg::I32(i32::try_from(*value).map_err(|_| refuse(format!("`{name}` = {value} does not fit 32 bits")))?),
+                32 => Arg::I32(
+                    i32::try_from(*value).map_err(|_| refuse(format!("`{name}` = {value} does not fit 32 bits")))?,
+                ),
                 64 => Arg::I64(*value),
                 b => return Err(refuse(format!("`{name}` is a {b}-bit integer"))),
             },
             Param::Float { value, .. } => Arg::F32(*value as f32),
             Param::Scratch { which: ScratchKind::Global } if v.spec.global_scratch_bytes > 0 => {
-                let programs: u64 = v.spec.grid.iter().map(|&g| u64::from(g)).product::<u64>() * u64::from(v.spec.num_ctas.max(1));
+                let programs: u64 =
+                    v.spec.grid.iter().map(|&g| u64::from(g)).product::<u64>() * u64::from(v.spec.num_ctas.max(1));
                 let bytes = usize::try_from(programs * v.spec.global_scratch_bytes)
                     .map_err(|_| refuse("global scratch does not fit this machine's address space".into()))?;
                 Arg::Ptr { buf: device.alloc(bytes).map_err(dev("allocating scratch"))?, offset: 0 }
@@ -444,7 +468,13 @@ fn load<D: Device + ?Sized>(device: &mut D, which: Which, v: &Variant, set: &Inp
 }
 
 /// Before a call: guards restored, inputs and in/out tensors uploaded from the set, outputs poisoned.
-fn prepare<D: Device + ?Sized>(device: &mut D, v: &Loaded, set: &InputSet, guard: usize, word: u32) -> Result<(), Stop> {
+fn prepare<D: Device + ?Sized>(
+    device: &mut D,
+    v: &Loaded,
+    set: &InputSet,
+    guard: usize,
+    word: u32,
+) -> Result<(), Stop> {
     for s in &v.slots {
         let Some(t) = set.tensors.get(&s.name) else { continue };
         let body = round_up(s.len.max(1), 256);
@@ -466,8 +496,9 @@ enum Fault {
     Miss(Option<String>, String),
 }
 
-/// After a call: every buffer back on the host and checked. Returns the
-/// errors of every written tensor.
+/// After a call: every buffer back on the host and checked, the most
+/// telling failure first (guards, read-only inputs, stray writes, NaN left,
+/// then the tolerances). Returns the errors of every written tensor.
 fn check<D: Device + ?Sized>(
     device: &mut D,
     v: &Loaded,
@@ -476,60 +507,69 @@ fn check<D: Device + ?Sized>(
     word: u32,
 ) -> Result<BTreeMap<String, Errors>, Fault> {
     let g = plan.guard_bytes;
-    let mut out = BTreeMap::new();
+    let mut backs = Vec::with_capacity(v.slots.len());
     for s in &v.slots {
-        let body = round_up(s.len.max(1), 256);
-        let mut back = vec![0u8; 2 * g + body];
+        let mut back = vec![0u8; 2 * g + round_up(s.len.max(1), 256)];
         device.download(s.buf, 0, &mut back).map_err(Fault::Device)?;
-        let miss = |what: String| Fault::Miss(Some(s.name.clone()), what);
-        let pattern = |i: usize| word.to_le_bytes()[i % 4];
+        backs.push(back);
+    }
+    let miss = |s: &Slot, what: String| Fault::Miss(Some(s.name.clone()), what);
+    let pattern = |i: usize| word.to_le_bytes()[i % 4];
+    for (s, back) in v.slots.iter().zip(&backs) {
         if let Some(i) = (0..g).find(|&i| back[i] != pattern(i)) {
-            return Err(miss(format!("guard band before the tensor changed at byte {}", i as i64 - g as i64)));
+            return Err(miss(s, format!("guard band before the tensor changed at byte {}", i as i64 - g as i64)));
         }
         if let Some(i) = (g + s.len..back.len()).find(|&i| back[i] != pattern(i - g)) {
-            return Err(miss(format!("guard band after the tensor changed at byte +{}", i - g - s.len)));
+            return Err(miss(s, format!("guard band after the tensor changed at byte +{}", i - g - s.len)));
         }
-        let (Some(t), got) = (set.tensors.get(&s.name), &back[g..g + s.len]) else { continue };
+    }
+    // (slot, bytes back, its input, its expected values)
+    let mut checked = Vec::new();
+    for (s, back) in v.slots.iter().zip(&backs) {
+        let Some(t) = set.tensors.get(&s.name) else { continue };
+        checked.push((s, &back[g..g + s.len], t, set.expected.get(&s.name)));
+    }
+    let written = |e: Option<&Expected>, i: usize| {
+        e.is_some_and(|e| e.written.as_ref().is_none_or(|w| w.get(i).is_some_and(|&b| b != 0)))
+    };
+    for &(s, got, t, e) in &checked {
         let es = s.dtype.size();
-        let differs = |i: usize| got[i * es..(i + 1) * es] != t.bytes[i * es..(i + 1) * es];
-        match s.role {
+        let changed: Vec<usize> = (0..t.len())
+            .filter(|&i| !written(e, i) && got[i * es..(i + 1) * es] != t.bytes[i * es..(i + 1) * es])
+            .collect();
+        let Some(first) = changed.first() else { continue };
+        let what = match s.role {
             TensorRole::Input => {
-                let changed: Vec<usize> = (0..t.len()).filter(|&i| differs(i)).collect();
-                if let Some(first) = changed.first() {
-                    return Err(miss(format!(
-                        "read-only input changed ({} of {} elements, first at {first})",
-                        changed.len(),
-                        t.len()
-                    )));
-                }
+                format!("read-only input changed ({} of {} elements, first at {first})", changed.len(), t.len())
             }
-            TensorRole::Output | TensorRole::InOut => {
-                let Some(e) = set.expected.get(&s.name) else { continue };
-                let written = |i: usize| e.written.as_ref().is_none_or(|w| w.get(i).is_some_and(|&b| b != 0));
-                let stray: Vec<usize> = (0..t.len()).filter(|&i| !written(i) && differs(i)).collect();
-                if let Some(first) = stray.first() {
-                    return Err(miss(format!(
-                        "{} of the elements the call does not write changed (first at {first})",
-                        stray.len()
-                    )));
-                }
-                let idx: Vec<usize> = (0..t.len()).filter(|&i| written(i)).collect();
-                let nan: Vec<usize> =
-                    idx.iter().copied().filter(|&i| s.dtype.get(got, i).is_nan() && !e.values[i].is_nan()).collect();
-                if let Some(first) = nan.first() {
-                    return Err(miss(format!("{} of {} written elements left NaN (first at {first})", nan.len(), idx.len())));
-                }
-                let err = errors(idx.iter().map(|&i| (s.dtype.get(got, i), e.values[i])));
-                let tol = plan.tolerance;
-                if !(err.rel_l2 <= tol.rel_l2) {
-                    return Err(miss(format!("rel_l2 {:.3e} > {:.1e}", err.rel_l2, tol.rel_l2)));
-                }
-                if !(err.max_abs_rel <= tol.max_abs_rel) {
-                    return Err(miss(format!("max_abs_rel {:.3e} > {:.1e}", err.max_abs_rel, tol.max_abs_rel)));
-                }
-                out.insert(s.name.clone(), err);
-            }
+            _ => format!("{} of the elements the call does not write changed (first at {first})", changed.len()),
+        };
+        return Err(miss(s, what));
+    }
+    for &(s, got, t, e) in &checked {
+        let Some(e) = e else { continue };
+        let idx: Vec<usize> = (0..t.len()).filter(|&i| written(Some(e), i)).collect();
+        let nan: Vec<usize> =
+            idx.iter().copied().filter(|&i| s.dtype.get(got, i).is_nan() && !e.values[i].is_nan()).collect();
+        if let Some(first) = nan.first() {
+            return Err(miss(
+                s,
+                format!("{} of {} written elements left NaN (first at {first})", nan.len(), idx.len()),
+            ));
         }
+    }
+    let mut out = BTreeMap::new();
+    for &(s, got, t, e) in &checked {
+        let Some(e) = e else { continue };
+        let err = errors((0..t.len()).filter(|&i| written(Some(e), i)).map(|i| (s.dtype.get(got, i), e.values[i])));
+        let tol = plan.tolerance;
+        if !(err.rel_l2 <= tol.rel_l2) {
+            return Err(miss(s, format!("rel_l2 {:.3e} > {:.1e}", err.rel_l2, tol.rel_l2)));
+        }
+        if !(err.max_abs_rel <= tol.max_abs_rel) {
+            return Err(miss(s, format!("max_abs_rel {:.3e} > {:.1e}", err.max_abs_rel, tol.max_abs_rel)));
+        }
+        out.insert(s.name.clone(), err);
     }
     Ok(out)
 }

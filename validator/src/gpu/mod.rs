@@ -23,3 +23,6 @@ pub mod gate;
 pub mod spec;
 pub mod stats;
 pub mod tensor;
+
+#[cfg(test)]
+mod planted;

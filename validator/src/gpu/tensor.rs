@@ -113,12 +113,20 @@ pub struct HostTensor {
 impl HostTensor {
     /// A tensor of f32 values.
     pub fn f32(shape: &[usize], vals: &[f32]) -> HostTensor {
-        HostTensor { dtype: Dtype::F32, shape: shape.to_vec(), bytes: vals.iter().flat_map(|v| v.to_le_bytes()).collect() }
+        HostTensor {
+            dtype: Dtype::F32,
+            shape: shape.to_vec(),
+            bytes: vals.iter().flat_map(|v| v.to_le_bytes()).collect(),
+        }
     }
 
     /// A tensor of i32 values.
     pub fn i32(shape: &[usize], vals: &[i32]) -> HostTensor {
-        HostTensor { dtype: Dtype::I32, shape: shape.to_vec(), bytes: vals.iter().flat_map(|v| v.to_le_bytes()).collect() }
+        HostTensor {
+            dtype: Dtype::I32,
+            shape: shape.to_vec(),
+            bytes: vals.iter().flat_map(|v| v.to_le_bytes()).collect(),
+        }
     }
 
     /// Its number of elements.
