@@ -140,7 +140,7 @@ impl Device for CudaDevice {
     }
 
     fn fill(&mut self, buf: BufferId, offset: usize, words: usize, word: u32) -> Result<(), DeviceError> {
-        if offset % 4 != 0 {
+        if !offset.is_multiple_of(4) {
             return Err(DeviceError::OutOfBounds(format!("a 32-bit fill at byte {offset}")));
         }
         let dst = self.span(buf, offset, words * 4)?;

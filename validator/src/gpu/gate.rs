@@ -278,7 +278,7 @@ fn run<D: Device + ?Sized>(
     out: &mut GateOutcome,
 ) -> Result<Timing, Stop> {
     let Some(first) = plan.sets.first() else { return Err(Stop::Error("the plan has no input sets".into())) };
-    if plan.guard_bytes % 256 != 0 {
+    if !plan.guard_bytes.is_multiple_of(256) {
         return Err(Stop::Error(format!("guard band of {} bytes is not a multiple of 256", plan.guard_bytes)));
     }
     consistent_sets(&plan.sets)?;
@@ -563,15 +563,20 @@ fn check<D: Device + ?Sized>(
         let Some(e) = e else { continue };
         let err = errors((0..t.len()).filter(|&i| written(Some(e), i)).map(|i| (s.dtype.get(got, i), e.values[i])));
         let tol = plan.tolerance;
-        if !(err.rel_l2 <= tol.rel_l2) {
+        if !within(err.rel_l2, tol.rel_l2) {
             return Err(miss(s, format!("rel_l2 {:.3e} > {:.1e}", err.rel_l2, tol.rel_l2)));
         }
-        if !(err.max_abs_rel <= tol.max_abs_rel) {
+        if !within(err.max_abs_rel, tol.max_abs_rel) {
             return Err(miss(s, format!("max_abs_rel {:.3e} > {:.1e}", err.max_abs_rel, tol.max_abs_rel)));
         }
         out.insert(s.name.clone(), err);
     }
     Ok(out)
+}
+
+/// `x` is at most `tol` (NaN is not).
+fn within(x: f64, tol: f64) -> bool {
+    x <= tol
 }
 
 /// The set of each round: shuffled passes over all sets, never the same set twice in a row when there are two or more.
