@@ -14,12 +14,14 @@
 //! - `gate`: the orchestration, [`gate::run_gate`]: rotation, poisoning,
 //!   guards, ABBA, every call checked on the host.
 //! - `stats`: median, p10/p90, noise floor, speedup, bandwidth and flags.
+//! - `load`: a spec directory read as a variant and its input sets (`.npy`).
 //! - `tensor`: element types, poison and the error metrics.
 
 pub mod cpu;
 pub mod cuda;
 pub mod device;
 pub mod gate;
+pub mod load;
 pub mod spec;
 pub mod stats;
 pub mod tensor;
