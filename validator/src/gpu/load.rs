@@ -70,7 +70,8 @@ pub fn sets(dir: &Path, spec: &LaunchSpec) -> Result<Vec<InputSet>, LoadError> {
         for p in &spec.params {
             let Param::Tensor { name, dtype, role, .. } = p else { continue };
             let path = inputs.join(format!("{name}.npy"));
-            let want = Dtype::parse(dtype).ok_or_else(|| bad(&path, format!("element type `{dtype}` is not supported")))?;
+            let want =
+                Dtype::parse(dtype).ok_or_else(|| bad(&path, format!("element type `{dtype}` is not supported")))?;
             let t = npy(&path, Some(want))?;
             if *role != TensorRole::Input {
                 let path = expected.join(format!("{name}.npy"));
@@ -78,7 +79,8 @@ pub fn sets(dir: &Path, spec: &LaunchSpec) -> Result<Vec<InputSet>, LoadError> {
                 if e.len() != t.len() {
                     return Err(bad(&path, format!("{} expected values for a tensor of {}", e.len(), t.len())));
                 }
-                let values = e.bytes.chunks_exact(8).map(|c| f64::from_le_bytes(c.try_into().unwrap_or([0; 8]))).collect();
+                let values =
+                    e.bytes.chunks_exact(8).map(|c| f64::from_le_bytes(c.try_into().unwrap_or([0; 8]))).collect();
                 let mask = expected.join(format!("{name}.written.npy"));
                 let written = match (*role, mask.is_file()) {
                     (TensorRole::InOut, true) => {
