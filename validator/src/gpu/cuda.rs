@@ -10,8 +10,9 @@
 //! [`CudaDevice::open`] probes for it first and answers
 //! [`DeviceError::NoDriver`] (the gate's `needs-gpu`), never a panic.
 //!
-//! The census needs CUPTI activity records (`cupti` feature, not wired yet):
-//! until then [`Device::census`] answers `None` and the gate notes it.
+//! The census comes from CUPTI's kernel activity records when kidiom is
+//! built with the `cupti` feature and the library loads (`super::cupti`);
+//! otherwise [`Device::census`] answers `None` and the gate notes it.
 
 use std::ffi::{CString, c_void};
 use std::sync::Arc;
@@ -54,6 +55,8 @@ pub struct CudaDevice {
     flush: (sys::CUdeviceptr, usize),
     l2: usize,
     name: String,
+    #[cfg(feature = "cupti")]
+    census: Option<super::cupti::Census>,
 }
 
 impl CudaDevice {
@@ -88,6 +91,9 @@ impl CudaDevice {
             flush: (flush, 2 * l2),
             l2,
             name,
+            // without it the census is `None` and the gate says it was not observed
+            #[cfg(feature = "cupti")]
+            census: super::cupti::Census::start().ok(),
         })
     }
 
@@ -222,6 +228,11 @@ impl Device for CudaDevice {
     }
 
     fn census(&mut self) -> Result<Option<Vec<String>>, DeviceError> {
+        #[cfg(feature = "cupti")]
+        if let Some(c) = &self.census {
+            self.stream.synchronize().map_err(drv("cuStreamSynchronize"))?;
+            return c.take().map(Some);
+        }
         Ok(None)
     }
 }

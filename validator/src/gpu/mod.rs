@@ -22,6 +22,8 @@
 
 pub mod cpu;
 pub mod cuda;
+#[cfg(feature = "cupti")]
+pub mod cupti;
 pub mod device;
 pub mod gate;
 pub mod load;
