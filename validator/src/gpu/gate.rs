@@ -445,6 +445,9 @@ fn load<D: Device + ?Sized>(
                 };
                 Arg::Ptr { buf, offset: plan.guard_bytes }
             }
+            Param::Int { name, value, divisible_by_16: true, .. } if value % 16 != 0 => {
+                return Err(refuse(format!("`{name}` = {value} breaks the cubin's divisible-by-16 assumption")));
+            }
             Param::Int { name, value, bits, .. } => match bits {
                 32 => Arg::I32(
                     i32::try_from(*value).map_err(|_| refuse(format!("`{name}` = {value} does not fit 32 bits")))?,
@@ -529,13 +532,16 @@ fn check<D: Device + ?Sized>(
         let Some(t) = set.tensors.get(&s.name) else { continue };
         checked.push((s, &back[g..g + s.len], t, set.expected.get(&s.name)));
     }
-    let written = |e: Option<&Expected>, i: usize| {
-        e.is_some_and(|e| e.written.as_ref().is_none_or(|w| w.get(i).is_some_and(|&b| b != 0)))
+    // an output is written everywhere (it was poisoned); an in/out tensor where its mask says
+    let written = |s: &Slot, e: Option<&Expected>, i: usize| {
+        e.is_some_and(|e| {
+            s.role == TensorRole::Output || e.written.as_ref().is_none_or(|w| w.get(i).is_some_and(|&b| b != 0))
+        })
     };
     for &(s, got, t, e) in &checked {
         let es = s.dtype.size();
         let changed: Vec<usize> = (0..t.len())
-            .filter(|&i| !written(e, i) && got[i * es..(i + 1) * es] != t.bytes[i * es..(i + 1) * es])
+            .filter(|&i| !written(s, e, i) && got[i * es..(i + 1) * es] != t.bytes[i * es..(i + 1) * es])
             .collect();
         let Some(first) = changed.first() else { continue };
         let what = match s.role {
@@ -548,7 +554,7 @@ fn check<D: Device + ?Sized>(
     }
     for &(s, got, t, e) in &checked {
         let Some(e) = e else { continue };
-        let idx: Vec<usize> = (0..t.len()).filter(|&i| written(Some(e), i)).collect();
+        let idx: Vec<usize> = (0..t.len()).filter(|&i| written(s, Some(e), i)).collect();
         let nan: Vec<usize> =
             idx.iter().copied().filter(|&i| s.dtype.get(got, i).is_nan() && !e.values[i].is_nan()).collect();
         if let Some(first) = nan.first() {
@@ -561,7 +567,7 @@ fn check<D: Device + ?Sized>(
     let mut out = BTreeMap::new();
     for &(s, got, t, e) in &checked {
         let Some(e) = e else { continue };
-        let err = errors((0..t.len()).filter(|&i| written(Some(e), i)).map(|i| (s.dtype.get(got, i), e.values[i])));
+        let err = errors((0..t.len()).filter(|&i| written(s, Some(e), i)).map(|i| (s.dtype.get(got, i), e.values[i])));
         let tol = plan.tolerance;
         if !within(err.rel_l2, tol.rel_l2) {
             return Err(miss(s, format!("rel_l2 {:.3e} > {:.1e}", err.rel_l2, tol.rel_l2)));

@@ -398,3 +398,19 @@ fn the_sets_rotate_in_an_order_the_seed_draws() {
     let (b, _) = gate_with(honest(10.0), &p);
     assert_ne!(a.seed, b.seed, "a fresh seed unless the plan fixes one");
 }
+
+/// An integer the cubin assumes divisible by 16 (Triton's `D`) that is not:
+/// refused before any call, since the kernel would read wrong values.
+#[test]
+fn a_value_breaking_the_cubins_assumption_is_refused() {
+    let mut dev = CpuDevice::new(0.0, 1);
+    dev.kernel(b"baseline", honest(10.0));
+    dev.kernel(b"candidate", honest(10.0));
+    let base = Variant { spec: spec(TensorRole::Output), cubin: b"baseline".to_vec() };
+    let mut cand = Variant { spec: spec(TensorRole::Output), cubin: b"candidate".to_vec() };
+    cand.spec.params.push(Param::Int { name: "T".into(), value: 63, bits: 32, divisible_by_16: true });
+    let o = run_gate(&mut dev, &base, &cand, &plan());
+    let GateVerdict::Rejected(m) = &o.verdict else { panic!("{o:?}") };
+    assert_eq!(m.what, "`T` = 63 breaks the cubin's divisible-by-16 assumption");
+    assert_eq!(o.calls, 0);
+}
