@@ -7,6 +7,40 @@
 
 use super::spec::LaunchSpec;
 
+/// A device could not do what the gate asked.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum DeviceError {
+    /// No CUDA driver library: the gate answers `needs-gpu`, never a panic.
+    #[error("no CUDA driver library (libcuda.so) on this machine")]
+    NoDriver,
+    /// The driver is there but the device cannot be used (no device, a bad ordinal).
+    #[error("no usable CUDA device: {0}")]
+    NoDevice(String),
+    /// A driver call failed: the call and the CUDA error.
+    #[error("{call}: {error}")]
+    Driver {
+        /// What was asked.
+        call: String,
+        /// The driver's answer.
+        error: String,
+    },
+    /// An access outside a buffer (on a GPU, an illegal address).
+    #[error("{0}")]
+    OutOfBounds(String),
+    /// No kernel of that name in the module (or, on the CPU device, no closure for the cubin).
+    #[error("kernel `{0}` not found in its module")]
+    NoKernel(String),
+    /// The launch itself failed.
+    #[error("launch of `{kernel}` failed: {why}")]
+    Launch {
+        /// The kernel.
+        kernel: String,
+        /// Why.
+        why: String,
+    },
+}
+
 /// A device buffer, by the device's own numbering.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub struct BufferId(pub usize);
@@ -48,40 +82,6 @@ impl Arg {
             Arg::F32(v) => v.to_le_bytes().to_vec(),
         }
     }
-}
-
-/// A device could not do what the gate asked.
-#[derive(Debug, thiserror::Error)]
-#[non_exhaustive]
-pub enum DeviceError {
-    /// No CUDA driver library: the gate answers `needs-gpu`, never a panic.
-    #[error("no CUDA driver library (libcuda.so) on this machine")]
-    NoDriver,
-    /// The driver is there but the device cannot be used (no device, a bad ordinal).
-    #[error("no usable CUDA device: {0}")]
-    NoDevice(String),
-    /// A driver call failed: the call and the CUDA error.
-    #[error("{call}: {error}")]
-    Driver {
-        /// What was asked.
-        call: String,
-        /// The driver's answer.
-        error: String,
-    },
-    /// An access outside a buffer (on a GPU, an illegal address).
-    #[error("{0}")]
-    OutOfBounds(String),
-    /// No kernel of that name in the module (or, on the CPU device, no closure for the cubin).
-    #[error("kernel `{0}` not found in its module")]
-    NoKernel(String),
-    /// The launch itself failed.
-    #[error("launch of `{kernel}` failed: {why}")]
-    Launch {
-        /// The kernel.
-        kernel: String,
-        /// Why.
-        why: String,
-    },
 }
 
 /// What the gate needs from a GPU. Every operation is ordered on one stream

@@ -16,12 +16,12 @@ use super::tensor::{Dtype, HostTensor};
 #[non_exhaustive]
 pub enum LoadError {
     /// A file could not be read.
-    #[error("{path}: {source}")]
+    #[error("{path}: {cause}")]
     Io {
         /// The file.
         path: PathBuf,
-        /// Why.
-        source: std::io::Error,
+        /// The cause (in the message, so not also a `source()`).
+        cause: std::io::Error,
     },
     /// A file is not what the spec needs.
     #[error("{path}: {why}")]
@@ -38,7 +38,7 @@ fn bad(path: &Path, why: impl Into<String>) -> LoadError {
 }
 
 fn read(path: &Path) -> Result<Vec<u8>, LoadError> {
-    std::fs::read(path).map_err(|source| LoadError::Io { path: path.to_path_buf(), source })
+    std::fs::read(path).map_err(|cause| LoadError::Io { path: path.to_path_buf(), cause })
 }
 
 /// `launch.json` and its cubin.
