@@ -386,6 +386,9 @@ fn consistent_sets(sets: &[InputSet]) -> Result<(), Stop> {
                 }
             }
         }
+        if !s.expected.keys().eq(first.expected.keys()) {
+            return Err(Stop::Error(format!("input set {j} has expected values for other tensors than set 0")));
+        }
         if s.tensors.len() != first.tensors.len() {
             return Err(Stop::Error(format!("input set {j} has other tensors than set 0")));
         }

@@ -414,3 +414,17 @@ fn a_value_breaking_the_cubins_assumption_is_refused() {
     assert_eq!(m.what, "`T` = 63 breaks the cubin's divisible-by-16 assumption");
     assert_eq!(o.calls, 0);
 }
+
+/// Input sets that disagree (a set without the expected values of a
+/// written tensor would leave it unchecked): an error before any call.
+#[test]
+fn inconsistent_input_sets_are_an_error_not_an_unchecked_tensor() {
+    let mut p = plan();
+    p.sets[2].expected.remove("y");
+    let o = gate_with(honest(10.0), &p).0;
+    assert_eq!(
+        o.verdict,
+        GateVerdict::Error { reason: "input set 2 has expected values for other tensors than set 0".into() }
+    );
+    assert_eq!(o.calls, 0);
+}

@@ -5,6 +5,9 @@
 
 use serde::Serialize;
 
+/// Fewer timed calls per variant than this give no noise floor to trust: flagged.
+pub const MIN_CALLS: usize = 5;
+
 /// One variant's timed calls.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct Summary {
@@ -114,6 +117,12 @@ pub fn compare(base: &[f64], cand: &[f64], bounds: &Bounds) -> Timing {
             bounds.implausible_speedup
         ));
     }
+    if b.calls.min(c.calls) < MIN_CALLS {
+        flags.push(format!(
+            "{} timed calls per variant are too few for a noise floor (at least {MIN_CALLS})",
+            b.calls.min(c.calls)
+        ));
+    }
     if !speedup.is_finite() || !noise_floor.is_finite() {
         flags.push(format!("non-finite figures: speedup {speedup}, noise floor {noise_floor}"));
     }
@@ -159,5 +168,8 @@ mod tests {
         assert!(t.significant && !t.faster());
         let t = compare(&[100.0; 5], &[10.0; 5], &bounds());
         assert!(t.flags.iter().any(|f| f.contains("implausible")) && !t.faster(), "{t:?}");
+        let t = compare(&[10.0, 10.1], &[5.0, 5.1], &bounds());
+        assert_eq!(t.flags, ["2 timed calls per variant are too few for a noise floor (at least 5)"]);
+        assert!(!t.faster());
     }
 }
