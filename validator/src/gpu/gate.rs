@@ -406,6 +406,24 @@ fn tensor_roles(spec: &LaunchSpec) -> BTreeMap<String, (TensorRole, String)> {
         .collect()
 }
 
+/// What this gate cannot launch as the spec asks (it launches with plain
+/// `cuLaunchKernel`: no clusters, cooperative grids, PDL or TMA descriptors).
+fn unsupported(spec: &LaunchSpec) -> Option<String> {
+    if spec.num_ctas != 1 {
+        return Some(format!("num_ctas {}", spec.num_ctas));
+    }
+    if spec.cooperative || spec.pdl {
+        return Some(if spec.cooperative { "a cooperative launch" } else { "programmatic dependent launch" }.into());
+    }
+    if spec.tensor_descriptors > 0 {
+        return Some(format!("{} host-side TMA descriptors", spec.tensor_descriptors));
+    }
+    if spec.profile_scratch_bytes > 0 {
+        return Some(format!("{} bytes of profile scratch", spec.profile_scratch_bytes));
+    }
+    None
+}
+
 fn round_up(n: usize, to: usize) -> usize {
     n.div_ceil(to) * to
 }
@@ -422,6 +440,9 @@ fn load<D: Device + ?Sized>(
         Which::Candidate => Stop::Miss(Miss { variant: which, call: None, tensor: None, what }),
         Which::Baseline => Stop::Error(format!("the baseline's spec: {what}")),
     };
+    if let Some(what) = unsupported(&v.spec) {
+        return Err(refuse(format!("unsupported by the device gate: {what}")));
+    }
     let kernel =
         device.load(&v.spec, &v.cubin).map_err(|e| Stop::Error(format!("loading the {which}'s kernel: {e}")))?;
     let (mut slots, mut args) = (Vec::<Slot>::new(), Vec::new());

@@ -428,3 +428,28 @@ fn inconsistent_input_sets_are_an_error_not_an_unchecked_tensor() {
     );
     assert_eq!(o.calls, 0);
 }
+
+/// Launch features the gate's plain `cuLaunchKernel` would silently drop
+/// are refused: for the candidate a rejection, for the baseline an error.
+#[test]
+fn launch_features_the_gate_cannot_honour_are_refused() {
+    let mut dev = CpuDevice::new(0.0, 1);
+    dev.kernel(b"baseline", honest(10.0));
+    dev.kernel(b"candidate", honest(10.0));
+    let base = Variant { spec: spec(TensorRole::Output), cubin: b"baseline".to_vec() };
+    let mut cand = Variant { spec: spec(TensorRole::Output), cubin: b"candidate".to_vec() };
+    cand.spec.num_ctas = 2;
+    let o = run_gate(&mut dev, &base, &cand, &plan());
+    let GateVerdict::Rejected(m) = &o.verdict else { panic!("{o:?}") };
+    assert_eq!(m.what, "unsupported by the device gate: num_ctas 2");
+    let (mut base, cand) = (cand.clone(), base);
+    base.spec.num_ctas = 1;
+    base.spec.cooperative = true;
+    let o = run_gate(&mut dev, &base, &cand, &plan());
+    assert_eq!(
+        o.verdict,
+        GateVerdict::Error {
+            reason: "the baseline's spec: unsupported by the device gate: a cooperative launch".into()
+        }
+    );
+}
