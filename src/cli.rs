@@ -52,6 +52,9 @@ enum Command {
     /// The worker side of `mine --executor ray`: mines one shard's job file, prints its result (docs/RAY.md).
     #[command(hide = true)]
     Shard(cmd::shard::Args),
+    /// The GPU gate's own process: two spec directories in, one JSON line out (ARCHITECTURE, validator).
+    #[command(hide = true)]
+    GpuGate(cmd::gpu_gate::Args),
 }
 
 /// Exit codes: 0 success, 1 ran but found nothing / some input failed, 2 error.
@@ -78,6 +81,7 @@ pub(crate) fn run(args: impl IntoIterator<Item = OsString>) -> ExitCode {
         Command::Run(a) => cmd::run::run(a),
         Command::Debug(c) => cmd::debug::run(c),
         Command::Shard(a) => cmd::shard::run(a),
+        Command::GpuGate(a) => cmd::gpu_gate::run(a),
     };
     match result {
         Ok(code) => code,

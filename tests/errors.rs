@@ -145,6 +145,24 @@ fn problems(e: &(dyn std::error::Error + 'static)) -> Vec<String> {
 }
 
 /// The number of variants of the error enum in `file` (its `#[error` attributes).
+fn gpu_device() -> Vec<kidiom_validator::gpu::device::DeviceError> {
+    use kidiom_validator::gpu::device::DeviceError::*;
+    let m = || "what is wrong".to_string();
+    vec![
+        NoDriver,
+        NoDevice(m()),
+        Driver { call: "cuMemAlloc".into(), error: m() },
+        OutOfBounds(m()),
+        NoKernel("k".into()),
+        Launch { kernel: "k".into(), why: m() },
+    ]
+}
+
+fn gpu_load() -> Vec<kidiom_validator::gpu::load::LoadError> {
+    use kidiom_validator::gpu::load::LoadError::*;
+    vec![Io { path: path(), cause: io() }, Bad { path: path(), why: "what is wrong".into() }]
+}
+
 fn variants(file: &str) -> usize {
     let text = std::fs::read_to_string(repo().join(file)).expect("read");
     let start = text.find("pub enum ").expect("an enum");
@@ -164,6 +182,8 @@ fn every_error_variant_is_one_line_and_says_each_cause_once() {
         ("src/ops/branch.rs", review_branch().len()),
         ("validator/src/error.rs", validator().len()),
         ("rewrite/src/matcher/mod.rs", matcher().len()),
+        ("validator/src/gpu/device.rs", gpu_device().len()),
+        ("validator/src/gpu/load.rs", gpu_load().len()),
     ];
     for (file, n) in counts {
         assert_eq!(variants(file), n, "{file}: a variant without a case in tests/errors.rs");
@@ -176,6 +196,8 @@ fn every_error_variant_is_one_line_and_says_each_cause_once() {
     all.extend(rewriter().into_iter().map(|e| Box::new(e) as _));
     all.extend(review_branch().into_iter().map(|e| Box::new(e) as _));
     all.extend(validator().into_iter().map(|e| Box::new(e) as _));
+    all.extend(gpu_device().into_iter().map(|e| Box::new(e) as _));
+    all.extend(gpu_load().into_iter().map(|e| Box::new(e) as _));
     let found: Vec<String> = all.iter().flat_map(|e| problems(e.as_ref())).collect();
     assert!(found.is_empty(), "{}", found.join("\n"));
     // and through the CLI's context, the whole line says the cause once

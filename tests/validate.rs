@@ -438,3 +438,97 @@ fn a_check_the_cpu_cannot_run_is_not_a_pass() {
     assert!(cr["device"].is_null(), "a skipped check names no device: {cr:#}");
     assert_eq!(gate(ev, "static")["status"], "passed", "{ev:#}");
 }
+
+/// `--device cuda` on a machine without CUDA: a check that cannot run here is
+/// never the candidate's failure. The harness asks what is missing (the
+/// driver library, torch, a device) before any worker or candidate code runs,
+/// and the verdict is `needs-gpu` naming it, not `rejected` at correctness.
+#[test]
+fn device_cuda_without_cuda_needs_a_gpu_and_says_what_is_missing() {
+    let Some(py) = python() else { return };
+    let no_cuda = std::process::Command::new(&py)
+        .args(["-c", "import ctypes\ntry:\n    ctypes.CDLL('libcuda.so.1')\nexcept OSError:\n    raise SystemExit(1)"])
+        .status()
+        .is_ok_and(|s| !s.success());
+    if !no_cuda {
+        eprintln!("skipped: this machine has a CUDA driver library");
+        return;
+    }
+    let _cpu = crate::util::cpu_heavy();
+    let env = project();
+    let dec = "kernels/kda/decode.py";
+    let same = edit(&env, dec, "b_p = tl.sum(b_s * b_k[:, None], axis=0)", "b_p = tl.sum(b_k[:, None] * b_s, axis=0)");
+    plant(&env, "harmless", "other", dec, &same);
+    let db = env.db();
+    let out = env
+        .cmd()
+        .env("KIDIOM_PYTHON", &py)
+        .args(["validate", "--db", db.to_str().expect("utf8"), "--device", "cuda", "--json", "harmless"])
+        .output()
+        .expect("spawn");
+    let report: Value = serde_json::from_slice(&out.stdout)
+        .unwrap_or_else(|e| panic!("not JSON ({e}): {}", String::from_utf8_lossy(&out.stderr)));
+    let ev = by_id(&report, "harmless");
+    assert_eq!(ev["verdict"]["kind"], "needs-gpu", "{ev:#}");
+    let reason = ev["verdict"]["reason"].as_str().unwrap_or("");
+    assert!(reason.contains("no CUDA driver library (libcuda.so)"), "{reason}");
+    assert!(!reason.contains("broke the worker"), "{reason}");
+    assert_eq!(gate(ev, "correctness")["status"], "skipped", "{ev:#}");
+    assert_eq!(gate(ev, "static")["status"], "passed", "{ev:#}");
+}
+
+/// `kidiom gpu-gate` (the GPU gate's own process) on a machine without a
+/// CUDA driver: `needs-gpu` with what is missing, one JSON line, exit 3;
+/// a candidate spec directory without its cubin is rejected before that.
+#[test]
+fn the_gpu_gate_process_without_a_driver_needs_a_gpu() {
+    let env = crate::util::Env::new();
+    let spec = serde_json::json!({
+        "format": 1, "kernel": "k", "cubin": "kernel.cubin", "cubin_sha256": "",
+        "shape": {}, "grid": [1, 1, 1], "block": [32, 1, 1], "shared_bytes": 0, "num_ctas": 1,
+        "params": [{"kind": "tensor", "name": "x", "dtype": "u8", "role": "input", "align": 1}]
+    });
+    let h = "{'descr': '|u1', 'fortran_order': False, 'shape': (1,), }\n";
+    let mut npy = b"\x93NUMPY\x01\x00".to_vec();
+    npy.extend((h.len() as u16).to_le_bytes());
+    npy.extend(h.as_bytes());
+    npy.push(7);
+    for side in ["base", "cand"] {
+        env.write(&format!("{side}/launch.json"), spec.to_string());
+        env.write(&format!("{side}/inputs/set0/x.npy"), &npy);
+    }
+    env.write("base/kernel.cubin", b"\x7fELF");
+    let gate = |env: &crate::util::Env| {
+        let out = env
+            .cmd()
+            .args([
+                "gpu-gate",
+                "--baseline",
+                "base",
+                "--candidate",
+                "cand",
+                "--rel-l2",
+                "5e-3",
+                "--max-abs-rel",
+                "2e-2",
+            ])
+            .output()
+            .expect("spawn");
+        let line: Value = serde_json::from_slice(&out.stdout)
+            .unwrap_or_else(|e| panic!("not one JSON line ({e}): {}", String::from_utf8_lossy(&out.stderr)));
+        (out.status.code(), line)
+    };
+    let (code, line) = gate(&env);
+    assert_eq!((code, line["verdict"]["kind"].as_str()), (Some(1), Some("rejected")), "{line:#}");
+    assert!(line["verdict"]["what"].as_str().is_some_and(|w| w.contains("kernel.cubin")), "{line:#}");
+    if kidiom_validator::gpu::cuda::driver_present() {
+        eprintln!("skipped the no-driver half: this machine has a CUDA driver library");
+        return;
+    }
+    env.write("cand/kernel.cubin", b"\x7fELF");
+    let (code, line) = gate(&env);
+    assert_eq!(code, Some(3), "{line:#}");
+    assert_eq!(line["verdict"]["kind"], "needs-gpu", "{line:#}");
+    assert_eq!(line["verdict"]["reason"], "no CUDA driver library (libcuda.so) on this machine", "{line:#}");
+    assert_eq!(line["calls"], 0);
+}

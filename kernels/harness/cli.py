@@ -39,6 +39,33 @@ def _has_cuda():
         return False
 
 
+def _cuda_missing():
+    """Why `--device cuda` cannot run on this machine (the CUDA driver library, torch, a device), or
+    None. Asked before any candidate code runs: a check that cannot run here is never the
+    candidate's failure."""
+    import ctypes
+    import importlib.util
+    missing = []
+    for name in ("libcuda.so.1", "libcuda.so"):
+        try:
+            ctypes.CDLL(name)
+            break
+        except OSError:
+            continue
+    else:
+        missing.append("no CUDA driver library (libcuda.so) on this machine")
+    if importlib.util.find_spec("torch") is None:
+        missing.append("torch is not importable (the CUDA check and bench run through it)")
+    elif not missing:
+        try:
+            import torch
+            if not torch.cuda.is_available():
+                missing.append("torch sees no CUDA device (torch.cuda.is_available() is false)")
+        except Exception as e:  # a broken install is as missing as an absent one
+            missing.append(f"torch does not import: {type(e).__name__}: {e}")
+    return "; ".join(missing) or None
+
+
 def parse_args(argv):
     p = argparse.ArgumentParser(prog="python -m kernels.harness", description=__doc__.split("\n")[0])
     sub = p.add_subparsers(dest="command", required=True)
@@ -240,6 +267,13 @@ def dispatch(args, out):
                    versions=versions())
         return EXIT_OK
 
+    if args.device == "cuda":
+        missing = _cuda_missing()
+        if missing is not None:
+            # before any worker or candidate code: what is missing here, never the candidate's failure
+            out.update(status="skipped", reason=f"--device cuda on a machine without CUDA: {missing}",
+                       device="none", mode="none", versions=versions())
+            return EXIT_SKIPPED
     device = _select_device(args)
     margin = min(3.0, 0.2 * args.timeout)
     args.deadline = time.monotonic() + args.timeout - margin

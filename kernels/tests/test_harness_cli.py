@@ -114,6 +114,19 @@ def test_bench_without_gpu_is_skipped():
     assert rc == 3 and out["status"] == "skipped" and "GPU" in out["reason"]
 
 
+@pytest.mark.skipif(HAS_CUDA, reason="this machine has CUDA")
+@pytest.mark.parametrize("command", ["check", "bench"])
+def test_device_cuda_without_cuda_is_skipped_naming_what_is_missing(command):
+    # a check that cannot run here is never the candidate's failure: no worker starts
+    from kernels.harness.cli import _cuda_missing
+    missing = _cuda_missing()
+    assert missing and ("libcuda.so" in missing or "torch" in missing)
+    rc, out = harness(command, "--kernel", "kda.decode", "--device", "cuda", "--json")
+    assert rc == 3 and out["status"] == "skipped", out
+    assert out["reason"] == f"--device cuda on a machine without CUDA: {missing}"
+    assert "sandbox" not in out and "cases" not in out
+
+
 @needs_gpu
 @pytest.mark.parametrize("kernel", ["kda.decode", "kda.prefill", "kda_cuda.decode"])
 def test_check_and_bench_on_gpu(kernel):

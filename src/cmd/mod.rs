@@ -9,6 +9,7 @@ pub(crate) mod args;
 pub(crate) mod catalog;
 pub(crate) mod debug;
 pub(crate) mod export;
+pub(crate) mod gpu_gate;
 pub(crate) mod import;
 pub(crate) mod mine;
 pub(crate) mod profile;

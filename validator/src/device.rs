@@ -13,7 +13,8 @@ pub enum Device {
     Auto,
     /// The CPU (Triton's interpreter, the CUDA emulation): no speed gate.
     Cpu,
-    /// A CUDA GPU; an error when there is none.
+    /// A CUDA GPU; without one (no driver library, no torch, no device) the
+    /// checks that need it are `needs-gpu`, naming what is missing.
     Cuda,
 }
 
