@@ -174,3 +174,30 @@ fn launches_at_tritons_defaults_are_not_proposed() {
     let diff = cands[0]["diff"].as_str().unwrap_or("");
     assert!(diff.contains("+        H=H, HV=HV, K=K, V=V, BK=BK, BV=BV, num_warps=2,"), "{diff}");
 }
+
+/// Upstream tunes its launches per kernel: no value of `num_warps` holds at
+/// most sites, so each value it writes is a candidate of its own (the GPU
+/// chooses; the CPU cannot rank them), Triton's default held back.
+#[test]
+fn each_value_upstream_writes_for_a_launch_option_is_a_candidate() {
+    let env = project();
+    for (i, w) in [8, 8, 2, 2, 1, 4].into_iter().enumerate() {
+        env.write(&format!("upstream/ops{i}.py"), upstream(i, &format!(", num_warps={w}")));
+    }
+    mine_upstream_dir(&env, &env.path().join("upstream"));
+    let applied = apply(&env);
+    let mut values: Vec<String> = applied["candidates"]
+        .as_array()
+        .expect("candidates")
+        .iter()
+        .filter(|c| c["pattern_id"] == "py-keyword-kernel-grid-num-warps")
+        .map(|c| {
+            let (_, added) = changed_lines(c["diff"].as_str().expect("diff"));
+            assert_eq!(added.len(), 1, "{c:#}");
+            c["value"].as_str().expect("value").to_string()
+        })
+        .collect();
+    values.sort();
+    assert_eq!(values, ["1", "2", "8"], "{applied:#}");
+    assert_eq!(applied["held_back"]["nil_argument"], 1, "num_warps=4 is the default: {applied:#}");
+}

@@ -483,21 +483,31 @@ fn device_cuda_without_cuda_needs_a_gpu_and_says_what_is_missing() {
 #[test]
 fn the_gpu_gate_process_without_a_driver_needs_a_gpu() {
     let env = crate::util::Env::new();
-    let spec = serde_json::json!({
-        "format": 1, "kernel": "k", "cubin": "kernel.cubin", "cubin_sha256": "",
-        "shape": {}, "grid": [1, 1, 1], "block": [32, 1, 1], "shared_bytes": 0, "num_ctas": 1,
-        "params": [{"kind": "tensor", "name": "x", "dtype": "u8", "role": "input", "align": 1}]
-    });
-    let h = "{'descr': '|u1', 'fortran_order': False, 'shape': (1,), }\n";
-    let mut npy = b"\x93NUMPY\x01\x00".to_vec();
-    npy.extend((h.len() as u16).to_le_bytes());
-    npy.extend(h.as_bytes());
-    npy.push(7);
+    // our decode's bench spec and cubin (the validator's fixture), one element per tensor
+    let fixture = repo().join("validator/tests/fixtures/gpu/kda_decode_bench");
+    let spec: Value =
+        serde_json::from_slice(&std::fs::read(fixture.with_extension("launch.json")).expect("spec")).expect("json");
+    let cubin = std::fs::read(fixture.with_extension("cubin")).expect("cubin");
+    let npy = |descr: &str, data: &[u8]| {
+        let h = format!("{{'descr': '{descr}', 'fortran_order': False, 'shape': (1,), }}\n");
+        let mut out = b"\x93NUMPY\x01\x00".to_vec();
+        out.extend((h.len() as u16).to_le_bytes());
+        out.extend(h.as_bytes());
+        out.extend(data);
+        out
+    };
     for side in ["base", "cand"] {
         env.write(&format!("{side}/launch.json"), spec.to_string());
-        env.write(&format!("{side}/inputs/set0/x.npy"), &npy);
+        for p in spec["params"].as_array().expect("params") {
+            let Some(name) = p["name"].as_str().filter(|_| p["kind"] == "tensor") else { continue };
+            let (descr, bytes) = if p["dtype"] == "i64" { ("<i8", vec![0; 8]) } else { ("<f4", vec![0; 4]) };
+            env.write(&format!("{side}/inputs/set0/{name}.npy"), npy(descr, &bytes));
+            if p["role"] != "input" {
+                env.write(&format!("{side}/expected/set0/{name}.npy"), npy("<f8", &[0; 8]));
+            }
+        }
     }
-    env.write("base/kernel.cubin", b"\x7fELF");
+    env.write("base/kernel.cubin", &cubin);
     let gate = |env: &crate::util::Env| {
         let out = env
             .cmd()
@@ -521,11 +531,20 @@ fn the_gpu_gate_process_without_a_driver_needs_a_gpu() {
     let (code, line) = gate(&env);
     assert_eq!((code, line["verdict"]["kind"].as_str()), (Some(1), Some("rejected")), "{line:#}");
     assert!(line["verdict"]["what"].as_str().is_some_and(|w| w.contains("kernel.cubin")), "{line:#}");
+    // a cubin that is not the one its spec names is refused before any device is asked for
+    let mut tampered = cubin.clone();
+    if let Some(last) = tampered.last_mut() {
+        *last ^= 1;
+    }
+    env.write("cand/kernel.cubin", &tampered);
+    let (code, line) = gate(&env);
+    assert_eq!((code, line["verdict"]["kind"].as_str()), (Some(1), Some("rejected")), "{line:#}");
+    assert!(line["verdict"]["what"].as_str().is_some_and(|w| w.contains("sha256")), "{line:#}");
     if kidiom_validator::gpu::cuda::driver_present() {
         eprintln!("skipped the no-driver half: this machine has a CUDA driver library");
         return;
     }
-    env.write("cand/kernel.cubin", b"\x7fELF");
+    env.write("cand/kernel.cubin", &cubin);
     let (code, line) = gate(&env);
     assert_eq!(code, Some(3), "{line:#}");
     assert_eq!(line["verdict"]["kind"], "needs-gpu", "{line:#}");

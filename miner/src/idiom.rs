@@ -705,9 +705,12 @@ def launch(x):
     k[(1,)](x, B=16, num_warps=8, num_stages=2)
     k[(2,)](x, B=16, num_warps=8, num_ctas=2)
     k[(3,)](x, B=32)
+    k[(4,)](x, B=32, num_warps=2)
+    k[(5,)](x, B=32, num_warps=1)
 "
         );
         let py = mined(Lang::Python, &src);
+        // no value holds at more than half the sites: a tuning knob is a rewrite all the same
         assert_eq!(why(&py, "py-keyword-kernel-grid-num-warps"), None);
         assert_eq!(why(&py, "py-keyword-kernel-grid-num-stages"), None);
         let warps = py.iter().find(|i| i.id == "py-keyword-kernel-grid-num-warps").expect("num_warps");

@@ -79,6 +79,7 @@ pub(crate) fn guidance(
     if fresh.is_empty() {
         return None;
     }
+    let tuning = key.mechanism == Mechanism::Keyword && s == crate::python::LAUNCH && LAUNCH_OPTIONS.contains(&d);
     let no_literals: Vec<String> = Vec::new();
     let bars =
         values.iter().map(|(v, n)| (v.as_str(), *n, resolved.get(v).map_or(&no_literals, |r| &r.literals).as_slice()));
@@ -87,7 +88,9 @@ pub(crate) fn guidance(
             "no value in its histogram can be written at every site ({}: neither literals nor library names)",
             values.iter().take(3).map(|v| format!("`{}`", v.0)).collect::<Vec<_>>().join(", ")
         )),
-        Some(v) if v.sites * 2 <= v.total => Some(format!(
+        // a launch option is a tuning knob: its value is the GPU's to choose, so every value
+        // upstream writes is proposed (`kidiom apply`), not only one most sites agree on
+        Some(v) if v.sites * 2 <= v.total && !tuning => Some(format!(
             "its value depends on the site: {}, the most common value that can be written, holds at {} of {} sites",
             v.value, v.sites, v.total
         )),

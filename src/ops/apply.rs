@@ -14,7 +14,7 @@ use std::path::{Path, PathBuf};
 use anyhow::{Context, Result, bail};
 use kidiom_catalog::record::Provenance;
 use kidiom_catalog::{Candidate, CandidateStatus, Catalog, Filter, Pattern};
-use kidiom_rewrite::{Rewrite, RewriteSpec};
+use kidiom_rewrite::{Rewrite, RewriteSpec, Scope};
 use kidiom_syntax::{Lang, blob_id, parse_tree};
 use rayon::prelude::*;
 use serde::Serialize;
@@ -42,7 +42,18 @@ pub(crate) fn rewrites(cat: &Catalog, ids: &[String], filter: Filter, value: Opt
     let mut ok = Vec::new();
     let mut skipped = Vec::new();
     for p in pats {
-        match Rewrite::new(&RewriteSpec::from(&p), value) {
+        let spec = RewriteSpec::from(&p);
+        match Rewrite::new(&spec, value) {
+            // a launch option is a tuning knob the CPU cannot rank: each value upstream writes is
+            // a candidate of its own, for the GPU to choose between
+            Ok(rw) if value.is_none() && rw.scope() == Scope::Launches && rw.value().is_some() => {
+                let values = crate::ops::sitesearch::values(&p, None, rw.value());
+                for v in values.iter().take(MAX_LAUNCH_VALUES) {
+                    if let Ok(rw) = Rewrite::new(&spec, Some(v)) {
+                        ok.push((p.clone(), rw));
+                    }
+                }
+            }
             Ok(rw) => ok.push((p, rw)),
             // A pattern asked for by name must work; the rest are reported.
             Err(e) if !ids.is_empty() => return Err(e.into()),
@@ -51,6 +62,9 @@ pub(crate) fn rewrites(cat: &Catalog, ids: &[String], filter: Filter, value: Opt
     }
     Ok((ok, skipped))
 }
+
+/// The most values of one launch option proposed (in the histogram's order).
+const MAX_LAUNCH_VALUES: usize = 4;
 
 /// The compiled rewrites, and the patterns without one.
 pub(crate) type Compiled = (Vec<(Pattern, Rewrite)>, Vec<NotApplicable>);
