@@ -308,9 +308,10 @@ fn corpus_line(r: &ops::run::Report, c: &ops::mine::usage::CorpusReport) -> Stri
 }
 
 /// Each kernel's best candidate: accepted first, then waiting for a GPU,
-/// then not judged, by predicted speedup; with its numbers.
+/// then not judged, by predicted speedup, a site search's choice before
+/// other candidates predicted alike; with its numbers.
 fn best_per_kernel(ours: &[kidiom_catalog::Candidate]) -> Vec<String> {
-    let rank = |c: &kidiom_catalog::Candidate| -> (u8, f64) {
+    let rank = |c: &kidiom_catalog::Candidate| -> (u8, f64, bool) {
         let tier = match verdict_of(c) {
             Some(VerdictKind::Accepted) => 0,
             Some(VerdictKind::NeedsGpu) => 1,
@@ -319,7 +320,8 @@ fn best_per_kernel(ours: &[kidiom_catalog::Candidate]) -> Vec<String> {
             Some(VerdictKind::Rejected) => 4,
         };
         let predicted = c.evidence.evidence().and_then(|e| e.prediction.as_ref()).map_or(0.0, |p| p.speedup);
-        (tier, -if predicted.is_finite() { predicted } else { 0.0 })
+        let chosen = c.provenance.search_roles().iter().any(|r| r == "chosen");
+        (tier, -if predicted.is_finite() { predicted } else { 0.0 }, !chosen)
     };
     let mut by_path: std::collections::BTreeMap<&str, &kidiom_catalog::Candidate> = Default::default();
     for c in ours {
