@@ -475,6 +475,12 @@ fn device_cuda_without_cuda_needs_a_gpu_and_says_what_is_missing() {
     assert!(!reason.contains("broke the worker"), "{reason}");
     assert_eq!(gate(ev, "correctness")["status"], "skipped", "{ev:#}");
     assert_eq!(gate(ev, "static")["status"], "passed", "{ev:#}");
+    // nothing of the GPU gate ran: no launch spec was made, no gate process started
+    let commands = ev["gates"].as_array().into_iter().flatten().flat_map(|g| g["commands"].as_array().cloned());
+    for c in commands.flatten() {
+        let c = c.as_str().unwrap_or("");
+        assert!(!c.contains(" spec ") && !c.contains("gpu-gate"), "{c}");
+    }
 }
 
 /// `kidiom gpu-gate` (the GPU gate's own process) judges the specs before

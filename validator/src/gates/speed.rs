@@ -279,6 +279,24 @@ mod tests {
     }
 
     #[test]
+    fn the_in_process_bench_is_marked_untrusted_and_still_judged() {
+        let side = |us: f64| json!({"median_us": us, "p10_us": us * 0.99, "p90_us": us * 1.01});
+        let j: Bench = serde_json::from_value(json!({
+            "speedup": 1.5, "noise_floor": 0.01, "significant": true, "flags": [],
+            "results": {"baseline": side(150.0), "candidate": side(100.0)}, "iters": 50
+        }))
+        .unwrap();
+        let (v, rec) = super::super::tests::bare_run("kernels/kda/decode.py", None, |mut run| {
+            let verdict = judge_gpu(&mut run, GateRecord::new(Gate::Speed, GateStatus::Skipped, ""), &j, 10, false);
+            let rec = serde_json::to_value(&run.records[0]).unwrap();
+            (run.finish(verdict).verdict, rec)
+        });
+        assert_eq!(v.kind, VerdictKind::Accepted, "the mark is no result to refuse: {v:?}");
+        assert_eq!(v.flags, [UNTRUSTED]);
+        assert_eq!(rec["metrics"]["timed_by"], "untrusted-bench");
+    }
+
+    #[test]
     fn host_speed_is_the_scheduler_gap() {
         let (v, rec) = judge(&host_bench(0.48, 0.01, 1.9, 0.02, true, &[]));
         assert_eq!(v.kind, VerdictKind::Accepted, "{v:?}");
