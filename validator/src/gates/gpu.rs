@@ -77,7 +77,14 @@ pub(super) fn gate(
     t0: Instant,
 ) -> Verdict {
     if !crate::gpu::cuda::driver_present() {
-        let reason = "no CUDA driver library (libcuda.so) on this machine";
+        let reason = match run.v.fleet {
+            None => "no CUDA driver library (libcuda.so) on this machine",
+            // the cluster checked correctness on its GPUs; the gate runs here
+            Some(_) => {
+                "no CUDA driver library (libcuda.so) where kidiom runs (the GPU gate runs here, not on the \
+                 cluster; --untrusted-bench times on the cluster)"
+            }
+        };
         rec.summary = format!("skipped: {reason}");
         run.records.push(rec);
         return Verdict::needs_gpu(format!("CPU gates passed; the GPU gate: {reason}"));
