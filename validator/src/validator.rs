@@ -41,6 +41,8 @@ pub struct ValidatorBuilder {
     pub(crate) consistency: bool,
     pub(crate) bench_iters: u32,
     pub(crate) untrusted_bench: bool,
+    /// Input sets of the baseline's GPU gate spec ([`crate::gates::GATE_SETS`]; tests make fewer).
+    pub(crate) gate_sets: u32,
     pub(crate) static_limits: Option<StaticLimits>,
     pub(crate) executor: Executor,
     pub(crate) device_model: Option<DeviceModel>,
@@ -60,6 +62,7 @@ impl ValidatorBuilder {
             consistency: true,
             bench_iters: 50,
             untrusted_bench: false,
+            gate_sets: crate::gates::GATE_SETS,
             static_limits: Some(StaticLimits::default()),
             executor: Executor::Local,
             device_model: Some(DeviceModel::h200()),

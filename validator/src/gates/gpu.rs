@@ -151,7 +151,8 @@ fn specs(
         None => p.scratch().join("baseline-specs"),
     };
     let cand_out = p.scratch().join("candidate-specs");
-    let base_args = Request::Spec { kernel, source: None, out: &base_out, sets: GATE_SETS, shapes: GATE_SHAPES }.argv();
+    let base_args =
+        Request::Spec { kernel, source: None, out: &base_out, sets: v.opts.gate_sets, shapes: GATE_SHAPES }.argv();
     let cand_args =
         Request::Spec { kernel, source: Some(&p.cand_src), out: &cand_out, sets: 0, shapes: GATE_SHAPES }.argv();
     let limit = run.remaining();
@@ -326,6 +327,61 @@ mod tests {
         let (v, _) = judged(&outcome(GateVerdict::Measured(compare(&base, &fast, &b))), 10);
         assert_eq!(v.kind, VerdictKind::Rejected, "{v:?}");
         assert!(v.flags.iter().any(|f| f.contains("beyond the device's peak")), "{:?}", v.flags);
+    }
+
+    /// The real harness's `spec`, baseline and candidate side by side, read
+    /// as the gate reads them (no input sets: this tests the wiring, and
+    /// `kernels/tests/test_spec.py` what the sets hold).
+    #[test]
+    fn the_specs_are_made_side_by_side_and_their_bench_shape_read() {
+        let Some(py) = crate::gpu::check::tests::python() else { return };
+        let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
+        let mut b = crate::validator::ValidatorBuilder::new(&root);
+        b.python(Some(py));
+        b.gate_sets = 0;
+        let v = b.build().unwrap();
+        let path = "kernels/kda/decode.py";
+        let base = std::fs::read_to_string(root.join(path)).unwrap();
+        let cand = base.replace("b_p = tl.sum(b_s * b_k[:, None], axis=0)", "b_p = tl.sum(b_k[:, None] * b_s, axis=0)");
+        assert_ne!(base, cand);
+        let t = super::super::Touched { path: path.into(), base, cand };
+        let p = super::super::launch::prepare(&v, &t).unwrap();
+        let manifest = v.kernels.for_source(path).unwrap().clone();
+        let c = crate::input::CandidateInput {
+            id: "c".into(),
+            pattern_id: "p".into(),
+            category: None,
+            path: path.into(),
+            base_blob: String::new(),
+            result_blob: String::new(),
+            diff: String::new(),
+            decorator_idiom: None,
+        };
+        let run = Validation::new(&v, &c);
+        let mut rec = GateRecord::new(Gate::Speed, GateStatus::Skipped, "");
+        let (b, c) = specs(&run, &p, &manifest, &mut rec).unwrap_or_else(|f| panic!("{}\n{}", f.reason, f.log));
+        let cache = v.baseline_cache.as_ref().unwrap().path();
+        assert!(std::path::Path::new(&b.dir).starts_with(cache), "the baseline's specs are the validator's: {}", b.dir);
+        assert!(
+            std::path::Path::new(&c.dir).starts_with(p.scratch()),
+            "the candidate's are the validation's: {}",
+            c.dir
+        );
+        assert_eq!((b.label.as_str(), b.shape.clone()), ("bench", json!(manifest.shapes.bench)));
+        assert!(b.floor_bytes.and_then(|f| f.finite()).is_some_and(|f| f > 1e8), "{b:?}");
+        for d in [&b.dir, &c.dir] {
+            let d = std::path::Path::new(d);
+            assert!(d.join("launch.json").is_file() && d.join("kernel.cubin").is_file(), "{}", d.display());
+        }
+        let commands: Vec<&String> = rec.commands.iter().collect();
+        assert_eq!(commands.len(), 2, "{commands:?}");
+        assert!(commands[0].contains(" spec --kernel kda.decode --out ") && !commands[0].contains("--source"));
+        assert!(commands[1].contains(" spec --kernel kda.decode --source ") && commands[1].contains("--sets 0"));
+        assert!(rec.versions.is_object(), "{:?}", rec.versions);
+        // the baseline's specs are made once per kernel and blob: the same directory again
+        let mut again = GateRecord::new(Gate::Speed, GateStatus::Skipped, "");
+        let (b2, _) = specs(&run, &p, &manifest, &mut again).unwrap_or_else(|f| panic!("{}", f.reason));
+        assert_eq!(b2, b);
     }
 
     #[test]

@@ -29,6 +29,7 @@ mod static_gate;
 mod syntax;
 mod validation;
 
+pub(crate) use gpu::GATE_SETS;
 pub(crate) use launch::fresh_seed;
 pub use static_gate::StaticLimits;
 pub(crate) use validation::Validation;
