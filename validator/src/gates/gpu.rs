@@ -230,7 +230,7 @@ fn judge(
                 base_us: t.baseline.median_us,
                 cand_us: t.candidate.median_us,
                 flags: t.flags.clone(),
-                by: "the GPU gate",
+                by: "kidiom's GPU gate",
             };
             judge_timed(run, rec, &timed, changed_lines, precision)
         }
@@ -302,6 +302,7 @@ mod tests {
         let (v, rec) = judged(&outcome(GateVerdict::Measured(compare(&base, &fast, &bounds()))), 10);
         assert_eq!(v.kind, VerdictKind::Accepted, "{v:?}");
         assert!(v.reason.starts_with("baseline 100.0 us, candidate 66.7 us: 1.500x"), "{}", v.reason);
+        assert!(v.reason.ends_with("timed by kidiom's GPU gate)"), "{}", v.reason);
         assert!(v.flags.is_empty(), "{:?}", v.flags);
         assert_eq!(rec["status"], "passed");
         assert_eq!(rec["device"], "NVIDIA H200 (sm_90)");

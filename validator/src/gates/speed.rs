@@ -137,7 +137,7 @@ fn judge_gpu(
         base_us: j.results.baseline.median_us.0,
         cand_us: j.results.candidate.median_us.0,
         flags: j.flags.clone(),
-        by: "the bench",
+        by: "the harness's bench, untrusted",
     };
     judge_timed(run, rec, &t, changed_lines, precision)
 }
@@ -167,7 +167,7 @@ pub(super) fn judge_timed(
 ) -> Verdict {
     let (speedup, noise, significant) = (t.speedup, t.noise, t.significant);
     if !speedup.is_finite() || !noise.is_finite() {
-        let reason = format!("{} reports a non-finite speedup ({speedup}) or noise floor ({noise})", t.by);
+        let reason = format!("the timing (by {}) has a non-finite speedup ({speedup}) or noise floor ({noise})", t.by);
         return run.stop(rec, GateStatus::Error, reason.clone(), Verdict::error(Some(Gate::Speed), reason, ""));
     }
     for f in &t.flags {
@@ -180,11 +180,12 @@ pub(super) fn judge_timed(
         run.flags.push(format!("speedup {speedup:.2}x is implausible for a {changed_lines}-line edit"));
     }
     let summary = format!(
-        "baseline {:.1} us, candidate {:.1} us: {speedup:.3}x (noise floor {:.1}%, {})",
+        "baseline {:.1} us, candidate {:.1} us: {speedup:.3}x (noise floor {:.1}%, {}; timed by {})",
         t.base_us,
         t.cand_us,
         noise * 100.0,
-        if significant { "significant" } else { "within noise" }
+        if significant { "significant" } else { "within noise" },
+        t.by
     );
     let faster = significant && speedup > 1.0;
     if !precision && !faster {
