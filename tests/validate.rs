@@ -475,13 +475,21 @@ fn device_cuda_without_cuda_needs_a_gpu_and_says_what_is_missing() {
     assert!(!reason.contains("broke the worker"), "{reason}");
     assert_eq!(gate(ev, "correctness")["status"], "skipped", "{ev:#}");
     assert_eq!(gate(ev, "static")["status"], "passed", "{ev:#}");
+    // nothing of the GPU gate ran: no launch spec was made, no gate process started
+    let commands = ev["gates"].as_array().into_iter().flatten().flat_map(|g| g["commands"].as_array().cloned());
+    for c in commands.flatten() {
+        let c = c.as_str().unwrap_or("");
+        assert!(!c.contains(" spec ") && !c.contains("gpu-gate"), "{c}");
+    }
 }
 
-/// `kidiom gpu-gate` (the GPU gate's own process) on a machine without a
-/// CUDA driver: `needs-gpu` with what is missing, one JSON line, exit 3;
-/// a candidate spec directory without its cubin is rejected before that.
+/// `kidiom gpu-gate` (the GPU gate's own process) judges the specs before
+/// any device: a candidate spec directory without its cubin, or with a
+/// cubin that is not the one its spec names, is rejected (exit 1); on a
+/// machine without a CUDA driver the rest is `needs-gpu` (exit 3); one JSON
+/// line either way.
 #[test]
-fn the_gpu_gate_process_without_a_driver_needs_a_gpu() {
+fn the_gpu_gate_process_judges_the_specs_before_any_device() {
     let env = crate::util::Env::new();
     // our decode's bench spec and cubin (the validator's fixture), one element per tensor
     let fixture = repo().join("validator/tests/fixtures/gpu/kda_decode_bench");
@@ -550,4 +558,81 @@ fn the_gpu_gate_process_without_a_driver_needs_a_gpu() {
     assert_eq!(line["verdict"]["kind"], "needs-gpu", "{line:#}");
     assert_eq!(line["verdict"]["reason"], "no CUDA driver library (libcuda.so) on this machine", "{line:#}");
     assert_eq!(line["calls"], 0);
+}
+
+/// The speed gate's way to the GPU gate: `kidiom gpu-gate` found as an
+/// executable, given two spec directories made from our decode's bench
+/// spec and cubin (the fixture) and its line read back with the cubin
+/// hashes. A candidate whose spec halves the grid's y (half the blocks
+/// skipped) is not refused by the ELF check (the grid is no part of the
+/// ELF): it reaches the device, where its unwritten outputs are caught
+/// (`scripts/device-check.sh` plants it on a GPU); here it needs a GPU.
+#[test]
+fn the_gpu_gate_process_is_spawned_and_its_line_read() {
+    use kidiom_validator::gpu::gate::{GateVerdict, Tolerance};
+    use kidiom_validator::gpu::process::{self, GateArgs};
+    let fixture = Path::new(env!("CARGO_MANIFEST_DIR")).join("validator/tests/fixtures/gpu/kda_decode_bench");
+    let spec: Value = serde_json::from_slice(&std::fs::read(fixture.with_extension("launch.json")).expect("fixture"))
+        .expect("fixture JSON");
+    let cubin = std::fs::read(fixture.with_extension("cubin")).expect("fixture cubin");
+    let env = crate::util::Env::new();
+    let npy = |descr: &str, data: &[u8]| {
+        let h = format!("{{'descr': '{descr}', 'fortran_order': False, 'shape': (1,), }}\n");
+        let mut out = b"\x93NUMPY\x01\x00".to_vec();
+        out.extend((h.len() as u16).to_le_bytes());
+        out.extend(h.as_bytes());
+        out.extend(data);
+        out
+    };
+    let dir = |side: &str, spec: &Value| {
+        env.write(&format!("{side}/launch.json"), spec.to_string());
+        env.write(&format!("{side}/kernel.cubin"), &cubin);
+        for p in spec["params"].as_array().expect("params") {
+            let Some(name) = p["name"].as_str().filter(|_| p["kind"] == "tensor") else { continue };
+            let (descr, bytes) = if p["dtype"] == "i64" { ("<i8", vec![0; 8]) } else { ("<f4", vec![0; 4]) };
+            env.write(&format!("{side}/inputs/set0/{name}.npy"), npy(descr, &bytes));
+            if p["role"] != "input" {
+                env.write(&format!("{side}/expected/set0/{name}.npy"), npy("<f8", &[0; 8]));
+            }
+        }
+        env.path().join(side)
+    };
+    let mut halved = spec.clone();
+    halved["grid"][1] = Value::from(spec["grid"][1].as_u64().expect("grid y") / 2);
+    let args = GateArgs {
+        baseline: dir("base", &spec),
+        candidate: dir("cand", &halved),
+        tolerance: Tolerance { rel_l2: 5e-3, max_abs_rel: 2e-2 },
+        warmup: 1,
+        rounds: 5,
+        floor_bytes: Some(1e9),
+        seed: Some(1),
+        ordinal: 0,
+    };
+    let run = process::run(Path::new(env!("CARGO_BIN_EXE_kidiom")), &args, std::time::Duration::from_secs(60))
+        .expect("kidiom gpu-gate starts");
+    assert!(run.process.command.contains("gpu-gate --baseline"), "{}", run.process.command);
+    let out = run.outcome.unwrap_or_else(|e| panic!("{e}: {}", run.process.stderr_tail));
+    let sha = spec["cubin_sha256"].as_str().expect("sha");
+    assert_eq!(out.cubins.get("baseline").map(String::as_str), Some(sha), "{out:?}");
+    assert_eq!(out.cubins.get("candidate").map(String::as_str), Some(sha), "{out:?}");
+    if kidiom_validator::gpu::cuda::driver_present() {
+        eprintln!("skipped the no-driver half: this machine has a CUDA driver library");
+        return;
+    }
+    assert_eq!(run.process.code, Some(3));
+    assert_eq!(
+        out.verdict,
+        GateVerdict::NeedsGpu { reason: "no CUDA driver library (libcuda.so) on this machine".into() },
+        "the halved grid passes the ELF check: {out:?}"
+    );
+    // a spec the cubin disagrees with is refused before any device is asked for: exit 1, read as such
+    let mut bad = spec.clone();
+    bad["block"] = serde_json::json!([256, 1, 1]);
+    let args = GateArgs { candidate: dir("bad", &bad), ..args };
+    let run = process::run(Path::new(env!("CARGO_BIN_EXE_kidiom")), &args, std::time::Duration::from_secs(60))
+        .expect("kidiom gpu-gate starts");
+    assert_eq!(run.process.code, Some(1));
+    let out = run.outcome.expect("a rejection is a line too");
+    assert!(matches!(&out.verdict, GateVerdict::Rejected(m) if m.what.starts_with("spec refused")), "{out:?}");
 }

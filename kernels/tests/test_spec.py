@@ -12,6 +12,7 @@ import struct
 import numpy as np
 import pytest
 
+from kernels.harness.manifest import find_manifest
 from kernels.harness.triton.operations import OPS
 from kernels.kda import reference as ref
 
@@ -59,6 +60,8 @@ def emit(tmp_path, kernel, *extra):
         assert spec["format"] == 1 and spec["cubin"] == "kernel.cubin" and spec["shape"] == s["shape"]
         assert spec["num_ctas"] == 1 and not spec["cooperative"] and not spec["pdl"]
         assert spec["tensor_descriptors"] == 0 and spec["profile_scratch_bytes"] == 0
+        # the manifest's floor at the shape, from the harness (the gate's achieved bandwidth)
+        assert s["floor_bytes"] == float(find_manifest(kernel).floor_bytes(s["shape"])) > 0
         specs[s["label"]] = (spec, cubin, d)
     return r, specs
 

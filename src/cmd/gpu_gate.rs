@@ -13,7 +13,7 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 
 use anyhow::Result;
-use kidiom_validator::gpu::gate::{GateVerdict, Plan, Tolerance};
+use kidiom_validator::gpu::gate::{Plan, Tolerance};
 use kidiom_validator::gpu::gate_on_cuda;
 use kidiom_validator::gpu::stats::Bounds;
 
@@ -68,10 +68,5 @@ pub(crate) fn run(args: Args) -> Result<ExitCode> {
     };
     let out = gate_on_cuda(args.ordinal, &args.baseline, &args.candidate, plan);
     output::line(&serde_json::to_string(&out)?)?;
-    Ok(ExitCode::from(match out.verdict {
-        GateVerdict::Measured(_) => 0,
-        GateVerdict::Rejected(_) => 1,
-        GateVerdict::Error { .. } => 2,
-        GateVerdict::NeedsGpu { .. } => 3,
-    }))
+    Ok(ExitCode::from(kidiom_validator::gpu::process::exit_code(&out.verdict)))
 }

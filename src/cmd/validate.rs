@@ -58,6 +58,11 @@ pub(crate) struct Args {
     /// Leave out the prefill(T) + decode(M) == prefill(T + M) check (faster).
     #[arg(long)]
     no_consistency: bool,
+    /// Time GPU kernels with the harness's bench, which imports the candidate into the timing process,
+    /// instead of kidiom's own GPU gate (`kidiom gpu-gate`: the candidate's device code only). Its evidence
+    /// is marked untrusted (a flag on the verdict).
+    #[arg(long)]
+    untrusted_bench: bool,
     /// Do not reject grossly worse static figures as "predicted slower" (limits: kidiom.toml [validate.static_limits]).
     #[arg(long)]
     allow_static_regression: bool,
@@ -195,6 +200,7 @@ pub(crate) fn run(a: Args) -> Result<ExitCode> {
         executor: a.executor,
         static_limits: (!a.allow_static_regression).then_some(cfg.validate.static_limits),
         device_model: cfg.device_model()?,
+        untrusted_bench: a.untrusted_bench,
     };
     let progress = !a.common.output.quiet && !a.common.output.json;
     let report = ops::validate::validate_all(&cat, &cands, &opts, &mut |i, c, ev| {

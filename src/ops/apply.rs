@@ -505,6 +505,7 @@ pub(crate) fn search_validator_options(cfg: &Config, timeout: std::time::Duratio
         static_limits: Some(cfg.validate.static_limits),
         // the search measures error and static cost only
         device_model: None,
+        untrusted_bench: false,
     }
 }
 

@@ -303,6 +303,7 @@ fn validate_ours(
         executor: o.executor.clone(),
         static_limits: (!o.allow_static_regression).then_some(cfg.validate.static_limits),
         device_model: cfg.device_model()?,
+        untrusted_bench: false,
     };
     if pending.is_empty() {
         return Ok(None);

@@ -77,6 +77,8 @@ pub(crate) struct Options {
     pub(crate) static_limits: Option<kidiom_validator::StaticLimits>,
     /// The device the work profiles predict times for (`None`: no profiles).
     pub(crate) device_model: Option<kidiom_validator::predict::DeviceModel>,
+    /// Time GPU kernels with the harness's in-process bench (evidence marked untrusted).
+    pub(crate) untrusted_bench: bool,
 }
 
 /// The validator of the tree at `root` with `opts`.
@@ -90,6 +92,7 @@ pub(crate) fn build_validator(root: &std::path::Path, opts: &Options) -> Result<
         .consistency(opts.consistency)
         .static_limits(opts.static_limits)
         .device_model(opts.device_model.clone())
+        .untrusted_bench(opts.untrusted_bench)
         .executor(opts.executor.clone())
         .build()
         .with_context(|| format!("reading the kernel manifests under {}", root.join("kernels").display()))

@@ -52,6 +52,21 @@ pub(crate) enum Request<'a> {
         /// How it is timed.
         on: BenchOn,
     },
+    /// `spec`: the GPU gate's launch specs, cubins, input sets and expected
+    /// values, one directory per shape under `out` (no GPU needed).
+    Spec {
+        /// The kernel's manifest name.
+        kernel: &'a str,
+        /// A source in place of the manifest's (the candidate's); `None`: the
+        /// baseline's, from a process that never imported a candidate.
+        source: Option<&'a str>,
+        /// Where the spec directories go.
+        out: &'a Path,
+        /// Input sets per shape (0: the launch spec and cubin only).
+        sets: u32,
+        /// The shape labels to emit (`bench`, `gpu0`, ...; empty: every one).
+        shapes: &'a [&'a str],
+    },
     /// `sweep`: many variants measured in one call.
     Sweep {
         /// The kernel's manifest name.
@@ -120,6 +135,16 @@ impl Request<'_> {
                     BenchOn::Cuda { iters } => push(&["--device", "cuda", "--iters", &iters.to_string()]),
                 }
             }
+            Request::Spec { kernel, source, out, sets, shapes } => {
+                push(&["spec", "--kernel", kernel]);
+                if let Some(s) = source {
+                    push(&["--source", s]);
+                }
+                push(&["--out", &out.to_string_lossy(), "--sets", &sets.to_string()]);
+                if !shapes.is_empty() {
+                    push(&["--shapes", &shapes.join(",")]);
+                }
+            }
             Request::Sweep { kernel, variants, jobs } => {
                 let variants = variants.to_string_lossy();
                 push(&["sweep", "--kernel", kernel, "--variants", &variants, "--jobs", &jobs.max(&1).to_string()]);
@@ -168,6 +193,11 @@ mod tests {
         assert_eq!(profile.argv().join(" "), "profile --kernel k --timeout 9");
         let bench = Request::Bench { kernel: "k", source: "s.py", on: BenchOn::Cuda { iters: 50 } };
         assert_eq!(bench.argv().join(" "), "bench --kernel k --source s.py --device cuda --iters 50");
+        let spec =
+            Request::Spec { kernel: "k", source: Some("c.py"), out: Path::new("/t/c"), sets: 0, shapes: &["bench"] };
+        assert_eq!(spec.argv().join(" "), "spec --kernel k --source c.py --out /t/c --sets 0 --shapes bench");
+        let spec = Request::Spec { kernel: "k", source: None, out: Path::new("o"), sets: 3, shapes: &[] };
+        assert_eq!(spec.argv().join(" "), "spec --kernel k --out o --sets 3");
         let sweep = Request::Sweep { kernel: "k", variants: Path::new("v.json"), jobs: 0 };
         assert_eq!(sweep.argv().join(" "), "sweep --kernel k --variants v.json --jobs 1");
     }

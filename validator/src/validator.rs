@@ -40,6 +40,9 @@ pub struct ValidatorBuilder {
     pub(crate) seed: Option<u64>,
     pub(crate) consistency: bool,
     pub(crate) bench_iters: u32,
+    pub(crate) untrusted_bench: bool,
+    /// Input sets of the baseline's GPU gate spec ([`crate::gates::GATE_SETS`]; tests make fewer).
+    pub(crate) gate_sets: u32,
     pub(crate) static_limits: Option<StaticLimits>,
     pub(crate) executor: Executor,
     pub(crate) device_model: Option<DeviceModel>,
@@ -58,6 +61,8 @@ impl ValidatorBuilder {
             seed: None,
             consistency: true,
             bench_iters: 50,
+            untrusted_bench: false,
+            gate_sets: crate::gates::GATE_SETS,
             static_limits: Some(StaticLimits::default()),
             executor: Executor::Local,
             device_model: Some(DeviceModel::h200()),
@@ -123,6 +128,15 @@ impl ValidatorBuilder {
         self
     }
 
+    /// Whether a GPU kernel's speed is timed by the harness's `bench`, which
+    /// imports the candidate into the timing process (default off: kidiom's
+    /// own GPU gate times the candidate's device code only). Its evidence is
+    /// marked untrusted in the record and in the verdict's flags.
+    pub fn untrusted_bench(&mut self, yes: bool) -> &mut Self {
+        self.untrusted_bench = yes;
+        self
+    }
+
     /// The static gate's "predicted slower" limits (default [`StaticLimits::default`]); `None` turns the rule off.
     pub fn static_limits(&mut self, limits: Option<StaticLimits>) -> &mut Self {
         self.static_limits = limits;
@@ -162,6 +176,7 @@ impl ValidatorBuilder {
             compiled: BaselineRuns::default(),
             profiled: BaselineRuns::default(),
             checked: BaselineRuns::default(),
+            specced: BaselineRuns::default(),
             run_seed: crate::gates::fresh_seed(),
             baseline_cache,
             fleet,
@@ -183,6 +198,8 @@ pub struct Validator {
     pub(crate) profiled: BaselineRuns,
     /// The baseline's own check with its error curve (precision rewrites).
     pub(crate) checked: BaselineRuns,
+    /// The baseline's GPU gate specs (written under `baseline_cache`).
+    pub(crate) specced: BaselineRuns,
     /// The base seed of every candidate's check when none is fixed.
     pub(crate) run_seed: u64,
     /// Where the harness keeps the baseline's errors per case between the

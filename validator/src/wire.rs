@@ -306,6 +306,28 @@ pub(crate) struct WorstSlice {
     pub(crate) rel_l2: Num,
 }
 
+/// `spec` (`status: ok`): the spec directories it wrote, one per shape.
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+pub(crate) struct Specs {
+    pub(crate) specs: Vec<SpecDir>,
+}
+
+/// One shape's spec directory.
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+pub(crate) struct SpecDir {
+    /// `gpu0`, ..., `bench`.
+    pub(crate) label: String,
+    /// The shape.
+    pub(crate) shape: Value,
+    /// The directory (launch.json, the cubin, inputs/, expected/).
+    pub(crate) dir: String,
+    /// Its cubin's sha256.
+    pub(crate) cubin_sha256: String,
+    /// The manifest's floor bytes at the shape (computed by the harness, never by the candidate).
+    #[serde(default)]
+    pub(crate) floor_bytes: Option<Num>,
+}
+
 /// A bench whose correctness gate failed (`status: failed`).
 #[derive(Debug, Clone, PartialEq, Deserialize)]
 pub(crate) struct BenchFailed {

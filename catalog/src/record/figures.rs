@@ -437,6 +437,15 @@ pub struct GpuSpeedFigures {
     /// What the harness flagged.
     #[serde(deserialize_with = "or_absent")]
     pub flags: Vec<String>,
+    /// Who timed it: `gpu-gate` (kidiom's own GPU gate, the candidate's
+    /// device code only) or `untrusted-bench` (the harness's bench, which
+    /// imports the candidate into the timing process); absent in older records.
+    #[serde(skip_serializing_if = "Option::is_none", deserialize_with = "or_absent")]
+    pub timed_by: Option<String>,
+    /// The GPU gate's own evidence: the cubin hashes, its RNG seed, the
+    /// device, the calls made, the worst errors and its notes.
+    #[serde(skip_serializing_if = "Option::is_none", deserialize_with = "or_absent")]
+    pub gate: Option<Value>,
 }
 
 /// A host target's speed figures.

@@ -252,6 +252,7 @@ def emit_specs(manifest, source, out, sets=8, select=None, seed=None, arch=90, d
         (d / "launch.json").write_text(json.dumps(spec, indent=1) + "\n")
         _write_sets(op, shape, index, params, d, sets, seed)
         written.append({"label": label, "shape": shape, "dir": str(d), "grid": grid, "block": block,
-                        "cubin_sha256": spec["cubin_sha256"], "params": len(params)})
+                        "cubin_sha256": spec["cubin_sha256"], "params": len(params),
+                        "floor_bytes": float(manifest.floor_bytes(shape))})
     return {"out": str(out), "specs": written, "sets": sets, "seed": seed, "compile_seconds": compile_seconds,
             "sandbox": report, "tools": spec["tools"] if written else {}}

@@ -38,7 +38,7 @@ pub(crate) struct HarnessResults {
 
 /// The baseline tree in a temporary directory, and the candidate's source beside it.
 pub(crate) struct Prepared {
-    _tmp: tempfile::TempDir,
+    tmp: tempfile::TempDir,
     pub(crate) harness: Harness,
     pub(crate) cand_src: String,
 }
@@ -61,7 +61,14 @@ pub(crate) fn prepare(v: &Validator, t: &Touched) -> Result<Prepared> {
     std::fs::write(&cand_file, &t.cand).map_err(|e| Error::io(&cand_file, e))?;
     let cand_src = cand_file.to_string_lossy().to_string();
     let harness = Harness { python: v.python.clone(), root: tree, fleet: v.fleet.clone() };
-    Ok(Prepared { harness, cand_src, _tmp: tmp })
+    Ok(Prepared { harness, cand_src, tmp })
+}
+
+impl Prepared {
+    /// The validation's own temporary directory (the tree and the candidate lie in it).
+    pub(crate) fn scratch(&self) -> &std::path::Path {
+        self.tmp.path()
+    }
 }
 
 /// Runs the compiles (baseline cached per blob) and the correctness checks

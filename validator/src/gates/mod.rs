@@ -14,17 +14,22 @@
 //!   anywhere (the harness's own or the validator's kill) is an `error`;
 //! - what the harness prints is read as typed wire format v1; a missing or
 //!   malformed field the verdict depends on is an `error` naming it;
-//! - speed is compared only within one harness process (interleaved A/B);
+//! - speed is compared only within one process (interleaved A/B): on a GPU
+//!   kidiom's own `gpu-gate`, which runs the candidate's device code only
+//!   (the harness's in-process `bench` only with `--untrusted-bench`, its
+//!   evidence marked untrusted);
 //! - a speedup beyond the hardware's bound or implausible for the size of
 //!   the change is flagged and never accepted.
 
 mod correctness;
+mod gpu;
 mod launch;
 mod speed;
 mod static_gate;
 mod syntax;
 mod validation;
 
+pub(crate) use gpu::GATE_SETS;
 pub(crate) use launch::fresh_seed;
 pub use static_gate::StaticLimits;
 pub(crate) use validation::Validation;

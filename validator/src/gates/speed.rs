@@ -1,7 +1,10 @@
-//! Gate 4, speed: the harness's `bench`, baseline and candidate interleaved in
-//! one process with a deadline. Triton and CUDA kernels are timed on a GPU
-//! only (`needs-gpu` on a CPU); host C++ (`language = "cpp"`) is timed on any
-//! CPU by the service-level bench, judged by [`judge_host`].
+//! Gate 4, speed. Triton and CUDA kernels are timed on a GPU only
+//! (`needs-gpu` on a CPU), by kidiom's own GPU gate (`gpu.rs`: the
+//! candidate's device code only, launched and checked by `kidiom gpu-gate`),
+//! or, with `--untrusted-bench` only, by the harness's `bench`, which imports
+//! the candidate into the timing process (its evidence marked untrusted).
+//! Host C++ (`language = "cpp"`) is timed on any CPU by the service-level
+//! bench, judged by [`judge_host`]. Both GPU paths end in [`judge_timed`].
 
 use std::time::Instant;
 
@@ -36,6 +39,9 @@ pub(super) fn gate(
         let passed: Vec<&str> =
             run.records.iter().filter(|r| r.status == GateStatus::Passed).map(|r| r.gate.name()).collect();
         return Verdict::needs_gpu(format!("{} passed; speed needs a GPU", passed.join(", ")));
+    }
+    if !host && !run.v.opts.untrusted_bench {
+        return super::gpu::gate(run, p, manifest, changed_lines, precision, rec, t0);
     }
     // alone on the machine: no other candidate's gates run while this one is timed
     let v = run.v;
@@ -99,8 +105,11 @@ pub(super) fn gate(
     }
 }
 
-/// The speed verdict of a GPU kernel: a significant speedup (precision
-/// rewrites may cost time: noted, not rejected), plausible for its size.
+/// The flag that marks a GPU timing made by the harness's in-process bench.
+pub(super) const UNTRUSTED: &str =
+    "untrusted timing: the harness's bench imported the candidate into the timing process (--untrusted-bench)";
+
+/// The speed verdict of a GPU kernel from the harness's `bench` (`--untrusted-bench`).
 fn judge_gpu(
     run: &mut Validation<'_>,
     mut rec: GateRecord,
@@ -108,12 +117,60 @@ fn judge_gpu(
     changed_lines: usize,
     precision: bool,
 ) -> Verdict {
-    let (speedup, noise, significant) = (j.speedup.0, j.noise_floor.0, j.significant);
-    if j.speedup.finite().is_none() || j.noise_floor.finite().is_none() {
-        let reason = format!("the bench reports a non-finite speedup ({speedup}) or noise floor ({noise})");
+    run.marks.push(UNTRUSTED.into());
+    rec.set_metrics(&SpeedFigures::Gpu(GpuSpeedFigures {
+        speedup: Some(j.speedup.0),
+        noise_floor: Some(j.noise_floor.0),
+        significant: j.significant,
+        floor: j.floor.clone(),
+        shape: j.shape.clone(),
+        iters: j.iters,
+        flags: j.flags.clone(),
+        timed_by: Some("untrusted-bench".into()),
+        gate: None,
+    }));
+    rec.set_sides(Some(&j.results.baseline), Some(&j.results.candidate));
+    let t = Timed {
+        speedup: j.speedup.0,
+        noise: j.noise_floor.0,
+        significant: j.significant,
+        base_us: j.results.baseline.median_us.0,
+        cand_us: j.results.candidate.median_us.0,
+        flags: j.flags.clone(),
+        by: "the harness's bench, untrusted",
+    };
+    judge_timed(run, rec, &t, changed_lines, precision)
+}
+
+/// A GPU timing, whoever measured it.
+pub(super) struct Timed {
+    pub(super) speedup: f64,
+    pub(super) noise: f64,
+    pub(super) significant: bool,
+    pub(super) base_us: f64,
+    pub(super) cand_us: f64,
+    /// What the measurer flagged (never accepted).
+    pub(super) flags: Vec<String>,
+    /// Who measured it, for a reason (`the bench`, `the GPU gate`).
+    pub(super) by: &'static str,
+}
+
+/// The speed verdict of a GPU kernel (`rec` has its figures): a significant
+/// speedup (precision rewrites may cost time: noted, not rejected),
+/// plausible for its size.
+pub(super) fn judge_timed(
+    run: &mut Validation<'_>,
+    rec: GateRecord,
+    t: &Timed,
+    changed_lines: usize,
+    precision: bool,
+) -> Verdict {
+    let (speedup, noise, significant) = (t.speedup, t.noise, t.significant);
+    if !speedup.is_finite() || !noise.is_finite() {
+        let reason = format!("the timing (by {}) has a non-finite speedup ({speedup}) or noise floor ({noise})", t.by);
         return run.stop(rec, GateStatus::Error, reason.clone(), Verdict::error(Some(Gate::Speed), reason, ""));
     }
-    for f in &j.flags {
+    for f in &t.flags {
         run.flags.push(f.clone());
     }
     if speedup > MAX_PLAUSIBLE_SPEEDUP && !run.flags.iter().any(|f| f.contains("implausible")) {
@@ -122,22 +179,13 @@ fn judge_gpu(
     if changed_lines <= SMALL_EDIT_LINES && speedup > SMALL_EDIT_SPEEDUP {
         run.flags.push(format!("speedup {speedup:.2}x is implausible for a {changed_lines}-line edit"));
     }
-    rec.set_metrics(&SpeedFigures::Gpu(GpuSpeedFigures {
-        speedup: Some(speedup),
-        noise_floor: Some(noise),
-        significant,
-        floor: j.floor.clone(),
-        shape: j.shape.clone(),
-        iters: j.iters,
-        flags: j.flags.clone(),
-    }));
-    rec.set_sides(Some(&j.results.baseline), Some(&j.results.candidate));
     let summary = format!(
-        "baseline {:.1} us, candidate {:.1} us: {speedup:.3}x (noise floor {:.1}%, {})",
-        j.results.baseline.median_us.0,
-        j.results.candidate.median_us.0,
+        "baseline {:.1} us, candidate {:.1} us: {speedup:.3}x (noise floor {:.1}%, {}; timed by {})",
+        t.base_us,
+        t.cand_us,
         noise * 100.0,
-        if significant { "significant" } else { "within noise" }
+        if significant { "significant" } else { "within noise" },
+        t.by
     );
     let faster = significant && speedup > 1.0;
     if !precision && !faster {
@@ -229,6 +277,24 @@ mod tests {
             let ev = run.finish(verdict);
             (ev.verdict, rec)
         })
+    }
+
+    #[test]
+    fn the_in_process_bench_is_marked_untrusted_and_still_judged() {
+        let side = |us: f64| json!({"median_us": us, "p10_us": us * 0.99, "p90_us": us * 1.01});
+        let j: Bench = serde_json::from_value(json!({
+            "speedup": 1.5, "noise_floor": 0.01, "significant": true, "flags": [],
+            "results": {"baseline": side(150.0), "candidate": side(100.0)}, "iters": 50
+        }))
+        .unwrap();
+        let (v, rec) = super::super::tests::bare_run("kernels/kda/decode.py", None, |mut run| {
+            let verdict = judge_gpu(&mut run, GateRecord::new(Gate::Speed, GateStatus::Skipped, ""), &j, 10, false);
+            let rec = serde_json::to_value(&run.records[0]).unwrap();
+            (run.finish(verdict).verdict, rec)
+        });
+        assert_eq!(v.kind, VerdictKind::Accepted, "the mark is no result to refuse: {v:?}");
+        assert_eq!(v.flags, [UNTRUSTED]);
+        assert_eq!(rec["metrics"]["timed_by"], "untrusted-bench");
     }
 
     #[test]

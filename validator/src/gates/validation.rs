@@ -20,6 +20,10 @@ pub(crate) struct Validation<'a> {
     pub(crate) kernel: Option<Manifest>,
     pub(crate) seeds: Vec<u64>,
     pub(crate) flags: Vec<String>,
+    /// Flags that mark how the evidence was made (`--untrusted-bench`), not
+    /// results to refuse: added to the verdict's flags after the rule that a
+    /// flagged result is never accepted.
+    pub(crate) marks: Vec<String>,
     pub(crate) notes: Vec<String>,
     pub(crate) prediction: Option<Predicted>,
 }
@@ -35,6 +39,7 @@ impl<'a> Validation<'a> {
             kernel: None,
             seeds: Vec::new(),
             flags: Vec::new(),
+            marks: Vec::new(),
             notes: Vec::new(),
             prediction: None,
         }
@@ -114,6 +119,11 @@ impl Validation<'_> {
                 log: None,
                 flags: verdict.flags,
             };
+        }
+        for m in self.marks {
+            if !verdict.flags.contains(&m) {
+                verdict.flags.push(m);
+            }
         }
         if !self.notes.is_empty() {
             verdict.reason = format!("{} ({})", verdict.reason, self.notes.join("; "));

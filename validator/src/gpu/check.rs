@@ -463,7 +463,7 @@ pub fn pack(launch: &CheckedLaunch, pointers: &[u64]) -> Result<Vec<u8>, PackErr
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use std::collections::BTreeMap;
 
     use super::super::elf::tests::{DECODE, elf, nv_info, symbols};
@@ -599,7 +599,7 @@ mod tests {
 
     /// The harness's Python, or None with a printed reason (a failure under CI),
     /// as `tests/project.rs` does.
-    fn python() -> Option<std::path::PathBuf> {
+    pub(crate) fn python() -> Option<std::path::PathBuf> {
         let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
         let py = std::env::var_os("KIDIOM_PYTHON").map(Into::into).unwrap_or_else(|| root.join(".venv/bin/python"));
         let ok = std::process::Command::new(&py)

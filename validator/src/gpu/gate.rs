@@ -18,7 +18,7 @@
 use std::collections::BTreeMap;
 use std::fmt;
 
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 use super::device::{Arg, BufferId, Device, DeviceError, KernelId};
 use super::spec::{LaunchSpec, Param, ScratchKind, TensorRole};
@@ -107,7 +107,7 @@ impl Plan {
 }
 
 /// Which variant.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
 pub enum Which {
     /// The kernel the candidate replaces.
@@ -126,7 +126,7 @@ impl fmt::Display for Which {
 }
 
 /// The call a miss happened in.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Call {
     /// The variant's call index, from 0 (warm-ups first).
     pub index: usize,
@@ -137,7 +137,7 @@ pub struct Call {
 }
 
 /// A check that failed: what, where and in which call.
-#[derive(Debug, Clone, PartialEq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Miss {
     /// Whose call.
     pub variant: Which,
@@ -164,7 +164,7 @@ impl fmt::Display for Miss {
 }
 
 /// The gate's answer.
-#[derive(Debug, Clone, PartialEq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(tag = "kind", rename_all = "kebab-case")]
 pub enum GateVerdict {
     /// Every call of both variants passed every check: the timing.
@@ -184,7 +184,7 @@ pub enum GateVerdict {
 }
 
 /// What the gate did and found.
-#[derive(Debug, Clone, PartialEq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct GateOutcome {
     /// The answer.
     pub verdict: GateVerdict,
@@ -198,6 +198,10 @@ pub struct GateOutcome {
     pub worst: BTreeMap<String, BTreeMap<String, Errors>>,
     /// What was not observed (a census without CUPTI), and the like.
     pub notes: Vec<String>,
+    /// The sha256 of each variant's cubin (`baseline`, `candidate`), as
+    /// checked against its spec; empty when none was read.
+    #[serde(default)]
+    pub cubins: BTreeMap<String, String>,
 }
 
 impl GateOutcome {
@@ -210,6 +214,7 @@ impl GateOutcome {
             calls: 0,
             worst: BTreeMap::new(),
             notes: Vec::new(),
+            cubins: BTreeMap::new(),
         }
     }
 }
@@ -250,6 +255,10 @@ pub fn run_gate<D: Device + ?Sized>(
         calls: 0,
         worst: BTreeMap::new(),
         notes: Vec::new(),
+        cubins: [(Which::Baseline, baseline), (Which::Candidate, candidate)]
+            .into_iter()
+            .map(|(w, v)| (w.to_string(), v.spec.cubin_sha256.clone()))
+            .collect(),
     };
     out.verdict = match run(device, baseline, candidate, plan, seed, &mut out) {
         Ok(t) => GateVerdict::Measured(t),

@@ -22,6 +22,8 @@
 //! - `stats`: median, p10/p90, noise floor, speedup, bandwidth and flags.
 //! - `load`: a spec directory read as a variant and its input sets (`.npy`).
 //! - `tensor`: element types, poison and the error metrics.
+//! - `process`: the gate as its own process (`kidiom gpu-gate`): its
+//!   arguments, the spawn with a deadline, its JSON line read back.
 //!
 //! [`gate_on_cuda`] puts them together: two spec directories, a CUDA
 //! device or `needs-gpu`, the outcome.
@@ -35,6 +37,7 @@ pub mod device;
 pub mod elf;
 pub mod gate;
 pub mod load;
+pub mod process;
 pub mod sha256;
 pub mod spec;
 pub mod stats;
@@ -86,14 +89,22 @@ pub fn gate_on_cuda(ordinal: usize, baseline: &Path, candidate: &Path, mut plan:
         }
         Err(e) => error(format!("opening the CUDA device: {e}")),
     }));
-    run.unwrap_or_else(|p| {
+    let mut out = run.unwrap_or_else(|p| {
         let why = p
             .downcast_ref::<String>()
             .cloned()
             .or_else(|| p.downcast_ref::<&str>().map(|s| s.to_string()))
             .unwrap_or_else(|| "a panic".into());
         error(format!("the CUDA driver bindings failed: {why}"))
-    })
+    });
+    if out.cubins.is_empty() {
+        // both specs agree with their cubins: the hashes are the cubins' own
+        out.cubins = [(Which::Baseline, &base), (Which::Candidate, &cand)]
+            .into_iter()
+            .map(|(w, v)| (w.to_string(), v.spec.cubin_sha256.clone()))
+            .collect();
+    }
+    out
 }
 
 #[cfg(test)]

@@ -3,21 +3,30 @@
 //! `speedup`, `noise_floor`, `significant`): per variant over its timed calls,
 //! and for the pair over the ABBA rounds.
 
-use serde::Serialize;
+use serde::{Deserialize, Deserializer, Serialize};
+
+/// A figure read back from the gate's JSON line: JSON has no NaN or
+/// infinity, so `serde_json` writes them as `null`, read here as NaN.
+pub(crate) fn figure<'de, D: Deserializer<'de>>(d: D) -> Result<f64, D::Error> {
+    Ok(Option::<f64>::deserialize(d)?.unwrap_or(f64::NAN))
+}
 
 /// Fewer timed calls per variant than this give no noise floor to trust: flagged.
 pub const MIN_CALLS: usize = 5;
 
 /// One variant's timed calls.
-#[derive(Debug, Clone, PartialEq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Summary {
     /// Timed calls.
     pub calls: usize,
     /// Median, microseconds.
+    #[serde(deserialize_with = "figure")]
     pub median_us: f64,
     /// 10th percentile, microseconds.
+    #[serde(deserialize_with = "figure")]
     pub p10_us: f64,
     /// 90th percentile, microseconds.
+    #[serde(deserialize_with = "figure")]
     pub p90_us: f64,
     /// The manifest's floor bytes over the median time, GB/s (when a floor is known).
     pub achieved_gbps: Option<f64>,
@@ -26,17 +35,19 @@ pub struct Summary {
 }
 
 /// Baseline against candidate.
-#[derive(Debug, Clone, PartialEq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Timing {
     /// The baseline's calls.
     pub baseline: Summary,
     /// The candidate's calls.
     pub candidate: Summary,
     /// Baseline median over candidate median: above 1 is faster.
+    #[serde(deserialize_with = "figure")]
     pub speedup: f64,
     /// The relative spread a speedup must leave to count: the larger of the
     /// variants' own spreads ((p90 - p10) / 2 median) and the spread of the
     /// ABBA rounds' candidate/baseline ratios.
+    #[serde(deserialize_with = "figure")]
     pub noise_floor: f64,
     /// `|speedup - 1| > noise_floor`.
     pub significant: bool,

@@ -3,7 +3,7 @@
 //! check (`kernels/harness/triton/check.py`: relative L2 and max-abs relative
 //! to the reference's largest magnitude).
 
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 /// An element type, as a launch spec names it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -141,13 +141,16 @@ impl HostTensor {
 }
 
 /// Errors of a written tensor against its float64 expected values.
-#[derive(Debug, Clone, Copy, PartialEq, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
 pub struct Errors {
     /// `||out - ref|| / ||ref||` (infinite with any non-finite element).
+    #[serde(deserialize_with = "super::stats::figure")]
     pub rel_l2: f64,
     /// `max |out - ref|`.
+    #[serde(deserialize_with = "super::stats::figure")]
     pub max_abs: f64,
     /// `max |out - ref| / max |ref|`.
+    #[serde(deserialize_with = "super::stats::figure")]
     pub max_abs_rel: f64,
 }
 
