@@ -483,19 +483,18 @@ fn device_cuda_without_cuda_needs_a_gpu_and_says_what_is_missing() {
     }
 }
 
-/// `kidiom gpu-gate` (the GPU gate's own process) judges the specs before
-/// any device: a candidate spec directory without its cubin, or with a
-/// cubin that is not the one its spec names, is rejected (exit 1); on a
-/// machine without a CUDA driver the rest is `needs-gpu` (exit 3); one JSON
-/// line either way.
-#[test]
-fn the_gpu_gate_process_judges_the_specs_before_any_device() {
-    let env = crate::util::Env::new();
-    // our decode's bench spec and cubin (the validator's fixture), one element per tensor
+/// Our decode's bench spec and cubin (the validator's fixture).
+fn decode_fixture() -> (Value, Vec<u8>) {
     let fixture = repo().join("validator/tests/fixtures/gpu/kda_decode_bench");
-    let spec: Value =
-        serde_json::from_slice(&std::fs::read(fixture.with_extension("launch.json")).expect("spec")).expect("json");
-    let cubin = std::fs::read(fixture.with_extension("cubin")).expect("cubin");
+    let spec = std::fs::read(fixture.with_extension("launch.json")).expect("fixture spec");
+    let cubin = std::fs::read(fixture.with_extension("cubin")).expect("fixture cubin");
+    (serde_json::from_slice(&spec).expect("fixture JSON"), cubin)
+}
+
+/// A spec directory `side` under `env` for `spec`: its launch.json and one
+/// input set of one element per tensor (expected values for what it writes);
+/// the cubin is the caller's.
+fn spec_dir(env: &crate::util::Env, side: &str, spec: &Value) -> PathBuf {
     let npy = |descr: &str, data: &[u8]| {
         let h = format!("{{'descr': '{descr}', 'fortran_order': False, 'shape': (1,), }}\n");
         let mut out = b"\x93NUMPY\x01\x00".to_vec();
@@ -504,16 +503,29 @@ fn the_gpu_gate_process_judges_the_specs_before_any_device() {
         out.extend(data);
         out
     };
-    for side in ["base", "cand"] {
-        env.write(&format!("{side}/launch.json"), spec.to_string());
-        for p in spec["params"].as_array().expect("params") {
-            let Some(name) = p["name"].as_str().filter(|_| p["kind"] == "tensor") else { continue };
-            let (descr, bytes) = if p["dtype"] == "i64" { ("<i8", vec![0; 8]) } else { ("<f4", vec![0; 4]) };
-            env.write(&format!("{side}/inputs/set0/{name}.npy"), npy(descr, &bytes));
-            if p["role"] != "input" {
-                env.write(&format!("{side}/expected/set0/{name}.npy"), npy("<f8", &[0; 8]));
-            }
+    env.write(&format!("{side}/launch.json"), spec.to_string());
+    for p in spec["params"].as_array().expect("params") {
+        let Some(name) = p["name"].as_str().filter(|_| p["kind"] == "tensor") else { continue };
+        let (descr, bytes) = if p["dtype"] == "i64" { ("<i8", vec![0; 8]) } else { ("<f4", vec![0; 4]) };
+        env.write(&format!("{side}/inputs/set0/{name}.npy"), npy(descr, &bytes));
+        if p["role"] != "input" {
+            env.write(&format!("{side}/expected/set0/{name}.npy"), npy("<f8", &[0; 8]));
         }
+    }
+    env.path().join(side)
+}
+
+/// `kidiom gpu-gate` (the GPU gate's own process) judges the specs before
+/// any device: a candidate spec directory without its cubin, or with a
+/// cubin that is not the one its spec names, is rejected (exit 1); on a
+/// machine without a CUDA driver the rest is `needs-gpu` (exit 3); one JSON
+/// line either way.
+#[test]
+fn the_gpu_gate_process_judges_the_specs_before_any_device() {
+    let env = crate::util::Env::new();
+    let (spec, cubin) = decode_fixture();
+    for side in ["base", "cand"] {
+        spec_dir(&env, side, &spec);
     }
     env.write("base/kernel.cubin", &cubin);
     let gate = |env: &crate::util::Env| {
@@ -571,31 +583,11 @@ fn the_gpu_gate_process_judges_the_specs_before_any_device() {
 fn the_gpu_gate_process_is_spawned_and_its_line_read() {
     use kidiom_validator::gpu::gate::{GateVerdict, Tolerance};
     use kidiom_validator::gpu::process::{self, GateArgs};
-    let fixture = Path::new(env!("CARGO_MANIFEST_DIR")).join("validator/tests/fixtures/gpu/kda_decode_bench");
-    let spec: Value = serde_json::from_slice(&std::fs::read(fixture.with_extension("launch.json")).expect("fixture"))
-        .expect("fixture JSON");
-    let cubin = std::fs::read(fixture.with_extension("cubin")).expect("fixture cubin");
+    let (spec, cubin) = decode_fixture();
     let env = crate::util::Env::new();
-    let npy = |descr: &str, data: &[u8]| {
-        let h = format!("{{'descr': '{descr}', 'fortran_order': False, 'shape': (1,), }}\n");
-        let mut out = b"\x93NUMPY\x01\x00".to_vec();
-        out.extend((h.len() as u16).to_le_bytes());
-        out.extend(h.as_bytes());
-        out.extend(data);
-        out
-    };
     let dir = |side: &str, spec: &Value| {
-        env.write(&format!("{side}/launch.json"), spec.to_string());
         env.write(&format!("{side}/kernel.cubin"), &cubin);
-        for p in spec["params"].as_array().expect("params") {
-            let Some(name) = p["name"].as_str().filter(|_| p["kind"] == "tensor") else { continue };
-            let (descr, bytes) = if p["dtype"] == "i64" { ("<i8", vec![0; 8]) } else { ("<f4", vec![0; 4]) };
-            env.write(&format!("{side}/inputs/set0/{name}.npy"), npy(descr, &bytes));
-            if p["role"] != "input" {
-                env.write(&format!("{side}/expected/set0/{name}.npy"), npy("<f8", &[0; 8]));
-            }
-        }
-        env.path().join(side)
+        spec_dir(&env, side, spec)
     };
     let mut halved = spec.clone();
     halved["grid"][1] = Value::from(spec["grid"][1].as_u64().expect("grid y") / 2);

@@ -38,6 +38,22 @@ pub struct CandidateInput {
 }
 
 impl CandidateInput {
+    /// A candidate of `path` with nothing else to it, for tests that judge
+    /// made-up harness output.
+    #[cfg(test)]
+    pub(crate) fn bare(path: &str) -> CandidateInput {
+        CandidateInput {
+            id: "c".into(),
+            pattern_id: "p".into(),
+            category: None,
+            path: path.into(),
+            base_blob: String::new(),
+            result_blob: String::new(),
+            diff: String::new(),
+            decorator_idiom: None,
+        }
+    }
+
     /// From a stored candidate; the category is taken from its provenance
     /// unless `category` names one (the pattern's, from the catalog).
     pub fn from_candidate(c: &kidiom_catalog::Candidate, category: Option<Category>) -> CandidateInput {

@@ -348,16 +348,7 @@ mod tests {
         let t = super::super::Touched { path: path.into(), base, cand };
         let p = super::super::launch::prepare(&v, &t).unwrap();
         let manifest = v.kernels.for_source(path).unwrap().clone();
-        let c = crate::input::CandidateInput {
-            id: "c".into(),
-            pattern_id: "p".into(),
-            category: None,
-            path: path.into(),
-            base_blob: String::new(),
-            result_blob: String::new(),
-            diff: String::new(),
-            decorator_idiom: None,
-        };
+        let c = crate::input::CandidateInput::bare(path);
         let run = Validation::new(&v, &c);
         let mut rec = GateRecord::new(Gate::Speed, GateStatus::Skipped, "");
         let (b, c) = specs(&run, &p, &manifest, &mut rec).unwrap_or_else(|f| panic!("{}\n{}", f.reason, f.log));

@@ -164,7 +164,6 @@ mod tests {
     use super::*;
     use crate::device::Device;
     use crate::evidence::{Evidence, GateStatus};
-    use crate::input::CandidateInput;
     use crate::manifest::Manifest;
     use crate::validator::ValidatorBuilder;
     use crate::verdict::{Gate, VerdictKind};
@@ -215,16 +214,7 @@ flops = "N"
         let dir = tempfile::tempdir().unwrap();
         std::fs::create_dir_all(dir.path().join("kernels")).unwrap();
         let v = ValidatorBuilder::new(dir.path()).device(Device::Cpu).build().unwrap();
-        let c = CandidateInput {
-            id: "c".into(),
-            pattern_id: "p".into(),
-            category: None,
-            path: path.into(),
-            base_blob: String::new(),
-            result_blob: String::new(),
-            diff: String::new(),
-            decorator_idiom: None,
-        };
+        let c = crate::input::CandidateInput::bare(path);
         let seeds = if kernel.is_some() { vec![1] } else { Vec::new() };
         let mut run = Validation::new(&v, &c);
         run.kernel = kernel;
