@@ -14,6 +14,10 @@
 #   PYTHON=/path/to/python scripts/device-check.sh
 #   KIDIOM=/path/to/kidiom scripts/device-check.sh   # the binary (this machine needs no Rust toolchain)
 #
+# The GPU machine has no Rust toolchain and takes 64 MiB of carried files: scripts/device-prep.sh
+# (here) builds the release binary and strips it into .device/kidiom (about 29 MB, from 131 MB),
+# with the catalog to validate; carry `.device` (and `.kidiom` for the catalog).
+#
 # Python: the first of $PYTHON, python3, /opt/torch/.venv/bin/python3, .venv/bin/python that
 # imports torch (with CUDA), triton and numpy. Wheels under .whl/ (e.g. fla_core-*.whl,
 # nvidia_cuda_nvrtc_cu12-*.whl) are installed offline into a private directory first.
@@ -80,7 +84,7 @@ fi
 
 # The binary: KIDIOM, else target/release/kidiom, else target/debug/kidiom, else a cargo build.
 kid="${KIDIOM:-}"
-for c in "$root/target/release/kidiom" "$root/target/debug/kidiom"; do
+for c in "$root/.device/kidiom" "$root/target/release/kidiom" "$root/target/debug/kidiom"; do
   [[ -z "$kid" && -x "$c" ]] && kid="$c"
 done
 if [[ -z "$kid" ]] && command -v cargo >/dev/null 2>&1; then
@@ -103,7 +107,7 @@ fi
 # halved (the ELF check cannot see a grid; half the blocks never run, their outputs stay NaN):
 # it must be rejected, exit 1.
 if [[ -z "$kid" ]]; then
-  echo "== gpu-gate: no kidiom binary (set KIDIOM, or carry target/release/kidiom); skipping"
+  echo "== gpu-gate: no kidiom binary (set KIDIOM, or run scripts/device-prep.sh and carry .device); skipping"
   status=1
 else
   for k in "${kernels[@]}"; do

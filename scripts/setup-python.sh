@@ -9,12 +9,16 @@
 #   scripts/setup-python.sh            # create / update .venv
 #   PYTHON=python3.11 scripts/setup-python.sh
 #   KIDIOM_VENV=/some/dir scripts/setup-python.sh
+#   KIDIOM_VENV=.venv-triton36 KIDIOM_REQUIREMENTS=kernels/requirements-triton36.txt scripts/setup-python.sh
+#                                      # another set of requirements alone (the GPU machine's Triton)
 set -euo pipefail
 
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 req="$root/kernels/requirements.txt"
 reqs=("$req")
-if [[ "${KIDIOM_NO_RAY:-0}" != 1 ]]; then
+if [[ -n "${KIDIOM_REQUIREMENTS:-}" ]]; then
+  reqs=("$(cd "$(dirname "$KIDIOM_REQUIREMENTS")" && pwd)/$(basename "$KIDIOM_REQUIREMENTS")")
+elif [[ "${KIDIOM_NO_RAY:-0}" != 1 ]]; then
   reqs+=("$root/kernels/requirements-ray.txt")
 fi
 venv="${KIDIOM_VENV:-$root/.venv}"

@@ -8,9 +8,12 @@ root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$root"
 
 scripts/setup-python.sh
+# The GPU machine's Triton (3.6), for the tests that emit launch specs under it too.
+KIDIOM_VENV="$root/.venv-triton36" KIDIOM_REQUIREMENTS=kernels/requirements-triton36.txt scripts/setup-python.sh
 scripts/setup-chromium.sh
 # Tests that run Python tools (ast-grep, the harness) find them here.
 export KIDIOM_PYTHON="$root/.venv/bin/python"
+export KIDIOM_TRITON36_PYTHON="$root/.venv-triton36/bin/python"
 export PATH="$root/.venv/bin:$PATH"
 
 echo "== cargo fmt --check"
@@ -22,4 +25,5 @@ cargo test --workspace --locked
 echo "== bench READMEs agree with their raw files"
 .venv/bin/python bench/readme.py --check bench/runs/*/
 echo "== pytest kernels/tests"
-.venv/bin/python -m pytest kernels/tests -q
+# two workers: most tests wait on harness subprocesses, and cargo's tests are done by now
+.venv/bin/python -m pytest kernels/tests -q -n 2
