@@ -191,6 +191,11 @@ for k in kernels:
           f"{fmt(r.get('achieved_gbps'), '.0f'):>7} {fmt(100 * r['fraction_of_peak_bw'] if r.get('fraction_of_peak_bw') is not None else None, '.1f'):>6} "
           f"{fmt(floor / 1e6 if floor else None, '.1f'):>9} {fmt(pred, '.1f'):>8} "
           f"{fmt(med / pred if pred and med else None, '.2f'):>9}")
+    sc = v.get("second_clock")
+    if sc:
+        print(f"   the two clocks: events {fmt(v['baseline'].get('median_us'), '.1f')} / {fmt(med, '.1f')} us, "
+              f"CUPTI kernel records {sc['baseline_median_us']:.1f} / {sc['candidate_median_us']:.1f} us "
+              f"(baseline / candidate), speedup {fmt(v.get('speedup'), '.3f')} vs {sc['speedup']:.3f}")
     for why in [v.get("reason"), v.get("what")] + v.get("flags", []) + g.get("notes", []) + ([g["error"]] if "error" in g else []):
         if why:
             print(f"   {why}")

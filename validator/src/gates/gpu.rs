@@ -202,7 +202,7 @@ fn judge(
 ) -> Verdict {
     let evidence = json!({
         "seed": o.seed, "device": o.device, "calls": o.calls, "cubins": o.cubins,
-        "worst": o.worst, "notes": o.notes, "clock": "CUDA events around the launch alone",
+        "worst": o.worst, "notes": o.notes, "clock": "CUDA events around the launch alone; CUPTI's kernel records the second clock where present",
     });
     let mut figures = GpuSpeedFigures {
         floor: bench.floor_bytes.map(|b| json!({"bytes": b.0})),

@@ -5,7 +5,7 @@
 //! global), write anywhere in any buffer (a stray store), launch a further
 //! kernel (dynamic parallelism) and say how long it took.
 
-use super::device::{Arg, BufferId, Device, DeviceError, KernelId};
+use super::device::{Arg, BufferId, Device, DeviceError, KernelId, Ran};
 use super::spec::LaunchSpec;
 
 /// A kernel on the CPU device.
@@ -19,6 +19,7 @@ pub struct Launch<'a> {
     pub grid: [u32; 3],
     mem: &'a mut [Vec<u8>],
     cost_us: f64,
+    census_us: Option<f64>,
     extra: Vec<String>,
 }
 
@@ -74,6 +75,12 @@ impl Launch<'_> {
         self.cost_us = us;
     }
 
+    /// The duration the census's clock records, where it differs from the
+    /// events' (a planted mismatch between the two clocks).
+    pub fn census_us(&mut self, us: f64) {
+        self.census_us = Some(us);
+    }
+
     /// Another kernel this one started (dynamic parallelism): the census sees it.
     pub fn launch_child(&mut self, name: &str) {
         self.extra.push(name.to_string());
@@ -115,7 +122,7 @@ pub struct CpuDevice {
     mem: Vec<Vec<u8>>,
     closures: Vec<(Vec<u8>, CpuKernel)>,
     loaded: Vec<Loaded>,
-    ran: Vec<String>,
+    ran: Vec<Ran>,
     jitter: f64,
     rng: u64,
     /// Everything the device did, in order.
@@ -215,17 +222,19 @@ impl Device for CpuDevice {
             None => return Err(DeviceError::NoKernel(format!("#{}", kernel.0))),
         };
         self.log.push(Op::Launch(name.clone()));
-        let mut launch = Launch { args, grid, mem: &mut self.mem, cost_us: 1.0, extra: Vec::new() };
+        let mut launch = Launch { args, grid, mem: &mut self.mem, cost_us: 1.0, census_us: None, extra: Vec::new() };
         let Some((_, k)) = self.closures.get_mut(closure) else { return Err(DeviceError::NoKernel(name)) };
         k(&mut launch)?;
-        let (cost, extra) = (launch.cost_us, launch.extra);
-        self.ran.push(name);
-        self.ran.extend(extra);
+        let (cost, census_us, extra) = (launch.cost_us, launch.census_us, launch.extra);
         let u = self.uniform();
-        Ok(cost * (1.0 + self.jitter * (2.0 * u - 1.0)) / 1000.0)
+        let us = cost * (1.0 + self.jitter * (2.0 * u - 1.0));
+        // the census's clock reads the same launch as the events, unless a kernel says otherwise
+        self.ran.push(Ran { name, ns: Some((census_us.unwrap_or(us) * 1000.0).round() as u64) });
+        self.ran.extend(extra.into_iter().map(|name| Ran { name, ns: Some(1000) }));
+        Ok(us / 1000.0)
     }
 
-    fn census(&mut self) -> Result<Option<Vec<String>>, DeviceError> {
+    fn census(&mut self) -> Result<Option<Vec<Ran>>, DeviceError> {
         Ok(Some(std::mem::take(&mut self.ran)))
     }
 }
@@ -239,7 +248,8 @@ mod tests {
         let mut d = CpuDevice::new(0.0, 1);
         let b = d.alloc(16).unwrap();
         let args = [Arg::Ptr { buf: b, offset: 8 }];
-        let mut l = Launch { args: &args, grid: [1, 1, 1], mem: &mut d.mem, cost_us: 0.0, extra: Vec::new() };
+        let mut l =
+            Launch { args: &args, grid: [1, 1, 1], mem: &mut d.mem, cost_us: 0.0, census_us: None, extra: Vec::new() };
         assert!(l.write(0, 4, &[1, 2, 3, 4]).is_ok());
         assert!(matches!(l.write(0, 8, &[1]), Err(DeviceError::OutOfBounds(_))));
         assert!(matches!(l.read(0, -9, 1), Err(DeviceError::OutOfBounds(_))));

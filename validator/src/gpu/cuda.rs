@@ -227,7 +227,7 @@ impl Device for CudaDevice {
         Ok(f64::from(ms))
     }
 
-    fn census(&mut self) -> Result<Option<Vec<String>>, DeviceError> {
+    fn census(&mut self) -> Result<Option<Vec<super::device::Ran>>, DeviceError> {
         #[cfg(feature = "cupti")]
         if let Some(c) = &self.census {
             self.stream.synchronize().map_err(drv("cuStreamSynchronize"))?;

@@ -1,8 +1,9 @@
 //! The kernel census on a GPU (feature `cupti`): CUPTI's concurrent-kernel
 //! activity records, flushed after each call, give the name of every kernel
-//! that ran on any stream of the process since the last ask. The record's
-//! prefix through `name` is the same in every `CUpti_ActivityKernel`
-//! version, so this reads it as version 4.
+//! that ran on any stream of the process since the last ask, and its start
+//! and end on the device's own timestamp clock (the gate's second clock,
+//! beside the events). The record's prefix through `name` is the same in
+//! every `CUpti_ActivityKernel` version, so this reads it as version 4.
 //!
 //! CUPTI delivers records through two C callbacks with no user data: the
 //! names go to a process-wide list, which is why one census is active at a
@@ -16,12 +17,12 @@ use cudarc::cupti::result::activity;
 use cudarc::cupti::sys;
 use cudarc::driver::sys::CUcontext;
 
-use super::device::DeviceError;
+use super::device::{DeviceError, Ran};
 
 const BUFFER_BYTES: usize = 8 << 20;
 const BUFFER_ALIGN: usize = 8;
 
-static RAN: Mutex<Vec<String>> = Mutex::new(Vec::new());
+static RAN: Mutex<Vec<Ran>> = Mutex::new(Vec::new());
 
 fn layout() -> Option<Layout> {
     Layout::from_size_align(BUFFER_BYTES, BUFFER_ALIGN).ok()
@@ -57,12 +58,16 @@ unsafe extern "C" fn completed(_ctx: CUcontext, _stream: u32, buffer: *mut u8, _
         let k = record as *const sys::CUpti_ActivityKernel4;
         // SAFETY: a kernel record; its prefix through `name` is version 4's.
         let name = unsafe { std::ptr::addr_of!((*k).name).read_unaligned() };
-        names.push(if name.is_null() {
+        // SAFETY: as above; start and end lie before `name` in every version.
+        let (start, end) =
+            unsafe { (std::ptr::addr_of!((*k).start).read_unaligned(), std::ptr::addr_of!((*k).end).read_unaligned()) };
+        let name = if name.is_null() {
             "<unnamed>".to_string()
         } else {
             // SAFETY: CUPTI's NUL-terminated name, alive while the buffer is.
             unsafe { CStr::from_ptr(name) }.to_string_lossy().into_owned()
-        });
+        };
+        names.push(Ran { name, ns: (end > start).then(|| end - start) });
     }
     RAN.lock().unwrap_or_else(std::sync::PoisonError::into_inner).extend(names);
     if let Some(l) = layout() {
@@ -96,7 +101,7 @@ impl Census {
     }
 
     /// The kernels that completed since the last call (the caller has synchronised).
-    pub fn take(&self) -> Result<Vec<String>, DeviceError> {
+    pub fn take(&self) -> Result<Vec<Ran>, DeviceError> {
         activity::flush_all(sys::CUpti_ActivityFlag::CUPTI_ACTIVITY_FLAG_FLUSH_FORCED as u32)
             .map_err(err("cuptiActivityFlushAll"))?;
         Ok(std::mem::take(&mut *RAN.lock().unwrap_or_else(std::sync::PoisonError::into_inner)))

@@ -106,7 +106,17 @@ pub trait Device {
     /// Launches a loaded kernel with `args` and waits for it; returns the
     /// milliseconds between events recorded just before and after the launch.
     fn timed_launch(&mut self, kernel: KernelId, args: &[Arg]) -> Result<f64, DeviceError>;
-    /// The kernels that ran since the last ask, by name, or `None` when this
-    /// device cannot observe them (a GPU without CUPTI).
-    fn census(&mut self) -> Result<Option<Vec<String>>, DeviceError>;
+    /// The kernels that ran since the last ask, or `None` when this device
+    /// cannot observe them (a GPU without CUPTI).
+    fn census(&mut self) -> Result<Option<Vec<Ran>>, DeviceError>;
+}
+
+/// A kernel the census saw run.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Ran {
+    /// Its name.
+    pub name: String,
+    /// Its duration on the device by the census's own clock (CUPTI's record:
+    /// end - start), where the record has one: the gate's second clock.
+    pub ns: Option<u64>,
 }

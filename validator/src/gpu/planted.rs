@@ -196,6 +196,27 @@ fn an_honest_but_slower_kernel_is_slower_and_not_significant() {
     assert!(t.flags.iter().any(|f| f.contains("implausible")) && !t.faster(), "a 10x is flagged: {t:?}");
 }
 
+/// The census's kernel records are a second clock: for honest kernels it
+/// reads what the events read; a candidate whose events say 2x while its
+/// kernel records say no change is flagged, so never faster.
+#[test]
+fn the_second_clock_agrees_on_honest_kernels_and_flags_a_disagreement() {
+    let o = gate(honest(5.0));
+    let GateVerdict::Measured(t) = &o.verdict else { panic!("{o:?}") };
+    let sc = t.second_clock.as_ref().expect("the CPU device's census has durations");
+    assert!((sc.speedup / t.speedup - 1.0).abs() < 1e-3 && t.faster(), "{t:?}");
+    assert!((sc.baseline_median_us - t.baseline.median_us).abs() < 0.01, "{sc:?} {t:?}");
+    let o = gate(Box::new(|l| {
+        compute(l, 0..N)?;
+        l.cost_us(5.0);
+        l.census_us(10.0);
+        Ok(())
+    }));
+    let GateVerdict::Measured(t) = &o.verdict else { panic!("{o:?}") };
+    assert!(t.speedup > 1.9 && t.significant, "{t:?}");
+    assert!(t.flags.iter().any(|f| f.starts_with("clocks-disagree")) && !t.faster(), "{t:?}");
+}
+
 /// Memoises y by the first bytes of x: caught because the sets rotate and
 /// two sets share x with different state, and every call is checked.
 #[test]

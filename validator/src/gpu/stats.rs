@@ -51,8 +51,48 @@ pub struct Timing {
     pub noise_floor: f64,
     /// `|speedup - 1| > noise_floor`.
     pub significant: bool,
-    /// Results that are not to be believed (beyond the peak, implausible): never accepted.
+    /// Results that are not to be believed (beyond the peak, implausible,
+    /// the two clocks disagreeing): never accepted.
     pub flags: Vec<String>,
+    /// The same calls by the census's clock (CUPTI's kernel records), where
+    /// the device has one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub second_clock: Option<SecondClock>,
+}
+
+/// The timed calls by a second clock: the kernel's own start and end as the
+/// device recorded them, beside the events around the launch.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct SecondClock {
+    /// The baseline's median, microseconds.
+    #[serde(deserialize_with = "figure")]
+    pub baseline_median_us: f64,
+    /// The candidate's median, microseconds.
+    #[serde(deserialize_with = "figure")]
+    pub candidate_median_us: f64,
+    /// Baseline median over candidate median by this clock.
+    #[serde(deserialize_with = "figure")]
+    pub speedup: f64,
+}
+
+/// The clocks may differ by launch overhead; their speedups may not differ by
+/// more than this beyond the noise floor.
+pub const CLOCKS_AGREE: f64 = 0.05;
+
+/// Adds the second clock's figures to `timing`, and a flag when its speedup
+/// disagrees with the events' by more than the noise floor plus [`CLOCKS_AGREE`]
+/// (work the events saw and the kernel record did not, or the reverse).
+pub fn second_clock(timing: &mut Timing, base_us: &[f64], cand_us: &[f64]) {
+    let (b, c) = (quantile(base_us, 0.5), quantile(cand_us, 0.5));
+    let speedup = b / c;
+    let relative = (speedup / timing.speedup - 1.0).abs();
+    if !relative.is_finite() || relative > timing.noise_floor + CLOCKS_AGREE {
+        timing.flags.push(format!(
+            "clocks-disagree: speedup {:.3}x by the events, {speedup:.3}x by the kernel records",
+            timing.speedup
+        ));
+    }
+    timing.second_clock = Some(SecondClock { baseline_median_us: b, candidate_median_us: c, speedup });
 }
 
 impl Timing {
@@ -137,7 +177,15 @@ pub fn compare(base: &[f64], cand: &[f64], bounds: &Bounds) -> Timing {
     if !speedup.is_finite() || !noise_floor.is_finite() {
         flags.push(format!("non-finite figures: speedup {speedup}, noise floor {noise_floor}"));
     }
-    Timing { significant: (speedup - 1.0).abs() > noise_floor, baseline: b, candidate: c, speedup, noise_floor, flags }
+    Timing {
+        significant: (speedup - 1.0).abs() > noise_floor,
+        baseline: b,
+        candidate: c,
+        speedup,
+        noise_floor,
+        flags,
+        second_clock: None,
+    }
 }
 
 #[cfg(test)]
