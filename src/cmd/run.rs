@@ -180,7 +180,7 @@ fn print_full(shown: &Shown) -> Result<()> {
             .iter()
             .map(|(k, n)| {
                 if k == "not validated" {
-                    format!("{n} {k} (alternatives on a search's front: `kidiom validate ID`)")
+                    format!("{n} {k} (a search's alternatives, a launch option's further values: `kidiom validate ID`)")
                 } else {
                     format!("{n} {k}")
                 }

@@ -101,6 +101,21 @@ fn worth_validating(c: &Candidate, gpu_here: impl FnOnce() -> bool) -> bool {
     super::candidates::is_pending(c) && (!waiting_for_gpu || gpu_here())
 }
 
+/// The candidates that are a further value of a pattern already proposed on
+/// the same file (a launch option's upstream values, most used first): the
+/// loop validates the first, the others wait for `kidiom validate ID`, as a
+/// search's alternatives do. On a CPU none of them can be ranked by speed,
+/// and each costs a full validation.
+fn later_values(cands: &[Candidate]) -> HashSet<String> {
+    let mut seen = HashSet::new();
+    cands
+        .iter()
+        .filter(|c| c.value.is_some() && c.provenance.search_roles().is_empty())
+        .filter(|c| !seen.insert((c.pattern_id.as_str(), c.path.as_str())))
+        .map(|c| c.id.clone())
+        .collect()
+}
+
 /// Whether `device` is a GPU here; for `auto`, the harness in `root` says
 /// (`kidiom_exec::gpu_present`), asked once.
 fn gpu_here<'a>(device: Device, root: &'a std::path::Path) -> impl Fn() -> bool + 'a {
@@ -132,9 +147,11 @@ pub(crate) fn run(cfg: &Config, catalog: &mut Catalog, o: &Options, tell: &(dyn 
         // This run's candidates on kernels/ (other candidates in the catalog, e.g. from
         // `kidiom apply` on another tree, are left to `kidiom validate`).
         let ours: HashSet<String> = report.candidates.iter().map(|c| c.id.clone()).collect();
+        let later = later_values(&report.candidates);
+        let first: HashSet<String> = ours.difference(&later).cloned().collect();
         apply = Some(report);
         let t = Instant::now();
-        validate = validate_ours(cfg, catalog, o, &ours, tell)?;
+        validate = validate_ours(cfg, catalog, o, &first, tell)?;
         phases.validate = t.elapsed().as_secs_f64();
         verdicts = verdicts_of(catalog, &ours)?;
     }
@@ -322,4 +339,37 @@ fn verdicts_of(catalog: &Catalog, ours: &HashSet<String>) -> Result<BTreeMap<Str
         *verdicts.entry(kind).or_default() += 1;
     }
     Ok(verdicts)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use kidiom_catalog::Pattern;
+    use kidiom_catalog::record::Provenance;
+    use kidiom_syntax::Lang;
+
+    fn cand(pattern: &str, path: &str, value: Option<&str>) -> Candidate {
+        let p = Pattern::usage(pattern, Lang::Python, "a", "b", &[]);
+        let diff = format!("{pattern} {path} {value:?}");
+        let result = (String::new(), diff.clone());
+        Candidate {
+            value: value.map(String::from),
+            ..Candidate::new(pattern, path, diff, result, Provenance::of_pattern(&p, value))
+        }
+    }
+
+    #[test]
+    fn only_the_first_value_of_a_pattern_on_a_file_is_validated_by_the_loop() {
+        let cands = [
+            cand("num-warps", "a.py", Some("8")),
+            cand("num-warps", "a.py", Some("4")),
+            cand("num-warps", "b.py", Some("8")),
+            cand("hint", "a.py", None),
+            cand("hint", "a.py", None),
+            cand("num-warps", "a.py", Some("2")),
+        ];
+        let later = later_values(&cands);
+        let want: HashSet<String> = [&cands[1], &cands[5]].iter().map(|c| c.id.clone()).collect();
+        assert_eq!(later, want);
+    }
 }
