@@ -21,3 +21,36 @@ pub(crate) fn copy_tree(from: &Path, to: &Path) -> Result<()> {
     }
     Ok(())
 }
+
+/// Files copied from the directory of a manifest outside the harness tree:
+/// what a kernel, its contract and its relations are made of (and may import).
+const CONTRACT_DIR_FILES: &[&str] = &["py", "toml", "cu", "cuh", "h", "hpp", "cpp", "cc", "cxx", "c", "json"];
+
+/// A validation's tree at `tree`: the harness directory's `kernels/` (the
+/// harness and the contracts kidiom ships; the root's own when it holds the
+/// harness), and, at their paths relative to the root, the directories of
+/// the manifests that lie elsewhere, their source-like files only, not
+/// their subdirectories. The harness runs in `tree`; those manifests are
+/// passed as `--manifest <tree>/<path>`.
+pub(crate) fn baseline_tree(v: &crate::validator::Validator, tree: &Path) -> Result<()> {
+    let dir = &v.kernels.dir;
+    copy_tree(&v.harness_root.join(dir), &tree.join(dir))?;
+    for rel in v.kernels.outside_dirs() {
+        let from = v.opts.root.join(&rel);
+        let to = tree.join(&rel);
+        std::fs::create_dir_all(&to).map_err(|e| Error::io(&to, e))?;
+        let entries = std::fs::read_dir(&from).map_err(|e| Error::io(&from, e))?;
+        for entry in entries {
+            let entry = entry.map_err(|e| Error::io(&from, e))?;
+            let path = entry.path();
+            let wanted = path.extension().and_then(|x| x.to_str()).is_some_and(|x| CONTRACT_DIR_FILES.contains(&x));
+            // regular files only: a symlink is not followed out of the user's tree
+            if !wanted || !entry.file_type().is_ok_and(|t| t.is_file()) {
+                continue;
+            }
+            let dst = to.join(entry.file_name());
+            std::fs::copy(&path, &dst).map_err(|e| Error::io(&path, e))?;
+        }
+    }
+    Ok(())
+}
