@@ -201,6 +201,7 @@ pub(crate) fn run(a: Args) -> Result<ExitCode> {
         static_limits: (!a.allow_static_regression).then_some(cfg.validate.static_limits),
         device_model: cfg.device_model()?,
         untrusted_bench: a.untrusted_bench,
+        targets: cfg.targets(),
     };
     let progress = !a.common.output.quiet && !a.common.output.json;
     let report = ops::validate::validate_all(&cat, &cands, &opts, &mut |i, c, ev| {

@@ -29,6 +29,50 @@ pub(crate) fn root() -> Result<PathBuf> {
     root.canonicalize().with_context(|| format!("resolving {}", root.display()))
 }
 
+/// The directory whose `kernels/harness` runs kidiom's kernels for a tree
+/// at `root`: `$KIDIOM_HARNESS`, else the root itself when it holds the
+/// harness (kidiom's own repository), else the repository kidiom was built
+/// from. A user's tree holds no harness; kidiom brings its own.
+pub(crate) fn harness_dir(root: &Path) -> Result<PathBuf> {
+    let built_from = Path::new(env!("CARGO_MANIFEST_DIR"));
+    if let Some(d) = kidiom_exec::find_harness([root, built_from]) {
+        return Ok(d);
+    }
+    let env = match std::env::var_os("KIDIOM_HARNESS").filter(|v| !v.is_empty()) {
+        Some(v) => format!("$KIDIOM_HARNESS ({}) holds none", Path::new(&v).display()),
+        None => "$KIDIOM_HARNESS is not set".to_string(),
+    };
+    anyhow::bail!(
+        "no kidiom harness (kernels/harness/__main__.py): {} has none, {env}, and the repository kidiom \
+         was built from ({}) has none; set KIDIOM_HARNESS to a kidiom checkout",
+        root.display(),
+        built_from.display()
+    )
+}
+
+/// The kernel manifests beside the files `paths` (relative to `root`): the
+/// `*.toml` files in each one's directory, not below it, for
+/// [`kidiom_validator::ValidatorBuilder::targets`] (the manifest of a kernel
+/// lies next to its source).
+pub(crate) fn manifests_beside<'a>(root: &Path, paths: impl IntoIterator<Item = &'a str>) -> Vec<PathBuf> {
+    let mut out = Vec::new();
+    let mut dirs: Vec<PathBuf> =
+        paths.into_iter().map(|p| root.join(p)).filter_map(|p| p.parent().map(Path::to_path_buf)).collect();
+    dirs.sort();
+    dirs.dedup();
+    for d in dirs {
+        let Ok(entries) = std::fs::read_dir(&d) else { continue };
+        for e in entries.flatten() {
+            let p = e.path();
+            if p.extension().is_some_and(|x| x == "toml") && e.file_type().is_ok_and(|t| t.is_file()) {
+                out.push(p);
+            }
+        }
+    }
+    out.sort();
+    out
+}
+
 /// Opens (or creates) the catalog at `path`, waiting for another run's
 /// write lock up to `KIDIOM_LOCK_TIMEOUT_MS` (default 30 s).
 pub(crate) fn open_catalog(path: &Path) -> Result<Catalog> {

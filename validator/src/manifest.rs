@@ -189,8 +189,12 @@ impl Manifest {
                     let Some((module, function)) = r.check.split_once(':') else {
                         return Err(bad(format!("relation check {:?} is not module:function", r.check)));
                     };
-                    if module.is_empty() || function.is_empty() || module.contains(['/', '\\']) || module.contains("..") {
-                        return Err(bad(format!("relation check {:?} must name a module next to the manifest", r.check)));
+                    if module.is_empty() || function.is_empty() || module.contains(['/', '\\']) || module.contains("..")
+                    {
+                        return Err(bad(format!(
+                            "relation check {:?} must name a module next to the manifest",
+                            r.check
+                        )));
                     }
                 }
             }
@@ -368,8 +372,7 @@ impl Kernels {
     /// does not find by name: copied into each validation's tree beside the
     /// harness tree's `kernels/`.
     pub fn outside_dirs(&self) -> Vec<String> {
-        let mut dirs: Vec<String> =
-            self.manifests.iter().filter(|m| !m.named).map(|m| m.dir().to_string()).collect();
+        let mut dirs: Vec<String> = self.manifests.iter().filter(|m| !m.named).map(|m| m.dir().to_string()).collect();
         dirs.sort();
         dirs.dedup();
         dirs
@@ -437,7 +440,10 @@ cpu = { B = 2, T = 70, M = 3, H = 1, HV = 2, K = 24, V = 20 }
         let e = Manifest::parse("format = 2", "x.toml").unwrap_err();
         assert!(e.to_string().starts_with("manifest x.toml:"), "{e}");
         let two = PREFILL.replace("format = 1", "format = 2");
-        assert!(Manifest::parse(&two, "x.toml").unwrap_err().to_string().contains("format 2 needs `contract`"), "{two}");
+        assert!(
+            Manifest::parse(&two, "x.toml").unwrap_err().to_string().contains("format 2 needs `contract`"),
+            "{two}"
+        );
         let three = PREFILL.replace("format = 1", "format = 3");
         assert!(Manifest::parse(&three, "x.toml").unwrap_err().to_string().contains("unsupported format 3"));
         let no_op = PREFILL.replace("op = \"kda_prefill\"\n", "");

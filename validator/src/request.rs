@@ -169,7 +169,15 @@ impl Request<'_> {
             }
             Request::Sweep { kernel, variants, jobs } => {
                 let variants = variants.to_string_lossy();
-                push(&["sweep", kernel.flag, kernel.value, "--variants", &variants, "--jobs", &jobs.max(&1).to_string()]);
+                push(&[
+                    "sweep",
+                    kernel.flag,
+                    kernel.value,
+                    "--variants",
+                    &variants,
+                    "--jobs",
+                    &jobs.max(&1).to_string(),
+                ]);
             }
         }
         a
@@ -215,8 +223,13 @@ mod tests {
         assert_eq!(profile.argv().join(" "), "profile --kernel k --timeout 9");
         let bench = Request::Bench { kernel: Kernel::name("k"), source: "s.py", on: BenchOn::Cuda { iters: 50 } };
         assert_eq!(bench.argv().join(" "), "bench --kernel k --source s.py --device cuda --iters 50");
-        let spec =
-            Request::Spec { kernel: Kernel::name("k"), source: Some("c.py"), out: Path::new("/t/c"), sets: 0, shapes: &["bench"] };
+        let spec = Request::Spec {
+            kernel: Kernel::name("k"),
+            source: Some("c.py"),
+            out: Path::new("/t/c"),
+            sets: 0,
+            shapes: &["bench"],
+        };
         assert_eq!(spec.argv().join(" "), "spec --kernel k --source c.py --out /t/c --sets 0 --shapes bench");
         let spec = Request::Spec { kernel: Kernel::name("k"), source: None, out: Path::new("o"), sets: 3, shapes: &[] };
         assert_eq!(spec.argv().join(" "), "spec --kernel k --out o --sets 3");

@@ -421,7 +421,8 @@ impl Validator {
             HarnessStatus::Skipped => {
                 Err(format!("skipped: {}", run.json["reason"].as_str().unwrap_or("no reason given")))
             }
-            _ => Err(run.log()),
+            // a contract the harness cannot use is its one line
+            _ => Err(run.contract_error().map(String::from).unwrap_or_else(|| run.log())),
         };
         let (profile, problem) = match parsed {
             Ok(p) => (Some(p), None),

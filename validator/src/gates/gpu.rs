@@ -157,8 +157,7 @@ fn specs(
         Request::Spec { kernel: which, source: None, out: &base_out, sets: v.opts.gate_sets, shapes: GATE_SHAPES }
             .argv();
     let cand_args =
-        Request::Spec { kernel: which, source: Some(&p.cand_src), out: &cand_out, sets: 0, shapes: GATE_SHAPES }
-            .argv();
+        Request::Spec { kernel: which, source: Some(&p.cand_src), out: &cand_out, sets: 0, shapes: GATE_SHAPES }.argv();
     let limit = run.remaining();
     let (b, c) = std::thread::scope(|s| {
         let b = s.spawn(|| match v.baseline_cache {
