@@ -8,6 +8,7 @@ pub(crate) mod accept;
 pub(crate) mod apply;
 pub(crate) mod branch;
 pub(crate) mod candidates;
+pub(crate) mod init;
 pub(crate) mod mine;
 pub(crate) mod profile;
 pub(crate) mod run;
