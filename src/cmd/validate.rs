@@ -158,7 +158,8 @@ pub(crate) fn evidence_lines(e: &Evidence) -> Vec<String> {
 
 pub(crate) fn run(a: Args) -> Result<ExitCode> {
     let cfg = Config::load()?;
-    let cat = a.common.catalog.open_existing(&cfg)?;
+    // an edit of your own needs no mined catalog: one is made to keep its evidence
+    let cat = if a.patch.is_some() { a.common.catalog.open(&cfg)? } else { a.common.catalog.open_existing(&cfg)? };
     if a.category.is_some() && a.patch.is_none() {
         bail!("--category is the category of a --patch edit; a catalog candidate has its pattern's");
     }

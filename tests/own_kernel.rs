@@ -1,0 +1,172 @@
+//! The README's "Validate your own kernel", followed literally: its fenced
+//! blocks are the steps (a `file=PATH` block is written, a
+//! `replace=PATH:FUNCTION` block replaces that function, each `sh` line is
+//! run, and its `# -> A | B` comment is what its output must say). The
+//! kernel lives in a git repository of its own under the target directory,
+//! with no kernels/ and no harness: kidiom brings its own.
+
+use std::path::Path;
+
+use crate::init::workdir;
+
+/// One step of the README section.
+#[derive(Debug)]
+enum Step {
+    /// Write this file.
+    File { path: String, text: String },
+    /// Replace the top-level function `func` of `path` with `text`.
+    Replace { path: String, func: String, text: String },
+    /// Run this command line; its output says one of `expect`.
+    Run { line: String, expect: Vec<String> },
+}
+
+fn readme_steps() -> Vec<Step> {
+    let readme = std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("README.md")).expect("README");
+    let start = readme.find("\n## Validate your own kernel\n").expect("the README has the section");
+    let rest = &readme[start + 1..];
+    let section = &rest[..rest[3..].find("\n## ").map(|i| i + 3).unwrap_or(rest.len())];
+    let mut steps = Vec::new();
+    let mut lines = section.lines();
+    while let Some(l) = lines.next() {
+        let Some(info) = l.strip_prefix("```") else { continue };
+        let mut body = String::new();
+        for b in lines.by_ref() {
+            if b.starts_with("```") {
+                break;
+            }
+            body.push_str(b);
+            body.push('\n');
+        }
+        let mut words = info.split_whitespace();
+        let lang = words.next().unwrap_or("");
+        let attr = words.next();
+        match (lang, attr) {
+            ("sh", _) => {
+                for cmd in body.lines().map(str::trim).filter(|c| !c.is_empty() && !c.starts_with('#')) {
+                    let (line, expect) = match cmd.split_once("# ->") {
+                        Some((c, e)) => (c.trim(), e.split('|').map(|x| x.trim().to_string()).collect()),
+                        None => (cmd, Vec::new()),
+                    };
+                    steps.push(Step::Run { line: line.to_string(), expect });
+                }
+            }
+            (_, Some(a)) if a.starts_with("file=") => {
+                steps.push(Step::File { path: a["file=".len()..].to_string(), text: body });
+            }
+            (_, Some(a)) if a.starts_with("replace=") => {
+                let (path, func) = a["replace=".len()..].split_once(':').expect("replace=PATH:FUNCTION");
+                steps.push(Step::Replace { path: path.into(), func: func.into(), text: body });
+            }
+            _ => {}
+        }
+    }
+    steps
+}
+
+/// `text` with its top-level `def func(` replaced by `new` (up to the next
+/// top-level statement).
+fn replace_function(text: &str, func: &str, new: &str) -> String {
+    let head = format!("def {func}(");
+    let start = text.find(&head).unwrap_or_else(|| panic!("no {head} in:\n{text}"));
+    let after = &text[start..];
+    let mut end = after.len();
+    let mut offset = 0;
+    for (i, line) in after.split_inclusive('\n').enumerate() {
+        if i > 0 && !line.trim().is_empty() && !line.starts_with([' ', '\t']) {
+            end = offset;
+            break;
+        }
+        offset += line.len();
+    }
+    let tail = &after[end..];
+    let sep = if tail.is_empty() { "" } else { "\n\n" };
+    format!("{}{}{sep}{}", &text[..start], new.trim_end_matches('\n').to_string() + "\n", tail)
+}
+
+#[test]
+fn the_readme_section_is_a_complete_path_to_a_verdict() {
+    let steps = readme_steps();
+    let runs: Vec<&str> =
+        steps.iter().filter_map(|s| if let Step::Run { line, .. } = s { Some(line.as_str()) } else { None }).collect();
+    assert!(runs.iter().any(|l| l.starts_with("kidiom init ")), "{steps:?}");
+    assert!(runs.iter().filter(|l| l.starts_with("kidiom validate ")).count() >= 2, "{steps:?}");
+    assert!(steps.iter().any(|s| matches!(s, Step::File { path, .. } if path.ends_with(".py"))), "{steps:?}");
+    assert!(steps.iter().any(|s| matches!(s, Step::Replace { func, .. } if func == "reference")), "{steps:?}");
+    for s in &steps {
+        if let Step::Run { line, expect } = s {
+            assert!(line.starts_with("kidiom "), "only kidiom commands: {line}");
+            assert!(!expect.is_empty(), "each command says what it prints: {line}");
+        }
+    }
+    let replaced = replace_function(
+        "import numpy as np\n\n\ndef a():\n    return 1\n\n\ndef reference(x):\n    raise X\n\n\ndef b():\n    pass\n",
+        "reference",
+        "def reference(x):\n    return {}\n",
+    );
+    assert_eq!(
+        replaced,
+        "import numpy as np\n\n\ndef a():\n    return 1\n\n\ndef reference(x):\n    return {}\n\n\ndef b():\n    pass\n"
+    );
+}
+
+/// Whether the harness kidiom was built with reads manifests by path.
+fn harness_takes_manifests(py: &Path) -> bool {
+    let repo = Path::new(env!("CARGO_MANIFEST_DIR"));
+    std::process::Command::new(py)
+        .args(["-m", "kernels.harness", "check", "--help"])
+        .current_dir(repo)
+        .output()
+        .map(|o| String::from_utf8_lossy(&o.stdout).contains("--manifest"))
+        .unwrap_or(false)
+}
+
+#[test]
+fn the_readme_section_runs_from_nothing_to_a_verdict() {
+    let Some(py) = crate::project::python() else { return };
+    if !harness_takes_manifests(&py) {
+        eprintln!("skipping: the harness has no --manifest (format-2 contracts, issue #26) yet");
+        return;
+    }
+    let _cpu = crate::util::cpu_heavy();
+    let d = workdir("kidiom-own-");
+    let root = d.path();
+    git2::Repository::init(root).expect("git init");
+    for step in readme_steps() {
+        match step {
+            Step::File { path, text } => {
+                let p = root.join(&path);
+                std::fs::create_dir_all(p.parent().expect("parent")).expect("mkdir");
+                std::fs::write(&p, text).expect("write");
+            }
+            Step::Replace { path, func, text } => {
+                let p = root.join(&path);
+                let old = std::fs::read_to_string(&p).unwrap_or_else(|e| panic!("{path}: {e}"));
+                std::fs::write(&p, replace_function(&old, &func, &text)).expect("write");
+            }
+            Step::Run { line, expect } => {
+                let args: Vec<&str> = line.split_whitespace().skip(1).collect();
+                let out = std::process::Command::new(env!("CARGO_BIN_EXE_kidiom"))
+                    .current_dir(root)
+                    .env("KIDIOM_PYTHON", &py)
+                    .env("KIDIOM_CACHE", root.join(".cache"))
+                    .env_remove("KIDIOM_HARNESS")
+                    .args(&args)
+                    .output()
+                    .expect("spawn kidiom");
+                let text = format!("{}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
+                assert!(
+                    expect.iter().any(|e| text.contains(e.as_str())),
+                    "`{line}` must say one of {expect:?} (exit {:?}):\n{text}",
+                    out.status.code()
+                );
+                if expect.iter().any(|e| e.contains("not written yet")) {
+                    // the harness's one line, unchanged, and the verdict is error
+                    assert!(text.contains("error"), "{text}");
+                    let line = text.lines().find(|l| l.contains("not written yet")).unwrap_or("");
+                    assert!(line.contains("rmsnorm_contract.py"), "the line names the contract: {line}");
+                    assert_eq!(out.status.code(), Some(1), "an error verdict: {text}");
+                }
+            }
+        }
+    }
+}
