@@ -54,3 +54,46 @@ pub(crate) fn baseline_tree(v: &crate::validator::Validator, tree: &Path) -> Res
     }
     Ok(())
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_user_tree_is_validated_beside_the_harness_it_does_not_hold() {
+        let d = tempfile::tempdir().unwrap();
+        let (root, harness) = (d.path().join("user"), d.path().join("kidiom"));
+        let write = |p: std::path::PathBuf, text: &str| {
+            std::fs::create_dir_all(p.parent().unwrap()).unwrap();
+            std::fs::write(p, text).unwrap();
+        };
+        write(harness.join("kernels/harness/__main__.py"), "");
+        write(root.join("ops/rmsnorm.py"), "kernel\n");
+        write(root.join("ops/rmsnorm_contract.py"), "ARGS = []\n");
+        write(root.join("ops/weights.bin"), "data");
+        write(root.join("ops/sub/other.py"), "x\n");
+        let manifest = "format = 2\nname = \"rmsnorm\"\nlanguage = \"triton\"\nsource = \"rmsnorm.py\"\n\
+                        entry = \"k\"\nlauncher = \"rmsnorm\"\ncontract = \"rmsnorm_contract.py\"\n\
+                        [tolerance]\nrel_l2 = 1e-5\nslice_rel_l2 = 1e-4\nmax_abs_rel = 1e-4\n\
+                        [shapes]\ncpu = [{ N = 4 }]\ngpu = []\nbench = { N = 8 }\n\
+                        [floor]\nbytes = \"4 * N\"\nflops = \"N\"\n";
+        write(root.join("ops/rmsnorm.toml"), manifest);
+        let v = crate::ValidatorBuilder::new(&root)
+            .harness(Some(harness.clone()))
+            .targets(vec!["ops".into()])
+            .build()
+            .unwrap();
+        assert_eq!(v.harness_root(), harness);
+        let m = v.kernels().named("rmsnorm").unwrap();
+        assert!(!m.named, "a user's manifest goes by its path");
+        let tree = d.path().join("tree");
+        baseline_tree(&v, &tree).unwrap();
+        assert!(tree.join("kernels/harness/__main__.py").is_file(), "the harness from kidiom's tree");
+        for f in ["ops/rmsnorm.py", "ops/rmsnorm.toml", "ops/rmsnorm_contract.py"] {
+            assert!(tree.join(f).is_file(), "{f}");
+        }
+        assert!(!tree.join("ops/weights.bin").exists(), "source-like files only");
+        assert!(!tree.join("ops/sub").exists(), "not the subdirectories");
+        assert_eq!(m.harness_arg(&tree).1, tree.join("ops/rmsnorm.toml").to_string_lossy());
+    }
+}
