@@ -198,6 +198,10 @@ impl Measure for HarnessMeasure<'_> {
         if run.status == HarnessStatus::TimedOut {
             return Err(self.out_of_time(&format!("while measuring {} variants", variants.len())));
         }
+        if let Some(line) = run.contract_error() {
+            // the contract cannot be used: the harness's own line
+            return Err(Error::Search(line.to_string()));
+        }
         if run.status != HarnessStatus::Ok {
             let why = run.json["error"].as_str().map(str::to_string).unwrap_or_else(|| run.log());
             return Err(Error::Search(format!("the harness's sweep failed: {why}")));
