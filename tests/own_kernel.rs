@@ -170,3 +170,94 @@ fn the_readme_section_runs_from_nothing_to_a_verdict() {
         }
     }
 }
+
+/// A stand-in harness that answers every call as the format-2 harness does
+/// for a contract whose reference `kidiom init` left unwritten, and logs
+/// what it was asked.
+const STAND_IN: &str = r#"import json, os, sys
+args = sys.argv[1:]
+with open(os.environ["KIDIOM_TEST_LOG"], "a") as log:
+    log.write(json.dumps({"argv": args, "cwd": os.getcwd(), "pythonpath": os.environ.get("PYTHONPATH", "")}) + "\n")
+if args[:1] == ["device"]:
+    print(json.dumps({"wire": "kidiom-harness", "command": "device", "cuda": False}))
+    sys.exit(0)
+manifest = args[args.index("--manifest") + 1]
+assert os.path.isfile(manifest), manifest
+line = "rmsnorm: contract rmsnorm_contract.py: reference() is not written yet (kidiom init left it for you)"
+print(json.dumps({"wire": "kidiom-harness", "version": 1, "command": args[0], "status": "error",
+                  "error_kind": "contract", "error": line}))
+sys.exit(2)
+"#;
+
+#[test]
+fn an_unfinished_contract_is_the_harness_line_and_an_error_verdict() {
+    let d = workdir("kidiom-own-");
+    let (root, harness) = (d.path().join("project"), d.path().join("harness"));
+    for (rel, text) in
+        [("kernels/__init__.py", ""), ("kernels/harness/__init__.py", ""), ("kernels/harness/__main__.py", STAND_IN)]
+    {
+        let p = harness.join(rel);
+        std::fs::create_dir_all(p.parent().expect("parent")).expect("mkdir");
+        std::fs::write(p, text).expect("write");
+    }
+    std::fs::create_dir_all(root.join("ops")).expect("mkdir");
+    git2::Repository::init(&root).expect("git init");
+    std::fs::write(root.join("ops/rmsnorm.py"), crate::init::RMSNORM).expect("write");
+    let log = d.path().join("calls.jsonl");
+    let run = |args: &[&str]| {
+        std::process::Command::new(env!("CARGO_BIN_EXE_kidiom"))
+            .current_dir(&root)
+            .env("KIDIOM_HARNESS", &harness)
+            .env("KIDIOM_PYTHON", "python3")
+            .env("KIDIOM_TEST_LOG", &log)
+            .env("KIDIOM_CACHE", root.join(".cache"))
+            .args(args)
+            .output()
+            .expect("spawn kidiom")
+    };
+    let out = run(&["init", "ops/rmsnorm.py"]);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let old = crate::init::RMSNORM;
+    let new = old.replace("y = x / tl.sqrt(ms + eps) * w", "y = x * tl.rsqrt(ms + eps) * w");
+    std::fs::write(root.join("ops/rsqrt.diff"), kidiom_rewrite::unified("ops/rmsnorm.py", old, &new, 1))
+        .expect("write");
+    let out = run(&["validate", "--patch", "ops/rsqrt.diff", "--device", "cpu", "--json"]);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    if !log.exists() {
+        eprintln!("skipping: no python3 to run the stand-in harness ({stderr})");
+        return;
+    }
+    assert_eq!(out.status.code(), Some(1), "an error verdict: {stderr}");
+    let report: serde_json::Value = serde_json::from_slice(&out.stdout).expect("json");
+    let v = &report["candidates"][0]["verdict"];
+    assert_eq!(v["kind"], "error", "{report:#}");
+    assert_eq!(
+        v["reason"],
+        "rmsnorm: contract rmsnorm_contract.py: reference() is not written yet (kidiom init left it for you)",
+        "the harness's line, unchanged"
+    );
+    // every call named the manifest by its path in the validation's tree, which holds the harness
+    let calls: Vec<serde_json::Value> = std::fs::read_to_string(&log)
+        .expect("log")
+        .lines()
+        .map(|l| serde_json::from_str(l).expect("json line"))
+        .collect();
+    assert!(!calls.is_empty());
+    for c in &calls {
+        let argv: Vec<&str> = c["argv"].as_array().expect("argv").iter().filter_map(|a| a.as_str()).collect();
+        assert!(!argv.contains(&"--kernel"), "{argv:?}");
+        let cwd = c["cwd"].as_str().expect("cwd");
+        let manifest = argv[argv.iter().position(|a| *a == "--manifest").expect("--manifest") + 1];
+        assert_eq!(manifest, format!("{cwd}/ops/rmsnorm.toml"), "a copy in the tree the harness runs in");
+        assert!(c["pythonpath"].as_str().expect("pythonpath").starts_with(cwd), "{c}");
+    }
+    // the frozen contract: a candidate that edits the manifest is rejected
+    let manifest = std::fs::read_to_string(root.join("ops/rmsnorm.toml")).expect("read");
+    let looser = manifest.replace("rel_l2 = 1e-5", "rel_l2 = 1.0");
+    std::fs::write(root.join("ops/loose.diff"), kidiom_rewrite::unified("ops/rmsnorm.toml", &manifest, &looser, 1))
+        .expect("write");
+    let out = run(&["validate", "--patch", "ops/loose.diff", "--device", "cpu", "--json"]);
+    let report: serde_json::Value = serde_json::from_slice(&out.stdout).expect("json");
+    let v = &report["candidates"][0]["verdict"];
+    assert_eq!((v["kind"].as_str(), v["gate"].as_str()), (Some("rejected"), Some("static")), "{report:#}");
+}
