@@ -81,3 +81,20 @@ pub(crate) fn open_catalog(path: &Path) -> Result<Catalog> {
     // every error of opening names the catalog's path itself
     Ok(Catalog::open_with_timeout(path, std::time::Duration::from_millis(ms))?)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_manifests_beside_a_file_are_its_directory_s_toml_files() {
+        let d = tempfile::tempdir().unwrap();
+        for f in ["ops/k.py", "ops/k.toml", "ops/pyproject.toml", "ops/sub/deep.toml", "other/x.toml"] {
+            let p = d.path().join(f);
+            std::fs::create_dir_all(p.parent().unwrap()).unwrap();
+            std::fs::write(p, "").unwrap();
+        }
+        let got = manifests_beside(d.path(), ["ops/k.py", "ops/k.py", "gone/y.py"]);
+        assert_eq!(got, [d.path().join("ops/k.toml"), d.path().join("ops/pyproject.toml")]);
+    }
+}

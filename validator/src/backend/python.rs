@@ -50,12 +50,12 @@ pub struct HarnessRun {
 impl HarnessRun {
     /// The harness's one-line complaint about the contract itself (an
     /// unfinished or broken contract module, a manifest it cannot use): an
-    /// error reply (`"error_kind": "contract"`) whose `error` is that line.
-    /// Never the candidate's fault: the verdict is `error` with this line.
+    /// error reply (`"error_kind": "contract"`, whatever its exit status but
+    /// success or a timeout) whose `error` is that line. Never the
+    /// candidate's fault: the verdict is `error` with this line.
     pub fn contract_error(&self) -> Option<&str> {
-        if self.status != HarnessStatus::Error
-            || self.json.get("error_kind").and_then(|k| k.as_str()) != Some("contract")
-        {
+        let failed = !matches!(self.status, HarnessStatus::Ok | HarnessStatus::TimedOut);
+        if !failed || self.json.get("error_kind").and_then(|k| k.as_str()) != Some("contract") {
             return None;
         }
         self.json.get("error").and_then(|e| e.as_str()).map(str::trim).filter(|e| !e.is_empty())
