@@ -30,13 +30,17 @@ pub(crate) fn root() -> Result<PathBuf> {
     root.canonicalize().with_context(|| format!("resolving {}", root.display()))
 }
 
-/// The directory whose `kernels/harness` runs kidiom's kernels for a tree
-/// at `root`: `$KIDIOM_HARNESS`, else the root itself when it holds the
-/// harness (kidiom's own repository), else the repository kidiom was built
-/// from. A user's tree holds no harness; kidiom brings its own.
+/// The directory whose `kernels/harness` runs the kernels of the tree at
+/// `root`: the root itself when it holds the harness (kidiom's own
+/// repository: its harness is part of the frozen contract), else
+/// `$KIDIOM_HARNESS`, else the repository kidiom was built from. A user's
+/// tree holds no harness; kidiom brings its own.
 pub(crate) fn harness_dir(root: &Path) -> Result<PathBuf> {
+    if kidiom_exec::holds_harness(root) {
+        return Ok(root.to_path_buf());
+    }
     let built_from = Path::new(env!("CARGO_MANIFEST_DIR"));
-    if let Some(d) = kidiom_exec::find_harness([root, built_from]) {
+    if let Some(d) = kidiom_exec::find_harness([built_from]) {
         return Ok(d);
     }
     let env = match std::env::var_os("KIDIOM_HARNESS").filter(|v| !v.is_empty()) {
