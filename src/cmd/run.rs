@@ -167,7 +167,7 @@ fn print_full(shown: &Shown) -> Result<()> {
     if let Some(a) = &r.apply {
         let n = a.candidates.len();
         output::line("")?;
-        output::line(&format!("apply (dry run) on kernels/: {n} candidate{}", if n == 1 { "" } else { "s" }))?;
+        output::line(&format!("apply (dry run) on {}: {n} candidate{}", r.targets, if n == 1 { "" } else { "s" }))?;
         if let Some(line) = a.held_back.line() {
             output::line(&line)?;
         }
@@ -235,7 +235,7 @@ fn summary_lines(
         return out;
     };
     let counts: Vec<String> = r.verdicts.iter().map(|(k, n)| format!("{n} {k}")).collect();
-    out.push(format!("candidates on kernels/: {} ({})", apply.candidates.len(), counts.join(", ")));
+    out.push(format!("candidates on {}: {} ({})", r.targets, apply.candidates.len(), counts.join(", ")));
     if let Some(line) = apply.held_back.line() {
         out.push(format!("  {line}"));
     }

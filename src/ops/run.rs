@@ -58,6 +58,8 @@ pub(crate) struct Report {
     pub(crate) validate: Option<super::validate::Report>,
     /// Wall seconds of each phase.
     pub(crate) phases: Phases,
+    /// What apply and validation ran on (`kernels/`, or the targets), as shown.
+    pub(crate) targets: String,
 }
 
 /// Wall seconds of each phase of a run (`bench/run-phases.sh` reads them).
@@ -147,7 +149,8 @@ pub(crate) fn run(cfg: &Config, catalog: &mut Catalog, o: &Options, tell: &(dyn 
         verdicts = verdicts_of(catalog, &ours)?;
     }
     phases.total = started.elapsed().as_secs_f64();
-    Ok(Report { mine, history, top, apply, snapshot, verdicts, validate, phases })
+    let targets = shown_targets(&super::root()?, &o.targets);
+    Ok(Report { mine, history, top, apply, snapshot, verdicts, validate, phases, targets })
 }
 
 /// Mines the corpora kidiom.toml lists: usage, and history where asked,
@@ -239,11 +242,8 @@ fn apply_to_kernels(
     tell: &(dyn Fn(Event) + Sync),
 ) -> Result<super::apply::Report> {
     let root = super::root()?;
-    let shown: Vec<String> = match o.targets.as_slice() {
-        [] => vec!["kernels/".into()],
-        t => t.iter().map(|p| p.strip_prefix(&root).unwrap_or(p).display().to_string()).collect(),
-    };
-    tell(Event::Note(format!("applying the catalog to {} (dry run)", shown.join(", "))));
+    let shown = shown_targets(&root, &o.targets);
+    tell(Event::Note(format!("applying the catalog to {shown} (dry run)")));
     // the kernel sources a manifest names: the files a candidate can be validated on (never
     // the harness's tests, whose planted kernels are contract)
     let mut manifests = if o.targets.is_empty() {
@@ -254,10 +254,7 @@ fn apply_to_kernels(
     };
     manifests.discover(&root, &o.targets).context("reading the targets' kernel manifests")?;
     if manifests.manifests.is_empty() {
-        anyhow::bail!(
-            "no kernel manifest under {} (write one beside each kernel: `kidiom init KERNEL_FILE`)",
-            shown.join(", ")
-        );
+        anyhow::bail!("no kernel manifest under {shown} (write one beside each kernel: `kidiom init KERNEL_FILE`)");
     }
     let mut kernels: Vec<std::path::PathBuf> = manifests.manifests.iter().map(|m| root.join(m.source_path())).collect();
     kernels.sort();
@@ -293,6 +290,14 @@ fn apply_to_kernels(
         tell(Event::Searched(s));
     }
     Ok(report)
+}
+
+/// The targets as a line shows them: `kernels/`, or each relative to the root.
+fn shown_targets(root: &std::path::Path, targets: &[PathBuf]) -> String {
+    match targets {
+        [] => "kernels/".into(),
+        t => t.iter().map(|p| p.strip_prefix(root).unwrap_or(p).display().to_string()).collect::<Vec<_>>().join(", "),
+    }
 }
 
 /// Validates the candidates of this run (`ours`) that are worth it (see
