@@ -271,3 +271,40 @@ fn an_unfinished_contract_is_the_harness_line_and_an_error_verdict() {
     let v = &report["candidates"][0]["verdict"];
     assert_eq!((v["kind"].as_str(), v["gate"].as_str()), (Some("rejected"), Some("static")), "{report:#}");
 }
+
+#[test]
+fn run_takes_its_targets_from_the_flag_or_kidiom_toml() {
+    let d = workdir("kidiom-own-");
+    let root = d.path();
+    git2::Repository::init(root).expect("git init");
+    let write = |rel: &str, text: &str| {
+        let p = root.join(rel);
+        std::fs::create_dir_all(p.parent().expect("parent")).expect("mkdir");
+        std::fs::write(p, text).expect("write");
+    };
+    write("ops/rmsnorm.py", crate::init::RMSNORM);
+    write("corp.toml", "name = \"c\"\nkind = \"dir\"\nsource = \"ops\"\n");
+    write("kidiom.toml", "[mine]\ncorpora = [\"corp.toml\"]\n\n[run]\ntargets = [\"ops\"]\n");
+    std::fs::create_dir_all(root.join("empty")).expect("mkdir");
+    let run = |args: &[&str]| {
+        let out = std::process::Command::new(env!("CARGO_BIN_EXE_kidiom"))
+            .current_dir(root)
+            .env("KIDIOM_CACHE", root.join(".cache"))
+            .args(args)
+            .output()
+            .expect("spawn kidiom");
+        (out.status.code(), format!("{}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr)))
+    };
+    // no manifest yet: said in one line, with what writes one
+    let (code, text) = run(&["run", "--no-search"]);
+    assert_eq!(code, Some(2), "{text}");
+    assert!(text.contains("no kernel manifest under ops") && text.contains("kidiom init"), "{text}");
+    let (code, text) = run(&["init", "ops/rmsnorm.py"]);
+    assert_eq!(code, Some(0), "{text}");
+    let (code, text) = run(&["run", "--no-search"]);
+    assert!(text.contains("applying the catalog to ops (dry run)"), "{text}");
+    assert!(text.contains("candidates on ops:"), "{code:?}: {text}");
+    let (code, text) = run(&["run", "--no-search", "--targets", "empty"]);
+    assert_eq!(code, Some(2), "{text}");
+    assert!(text.contains("no kernel manifest under empty"), "{text}");
+}
