@@ -38,6 +38,8 @@ enum Command {
     Review(cmd::review::Args),
     /// Commit a candidate on the review branch (kidiom/review).
     Accept(cmd::accept::Args),
+    /// Write a kernel's manifest and contract skeleton next to it (format 2), from what its source says.
+    Init(cmd::init::Args),
     /// Validate candidates: syntax, static, correctness and speed gates, with the evidence stored.
     Validate(cmd::validate::Args),
     /// A kernel's work counted on the CPU by source line, against its floor, with the predicted time.
@@ -75,6 +77,7 @@ pub(crate) fn run(args: impl IntoIterator<Item = OsString>) -> ExitCode {
         Command::Apply(a) => cmd::apply::run(a),
         Command::Review(a) => cmd::review::run(a),
         Command::Accept(a) => cmd::accept::run(a),
+        Command::Init(a) => cmd::init::run(a),
         Command::Validate(a) => cmd::validate::run(a),
         Command::Profile(a) => cmd::profile::run(a),
         Command::Mcp(a) => crate::mcp::run(a),

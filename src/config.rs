@@ -14,6 +14,7 @@ pub(crate) struct Config {
     pub(crate) validate: ValidateSection,
     pub(crate) search: SearchSection,
     pub(crate) predict: PredictSection,
+    pub(crate) run: RunSection,
     /// Device models by name (`[devices.h200]`); the built-in H200 when none is given.
     pub(crate) devices: std::collections::BTreeMap<String, kidiom_validator::predict::DeviceModel>,
     /// Where the file was found (for resolving relative paths).
@@ -88,6 +89,16 @@ impl Default for PredictSection {
     }
 }
 
+/// `kidiom run`'s targets (`[run]`).
+#[derive(Debug, Default, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub(crate) struct RunSection {
+    /// Directories (or files) whose kernels `kidiom run` rewrites and
+    /// validates, each with its manifest beside it (default: `kernels/`);
+    /// `kidiom validate` also finds their manifests. Relative to kidiom.toml.
+    pub(crate) targets: Vec<PathBuf>,
+}
+
 /// The per-site search of precision patterns (`kidiom run`, `kidiom apply --search`).
 #[derive(Debug, Deserialize)]
 #[serde(default, deny_unknown_fields)]
@@ -146,6 +157,12 @@ impl Config {
         };
         cfg.root = root;
         Ok(cfg)
+    }
+
+    /// `[run] targets`, resolved against kidiom.toml's directory.
+    pub(crate) fn targets(&self) -> Vec<PathBuf> {
+        let abs = |p: PathBuf| std::path::absolute(&p).unwrap_or(p);
+        self.run.targets.iter().map(|t| abs(self.resolve(t))).collect()
     }
 
     pub(crate) fn resolve(&self, p: &Path) -> PathBuf {
@@ -213,6 +230,9 @@ mod tests {
         )
         .unwrap();
         assert!(broken.device_model().unwrap_err().to_string().contains("copy_gbps"));
+        let targets: Config = toml::from_str("[run]\ntargets = [\"ops\", \"/abs/k\"]").unwrap();
+        let cwd = std::env::current_dir().unwrap();
+        assert_eq!(targets.targets(), [cwd.join("ops"), PathBuf::from("/abs/k")]);
         let off: Config = toml::from_str("[predict]\nenabled = false").unwrap();
         assert!(off.device_model().unwrap().is_none());
     }

@@ -15,5 +15,6 @@ mod progress;
 mod view;
 
 fn main() -> std::process::ExitCode {
+    kidiom_exec::remember_start_dir();
     cli::run(std::env::args_os())
 }

@@ -48,5 +48,9 @@ mod profile;
 mod trust;
 // `kidiom review --html`: the site in headless Chromium, links, plots, escaping; `run --html`, `--open`.
 mod html;
+// `kidiom init`: the manifest and contract skeleton of a Triton or CUDA kernel, and its errors.
+mod init;
+// The README's "Validate your own kernel", followed literally in a tree with no kernels/ and no harness.
+mod own_kernel;
 // `kidiom mcp`: a client session over stdio, write refusal, the Python SDK as an independent client.
 mod mcp;

@@ -57,4 +57,4 @@ pub use fleet::{
 pub use process::{
     PIPE_GRACE, ProcessOutcome, STDERR_TAIL, command_line, quote, run, run_cancellable, run_with_deadline, tail,
 };
-pub use python::{find_harness, find_python, gpu_present, holds_harness};
+pub use python::{find_harness, find_python, gpu_present, holds_harness, remember_start_dir};

@@ -8,6 +8,7 @@
 //! auto` cannot disagree.
 
 use std::path::{Path, PathBuf};
+use std::sync::OnceLock;
 use std::time::Duration;
 
 use crate::process::run_with_deadline;
@@ -15,10 +16,36 @@ use crate::process::run_with_deadline;
 /// How long the GPU probe may take (it imports torch where there is one).
 const PROBE_LIMIT: Duration = Duration::from_secs(120);
 
-/// The first usable Python: `$KIDIOM_PYTHON`, `<root>/.venv/bin/python`, `python3`.
+/// The directory kidiom started in (see [`remember_start_dir`]).
+static START_DIR: OnceLock<PathBuf> = OnceLock::new();
+
+/// Remembers the current directory as the one kidiom started in, before
+/// anything changes it (the MCP server enters its root): a relative
+/// `$KIDIOM_PYTHON` is relative to it, wherever the harness later runs.
+pub fn remember_start_dir() {
+    if let Ok(d) = std::env::current_dir() {
+        let _ = START_DIR.set(d);
+    }
+}
+
+/// `python` as the harness's cwd cannot change it: a relative path with a
+/// directory in it (`.venv/bin/python`) joined to the directory kidiom
+/// started in; a bare name (`python3`) is left to `PATH`.
+fn resolve_python(python: PathBuf) -> PathBuf {
+    if python.is_absolute() || python.components().count() < 2 {
+        return python;
+    }
+    match START_DIR.get().cloned().or_else(|| std::env::current_dir().ok()) {
+        Some(start) => start.join(python),
+        None => python,
+    }
+}
+
+/// The first usable Python: `$KIDIOM_PYTHON` (a relative path is relative
+/// to where kidiom started), `<root>/.venv/bin/python`, `python3`.
 pub fn find_python(root: &Path) -> PathBuf {
     if let Some(p) = std::env::var_os("KIDIOM_PYTHON").filter(|p| !p.is_empty()) {
-        return PathBuf::from(p);
+        return resolve_python(PathBuf::from(p));
     }
     let venv = root.join(".venv/bin/python");
     if venv.exists() {
@@ -70,6 +97,15 @@ mod tests {
         if std::env::var_os("KIDIOM_HARNESS").is_none() {
             assert_eq!(find_harness([none.path(), d.path()]), Some(d.path().to_path_buf()));
         }
+    }
+
+    #[test]
+    fn a_relative_python_is_relative_to_where_kidiom_started() {
+        remember_start_dir();
+        let start = std::env::current_dir().unwrap();
+        assert_eq!(resolve_python(PathBuf::from(".venv/bin/python")), start.join(".venv/bin/python"));
+        assert_eq!(resolve_python(PathBuf::from("python3")), PathBuf::from("python3"));
+        assert_eq!(resolve_python(PathBuf::from("/usr/bin/python3")), PathBuf::from("/usr/bin/python3"));
     }
 
     #[test]

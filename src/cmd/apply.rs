@@ -52,8 +52,10 @@ pub(crate) fn run(a: Args) -> Result<ExitCode> {
     let root = ops::root()?;
     // a project without kernels/ has no manifests: memory hints are still placed by role,
     // precision patterns are proposed as without --search (and the report says why)
-    let validator = if a.search && root.join("kernels").is_dir() {
-        let opts = ops::apply::search_validator_options(&cfg, std::time::Duration::from_secs(a.timeout.max(1)));
+    let validator = if a.search && (root.join("kernels").is_dir() || !a.targets.is_empty()) {
+        let mut opts = ops::apply::search_validator_options(&cfg, std::time::Duration::from_secs(a.timeout.max(1)));
+        // the targets' own manifests (a user's kernels, each with its contract beside it)
+        opts.targets.extend(a.targets.iter().map(|t| std::path::absolute(t).unwrap_or_else(|_| t.clone())));
         Some(ops::validate::build_validator(&root, &opts)?)
     } else {
         None

@@ -11,6 +11,7 @@ pub(crate) mod debug;
 pub(crate) mod export;
 pub(crate) mod gpu_gate;
 pub(crate) mod import;
+pub(crate) mod init;
 pub(crate) mod mine;
 pub(crate) mod profile;
 pub(crate) mod review;

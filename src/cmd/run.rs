@@ -37,6 +37,10 @@ pub(crate) struct Args {
     /// (kidiom.toml [search]).
     #[arg(long)]
     no_search: bool,
+    /// Rewrite and validate the kernels under DIR (repeatable; each kernel with its manifest beside it,
+    /// see `kidiom init`) instead of kidiom.toml's [run] targets or kernels/.
+    #[arg(long = "targets", value_name = "DIR", num_args = 1.., value_delimiter = ',')]
+    targets: Vec<std::path::PathBuf>,
     /// At the end, write the review as a static site into DIR (as `kidiom review --html DIR`).
     #[arg(long, value_name = "DIR")]
     html: Option<std::path::PathBuf>,
@@ -61,6 +65,11 @@ pub(crate) fn run(args: Args) -> Result<ExitCode> {
         allow_static_regression: args.allow_static_regression,
         no_search: args.no_search,
         progress_bars: progress,
+        targets: if args.targets.is_empty() {
+            cfg.targets()
+        } else {
+            args.targets.iter().map(|t| std::path::absolute(t).unwrap_or_else(|_| t.clone())).collect()
+        },
     };
     let bars = crate::progress::Bars::new();
     let tell = |e: Event| {
@@ -158,7 +167,7 @@ fn print_full(shown: &Shown) -> Result<()> {
     if let Some(a) = &r.apply {
         let n = a.candidates.len();
         output::line("")?;
-        output::line(&format!("apply (dry run) on kernels/: {n} candidate{}", if n == 1 { "" } else { "s" }))?;
+        output::line(&format!("apply (dry run) on {}: {n} candidate{}", r.targets, if n == 1 { "" } else { "s" }))?;
         if let Some(line) = a.held_back.line() {
             output::line(&line)?;
         }
@@ -226,7 +235,7 @@ fn summary_lines(
         return out;
     };
     let counts: Vec<String> = r.verdicts.iter().map(|(k, n)| format!("{n} {k}")).collect();
-    out.push(format!("candidates on kernels/: {} ({})", apply.candidates.len(), counts.join(", ")));
+    out.push(format!("candidates on {}: {} ({})", r.targets, apply.candidates.len(), counts.join(", ")));
     if let Some(line) = apply.held_back.line() {
         out.push(format!("  {line}"));
     }

@@ -158,7 +158,8 @@ pub(crate) fn evidence_lines(e: &Evidence) -> Vec<String> {
 
 pub(crate) fn run(a: Args) -> Result<ExitCode> {
     let cfg = Config::load()?;
-    let cat = a.common.catalog.open_existing(&cfg)?;
+    // an edit of your own needs no mined catalog: one is made to keep its evidence
+    let cat = if a.patch.is_some() { a.common.catalog.open(&cfg)? } else { a.common.catalog.open_existing(&cfg)? };
     if a.category.is_some() && a.patch.is_none() {
         bail!("--category is the category of a --patch edit; a catalog candidate has its pattern's");
     }
@@ -201,6 +202,7 @@ pub(crate) fn run(a: Args) -> Result<ExitCode> {
         static_limits: (!a.allow_static_regression).then_some(cfg.validate.static_limits),
         device_model: cfg.device_model()?,
         untrusted_bench: a.untrusted_bench,
+        targets: cfg.targets(),
     };
     let progress = !a.common.output.quiet && !a.common.output.json;
     let report = ops::validate::validate_all(&cat, &cands, &opts, &mut |i, c, ev| {

@@ -179,6 +179,7 @@ fn options(args: &Value, ctx: &Ctx) -> Result<validate::Options, ToolError> {
         static_limits: Some(ctx.static_limits),
         device_model: ctx.device_model.clone(),
         untrusted_bench: false,
+        targets: ctx.targets.clone(),
     })
 }
 

@@ -56,6 +56,8 @@ pub(crate) struct Ctx {
     pub(crate) static_limits: kidiom_validator::StaticLimits,
     /// The device the work profiles predict times for.
     pub(crate) device_model: Option<kidiom_validator::predict::DeviceModel>,
+    /// kidiom.toml's `[run] targets`: where the validator also looks for manifests.
+    pub(crate) targets: Vec<PathBuf>,
 }
 
 pub(crate) fn run(args: Args) -> Result<ExitCode> {
@@ -79,6 +81,7 @@ pub(crate) fn run(args: Args) -> Result<ExitCode> {
         allow_exec: args.allow_exec,
         static_limits: cfg.validate.static_limits,
         device_model: cfg.device_model()?,
+        targets: cfg.targets(),
     };
     let stdin = std::io::stdin();
     let stdout = std::io::stdout();

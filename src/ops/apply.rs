@@ -506,6 +506,7 @@ pub(crate) fn search_validator_options(cfg: &Config, timeout: std::time::Duratio
         // the search measures error and static cost only
         device_model: None,
         untrusted_bench: false,
+        targets: cfg.targets(),
     }
 }
 

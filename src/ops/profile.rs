@@ -23,12 +23,15 @@ pub(crate) struct Options {
 /// The profiles, in manifest order.
 pub(crate) fn profile(cfg: &Config, opts: &Options) -> Result<Vec<ProfileReport>> {
     let root = super::root()?;
+    // the kernels of kernels/ and of [run] targets, run by the harness kidiom finds for this tree
     let validator = ValidatorBuilder::new(&root)
+        .harness(Some(super::harness_dir(&root)?))
+        .targets(cfg.targets())
         .python(opts.python.clone())
         .timeout(opts.timeout)
         .device_model(cfg.device_model()?)
         .build()
-        .with_context(|| format!("reading the kernel manifests under {}", root.join("kernels").display()))?;
+        .context("reading the kernel manifests")?;
     let names: Vec<String> = match &opts.kernel {
         Some(k) => vec![k.clone()],
         None => validator

@@ -31,6 +31,10 @@ pub(crate) struct Options {
     pub(crate) no_search: bool,
     /// Progress bars while mining.
     pub(crate) progress_bars: bool,
+    /// The directories whose kernels are rewritten and validated, each kernel
+    /// with its manifest beside it (`--targets`, else kidiom.toml's `[run]
+    /// targets`; empty: kernels/).
+    pub(crate) targets: Vec<PathBuf>,
 }
 
 /// Everything one run did; also `kidiom run --json`.
@@ -54,6 +58,8 @@ pub(crate) struct Report {
     pub(crate) validate: Option<super::validate::Report>,
     /// Wall seconds of each phase.
     pub(crate) phases: Phases,
+    /// What apply and validation ran on (`kernels/`, or the targets), as shown.
+    pub(crate) targets: String,
 }
 
 /// Wall seconds of each phase of a run (`bench/run-phases.sh` reads them).
@@ -123,7 +129,11 @@ fn gpu_here<'a>(device: Device, root: &'a std::path::Path) -> impl Fn() -> bool 
     move || match device {
         Device::Cuda => true,
         Device::Cpu => false,
-        Device::Auto => *probed.get_or_init(|| kidiom_exec::gpu_present(&kidiom_exec::find_python(root), root)),
+        Device::Auto => *probed.get_or_init(|| {
+            // the harness that will run the kernels answers, from its own directory
+            let Ok(harness) = super::harness_dir(root) else { return false };
+            kidiom_exec::gpu_present(&kidiom_exec::find_python(&harness), &harness)
+        }),
     }
 }
 
@@ -139,7 +149,7 @@ pub(crate) fn run(cfg: &Config, catalog: &mut Catalog, o: &Options, tell: &(dyn 
     let top = catalog.list(&Filter { limit: Some(o.top), hide_refactor: true, ..Default::default() })?;
     let (mut apply, mut validate) = (None, None);
     let mut verdicts: BTreeMap<String, usize> = BTreeMap::new();
-    if !o.no_validate && std::path::Path::new("kernels").is_dir() {
+    if !o.no_validate && (!o.targets.is_empty() || std::path::Path::new("kernels").is_dir()) {
         let t = Instant::now();
         let report = apply_to_kernels(cfg, catalog, o, tell)?;
         phases.apply = t.elapsed().as_secs_f64();
@@ -156,7 +166,8 @@ pub(crate) fn run(cfg: &Config, catalog: &mut Catalog, o: &Options, tell: &(dyn 
         verdicts = verdicts_of(catalog, &ours)?;
     }
     phases.total = started.elapsed().as_secs_f64();
-    Ok(Report { mine, history, top, apply, snapshot, verdicts, validate, phases })
+    let targets = shown_targets(&super::root()?, &o.targets);
+    Ok(Report { mine, history, top, apply, snapshot, verdicts, validate, phases, targets })
 }
 
 /// Mines the corpora kidiom.toml lists: usage, and history where asked,
@@ -247,17 +258,27 @@ fn apply_to_kernels(
     o: &Options,
     tell: &(dyn Fn(Event) + Sync),
 ) -> Result<super::apply::Report> {
-    tell(Event::Note("applying the catalog to kernels/ (dry run)".into()));
     let root = super::root()?;
+    let shown = shown_targets(&root, &o.targets);
+    tell(Event::Note(format!("applying the catalog to {shown} (dry run)")));
     // the kernel sources a manifest names: the files a candidate can be validated on (never
     // the harness's tests, whose planted kernels are contract)
-    let manifests = kidiom_validator::Kernels::load(&root, "kernels")
-        .with_context(|| format!("reading the kernel manifests under {}", root.join("kernels").display()))?;
+    let mut manifests = if o.targets.is_empty() {
+        kidiom_validator::Kernels::load(&root, "kernels")
+            .with_context(|| format!("reading the kernel manifests under {}", root.join("kernels").display()))?
+    } else {
+        kidiom_validator::Kernels { dir: "kernels".into(), manifests: Vec::new() }
+    };
+    manifests.discover(&root, &o.targets).context("reading the targets' kernel manifests")?;
+    if manifests.manifests.is_empty() {
+        anyhow::bail!("no kernel manifest under {shown} (write one beside each kernel: `kidiom init KERNEL_FILE`)");
+    }
     let mut kernels: Vec<std::path::PathBuf> = manifests.manifests.iter().map(|m| root.join(m.source_path())).collect();
     kernels.sort();
     kernels.dedup();
     let validator = if cfg.search.enabled && !o.no_search {
-        let opts = super::apply::search_validator_options(cfg, o.timeout * 3);
+        let mut opts = super::apply::search_validator_options(cfg, o.timeout * 3);
+        opts.targets = o.targets.clone();
         Some(super::validate::build_validator(&root, &opts)?)
     } else {
         None
@@ -286,6 +307,14 @@ fn apply_to_kernels(
         tell(Event::Searched(s));
     }
     Ok(report)
+}
+
+/// The targets as a line shows them: `kernels/`, or each relative to the root.
+fn shown_targets(root: &std::path::Path, targets: &[PathBuf]) -> String {
+    match targets {
+        [] => "kernels/".into(),
+        t => t.iter().map(|p| p.strip_prefix(root).unwrap_or(p).display().to_string()).collect::<Vec<_>>().join(", "),
+    }
 }
 
 /// Validates the candidates of this run (`ours`) that are worth it (see
@@ -321,6 +350,7 @@ fn validate_ours(
         static_limits: (!o.allow_static_regression).then_some(cfg.validate.static_limits),
         device_model: cfg.device_model()?,
         untrusted_bench: false,
+        targets: o.targets.clone(),
     };
     if pending.is_empty() {
         return Ok(None);

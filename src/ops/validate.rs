@@ -64,6 +64,7 @@ pub(crate) struct Report {
 }
 
 /// How candidates are validated (the CLI's flags, the MCP tools' arguments).
+#[derive(Clone)]
 pub(crate) struct Options {
     pub(crate) device: Device,
     pub(crate) timeout: Duration,
@@ -79,11 +80,17 @@ pub(crate) struct Options {
     pub(crate) device_model: Option<kidiom_validator::predict::DeviceModel>,
     /// Time GPU kernels with the harness's in-process bench (evidence marked untrusted).
     pub(crate) untrusted_bench: bool,
+    /// Directories walked for kernel manifests besides kernels/ (a user's own
+    /// kernels; kidiom.toml `[run] targets`, `kidiom apply DIR`).
+    pub(crate) targets: Vec<PathBuf>,
 }
 
-/// The validator of the tree at `root` with `opts`.
+/// The validator of the tree at `root` with `opts`: the manifests of its
+/// `kernels/` and of `opts.targets`, the harness from [`super::harness_dir`].
 pub(crate) fn build_validator(root: &std::path::Path, opts: &Options) -> Result<kidiom_validator::Validator> {
     ValidatorBuilder::new(root)
+        .harness(Some(super::harness_dir(root)?))
+        .targets(opts.targets.clone())
         .python(opts.python.clone())
         .device(opts.device)
         .timeout(opts.timeout)
@@ -95,7 +102,7 @@ pub(crate) fn build_validator(root: &std::path::Path, opts: &Options) -> Result<
         .untrusted_bench(opts.untrusted_bench)
         .executor(opts.executor.clone())
         .build()
-        .with_context(|| format!("reading the kernel manifests under {}", root.join("kernels").display()))
+        .context("reading the kernel manifests")
 }
 
 /// Validates `cands`, as many at once as the executor allows (here one per
@@ -110,7 +117,10 @@ pub(crate) fn validate_all(
 ) -> Result<Report> {
     let started = Instant::now();
     let root = super::root()?;
-    let validator = build_validator(&root, opts)?;
+    // the manifests beside each candidate's file too: a kernel of the user's own tree
+    let mut with_beside = opts.clone();
+    with_beside.targets.extend(super::manifests_beside(&root, cands.iter().map(|c| c.path.as_str())));
+    let validator = build_validator(&root, &with_beside)?;
     let mut report = Report {
         version: JSON_VERSION,
         device: opts.device.name().to_string(),

@@ -1,10 +1,18 @@
-//! Kernel manifests: the frozen contract next to each kernel
-//! (`kernels/*/*.toml`, format 1, documented in kernels/README.md).
+//! Kernel manifests: the frozen contract next to each kernel.
+//!
+//! Format 1 (`kernels/*/*.toml`, kernels/README.md) names a contract kidiom
+//! ships (`op`) and its float64 reference; format 2 (docs/CONTRACTS.md)
+//! names a contract module next to the manifest (`contract`), so that a
+//! kernel anywhere on disk can be validated. [`Kernels::load`] reads the
+//! harness tree's `kernels/`; [`Kernels::discover`] walks any directory a
+//! user names for files that look like kernel manifests.
 //!
 //! The validator reads them from the *baseline* tree only. A rewrite may
-//! change a kernel's source file; every other file under `kernels/` (the
-//! manifests, the float64 references, the host launchers, the harness, the
-//! tests) is contract, and a rewrite touching one is rejected.
+//! change a kernel's source file; the contract files are frozen, and a
+//! rewrite touching one is rejected: under the harness tree's `kernels/`,
+//! every file but a kernel's source (the manifests, the float64 references,
+//! the host launchers, the harness, the tests); elsewhere, a manifest, its
+//! contract module and the modules its relations name.
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -72,25 +80,48 @@ pub struct Floor {
     pub flops: String,
 }
 
+/// A `[[relation]]` of a format-2 manifest: its kernel composes with another
+/// (docs/CONTRACTS.md, "Relations between contracts").
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Relation {
+    /// The other kernel's name.
+    pub with: String,
+    /// `module:function` next to the manifest.
+    pub check: String,
+    /// The shape checked on a CPU.
+    #[serde(default)]
+    pub cpu: Option<Shape>,
+    /// The shape checked on a GPU.
+    #[serde(default)]
+    pub gpu: Option<Shape>,
+}
+
 /// One kernel's manifest.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Manifest {
-    /// Manifest format version (1).
+    /// Manifest format version (1 or 2).
     pub format: u32,
     /// The kernel's name for the harness (`kda.prefill`).
     pub name: String,
-    /// The contract it implements (`kda_prefill`).
-    pub op: String,
+    /// The contract kidiom ships that it implements (`kda_prefill`; format 1).
+    #[serde(default)]
+    pub op: Option<String>,
     /// Its language.
     pub language: KernelLanguage,
     /// Its source file, relative to the manifest.
     pub source: String,
     /// The kernel function's name.
     pub entry: String,
-    /// The public function (Triton) or `module:function` host launcher (CUDA).
-    pub launcher: String,
-    /// `module:function` of the float64 reference.
-    pub reference: String,
+    /// The public function (Triton) or `module:function` host launcher (CUDA,
+    /// format 1); format 2's CUDA kernels are launched by the contract's `launch`.
+    #[serde(default)]
+    pub launcher: Option<String>,
+    /// `module:function` of the float64 reference (format 1).
+    #[serde(default)]
+    pub reference: Option<String>,
+    /// The contract module, relative to the manifest (format 2).
+    #[serde(default)]
+    pub contract: Option<String>,
     /// Chunk length (prefill).
     #[serde(default)]
     pub chunk: Option<i64>,
@@ -109,69 +140,222 @@ pub struct Manifest {
     pub curve: Option<Curve>,
     /// Floor formulas.
     pub floor: Floor,
+    /// Relations with other kernels (format 2).
+    #[serde(default, rename = "relation")]
+    pub relations: Vec<Relation>,
     /// The manifest file, relative to the root (`/`-separated).
     #[serde(skip)]
     pub path: String,
+    /// Whether the harness finds this manifest by its name (`--kernel NAME`):
+    /// it lies in the `kernels/` of the tree the harness runs from. Any other
+    /// manifest is passed by its path (`--manifest PATH`).
+    #[serde(skip)]
+    pub named: bool,
+}
+
+/// A file name next to a manifest: no directories, no escape.
+fn plain_name(what: &str, name: &str) -> std::result::Result<(), String> {
+    if name.is_empty() || name.contains("..") || Path::new(name).is_absolute() || name.contains('\\') {
+        return Err(format!("{what} {name:?} must lie next to the manifest"));
+    }
+    Ok(())
 }
 
 impl Manifest {
     /// Parses a manifest; `path` (relative to the root) is recorded and used in errors.
     pub fn parse(text: &str, path: &str) -> Result<Manifest> {
         let bad = |message: String| Error::Manifest { path: PathBuf::from(path), message };
-        let mut m: Manifest = toml::from_str(text).map_err(|e| bad(e.message().to_string()))?;
-        if m.format != 1 {
-            return Err(bad(format!("unsupported format {}", m.format)));
+        let mut m: Manifest = toml::from_str(text).map_err(|e| bad(e.message().trim().to_string()))?;
+        let missing = |key: &str| bad(format!("format {} needs `{key}`", m.format));
+        match m.format {
+            1 => {
+                if m.op.is_none() {
+                    return Err(missing("op"));
+                }
+                if m.reference.is_none() {
+                    return Err(missing("reference"));
+                }
+                if m.launcher.is_none() {
+                    return Err(missing("launcher"));
+                }
+            }
+            2 => {
+                let Some(contract) = &m.contract else { return Err(missing("contract")) };
+                plain_name("contract", contract).map_err(bad)?;
+                if m.language == KernelLanguage::Triton && m.launcher.is_none() {
+                    return Err(bad("a Triton kernel needs `launcher` (the function that launches it)".into()));
+                }
+                for r in &m.relations {
+                    let Some((module, function)) = r.check.split_once(':') else {
+                        return Err(bad(format!("relation check {:?} is not module:function", r.check)));
+                    };
+                    if module.is_empty() || function.is_empty() || module.contains(['/', '\\']) || module.contains("..")
+                    {
+                        return Err(bad(format!(
+                            "relation check {:?} must name a module next to the manifest",
+                            r.check
+                        )));
+                    }
+                }
+            }
+            n => return Err(bad(format!("unsupported format {n} (kidiom reads formats 1 and 2)"))),
         }
-        if m.source.contains("..") || Path::new(&m.source).is_absolute() {
-            return Err(bad(format!("source {:?} must lie next to the manifest", m.source)));
-        }
+        plain_name("source", &m.source).map_err(bad)?;
         m.path = path.to_string();
         Ok(m)
     }
 
+    /// The manifest's directory, relative to the root (`""` at the root).
+    pub fn dir(&self) -> &str {
+        self.path.rsplit_once('/').map(|(d, _)| d).unwrap_or("")
+    }
+
+    fn beside(&self, file: &str) -> String {
+        match self.dir() {
+            "" => file.to_string(),
+            dir => format!("{dir}/{file}"),
+        }
+    }
+
     /// The kernel's source file, relative to the root (`kernels/kda/prefill.py`).
     pub fn source_path(&self) -> String {
-        match self.path.rsplit_once('/') {
-            Some((dir, _)) => format!("{dir}/{}", self.source),
-            None => self.source.clone(),
+        self.beside(&self.source)
+    }
+
+    /// The contract module, relative to the root (format 2).
+    pub fn contract_path(&self) -> Option<String> {
+        self.contract.as_deref().map(|c| self.beside(c))
+    }
+
+    /// The files of this manifest's contract, relative to the root: the
+    /// manifest, its contract module and the modules its relations name.
+    pub fn contract_files(&self) -> Vec<String> {
+        let mut files = vec![self.path.clone()];
+        files.extend(self.contract_path());
+        for r in &self.relations {
+            if let Some((module, _)) = r.check.split_once(':') {
+                files.push(self.beside(&format!("{}.py", module.replace('.', "/"))));
+            }
+        }
+        files.sort();
+        files.dedup();
+        files
+    }
+
+    /// How the harness is told which kernel: `--kernel NAME` for a manifest
+    /// it finds by name, else `--manifest <tree>/<path>` (`tree`: the
+    /// directory the harness runs in, holding a copy of this manifest).
+    pub fn harness_arg(&self, tree: &Path) -> (&'static str, String) {
+        if self.named {
+            ("--kernel", self.name.clone())
+        } else {
+            ("--manifest", tree.join(&self.path).to_string_lossy().into_owned())
         }
     }
 }
 
-/// The manifests of a kernels directory, and which files are contract.
+/// Whether a TOML text looks like a kernel manifest: a top-level `format`
+/// and an `entry` or `source` key (a `pyproject.toml` or `Cargo.toml` does not).
+pub fn looks_like_manifest(text: &str) -> bool {
+    let Ok(table) = text.parse::<toml::Table>() else { return false };
+    table.contains_key("format") && (table.contains_key("entry") || table.contains_key("source"))
+}
+
+/// The manifests of a kernels directory and of the directories a user names,
+/// and which files are contract.
 #[derive(Debug, Clone)]
 pub struct Kernels {
-    /// The kernels directory relative to the root (`kernels`).
+    /// The harness tree's kernels directory relative to the root (`kernels`).
     pub dir: String,
     /// Every manifest, by name order.
     pub manifests: Vec<Manifest>,
 }
 
+/// Manifests larger than this are no manifests (a data file named `.toml`).
+const MAX_MANIFEST_BYTES: u64 = 1 << 20;
+
+fn rel_of(root: &Path, p: &Path) -> String {
+    p.strip_prefix(root).unwrap_or(p).to_string_lossy().replace('\\', "/")
+}
+
 impl Kernels {
-    /// Reads every `<root>/<dir>/*/*.toml`.
+    /// Reads every `<root>/<dir>/*/*.toml` (a missing directory has none);
+    /// the harness finds them by name.
     pub fn load(root: &Path, dir: &str) -> Result<Kernels> {
         let abs = root.join(dir);
         let mut manifests = Vec::new();
-        let entries = std::fs::read_dir(&abs).map_err(|e| Error::io(&abs, e))?;
-        let mut subdirs: Vec<PathBuf> =
-            entries.filter_map(|e| e.ok()).map(|e| e.path()).filter(|p| p.is_dir()).collect();
-        subdirs.sort();
-        for sub in subdirs {
-            let files = std::fs::read_dir(&sub).map_err(|e| Error::io(&sub, e))?;
-            let mut tomls: Vec<PathBuf> = files
-                .filter_map(|e| e.ok())
-                .map(|e| e.path())
-                .filter(|p| p.extension().is_some_and(|x| x == "toml"))
-                .collect();
-            tomls.sort();
-            for t in tomls {
-                let text = std::fs::read_to_string(&t).map_err(|e| Error::io(&t, e))?;
-                let rel = t.strip_prefix(root).unwrap_or(&t).to_string_lossy().replace('\\', "/");
-                manifests.push(Manifest::parse(&text, &rel)?);
+        if abs.is_dir() {
+            let entries = std::fs::read_dir(&abs).map_err(|e| Error::io(&abs, e))?;
+            let mut subdirs: Vec<PathBuf> =
+                entries.filter_map(|e| e.ok()).map(|e| e.path()).filter(|p| p.is_dir()).collect();
+            subdirs.sort();
+            for sub in subdirs {
+                let files = std::fs::read_dir(&sub).map_err(|e| Error::io(&sub, e))?;
+                let mut tomls: Vec<PathBuf> = files
+                    .filter_map(|e| e.ok())
+                    .map(|e| e.path())
+                    .filter(|p| p.extension().is_some_and(|x| x == "toml"))
+                    .collect();
+                tomls.sort();
+                for t in tomls {
+                    let text = std::fs::read_to_string(&t).map_err(|e| Error::io(&t, e))?;
+                    let mut m = Manifest::parse(&text, &rel_of(root, &t))?;
+                    m.named = true;
+                    manifests.push(m);
+                }
             }
         }
-        manifests.sort_by(|a, b| a.name.cmp(&b.name));
-        Ok(Kernels { dir: dir.trim_end_matches('/').to_string(), manifests })
+        let mut k = Kernels { dir: dir.trim_end_matches('/').to_string(), manifests };
+        k.settle()?;
+        Ok(k)
+    }
+
+    /// Adds the kernel manifests found under each of `dirs` (absolute, or
+    /// relative to `root`; a file is read alone): every `*.toml` that
+    /// [`looks_like_manifest`], whatever its depth; other TOML files are
+    /// skipped. A manifest already known (by path) is not read twice; two
+    /// manifests with one name are an error naming both.
+    pub fn discover(&mut self, root: &Path, dirs: &[PathBuf]) -> Result<()> {
+        for d in dirs {
+            let d = if d.is_absolute() { d.clone() } else { root.join(d) };
+            if !d.exists() {
+                continue;
+            }
+            for t in kidiom_syntax::tree_files(&d)? {
+                if t.extension().is_none_or(|x| x != "toml") {
+                    continue;
+                }
+                let meta = std::fs::symlink_metadata(&t).map_err(|e| Error::io(&t, e))?;
+                if !meta.is_file() || meta.len() > MAX_MANIFEST_BYTES {
+                    continue;
+                }
+                let rel = rel_of(root, &t);
+                if self.manifests.iter().any(|m| m.path == rel) {
+                    continue;
+                }
+                // a TOML file that is not UTF-8 or not TOML is no manifest
+                let Ok(text) = std::fs::read_to_string(&t) else { continue };
+                if !looks_like_manifest(&text) {
+                    continue;
+                }
+                self.manifests.push(Manifest::parse(&text, &rel)?);
+            }
+        }
+        self.settle()
+    }
+
+    /// Sorts by name; one name, one manifest.
+    fn settle(&mut self) -> Result<()> {
+        self.manifests.sort_by(|a, b| a.name.cmp(&b.name).then(a.path.cmp(&b.path)));
+        for w in self.manifests.windows(2) {
+            if w[0].name == w[1].name {
+                return Err(Error::Manifest {
+                    path: PathBuf::from(&w[1].path),
+                    message: format!("the kernel name {:?} is also {}'s; names must be unique", w[1].name, w[0].path),
+                });
+            }
+        }
+        Ok(())
     }
 
     /// The manifest whose source file is `rel` (relative to the root).
@@ -179,12 +363,31 @@ impl Kernels {
         self.manifests.iter().find(|m| m.source_path() == rel)
     }
 
+    /// The manifest named `name`.
+    pub fn named(&self, name: &str) -> Option<&Manifest> {
+        self.manifests.iter().find(|m| m.name == name)
+    }
+
+    /// The directories (relative to the root) of the manifests the harness
+    /// does not find by name: copied into each validation's tree beside the
+    /// harness tree's `kernels/`.
+    pub fn outside_dirs(&self) -> Vec<String> {
+        let mut dirs: Vec<String> = self.manifests.iter().filter(|m| !m.named).map(|m| m.dir().to_string()).collect();
+        dirs.sort();
+        dirs.dedup();
+        dirs
+    }
+
     /// Whether `rel` is part of a frozen contract: any file under the
     /// kernels directory that is not a kernel's source (manifests, references,
-    /// host launchers, the harness, the tests).
+    /// host launchers, the harness, the tests), and the contract files of
+    /// every other manifest ([`Manifest::contract_files`]).
     pub fn is_contract(&self, rel: &str) -> bool {
+        if self.for_source(rel).is_some() {
+            return false;
+        }
         let under = rel.starts_with(&format!("{}/", self.dir));
-        under && self.for_source(rel).is_none()
+        under || self.manifests.iter().filter(|m| !m.named).any(|m| m.contract_files().iter().any(|f| f == rel))
     }
 }
 
@@ -237,7 +440,14 @@ cpu = { B = 2, T = 70, M = 3, H = 1, HV = 2, K = 24, V = 20 }
         let e = Manifest::parse("format = 2", "x.toml").unwrap_err();
         assert!(e.to_string().starts_with("manifest x.toml:"), "{e}");
         let two = PREFILL.replace("format = 1", "format = 2");
-        assert!(Manifest::parse(&two, "x.toml").unwrap_err().to_string().contains("unsupported format 2"));
+        assert!(
+            Manifest::parse(&two, "x.toml").unwrap_err().to_string().contains("format 2 needs `contract`"),
+            "{two}"
+        );
+        let three = PREFILL.replace("format = 1", "format = 3");
+        assert!(Manifest::parse(&three, "x.toml").unwrap_err().to_string().contains("unsupported format 3"));
+        let no_op = PREFILL.replace("op = \"kda_prefill\"\n", "");
+        assert!(Manifest::parse(&no_op, "x.toml").unwrap_err().to_string().contains("format 1 needs `op`"));
         let escape = PREFILL.replace("\"prefill.py\"", "\"../prefill.py\"");
         assert!(Manifest::parse(&escape, "x.toml").is_err());
     }
@@ -255,6 +465,106 @@ cpu = { B = 2, T = 70, M = 3, H = 1, HV = 2, K = 24, V = 20 }
             assert!(k.is_contract(c), "{c}");
         }
         assert!(!k.is_contract("src/other.py"));
+    }
+
+    const RMSNORM: &str = r#"
+format = 2
+name = "my.rmsnorm"
+language = "triton"
+source = "rmsnorm.py"
+entry = "rmsnorm_kernel"
+launcher = "rmsnorm"
+contract = "rmsnorm_contract.py"
+[tolerance]
+rel_l2 = 1e-5
+slice_rel_l2 = 1e-4
+max_abs_rel = 1e-4
+[shapes]
+cpu = [{ M = 3, N = 64 }]
+gpu = [{ M = 4096, N = 4096 }]
+bench = { M = 4096, N = 4096 }
+[floor]
+bytes = "4 * (2 * M * N + N)"
+flops = "4 * M * N"
+[[relation]]
+with = "my.other"
+check = "relations:composes"
+cpu = { M = 2, N = 8 }
+"#;
+
+    #[test]
+    fn parses_format_two_and_names_its_contract_files() {
+        let m = Manifest::parse(RMSNORM, "ops/norm/rmsnorm.toml").unwrap();
+        assert_eq!((m.format, m.op.as_deref(), m.reference.as_deref()), (2, None, None));
+        assert_eq!(m.source_path(), "ops/norm/rmsnorm.py");
+        assert_eq!(m.contract_path().as_deref(), Some("ops/norm/rmsnorm_contract.py"));
+        assert_eq!(m.relations.len(), 1);
+        assert_eq!(m.relations[0].cpu.as_ref().unwrap()["M"], 2);
+        assert_eq!(
+            m.contract_files(),
+            ["ops/norm/relations.py", "ops/norm/rmsnorm.toml", "ops/norm/rmsnorm_contract.py"]
+        );
+        let (flag, value) = m.harness_arg(Path::new("/t/tree"));
+        assert_eq!((flag, value.as_str()), ("--manifest", "/t/tree/ops/norm/rmsnorm.toml"));
+        let at_root = Manifest::parse(RMSNORM, "rmsnorm.toml").unwrap();
+        assert_eq!(at_root.source_path(), "rmsnorm.py");
+        for (from, to, why) in [
+            ("contract = \"rmsnorm_contract.py\"\n", "", "format 2 needs `contract`"),
+            ("\"rmsnorm_contract.py\"", "\"../c.py\"", "must lie next to the manifest"),
+            ("launcher = \"rmsnorm\"\n", "", "needs `launcher`"),
+            ("\"relations:composes\"", "\"relations\"", "is not module:function"),
+            ("\"relations:composes\"", "\"../x:f\"", "must name a module next to the manifest"),
+        ] {
+            let text = RMSNORM.replace(from, to);
+            let e = Manifest::parse(&text, "x.toml").unwrap_err().to_string();
+            assert!(e.contains(why), "{from} -> {to}: {e}");
+        }
+        // a CUDA kernel of format 2 is launched by its contract: no launcher needed
+        let cuda = RMSNORM.replace("launcher = \"rmsnorm\"\n", "").replace("\"triton\"", "\"cuda\"");
+        assert!(Manifest::parse(&cuda, "x.toml").is_ok());
+    }
+
+    #[test]
+    fn discovery_finds_manifests_anywhere_and_skips_other_toml() {
+        let dir = tempfile::tempdir().unwrap();
+        let root = dir.path();
+        let write = |rel: &str, text: &str| {
+            let p = root.join(rel);
+            std::fs::create_dir_all(p.parent().unwrap()).unwrap();
+            std::fs::write(p, text).unwrap();
+        };
+        write("proj/pyproject.toml", "[project]\nname = \"x\"\nversion = \"1\"\n");
+        write("proj/Cargo.toml", "[package]\nname = \"x\"\n");
+        write("proj/broken.toml", "this is not toml [");
+        write("proj/data.toml", "format = 3\n");
+        write("proj/ops/deep/rmsnorm.toml", RMSNORM);
+        let mut k = Kernels::load(root, "kernels").unwrap();
+        assert!(k.manifests.is_empty(), "no kernels/ here");
+        k.discover(root, &[PathBuf::from("proj")]).unwrap();
+        let names: Vec<&str> = k.manifests.iter().map(|m| m.name.as_str()).collect();
+        assert_eq!(names, ["my.rmsnorm"]);
+        let m = &k.manifests[0];
+        assert!(!m.named);
+        assert_eq!(m.path, "proj/ops/deep/rmsnorm.toml");
+        assert_eq!(k.outside_dirs(), ["proj/ops/deep"]);
+        // the source may change; the manifest, the contract and the relation modules may not
+        assert!(!k.is_contract("proj/ops/deep/rmsnorm.py"));
+        assert!(k.is_contract("proj/ops/deep/rmsnorm.toml"));
+        assert!(k.is_contract("proj/ops/deep/rmsnorm_contract.py"));
+        assert!(k.is_contract("proj/ops/deep/relations.py"));
+        assert!(!k.is_contract("proj/ops/deep/helper.py"));
+        // found again through another directory: read once
+        k.discover(root, &[root.join("proj/ops")]).unwrap();
+        assert_eq!(k.manifests.len(), 1);
+        // a broken file that looks like a manifest is an error naming it
+        write("proj/bad/k.toml", "format = 2\nentry = \"k\"\n");
+        let e = k.discover(root, &[PathBuf::from("proj/bad")]).unwrap_err().to_string();
+        assert!(e.starts_with("manifest proj/bad/k.toml:"), "{e}");
+        // two manifests with one name
+        std::fs::remove_file(root.join("proj/bad/k.toml")).unwrap();
+        write("proj/twin/rmsnorm.toml", RMSNORM);
+        let e = k.discover(root, &[PathBuf::from("proj/twin")]).unwrap_err().to_string();
+        assert!(e.contains("\"my.rmsnorm\" is also"), "{e}");
     }
 
     #[test]

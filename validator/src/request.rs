@@ -9,15 +9,15 @@ use std::path::Path;
 pub(crate) enum Request<'a> {
     /// `compile`: the sm_90 ahead-of-time compile's figures.
     Compile {
-        /// The kernel's manifest name.
-        kernel: &'a str,
+        /// The kernel: its manifest's name, or its manifest's path.
+        kernel: Kernel<'a>,
         /// A source in place of the manifest's (the candidate's).
         source: Option<&'a str>,
     },
     /// `check`: correctness against the reference.
     Check {
-        /// The kernel's manifest name.
-        kernel: &'a str,
+        /// The kernel: its manifest's name, or its manifest's path.
+        kernel: Kernel<'a>,
         /// A source in place of the manifest's (the candidate's).
         source: Option<&'a str>,
         /// How many seeds, from `seed` on.
@@ -36,8 +36,8 @@ pub(crate) enum Request<'a> {
     },
     /// `profile`: the work profile of one launch.
     Profile {
-        /// The kernel's manifest name.
-        kernel: &'a str,
+        /// The kernel: its manifest's name, or its manifest's path.
+        kernel: Kernel<'a>,
         /// A source in place of the manifest's (the candidate's).
         source: Option<&'a str>,
         /// The harness's own time limit in seconds (`None`: its default).
@@ -45,8 +45,8 @@ pub(crate) enum Request<'a> {
     },
     /// `bench`: baseline and candidate interleaved in one process.
     Bench {
-        /// The kernel's manifest name.
-        kernel: &'a str,
+        /// The kernel: its manifest's name, or its manifest's path.
+        kernel: Kernel<'a>,
         /// The candidate's source.
         source: &'a str,
         /// How it is timed.
@@ -55,8 +55,8 @@ pub(crate) enum Request<'a> {
     /// `spec`: the GPU gate's launch specs, cubins, input sets and expected
     /// values, one directory per shape under `out` (no GPU needed).
     Spec {
-        /// The kernel's manifest name.
-        kernel: &'a str,
+        /// The kernel: its manifest's name, or its manifest's path.
+        kernel: Kernel<'a>,
         /// A source in place of the manifest's (the candidate's); `None`: the
         /// baseline's, from a process that never imported a candidate.
         source: Option<&'a str>,
@@ -69,13 +69,35 @@ pub(crate) enum Request<'a> {
     },
     /// `sweep`: many variants measured in one call.
     Sweep {
-        /// The kernel's manifest name.
-        kernel: &'a str,
+        /// The kernel: its manifest's name, or its manifest's path.
+        kernel: Kernel<'a>,
         /// The JSON file listing the variants.
         variants: &'a Path,
         /// Variants measured at once.
         jobs: usize,
     },
+}
+
+/// Which kernel a request is about, as the harness is told: `--kernel NAME`
+/// (a manifest in the harness tree's `kernels/`) or `--manifest PATH` (any
+/// other manifest, a copy in the validation's tree); [`crate::Manifest::harness_arg`].
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub(crate) struct Kernel<'a> {
+    flag: &'static str,
+    value: &'a str,
+}
+
+impl<'a> Kernel<'a> {
+    /// The kernel named `name` in the harness tree.
+    #[cfg(test)]
+    pub(crate) fn name(name: &'a str) -> Kernel<'a> {
+        Kernel { flag: "--kernel", value: name }
+    }
+
+    /// From [`crate::Manifest::harness_arg`]'s answer.
+    pub(crate) fn of(arg: &'a (&'static str, String)) -> Kernel<'a> {
+        Kernel { flag: arg.0, value: &arg.1 }
+    }
 }
 
 /// Where `bench` times a kernel.
@@ -97,13 +119,13 @@ impl Request<'_> {
         let mut push = |xs: &[&str]| a.extend(xs.iter().map(|s| s.to_string()));
         match self {
             Request::Compile { kernel, source } => {
-                push(&["compile", "--kernel", kernel]);
+                push(&["compile", kernel.flag, kernel.value]);
                 if let Some(s) = source {
                     push(&["--source", s]);
                 }
             }
             Request::Check { kernel, source, seeds, seed, device, curve, consistency, baseline_cache } => {
-                push(&["check", "--kernel", kernel]);
+                push(&["check", kernel.flag, kernel.value]);
                 if let Some(s) = source {
                     push(&["--source", s]);
                 }
@@ -120,7 +142,7 @@ impl Request<'_> {
                 }
             }
             Request::Profile { kernel, source, timeout } => {
-                push(&["profile", "--kernel", kernel]);
+                push(&["profile", kernel.flag, kernel.value]);
                 if let Some(s) = source {
                     push(&["--source", s]);
                 }
@@ -129,14 +151,14 @@ impl Request<'_> {
                 }
             }
             Request::Bench { kernel, source, on } => {
-                push(&["bench", "--kernel", kernel, "--source", source]);
+                push(&["bench", kernel.flag, kernel.value, "--source", source]);
                 match on {
                     BenchOn::Cpu => push(&["--device", "cpu"]),
                     BenchOn::Cuda { iters } => push(&["--device", "cuda", "--iters", &iters.to_string()]),
                 }
             }
             Request::Spec { kernel, source, out, sets, shapes } => {
-                push(&["spec", "--kernel", kernel]);
+                push(&["spec", kernel.flag, kernel.value]);
                 if let Some(s) = source {
                     push(&["--source", s]);
                 }
@@ -147,7 +169,15 @@ impl Request<'_> {
             }
             Request::Sweep { kernel, variants, jobs } => {
                 let variants = variants.to_string_lossy();
-                push(&["sweep", "--kernel", kernel, "--variants", &variants, "--jobs", &jobs.max(&1).to_string()]);
+                push(&[
+                    "sweep",
+                    kernel.flag,
+                    kernel.value,
+                    "--variants",
+                    &variants,
+                    "--jobs",
+                    &jobs.max(&1).to_string(),
+                ]);
             }
         }
         a
@@ -161,7 +191,7 @@ mod tests {
     #[test]
     fn each_request_renders_the_argv_the_harness_reads() {
         let check = Request::Check {
-            kernel: "kda.decode",
+            kernel: Kernel::name("kda.decode"),
             source: Some("/tmp/c/decode.py"),
             seeds: 3,
             seed: 7,
@@ -175,7 +205,7 @@ mod tests {
             "check --kernel kda.decode --source /tmp/c/decode.py --seeds 3 --seed 7 --device cpu --no-curve"
         );
         let cached = Request::Check {
-            kernel: "k",
+            kernel: Kernel::name("k"),
             source: None,
             seeds: 1,
             seed: 2,
@@ -188,17 +218,26 @@ mod tests {
             cached.argv().join(" "),
             "check --kernel k --seeds 1 --seed 2 --device cpu --no-consistency --baseline-cache /tmp/b"
         );
-        assert_eq!(Request::Compile { kernel: "k", source: None }.argv().join(" "), "compile --kernel k");
-        let profile = Request::Profile { kernel: "k", source: None, timeout: Some(9) };
+        assert_eq!(Request::Compile { kernel: Kernel::name("k"), source: None }.argv().join(" "), "compile --kernel k");
+        let profile = Request::Profile { kernel: Kernel::name("k"), source: None, timeout: Some(9) };
         assert_eq!(profile.argv().join(" "), "profile --kernel k --timeout 9");
-        let bench = Request::Bench { kernel: "k", source: "s.py", on: BenchOn::Cuda { iters: 50 } };
+        let bench = Request::Bench { kernel: Kernel::name("k"), source: "s.py", on: BenchOn::Cuda { iters: 50 } };
         assert_eq!(bench.argv().join(" "), "bench --kernel k --source s.py --device cuda --iters 50");
-        let spec =
-            Request::Spec { kernel: "k", source: Some("c.py"), out: Path::new("/t/c"), sets: 0, shapes: &["bench"] };
+        let spec = Request::Spec {
+            kernel: Kernel::name("k"),
+            source: Some("c.py"),
+            out: Path::new("/t/c"),
+            sets: 0,
+            shapes: &["bench"],
+        };
         assert_eq!(spec.argv().join(" "), "spec --kernel k --source c.py --out /t/c --sets 0 --shapes bench");
-        let spec = Request::Spec { kernel: "k", source: None, out: Path::new("o"), sets: 3, shapes: &[] };
+        let spec = Request::Spec { kernel: Kernel::name("k"), source: None, out: Path::new("o"), sets: 3, shapes: &[] };
         assert_eq!(spec.argv().join(" "), "spec --kernel k --out o --sets 3");
-        let sweep = Request::Sweep { kernel: "k", variants: Path::new("v.json"), jobs: 0 };
+        let sweep = Request::Sweep { kernel: Kernel::name("k"), variants: Path::new("v.json"), jobs: 0 };
         assert_eq!(sweep.argv().join(" "), "sweep --kernel k --variants v.json --jobs 1");
+        // a manifest the harness does not find by name goes by its path, wherever --kernel would
+        let arg = ("--manifest", "/t/tree/ops/rmsnorm.toml".to_string());
+        let compile = Request::Compile { kernel: Kernel::of(&arg), source: Some("/t/c/rmsnorm.py") };
+        assert_eq!(compile.argv().join(" "), "compile --manifest /t/tree/ops/rmsnorm.toml --source /t/c/rmsnorm.py");
     }
 }

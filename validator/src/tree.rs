@@ -21,3 +21,79 @@ pub(crate) fn copy_tree(from: &Path, to: &Path) -> Result<()> {
     }
     Ok(())
 }
+
+/// Files copied from the directory of a manifest outside the harness tree:
+/// what a kernel, its contract and its relations are made of (and may import).
+const CONTRACT_DIR_FILES: &[&str] = &["py", "toml", "cu", "cuh", "h", "hpp", "cpp", "cc", "cxx", "c", "json"];
+
+/// A validation's tree at `tree`: the harness directory's `kernels/` (the
+/// harness and the contracts kidiom ships; the root's own when it holds the
+/// harness), and, at their paths relative to the root, the directories of
+/// the manifests that lie elsewhere, their source-like files only, not
+/// their subdirectories. The harness runs in `tree`; those manifests are
+/// passed as `--manifest <tree>/<path>`.
+pub(crate) fn baseline_tree(v: &crate::validator::Validator, tree: &Path) -> Result<()> {
+    let dir = &v.kernels.dir;
+    copy_tree(&v.harness_root.join(dir), &tree.join(dir))?;
+    for rel in v.kernels.outside_dirs() {
+        let from = v.opts.root.join(&rel);
+        let to = tree.join(&rel);
+        std::fs::create_dir_all(&to).map_err(|e| Error::io(&to, e))?;
+        let entries = std::fs::read_dir(&from).map_err(|e| Error::io(&from, e))?;
+        for entry in entries {
+            let entry = entry.map_err(|e| Error::io(&from, e))?;
+            let path = entry.path();
+            let wanted = path.extension().and_then(|x| x.to_str()).is_some_and(|x| CONTRACT_DIR_FILES.contains(&x));
+            // regular files only: a symlink is not followed out of the user's tree
+            if !wanted || !entry.file_type().is_ok_and(|t| t.is_file()) {
+                continue;
+            }
+            let dst = to.join(entry.file_name());
+            std::fs::copy(&path, &dst).map_err(|e| Error::io(&path, e))?;
+        }
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_user_tree_is_validated_beside_the_harness_it_does_not_hold() {
+        let d = tempfile::tempdir().unwrap();
+        let (root, harness) = (d.path().join("user"), d.path().join("kidiom"));
+        let write = |p: std::path::PathBuf, text: &str| {
+            std::fs::create_dir_all(p.parent().unwrap()).unwrap();
+            std::fs::write(p, text).unwrap();
+        };
+        write(harness.join("kernels/harness/__main__.py"), "");
+        write(root.join("ops/rmsnorm.py"), "kernel\n");
+        write(root.join("ops/rmsnorm_contract.py"), "ARGS = []\n");
+        write(root.join("ops/weights.bin"), "data");
+        write(root.join("ops/sub/other.py"), "x\n");
+        let manifest = "format = 2\nname = \"rmsnorm\"\nlanguage = \"triton\"\nsource = \"rmsnorm.py\"\n\
+                        entry = \"k\"\nlauncher = \"rmsnorm\"\ncontract = \"rmsnorm_contract.py\"\n\
+                        [tolerance]\nrel_l2 = 1e-5\nslice_rel_l2 = 1e-4\nmax_abs_rel = 1e-4\n\
+                        [shapes]\ncpu = [{ N = 4 }]\ngpu = []\nbench = { N = 8 }\n\
+                        [floor]\nbytes = \"4 * N\"\nflops = \"N\"\n";
+        write(root.join("ops/rmsnorm.toml"), manifest);
+        let v = crate::ValidatorBuilder::new(&root)
+            .harness(Some(harness.clone()))
+            .targets(vec!["ops".into()])
+            .build()
+            .unwrap();
+        assert_eq!(v.harness_root(), harness);
+        let m = v.kernels().named("rmsnorm").unwrap();
+        assert!(!m.named, "a user's manifest goes by its path");
+        let tree = d.path().join("tree");
+        baseline_tree(&v, &tree).unwrap();
+        assert!(tree.join("kernels/harness/__main__.py").is_file(), "the harness from kidiom's tree");
+        for f in ["ops/rmsnorm.py", "ops/rmsnorm.toml", "ops/rmsnorm_contract.py"] {
+            assert!(tree.join(f).is_file(), "{f}");
+        }
+        assert!(!tree.join("ops/weights.bin").exists(), "source-like files only");
+        assert!(!tree.join("ops/sub").exists(), "not the subdirectories");
+        assert_eq!(m.harness_arg(&tree).1, tree.join("ops/rmsnorm.toml").to_string_lossy());
+    }
+}

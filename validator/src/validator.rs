@@ -18,8 +18,8 @@ use crate::gates::{StaticLimits, Validation};
 use crate::input::CandidateInput;
 use crate::manifest::{KernelLanguage, Kernels};
 use crate::predict::DeviceModel;
-use crate::request::Request;
-use crate::tree::copy_tree;
+use crate::request::{Kernel, Request};
+use crate::tree::baseline_tree;
 use kidiom_exec::Executor;
 use kidiom_exec::Fleet;
 use kidiom_exec::find_python;
@@ -33,6 +33,10 @@ pub const DEFAULT_SEEDS: u32 = 3;
 pub struct ValidatorBuilder {
     pub(crate) root: PathBuf,
     pub(crate) kernels_dir: String,
+    /// The directory holding the harness (`kernels/harness`); `None`: the root.
+    pub(crate) harness: Option<PathBuf>,
+    /// Directories (relative to the root, or absolute) walked for kernel manifests.
+    pub(crate) targets: Vec<PathBuf>,
     pub(crate) python: Option<PathBuf>,
     pub(crate) device: Device,
     pub(crate) timeout: Duration,
@@ -54,6 +58,8 @@ impl ValidatorBuilder {
         ValidatorBuilder {
             root: root.into(),
             kernels_dir: "kernels".into(),
+            harness: None,
+            targets: Vec::new(),
             python: None,
             device: Device::Auto,
             timeout: Duration::from_secs(600),
@@ -84,7 +90,24 @@ impl ValidatorBuilder {
         self
     }
 
-    /// The Python interpreter (default: `$KIDIOM_PYTHON`, `.venv/bin/python`, `python3`).
+    /// The directory holding the harness (`<dir>/kernels/harness`), when the
+    /// root does not: the harness and the contracts kidiom ships are copied
+    /// from there into each validation's tree (default: the root).
+    pub fn harness(&mut self, dir: Option<PathBuf>) -> &mut Self {
+        self.harness = dir;
+        self
+    }
+
+    /// Directories to walk for kernel manifests besides the kernels
+    /// directory ([`Kernels::discover`]): a user's own kernels, with their
+    /// format-2 contracts, anywhere under the root.
+    pub fn targets(&mut self, dirs: Vec<PathBuf>) -> &mut Self {
+        self.targets = dirs;
+        self
+    }
+
+    /// The Python interpreter (default: `$KIDIOM_PYTHON`, `.venv/bin/python`
+    /// of the root, then of the harness's directory, `python3`).
     pub fn python(&mut self, python: Option<PathBuf>) -> &mut Self {
         self.python = python;
         self
@@ -152,11 +175,22 @@ impl ValidatorBuilder {
 
     /// Reads the manifests of the baseline tree.
     pub fn build(&self) -> Result<Validator> {
-        let kernels = Kernels::load(&self.root, &self.kernels_dir)?;
-        let python = self.python.clone().unwrap_or_else(|| find_python(&self.root));
+        let harness_root = self.harness.clone().unwrap_or_else(|| self.root.clone());
+        let mut kernels = Kernels::load(&self.root, &self.kernels_dir)?;
+        if harness_root != self.root {
+            // the harness runs from another tree's kernels/: these go by their paths
+            for m in &mut kernels.manifests {
+                m.named = false;
+            }
+        }
+        kernels.discover(&self.root, &self.targets)?;
+        let python = self.python.clone().unwrap_or_else(|| {
+            let p = find_python(&self.root);
+            if p == Path::new("python3") { find_python(&harness_root) } else { p }
+        });
         let fleet = match &self.executor {
             Executor::Local => None,
-            Executor::Ray { address } => Some(Arc::new(Fleet::new(&python, &self.root, address.clone()))),
+            Executor::Ray { address } => Some(Arc::new(Fleet::new(&python, &harness_root, address.clone()))),
         };
         // here only: a task on a cluster runs where this directory does not exist
         let baseline_cache = match fleet {
@@ -170,6 +204,7 @@ impl ValidatorBuilder {
         };
         Ok(Validator {
             opts: self.clone(),
+            harness_root,
             kernels,
             python,
             commit: git_head(&self.root),
@@ -189,6 +224,8 @@ impl ValidatorBuilder {
 #[derive(Debug)]
 pub struct Validator {
     pub(crate) opts: ValidatorBuilder,
+    /// The directory holding the harness (the root, or kidiom's own tree).
+    pub(crate) harness_root: PathBuf,
     pub(crate) kernels: Kernels,
     pub(crate) python: PathBuf,
     pub(crate) commit: Option<String>,
@@ -281,6 +318,11 @@ impl Validator {
         &self.kernels
     }
 
+    /// The directory the harness comes from (`<dir>/kernels/harness`).
+    pub fn harness_root(&self) -> &Path {
+        &self.harness_root
+    }
+
     /// The Python interpreter the harness runs under.
     pub fn python(&self) -> &Path {
         &self.python
@@ -367,8 +409,10 @@ impl Validator {
             None => None,
         };
         let timeout = Some(self.opts.timeout.as_secs().max(1));
-        let args = Request::Profile { kernel: &manifest.name, source: source.as_deref(), timeout }.argv();
-        let harness = Harness { python: self.python.clone(), root: self.opts.root.clone(), fleet: None };
+        // in the harness's own directory, the manifest by name there or by its path in the root
+        let arg = manifest.harness_arg(&self.opts.root);
+        let args = Request::Profile { kernel: Kernel::of(&arg), source: source.as_deref(), timeout }.argv();
+        let harness = Harness { python: self.python.clone(), root: self.harness_root.clone(), fleet: None };
         let run = harness.call(&args, self.opts.timeout + Duration::from_secs(10))?;
         let parsed = match run.status {
             HarnessStatus::Ok => crate::wire::header(&run, "profile")
@@ -377,7 +421,8 @@ impl Validator {
             HarnessStatus::Skipped => {
                 Err(format!("skipped: {}", run.json["reason"].as_str().unwrap_or("no reason given")))
             }
-            _ => Err(run.log()),
+            // a contract the harness cannot use is its one line
+            _ => Err(run.contract_error().map(String::from).unwrap_or_else(|| run.log())),
         };
         let (profile, problem) = match parsed {
             Ok(p) => (Some(p), None),
@@ -441,7 +486,7 @@ impl Validator {
             .tempdir()
             .map_err(|e| Error::io(std::env::temp_dir(), e))?;
         let tree = tmp.path().join("tree");
-        copy_tree(&self.opts.root.join(&self.kernels.dir), &tree.join(&self.kernels.dir))?;
+        baseline_tree(self, &tree)?;
         let base_file = tree.join(req.path);
         std::fs::write(&base_file, baseline).map_err(|e| Error::io(&base_file, e))?;
         let dir = tmp.path().join("variants");

@@ -174,6 +174,26 @@ mod tests {
     }
 
     #[test]
+    fn a_manifest_outside_the_harness_tree_ships_with_the_tree() {
+        // a user's manifest is copied into the validation's tree beside kernels/ and passed by its
+        // path there: the task finds it under {base}, as the local executor does under the tree
+        let tmp = tempfile::tempdir().unwrap();
+        let tree = tmp.path().join("tree");
+        std::fs::create_dir_all(tree.join("kernels/harness")).unwrap();
+        std::fs::write(tree.join("kernels/harness/cli.py"), "x\n").unwrap();
+        std::fs::create_dir_all(tree.join("ops")).unwrap();
+        std::fs::write(tree.join("ops/rmsnorm.toml"), "format = 2\n").unwrap();
+        std::fs::write(tree.join("ops/rmsnorm_contract.py"), "ARGS = []\n").unwrap();
+        let manifest = tree.join("ops/rmsnorm.toml").to_string_lossy().into_owned();
+        let argv = vec!["check".to_string(), "--manifest".to_string(), manifest];
+        let (files, out, cwd) = ship(&tree, &argv).unwrap();
+        assert_eq!(out[2], "{base}/tree/ops/rmsnorm.toml");
+        assert_eq!(cwd, "tree");
+        assert!(files.contains_key("tree/ops/rmsnorm_contract.py"));
+        assert!(files.contains_key("tree/kernels/harness/cli.py"));
+    }
+
+    #[test]
     fn answers_become_the_harness_runs_the_local_executor_makes() {
         let Some((tmp, h)) = fake_fleet() else { return };
         let run = h.call(&args("ok", tmp.path()), Duration::from_secs(20)).unwrap();

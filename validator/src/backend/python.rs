@@ -48,6 +48,19 @@ pub struct HarnessRun {
 }
 
 impl HarnessRun {
+    /// The harness's one-line complaint about the contract itself (an
+    /// unfinished or broken contract module, a manifest it cannot use): an
+    /// error reply (`"error_kind": "contract"`, whatever its exit status but
+    /// success or a timeout) whose `error` is that line. Never the
+    /// candidate's fault: the verdict is `error` with this line.
+    pub fn contract_error(&self) -> Option<&str> {
+        let failed = !matches!(self.status, HarnessStatus::Ok | HarnessStatus::TimedOut);
+        if !failed || self.json.get("error_kind").and_then(|k| k.as_str()) != Some("contract") {
+            return None;
+        }
+        self.json.get("error").and_then(|e| e.as_str()).map(str::trim).filter(|e| !e.is_empty())
+    }
+
     /// A one-paragraph log of a failed call: its error, traceback tail, stderr tail.
     pub fn log(&self) -> String {
         let mut parts = Vec::new();
@@ -78,6 +91,15 @@ pub struct Harness {
     pub root: PathBuf,
     /// `None`: subprocesses here; `Some`: tasks on a Ray cluster through this driver.
     pub(crate) fleet: Option<Arc<Fleet>>,
+}
+
+/// `PYTHONPATH` for a harness run in `dir`: `dir` first, then the caller's.
+pub(crate) fn python_path(dir: &std::path::Path) -> String {
+    let mut paths = vec![dir.to_path_buf()];
+    if let Some(old) = std::env::var_os("PYTHONPATH") {
+        paths.extend(std::env::split_paths(&old).filter(|p| !p.as_os_str().is_empty()));
+    }
+    std::env::join_paths(paths).map(|p| p.to_string_lossy().into_owned()).unwrap_or_else(|_| dir.display().to_string())
 }
 
 /// The last line of `stdout` that is a JSON object (`Null` when none is).
@@ -133,6 +155,9 @@ impl Harness {
         full.extend(args.iter().cloned());
         full.extend(["--json".into(), "--timeout".into(), format!("{inner}")]);
         let env = vec![
+            // the harness's package (`kernels.harness`) from the tree it runs in, whatever else
+            // the caller's PYTHONPATH holds
+            ("PYTHONPATH".to_string(), python_path(&self.root)),
             ("PYTHONDONTWRITEBYTECODE".to_string(), "1".to_string()),
             ("PYTHONUNBUFFERED".to_string(), "1".to_string()),
             ("TRITON_DEFAULT_FP_FUSION".to_string(), "1".to_string()),

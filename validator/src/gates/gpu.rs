@@ -40,7 +40,7 @@ use crate::evidence::{GateRecord, GateStatus};
 use crate::gpu::gate::{GateOutcome, GateVerdict, Tolerance};
 use crate::gpu::process::{self, GateArgs};
 use crate::manifest::Manifest;
-use crate::request::Request;
+use crate::request::{Kernel, Request};
 use crate::verdict::{Gate, Verdict};
 use crate::wire::{self, SpecDir, Specs};
 
@@ -151,10 +151,13 @@ fn specs(
         None => p.scratch().join("baseline-specs"),
     };
     let cand_out = p.scratch().join("candidate-specs");
+    let arg = manifest.harness_arg(&p.harness.root);
+    let which = Kernel::of(&arg);
     let base_args =
-        Request::Spec { kernel, source: None, out: &base_out, sets: v.opts.gate_sets, shapes: GATE_SHAPES }.argv();
+        Request::Spec { kernel: which, source: None, out: &base_out, sets: v.opts.gate_sets, shapes: GATE_SHAPES }
+            .argv();
     let cand_args =
-        Request::Spec { kernel, source: Some(&p.cand_src), out: &cand_out, sets: 0, shapes: GATE_SHAPES }.argv();
+        Request::Spec { kernel: which, source: Some(&p.cand_src), out: &cand_out, sets: 0, shapes: GATE_SHAPES }.argv();
     let limit = run.remaining();
     let (b, c) = std::thread::scope(|s| {
         let b = s.spawn(|| match v.baseline_cache {

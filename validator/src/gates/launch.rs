@@ -10,8 +10,8 @@ use super::{Touched, Validation};
 use crate::backend::python::{Harness, HarnessRun, HarnessStatus};
 use crate::error::{Error, Result};
 use crate::manifest::Manifest;
-use crate::request::Request;
-use crate::tree::copy_tree;
+use crate::request::{Kernel, Request};
+use crate::tree::baseline_tree;
 use crate::validator::Validator;
 
 /// A fresh base seed for the correctness gate (one per validator).
@@ -50,7 +50,7 @@ pub(crate) fn prepare(v: &Validator, t: &Touched) -> Result<Prepared> {
         .tempdir()
         .map_err(|e| Error::io(std::env::temp_dir(), e))?;
     let tree = tmp.path().join("tree");
-    copy_tree(&v.opts.root.join(&v.kernels.dir), &tree.join(&v.kernels.dir))?;
+    baseline_tree(v, &tree)?;
     // the baseline source in the tree is the baseline text (the file on disk may be the candidate)
     let base_file = tree.join(&t.path);
     std::fs::write(&base_file, &t.base).map_err(|e| Error::io(&base_file, e))?;
@@ -91,7 +91,8 @@ pub(crate) fn launch(
     let baseline_cache = v.baseline_cache.as_ref().map(|d| d.path().to_string_lossy().into_owned());
     run.seeds = (0..v.opts.seeds as u64).map(|i| seed + i).collect();
     let curve = precision && manifest.curve.is_some();
-    let (kernel, device) = (name.as_str(), v.opts.device.name());
+    let arg = manifest.harness_arg(&p.harness.root);
+    let (kernel, device) = (Kernel::of(&arg), v.opts.device.name());
     let compile = |source: Option<&'_ str>| Request::Compile { kernel, source }.argv();
     let profile_args = |source: Option<&'_ str>| Request::Profile { kernel, source, timeout: None }.argv();
     let check = |source, seeds, curve, consistency, baseline_cache| {

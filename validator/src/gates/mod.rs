@@ -105,6 +105,11 @@ pub(crate) fn in_order(run: &mut Validation<'_>) -> Result<Verdict> {
     run.kernel = Some(manifest.clone());
     let prepared = launch::prepare(v, &touched[scan.touched])?;
     let runs = launch::launch(v, run, &prepared, &manifest, scan.precision)?;
+    // a contract the harness cannot use (e.g. a reference `kidiom init` left to write) stops
+    // here, before any figure of the candidate is judged: its own line, verbatim
+    if let Some(v) = static_gate::contract_error(run, &scan.rec, &runs) {
+        return Ok(v);
+    }
     // 2. static, the compiles
     if let Some(v) = static_gate::judge_compiles(run, scan.rec, &scan.flag_text, &runs, &manifest.name) {
         return Ok(v);
@@ -267,6 +272,33 @@ flops = "N"
 
     fn kind(e: &Evidence) -> (VerdictKind, Option<Gate>) {
         (e.verdict.kind, e.verdict.gate)
+    }
+
+    #[test]
+    fn an_unfinished_contract_is_an_error_with_the_harness_line_unchanged() {
+        let manifest = Manifest::parse(MANIFEST, "kernels/kda/decode.toml").unwrap();
+        let line =
+            "my.rmsnorm: contract rmsnorm_contract.py: reference() is not written yet (kidiom init left it for you)";
+        let reply = json!({"wire": "kidiom-harness", "version": 1, "command": "check", "status": "error",
+                           "error_kind": "contract", "error": line, "traceback": "Traceback ...\nNotImplementedError"});
+        let ev = bare_run(&manifest.source_path(), Some(manifest.clone()), |mut run| {
+            let runs = HarnessResults {
+                base_compile: harness_run(HarnessStatus::Ok, compile_ok()),
+                cand_compile: harness_run(HarnessStatus::Ok, compile_ok()),
+                cand_check: harness_run(HarnessStatus::Error, reply.clone()),
+                base_check: None,
+                cached: false,
+                profiles: None,
+            };
+            let rec = GateRecord::new(Gate::Static, GateStatus::Passed, "");
+            let v = static_gate::contract_error(&mut run, &rec, &runs).expect("a contract error stops the gates");
+            run.finish(v)
+        });
+        assert_eq!(kind(&ev), (VerdictKind::Error, Some(Gate::Static)));
+        assert_eq!(ev.verdict.reason, line);
+        // an error of another kind is the gates' to judge
+        let other = harness_run(HarnessStatus::Error, json!({"error": "boom"}));
+        assert!(other.contract_error().is_none());
     }
 
     /// A `profile` reply with these state reads (the decode at the bench shape).

@@ -16,7 +16,7 @@ use crate::backend::python::HarnessStatus;
 use crate::device::Device;
 use crate::evidence::{GateRecord, GateStatus};
 use crate::manifest::{KernelLanguage, Manifest};
-use crate::request::{BenchOn, Request};
+use crate::request::{BenchOn, Kernel, Request};
 use crate::verdict::{Gate, Verdict};
 use crate::wire::{self, Bench, BenchFailed, HostBench};
 
@@ -52,7 +52,8 @@ pub(super) fn gate(
     }
     // host C++: rounds and windows are the manifest's [service] settings
     let on = if host { BenchOn::Cpu } else { BenchOn::Cuda { iters: run.v.opts.bench_iters } };
-    let args = Request::Bench { kernel: &manifest.name, source: &p.cand_src, on }.argv();
+    let arg = manifest.harness_arg(&p.harness.root);
+    let args = Request::Bench { kernel: Kernel::of(&arg), source: &p.cand_src, on }.argv();
     let b = match p.harness.call(&args, limit) {
         Ok(b) => b,
         Err(e) => {

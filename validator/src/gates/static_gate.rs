@@ -12,7 +12,7 @@ use kidiom_syntax::Lang;
 use serde_json::json;
 
 use super::launch::HarnessResults;
-use super::{Touched, Validation, stamp};
+use super::{Touched, Validation, note, stamp};
 use crate::backend::cpu::{ReadCompile, StaticMetrics, delta};
 use crate::backend::python::HarnessStatus;
 use crate::evidence::{GateRecord, GateStatus, Predicted};
@@ -103,6 +103,21 @@ pub(super) struct Scan {
     pub(super) flag_text: Vec<String>,
     /// The gate's record so far (finished by [`judge_compiles`]).
     pub(super) rec: GateRecord,
+}
+
+/// The first harness run of `runs` that could not use the contract
+/// ([`HarnessRun::contract_error`]) stops the validation at the static gate
+/// with an `error` whose reason is the harness's line, unchanged.
+pub(super) fn contract_error(run: &mut Validation<'_>, rec: &GateRecord, runs: &HarnessResults) -> Option<Verdict> {
+    let mut all = vec![&runs.base_compile, &runs.cand_compile, &runs.cand_check];
+    all.extend(runs.base_check.as_ref());
+    if let Some((b, c)) = &runs.profiles {
+        all.extend([b, c]);
+    }
+    let (h, line) = all.into_iter().find_map(|h| Some((h, h.contract_error()?.to_string())))?;
+    let mut rec = rec.clone();
+    note(&mut rec, h);
+    Some(run.stop(rec, GateStatus::Error, line.clone(), Verdict::error(Some(Gate::Static), line, h.log())))
 }
 
 /// The contract, host-code and numeric-flag rules, and which kernel the
@@ -205,7 +220,10 @@ pub(super) fn scan(
         }
         [] => {
             finish(&mut rec);
-            let summary = format!("no kernel manifest under {}/ has {} as its source", v.kernels.dir, run.c.path);
+            let summary = format!(
+                "no kernel manifest under {}/ or beside {} names it as its source (`kidiom init {}` writes one)",
+                v.kernels.dir, run.c.path, run.c.path
+            );
             let reason = format!("{summary}; there is no contract to validate against");
             Err(run.stop(rec, GateStatus::Error, summary, Verdict::error(Some(Gate::Static), reason, "")))
         }

@@ -20,7 +20,7 @@ use super::Assignment;
 use crate::backend::python::{Harness, HarnessStatus};
 use crate::error::{Error, Result};
 use crate::manifest::Manifest;
-use crate::request::Request;
+use crate::request::{Kernel, Request};
 
 /// The static figures a search compares (from the sm_90 compile).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -192,10 +192,15 @@ impl Measure for HarnessMeasure<'_> {
         let spec = dir.join("variants.json");
         let body = serde_json::json!({"variants": list, "compile": compile, "curve": true});
         std::fs::write(&spec, body.to_string()).map_err(|e| Error::io(&spec, e))?;
-        let args = Request::Sweep { kernel: &self.manifest.name, variants: &spec, jobs: self.jobs }.argv();
+        let arg = self.manifest.harness_arg(&self.harness.root);
+        let args = Request::Sweep { kernel: Kernel::of(&arg), variants: &spec, jobs: self.jobs }.argv();
         let run = self.harness.call(&args, left)?;
         if run.status == HarnessStatus::TimedOut {
             return Err(self.out_of_time(&format!("while measuring {} variants", variants.len())));
+        }
+        if let Some(line) = run.contract_error() {
+            // the contract cannot be used: the harness's own line
+            return Err(Error::Search(line.to_string()));
         }
         if run.status != HarnessStatus::Ok {
             let why = run.json["error"].as_str().map(str::to_string).unwrap_or_else(|| run.log());

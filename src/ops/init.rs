@@ -1,0 +1,1161 @@
+//! `kidiom init`: a format-2 manifest and a contract skeleton written next
+//! to a kernel file (docs/CONTRACTS.md), filled in from what its syntax
+//! tree says: the Triton launcher's parameters (or the CUDA kernel's), which
+//! of them the launcher allocates, returns or has the kernel store to, the
+//! shape variables it unpacks. What cannot be read (the float64 reference,
+//! sizes, the floor) is left marked `TODO`; the reference raises until it is
+//! written, and the harness says so in one line.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::path::{Path, PathBuf};
+
+use anyhow::{Context, Result, bail};
+use kidiom_syntax::{KernelKind, Lang, Limits, decode, kernel_launches, kernel_ranges, parse_tree, preorder};
+use serde::Serialize;
+use tree_sitter::Node;
+
+/// What `kidiom init` wrote and what it leaves to the user.
+#[derive(Debug, Serialize)]
+pub(crate) struct Report {
+    /// The kernel's name for kidiom (the file's stem).
+    pub(crate) name: String,
+    pub(crate) language: &'static str,
+    /// The kernel function.
+    pub(crate) entry: String,
+    /// The Triton function that launches it.
+    pub(crate) launcher: Option<String>,
+    pub(crate) manifest: PathBuf,
+    pub(crate) contract: PathBuf,
+    pub(crate) args: Vec<String>,
+    pub(crate) inputs: Vec<String>,
+    pub(crate) inouts: Vec<String>,
+    pub(crate) outputs: Vec<String>,
+    /// Shape variables, as named in the source where it names them.
+    pub(crate) shape_vars: Vec<String>,
+    /// What was read from the source, one line each.
+    pub(crate) filled: Vec<String>,
+    /// What the user must complete, one line each.
+    pub(crate) todo: Vec<String>,
+}
+
+/// How a kernel argument is used, as far as the syntax tells.
+#[derive(Debug, Clone, PartialEq, Eq)]
+enum Role {
+    Input,
+    InOut,
+    Output,
+}
+
+/// One argument of the contract.
+#[derive(Debug, Clone)]
+struct Arg {
+    name: String,
+    /// `None`: a scalar.
+    tensor: Option<Tensor>,
+    role: Role,
+    /// A scalar's Python value (source text), and whether it is a guess.
+    value: Option<(String, bool)>,
+    /// Allocated and returned by the launcher (not one of its parameters).
+    returned: bool,
+    /// Why it was classified so (for the report and the skeleton's comments).
+    why: String,
+}
+
+#[derive(Debug, Clone)]
+struct Tensor {
+    /// Dimensions as Python expressions over the shape variables.
+    dims: Vec<String>,
+    /// Whether the dimensions are a guess.
+    guessed: bool,
+}
+
+/// What is read from a kernel file, before it is written out.
+#[derive(Debug)]
+struct Read {
+    language: &'static str,
+    entry: String,
+    launcher: Option<String>,
+    args: Vec<Arg>,
+    shape_vars: Vec<String>,
+    /// CUDA: the `__global__` parameters in order, for `launch(shape)`.
+    cuda_params: Vec<CudaParam>,
+    filled: Vec<String>,
+}
+
+#[derive(Debug, Clone)]
+enum CudaParam {
+    /// A pointer or float argument, passed by its name.
+    Arg(String),
+    /// An integer parameter, passed as a shape variable.
+    Int(String),
+}
+
+/// Writes `<stem>.toml` and `<stem>_contract.py` next to `path` (refusing
+/// to replace either unless `force`).
+pub(crate) fn init(path: &Path, force: bool) -> Result<Report> {
+    let bytes = std::fs::read(path).with_context(|| format!("reading {}", path.display()))?;
+    let lang = Lang::from_path(path).filter(|l| matches!(l, Lang::Python | Lang::Cuda)).ok_or_else(|| {
+        anyhow::anyhow!("{}: kidiom init reads a Triton kernel (.py) or a CUDA kernel (.cu)", path.display())
+    })?;
+    let text = decode(&bytes, &Limits::default())
+        .map_err(|s| anyhow::anyhow!("{}: {s}; kidiom init reads kernel source text", path.display()))?;
+    let stem = path
+        .file_stem()
+        .map(|s| s.to_string_lossy().into_owned())
+        .filter(|s| !s.is_empty())
+        .ok_or_else(|| anyhow::anyhow!("{}: no file name", path.display()))?;
+    let file_name = path.file_name().map(|s| s.to_string_lossy().into_owned()).unwrap_or_default();
+    let read = match lang {
+        Lang::Python => read_triton(text),
+        _ => read_cuda(text),
+    }
+    .map_err(|e| anyhow::anyhow!("{}: {e}", path.display()))?;
+    let dir = path.parent().map(Path::to_path_buf).unwrap_or_default();
+    let manifest = dir.join(format!("{stem}.toml"));
+    let contract_name = format!("{stem}_contract.py");
+    let contract = dir.join(&contract_name);
+    for p in [&manifest, &contract] {
+        if p.exists() && !force {
+            bail!("{} exists; kidiom init does not overwrite it (pass --force to)", p.display());
+        }
+    }
+    let (manifest_text, mut todo) = manifest_text(&stem, &file_name, &contract_name, &read);
+    let (contract_text, contract_todo) = contract_text(&stem, &file_name, &read);
+    todo.extend(contract_todo);
+    write_new(&contract, &contract_text)?;
+    write_new(&manifest, &manifest_text)?;
+    let names = |r: Role| read.args.iter().filter(|a| a.role == r).map(|a| a.name.clone()).collect::<Vec<_>>();
+    Ok(Report {
+        name: stem,
+        language: read.language,
+        entry: read.entry.clone(),
+        launcher: read.launcher.clone(),
+        manifest,
+        contract,
+        args: read.args.iter().filter(|a| !a.returned).map(|a| a.name.clone()).collect(),
+        inputs: names(Role::Input),
+        inouts: names(Role::InOut),
+        outputs: names(Role::Output),
+        shape_vars: read.shape_vars.clone(),
+        filled: read.filled,
+        todo,
+    })
+}
+
+fn write_new(path: &Path, text: &str) -> Result<()> {
+    std::fs::write(path, text).with_context(|| format!("writing {}", path.display()))
+}
+
+fn node_text<'a>(n: Node<'_>, text: &'a str) -> &'a str {
+    text.get(n.byte_range()).unwrap_or("")
+}
+
+/// Every identifier under `n`, in source order (attribute names excluded:
+/// `x.shape` is `x`).
+fn identifiers(n: Node<'_>, text: &str) -> Vec<String> {
+    let mut out = Vec::new();
+    preorder(n, |c| {
+        if c.kind() == "attribute" {
+            if let Some(o) = c.child_by_field_name("object") {
+                out.extend(identifiers(o, text));
+            }
+            return false;
+        }
+        if c.kind() == "keyword_argument" {
+            if let Some(v) = c.child_by_field_name("value") {
+                out.extend(identifiers(v, text));
+            }
+            return false;
+        }
+        if c.kind() == "identifier" {
+            out.push(node_text(c, text).to_string());
+        }
+        true
+    });
+    out
+}
+
+/// A Python parameter: its name, annotation and default, as text.
+struct Param {
+    name: String,
+    annotation: Option<String>,
+    default: Option<String>,
+}
+
+fn python_params(def: Node<'_>, text: &str) -> Vec<Param> {
+    let mut out = Vec::new();
+    let Some(params) = def.child_by_field_name("parameters") else { return out };
+    let mut c = params.walk();
+    for p in params.named_children(&mut c) {
+        let field = |f: &str| p.child_by_field_name(f).map(|n| node_text(n, text).to_string());
+        let param = match p.kind() {
+            "identifier" => Param { name: node_text(p, text).to_string(), annotation: None, default: None },
+            "typed_parameter" => {
+                let name =
+                    p.named_child(0).filter(|n| n.kind() == "identifier").map(|n| node_text(n, text).to_string());
+                let Some(name) = name else { continue };
+                Param { name, annotation: field("type"), default: None }
+            }
+            "default_parameter" | "typed_default_parameter" => {
+                let Some(name) = field("name") else { continue };
+                Param { name, annotation: field("type"), default: field("value") }
+            }
+            _ => continue,
+        };
+        if param.name != "self" {
+            out.push(param);
+        }
+    }
+    out
+}
+
+/// The function definition a byte range of a Triton kernel holds.
+fn function_in(n: Node<'_>) -> Option<Node<'_>> {
+    if n.kind() == "function_definition" {
+        return Some(n);
+    }
+    let mut c = n.walk();
+    n.named_children(&mut c).find(|k| k.kind() == "function_definition")
+}
+
+fn is_numeric_literal(s: &str) -> bool {
+    let s = s.trim().trim_start_matches('-');
+    !s.is_empty() && s.parse::<f64>().is_ok()
+}
+
+fn is_scalar_annotation(a: &str) -> bool {
+    matches!(a.trim(), "int" | "float" | "bool")
+}
+
+/// The callee's last name (`torch.empty_like` -> `empty_like`).
+fn callee_name(call: Node<'_>, text: &str) -> String {
+    let f = call.child_by_field_name("function").map(|f| node_text(f, text)).unwrap_or("");
+    f.rsplit('.').next().unwrap_or(f).to_string()
+}
+
+/// Calls that allocate a tensor in a launcher.
+const ALLOCATORS: &[&str] = &[
+    "empty",
+    "empty_like",
+    "zeros",
+    "zeros_like",
+    "ones",
+    "ones_like",
+    "full",
+    "full_like",
+    "new_empty",
+    "new_zeros",
+    "new_ones",
+    "new_full",
+    "empty_strided",
+];
+
+fn read_triton(text: &str) -> std::result::Result<Read, String> {
+    let tree = parse_tree(Lang::Python, text).map_err(|s| s.to_string())?.ok_or("no parser for Python")?;
+    let root = tree.root_node();
+    let kernels: Vec<Node<'_>> = kernel_ranges(Lang::Python, text, &tree)
+        .into_iter()
+        .filter(|k| k.kind == KernelKind::Triton)
+        .filter_map(|k| root.descendant_for_byte_range(k.range.start, k.range.end))
+        .filter_map(function_in)
+        .collect();
+    if kernels.is_empty() {
+        return Err("no @triton.jit kernel here (kidiom init reads a Triton kernel and the function that \
+                    launches it, or an extern \"C\" __global__ CUDA kernel)"
+            .into());
+    }
+    let kernel_name = |k: Node<'_>| k.child_by_field_name("name").map(|n| node_text(n, text).to_string());
+    // the launches of the file's own kernels, each in a plain function (the launcher)
+    let mut found: Vec<(Node<'_>, Node<'_>, Node<'_>)> = Vec::new(); // (kernel, launcher, call)
+    for l in kernel_launches(text, &tree) {
+        let Some(kernel) = kernels.iter().copied().find(|k| kernel_name(*k).as_deref() == Some(l.kernel.as_str()))
+        else {
+            continue;
+        };
+        let Some(mut call) = root.descendant_for_byte_range(l.call.start, l.call.end) else { continue };
+        while call.kind() != "call" || call.byte_range() != l.call {
+            match call.parent() {
+                Some(p) => call = p,
+                None => break,
+            }
+        }
+        let mut up = call.parent();
+        let mut launcher = None;
+        while let Some(n) = up {
+            if n.kind() == "function_definition" {
+                launcher = Some(n);
+            }
+            up = n.parent();
+        }
+        if let Some(f) = launcher {
+            found.push((kernel, f, call));
+        }
+    }
+    // a public launcher first (a name without a leading underscore)
+    found.sort_by_key(|(_, f, _)| kernel_name(*f).is_none_or(|n| n.starts_with('_')));
+    let Some(&(kernel, launcher, call)) = found.first() else {
+        let names: Vec<String> = kernels.iter().filter_map(|k| kernel_name(*k)).collect();
+        return Err(format!(
+            "the Triton kernel {} has no launcher here (a plain def that calls {}[grid](...)); \
+             kidiom init needs one to know the kernel's arguments",
+            names.join(", "),
+            names.first().map(String::as_str).unwrap_or("kernel")
+        ));
+    };
+    let entry = kernel_name(kernel).unwrap_or_default();
+    let launcher_name = kernel_name(launcher).unwrap_or_default();
+    let mut filled = vec![format!("kernel {entry}, launched by {launcher_name}")];
+
+    // the kernel: its parameters, which are constexpr, which are loaded from and stored to
+    let kparams = python_params(kernel, text);
+    let constexpr: BTreeSet<String> = kparams
+        .iter()
+        .filter(|p| p.annotation.as_deref().is_some_and(|a| a.contains("constexpr")))
+        .map(|p| p.name.clone())
+        .collect();
+    let pnames: BTreeSet<String> = kparams.iter().map(|p| p.name.clone()).collect();
+    let body = kernel.child_by_field_name("body");
+    // local names bound to expressions of parameters (`row = y_ptr + pid * stride`)
+    let mut alias: BTreeMap<String, BTreeSet<String>> = BTreeMap::new();
+    // and the first name of each (the base of an address: `x_ptr` in `x_ptr + pid * stride`)
+    let mut alias_first: BTreeMap<String, String> = BTreeMap::new();
+    let (mut loads, mut stores) = (Vec::<Node<'_>>::new(), Vec::<Node<'_>>::new());
+    if let Some(body) = body {
+        preorder(body, |n| {
+            match n.kind() {
+                "assignment" | "augmented_assignment" => {
+                    if let (Some(l), Some(r)) = (n.child_by_field_name("left"), n.child_by_field_name("right"))
+                        && l.kind() == "identifier"
+                    {
+                        let ids = identifiers(r, text);
+                        let name = node_text(l, text).to_string();
+                        if let Some(first) = ids.first() {
+                            alias_first.entry(name.clone()).or_insert_with(|| first.clone());
+                        }
+                        alias.entry(name).or_default().extend(ids);
+                    }
+                }
+                "call" => {
+                    let name = callee_name(n, text);
+                    let first = n.child_by_field_name("arguments").and_then(|a| a.named_child(0));
+                    if let Some(first) = first {
+                        if name == "load" {
+                            loads.push(first);
+                        } else if name == "store" || name.starts_with("atomic_") {
+                            stores.push(first);
+                        }
+                        if name.starts_with("atomic_") {
+                            loads.push(first);
+                        }
+                    }
+                }
+                _ => {}
+            }
+            true
+        });
+    }
+    let params_of = |exprs: &[Node<'_>]| -> BTreeSet<String> {
+        let mut out = BTreeSet::new();
+        let mut todo: Vec<String> = exprs.iter().flat_map(|e| identifiers(*e, text)).collect();
+        let mut seen = BTreeSet::new();
+        while let Some(id) = todo.pop() {
+            if !seen.insert(id.clone()) {
+                continue;
+            }
+            if pnames.contains(&id) {
+                out.insert(id.clone());
+            }
+            if let Some(from) = alias.get(&id) {
+                todo.extend(from.iter().cloned());
+            }
+        }
+        out
+    };
+    // where each parameter is first loaded from and stored to: loaded before it is stored,
+    // a buffer is updated in place; stored first, it is an output (read back, perhaps)
+    let first_at = |exprs: &[Node<'_>]| -> BTreeMap<String, usize> {
+        let mut at: BTreeMap<String, usize> = BTreeMap::new();
+        for e in exprs {
+            for p in params_of(std::slice::from_ref(e)) {
+                let pos = at.entry(p).or_insert(usize::MAX);
+                *pos = (*pos).min(e.start_byte());
+            }
+        }
+        at
+    };
+    let (first_load, first_store) = (first_at(&loads), first_at(&stores));
+    let loaded: BTreeSet<String> = first_load
+        .iter()
+        .filter(|(p, at)| first_store.get(*p).is_none_or(|s| *at < s))
+        .map(|(p, _)| p.clone())
+        .collect();
+    let stored = params_of(&stores);
+    // pointers: parameters a load or store reaches (strides and sizes are among them too:
+    // a pointer is a parameter that is not constexpr and is the *base* of an address, which
+    // the syntax reads as the first name of the address expression)
+    let base_of = |exprs: &[Node<'_>]| -> BTreeSet<String> {
+        let mut out = BTreeSet::new();
+        for e in exprs {
+            let mut id = identifiers(*e, text).into_iter().next();
+            let mut guard = 0;
+            while let Some(i) = id.clone() {
+                if pnames.contains(&i) || guard > 16 {
+                    break;
+                }
+                guard += 1;
+                id = alias_first.get(&i).cloned();
+            }
+            if let Some(i) = id.filter(|i| pnames.contains(i) && !constexpr.contains(i)) {
+                out.insert(i);
+            }
+        }
+        out
+    };
+    let mut pointers = base_of(&loads);
+    pointers.extend(base_of(&stores));
+    let (loaded, stored): (BTreeSet<String>, BTreeSet<String>) =
+        (loaded.intersection(&pointers).cloned().collect(), stored.intersection(&pointers).cloned().collect());
+
+    // the launch: which launcher name goes to which kernel parameter
+    let mut passed: BTreeMap<String, String> = BTreeMap::new(); // kernel param -> launch argument text
+    let mut passed_nodes: BTreeMap<String, Node<'_>> = BTreeMap::new();
+    if let Some(args) = call.child_by_field_name("arguments") {
+        let mut c = args.walk();
+        let mut i = 0;
+        for a in args.named_children(&mut c) {
+            if a.kind() == "keyword_argument" {
+                if let (Some(n), Some(v)) = (a.child_by_field_name("name"), a.child_by_field_name("value")) {
+                    passed.insert(node_text(n, text).to_string(), node_text(v, text).to_string());
+                    passed_nodes.insert(node_text(n, text).to_string(), v);
+                }
+            } else if a.kind() != "comment" {
+                if let Some(p) = kparams.get(i) {
+                    passed.insert(p.name.clone(), node_text(a, text).to_string());
+                    passed_nodes.insert(p.name.clone(), a);
+                }
+                i += 1;
+            }
+        }
+    }
+
+    // the launcher: its parameters, allocations, shape unpacking, returns, local aliases
+    let lparams = python_params(launcher, text);
+    let lnames: BTreeSet<String> = lparams.iter().map(|p| p.name.clone()).collect();
+    let mut local_alias: BTreeMap<String, String> = BTreeMap::new(); // local -> first name it is made from
+    let mut allocated: BTreeMap<String, Option<String>> = BTreeMap::new(); // local -> like whom
+    let mut alloc_dims: BTreeMap<String, Vec<String>> = BTreeMap::new(); // local -> its dims
+    let mut unpacked: BTreeMap<String, Vec<String>> = BTreeMap::new(); // tensor -> its dims
+    let mut indexed: Vec<(String, i64, String)> = Vec::new(); // (tensor, index, var)
+    let mut returned: Vec<String> = Vec::new();
+    let mut attr_used: BTreeSet<String> = BTreeSet::new(); // names with .shape/.stride/... used
+    if let Some(body) = launcher.child_by_field_name("body") {
+        preorder(body, |n| {
+            match n.kind() {
+                "function_definition" | "class_definition" | "lambda" => return false,
+                "attribute" => {
+                    let attr = n.child_by_field_name("attribute").map(|a| node_text(a, text)).unwrap_or("");
+                    if let Some(o) = n.child_by_field_name("object").filter(|o| o.kind() == "identifier")
+                        && matches!(attr, "shape" | "stride" | "dtype" | "device" | "numel" | "size" | "is_contiguous")
+                    {
+                        attr_used.insert(node_text(o, text).to_string());
+                    }
+                }
+                "assignment" => {
+                    let (Some(l), Some(r)) = (n.child_by_field_name("left"), n.child_by_field_name("right")) else {
+                        return true;
+                    };
+                    let rt = node_text(r, text).trim();
+                    // `M, N = x.shape`
+                    if matches!(l.kind(), "pattern_list" | "tuple_pattern")
+                        && let Some(t) = rt.strip_suffix(".shape").filter(|t| is_name(t))
+                    {
+                        let mut c = l.walk();
+                        let dims: Vec<String> =
+                            l.named_children(&mut c).map(|d| node_text(d, text).to_string()).collect();
+                        if dims.iter().all(|d| is_name(d)) {
+                            unpacked.insert(t.to_string(), dims);
+                        }
+                        return true;
+                    }
+                    if l.kind() != "identifier" {
+                        return true;
+                    }
+                    let lt = node_text(l, text).to_string();
+                    // `N = x.shape[-1]`, `N = x.size(1)`
+                    if let Some((t, i)) = shape_index(rt) {
+                        indexed.push((t, i, lt));
+                        return true;
+                    }
+                    if r.kind() == "call" && ALLOCATORS.contains(&callee_name(r, text).as_str()) {
+                        let like = r
+                            .child_by_field_name("arguments")
+                            .and_then(|a| a.named_child(0))
+                            .filter(|a| a.kind() == "identifier")
+                            .map(|a| node_text(a, text).to_string())
+                            .filter(|_| callee_name(r, text).ends_with("_like"));
+                        // `torch.empty((M, N), ...)` or `torch.empty(M, N, ...)`: its dims, when names
+                        if like.is_none()
+                            && !callee_name(r, text).ends_with("_like")
+                            && let Some(dims) = allocation_dims(r, text)
+                        {
+                            alloc_dims.insert(lt.clone(), dims);
+                        }
+                        allocated.insert(lt, like);
+                        return true;
+                    }
+                    if let Some(first) = identifiers(r, text).into_iter().next() {
+                        local_alias.insert(lt, first);
+                    }
+                }
+                "return_statement" => {
+                    let mut c = n.walk();
+                    for e in n.named_children(&mut c) {
+                        if e.kind() == "identifier" {
+                            returned.push(node_text(e, text).to_string());
+                        } else if matches!(e.kind(), "expression_list" | "tuple") {
+                            let mut c2 = e.walk();
+                            returned.extend(
+                                e.named_children(&mut c2)
+                                    .filter(|x| x.kind() == "identifier")
+                                    .map(|x| node_text(x, text).to_string()),
+                            );
+                        }
+                    }
+                }
+                _ => {}
+            }
+            true
+        });
+    }
+    // the launcher name (parameter or allocation) behind a local
+    let resolve = |name: &str| -> String {
+        let mut n = name.to_string();
+        for _ in 0..16 {
+            if lnames.contains(&n) || allocated.contains_key(&n) {
+                break;
+            }
+            match local_alias.get(&n) {
+                Some(f) => n = f.clone(),
+                None => break,
+            }
+        }
+        n
+    };
+    // launcher name -> (loaded, stored) through the kernel parameters it is passed as
+    let mut as_pointer: BTreeMap<String, (bool, bool)> = BTreeMap::new();
+    let mut as_scalar: BTreeSet<String> = BTreeSet::new();
+    for (kp, node) in &passed_nodes {
+        let Some(first) = identifiers(*node, text).into_iter().next() else { continue };
+        let who = resolve(&first);
+        if pointers.contains(kp) {
+            let e = as_pointer.entry(who).or_default();
+            e.0 |= loaded.contains(kp);
+            e.1 |= stored.contains(kp);
+        } else if !constexpr.contains(kp) && node.kind() == "identifier" {
+            as_scalar.insert(who);
+        }
+    }
+
+    // shape variables and each tensor's dims
+    let mut shape_vars: Vec<String> = Vec::new();
+    let add_var = |v: &str, vars: &mut Vec<String>| {
+        if !vars.iter().any(|x| x == v) {
+            vars.push(v.to_string());
+        }
+    };
+    for dims in unpacked.values() {
+        for d in dims {
+            add_var(d, &mut shape_vars);
+        }
+    }
+    for (_, _, v) in &indexed {
+        add_var(v, &mut shape_vars);
+    }
+    let mut dims_of: BTreeMap<String, (Vec<String>, bool)> = BTreeMap::new();
+    for (t, dims) in &unpacked {
+        dims_of.insert(t.clone(), (dims.clone(), false));
+    }
+    for (t, _, _) in &indexed {
+        if dims_of.contains_key(t) {
+            continue;
+        }
+        let mut idx: Vec<(i64, String)> =
+            indexed.iter().filter(|(u, _, _)| u == t).map(|(_, i, v)| (*i, v.clone())).collect();
+        idx.sort_by_key(|(i, _)| if *i < 0 { i64::MAX / 2 + i } else { *i });
+        let exact = idx.iter().enumerate().all(|(k, (i, _))| *i == k as i64);
+        dims_of.insert(t.clone(), (idx.into_iter().map(|(_, v)| v).collect(), !exact));
+    }
+
+    // the launcher's parameters: tensors and scalars, in order
+    let mut args: Vec<Arg> = Vec::new();
+    let scalar_like = |p: &Param| {
+        p.default.as_deref().is_some_and(|d| is_numeric_literal(d) || matches!(d.trim(), "True" | "False"))
+            || p.annotation.as_deref().is_some_and(is_scalar_annotation)
+    };
+    // integer scalars make shape variables when the source names none
+    let int_scalars: Vec<String> = lparams
+        .iter()
+        .filter(|p| {
+            !as_pointer.contains_key(&p.name)
+                && (p.annotation.as_deref() == Some("int")
+                    || (p.annotation.is_none() && p.default.is_none() && as_scalar.contains(&p.name)))
+        })
+        .map(|p| p.name.clone())
+        .collect();
+    if shape_vars.is_empty() {
+        shape_vars.extend(int_scalars.iter().cloned());
+    }
+    for p in &lparams {
+        let tensorish = as_pointer.contains_key(&p.name)
+            || (!scalar_like(p) && !as_scalar.contains(&p.name) && attr_used.contains(&p.name))
+            || p.annotation.as_deref().is_some_and(|a| a.contains("Tensor"));
+        if tensorish && !scalar_like(p) {
+            let (ld, st) = as_pointer.get(&p.name).copied().unwrap_or((true, false));
+            let (role, why) = match (ld, st) {
+                (true, true) => (Role::InOut, format!("{entry} loads from and stores to it (in place)")),
+                (false, true) => (Role::Output, format!("{entry} stores to it")),
+                _ => (Role::Input, format!("{entry} reads it")),
+            };
+            args.push(Arg { name: p.name.clone(), tensor: None, role, value: None, returned: false, why });
+        } else {
+            let value = match (&p.default, p.annotation.as_deref()) {
+                (Some(d), _) => Some((d.clone(), false)),
+                _ if shape_vars.contains(&p.name) => Some((format!("shape[\"{}\"]", p.name), false)),
+                (None, Some("float")) => Some(("1.0".into(), true)),
+                (None, Some("bool")) => Some(("False".into(), true)),
+                _ => Some(("1".into(), true)),
+            };
+            let why = match &p.default {
+                Some(d) => format!("a scalar (default {d})"),
+                None => "a scalar".into(),
+            };
+            args.push(Arg { name: p.name.clone(), tensor: None, role: Role::Input, value, returned: false, why });
+        }
+    }
+    for r in &returned {
+        let who = resolve(r);
+        if allocated.contains_key(&who) && !args.iter().any(|a| a.name == who) {
+            let why = format!("{launcher_name} allocates and returns it");
+            args.push(Arg { name: who, tensor: None, role: Role::Output, value: None, returned: true, why });
+        }
+    }
+    // dims: unpacked or indexed; an allocation `*_like(t)` has t's; else a guess
+    if shape_vars.is_empty() {
+        shape_vars.push("N".into());
+    }
+    let last = shape_vars.last().cloned().unwrap_or_else(|| "N".into());
+    let snapshot: BTreeMap<String, (Vec<String>, bool)> = dims_of.clone();
+    for a in args.iter_mut() {
+        let is_tensor = a.returned || as_pointer.contains_key(&a.name) || a.value.is_none();
+        if !is_tensor {
+            continue;
+        }
+        let like = allocated.get(&a.name).cloned().flatten();
+        let dims = snapshot
+            .get(&a.name)
+            .cloned()
+            .or_else(|| alloc_dims.get(&a.name).map(|d| (d.clone(), !d.iter().all(|x| shape_vars.contains(x)))))
+            .or_else(|| like.as_ref().and_then(|l| snapshot.get(l).cloned()))
+            .unwrap_or_else(|| (vec![last.clone()], true));
+        a.tensor = Some(Tensor { dims: dims.0, guessed: dims.1 });
+    }
+    if !unpacked.is_empty() || !indexed.is_empty() {
+        filled.push(format!("shape variables {} from {launcher_name}", shape_vars.join(", ")));
+    }
+    for a in &args {
+        filled.push(format!("{}: {}", a.name, a.why));
+    }
+    Ok(Read {
+        language: "triton",
+        entry,
+        launcher: Some(launcher_name),
+        args,
+        shape_vars,
+        cuda_params: Vec::new(),
+        filled,
+    })
+}
+
+/// The dims of `torch.empty((M, N), ...)` or `torch.empty(M, N, ...)`:
+/// names or integers only (`x.new_empty(...)` has none readable).
+fn allocation_dims(call: Node<'_>, text: &str) -> Option<Vec<String>> {
+    let args = call.child_by_field_name("arguments")?;
+    let mut c = args.walk();
+    let positional: Vec<Node<'_>> =
+        args.named_children(&mut c).filter(|a| !matches!(a.kind(), "keyword_argument" | "comment")).collect();
+    let dims: Vec<String> = match positional.as_slice() {
+        [one] if matches!(one.kind(), "tuple" | "list") => {
+            let mut c = one.walk();
+            one.named_children(&mut c).map(|d| node_text(d, text).to_string()).collect()
+        }
+        many => many.iter().map(|d| node_text(*d, text).to_string()).collect(),
+    };
+    let simple = |d: &String| is_name(d) || d.parse::<u64>().is_ok();
+    (!dims.is_empty() && dims.iter().all(simple)).then_some(dims)
+}
+
+fn is_name(s: &str) -> bool {
+    let mut c = s.chars();
+    c.next().is_some_and(|f| f.is_alphabetic() || f == '_') && c.all(|x| x.is_alphanumeric() || x == '_')
+}
+
+/// `x.shape[-1]` or `x.size(1)` -> (`x`, -1).
+fn shape_index(s: &str) -> Option<(String, i64)> {
+    let s = s.trim();
+    if let Some((t, rest)) = s.split_once(".shape[") {
+        let i = rest.strip_suffix(']')?.trim().parse().ok()?;
+        return is_name(t).then(|| (t.to_string(), i));
+    }
+    if let Some((t, rest)) = s.split_once(".size(") {
+        let i = rest.strip_suffix(')')?.trim().parse().ok()?;
+        return is_name(t).then(|| (t.to_string(), i));
+    }
+    None
+}
+
+/// A CUDA parameter: its name, whether a pointer, const, and its type text.
+struct CParam {
+    name: String,
+    pointer: bool,
+    constant: bool,
+    ty: String,
+}
+
+fn read_cuda(text: &str) -> std::result::Result<Read, String> {
+    let tree = parse_tree(Lang::Cuda, text).map_err(|s| s.to_string())?.ok_or("no parser for CUDA")?;
+    let root = tree.root_node();
+    let globals: Vec<Node<'_>> = kernel_ranges(Lang::Cuda, text, &tree)
+        .into_iter()
+        .filter(|k| k.kind == KernelKind::Global)
+        .filter_map(|k| {
+            let mut n = root.descendant_for_byte_range(k.range.start, k.range.end)?;
+            // the definition itself, not a node inside it
+            loop {
+                if n.kind() == "function_definition" {
+                    return Some(n);
+                }
+                let mut c = n.walk();
+                if let Some(f) = n.named_children(&mut c).find(|x| x.kind() == "function_definition") {
+                    return Some(f);
+                }
+                n = n.parent()?;
+            }
+        })
+        .collect();
+    if globals.is_empty() {
+        return Err("no extern \"C\" __global__ kernel here (kidiom init reads a Triton kernel and the function \
+                    that launches it, or an extern \"C\" __global__ CUDA kernel)"
+            .into());
+    }
+    let extern_c = |f: Node<'_>| {
+        let mut up = Some(f);
+        while let Some(n) = up {
+            if n.kind() == "linkage_specification" && node_text(n, text).trim_start().starts_with("extern \"C\"") {
+                return true;
+            }
+            up = n.parent();
+        }
+        false
+    };
+    let Some(&kernel) = globals.iter().find(|f| extern_c(**f)) else {
+        let names: Vec<String> = globals.iter().filter_map(|f| name_of(*f, text).map(|(n, _)| n)).collect();
+        return Err(format!(
+            "the __global__ kernel {} is not extern \"C\" (the harness loads a kernel by its unmangled \
+             name: declare it extern \"C\" __global__)",
+            names.join(", ")
+        ));
+    };
+    let (entry, plist) = name_of(kernel, text).ok_or("a __global__ function without a name")?;
+    let mut params: Vec<CParam> = Vec::new();
+    let mut c = plist.walk();
+    for p in plist.named_children(&mut c).filter(|p| p.kind() == "parameter_declaration") {
+        let Some(d) = p.child_by_field_name("declarator") else { continue };
+        let mut id = d;
+        let mut pointer = false;
+        loop {
+            if matches!(id.kind(), "pointer_declarator" | "abstract_pointer_declarator") {
+                pointer = true;
+            }
+            match id.child_by_field_name("declarator") {
+                Some(inner) => id = inner,
+                None => break,
+            }
+        }
+        let name = node_text(id, text).to_string();
+        let full = node_text(p, text);
+        let before_star = full.split('*').next().unwrap_or("");
+        let constant = pointer && before_star.split_whitespace().any(|w| w == "const");
+        let ty = p.child_by_field_name("type").map(|t| node_text(t, text).to_string()).unwrap_or_default();
+        params.push(CParam { name, pointer, constant, ty });
+    }
+    // which pointers the body writes (`p[i] = ...`, `*p = ...`, `p[i] += ...`, atomics) and reads
+    let names: BTreeSet<String> = params.iter().filter(|p| p.pointer).map(|p| p.name.clone()).collect();
+    let mut alias: BTreeMap<String, String> = BTreeMap::new();
+    // where each pointer is first written and read (a compound assignment reads first)
+    let (mut written, mut read): (BTreeMap<String, usize>, BTreeMap<String, usize>) =
+        (BTreeMap::new(), BTreeMap::new());
+    let note_at = |m: &mut BTreeMap<String, usize>, k: String, at: usize| {
+        let e = m.entry(k).or_insert(usize::MAX);
+        *e = (*e).min(at);
+    };
+    if let Some(body) = kernel.child_by_field_name("body") {
+        let base = |n: Node<'_>, alias: &BTreeMap<String, String>| -> Option<String> {
+            let mut x = n;
+            while matches!(x.kind(), "subscript_expression" | "pointer_expression" | "parenthesized_expression") {
+                x = x.child_by_field_name("argument").or_else(|| x.named_child(0))?;
+            }
+            let id = node_text(x, text).to_string();
+            let id = alias.get(&id).cloned().unwrap_or(id);
+            names.contains(&id).then_some(id)
+        };
+        preorder(body, |n| {
+            match n.kind() {
+                "init_declarator" => {
+                    if let (Some(d), Some(v)) = (n.child_by_field_name("declarator"), n.child_by_field_name("value"))
+                        && d.kind() == "pointer_declarator"
+                    {
+                        let mut id = d;
+                        while let Some(i) = id.child_by_field_name("declarator") {
+                            id = i;
+                        }
+                        let from = ident_first(v, text);
+                        if let Some(f) = from.filter(|f| names.contains(f)) {
+                            alias.insert(node_text(id, text).to_string(), f);
+                        }
+                    }
+                }
+                "assignment_expression" => {
+                    if let Some(l) = n.child_by_field_name("left")
+                        && let Some(b) = base(l, &alias)
+                    {
+                        let op = n.child_by_field_name("operator").map(|o| node_text(o, text)).unwrap_or("=");
+                        let at = n.start_byte();
+                        if op != "=" {
+                            note_at(&mut read, b.clone(), at);
+                        }
+                        note_at(&mut written, b, at + 1);
+                    }
+                }
+                "subscript_expression" | "pointer_expression" => {
+                    let is_left = n.parent().is_some_and(|p| {
+                        p.kind() == "assignment_expression"
+                            && p.child_by_field_name("left").is_some_and(|l| l.id() == n.id())
+                    });
+                    if !is_left && let Some(b) = base(n, &alias) {
+                        note_at(&mut read, b, n.start_byte());
+                    }
+                }
+                "call_expression" => {
+                    let f = n.child_by_field_name("function").map(|f| node_text(f, text)).unwrap_or("");
+                    if f.starts_with("atomic")
+                        && let Some(first) = n.child_by_field_name("arguments").and_then(|a| a.named_child(0))
+                        && let Some(id) = ident_first(first, text)
+                    {
+                        let id = alias.get(&id).cloned().unwrap_or(id);
+                        if names.contains(&id) {
+                            note_at(&mut read, id.clone(), n.start_byte());
+                            note_at(&mut written, id, n.start_byte() + 1);
+                        }
+                    }
+                }
+                _ => {}
+            }
+            true
+        });
+    }
+    let mut args = Vec::new();
+    let mut shape_vars = Vec::new();
+    let mut cuda_params = Vec::new();
+    let mut filled = vec![format!("extern \"C\" __global__ kernel {entry}, {} parameters", params.len())];
+    let is_int = |t: &str| {
+        let t = t.trim();
+        t.contains("int") || t.contains("long") || t.contains("size_t") || t == "short" || t == "unsigned"
+    };
+    for p in &params {
+        if p.pointer {
+            let (role, why) = if p.constant {
+                (Role::Input, "a const pointer".to_string())
+            } else {
+                match (written.get(&p.name), read.get(&p.name)) {
+                    (Some(w), Some(r)) if r < w => (Role::InOut, format!("{entry} reads and writes it (in place)")),
+                    (Some(_), _) => (Role::Output, format!("{entry} writes it")),
+                    _ => (Role::Input, format!("{entry} reads it")),
+                }
+            };
+            filled.push(format!("{}: {why}", p.name));
+            args.push(Arg { name: p.name.clone(), tensor: None, role, value: None, returned: false, why });
+            cuda_params.push(CudaParam::Arg(p.name.clone()));
+        } else if is_int(&p.ty) {
+            filled.push(format!("{}: an integer ({}), a shape variable", p.name, p.ty));
+            shape_vars.push(p.name.clone());
+            cuda_params.push(CudaParam::Int(p.name.clone()));
+        } else {
+            let why = format!("a scalar ({})", p.ty);
+            filled.push(format!("{}: {why}", p.name));
+            let value = if p.ty.contains("bool") { "False" } else { "1.0" };
+            args.push(Arg {
+                name: p.name.clone(),
+                tensor: None,
+                role: Role::Input,
+                value: Some((value.into(), true)),
+                returned: false,
+                why,
+            });
+            cuda_params.push(CudaParam::Arg(p.name.clone()));
+        }
+    }
+    if shape_vars.is_empty() {
+        shape_vars.push("N".into());
+    }
+    let last = shape_vars.last().cloned().unwrap_or_else(|| "N".into());
+    for (a, p) in args.iter_mut().zip(params.iter().filter(|p| p.pointer || !is_int(&p.ty))) {
+        if p.pointer {
+            a.tensor = Some(Tensor { dims: vec![last.clone()], guessed: true });
+        }
+    }
+    Ok(Read { language: "cuda", entry, launcher: None, args, shape_vars, cuda_params, filled })
+}
+
+/// A C function definition's name and parameter list.
+fn name_of<'t>(f: Node<'t>, text: &str) -> Option<(String, Node<'t>)> {
+    let mut d = f.child_by_field_name("declarator")?;
+    while d.kind() != "function_declarator" {
+        d = d.child_by_field_name("declarator")?;
+    }
+    let name = d.child_by_field_name("declarator").map(|n| node_text(n, text).to_string())?;
+    Some((name, d.child_by_field_name("parameters")?))
+}
+
+fn ident_first(n: Node<'_>, text: &str) -> Option<String> {
+    let mut out = None;
+    preorder(n, |c| {
+        if out.is_some() {
+            return false;
+        }
+        if c.kind() == "identifier" {
+            out = Some(node_text(c, text).to_string());
+            return false;
+        }
+        true
+    });
+    out
+}
+
+/// Sizes for the shape variables: small on a CPU, large on a GPU.
+fn sizes(vars: &[String], small: bool) -> String {
+    let vals: Vec<String> = vars
+        .iter()
+        .enumerate()
+        .map(|(i, v)| {
+            let n = match (small, i) {
+                (true, 0) if vars.len() > 1 => 3,
+                (true, _) => 64,
+                (false, 0) => 4096,
+                (false, _) => 1024,
+            };
+            format!("{v} = {n}")
+        })
+        .collect();
+    format!("{{ {} }}", vals.join(", "))
+}
+
+fn manifest_text(stem: &str, file: &str, contract: &str, r: &Read) -> (String, Vec<String>) {
+    let mut todo = Vec::new();
+    let mut s = String::new();
+    s.push_str(&format!(
+        "# The contract of {} ({file}), written by `kidiom init` (docs/CONTRACTS.md).\n\
+         # A rewrite may change {file}; it may not change this file or {contract}.\n",
+        r.entry
+    ));
+    s.push_str("format = 2\n");
+    s.push_str(&format!("name = {}\n", toml_str(stem)));
+    s.push_str(&format!("language = \"{}\"\n", r.language));
+    s.push_str(&format!("source = {}\n", toml_str(file)));
+    s.push_str(&format!("entry = {}\n", toml_str(&r.entry)));
+    if let Some(l) = &r.launcher {
+        s.push_str(&format!("launcher = {}\n", toml_str(l)));
+    }
+    s.push_str(&format!("contract = {}\n", toml_str(contract)));
+    s.push_str(
+        "\n[tolerance]              # against float64, every output (fp32 kernels: these suit most)\n\
+         rel_l2 = 1e-5\nslice_rel_l2 = 1e-4\nmax_abs_rel = 1e-4\n",
+    );
+    let vars = &r.shape_vars;
+    s.push_str(&format!("\n[shapes]                 # shape variables: {}\n", vars.join(", ")));
+    s.push_str(&format!("cpu = [{}]   # TODO: sizes checked on the CPU (small)\n", sizes(vars, true)));
+    s.push_str(&format!("gpu = [{}]   # TODO: sizes checked on a GPU\n", sizes(vars, false)));
+    s.push_str(&format!("bench = {}     # TODO: the size timed\n", sizes(vars, false)));
+    todo.push(format!("{stem}.toml: the [shapes] sizes (TODO) for {}", vars.join(", ")));
+    // the floor: every tensor read or written once, 4 bytes an element (a guess)
+    let mut terms = Vec::new();
+    for a in &r.args {
+        if let Some(t) = &a.tensor {
+            let n = t.dims.join(" * ");
+            let times = if a.role == Role::InOut { "2 * " } else { "" };
+            terms.push(format!("{times}{n}"));
+        }
+    }
+    let bytes = if terms.is_empty() { "0".to_string() } else { format!("4 * ({})", terms.join(" + ")) };
+    let flops = vars.join(" * ");
+    s.push_str("\n[floor]                  # per call, in the shape variables\n");
+    s.push_str(&format!("bytes = \"{bytes}\"   # TODO: every tensor once, fp32 assumed\n"));
+    s.push_str(&format!("flops = \"{flops}\"   # TODO: the useful floating-point operations\n"));
+    todo.push(format!("{stem}.toml: the [floor] bytes and flops (TODO)"));
+    (s, todo)
+}
+
+fn toml_str(s: &str) -> String {
+    let mut out = String::from("\"");
+    for c in s.chars() {
+        match c {
+            '"' => out.push_str("\\\""),
+            '\\' => out.push_str("\\\\"),
+            c => out.push(c),
+        }
+    }
+    out.push('"');
+    out
+}
+
+fn py_list(names: &[&str]) -> String {
+    let q: Vec<String> = names.iter().map(|n| format!("\"{n}\"")).collect();
+    format!("[{}]", q.join(", "))
+}
+
+fn contract_text(stem: &str, file: &str, r: &Read) -> (String, Vec<String>) {
+    let mut todo = Vec::new();
+    let of = |role: Role| -> Vec<&str> { r.args.iter().filter(|a| a.role == role).map(|a| a.name.as_str()).collect() };
+    let args: Vec<&str> = r.args.iter().filter(|a| !a.returned).map(|a| a.name.as_str()).collect();
+    let returned: Vec<&str> = r.args.iter().filter(|a| a.returned).map(|a| a.name.as_str()).collect();
+    let mut s = String::new();
+    s.push_str(&format!(
+        "\"\"\"The contract of {entry} ({file}): what it must compute, as kidiom checks it.\n\n\
+         Written by `kidiom init`; ARGS, INPUTS, INOUTS, OUTPUTS and `tensors` are\n\
+         what kidiom read in {file}. Check them, complete what is marked TODO, and\n\
+         write `reference` (docs/CONTRACTS.md). This module is trusted: kidiom\n\
+         imports it only in the process that makes inputs and judges outputs.\n\"\"\"\n\n\
+         import numpy as np\n\n",
+        entry = r.entry
+    ));
+    let what = match &r.launcher {
+        Some(l) => format!("{l}'s positional arguments"),
+        None => format!("the arguments of {}", r.entry),
+    };
+    s.push_str(&format!("ARGS = {}  # {what}, in order\n", py_list(&args)));
+    s.push_str(&format!("INPUTS = {}  # read only (tensors or scalars)\n", py_list(&of(Role::Input))));
+    s.push_str(&format!("INOUTS = {}  # updated in place\n", py_list(&of(Role::InOut))));
+    let out_note = if returned.is_empty() {
+        "written by the call".to_string()
+    } else {
+        format!(
+            "written by the call; {} returned by {} (not among ARGS)",
+            returned.join(", "),
+            r.launcher.as_deref().unwrap_or("it")
+        )
+    };
+    s.push_str(&format!("OUTPUTS = {}  # {out_note}\n\n\n", py_list(&of(Role::Output))));
+    // tensors(shape)
+    s.push_str("def tensors(shape):\n");
+    s.push_str("    \"\"\"Every argument at `shape`: tensor -> (dims, numpy dtype name); scalar -> its value.\"\"\"\n");
+    let vars = &r.shape_vars;
+    if vars.len() == 1 {
+        s.push_str(&format!("    {} = shape[\"{}\"]\n", vars[0], vars[0]));
+    } else {
+        s.push_str(&format!(
+            "    {} = {}\n",
+            vars.join(", "),
+            vars.iter().map(|v| format!("shape[\"{v}\"]")).collect::<Vec<_>>().join(", ")
+        ));
+    }
+    s.push_str("    return {\n");
+    for a in &r.args {
+        match (&a.tensor, &a.value) {
+            (Some(t), _) => {
+                let dims =
+                    if t.dims.len() == 1 { format!("({},)", t.dims[0]) } else { format!("({})", t.dims.join(", ")) };
+                let note = if t.guessed {
+                    todo.push(format!("{stem}_contract.py: the shape of {} (TODO, a guess)", a.name));
+                    format!("  # TODO: {}'s shape is not readable in {file}; float32 assumed", a.name)
+                } else {
+                    "  # float32 assumed".to_string()
+                };
+                s.push_str(&format!("        \"{}\": ({dims}, \"float32\"),{note}\n", a.name));
+            }
+            (None, Some((v, guessed))) => {
+                let note = if *guessed {
+                    todo.push(format!("{stem}_contract.py: the value of the scalar {} (TODO)", a.name));
+                    format!("  # TODO: {}'s value", a.name)
+                } else {
+                    String::new()
+                };
+                s.push_str(&format!("        \"{}\": {v},{note}\n", a.name));
+            }
+            (None, None) => s.push_str(&format!("        \"{}\": None,  # TODO\n", a.name)),
+        }
+    }
+    s.push_str("    }\n\n\n");
+    // make_inputs
+    s.push_str(
+        "def make_inputs(shape, rng, variant=None):\n\
+         \x20   \"\"\"INPUTS and INOUTS at `shape`, drawn from `rng` (a numpy Generator).\"\"\"\n\
+         \x20   t = tensors(shape)\n\
+         \x20   x = {}\n\
+         \x20   for name in INPUTS + INOUTS:\n\
+         \x20       if isinstance(t[name], tuple):\n\
+         \x20           dims, dtype = t[name]\n\
+         \x20           x[name] = rng.standard_normal(dims).astype(dtype)\n\
+         \x20       else:\n\
+         \x20           x[name] = t[name]\n\
+         \x20   return x\n\n\n",
+    );
+    if r.language == "cuda" {
+        s.push_str("def launch(shape):\n");
+        s.push_str("    \"\"\"The launch of the __global__ kernel: grid, block and its parameters in order.\"\"\"\n");
+        let first = r.shape_vars.first().cloned().unwrap_or_else(|| "N".into());
+        let params: Vec<String> = r
+            .cuda_params
+            .iter()
+            .map(|p| match p {
+                CudaParam::Arg(n) => format!("\"{n}\""),
+                CudaParam::Int(n) => format!("{{\"int\": shape[\"{n}\"]}}"),
+            })
+            .collect();
+        s.push_str(&format!(
+            "    # TODO: the grid and block {} is launched with (one thread an element assumed)\n",
+            r.entry
+        ));
+        s.push_str(&format!(
+            "    return {{\"grid\": [(shape[\"{first}\"] + 255) // 256, 1, 1], \"block\": [256, 1, 1],\n\
+             \x20           \"params\": [{}]}}\n\n\n",
+            params.join(", ")
+        ));
+        todo.push(format!("{stem}_contract.py: launch(shape)'s grid and block (TODO)"));
+    }
+    let results: Vec<&str> =
+        r.args.iter().filter(|a| matches!(a.role, Role::Output | Role::InOut)).map(|a| a.name.as_str()).collect();
+    s.push_str("def reference(x):\n");
+    s.push_str(&format!(
+        "    \"\"\"float64 results from the inputs `x` (never modified): {{{}}}.\"\"\"\n",
+        results.iter().map(|n| format!("\"{n}\": ...")).collect::<Vec<_>>().join(", ")
+    ));
+    s.push_str(&format!(
+        "    raise NotImplementedError(\"kidiom init: write the float64 reference of {}: return {{{}}} from x\")\n",
+        r.entry,
+        results.iter().map(|n| format!("'{n}': ...")).collect::<Vec<_>>().join(", ")
+    ));
+    todo.push(format!("{stem}_contract.py: reference(x), the float64 results of {}", results.join(", ")));
+    (s, todo)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn shape_indexing_is_read() {
+        assert_eq!(shape_index("x.shape[-1]"), Some(("x".into(), -1)));
+        assert_eq!(shape_index("x.size(0)"), Some(("x".into(), 0)));
+        assert_eq!(shape_index("x.shape"), None);
+        assert_eq!(shape_index("f(x).shape[0]"), None);
+    }
+}

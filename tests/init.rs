@@ -1,0 +1,269 @@
+//! `kidiom init`: the manifest and contract skeleton it writes next to a
+//! Triton or CUDA kernel, and its errors. The files are written under the
+//! target directory (not /tmp), in a tree that is no kernels/.
+
+use std::path::{Path, PathBuf};
+use std::process::Output;
+
+use serde_json::Value;
+
+/// A directory of its own under the target directory.
+pub fn workdir(prefix: &str) -> tempfile::TempDir {
+    tempfile::Builder::new().prefix(prefix).tempdir_in(env!("CARGO_TARGET_TMPDIR")).expect("tempdir under target")
+}
+
+fn kidiom(dir: &Path, args: &[&str]) -> Output {
+    std::process::Command::new(env!("CARGO_BIN_EXE_kidiom"))
+        .current_dir(dir)
+        .env("KIDIOM_CACHE", dir.join(".cache"))
+        .args(args)
+        .output()
+        .expect("spawn kidiom")
+}
+
+fn write(dir: &Path, rel: &str, text: impl AsRef<[u8]>) -> PathBuf {
+    let p = dir.join(rel);
+    std::fs::create_dir_all(p.parent().expect("parent")).expect("mkdir");
+    std::fs::write(&p, text).expect("write");
+    p
+}
+
+/// `kidiom init REL --json` in `dir`: its report, after checking both files
+/// are there and the manifest is one kidiom reads.
+fn init(dir: &Path, rel: &str) -> (Value, String, String) {
+    let out = kidiom(dir, &["init", rel, "--json"]);
+    assert!(out.status.success(), "kidiom init {rel}: {}", String::from_utf8_lossy(&out.stderr));
+    let report: Value = serde_json::from_slice(&out.stdout).expect("json");
+    let manifest = std::fs::read_to_string(dir.join(report["manifest"].as_str().expect("manifest"))).expect("read");
+    let contract = std::fs::read_to_string(dir.join(report["contract"].as_str().expect("contract"))).expect("read");
+    let m = kidiom_validator::Manifest::parse(&manifest, "m.toml").unwrap_or_else(|e| panic!("{e}\n{manifest}"));
+    assert_eq!(m.format, 2);
+    assert!(manifest.contains("TODO"), "the sizes and floor are marked TODO:\n{manifest}");
+    python_parses(&contract);
+    (report, manifest, contract)
+}
+
+/// The contract module is Python (checked when a python3 is here).
+fn python_parses(source: &str) {
+    let Ok(out) =
+        std::process::Command::new("python3").args(["-c", "import ast, sys; ast.parse(sys.argv[1])", source]).output()
+    else {
+        eprintln!("no python3: the contract's syntax is not checked");
+        return;
+    };
+    assert!(out.status.success(), "not Python: {}\n{source}", String::from_utf8_lossy(&out.stderr));
+}
+
+fn names(v: &Value) -> Vec<&str> {
+    v.as_array().map(|a| a.iter().filter_map(Value::as_str).collect()).unwrap_or_default()
+}
+
+pub const RMSNORM: &str = r#"import torch
+import triton
+import triton.language as tl
+
+
+@triton.jit
+def rmsnorm_kernel(x_ptr, w_ptr, y_ptr, N, eps, BLOCK: tl.constexpr):
+    row = tl.program_id(0)
+    offs = tl.arange(0, BLOCK)
+    mask = offs < N
+    x = tl.load(x_ptr + row * N + offs, mask=mask, other=0.0)
+    w = tl.load(w_ptr + offs, mask=mask, other=0.0)
+    ms = tl.sum(x * x, axis=0) / N
+    y = x / tl.sqrt(ms + eps) * w
+    tl.store(y_ptr + row * N + offs, y, mask=mask)
+
+
+def rmsnorm(x, w, eps=1e-6):
+    M, N = x.shape
+    y = torch.empty_like(x)
+    rmsnorm_kernel[(M,)](x, w, y, N, eps, BLOCK=triton.next_power_of_2(N))
+    return y
+"#;
+
+#[test]
+fn init_reads_a_row_wise_triton_kernel_with_a_scalar() {
+    let d = workdir("kidiom-init-");
+    write(d.path(), "ops/rmsnorm.py", RMSNORM);
+    let (r, manifest, contract) = init(d.path(), "ops/rmsnorm.py");
+    assert_eq!(r["entry"], "rmsnorm_kernel");
+    assert_eq!(r["launcher"], "rmsnorm");
+    assert_eq!(names(&r["args"]), ["x", "w", "eps"]);
+    assert_eq!(names(&r["inputs"]), ["x", "w", "eps"]);
+    assert!(names(&r["inouts"]).is_empty());
+    assert_eq!(names(&r["outputs"]), ["y"], "allocated with empty_like and returned");
+    assert_eq!(names(&r["shape_vars"]), ["M", "N"], "unpacked from x.shape");
+    for line in [
+        "name = \"rmsnorm\"",
+        "language = \"triton\"",
+        "source = \"rmsnorm.py\"",
+        "entry = \"rmsnorm_kernel\"",
+        "launcher = \"rmsnorm\"",
+        "contract = \"rmsnorm_contract.py\"",
+        "cpu = [{ M = 3, N = 64 }]",
+    ] {
+        assert!(manifest.contains(line), "{line}:\n{manifest}");
+    }
+    for line in [
+        "ARGS = [\"x\", \"w\", \"eps\"]",
+        "INPUTS = [\"x\", \"w\", \"eps\"]",
+        "INOUTS = []",
+        "OUTPUTS = [\"y\"]",
+        "M, N = shape[\"M\"], shape[\"N\"]",
+        "\"x\": ((M, N), \"float32\")",
+        "\"y\": ((M, N), \"float32\")",
+        "\"eps\": 1e-6,",
+        "def make_inputs(shape, rng, variant=None):",
+        "raise NotImplementedError(\"kidiom init: write the float64 reference of rmsnorm_kernel",
+    ] {
+        assert!(contract.contains(line), "{line}:\n{contract}");
+    }
+    // w's shape cannot be read: a guess, marked
+    assert!(contract.contains("\"w\": ((N,), \"float32\"),  # TODO"), "{contract}");
+    let todo = r["todo"].to_string();
+    assert!(todo.contains("reference(x)") && todo.contains("[shapes]"), "{todo}");
+    // the terminal report says what was filled and what is left
+    std::fs::remove_file(d.path().join("ops/rmsnorm.toml")).expect("rm");
+    std::fs::remove_file(d.path().join("ops/rmsnorm_contract.py")).expect("rm");
+    let out = kidiom(d.path(), &["init", "ops/rmsnorm.py"]);
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success());
+    for s in ["wrote ops/rmsnorm.toml and ops/rmsnorm_contract.py", "read from the source:", "left for you"] {
+        assert!(text.contains(s), "{s}:\n{text}");
+    }
+}
+
+#[test]
+fn init_reads_two_outputs_and_an_in_place_buffer() {
+    let d = workdir("kidiom-init-");
+    write(
+        d.path(),
+        "stats.py",
+        r#"import torch
+import triton
+import triton.language as tl
+
+
+@triton.jit
+def _stats_kernel(X, Mean, Rstd, Acc, stride, N: tl.constexpr):
+    row = tl.program_id(0)
+    x_row = X + row * stride
+    x = tl.load(x_row + tl.arange(0, N))
+    m = tl.sum(x, axis=0) / N
+    v = tl.sum((x - m) * (x - m), axis=0) / N
+    tl.store(Mean + row, m)
+    tl.store(Rstd + row, 1.0 / tl.sqrt(v + 1e-5))
+    acc = tl.load(Acc + row)
+    tl.store(Acc + row, acc + m)
+
+
+def _helper(x):
+    return x
+
+
+def row_stats(x: torch.Tensor, acc: torch.Tensor, scale: float = 1.0):
+    rows = x.shape[0]
+    n = x.shape[1]
+    mean = torch.empty((rows,), device=x.device, dtype=torch.float32)
+    rstd = torch.empty((rows,), device=x.device, dtype=torch.float32)
+    _stats_kernel[(rows,)](x, mean, rstd, acc, x.stride(0), N=n)
+    return mean, rstd
+"#,
+    );
+    let (r, _, contract) = init(d.path(), "stats.py");
+    assert_eq!(r["entry"], "_stats_kernel");
+    assert_eq!(r["launcher"], "row_stats");
+    assert_eq!(names(&r["args"]), ["x", "acc", "scale"]);
+    assert_eq!(names(&r["inputs"]), ["x", "scale"]);
+    assert_eq!(names(&r["inouts"]), ["acc"], "loaded, then stored: updated in place");
+    assert_eq!(names(&r["outputs"]), ["mean", "rstd"], "allocated and returned");
+    assert_eq!(names(&r["shape_vars"]), ["rows", "n"]);
+    for line in [
+        "\"x\": ((rows, n), \"float32\")",
+        "\"mean\": ((rows,), \"float32\")",
+        "\"rstd\": ((rows,), \"float32\")",
+        "\"scale\": 1.0,",
+        "OUTPUTS = [\"mean\", \"rstd\"]  # written by the call; mean, rstd returned by row_stats",
+    ] {
+        assert!(contract.contains(line), "{line}:\n{contract}");
+    }
+}
+
+#[test]
+fn init_reads_a_cuda_kernel_into_a_launch_skeleton() {
+    let d = workdir("kidiom-init-");
+    write(
+        d.path(),
+        "k/scale.cu",
+        r#"#include <cuda_runtime.h>
+
+__device__ float twice(float v) { return 2.0f * v; }
+
+extern "C" __global__ void scale_add(const float* __restrict__ x, float* y, float* acc, int n, float alpha) {
+    int i = blockIdx.x * blockDim.x + threadIdx.x;
+    if (i < n) {
+        y[i] = alpha * twice(x[i]);
+        acc[i] += y[i];
+    }
+}
+"#,
+    );
+    let (r, manifest, contract) = init(d.path(), "k/scale.cu");
+    assert_eq!(r["language"], "cuda");
+    assert_eq!(r["entry"], "scale_add");
+    assert!(r["launcher"].is_null());
+    assert!(!manifest.contains("launcher"), "a CUDA kernel is launched by its contract:\n{manifest}");
+    assert_eq!(names(&r["args"]), ["x", "y", "acc", "alpha"]);
+    assert_eq!(names(&r["inputs"]), ["x", "alpha"], "a const pointer and a float");
+    assert_eq!(names(&r["inouts"]), ["acc"], "+= reads first");
+    assert_eq!(names(&r["outputs"]), ["y"], "written before it is read");
+    assert_eq!(names(&r["shape_vars"]), ["n"], "the int parameter");
+    for line in [
+        "def launch(shape):",
+        "\"params\": [\"x\", \"y\", \"acc\", {\"int\": shape[\"n\"]}, \"alpha\"]",
+        "\"block\": [256, 1, 1]",
+        "\"alpha\": 1.0,  # TODO",
+    ] {
+        assert!(contract.contains(line), "{line}:\n{contract}");
+    }
+}
+
+#[test]
+fn init_refuses_what_it_cannot_read_and_files_it_would_overwrite() {
+    let d = workdir("kidiom-init-");
+    let err = |args: &[&str]| {
+        let out = kidiom(d.path(), args);
+        assert_eq!(out.status.code(), Some(2), "{args:?} must fail");
+        let e = String::from_utf8_lossy(&out.stderr).into_owned();
+        assert_eq!(e.trim().lines().count(), 1, "one line: {e}");
+        e
+    };
+    write(d.path(), "plain.py", "def f(x):\n    return x + 1\n");
+    assert!(err(&["init", "plain.py"]).contains("no @triton.jit kernel"));
+    write(d.path(), "binary.py", b"\x7fELF\x00\x00\x01\x02import triton\n");
+    assert!(err(&["init", "binary.py"]).contains("binary.py"));
+    write(
+        d.path(),
+        "nolaunch.py",
+        "import triton\nimport triton.language as tl\n\n@triton.jit\ndef k(x_ptr):\n    tl.store(x_ptr, 1.0)\n",
+    );
+    assert!(err(&["init", "nolaunch.py"]).contains("has no launcher here"));
+    write(d.path(), "mangled.cu", "__global__ void k(float* y) { y[0] = 1.0f; }\n");
+    assert!(err(&["init", "mangled.cu"]).contains("is not extern \"C\""));
+    write(d.path(), "host.cu", "int main() { return 0; }\n");
+    assert!(err(&["init", "host.cu"]).contains("no extern \"C\" __global__ kernel"));
+    write(d.path(), "notes.txt", "hello\n");
+    assert!(err(&["init", "notes.txt"]).contains("reads a Triton kernel (.py) or a CUDA kernel (.cu)"));
+    assert!(err(&["init", "missing.py"]).contains("missing.py"));
+    // existing files are not overwritten, unless --force
+    write(d.path(), "rmsnorm.py", RMSNORM);
+    write(d.path(), "rmsnorm_contract.py", "# mine\n");
+    let e = err(&["init", "rmsnorm.py"]);
+    assert!(e.contains("rmsnorm_contract.py exists") && e.contains("--force"), "{e}");
+    assert_eq!(std::fs::read_to_string(d.path().join("rmsnorm_contract.py")).expect("read"), "# mine\n");
+    assert!(!d.path().join("rmsnorm.toml").exists(), "nothing written when one file exists");
+    let out = kidiom(d.path(), &["init", "rmsnorm.py", "--force"]);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(std::fs::read_to_string(d.path().join("rmsnorm_contract.py")).expect("read").contains("ARGS"));
+}
