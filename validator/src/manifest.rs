@@ -138,6 +138,79 @@ impl Manifest {
     }
 }
 
+/// Where a state-precision variant keeps its state (`[storage]`).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Storage {
+    /// The state tensor stored in reduced precision (`state`, `pool`).
+    #[serde(default)]
+    pub tensor: String,
+    /// Its dtype: `bf16`, `fp8e4m3` or `int8` (kept as written; the harness decides).
+    pub dtype: String,
+    /// The scale layout: `none`, `tensor`, `head_k` or `tile`.
+    #[serde(default = "no_scale")]
+    pub scale: String,
+    /// The tensor holding the scales, where there are any.
+    #[serde(default)]
+    pub scales: Option<String>,
+}
+
+fn no_scale() -> String {
+    "none".into()
+}
+
+/// A state-precision variant of a kernel: a manifest with `variant_of` and
+/// `[storage]` (kernels/README.md). It keeps the contract of the kernel it is
+/// a variant of, except the state's storage, and is judged by the precision
+/// gate (drift against a simulated reference and float64, within `[budget]`).
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Variant {
+    /// The variant's name for the harness (`kda.decode.state-bf16`).
+    pub name: String,
+    /// The kernel it is a variant of (`kda.decode`).
+    pub variant_of: String,
+    /// Its source file, relative to the manifest (the base kernel's when it names none).
+    pub source: String,
+    /// Where the state is kept.
+    pub storage: Storage,
+    /// The error budget, as the manifest writes it (the harness applies it).
+    pub budget: serde_json::Value,
+    /// The manifest file, relative to the root (`/`-separated).
+    pub path: String,
+}
+
+impl Variant {
+    /// Reads a variant manifest (a TOML table with `variant_of`); `path` is relative to the root.
+    pub fn parse(table: toml::Table, path: &str) -> Result<Variant> {
+        let bad = |message: String| Error::Manifest { path: PathBuf::from(path), message };
+        let text = |key: &str| table.get(key).and_then(|v| v.as_str()).map(str::to_string);
+        let name = text("name").ok_or_else(|| bad("a variant needs a `name`".into()))?;
+        let variant_of = text("variant_of").ok_or_else(|| bad("`variant_of` must be a kernel's name".into()))?;
+        let source = text("source").unwrap_or_default();
+        if source.contains("..") || Path::new(&source).is_absolute() {
+            return Err(bad(format!("source {source:?} must lie next to the manifest")));
+        }
+        let storage = table.get("storage").ok_or_else(|| bad("a variant needs a `[storage]` table".into()))?;
+        let storage: Storage =
+            storage.clone().try_into().map_err(|e: toml::de::Error| bad(format!("[storage]: {}", e.message())))?;
+        let budget = match table.get("budget") {
+            Some(b) => serde_json::to_value(b).map_err(|e| bad(format!("[budget]: {e}")))?,
+            None => serde_json::Value::Null,
+        };
+        Ok(Variant { name, variant_of, source, storage, budget, path: path.to_string() })
+    }
+
+    /// Its source file relative to the root, given the kernel it is a variant of.
+    pub fn source_path(&self, base: &Manifest) -> String {
+        if self.source.is_empty() {
+            return base.source_path();
+        }
+        match self.path.rsplit_once('/') {
+            Some((dir, _)) => format!("{dir}/{}", self.source),
+            None => self.source.clone(),
+        }
+    }
+}
+
 /// The manifests of a kernels directory, and which files are contract.
 #[derive(Debug, Clone)]
 pub struct Kernels {
@@ -145,6 +218,8 @@ pub struct Kernels {
     pub dir: String,
     /// Every manifest, by name order.
     pub manifests: Vec<Manifest>,
+    /// Every state-precision variant, by name order (each of a kernel in `manifests`).
+    pub variants: Vec<Variant>,
 }
 
 impl Kernels {
@@ -152,6 +227,7 @@ impl Kernels {
     pub fn load(root: &Path, dir: &str) -> Result<Kernels> {
         let abs = root.join(dir);
         let mut manifests = Vec::new();
+        let mut variants = Vec::new();
         let entries = std::fs::read_dir(&abs).map_err(|e| Error::io(&abs, e))?;
         let mut subdirs: Vec<PathBuf> =
             entries.filter_map(|e| e.ok()).map(|e| e.path()).filter(|p| p.is_dir()).collect();
@@ -167,11 +243,45 @@ impl Kernels {
             for t in tomls {
                 let text = std::fs::read_to_string(&t).map_err(|e| Error::io(&t, e))?;
                 let rel = t.strip_prefix(root).unwrap_or(&t).to_string_lossy().replace('\\', "/");
-                manifests.push(Manifest::parse(&text, &rel)?);
+                match toml::from_str::<toml::Table>(&text) {
+                    Ok(table) if table.contains_key("variant_of") => variants.push(Variant::parse(table, &rel)?),
+                    _ => manifests.push(Manifest::parse(&text, &rel)?),
+                }
             }
         }
         manifests.sort_by(|a, b| a.name.cmp(&b.name));
-        Ok(Kernels { dir: dir.trim_end_matches('/').to_string(), manifests })
+        variants.sort_by(|a, b| a.name.cmp(&b.name));
+        for v in &variants {
+            if !manifests.iter().any(|m| m.name == v.variant_of) {
+                let message = format!("variant_of {:?} names no kernel", v.variant_of);
+                return Err(Error::Manifest { path: PathBuf::from(&v.path), message });
+            }
+        }
+        Ok(Kernels { dir: dir.trim_end_matches('/').to_string(), manifests, variants })
+    }
+
+    /// The kernel named `name`.
+    pub fn manifest(&self, name: &str) -> Option<&Manifest> {
+        self.manifests.iter().find(|m| m.name == name)
+    }
+
+    /// The variant named `name`, with the kernel it is a variant of.
+    pub fn variant(&self, name: &str) -> Option<(&Variant, &Manifest)> {
+        let v = self.variants.iter().find(|v| v.name == name)?;
+        Some((v, self.manifest(&v.variant_of)?))
+    }
+
+    /// The variant whose own source file is `rel` (not one that shares its kernel's source).
+    pub fn variant_for_source(&self, rel: &str) -> Option<(&Variant, &Manifest)> {
+        self.variants.iter().find_map(|v| {
+            let base = self.manifest(&v.variant_of)?;
+            (v.source_path(base) == rel && base.source_path() != rel).then_some((v, base))
+        })
+    }
+
+    /// The variants of the kernel `name`.
+    pub fn variants_of<'a>(&'a self, name: &'a str) -> impl Iterator<Item = &'a Variant> + 'a {
+        self.variants.iter().filter(move |v| v.variant_of == name)
     }
 
     /// The manifest whose source file is `rel` (relative to the root).
@@ -184,7 +294,7 @@ impl Kernels {
     /// host launchers, the harness, the tests).
     pub fn is_contract(&self, rel: &str) -> bool {
         let under = rel.starts_with(&format!("{}/", self.dir));
-        under && self.for_source(rel).is_none()
+        under && self.for_source(rel).is_none() && self.variant_for_source(rel).is_none()
     }
 }
 
@@ -255,6 +365,47 @@ cpu = { B = 2, T = 70, M = 3, H = 1, HV = 2, K = 24, V = 20 }
             assert!(k.is_contract(c), "{c}");
         }
         assert!(!k.is_contract("src/other.py"));
+    }
+
+    #[test]
+    fn a_variant_manifest_names_its_kernel_storage_and_budget_and_its_source_is_not_contract() {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::create_dir_all(dir.path().join("kernels/kda")).unwrap();
+        std::fs::write(dir.path().join("kernels/kda/prefill.toml"), PREFILL).unwrap();
+        let variant = r#"
+name = "kda.prefill.state-fp8"
+variant_of = "kda.prefill"
+source = "prefill_state_fp8.py"
+[storage]
+tensor = "h0"
+dtype = "fp8e4m3"
+scale = "head_k"
+scales = "h0_scale"
+[budget]
+o = 2e-2
+state = 5e-2
+"#;
+        std::fs::write(dir.path().join("kernels/kda/prefill_state_fp8.toml"), variant).unwrap();
+        let k = Kernels::load(dir.path(), "kernels").unwrap();
+        assert_eq!(k.manifests.len(), 1, "a variant is not a kernel of its own");
+        let (v, base) = k.variant("kda.prefill.state-fp8").unwrap();
+        assert_eq!((v.storage.dtype.as_str(), v.storage.scale.as_str()), ("fp8e4m3", "head_k"));
+        assert_eq!(v.storage.scales.as_deref(), Some("h0_scale"));
+        assert_eq!(v.budget["state"], serde_json::json!(5e-2));
+        assert_eq!(v.source_path(base), "kernels/kda/prefill_state_fp8.py");
+        assert!(k.variant_for_source("kernels/kda/prefill_state_fp8.py").is_some());
+        assert!(!k.is_contract("kernels/kda/prefill_state_fp8.py"));
+        assert!(k.is_contract("kernels/kda/prefill_state_fp8.toml"));
+        assert_eq!(k.variants_of("kda.prefill").count(), 1);
+        // a variant of no kernel, or without storage, is a manifest error
+        let orphan = variant.replace("variant_of = \"kda.prefill\"", "variant_of = \"kda.nothing\"");
+        std::fs::write(dir.path().join("kernels/kda/prefill_state_fp8.toml"), orphan).unwrap();
+        let e = Kernels::load(dir.path(), "kernels").unwrap_err().to_string();
+        assert!(e.contains("names no kernel"), "{e}");
+        let bare = "name = \"x\"\nvariant_of = \"kda.prefill\"\n";
+        std::fs::write(dir.path().join("kernels/kda/prefill_state_fp8.toml"), bare).unwrap();
+        let e = Kernels::load(dir.path(), "kernels").unwrap_err().to_string();
+        assert!(e.contains("[storage]"), "{e}");
     }
 
     #[test]
