@@ -146,8 +146,10 @@ pub(crate) fn run(cfg: &Config, catalog: &mut Catalog, o: &Options, tell: &(dyn 
         phases.search = report.searches.iter().map(|s| s.seconds).sum();
         // This run's candidates on kernels/ (other candidates in the catalog, e.g. from
         // `kidiom apply` on another tree, are left to `kidiom validate`).
-        let ours: HashSet<String> = report.candidates.iter().map(|c| c.id.clone()).collect();
+        let mut ours: HashSet<String> = report.candidates.iter().map(|c| c.id.clone()).collect();
         let later = later_values(&report.candidates);
+        // the state-precision variants under kernels/, each judged by the precision gate
+        ours.extend(super::candidates::store_variants(catalog, &super::root()?)?.into_iter().map(|c| c.id));
         let first: HashSet<String> = ours.difference(&later).cloned().collect();
         apply = Some(report);
         let t = Instant::now();
