@@ -48,5 +48,7 @@ mod profile;
 mod trust;
 // `kidiom review --html`: the site in headless Chromium, links, plots, escaping; `run --html`, `--open`.
 mod html;
+// State precision (issue #27): the precision idioms, `validate --kernel VARIANT` through the precision gate, the reviews side by side.
+mod precision;
 // `kidiom mcp`: a client session over stdio, write refusal, the Python SDK as an independent client.
 mod mcp;
