@@ -70,12 +70,15 @@ const SGLANG: (&str, &str) = ("sglang", "0.5.10.post1");
 const FLA: (&str, &str) = ("fla", "0.6.0");
 const DEEPGEMM: (&str, &str) = ("deepgemm", "54e22612409371d6364144b69086735beb54e98b");
 
-/// `after` of the cast-at-load / cast-at-store idiom (guidance: a variant's manifest says the storage).
+/// `after` of the cast-at-load / cast-at-store idiom: kidiom's own analysis
+/// (`kidiom_rewrite`'s state cast) makes the kernel storage-dtype agnostic.
 pub const STATE_CAST: &str = "state cast-at-load cast-at-store";
 /// `after` of the folded static scale.
 pub const SCALE_FOLD: &str = "static scale folded into an existing scalar";
 /// `after` of the amax scale stored beside the data.
 pub const AMAX_SCALE: &str = "amax scale stored beside the data";
+
+const STATE_CAST_APPLIED: &str = "Applied by kidiom's own analysis: the loads of a tensor the kernel also stores (its state, from the data flow) get `.to(tl.float32)` and their stores `.to(p.dtype.element_ty)`, so the kernel is agnostic of the state's storage dtype (nothing changes on fp32 state); the reduced-precision storage itself is a variant with its own manifest (`variant_of`, `[storage]`, `[budget]`), judged by `kidiom validate --kernel VARIANT`.";
 
 const PRECISION_GUIDANCE: &str = "Not rewritten automatically: the storage dtype is the caller's (a pool, its scales, their layout), so the change is a variant with its own manifest (`variant_of`, `[storage]`, `[budget]`), written by hand and judged by `kidiom validate --kernel VARIANT` (or a diff to a variant's source with `kidiom validate --patch`).";
 
@@ -158,16 +161,19 @@ fn precision_pattern(id: &str, title: &str, mechanism: &str, after: &str, refs: 
     }
     let sites: u64 = support.iter().map(|s| s.occurrences).sum();
     let corpora: Vec<&str> = support.iter().map(|s| s.corpus.as_str()).collect();
+    let applied = after == STATE_CAST;
     Pattern {
         kind: Kind::Transform,
         category: Category::Precision,
         title: title.into(),
         rationale: format!(
-            "{sites} referenced sites in {} ({}), read at the pinned revisions. {PRECISION_GUIDANCE}",
+            "{sites} referenced sites in {}, read at the pinned revisions. {}",
             corpora.join(", "),
-            if corpora.len() == 1 { "one corpus" } else { "every corpus listed" },
+            if applied { STATE_CAST_APPLIED } else { PRECISION_GUIDANCE },
         ),
         mechanism: mechanism.into(),
+        // where the analysis looks: any call in a Triton kernel (guidance: nowhere)
+        before: if applied { "$F($$$ARGS)".into() } else { String::new() },
         after: after.into(),
         support,
         examples,
@@ -187,8 +193,12 @@ mod tests {
         let ids: Vec<&str> = ps.iter().map(|p| p.id.as_str()).collect();
         assert_eq!(ids, ["py-state-cast-at-load-store", "py-fold-static-fp8-scale", "py-amax-scale-beside-data"]);
         for p in &ps {
-            assert!(p.before.is_empty(), "{}: guidance only", p.id);
-            assert!(p.rationale.contains("Not rewritten automatically: "), "{}", p.id);
+            let applied = p.after == STATE_CAST;
+            assert_eq!(applied, p.id == "py-state-cast-at-load-store");
+            assert_eq!(p.before.is_empty(), !applied, "{}: the other two are guidance", p.id);
+            assert_eq!(p.rationale.contains("Not rewritten automatically: "), !applied, "{}", p.id);
+            let spec = kidiom_rewrite::RewriteSpec::from(p);
+            assert_eq!(spec.transform.is_some(), applied, "{}", p.id);
             assert!(p.examples.iter().all(|e| e.snippet.is_empty() && e.line > 0), "{}", p.id);
             assert_eq!(p.occurrences(), p.examples.len() as u64, "{}", p.id);
             assert!(p.support.iter().any(|s| s.corpus == "deepgemm"), "{}", p.id);
