@@ -17,7 +17,7 @@
 //! ```
 //!
 //! Also read: `passed`/`failed` for `ok`/`rejected` (the other commands'
-//! words), a wire header's `device` and `versions`, numbers as `"inf"` or
+//! words), `skipped` with its `reason` (the check cannot run here), a wire header's `device` and `versions`, numbers as `"inf"` or
 //! `null` (NaN), a curve as a list of points (`[{"step", "o", "state"}]`),
 //! `crossed_at` and `budget` at the top level, failures as objects (their
 //! `message`, `reason` or `check`), and `simulated_passed: false` or
@@ -39,6 +39,8 @@ pub(crate) enum ReplyStatus {
     Rejected,
     /// The harness could not judge.
     Error,
+    /// It cannot run here (the check needs a GPU); `reason` says why.
+    Skipped,
 }
 
 /// A `precision` reply.
@@ -47,6 +49,8 @@ pub(crate) struct PrecisionReply {
     pub(crate) status: ReplyStatus,
     /// With `status: error`.
     pub(crate) error: Option<String>,
+    /// With `status: skipped`.
+    pub(crate) reason: Option<String>,
     /// Whether the harness says the kernel missed its simulated reference.
     pub(crate) simulated_failed: bool,
     /// The figures, as the evidence keeps them.
@@ -136,6 +140,7 @@ pub(crate) fn read(json: &Value) -> Result<PrecisionReply, WireError> {
         Some("ok" | "passed") => ReplyStatus::Ok,
         Some("rejected" | "failed") => ReplyStatus::Rejected,
         Some("error") => ReplyStatus::Error,
+        Some("skipped") => ReplyStatus::Skipped,
         Some(s) => return Err(malformed(format!("field `status`: unknown status {s:?}"))),
         None => return Err(malformed("missing field `status`")),
     };
@@ -193,6 +198,7 @@ pub(crate) fn read(json: &Value) -> Result<PrecisionReply, WireError> {
     Ok(PrecisionReply {
         status,
         error: text("error"),
+        reason: text("reason"),
         simulated_failed,
         figures,
         device: text("device"),

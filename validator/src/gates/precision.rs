@@ -30,6 +30,9 @@ use crate::request::Request;
 use crate::tree::copy_tree;
 use crate::verdict::{Gate, Verdict};
 
+/// The words of a verdict whose precision check could not run here.
+const NOT_CHECKED: &str = "precision not checked on this CPU";
+
 /// Runs the precision gate on `variant` (its source replaced by `source`,
 /// a candidate's, where there is one) in a copy of the baseline tree.
 pub(crate) fn gate(run: &mut Validation<'_>, variant: &Variant, base: &Manifest, source: Option<&Path>) -> Verdict {
@@ -99,6 +102,16 @@ pub(crate) fn judge(run: &mut Validation<'_>, variant: &Variant, h: &HarnessRun)
             format!("the precision check could not judge {}: {what}", variant.name)
         };
         return run.stop(rec, GateStatus::Error, reason.clone(), Verdict::error(gate, reason, h.log()));
+    }
+    if reply.status == ReplyStatus::Skipped {
+        // a check that cannot run here is never the variant's failure, nor a pass
+        let why = reply.reason.clone().unwrap_or_else(|| "the harness skipped it".into());
+        run.flags.push(format!("{NOT_CHECKED}: {why}"));
+        rec.status = GateStatus::Skipped;
+        rec.summary = format!("{NOT_CHECKED}: {why}");
+        run.records.push(rec);
+        run.records.push(GateRecord::new(Gate::Speed, GateStatus::Skipped, "not measured: precision was not checked"));
+        return Verdict::needs_gpu(format!("{NOT_CHECKED} ({why}); its drift and speed need a GPU"));
     }
     let worst = describe_errors(&f);
     if reply.simulated_failed || (reply.status == ReplyStatus::Rejected && f.crossed_at.is_none()) {
@@ -299,6 +312,20 @@ mod tests {
         let mut r = reply("ok");
         r["drift"]["crossed_at"] = json!(200);
         assert_eq!(judged(HarnessStatus::Ok, r).verdict.kind, VerdictKind::Rejected);
+    }
+
+    #[test]
+    fn a_check_that_cannot_run_here_is_needs_gpu_flagged_never_a_pass() {
+        let e = judged(HarnessStatus::Skipped, json!({"status": "skipped", "reason": "fp8 needs a GPU"}));
+        assert_eq!((e.verdict.kind, e.verdict.gate), (VerdictKind::NeedsGpu, None), "{e:?}");
+        assert!(
+            e.verdict.reason.starts_with("precision not checked on this CPU (fp8 needs a GPU)"),
+            "{}",
+            e.verdict.reason
+        );
+        assert!(e.verdict.flags.iter().any(|f| f.contains("fp8 needs a GPU")), "{:?}", e.verdict.flags);
+        assert_eq!(e.gate(Gate::Precision).map(|g| g.status), Some(GateStatus::Skipped));
+        assert!(e.prediction.is_none());
     }
 
     #[test]
