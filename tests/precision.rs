@@ -67,7 +67,7 @@ bytes = "N"
 flops = "N"
 "#;
 
-const DECODE: &str = "import triton\nimport triton.language as tl\n\n@triton.jit\ndef kda_decode_kernel(s, o, K: tl.constexpr):\n    h = tl.load(s + tl.arange(0, K))\n    tl.store(s + tl.arange(0, K), h * 0.5)\n    tl.store(o, tl.sum(h))\n";
+const DECODE: &str = "import triton\nimport triton.language as tl\n\n@triton.jit\ndef kda_decode_kernel(s, o, K: tl.constexpr):\n    i = tl.program_id(0)\n    p = s + i * K + tl.arange(0, K)\n    h = tl.load(p)\n    tl.store(p, h * 0.5)\n    tl.store(o + i, tl.sum(h))\n";
 
 fn variant_toml(name: &str, file: &str, dtype: &str, scale: &str) -> String {
     format!(
@@ -89,8 +89,8 @@ fn project() -> Env {
         let name = format!("kda.decode.state-{suffix}");
         env.write(&format!("kernels/kda/decode_state_{suffix}.toml"), variant_toml(&name, &file, dtype, scale));
         let cast = DECODE
-            .replace("h = tl.load(s + tl.arange(0, K))", "h = tl.load(s + tl.arange(0, K)).to(tl.float32)")
-            .replace("h * 0.5)", "(h * 0.5).to(s.dtype.element_ty))");
+            .replace("h = tl.load(p)", "h = tl.load(p).to(tl.float32)")
+            .replace("h * 0.5)", "(h * 0.5).to(p.dtype.element_ty))");
         env.write(&format!("kernels/kda/{file}"), cast);
     }
     env
@@ -138,6 +138,20 @@ fn every_mined_catalog_holds_the_precision_idioms_with_their_upstream_references
     }
     let search = env.json(&["catalog", "search", "fp8 scale", "--db", dbs, "--json"]).to_string();
     assert!(search.contains("py-fold-static-fp8-scale") || search.contains("py-amax-scale-beside-data"), "{search}");
+
+    // the cast-at-load/store is applied: the kernel's state (loaded and stored) only, once
+    env.write("kernels/k.py", DECODE);
+    let applied =
+        env.json(&["apply", "kernels/k.py", "--pattern", "py-state-cast-at-load-store", "--db", dbs, "--json"]);
+    let cands = applied["candidates"].as_array().expect("candidates");
+    assert_eq!(cands.len(), 1, "{applied:#}");
+    let diff = cands[0]["diff"].as_str().expect("diff");
+    assert!(diff.contains("+    h = tl.load(p).to(tl.float32)\n"), "{diff}");
+    assert!(diff.contains("+    tl.store(p, (h * 0.5).to(p.dtype.element_ty))\n"), "{diff}");
+    assert!(!diff.contains("+    tl.store(o + i"), "the output is not state: {diff}");
+    // the other two are guidance: no candidate, their reason said
+    let out = env.run(&["apply", "kernels/k.py", "--pattern", "py-amax-scale-beside-data", "--db", dbs]);
+    assert!(String::from_utf8_lossy(&out.stderr).contains("variant"), "{}", String::from_utf8_lossy(&out.stderr));
 }
 
 #[test]
