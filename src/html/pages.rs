@@ -609,6 +609,14 @@ fn precision_rows(r: &GateRecord) -> Vec<FigureRow> {
         ),
         row("worst vs the simulated reference (o, state)", e(f.vs_simulated.o), e(f.vs_simulated.state), String::new()),
     ];
+    if let Some(u) = f.simulated_state_units {
+        out.push(row(
+            "stored state vs the simulated reference (rounding steps)",
+            String::new(),
+            e(Some(u)),
+            String::new(),
+        ));
+    }
     if let Some(b) = f.bytes_per_step {
         out.push(row(
             "state bytes per step",

@@ -16,6 +16,15 @@
 //!  "failures": [...], "error": "..."}
 //! ```
 //!
+//! The harness's own shape (kernels/harness/triton/precision.py) is read
+//! too: `variant` as an object (`name`, `variant_of`, `storage`, `budget`),
+//! `worst.vs_float64.{o_rel_l2,state_rel_l2}` and
+//! `worst.vs_simulated.{o_rel_l2,state_units}` for `errors`, `drift.points`
+//! (with `drift.steps` the count), `drift.curves.{variant,baseline}` and
+//! `drift.crossing.variant` for the curves and the crossing, `reasons` for
+//! `failures`, and `verdict` (`kernel-error`: the simulated reference
+//! missed; `beyond-budget`: the budget crossed).
+//!
 //! Also read: `passed`/`failed` for `ok`/`rejected` (the other commands'
 //! words), `skipped` with its `reason` (the check cannot run here), a wire header's `device` and `versions`, numbers as `"inf"` or
 //! `null` (NaN), a curve as a list of points (`[{"step", "o", "state"}]`),
@@ -53,6 +62,9 @@ pub(crate) struct PrecisionReply {
     pub(crate) reason: Option<String>,
     /// Whether the harness says the kernel missed its simulated reference.
     pub(crate) simulated_failed: bool,
+    /// Whether the harness says the error went beyond the budget (a crossing
+    /// step is in the figures where the drift found one).
+    pub(crate) beyond_budget: bool,
     /// The figures, as the evidence keeps them.
     pub(crate) figures: PrecisionFigures,
     /// Where it ran (a wire header's), and tool versions.
@@ -145,19 +157,30 @@ pub(crate) fn read(json: &Value) -> Result<PrecisionReply, WireError> {
         None => return Err(malformed("missing field `status`")),
     };
     let text = |k: &str| o.get(k).and_then(Value::as_str).map(str::to_string);
+    // `variant`: a name, or the harness's object with the manifest's fields
+    let var_obj = o.get("variant").filter(|v| v.is_object());
+    let var_text = |k: &str| var_obj.and_then(|v| v.get(k)).and_then(Value::as_str).map(str::to_string);
     let errors = o.get("errors");
+    let worst = o.get("worst");
     let drift = o.get("drift");
     let at = |k: &str| drift.and_then(|d| d.get(k)).or_else(|| o.get(k));
-    let (variant_curve, steps_from_points) = curve(drift.and_then(|d| d.get("variant")));
-    let (baseline_curve, _) = curve(drift.and_then(|d| d.get("baseline")));
-    let mut steps: Vec<i64> = match drift.and_then(|d| d.get("steps")) {
+    let curves = drift.and_then(|d| d.get("curves"));
+    let side = |k: &str| drift.and_then(|d| d.get(k)).or_else(|| curves.and_then(|c| c.get(k)));
+    let (variant_curve, steps_from_points) = curve(side("variant"));
+    let (baseline_curve, _) = curve(side("baseline"));
+    let listed = |v: Option<&Value>| match v {
         Some(Value::Array(xs)) => xs.iter().filter_map(Value::as_i64).collect(),
         _ => Vec::new(),
     };
+    let mut steps: Vec<i64> = listed(drift.and_then(|d| d.get("steps")));
+    if steps.is_empty() {
+        steps = listed(drift.and_then(|d| d.get("points")));
+    }
     if steps.is_empty() {
         steps = steps_from_points;
     }
-    let crossed_at = match at("crossed_at") {
+    let crossing = drift.and_then(|d| d.get("crossing")).and_then(|c| c.get("variant"));
+    let crossed_at = match at("crossed_at").or(crossing) {
         None | Some(Value::Null) => None,
         Some(x) => {
             Some(x.as_i64().ok_or_else(|| malformed(format!("field `drift.crossed_at` must be a step, found {x}")))?)
@@ -171,27 +194,48 @@ pub(crate) fn read(json: &Value) -> Result<PrecisionReply, WireError> {
         (Some(variant), Some(baseline)) => Some(BytesPerStep { variant, baseline }),
         _ => None,
     };
-    let failures: Vec<String> = match o.get("failures") {
+    let failures: Vec<String> = match o.get("failures").or_else(|| o.get("reasons")) {
         Some(Value::Array(fs)) => fs.iter().map(failure_text).collect(),
         Some(Value::String(s)) => vec![s.clone()],
         _ => Vec::new(),
     };
     let simulated = errors.and_then(|e| e.get("simulated"));
+    let worst_sim = worst.and_then(|w| w.get("vs_simulated"));
+    let verdict = text("verdict");
     let simulated_failed = o.get("simulated_passed").and_then(Value::as_bool) == Some(false)
-        || simulated.and_then(|s| s.get("passed")).and_then(Value::as_bool) == Some(false);
-    let storage = o.get("storage").cloned().unwrap_or(Value::Null);
+        || simulated.and_then(|s| s.get("passed")).and_then(Value::as_bool) == Some(false)
+        || verdict.as_deref() == Some("kernel-error");
+    let beyond_budget = verdict.as_deref() == Some("beyond-budget");
+    let storage = o.get("storage").or_else(|| var_obj.and_then(|v| v.get("storage"))).cloned().unwrap_or(Value::Null);
+    let rel = |w: Option<&Value>| OutputStateError {
+        o: num(w.and_then(|w| w.get("o_rel_l2"))),
+        state: num(w.and_then(|w| w.get("state_rel_l2"))),
+    };
+    let vs_float64 = match errors.and_then(|e| e.get("float64")) {
+        Some(x) => pair(Some(x)),
+        None => rel(worst.and_then(|w| w.get("vs_float64"))),
+    };
+    let vs_simulated = match simulated {
+        Some(x) => pair(Some(x)),
+        None => rel(worst_sim),
+    };
+    let budget = at("budget").or_else(|| var_obj.and_then(|v| v.get("budget"))).cloned().unwrap_or(Value::Null);
     let figures = PrecisionFigures {
-        variant: text("variant").unwrap_or_default(),
-        variant_of: text("kernel").or_else(|| text("variant_of")).unwrap_or_default(),
+        variant: var_text("name").or_else(|| text("variant")).unwrap_or_default(),
+        variant_of: var_text("variant_of")
+            .or_else(|| text("kernel"))
+            .or_else(|| text("variant_of"))
+            .unwrap_or_default(),
         dtype: storage.get("dtype").and_then(Value::as_str).unwrap_or_default().to_string(),
         storage,
-        vs_float64: pair(errors.and_then(|e| e.get("float64"))),
-        vs_simulated: pair(simulated),
+        vs_float64,
+        vs_simulated,
+        simulated_state_units: num(worst_sim.and_then(|w| w.get("state_units"))),
         steps,
         drift: variant_curve,
         baseline_drift: baseline_curve,
         crossed_at,
-        budget: at("budget").cloned().unwrap_or(Value::Null),
+        budget,
         bytes_per_step,
         failures,
     };
@@ -200,6 +244,7 @@ pub(crate) fn read(json: &Value) -> Result<PrecisionReply, WireError> {
         error: text("error"),
         reason: text("reason"),
         simulated_failed,
+        beyond_budget,
         figures,
         device: text("device"),
         versions: o.get("versions").cloned(),
@@ -207,7 +252,7 @@ pub(crate) fn read(json: &Value) -> Result<PrecisionReply, WireError> {
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use serde_json::json;
 
     use super::*;
@@ -250,6 +295,59 @@ mod tests {
         assert_eq!(r.figures.crossed_at, Some(40));
         assert!(r.simulated_failed);
         assert_eq!(r.figures.failures, ["o differs from the simulated reference", "x"]);
+    }
+
+    /// The reply kernels/harness/triton/precision.py writes (abridged).
+    pub(crate) fn harness_shape(verdict: &str) -> Value {
+        let status = if verdict == "within-budget" { "ok" } else { "rejected" };
+        json!({"wire": "kidiom-harness", "version": 1, "command": "precision", "status": status,
+            "device": "cpu (triton interpreter)",
+            "variant": {"name": "kda.decode.state-fp8", "variant_of": "kda.decode",
+                        "storage": {"tensor": "pool", "dtype": "fp8e4m3", "scale": "head_k", "scales": "pool_scale"},
+                        "budget": {"o_rel_l2": 2e-2, "state_rel_l2": 4e-2, "steps": 4096},
+                        "against_simulated": {"sim_units": 1.5, "sim_rel_l2": 1e-5}},
+            "seed": 3, "mode": "interpreter",
+            "bytes_per_step": {"shape": {"N": 64}, "variant": 67_633_152u64, "baseline": 268_435_456u64, "ratio": 0.252},
+            "cases": [],
+            "drift": {"shape": {"N": 1}, "steps": 64, "inputs": "long_memory", "budget": {"o_rel_l2": 2e-2},
+                      "baseline_cached": false, "points": [1, 8, 64],
+                      "curves": {"variant": {"o": [1e-3, 4e-3, 3e-2], "state": [2e-3, 5e-3, 5e-2]},
+                                 "baseline": {"o": [1e-7, 1e-7, 2e-7], "state": [1e-7, 2e-7, 3e-7]},
+                                 "simulated": {"o": [1e-3, 4e-3, 3e-2], "state": [2e-3, 5e-3, 5e-2]}},
+                      "at": {"1": {}}, "crossing": {"variant": if verdict == "beyond-budget" { json!(40) } else { Value::Null },
+                                                    "baseline": null},
+                      "vs_simulated": {"max_state_units": 1.0, "max_o_rel_l2": 3e-6, "first_step_beyond": null}},
+            "worst": {"vs_float64": {"o_rel_l2": 3e-2, "state_rel_l2": 5e-2},
+                      "vs_simulated": {"o_rel_l2": 3e-6, "state_units": 1.0},
+                      "baseline_vs_float64": {"o_rel_l2": 1e-7, "state_rel_l2": 2e-7}},
+            "verdict": verdict,
+            "reasons": if verdict == "kernel-error" { json!(["long: kernel error beyond its quantization: o is 3.0e-01"]) } else { json!([]) },
+            "predicted_speedup": 3.97})
+    }
+
+    #[test]
+    fn reads_the_harness_shape() {
+        let r = read(&harness_shape("within-budget")).unwrap();
+        assert_eq!(r.status, ReplyStatus::Ok);
+        let f = &r.figures;
+        assert_eq!(
+            (f.variant.as_str(), f.variant_of.as_str(), f.dtype.as_str()),
+            ("kda.decode.state-fp8", "kda.decode", "fp8e4m3")
+        );
+        assert_eq!(f.steps, [1, 8, 64]);
+        assert_eq!((f.drift.o.len(), f.baseline_drift.state.len()), (3, 3));
+        assert_eq!((f.vs_float64.o, f.vs_float64.state), (Some(Num(3e-2)), Some(Num(5e-2))));
+        assert_eq!((f.vs_simulated.o, f.simulated_state_units), (Some(Num(3e-6)), Some(Num(1.0))));
+        assert_eq!(f.bytes_per_step, Some(BytesPerStep { variant: 67_633_152, baseline: 268_435_456 }));
+        assert_eq!(f.budget["o_rel_l2"], json!(2e-2));
+        assert_eq!(f.storage["scales"], "pool_scale");
+        assert!(!r.simulated_failed && !r.beyond_budget && f.crossed_at.is_none());
+        let r = read(&harness_shape("beyond-budget")).unwrap();
+        assert!(r.beyond_budget && !r.simulated_failed);
+        assert_eq!(r.figures.crossed_at, Some(40));
+        let r = read(&harness_shape("kernel-error")).unwrap();
+        assert!(r.simulated_failed);
+        assert_eq!(r.figures.failures, ["long: kernel error beyond its quantization: o is 3.0e-01"]);
     }
 
     #[test]

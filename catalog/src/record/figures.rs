@@ -581,6 +581,11 @@ pub struct PrecisionFigures {
     /// variant's rounding at the same places): the kernel's own error.
     #[serde(deserialize_with = "or_absent")]
     pub vs_simulated: OutputStateError,
+    /// The stored state's worst distance from the simulated reference, in
+    /// rounding steps of its format (where the harness counts it so).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    #[serde(deserialize_with = "or_absent")]
+    pub simulated_state_units: Option<Num>,
     /// The decode steps the curves are sampled at.
     #[serde(deserialize_with = "or_absent")]
     pub steps: Vec<i64>,

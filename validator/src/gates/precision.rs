@@ -114,17 +114,24 @@ pub(crate) fn judge(run: &mut Validation<'_>, variant: &Variant, h: &HarnessRun)
         return Verdict::needs_gpu(format!("{NOT_CHECKED} ({why}); its drift and speed need a GPU"));
     }
     let worst = describe_errors(&f);
-    if reply.simulated_failed || (reply.status == ReplyStatus::Rejected && f.crossed_at.is_none()) {
+    let over_budget = f.crossed_at.is_some() || reply.beyond_budget;
+    if reply.simulated_failed || (reply.status == ReplyStatus::Rejected && !over_budget) {
         let why = if f.failures.is_empty() { "the harness rejected it".to_string() } else { f.failures.join("; ") };
         let reason = format!("the kernel misses its simulated reference ({worst}): {why}");
         return run.stop(rec, GateStatus::Failed, reason.clone(), Verdict::rejected(Gate::Precision, reason));
     }
-    if let Some(step) = f.crossed_at {
-        let reason = format!(
-            "beyond the error budget {} from step {step} of {} ({worst})",
-            budget_text(&f.budget),
-            f.steps.last().map(|s| s.to_string()).unwrap_or_else(|| "?".into()),
-        );
+    if over_budget {
+        let last = f.steps.last().map(|s| s.to_string()).unwrap_or_else(|| "?".into());
+        let reason = match f.crossed_at {
+            Some(step) => {
+                format!("beyond the error budget {} from step {step} of {last} ({worst})", budget_text(&f.budget))
+            }
+            None => format!(
+                "beyond the error budget {} ({worst}): {}",
+                budget_text(&f.budget),
+                if f.failures.is_empty() { "the harness says so".to_string() } else { f.failures.join("; ") }
+            ),
+        };
         return run.stop(rec, GateStatus::Failed, reason.clone(), Verdict::rejected(Gate::Precision, reason));
     }
     // within the budget: what it buys, predicted from the state bytes per step
@@ -326,6 +333,23 @@ mod tests {
         assert!(e.verdict.flags.iter().any(|f| f.contains("fp8 needs a GPU")), "{:?}", e.verdict.flags);
         assert_eq!(e.gate(Gate::Precision).map(|g| g.status), Some(GateStatus::Skipped));
         assert!(e.prediction.is_none());
+    }
+
+    #[test]
+    fn the_harness_shape_is_judged_the_same_way() {
+        use crate::precision_wire::tests::harness_shape;
+        let e = judged(HarnessStatus::Ok, harness_shape("within-budget"));
+        assert_eq!(e.verdict.kind, VerdictKind::NeedsGpu, "{e:?}");
+        assert!(e.prediction.as_ref().is_some_and(|p| p.speedup > 3.0), "{:?}", e.prediction);
+        let e = judged(HarnessStatus::Failed, harness_shape("beyond-budget"));
+        assert!(
+            e.verdict.reason.starts_with("beyond the error budget {o_rel_l2 = 0.02} from step 40 of 64"),
+            "{}",
+            e.verdict.reason
+        );
+        let e = judged(HarnessStatus::Failed, harness_shape("kernel-error"));
+        assert!(e.verdict.reason.starts_with("the kernel misses its simulated reference"), "{}", e.verdict.reason);
+        assert!(e.verdict.reason.contains("beyond its quantization"), "{}", e.verdict.reason);
     }
 
     #[test]
