@@ -45,6 +45,9 @@ pub(crate) fn front_rows(s: &SiteSummary, mark: Option<usize>) -> Option<Vec<Vec
     Some(rows)
 }
 
+/// The scale layouts a variant's storage names (its `layout`, else its `scale` or `scales` word).
+const LAYOUTS: &[&str] = &["none", "tensor", "head_k", "tile", "row", "head", "channel"];
+
 /// One state-precision variant's validation, as the reviews compare them.
 #[derive(Debug, Clone, serde::Serialize)]
 pub(crate) struct VariantView {
@@ -95,7 +98,11 @@ pub(crate) fn precision_families(cands: &[kidiom_catalog::Candidate]) -> Vec<Pre
             candidate: c.id.clone(),
             variant: name.clone(),
             dtype: f.dtype.clone(),
-            scale: f.storage.get("scale").and_then(|s| s.as_str()).unwrap_or("none").to_string(),
+            scale: ["layout", "scale", "scales"]
+                .iter()
+                .find_map(|k| f.storage.get(*k).and_then(|s| s.as_str()).filter(|s| LAYOUTS.contains(s)))
+                .unwrap_or("none")
+                .to_string(),
             verdict: e.verdict.kind.name().to_string(),
             reason: e.verdict.reason.clone(),
             predicted: e.prediction.as_ref().map(|p| p.speedup).filter(|s| s.is_finite()),

@@ -138,24 +138,56 @@ impl Manifest {
     }
 }
 
-/// Where a state-precision variant keeps its state (`[storage]`).
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+/// Where a state-precision variant keeps its state (`[storage]`), read
+/// tolerantly: the scale layout may be written `scale = "head_k"` or
+/// `scales = "head_k"`, the scales' tensor `scales = "NAME"` or
+/// `scale_tensor = "NAME"`, and a static scale `scale = 0.03125`; every key
+/// is also kept as written (`raw`).
+#[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct Storage {
     /// The state tensor stored in reduced precision (`state`, `pool`).
-    #[serde(default)]
     pub tensor: String,
     /// Its dtype: `bf16`, `fp8e4m3` or `int8` (kept as written; the harness decides).
     pub dtype: String,
     /// The scale layout: `none`, `tensor`, `head_k` or `tile`.
-    #[serde(default = "no_scale")]
     pub scale: String,
     /// The tensor holding the scales, where there are any.
-    #[serde(default)]
     pub scales: Option<String>,
+    /// A static scale the kernel carries, where there is one.
+    pub static_scale: Option<f64>,
+    /// The table as the manifest writes it.
+    pub raw: serde_json::Value,
 }
 
-fn no_scale() -> String {
-    "none".into()
+/// The scale layouts a `[storage]` table names.
+const LAYOUTS: &[&str] = &["none", "tensor", "head_k", "tile", "row", "head", "channel"];
+
+impl Storage {
+    fn parse(v: &toml::Value) -> std::result::Result<Storage, String> {
+        let t = v.as_table().ok_or("must be a table")?;
+        let text = |k: &str| t.get(k).and_then(|v| v.as_str()).map(str::to_string);
+        let dtype = text("dtype").ok_or("a `dtype` (bf16, fp8e4m3, int8) is required")?;
+        let is_layout = |s: &String| LAYOUTS.contains(&s.as_str());
+        let (scale_s, scales_s) = (text("scale"), text("scales"));
+        let scale = scale_s
+            .clone()
+            .filter(is_layout)
+            .or_else(|| scales_s.clone().filter(is_layout))
+            .or_else(|| text("layout"))
+            .unwrap_or_else(|| "none".into());
+        let scales = text("scale_tensor")
+            .or_else(|| scales_s.filter(|s| !is_layout(s)))
+            .or_else(|| scale_s.filter(|s| !is_layout(s)));
+        let static_scale = t.get("scale").and_then(|v| v.as_float().or_else(|| v.as_integer().map(|i| i as f64)));
+        Ok(Storage {
+            tensor: text("tensor").unwrap_or_default(),
+            dtype,
+            scale,
+            scales,
+            static_scale,
+            raw: serde_json::to_value(v).unwrap_or(serde_json::Value::Null),
+        })
+    }
 }
 
 /// A state-precision variant of a kernel: a manifest with `variant_of` and
@@ -190,8 +222,7 @@ impl Variant {
             return Err(bad(format!("source {source:?} must lie next to the manifest")));
         }
         let storage = table.get("storage").ok_or_else(|| bad("a variant needs a `[storage]` table".into()))?;
-        let storage: Storage =
-            storage.clone().try_into().map_err(|e: toml::de::Error| bad(format!("[storage]: {}", e.message())))?;
+        let storage = Storage::parse(storage).map_err(|e| bad(format!("[storage]: {e}")))?;
         let budget = match table.get("budget") {
             Some(b) => serde_json::to_value(b).map_err(|e| bad(format!("[budget]: {e}")))?,
             None => serde_json::Value::Null,
@@ -397,6 +428,20 @@ state = 5e-2
         assert!(!k.is_contract("kernels/kda/prefill_state_fp8.py"));
         assert!(k.is_contract("kernels/kda/prefill_state_fp8.toml"));
         assert_eq!(k.variants_of("kda.prefill").count(), 1);
+        // the other spellings: the layout as `scales`, its tensor as `scale_tensor`, a static scale
+        let other = variant
+            .replace("scale = \"head_k\"\nscales = \"h0_scale\"", "scales = \"head_k\"\nscale_tensor = \"h0_scale\"");
+        std::fs::write(dir.path().join("kernels/kda/prefill_state_fp8.toml"), &other).unwrap();
+        let k = Kernels::load(dir.path(), "kernels").unwrap();
+        let s = &k.variants[0].storage;
+        assert_eq!((s.scale.as_str(), s.scales.as_deref()), ("head_k", Some("h0_scale")));
+        let fixed =
+            variant.replace("scale = \"head_k\"\nscales = \"h0_scale\"", "scales = \"tensor\"\nscale = 0.03125");
+        std::fs::write(dir.path().join("kernels/kda/prefill_state_fp8.toml"), &fixed).unwrap();
+        let k = Kernels::load(dir.path(), "kernels").unwrap();
+        let s = &k.variants[0].storage;
+        assert_eq!((s.scale.as_str(), s.scales.as_deref(), s.static_scale), ("tensor", None, Some(0.03125)));
+        assert_eq!(s.raw["scale"], serde_json::json!(0.03125));
         // a variant of no kernel, or without storage, is a manifest error
         let orphan = variant.replace("variant_of = \"kda.prefill\"", "variant_of = \"kda.nothing\"");
         std::fs::write(dir.path().join("kernels/kda/prefill_state_fp8.toml"), orphan).unwrap();

@@ -186,7 +186,13 @@ fn fill_from_manifest(f: &mut PrecisionFigures, variant: &Variant) {
         f.variant_of = variant.variant_of.clone();
     }
     if f.storage.is_null() {
-        f.storage = serde_json::to_value(&variant.storage).unwrap_or_default();
+        f.storage = variant.storage.raw.clone();
+    }
+    // the layout in one spelling, for the reviews
+    if let Some(m) = f.storage.as_object_mut()
+        && !m.get("layout").is_some_and(|l| l.is_string())
+    {
+        m.insert("layout".into(), variant.storage.scale.clone().into());
     }
     if f.dtype.is_empty() {
         f.dtype = variant.storage.dtype.clone();
