@@ -80,8 +80,12 @@ fn the_default_summary_is_short_and_says_what_to_do_next() {
     assert!(corpora.iter().all(|l| l.contains("2 files")), "{text}");
     // each kernel's best candidate with its verdict; what waits for a GPU and the command for it
     let best = lines.iter().position(|l| *l == "best per kernel:").expect("best per kernel");
-    assert!(lines[best + 1].contains("kernels/kda/prefill.py: ") && lines[best + 1].ends_with("needs-gpu"), "{text}");
-    assert!(ids.iter().any(|id| lines[best + 1].contains(id.as_str())), "{text}");
+    let bests: Vec<&str> = lines[best + 1..].iter().take_while(|l| l.starts_with("  ")).copied().collect();
+    let prefill = bests.iter().find(|l| l.contains("kernels/kda/prefill.py: ")).expect("the prefill's best");
+    assert!(prefill.ends_with("needs-gpu"), "{text}");
+    assert!(ids.iter().any(|id| prefill.contains(id.as_str())), "{text}");
+    // the state cast (issue #27) makes the decode storage-dtype agnostic
+    assert!(bests.iter().any(|l| l.contains("py-state-cast-at-load-store@kernels/kda/decode.py")), "{text}");
     assert!(text.contains(&format!("waiting for a GPU: {} candidate", ids.len())), "{text}");
     assert!(text.contains("scripts/device-check.sh"), "{text}");
     assert!(std::path::Path::new(&repo().join("scripts/device-check.sh")).is_file(), "the command named exists");

@@ -52,5 +52,7 @@ mod html;
 mod init;
 // The README's "Validate your own kernel", followed literally in a tree with no kernels/ and no harness.
 mod own_kernel;
+// State precision (issue #27): the precision idioms, `validate --kernel VARIANT` through the precision gate, the reviews side by side.
+mod precision;
 // `kidiom mcp`: a client session over stdio, write refusal, the Python SDK as an independent client.
 mod mcp;

@@ -170,6 +170,7 @@ impl From<&Pattern> for kidiom_rewrite::RewriteSpec {
                 (Kind::Transform, crate::builtin::REUSE_LOCAL) => Some(kidiom_rewrite::ReuseForm::Local),
                 (Kind::Transform, crate::builtin::REUSE_SHARED) => Some(kidiom_rewrite::ReuseForm::Shared),
                 (Kind::Transform, crate::builtin::REUSE_TEMPORARY) => Some(kidiom_rewrite::ReuseForm::Temporary),
+                (Kind::Transform, crate::builtin::STATE_CAST) => Some(kidiom_rewrite::ReuseForm::StateCast),
                 _ => None,
             },
         }

@@ -47,6 +47,7 @@ mod names;
 pub mod reuse;
 mod reuse_triton;
 mod spec;
+mod state_cast;
 #[cfg(test)]
 mod testutil;
 mod values;

@@ -43,6 +43,10 @@ pub enum ReuseForm {
     /// What a block of a Triton kernel evaluates again on the same
     /// arguments is evaluated once into a temporary (`crate::reuse_triton`).
     Temporary,
+    /// Not a reuse, the other analysis-made rewrite of a Triton kernel: its
+    /// state is cast to fp32 at the load and back at the store
+    /// (`crate::state_cast`), so it is agnostic of the state's storage dtype.
+    StateCast,
 }
 
 /// Elements of a kept array: a loop whose extent is larger takes the

@@ -32,6 +32,11 @@ pub(crate) struct Args {
     /// Every pending candidate (status proposed or applied).
     #[arg(long, conflicts_with = "ids")]
     pending: bool,
+    /// A state-precision variant (a manifest under kernels/ with `variant_of` and `[storage]`, e.g.
+    /// kda.decode.state-bf16), as it is in the tree, judged by the precision gate; repeatable;
+    /// `all` names every variant.
+    #[arg(long = "kernel", value_name = "VARIANT", conflicts_with_all = ["ids", "pending", "patch"])]
+    kernels: Vec<String>,
     /// A unified diff (an edit of your own, not from the catalog) to store as a
     /// candidate of the pattern `manual` and validate; `-` reads it from stdin.
     #[arg(long, value_name = "FILE", conflicts_with_all = ["ids", "pending"])]
@@ -172,10 +177,22 @@ pub(crate) fn run(a: Args) -> Result<ExitCode> {
             std::fs::read_to_string(p).with_context(|| format!("reading {}", p.display()))?
         };
         vec![ops::candidates::store_patch(&cat, &ops::root()?, &diff, a.category)?]
+    } else if !a.kernels.is_empty() {
+        let root = ops::root()?;
+        let all = kidiom_validator::Kernels::load(&root, "kernels").context("reading the kernels' manifests")?;
+        if a.kernels.iter().any(|k| k == "all") {
+            ops::candidates::store_variants(&cat, &root)?
+        } else {
+            let mut v = Vec::new();
+            for name in &a.kernels {
+                v.push(ops::candidates::store_variant(&cat, &root, &all, name)?);
+            }
+            v
+        }
     } else if a.pending {
         cat.candidates(None)?.into_iter().filter(ops::candidates::is_pending).collect()
     } else if a.ids.is_empty() {
-        bail!("name candidate ids, or pass --pending or --patch FILE (see `kidiom review`)");
+        bail!("name candidate ids, or pass --pending, --patch FILE or --kernel VARIANT (see `kidiom review`)");
     } else {
         let mut v = Vec::new();
         for id in &a.ids {

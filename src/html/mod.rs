@@ -105,6 +105,7 @@ pub(crate) fn write_site(cat: &Catalog, cands: &[Candidate], dir: &Path) -> Resu
         cands.iter().zip(&names).map(|(c, name)| pages::index_row(c, name.clone())).collect();
     let index = pages::IndexPage {
         catalog: cat.path().display().to_string(),
+        precision: crate::view::precision_families(cands).iter().map(pages::family_view).collect(),
         verdicts: pages::facets(rows.iter().map(|r| r.verdict.as_str())),
         kernels: pages::facets(rows.iter().map(|r| r.path.as_str())),
         categories: pages::facets(rows.iter().map(|r| r.category.as_str())),

@@ -45,6 +45,41 @@ pub(crate) struct IndexRow {
     pub(crate) predicted: Cell,
 }
 
+/// A kernel's state-precision variants side by side: a table (fp32 first)
+/// and the drift of the output and of the state by step, every variant on one chart.
+pub(crate) struct FamilyView {
+    pub(crate) kernel: String,
+    pub(crate) head: Vec<String>,
+    pub(crate) rows: Vec<Vec<String>>,
+    pub(crate) plots: Vec<PlotView>,
+}
+
+pub(crate) fn family_view(f: &crate::view::PrecisionFamily) -> FamilyView {
+    let mut rows = crate::view::family_rows(f);
+    let head = if rows.is_empty() { Vec::new() } else { rows.remove(0) };
+    let series = |name: &str, steps: &[i64], ys: &[kidiom_catalog::record::Num]| plot::Series {
+        name: name.into(),
+        points: steps.iter().zip(ys).map(|(s, y)| (*s as f64, y.0)).collect(),
+    };
+    let mut plots = Vec::new();
+    for which in ["o", "state"] {
+        let pick = |c: &kidiom_catalog::record::DriftCurve| if which == "o" { c.o.clone() } else { c.state.clone() };
+        let mut all = vec![series("fp32", &f.baseline_steps, &pick(&f.baseline))];
+        for v in &f.variants {
+            let label = if v.scale == "none" { v.dtype.clone() } else { format!("{} ({})", v.dtype, v.scale) };
+            all.push(series(&label, &v.figures.steps, &pick(&v.figures.drift)));
+        }
+        if let Some(svg) = plot::log_curve(&all, "decode step", &format!("{which} rel err")) {
+            plots.push(PlotView {
+                kind: "drift",
+                caption: format!("{which}: error against float64 by decode step, every state precision (log scales)"),
+                svg,
+            });
+        }
+    }
+    FamilyView { kernel: f.kernel.clone(), head, rows, plots }
+}
+
 /// A facet of the index (verdict, kernel file, category) and its count.
 pub(crate) struct Facet {
     pub(crate) value: String,
@@ -58,6 +93,8 @@ pub(crate) struct Facet {
 pub(crate) struct IndexPage {
     pub(crate) catalog: String,
     pub(crate) rows: Vec<IndexRow>,
+    /// The state-precision variants, per kernel, side by side.
+    pub(crate) precision: Vec<FamilyView>,
     pub(crate) verdicts: Vec<Facet>,
     pub(crate) kernels: Vec<Facet>,
     pub(crate) categories: Vec<Facet>,
@@ -454,6 +491,10 @@ fn gate_view(r: &GateRecord) -> GateView {
             figures = curve_rows(r);
             plots.extend(curve_plot(r));
         }
+        Gate::Precision => {
+            figures = precision_rows(r);
+            plots.extend(precision_plots(r));
+        }
         Gate::Speed => plots.extend(speed_plots(r)),
         Gate::Syntax => {}
     }
@@ -540,6 +581,83 @@ fn curve_rows(r: &GateRecord) -> Vec<FigureRow> {
             }
         })
         .collect()
+}
+
+/// The precision gate's figures: worst errors, bytes per step, the crossing.
+fn precision_rows(r: &GateRecord) -> Vec<FigureRow> {
+    let f = r.precision_figures();
+    let e = |n: Option<kidiom_catalog::record::Num>| n.map(|n| ev::fmt_e(n.0)).unwrap_or_else(|| "-".into());
+    let last = |xs: &[kidiom_catalog::record::Num]| xs.iter().rev().find(|n| !n.0.is_nan()).copied();
+    let row = |name: &str, before: String, after: String, change: String| FigureRow {
+        name: name.into(),
+        before,
+        after,
+        change,
+    };
+    let mut out = vec![
+        row(
+            "worst o vs float64 (fp32 at the last step → variant)",
+            e(last(&f.baseline_drift.o)),
+            e(f.vs_float64.o),
+            String::new(),
+        ),
+        row(
+            "worst state vs float64 (fp32 at the last step → variant)",
+            e(last(&f.baseline_drift.state)),
+            e(f.vs_float64.state),
+            String::new(),
+        ),
+        row("worst vs the simulated reference (o, state)", e(f.vs_simulated.o), e(f.vs_simulated.state), String::new()),
+    ];
+    if let Some(u) = f.simulated_state_units {
+        out.push(row(
+            "stored state vs the simulated reference (rounding steps)",
+            String::new(),
+            e(Some(u)),
+            String::new(),
+        ));
+    }
+    if let Some(b) = f.bytes_per_step {
+        out.push(row(
+            "state bytes per step",
+            b.baseline.to_string(),
+            b.variant.to_string(),
+            b.ratio().map(|x| format!("{x:.2}x fewer")).unwrap_or_default(),
+        ));
+    }
+    out.push(row(
+        "crossed the budget at step",
+        String::new(),
+        f.crossed_at.map(|s| s.to_string()).unwrap_or_else(|| "never".into()),
+        String::new(),
+    ));
+    out
+}
+
+/// The drift of one variant beside its fp32 kernel's, output and state.
+fn precision_plots(r: &GateRecord) -> Vec<PlotView> {
+    let f = r.precision_figures();
+    let series = |name: &str, steps: &[i64], ys: &[kidiom_catalog::record::Num]| plot::Series {
+        name: name.into(),
+        points: steps.iter().zip(ys).map(|(s, y)| (*s as f64, y.0)).collect(),
+    };
+    let label = if f.dtype.is_empty() { "variant".to_string() } else { f.dtype.clone() };
+    let mut out = Vec::new();
+    for (what, b, v) in [("o", &f.baseline_drift.o, &f.drift.o), ("state", &f.baseline_drift.state, &f.drift.state)] {
+        let svg = plot::log_curve(
+            &[series("fp32", &f.steps, b), series(&label, &f.steps, v)],
+            "decode step",
+            &format!("{what} rel err"),
+        );
+        if let Some(svg) = svg {
+            out.push(PlotView {
+                kind: "drift",
+                caption: format!("{what}: error against float64 by decode step, fp32 and {label} (log scales)"),
+                svg,
+            });
+        }
+    }
+    out
 }
 
 /// The error-versus-T curves of baseline and candidate.

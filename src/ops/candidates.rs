@@ -1,9 +1,9 @@
 //! Finding candidates and storing edits that did not come from the catalog.
 
 use anyhow::{Context, Result, bail};
-use kidiom_catalog::record::Provenance;
+use kidiom_catalog::record::{ManualEdit, Origin, Provenance};
 use kidiom_catalog::{Candidate, CandidateStatus, Catalog, Category};
-use kidiom_validator::{CandidateInput, MANUAL_PATTERN};
+use kidiom_validator::{CandidateInput, Kernels, MANUAL_PATTERN};
 
 /// The one candidate `id` names (exactly or as a unique prefix).
 pub(crate) fn find_one(cat: &Catalog, id: &str) -> Result<Candidate> {
@@ -55,4 +55,47 @@ pub(crate) fn store_patch(
     cat.put_candidate(&c).with_context(|| format!("storing {}", c.id))?;
     // the stored row (an earlier identical patch keeps its status)
     Ok(cat.find_candidates(&c.id)?.into_iter().find(|x| x.id == c.id).unwrap_or(c))
+}
+
+/// Stores the state-precision variant `name` (a manifest with `variant_of`
+/// and `[storage]` under `kernels/`) as it is in the tree, as a candidate of
+/// the pattern `variant` whose target is its manifest: the precision gate
+/// judges it (`kidiom validate --kernel`, `kidiom run`).
+pub(crate) fn store_variant(cat: &Catalog, root: &std::path::Path, kernels: &Kernels, name: &str) -> Result<Candidate> {
+    let input = CandidateInput::from_variant(root, kernels, name).with_context(|| format!("the variant {name}"))?;
+    let (variant, _) = kernels.variant(name).context("a variant")?;
+    let s = &variant.storage;
+    let scale = if s.scale == "none" { String::new() } else { format!(", {} scales", s.scale) };
+    let provenance = Provenance {
+        origin: Origin::Manual(ManualEdit {
+            category: Some(Category::Precision.name().to_string()),
+            title: format!("state-precision variant {name}: {} {} state{scale}", s.dtype, s.tensor),
+            rationale: format!(
+                "a hand-written variant of {} ({}) that keeps its state in {}, judged by the precision gate: \
+                 drift against its simulated reference and float64 within its [budget], state bytes per step",
+                variant.variant_of, variant.path, s.dtype
+            ),
+        }),
+        search: None,
+    };
+    let sites = input.diff.lines().filter(|l| l.starts_with("@@")).count() as u64;
+    let c = Candidate {
+        id: input.id,
+        sites,
+        ..Candidate::new(
+            kidiom_validator::VARIANT_PATTERN,
+            &input.path,
+            input.diff,
+            (input.base_blob, input.result_blob),
+            provenance,
+        )
+    };
+    cat.put_candidate(&c).with_context(|| format!("storing {}", c.id))?;
+    Ok(cat.find_candidates(&c.id)?.into_iter().find(|x| x.id == c.id).unwrap_or(c))
+}
+
+/// Every state-precision variant under `root`'s kernels, stored as candidates.
+pub(crate) fn store_variants(cat: &Catalog, root: &std::path::Path) -> Result<Vec<Candidate>> {
+    let kernels = Kernels::load(root, "kernels").context("reading the kernels' manifests")?;
+    kernels.variants.iter().map(|v| store_variant(cat, root, &kernels, &v.name)).collect()
 }

@@ -156,8 +156,10 @@ pub(crate) fn run(cfg: &Config, catalog: &mut Catalog, o: &Options, tell: &(dyn 
         phases.search = report.searches.iter().map(|s| s.seconds).sum();
         // This run's candidates on kernels/ (other candidates in the catalog, e.g. from
         // `kidiom apply` on another tree, are left to `kidiom validate`).
-        let ours: HashSet<String> = report.candidates.iter().map(|c| c.id.clone()).collect();
+        let mut ours: HashSet<String> = report.candidates.iter().map(|c| c.id.clone()).collect();
         let later = later_values(&report.candidates);
+        // the state-precision variants under kernels/, each judged by the precision gate
+        ours.extend(super::candidates::store_variants(catalog, &super::root()?)?.into_iter().map(|c| c.id));
         let first: HashSet<String> = ours.difference(&later).cloned().collect();
         apply = Some(report);
         let t = Instant::now();
@@ -267,7 +269,7 @@ fn apply_to_kernels(
         kidiom_validator::Kernels::load(&root, "kernels")
             .with_context(|| format!("reading the kernel manifests under {}", root.join("kernels").display()))?
     } else {
-        kidiom_validator::Kernels { dir: "kernels".into(), manifests: Vec::new() }
+        kidiom_validator::Kernels { dir: "kernels".into(), manifests: Vec::new(), variants: Vec::new() }
     };
     manifests.discover(&root, &o.targets).context("reading the targets' kernel manifests")?;
     if manifests.manifests.is_empty() {

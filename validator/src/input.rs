@@ -13,6 +13,10 @@ use crate::patch;
 /// The pattern id of a candidate that came from a patch rather than the catalog.
 pub const MANUAL_PATTERN: &str = kidiom_catalog::record::MANUAL_KIND;
 
+/// The pattern id of a state-precision variant as it is in the tree
+/// (`kidiom validate --kernel VARIANT`): its target is the variant's manifest.
+pub const VARIANT_PATTERN: &str = "variant";
+
 /// One rewrite to validate: a unified diff against a file under the root.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct CandidateInput {
@@ -74,6 +78,45 @@ impl CandidateInput {
             diff: c.diff.clone(),
             decorator_idiom,
         }
+    }
+
+    /// A state-precision variant of `kernels` as it is under `root`: its
+    /// target is the variant's manifest, its diff what the variant changes
+    /// (its source against its kernel's; a variant that shares its kernel's
+    /// source shows its manifest), so that a reviewer reads the change.
+    pub fn from_variant(root: &Path, kernels: &crate::manifest::Kernels, name: &str) -> Result<CandidateInput> {
+        let (variant, base) = kernels.variant(name).ok_or_else(|| {
+            let known: Vec<&str> = kernels.variants.iter().map(|v| v.name.as_str()).collect();
+            Error::Diff(format!("no state-precision variant {name:?} (variants: {})", known.join(", ")))
+        })?;
+        let read = |rel: &str| -> Result<String> {
+            let abs = root.join(rel);
+            let bytes = std::fs::read(&abs).map_err(|e| Error::io(&abs, e))?;
+            String::from_utf8(bytes)
+                .map_err(|_| Error::Patch { path: rel.into(), message: "the file is not UTF-8".into() })
+        };
+        let (src, base_src) = (variant.source_path(base), base.source_path());
+        let own = if src != base_src { Some((read(&base_src)?, read(&src)?)) } else { None };
+        let (before, after, diff) = if let Some((b, a)) = own.filter(|(b, a)| b != a) {
+            let d = kidiom_rewrite::unified(&src, &b, &a, 3)
+                .replacen(&format!("diff --git a/{src}"), &format!("diff --git a/{base_src}"), 1)
+                .replacen(&format!("--- a/{src}"), &format!("--- a/{base_src}"), 1);
+            (b, a, d)
+        } else {
+            let m = read(&variant.path)?;
+            (String::new(), m.clone(), kidiom_rewrite::unified(&variant.path, "", &m, 3))
+        };
+        let id = kidiom_catalog::record::candidate_id(VARIANT_PATTERN, &variant.path, &diff);
+        Ok(CandidateInput {
+            id,
+            pattern_id: VARIANT_PATTERN.into(),
+            category: Some(Category::Precision),
+            path: variant.path.clone(),
+            base_blob: blob_id(before.as_bytes()),
+            result_blob: blob_id(after.as_bytes()),
+            diff,
+            decorator_idiom: None,
+        })
     }
 
     /// An edit that did not come from the catalog (an agent's own): a unified

@@ -25,6 +25,12 @@
 //! 4. **speed**: interleaved A/B in one harness process, on a GPU (host C++:
 //!    on any CPU).
 //!
+//! A state-precision variant (a manifest with `variant_of` and `[storage]`)
+//! has its own gate, **precision** (`gates/precision.rs`): the harness's
+//! `precision` judges its drift against a simulated reference and float64
+//! within the manifest's `[budget]`; within it, the verdict is `needs-gpu`
+//! with a speedup predicted from the state bytes per step.
+//!
 //! The contract is never taken from the candidate: the baseline's
 //! `kernels/` tree is copied into a temporary directory and the candidate's
 //! source is handed to the harness beside it. Kernel code only ever runs in
@@ -53,6 +59,7 @@ mod hostcode;
 mod input;
 mod manifest;
 mod patch;
+mod precision_wire;
 pub mod predict;
 pub mod redundancy;
 mod request;
@@ -69,8 +76,8 @@ pub use device::Device;
 pub use error::{Error, Result};
 pub use evidence::{EVIDENCE_FORMAT, Evidence, GateRecord, GateStatus, Predicted};
 pub use gates::StaticLimits;
-pub use input::{CandidateInput, MANUAL_PATTERN};
-pub use manifest::{Curve, Floor, KernelLanguage, Kernels, Manifest, Shape, Shapes, Tolerance};
+pub use input::{CandidateInput, MANUAL_PATTERN, VARIANT_PATTERN};
+pub use manifest::{Curve, Floor, KernelLanguage, Kernels, Manifest, Shape, Shapes, Storage, Tolerance, Variant};
 pub use validator::{DEFAULT_SEEDS, ProfileReport, Validator, ValidatorBuilder};
 pub use verdict::{Gate, Verdict, VerdictKind};
 // where the validator runs (its builder takes one), and what a harness call's record holds

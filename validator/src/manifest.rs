@@ -261,6 +261,110 @@ pub fn looks_like_manifest(text: &str) -> bool {
     table.contains_key("format") && (table.contains_key("entry") || table.contains_key("source"))
 }
 
+/// Where a state-precision variant keeps its state (`[storage]`), read
+/// tolerantly: the scale layout may be written `scale = "head_k"` or
+/// `scales = "head_k"`, the scales' tensor `scales = "NAME"` or
+/// `scale_tensor = "NAME"`, and a static scale `scale = 0.03125`; every key
+/// is also kept as written (`raw`).
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Storage {
+    /// The state tensor stored in reduced precision (`state`, `pool`).
+    pub tensor: String,
+    /// Its dtype: `bf16`, `fp8e4m3` or `int8` (kept as written; the harness decides).
+    pub dtype: String,
+    /// The scale layout: `none`, `tensor`, `head_k` or `tile`.
+    pub scale: String,
+    /// The tensor holding the scales, where there are any.
+    pub scales: Option<String>,
+    /// A static scale the kernel carries, where there is one.
+    pub static_scale: Option<f64>,
+    /// The table as the manifest writes it.
+    pub raw: serde_json::Value,
+}
+
+/// The scale layouts a `[storage]` table names.
+const LAYOUTS: &[&str] = &["none", "tensor", "head_k", "tile", "row", "head", "channel"];
+
+impl Storage {
+    fn parse(v: &toml::Value) -> std::result::Result<Storage, String> {
+        let t = v.as_table().ok_or("must be a table")?;
+        let text = |k: &str| t.get(k).and_then(|v| v.as_str()).map(str::to_string);
+        let dtype = text("dtype").ok_or("a `dtype` (bf16, fp8e4m3, int8) is required")?;
+        let is_layout = |s: &String| LAYOUTS.contains(&s.as_str());
+        let (scale_s, scales_s) = (text("scale"), text("scales"));
+        let scale = scale_s
+            .clone()
+            .filter(is_layout)
+            .or_else(|| scales_s.clone().filter(is_layout))
+            .or_else(|| text("layout"))
+            .unwrap_or_else(|| "none".into());
+        let scales = text("scale_tensor")
+            .or_else(|| scales_s.filter(|s| !is_layout(s)))
+            .or_else(|| scale_s.filter(|s| !is_layout(s)));
+        let static_scale = t.get("scale").and_then(|v| v.as_float().or_else(|| v.as_integer().map(|i| i as f64)));
+        Ok(Storage {
+            tensor: text("tensor").unwrap_or_default(),
+            dtype,
+            scale,
+            scales,
+            static_scale,
+            raw: serde_json::to_value(v).unwrap_or(serde_json::Value::Null),
+        })
+    }
+}
+
+/// A state-precision variant of a kernel: a manifest with `variant_of` and
+/// `[storage]` (kernels/README.md). It keeps the contract of the kernel it is
+/// a variant of, except the state's storage, and is judged by the precision
+/// gate (drift against a simulated reference and float64, within `[budget]`).
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Variant {
+    /// The variant's name for the harness (`kda.decode.state-bf16`).
+    pub name: String,
+    /// The kernel it is a variant of (`kda.decode`).
+    pub variant_of: String,
+    /// Its source file, relative to the manifest (the base kernel's when it names none).
+    pub source: String,
+    /// Where the state is kept.
+    pub storage: Storage,
+    /// The error budget, as the manifest writes it (the harness applies it).
+    pub budget: serde_json::Value,
+    /// The manifest file, relative to the root (`/`-separated).
+    pub path: String,
+}
+
+impl Variant {
+    /// Reads a variant manifest (a TOML table with `variant_of`); `path` is relative to the root.
+    pub fn parse(table: toml::Table, path: &str) -> Result<Variant> {
+        let bad = |message: String| Error::Manifest { path: PathBuf::from(path), message };
+        let text = |key: &str| table.get(key).and_then(|v| v.as_str()).map(str::to_string);
+        let name = text("name").ok_or_else(|| bad("a variant needs a `name`".into()))?;
+        let variant_of = text("variant_of").ok_or_else(|| bad("`variant_of` must be a kernel's name".into()))?;
+        let source = text("source").unwrap_or_default();
+        if source.contains("..") || Path::new(&source).is_absolute() {
+            return Err(bad(format!("source {source:?} must lie next to the manifest")));
+        }
+        let storage = table.get("storage").ok_or_else(|| bad("a variant needs a `[storage]` table".into()))?;
+        let storage = Storage::parse(storage).map_err(|e| bad(format!("[storage]: {e}")))?;
+        let budget = match table.get("budget") {
+            Some(b) => serde_json::to_value(b).map_err(|e| bad(format!("[budget]: {e}")))?,
+            None => serde_json::Value::Null,
+        };
+        Ok(Variant { name, variant_of, source, storage, budget, path: path.to_string() })
+    }
+
+    /// Its source file relative to the root, given the kernel it is a variant of.
+    pub fn source_path(&self, base: &Manifest) -> String {
+        if self.source.is_empty() {
+            return base.source_path();
+        }
+        match self.path.rsplit_once('/') {
+            Some((dir, _)) => format!("{dir}/{}", self.source),
+            None => self.source.clone(),
+        }
+    }
+}
+
 /// The manifests of a kernels directory and of the directories a user names,
 /// and which files are contract.
 #[derive(Debug, Clone)]
@@ -269,6 +373,8 @@ pub struct Kernels {
     pub dir: String,
     /// Every manifest, by name order.
     pub manifests: Vec<Manifest>,
+    /// Every state-precision variant, by name order (each of a kernel in `manifests`).
+    pub variants: Vec<Variant>,
 }
 
 /// Manifests larger than this are no manifests (a data file named `.toml`).
@@ -284,6 +390,7 @@ impl Kernels {
     pub fn load(root: &Path, dir: &str) -> Result<Kernels> {
         let abs = root.join(dir);
         let mut manifests = Vec::new();
+        let mut variants = Vec::new();
         if abs.is_dir() {
             let entries = std::fs::read_dir(&abs).map_err(|e| Error::io(&abs, e))?;
             let mut subdirs: Vec<PathBuf> =
@@ -299,13 +406,19 @@ impl Kernels {
                 tomls.sort();
                 for t in tomls {
                     let text = std::fs::read_to_string(&t).map_err(|e| Error::io(&t, e))?;
-                    let mut m = Manifest::parse(&text, &rel_of(root, &t))?;
-                    m.named = true;
-                    manifests.push(m);
+                    let rel = rel_of(root, &t);
+                    match toml::from_str::<toml::Table>(&text) {
+                        Ok(table) if table.contains_key("variant_of") => variants.push(Variant::parse(table, &rel)?),
+                        _ => {
+                            let mut m = Manifest::parse(&text, &rel)?;
+                            m.named = true;
+                            manifests.push(m);
+                        }
+                    }
                 }
             }
         }
-        let mut k = Kernels { dir: dir.trim_end_matches('/').to_string(), manifests };
+        let mut k = Kernels { dir: dir.trim_end_matches('/').to_string(), manifests, variants };
         k.settle()?;
         Ok(k)
     }
@@ -330,7 +443,7 @@ impl Kernels {
                     continue;
                 }
                 let rel = rel_of(root, &t);
-                if self.manifests.iter().any(|m| m.path == rel) {
+                if self.manifests.iter().any(|m| m.path == rel) || self.variants.iter().any(|v| v.path == rel) {
                     continue;
                 }
                 // a TOML file that is not UTF-8 or not TOML is no manifest
@@ -344,9 +457,10 @@ impl Kernels {
         self.settle()
     }
 
-    /// Sorts by name; one name, one manifest.
+    /// Sorts by name; one name, one manifest; every variant of a known kernel.
     fn settle(&mut self) -> Result<()> {
         self.manifests.sort_by(|a, b| a.name.cmp(&b.name).then(a.path.cmp(&b.path)));
+        self.variants.sort_by(|a, b| a.name.cmp(&b.name));
         for w in self.manifests.windows(2) {
             if w[0].name == w[1].name {
                 return Err(Error::Manifest {
@@ -355,7 +469,37 @@ impl Kernels {
                 });
             }
         }
+        for v in &self.variants {
+            if !self.manifests.iter().any(|m| m.name == v.variant_of) {
+                let message = format!("variant_of {:?} names no kernel", v.variant_of);
+                return Err(Error::Manifest { path: PathBuf::from(&v.path), message });
+            }
+        }
         Ok(())
+    }
+
+    /// The kernel named `name`.
+    pub fn manifest(&self, name: &str) -> Option<&Manifest> {
+        self.manifests.iter().find(|m| m.name == name)
+    }
+
+    /// The variant named `name`, with the kernel it is a variant of.
+    pub fn variant(&self, name: &str) -> Option<(&Variant, &Manifest)> {
+        let v = self.variants.iter().find(|v| v.name == name)?;
+        Some((v, self.manifest(&v.variant_of)?))
+    }
+
+    /// The variant whose own source file is `rel` (not one that shares its kernel's source).
+    pub fn variant_for_source(&self, rel: &str) -> Option<(&Variant, &Manifest)> {
+        self.variants.iter().find_map(|v| {
+            let base = self.manifest(&v.variant_of)?;
+            (v.source_path(base) == rel && base.source_path() != rel).then_some((v, base))
+        })
+    }
+
+    /// The variants of the kernel `name`.
+    pub fn variants_of<'a>(&'a self, name: &'a str) -> impl Iterator<Item = &'a Variant> + 'a {
+        self.variants.iter().filter(move |v| v.variant_of == name)
     }
 
     /// The manifest whose source file is `rel` (relative to the root).
@@ -387,6 +531,9 @@ impl Kernels {
             return false;
         }
         let under = rel.starts_with(&format!("{}/", self.dir));
+        if self.variant_for_source(rel).is_some() {
+            return false;
+        }
         under || self.manifests.iter().filter(|m| !m.named).any(|m| m.contract_files().iter().any(|f| f == rel))
     }
 }
@@ -565,6 +712,61 @@ cpu = { M = 2, N = 8 }
         write("proj/twin/rmsnorm.toml", RMSNORM);
         let e = k.discover(root, &[PathBuf::from("proj/twin")]).unwrap_err().to_string();
         assert!(e.contains("\"my.rmsnorm\" is also"), "{e}");
+    }
+
+    #[test]
+    fn a_variant_manifest_names_its_kernel_storage_and_budget_and_its_source_is_not_contract() {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::create_dir_all(dir.path().join("kernels/kda")).unwrap();
+        std::fs::write(dir.path().join("kernels/kda/prefill.toml"), PREFILL).unwrap();
+        let variant = r#"
+name = "kda.prefill.state-fp8"
+variant_of = "kda.prefill"
+source = "prefill_state_fp8.py"
+[storage]
+tensor = "h0"
+dtype = "fp8e4m3"
+scale = "head_k"
+scales = "h0_scale"
+[budget]
+o = 2e-2
+state = 5e-2
+"#;
+        std::fs::write(dir.path().join("kernels/kda/prefill_state_fp8.toml"), variant).unwrap();
+        let k = Kernels::load(dir.path(), "kernels").unwrap();
+        assert_eq!(k.manifests.len(), 1, "a variant is not a kernel of its own");
+        let (v, base) = k.variant("kda.prefill.state-fp8").unwrap();
+        assert_eq!((v.storage.dtype.as_str(), v.storage.scale.as_str()), ("fp8e4m3", "head_k"));
+        assert_eq!(v.storage.scales.as_deref(), Some("h0_scale"));
+        assert_eq!(v.budget["state"], serde_json::json!(5e-2));
+        assert_eq!(v.source_path(base), "kernels/kda/prefill_state_fp8.py");
+        assert!(k.variant_for_source("kernels/kda/prefill_state_fp8.py").is_some());
+        assert!(!k.is_contract("kernels/kda/prefill_state_fp8.py"));
+        assert!(k.is_contract("kernels/kda/prefill_state_fp8.toml"));
+        assert_eq!(k.variants_of("kda.prefill").count(), 1);
+        // the other spellings: the layout as `scales`, its tensor as `scale_tensor`, a static scale
+        let other = variant
+            .replace("scale = \"head_k\"\nscales = \"h0_scale\"", "scales = \"head_k\"\nscale_tensor = \"h0_scale\"");
+        std::fs::write(dir.path().join("kernels/kda/prefill_state_fp8.toml"), &other).unwrap();
+        let k = Kernels::load(dir.path(), "kernels").unwrap();
+        let s = &k.variants[0].storage;
+        assert_eq!((s.scale.as_str(), s.scales.as_deref()), ("head_k", Some("h0_scale")));
+        let fixed =
+            variant.replace("scale = \"head_k\"\nscales = \"h0_scale\"", "scales = \"tensor\"\nscale = 0.03125");
+        std::fs::write(dir.path().join("kernels/kda/prefill_state_fp8.toml"), &fixed).unwrap();
+        let k = Kernels::load(dir.path(), "kernels").unwrap();
+        let s = &k.variants[0].storage;
+        assert_eq!((s.scale.as_str(), s.scales.as_deref(), s.static_scale), ("tensor", None, Some(0.03125)));
+        assert_eq!(s.raw["scale"], serde_json::json!(0.03125));
+        // a variant of no kernel, or without storage, is a manifest error
+        let orphan = variant.replace("variant_of = \"kda.prefill\"", "variant_of = \"kda.nothing\"");
+        std::fs::write(dir.path().join("kernels/kda/prefill_state_fp8.toml"), orphan).unwrap();
+        let e = Kernels::load(dir.path(), "kernels").unwrap_err().to_string();
+        assert!(e.contains("names no kernel"), "{e}");
+        let bare = "name = \"x\"\nvariant_of = \"kda.prefill\"\n";
+        std::fs::write(dir.path().join("kernels/kda/prefill_state_fp8.toml"), bare).unwrap();
+        let e = Kernels::load(dir.path(), "kernels").unwrap_err().to_string();
+        assert!(e.contains("[storage]"), "{e}");
     }
 
     #[test]

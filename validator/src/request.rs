@@ -67,6 +67,18 @@ pub(crate) enum Request<'a> {
         /// The shape labels to emit (`bench`, `gpu0`, ...; empty: every one).
         shapes: &'a [&'a str],
     },
+    /// `precision`: a state-precision variant's drift against its simulated
+    /// reference and float64, beside its fp32 kernel's.
+    Precision {
+        /// The variant's manifest name.
+        kernel: &'a str,
+        /// A source in place of the variant's (a hand-written candidate).
+        source: Option<&'a str>,
+        /// The seed of the inputs.
+        seed: u64,
+        /// Decode steps (`None`: the harness's default).
+        steps: Option<u32>,
+    },
     /// `sweep`: many variants measured in one call.
     Sweep {
         /// The kernel: its manifest's name, or its manifest's path.
@@ -167,6 +179,16 @@ impl Request<'_> {
                     push(&["--shapes", &shapes.join(",")]);
                 }
             }
+            Request::Precision { kernel, source, seed, steps } => {
+                push(&["precision", "--kernel", kernel]);
+                if let Some(s) = source {
+                    push(&["--source", s]);
+                }
+                push(&["--seed", &seed.to_string()]);
+                if let Some(n) = steps {
+                    push(&["--steps", &n.to_string()]);
+                }
+            }
             Request::Sweep { kernel, variants, jobs } => {
                 let variants = variants.to_string_lossy();
                 push(&[
@@ -233,6 +255,10 @@ mod tests {
         assert_eq!(spec.argv().join(" "), "spec --kernel k --source c.py --out /t/c --sets 0 --shapes bench");
         let spec = Request::Spec { kernel: Kernel::name("k"), source: None, out: Path::new("o"), sets: 3, shapes: &[] };
         assert_eq!(spec.argv().join(" "), "spec --kernel k --out o --sets 3");
+        let precision = Request::Precision { kernel: "kda.decode.state-bf16", source: None, seed: 3, steps: Some(256) };
+        assert_eq!(precision.argv().join(" "), "precision --kernel kda.decode.state-bf16 --seed 3 --steps 256");
+        let precision = Request::Precision { kernel: "v", source: Some("c.py"), seed: 1, steps: None };
+        assert_eq!(precision.argv().join(" "), "precision --kernel v --source c.py --seed 1");
         let sweep = Request::Sweep { kernel: Kernel::name("k"), variants: Path::new("v.json"), jobs: 0 };
         assert_eq!(sweep.argv().join(" "), "sweep --kernel k --variants v.json --jobs 1");
         // a manifest the harness does not find by name goes by its path, wherever --kernel would

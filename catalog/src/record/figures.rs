@@ -518,6 +518,106 @@ fn decode<T: DeserializeOwned>(v: Option<&Value>) -> Option<T> {
     v.filter(|v| !v.is_null()).and_then(|v| T::deserialize(v).ok())
 }
 
+/// A relative error of the output `o` and of the recurrent state.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Serialize, Deserialize)]
+#[serde(default)]
+pub struct OutputStateError {
+    /// The output's.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    #[serde(deserialize_with = "or_absent")]
+    pub o: Option<Num>,
+    /// The state's.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    #[serde(deserialize_with = "or_absent")]
+    pub state: Option<Num>,
+}
+
+/// One drift curve: per decode step, the relative errors of the output and of the state.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(default)]
+pub struct DriftCurve {
+    /// The output's error at each step.
+    #[serde(deserialize_with = "or_absent")]
+    pub o: Vec<Num>,
+    /// The state's error at each step.
+    #[serde(deserialize_with = "or_absent")]
+    pub state: Vec<Num>,
+}
+
+/// State bytes moved per decode step, the variant's and the fp32 baseline's.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Serialize, Deserialize)]
+#[serde(default)]
+pub struct BytesPerStep {
+    /// The variant's (reduced-precision state and its scales).
+    #[serde(deserialize_with = "or_absent")]
+    pub variant: u64,
+    /// The fp32 baseline's.
+    #[serde(deserialize_with = "or_absent")]
+    pub baseline: u64,
+}
+
+/// The precision gate's figures: a state-precision variant (a manifest with
+/// `variant_of` and `[storage]`) judged against its simulated reference and
+/// float64 over many decode steps.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(default)]
+pub struct PrecisionFigures {
+    /// The variant's manifest name (`kda.decode.state-bf16`).
+    #[serde(deserialize_with = "or_absent")]
+    pub variant: String,
+    /// The kernel it is a variant of (`kda.decode`).
+    #[serde(deserialize_with = "or_absent")]
+    pub variant_of: String,
+    /// The storage (tensor, dtype, scale layout, scales tensor), as the manifest says it.
+    #[serde(deserialize_with = "or_absent")]
+    pub storage: Value,
+    /// The state's dtype (`bf16`, `fp8e4m3`, `int8`), from the storage.
+    #[serde(deserialize_with = "or_absent")]
+    pub dtype: String,
+    /// Worst error against float64.
+    #[serde(deserialize_with = "or_absent")]
+    pub vs_float64: OutputStateError,
+    /// Worst error against the simulated reference (the reference with the
+    /// variant's rounding at the same places): the kernel's own error.
+    #[serde(deserialize_with = "or_absent")]
+    pub vs_simulated: OutputStateError,
+    /// The stored state's worst distance from the simulated reference, in
+    /// rounding steps of its format (where the harness counts it so).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    #[serde(deserialize_with = "or_absent")]
+    pub simulated_state_units: Option<Num>,
+    /// The decode steps the curves are sampled at.
+    #[serde(deserialize_with = "or_absent")]
+    pub steps: Vec<i64>,
+    /// The variant's drift against float64.
+    #[serde(deserialize_with = "or_absent")]
+    pub drift: DriftCurve,
+    /// The fp32 baseline's drift on the same inputs.
+    #[serde(deserialize_with = "or_absent")]
+    pub baseline_drift: DriftCurve,
+    /// The first step whose error is beyond the budget (none: within it throughout).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    #[serde(deserialize_with = "or_absent")]
+    pub crossed_at: Option<i64>,
+    /// The error budget (the manifest's `[budget]`, as the harness applied it).
+    #[serde(deserialize_with = "or_absent")]
+    pub budget: Value,
+    /// State bytes per decode step.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    #[serde(deserialize_with = "or_absent")]
+    pub bytes_per_step: Option<BytesPerStep>,
+    /// What failed, as the harness words it.
+    #[serde(deserialize_with = "or_absent")]
+    pub failures: Vec<String>,
+}
+
+impl BytesPerStep {
+    /// Baseline bytes over the variant's (how much less the state moves).
+    pub fn ratio(&self) -> Option<f64> {
+        (self.variant > 0).then(|| self.baseline as f64 / self.variant as f64)
+    }
+}
+
 /// `f` as stored JSON (a figure type always serializes).
 fn encode<T: Serialize>(f: &T) -> Value {
     serde_json::to_value(f).unwrap_or(Value::Null)
@@ -558,6 +658,11 @@ impl GateRecord {
     /// The correctness gate's sides, baseline and candidate (empty where absent).
     pub fn error_sides(&self) -> (ErrorSide, ErrorSide) {
         (decode(self.before.as_ref()).unwrap_or_default(), decode(self.after.as_ref()).unwrap_or_default())
+    }
+
+    /// The precision gate's figures.
+    pub fn precision_figures(&self) -> PrecisionFigures {
+        decode(Some(&self.metrics)).unwrap_or_default()
     }
 
     /// The speed gate's figures, where it measured.

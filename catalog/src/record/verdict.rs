@@ -14,6 +14,8 @@ pub enum Gate {
     Static,
     /// Against the float64 reference over the shape matrix, several seeds.
     Correctness,
+    /// A state-precision variant against its simulated reference and float64, over many decode steps.
+    Precision,
     /// Interleaved A/B in one harness process (a GPU; the CPU for host C++).
     Speed,
 }
@@ -119,7 +121,7 @@ mod tests {
     fn gates_have_names_in_order() {
         assert_eq!(
             Gate::ALL.iter().map(|g| g.name()).collect::<Vec<_>>(),
-            ["syntax", "static", "correctness", "speed"]
+            ["syntax", "static", "correctness", "precision", "speed"]
         );
         assert!(Gate::Syntax < Gate::Speed);
     }

@@ -177,11 +177,15 @@ impl Rewrite {
         let before = Template::parse(lang, &pattern.before)?;
         if let Some(form) = pattern.transform {
             let fits = match form {
-                crate::ReuseForm::Temporary => lang == Lang::Python,
+                crate::ReuseForm::Temporary | crate::ReuseForm::StateCast => lang == Lang::Python,
                 crate::ReuseForm::Local | crate::ReuseForm::Shared => matches!(lang, Lang::Cpp | Lang::Cuda),
             };
             if !fits {
-                let what = if form == crate::ReuseForm::Temporary { "block" } else { "loop" };
+                let what = match form {
+                    crate::ReuseForm::Temporary => "block",
+                    crate::ReuseForm::StateCast => "state cast",
+                    _ => "loop",
+                };
                 return Err(no(format!("the {lang} language has no {what} reuse analysis")));
             }
             let scope = Scope::Anywhere;
@@ -303,6 +307,9 @@ impl Rewrite {
         if let Mode::Reuse(form) = self.mode {
             if form == crate::ReuseForm::Temporary {
                 return crate::reuse_triton::site_edits(self.before.lang, src, tree);
+            }
+            if form == crate::ReuseForm::StateCast {
+                return crate::state_cast::site_edits(self.before.lang, src, tree);
             }
             return crate::reuse::site_edits(form, self.before.lang, src, tree);
         }

@@ -14,13 +14,37 @@ pub(super) fn run(cat: &Catalog, status: Option<CandidateStatus>, json: bool) ->
         output::json(&cands)?;
     } else {
         output::table(&rows(&cands))?;
+        print_precision(&cands)?;
     }
     Ok(if cands.is_empty() { ExitCode::from(1) } else { ExitCode::SUCCESS })
 }
 
 /// The candidates' table (`kidiom run -v` prints this run's).
 pub(crate) fn print_candidates(cands: &[Candidate]) -> Result<()> {
-    output::table(&rows(cands))
+    output::table(&rows(cands))?;
+    print_precision(cands)
+}
+
+/// The state-precision variants side by side, per kernel: what each costs
+/// in error and saves in state bytes, then the drift of the output and of
+/// the state by decode step (fp32 first).
+pub(crate) fn print_precision(cands: &[Candidate]) -> Result<()> {
+    for f in crate::view::precision_families(cands) {
+        output::line("")?;
+        output::line(&format!(
+            "state precision of {} (errors against float64; predicted from state bytes):",
+            f.kernel
+        ))?;
+        for l in output::table_lines(&crate::view::family_rows(&f)) {
+            output::line(&format!("  {l}"))?;
+        }
+        for which in [crate::view::Drift::O, crate::view::Drift::State] {
+            for l in output::table_lines(&crate::view::drift_rows(&f, which, 8)) {
+                output::line(&format!("  {l}"))?;
+            }
+        }
+    }
+    Ok(())
 }
 
 /// The table: a header, then one row per candidate.

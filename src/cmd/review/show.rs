@@ -12,8 +12,19 @@ use crate::{ops, output};
 pub(super) fn run(cat: &Catalog, id: &str, json: bool) -> Result<ExitCode> {
     let c = ops::candidates::find_one(cat, id)?;
     let pattern = cat.get(&c.pattern_id)?;
+    // a state-precision variant: its siblings beside it, fp32 first
+    let family = if c.evidence.evidence().is_some_and(|e| e.gate(kidiom_catalog::record::Gate::Precision).is_some()) {
+        let all = cat.candidates(None)?;
+        crate::view::precision_families(&all).into_iter().find(|f| f.variants.iter().any(|v| v.candidate == c.id))
+    } else {
+        None
+    };
     if json {
-        output::json(&serde_json::json!({ "candidate": c, "pattern": pattern }))?;
+        let mut v = serde_json::json!({ "candidate": c, "pattern": pattern });
+        if let Some(f) = &family {
+            v["state_precision"] = serde_json::to_value(f)?;
+        }
+        output::json(&v)?;
         return Ok(ExitCode::SUCCESS);
     }
     for l in header(&c, pattern.as_ref()) {
@@ -34,6 +45,17 @@ pub(super) fn run(cat: &Catalog, id: &str, json: bool) -> Result<ExitCode> {
         }
         None if c.evidence.is_empty() => output::line("  validation: none yet")?,
         None => output::line(&format!("  validation: {}", c.evidence.to_value()))?,
+    }
+    if let Some(f) = &family {
+        output::line(&format!("  state precision of {} (this variant and its siblings, fp32 first):", f.kernel))?;
+        for l in output::table_lines(&crate::view::family_rows(f)) {
+            output::line(&format!("    {l}"))?;
+        }
+        for which in [crate::view::Drift::O, crate::view::Drift::State] {
+            for l in output::table_lines(&crate::view::drift_rows(f, which, 8)) {
+                output::line(&format!("    {l}"))?;
+            }
+        }
     }
     output::line("")?;
     output::raw(&c.diff)?;

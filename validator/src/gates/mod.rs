@@ -24,6 +24,7 @@
 mod correctness;
 mod gpu;
 mod launch;
+mod precision;
 mod speed;
 mod static_gate;
 mod syntax;
@@ -83,6 +84,12 @@ pub(crate) fn in_order(run: &mut Validation<'_>) -> Result<Verdict> {
     let v = run.v;
     // shared with the other candidates' gates until the speed gate, which measures alone
     let sharing = v.timing.read().unwrap_or_else(std::sync::PoisonError::into_inner);
+    // a state-precision variant as it is in the tree (`kidiom validate --kernel`): its own gate
+    if let Some((variant, base)) =
+        v.kernels.variants.iter().find(|x| x.path == run.c.path).and_then(|x| v.kernels.variant(&x.name))
+    {
+        return Ok(precision::gate(run, variant, base, None));
+    }
     let files = match patch::parse(&run.c.diff) {
         Ok(f) if !f.is_empty() => f,
         Ok(_) => return Ok(Verdict::error(None, "the candidate's diff is empty", "")),
@@ -95,6 +102,18 @@ pub(crate) fn in_order(run: &mut Validation<'_>) -> Result<Verdict> {
     // 1. syntax
     if let Some(v) = syntax::gate(run, &touched) {
         return Ok(v);
+    }
+    // a diff to a state-precision variant's own source: the variant with the candidate's source
+    if let Some((variant, base)) = v.kernels.variant_for_source(&run.c.path)
+        && let Some(t) = touched.iter().find(|t| t.path == run.c.path)
+    {
+        let dir = tempfile::Builder::new()
+            .prefix("kidiom-variant-")
+            .tempdir()
+            .map_err(|e| crate::error::Error::io(std::env::temp_dir(), e))?;
+        let file = dir.path().join(t.path.rsplit('/').next().unwrap_or("variant.py"));
+        std::fs::write(&file, &t.cand).map_err(|e| crate::error::Error::io(&file, e))?;
+        return Ok(precision::gate(run, variant, base, Some(&file)));
     }
     // 2. static, the part that needs no harness: contract, host code, numeric flags
     let scan = match static_gate::scan(v, run, &files, &touched) {
@@ -270,7 +289,7 @@ flops = "N"
         run.finish(verdict)
     }
 
-    fn kind(e: &Evidence) -> (VerdictKind, Option<Gate>) {
+    pub(crate) fn kind(e: &Evidence) -> (VerdictKind, Option<Gate>) {
         (e.verdict.kind, e.verdict.gate)
     }
 
