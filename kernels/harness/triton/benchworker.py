@@ -68,9 +68,10 @@ def load_variant(key, spec, op_name, on_gpu):
         return getattr(mod, spec["launcher"])
     if kind == "cuda":
         from . import cuda_launch
-        cuda_launch.prepare(spec["file"], spec["entry"], on_gpu=on_gpu)
-        return functools.partial(cuda_launch.kda_decode_cuda, source_path=spec["file"], entry=spec["entry"],
-                                 block_threads=spec.get("block_threads", 128))
+        cuda_launch.prepare(spec["file"], spec["entry"], spec.get("signature", ""), on_gpu=on_gpu)
+        launch = functools.partial(cuda_launch.launch_kernel, source_path=spec["file"], entry=spec["entry"])
+        launch.cuda = True
+        return launch
     if kind == "fla":
         return fla_adapter(op_name)
     mod, _, attr = spec["function"].partition(":")      # an installed module:function
@@ -86,7 +87,11 @@ def make_calls(fn, backend, job, in_dir):
             t[name] = backend.put(np.load(os.path.join(in_dir, f"s{j}_{name}.npy"), allow_pickle=False), pad=0)
         for name, shape in job["outputs"].items():
             t[name] = backend.poisoned(tuple(shape), pad=0)
-        args = [t.get(n) for n in job["args"]]
+        if getattr(fn, "cuda", False):   # the launch (grid, block, parameters) from the contract
+            calls.append(lambda t=t: fn(job["launch"], t))
+            continue
+        scalars = job.get("scalars") or {}
+        args = [t.get(n, scalars.get(n)) for n in job["args"]]
         calls.append(lambda a=args: fn(*a))
     return calls
 
