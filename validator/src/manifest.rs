@@ -75,11 +75,12 @@ pub struct Floor {
 /// One kernel's manifest.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Manifest {
-    /// Manifest format version (1).
+    /// Manifest format version (1, or 2: a `contract` module beside it, docs/CONTRACTS.md).
     pub format: u32,
     /// The kernel's name for the harness (`kda.prefill`).
     pub name: String,
-    /// The contract it implements (`kda_prefill`).
+    /// The contract it implements (`kda_prefill`; format 1, empty in format 2).
+    #[serde(default)]
     pub op: String,
     /// Its language.
     pub language: KernelLanguage,
@@ -87,10 +88,15 @@ pub struct Manifest {
     pub source: String,
     /// The kernel function's name.
     pub entry: String,
-    /// The public function (Triton) or `module:function` host launcher (CUDA).
+    /// The public function (Triton), the bound functions (cpp); format 1 CUDA: its host launcher.
+    #[serde(default)]
     pub launcher: String,
-    /// `module:function` of the float64 reference.
+    /// `module:function` of the float64 reference (format 1; format 2: the contract's `reference`).
+    #[serde(default)]
     pub reference: String,
+    /// The contract module, relative to the manifest (format 2).
+    #[serde(default)]
+    pub contract: Option<String>,
     /// Chunk length (prefill).
     #[serde(default)]
     pub chunk: Option<i64>,
@@ -119,7 +125,7 @@ impl Manifest {
     pub fn parse(text: &str, path: &str) -> Result<Manifest> {
         let bad = |message: String| Error::Manifest { path: PathBuf::from(path), message };
         let mut m: Manifest = toml::from_str(text).map_err(|e| bad(e.message().to_string()))?;
-        if m.format != 1 {
+        if m.format != 1 && m.format != 2 {
             return Err(bad(format!("unsupported format {}", m.format)));
         }
         if m.source.contains("..") || Path::new(&m.source).is_absolute() {
@@ -265,7 +271,7 @@ cpu = { B = 2, T = 70, M = 3, H = 1, HV = 2, K = 24, V = 20 }
         assert_eq!(names, ["kda.decode", "kda.prefill", "kda_cuda.decode", "kv_transfer"]);
         let cu = k.for_source("kernels/kda_cuda/decode.cu").unwrap();
         assert_eq!(cu.language, KernelLanguage::Cuda);
-        assert_eq!(cu.block_threads, Some(128));
+        assert_eq!((cu.format, cu.contract.as_deref()), (2, Some("../kda/decode_contract.py")));
         let kv = k.for_source("kernels/kv_transfer/kv_transfer.cpp").unwrap();
         assert_eq!(kv.language, KernelLanguage::Cpp);
         assert_eq!((kv.tolerance.rel_l2, kv.tolerance.max_abs_rel), (0.0, 0.0), "exact bytes");

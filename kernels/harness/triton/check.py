@@ -696,13 +696,16 @@ class _Specializations:
             else:
                 self.note = f"the launcher could not be recorded: {res.get('failed', res)}"
         seen, i = {}, 0
+        # what the contract's `smaller` never reduces, at any of these shapes (our decode: K and V)
+        fixed = [v for v in (self.plan[0][1] if self.plan else {})
+                 if all(c.get(v) == shape.get(v) for _, shape, _, cands in self.plan for c in cands)]
         for label, shape, flag, cands in self.plan:
             recs = recorded[i:i + len(cands)] if recorded is not None else None
             i += len(cands)
-            kept = {v: shape[v] for v in ("K", "V")}
+            kept = {v: shape[v] for v in fixed}
             cpu, constexprs, derived = cands[0], None, None
             if self.manifest.language != "triton":
-                derived = "K and V kept (the kernel's int parameters), the rest reduced"
+                derived = f"{' and '.join(fixed) or 'nothing'} kept (never reduced by the contract), the rest reduced"
             elif recs is None or len(recs) != len(cands):
                 derived = "not verified: " + (self.note or "the recorder's answer is incomplete")
             else:
