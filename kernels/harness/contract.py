@@ -119,7 +119,7 @@ class Contract:
         bad = [n for n in self.optional if n not in self.inputs]
         if bad:
             raise ContractError(f"contract {path}: OPTIONAL names {', '.join(bad)}, which are not INPUTS")
-        for f in ("tensors", "make_inputs", "reference", "slices", "written", "smaller", "launch"):
+        for f in ("tensors", "make_inputs", "reference", "slices", "written", "smaller", "counted", "launch", "sequence"):
             if hasattr(mod, f) and not callable(getattr(mod, f)):
                 raise ContractError(f"contract {path}: {f} must be a function")
         self.slice_axes = dict(getattr(mod, "SLICE_AXES", {}) or {})
@@ -187,16 +187,27 @@ class Contract:
         """Shapes of the same specialisation, most reduced first, `shape` itself last."""
         if not self.has("smaller"):
             return [dict(shape)]
-        got = self._call("smaller", dict(shape))
+        return self._shapes("smaller", shape)
+
+    def _shapes(self, fn, shape):
+        got = self._call(fn, dict(shape))
         try:
             shapes = [dict(s) for s in got]
         except (TypeError, ValueError):
-            raise self.fail("smaller", "must return a list of shapes (dicts)") from None
+            raise self.fail(fn, "must return a list of shapes (dicts)") from None
+        except Exception as e:  # noqa: BLE001 - a generator fails here
+            raise self.fail(fn, f"raised {type(e).__name__}: {e}") from None
         for s in shapes:
             if set(s) != set(shape) or not all(isinstance(v, int) and v > 0 for v in s.values()):
-                raise self.fail("smaller", f"{s}: a shape has the variables of {dict(shape)}, positive integers")
+                raise self.fail(fn, f"{s}: a shape has the variables of {dict(shape)}, positive integers")
         shapes = [s for s in shapes if s != dict(shape)]
         return shapes + [dict(shape)]
+
+    def counted(self, shape):
+        """Shapes `profile` may count at instead of `shape` (the contract's `counted`, else `smaller`)."""
+        if not self.has("counted"):
+            return self.smaller(shape)
+        return self._shapes("counted", shape)
 
     def launch(self, shape):
         """CUDA: {grid: [x, y, z], block: [x, y, z], params: [name | {int: v} | {float: v}]}."""

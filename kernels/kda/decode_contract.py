@@ -50,6 +50,12 @@ def smaller(s):
     return d.combine(s, [seqs, d.head_ladder(s)]) + [dict(s)]
 
 
+def counted(s):
+    """Where `profile` may count (as `smaller`, down to one sequence: counting needs no second)."""
+    N, S = int(s["N"]), int(s["S"])
+    return d.combine(s, [[{"N": n, "S": min(S, n + 1)} for n in d.doubling(1, N)], d.head_ladder(s)]) + [dict(s)]
+
+
 def launch(s):
     """The CUDA kernel (kernels/kda_cuda/decode.cu): N * HV blocks of min(V, 128) threads."""
     return {"grid": [s["N"] * s["HV"]], "block": [min(s["V"], 128)],

@@ -82,13 +82,13 @@ def _chunked(manifest):
 
 
 def reductions(manifest, bench):
-    """The bench shape reduced as the contract's `smaller` says (the variables that reach no
+    """The bench shape reduced as the contract's `counted` (else `smaller`) says (the variables that reach no
     constexpr or block size), most reduced (fewest elements) first, the bench's own values last.
     A chunked variable is not among them (`counted_plan`)."""
     bench = {k: int(v) for k, v in bench.items()}
     op = load_contract(manifest)
     ch = _chunked(manifest)
-    cands = [c for c in op.smaller(bench) if ch is None or c.get(ch[0]) == bench.get(ch[0])]
+    cands = [c for c in op.counted(bench) if ch is None or c.get(ch[0]) == bench.get(ch[0])]
     out = {}
     for c in cands:
         out[json.dumps(c, sort_keys=True)] = c
