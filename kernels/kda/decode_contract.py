@@ -12,6 +12,7 @@ INPUTS = ["q", "k", "v", "g", "beta", "slots"]
 INOUTS = ["state"]
 OUTPUTS = ["o"]
 VARIANTS = ["long_memory"]
+AGAINST = {"fla": "fla_against.py:kda_decode"}   # bench --against fla
 SLICE_AXES = {"o": 2, "state": 2}   # (sequence or slot, value head)
 
 

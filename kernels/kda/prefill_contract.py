@@ -13,6 +13,7 @@ INOUTS = []
 OUTPUTS = ["o", "final_state"]
 OPTIONAL = ["initial_state"]          # None: zeros
 VARIANTS = ["long_memory"]
+AGAINST = {"fla": "fla_against.py:kda_prefill"}   # bench --against fla
 SLICE_AXES = {"final_state": 2}       # (sequence, value head); o: `slices`
 CHUNK = 64
 

@@ -340,3 +340,18 @@ def test_contract_validation_without_a_worker(tmp_path):
     bad = RMSNORM_CONTRACT.replace('INOUTS = []', 'INOUTS = ["w"]')
     with pytest.raises(ContractError, match="name every ARGS name once"):
         load_contract(load_manifest(write_kernel(tmp_path / "b", "rmsnorm", contract=bad)))
+
+
+@cpu_only
+def test_a_format_1_manifest_finds_its_shipped_contract(tmp_path):
+    """`op` names a contract module kidiom ships (OP = "kda_decode" in kernels/kda/decode_contract.py)."""
+    text = (ROOT / "kernels" / "kda" / "decode.toml").read_text()
+    text = text.replace("format = 2", "format = 1").replace(
+        'contract = "decode_contract.py"', 'op = "kda_decode"\nreference = "kernels.kda.reference:naive_decode_kda"')
+    (tmp_path / "decode.toml").write_text(text)
+    (tmp_path / "decode.py").write_text((ROOT / "kernels" / "kda" / "decode.py").read_text())
+    rc, out = check(tmp_path / "decode.toml")
+    assert rc == 0 and out["status"] == "passed", (out.get("failures"), out.get("error"))
+    (tmp_path / "decode.toml").write_text(text.replace('op = "kda_decode"', 'op = "no_such_op"'))
+    rc, out = check(tmp_path / "decode.toml")
+    assert rc == 2 and out["status"] == "error" and "no contract module implements op 'no_such_op'" in out["error"]

@@ -64,6 +64,19 @@ def _variant_spec(manifest, source, key, pkg):
             "signature": KernelSpec.of(manifest).signature}
 
 
+def _against(op, against, pkg):
+    """`--against NAME`: an adapter the contract names (AGAINST {NAME: "file.py:function"}, the
+    file beside the contract, copied for the worker), else an installed module:function."""
+    named = (getattr(op.mod, "AGAINST", None) or {}).get(against)
+    if named is None:
+        return {"kind": "function", "function": against}
+    file, _, fn = named.rpartition(":")
+    src = op.path.parent / file
+    dst = pkg.parent / "src" / f"against{src.suffix}"
+    shutil.copyfile(src, dst)
+    return {"kind": "file", "file": str(dst), "function": fn}
+
+
 def time_in_sandbox(manifest, sources, against, shape, rotate, warmup, iters, deadline, device="cuda", seed=1):
     """Time the variants `sources` ({name: source path or None (the manifest's)}) and `against`
     (None, "fla" or "module:function") interleaved in one sandboxed worker. Returns
@@ -78,7 +91,7 @@ def time_in_sandbox(manifest, sources, against, shape, rotate, warmup, iters, de
         (scratch / "rt" / "src").mkdir()
         variants = {k: _variant_spec(manifest, src, k, pkg) for k, src in sources.items()}
         if against:
-            variants["against"] = {"kind": "fla"} if against == "fla" else {"kind": "function", "function": against}
+            variants["against"] = _against(op, against, pkg)
         in_dir = scratch / "in"
         in_dir.mkdir()
         sets, args, inputs, outputs, scalars = _inputs(op, shape, rotate, seed)
