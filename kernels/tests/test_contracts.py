@@ -292,6 +292,13 @@ def test_a_manifest_outside_the_repository_runs_from_anywhere(tmp_path):
     rc, out = harness("profile", "--manifest", str(d / "mykernels" / "rmsnorm.toml"))
     assert rc == 0 and out["status"] == "ok", out.get("error")
     assert out["kernel"] == "mine.rmsnorm" and out["totals"]["load_bytes"] > 0
+    # the GPU gate's launch specs of a CUDA kernel: grid, block and parameters from its contract
+    m = write_kernel(d / "mykernels", "rowsum")
+    rc, out = harness("spec", "--manifest", str(m), "--out", str(tmp_path / "specs"), "--sets", "1", "--seed", "2")
+    assert rc == 0 and out["status"] == "ok", out.get("error")
+    spec = json.loads((tmp_path / "specs" / "M64-N1000" / "launch.json").read_text())
+    assert (spec["grid"], spec["block"]) == ([1, 64, 1], [32, 1, 1])
+    assert [p["kind"] for p in spec["params"]] == ["tensor", "tensor", "int"] and spec["params"][2]["value"] == 1000
 
 
 def _broken(body_from, body_to):
