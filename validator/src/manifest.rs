@@ -128,6 +128,9 @@ impl Manifest {
         if m.format != 1 && m.format != 2 {
             return Err(bad(format!("unsupported format {}", m.format)));
         }
+        if m.format == 2 && m.language != KernelLanguage::Cpp && m.contract.is_none() {
+            return Err(bad("format 2 needs `contract` (the contract module beside it)".to_string()));
+        }
         if m.source.contains("..") || Path::new(&m.source).is_absolute() {
             return Err(bad(format!("source {:?} must lie next to the manifest", m.source)));
         }
@@ -242,8 +245,12 @@ cpu = { B = 2, T = 70, M = 3, H = 1, HV = 2, K = 24, V = 20 }
     fn rejects_bad_manifests() {
         let e = Manifest::parse("format = 2", "x.toml").unwrap_err();
         assert!(e.to_string().starts_with("manifest x.toml:"), "{e}");
+        let three = PREFILL.replace("format = 1", "format = 3");
+        assert!(Manifest::parse(&three, "x.toml").unwrap_err().to_string().contains("unsupported format 3"));
         let two = PREFILL.replace("format = 1", "format = 2");
-        assert!(Manifest::parse(&two, "x.toml").unwrap_err().to_string().contains("unsupported format 2"));
+        assert!(Manifest::parse(&two, "x.toml").unwrap_err().to_string().contains("needs `contract`"));
+        let two = two.replace("op = \"kda_prefill\"", "contract = \"prefill_contract.py\"");
+        assert_eq!(Manifest::parse(&two, "x.toml").unwrap().contract.as_deref(), Some("prefill_contract.py"));
         let escape = PREFILL.replace("\"prefill.py\"", "\"../prefill.py\"");
         assert!(Manifest::parse(&escape, "x.toml").is_err());
     }
