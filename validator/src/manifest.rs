@@ -103,7 +103,7 @@ pub struct Manifest {
     /// Target architecture (CUDA).
     #[serde(default)]
     pub arch: Option<String>,
-    /// Threads per block (CUDA).
+    /// Threads per block (format 1 CUDA; format 2: the contract's `launch`).
     #[serde(default)]
     pub block_threads: Option<u32>,
     /// Tolerances.

@@ -16,20 +16,22 @@ of the launch (CUDA: thread of the block) evaluated first; each at most the line
 in the report (else an error) and after scaling (clamped). A report of format 1 (before them)
 reads them as 0.
 
-The counted shape: the bench shape in every variable that reaches a constexpr or a block size
-(K and V), the rest reduced (one sequence, one query/key head with the bench's value heads per
-head: HV / H kept). Programs of a grid do uniform work in these kernels, so the counts scale by
+The counted shape: the most reduced of the contract's `counted(shape)` (else `smaller`) shapes
+at which the launcher passes the bench's constexprs (our KDA kernels: K and V kept, one sequence,
+one query/key head with HV / H kept). Programs of a grid do uniform work in these kernels, so the counts scale by
 programs_total / programs (the grid at the bench shape, recorded by calling the launcher on
-shape-only tensors in the worker, against the grid the counted call launched). Prefill walks
-its chunks in every program: with more than two chunks at the bench shape it is counted at one
+shape-only tensors in the worker, against the grid the counted call launched). A kernel with a
+manifest `chunk` (prefill) walks its chunks in every program: with more than two chunks at the
+bench shape it is counted at one
 and two chunks (plus the bench's remainder) and extrapolated linearly to the bench's chunks,
 exact when chunks do uniform work. `exact` is true when the bench shape itself was counted.
 
 A CUDA kernel is counted by the emulation's counting build (kernels/harness/cuda/emulation.py, in the
 same worker, asked for with the program order "profile" whose seed names its report in the
-worker's work/ directory). Its launcher is contract, so the grid at any shape is known here
-(`launch_geometry`: N * HV blocks); blocks do uniform work and K, V (its int parameters) are kept,
-so it is counted at the most reduced shape and scaled by blocks at the bench shape / blocks run.
+worker's work/ directory). Its launch is its contract's `launch(shape)`, so the grid at any shape
+is known here; blocks do uniform work and what the launch's parameters depend on is never
+reduced by the contract (our decode: K and V), so it is counted at the most reduced shape and
+scaled by blocks at the bench shape / blocks run.
 """
 import json
 import os
@@ -452,7 +454,7 @@ def profile_kernel(manifest, source=None, bench=None, exact=False, deadline=None
         arglists = [_arglist(op, bench, flag)] + [_arglist(op, sh, flag) for pl in plans for sh in pl["shapes"]]
         probes = limit_probes(manifest)
         probe_args = [_arglist(op, sh, flag) for _, sh, _ in probes]
-        # CUDA: the launcher is contract (launch_geometry); Triton: recorded on shape-only tensors
+        # CUDA: the launch is the contract's (launch(shape)); Triton: recorded on shape-only tensors
         rec_rid = None if cuda else \
             cand.submit("candidate", op.args, {"inputs": [], "inouts": [], "outputs": {},
                                                "record": arglists + probe_args},
