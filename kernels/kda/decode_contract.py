@@ -4,7 +4,7 @@ query/key heads, HV value heads, K, V head dims, S pool slots."""
 import numpy as np
 
 from kernels.kda import distributions as d
-from kernels.kda.reference import naive_decode_kda, naive_recurrent_kda
+from kernels.kda.reference import naive_decode_kda
 
 OP = "kda_decode"
 ARGS = ["q", "k", "v", "g", "beta", "state", "slots", "o"]
