@@ -362,3 +362,38 @@ def test_a_format_1_manifest_finds_its_shipped_contract(tmp_path):
     (tmp_path / "decode.toml").write_text(text.replace('op = "kda_decode"', 'op = "no_such_op"'))
     rc, out = check(tmp_path / "decode.toml")
     assert rc == 2 and out["status"] == "error" and "no contract module implements op 'no_such_op'" in out["error"]
+
+
+RELATION = '''
+
+def doubled(run, shape, rng):
+    """rmsnorm(2 x) == rmsnorm(x): x doubled by the two_out kernel (its y), then normalised."""
+    M, N = shape["M"], shape["N"]
+    x = make_inputs(shape, rng)
+    twice = run("with", {"L": M * N}, {"x": x["x"].reshape(-1), "acc": np.zeros(M * N, np.float32)})["y"]
+    a = run("self", shape, dict(x, x=twice.reshape(M, N)))["y"]
+    b = run("self", shape, x)["y"]
+    return [("y", a, b.astype(np.float64))]
+
+
+def broken(run, shape, rng):
+    raise RuntimeError("not yet")
+'''
+
+
+@cpu_only
+def test_relations_run_the_other_kernel_and_a_broken_one_is_an_error(tmp_path):
+    d = tmp_path / "k"
+    write_kernel(d, "two_out")
+    m = write_kernel(d, "rmsnorm", contract=RMSNORM_CONTRACT + RELATION)
+    rel = '\n[[relation]]\nwith = "mine.two_out"\ncheck = "rmsnorm_contract:doubled"\ncpu = { M = 3, N = 64 }\n'
+    m.write_text(m.read_text() + rel + rel.replace("M = 3", "M = 2"))
+    rc, out = harness("check", "--manifest", str(m), "--seeds", "1", "--seed", "4")
+    assert rc == 0 and out["status"] == "passed", (out.get("failures"), out.get("error"))
+    c = out["consistency"]
+    assert c["with"] == "mine.two_out" and c["passed"] and c["y_rel_l2"] < 1e-5, c
+    assert [r["shape"]["M"] for r in out["relations"]] == [3, 2]
+    m.write_text(m.read_text().replace("rmsnorm_contract:doubled", "rmsnorm_contract:broken"))
+    rc, out = harness("check", "--manifest", str(m), "--seeds", "1", "--seed", "4")
+    assert rc == 2 and out["status"] == "error", out.get("failures")
+    assert out["error"].endswith("rmsnorm_contract.py: broken(): raised RuntimeError: not yet"), out["error"]

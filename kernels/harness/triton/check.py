@@ -535,6 +535,7 @@ class _Relation:
     def __init__(self, manifest, rel, kind, seed):
         from ..contract import _import
         self.manifest, self.rel, self.seed = manifest, rel, seed
+        self.key = "other"   # the `with` kernel's key in the baseline's worker
         self.shape = dict(rel[kind])
         self.other = find_manifest(rel["with"], near=manifest.path)
         self.other_op = load_contract(self.other)
@@ -554,7 +555,7 @@ class _Relation:
             if which in ("self", m.name):
                 w, key, c, entry, mine = cand, "candidate", op, m.entry, True
             elif which in ("with", self.other.name):
-                w, key, c, entry, mine = base, "other", self.other_op, self.other.entry, False
+                w, key, c, entry, mine = base, self.key, self.other_op, self.other.entry, False
             else:
                 raise ContractError(f"{where}: run({which!r}): not \"self\", \"with\" or a kernel name")
             x = {n: args.get(n) for n in c.inputs + c.inouts}
@@ -1237,9 +1238,9 @@ def run_check(manifest, source=None, seeds=(0,), device="cpu", tf32=True, with_c
     base_specs = {}
     if against_baseline:
         base_specs["baseline"] = KernelSpec.of(manifest)
-    if relations:   # (one partner per run: the first relation's)
-        relations = relations[:1]
-        base_specs["other"] = KernelSpec.of(relations[0].other)
+    for i, rel in enumerate(relations):   # each partner hosted by the baseline's worker
+        rel.key = "other" if i == 0 else f"other{i}"
+        base_specs[rel.key] = KernelSpec.of(rel.other)
     bcache = BaselineCache(baseline_cache, manifest, device, tf32) if baseline_cache and against_baseline else None
     mode = "native" if device == "cuda" else (
         "emulation" if manifest.language == "cuda" else ("interpreter-tf32" if tf32 else "interpreter"))
@@ -1292,9 +1293,12 @@ def run_check(manifest, source=None, seeds=(0,), device="cpu", tf32=True, with_c
         if curve_plan is not None:
             result["curve"], fails = _judge_curve(manifest, op, cand, curve_plan)
             failures += fails
-        for rel in relations:
+        for i, rel in enumerate(relations):   # the first is `consistency`, every one in `relations`
             c = rel.judge(op, cand, base)
-            result["consistency"] = c
+            if i == 0:
+                result["consistency"] = c
+            if len(relations) > 1:
+                result.setdefault("relations", []).append(c)
             failures += c["failures"]
         if spec is not None:
             recs, fails = spec.judge(cand, base_kernel)
