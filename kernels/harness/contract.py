@@ -320,7 +320,10 @@ class Contract:
         for n in self.results:
             if n not in got:
                 raise self.fail("reference", f"lacks {n}")
-            a = np.asarray(got[n], dtype=np.float64)
+            try:
+                a = np.asarray(got[n], dtype=np.float64)
+            except (TypeError, ValueError) as e:
+                raise self.fail("reference", f"{n}: not an array of numbers ({e})") from None
             if a.shape != t[n][0]:
                 raise self.fail("reference", f"{n}: shape {list(a.shape)}, tensors() says {list(t[n][0])}")
             if not np.all(np.isfinite(a)):

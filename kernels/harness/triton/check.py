@@ -560,7 +560,7 @@ class _Relation:
                 raise ContractError(f"{where}: run({which!r}): not \"self\", \"with\" or a kernel name")
             x = {n: args.get(n) for n in c.inputs + c.inouts}
             try:
-                c._validate_inputs("make_inputs", x, shape)
+                c._validate_inputs("tensors", x, shape)
             except ContractError as e:
                 raise ContractError(f"{where}: run({which!r}) got arguments its contract refuses: {e}") from None
             x[SHAPE_KEY] = dict(shape)
