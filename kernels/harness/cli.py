@@ -70,7 +70,9 @@ def parse_args(argv):
     p = argparse.ArgumentParser(prog="python -m kernels.harness", description=__doc__.split("\n")[0])
     sub = p.add_subparsers(dest="command", required=True)
     common = argparse.ArgumentParser(add_help=False)
-    common.add_argument("--kernel", required=True, help="kernel name from its manifest, e.g. kda.decode")
+    common.add_argument("--kernel", help="kernel name from its manifest under kernels/, e.g. kda.decode")
+    common.add_argument("--manifest", help="a manifest anywhere on disk (absolute, or relative to the working "
+                                           "directory) instead of --kernel")
     common.add_argument("--source", help="alternative source file (a rewritten variant, same entry points)")
     common.add_argument("--json", action="store_true", help="JSON output (always on)")
     common.add_argument("--device", choices=["auto", "cpu", "cuda"], default="auto")
@@ -142,6 +144,10 @@ def main(argv=None):
         return EXIT_ERROR
     out["command"] = args.command
     if args.command != "list":
+        if bool(args.kernel) == bool(args.manifest):
+            out.update(status="error", error="give exactly one of --kernel NAME and --manifest PATH")
+            print(json.dumps(out))
+            return EXIT_ERROR
         out["kernel"] = args.kernel
         out["source"] = args.source
 
@@ -164,7 +170,11 @@ def main(argv=None):
         out.update(status="error", error=str(e))
         code = EXIT_ERROR
     except Exception as e:  # every failure becomes JSON
-        if type(e).__name__ == "NeedsGpu":
+        if type(e).__name__ == "ContractError":
+            # the user's contract, not the kernel: one line naming the file and the function
+            out.update(status="error", error=str(e))
+            code = EXIT_ERROR
+        elif type(e).__name__ == "NeedsGpu":
             out.update(status="skipped", reason=str(e))
             code = EXIT_SKIPPED
         else:
@@ -206,15 +216,21 @@ def _select_device(args):
 
 
 def dispatch(args, out):
-    from .manifest import all_manifests, find_manifest
+    from .manifest import all_manifests, manifest_from_args
     if args.command == "list":
         out["status"] = "ok"
-        out["kernels"] = [{"name": m.name, "op": m.op, "language": m.language,
+        out["kernels"] = [{"name": m.name, "op": m.op, "language": m.language, "format": m.format,
+                           "contract": str(m.contract_path) if m.contract_path else None,
                            "manifest": str(m.path), "source": str(m.source_path)}
                           for m in all_manifests().values()]
         return EXIT_OK
-    manifest = find_manifest(args.kernel)
+    manifest = manifest_from_args(args)
+    out["kernel"] = manifest.name
     out["manifest"] = str(manifest.path)
+    if not manifest.is_host:
+        # a contract that cannot be used is an error before any worker starts
+        from .contract import load_contract
+        load_contract(manifest)
     if args.command == "profile":
         # always on the CPU (the interpreter), in the check's sandboxed worker
         from .triton.profile import run_profile

@@ -1,5 +1,4 @@
 """Loading a kernel's public function from its source file (or an alternative source)."""
-import functools
 import hashlib
 import importlib
 import importlib.util
@@ -45,6 +44,6 @@ def load_launcher(manifest, source=None):
         if not hasattr(mod, manifest.entry):
             raise AttributeError(f"{path} defines no kernel {manifest.entry}")
         return getattr(mod, manifest.launcher)
-    launch = resolve(manifest.launcher)
-    return functools.partial(launch, source_path=str(path), entry=manifest.entry,
-                             block_threads=manifest.raw.get("block_threads", 128))
+    # a CUDA kernel has no public Python function: it launches as its contract's launch(shape) says
+    # (kernels/harness/cuda/emulation.py: launch_kernel)
+    raise ValueError(f"{manifest.name}: a {manifest.language} kernel has no Python launcher")

@@ -1,11 +1,13 @@
-"""Kernel manifests: the frozen contract next to each kernel (`kernels/*/*.toml`).
+"""Kernel manifests: the frozen contract next to each kernel (`kernels/*/*.toml`, or any path given
+with `--manifest`).
 
-Format (documented in kernels/README.md, "Manifests"): top-level `format`, `name`, `op`,
-`language` (`triton`, `cuda`, `cpp`), `source`, `entry`, `launcher`, `reference`; tables
-`tolerance`, `shapes` (`cpu`, `gpu`, `bench`), `floor` (`bytes`, `flops` as arithmetic
-expressions in the shape variables), optional `curve`, `consistency`, `drift` and
-`specializations`; host C++ kernels
-(`cpp`) optionally `check` and `service` (kernels/harness/host/).
+Format (documented in kernels/README.md, "Manifests", and docs/CONTRACTS.md): top-level `format`
+(1 or 2), `name`, `language` (`triton`, `cuda`, `cpp`), `source`, `entry`, `launcher`; format 2
+`contract` (the contract module next to the manifest), format 1 `op` (a shipped contract module
+declaring that OP) and `reference`; tables `tolerance`, `shapes` (`cpu`, `gpu`, `bench`), `floor`
+(`bytes`, `flops` as arithmetic expressions in the shape variables), optional `curve`, `drift`,
+`specializations`, `profile` and `[[relation]]`; host C++ kernels (`cpp`) optionally `check` and
+`service` (kernels/harness/host/).
 """
 import ast
 import operator
@@ -16,7 +18,8 @@ from pathlib import Path
 KERNELS_DIR = Path(__file__).resolve().parent.parent
 REPO_ROOT = KERNELS_DIR.parent
 
-__all__ = ["Manifest", "load_manifest", "all_manifests", "eval_expr", "shape_id", "ManifestError"]
+__all__ = ["Manifest", "load_manifest", "all_manifests", "find_manifest", "manifest_from_args", "eval_expr",
+           "shape_id", "ManifestError"]
 
 
 class ManifestError(Exception):
@@ -37,8 +40,19 @@ class Manifest:
     shapes: dict
     floor: dict
     curve: dict = field(default_factory=dict)
-    consistency: dict = field(default_factory=dict)
     raw: dict = field(default_factory=dict)
+    format: int = 1
+    contract: str = ""
+    relations: list = field(default_factory=list)
+
+    @property
+    def contract_path(self):
+        """The contract module: format 2 its `contract` file next to the manifest; format 1 the
+        shipped module declaring OP = the manifest's `op` (None: there is none)."""
+        if self.contract:
+            return self.dir / self.contract
+        from .contract import shipped_contracts
+        return shipped_contracts().get(self.op)
 
     @property
     def dir(self):
@@ -61,8 +75,9 @@ class Manifest:
 
 
 LANGUAGES = ("triton", "cuda", "cpp")
-_REQUIRED = ["format", "name", "op", "language", "source", "entry", "launcher", "reference",
-             "tolerance", "shapes", "floor"]
+_REQUIRED = {1: ["format", "name", "op", "language", "source", "entry", "launcher", "reference",
+                 "tolerance", "shapes", "floor"],
+             2: ["format", "name", "language", "source", "entry", "tolerance", "shapes", "floor"]}
 
 
 def load_manifest(path):
@@ -71,11 +86,20 @@ def load_manifest(path):
         raw = tomllib.loads(path.read_text())
     except (OSError, tomllib.TOMLDecodeError) as e:
         raise ManifestError(f"cannot read manifest {path}: {e}") from e
-    missing = [k for k in _REQUIRED if k not in raw]
+    fmt = raw.get("format")
+    if fmt not in _REQUIRED:
+        raise ManifestError(f"manifest {path}: unsupported format {fmt!r} (1 or 2)")
+    missing = [k for k in _REQUIRED[fmt] if k not in raw]
+    if fmt == 2 and raw.get("language") != "cpp" and "contract" not in raw:
+        missing.append("contract")
+    if fmt == 2 and raw.get("language") in ("triton", "cpp") and "launcher" not in raw:
+        missing.append("launcher")
     if missing:
         raise ManifestError(f"manifest {path} lacks {', '.join(missing)}")
-    if raw["format"] != 1:
-        raise ManifestError(f"manifest {path}: unsupported format {raw['format']}")
+    for k in ("contract", "source"):
+        v = raw.get(k)
+        if v is not None and (not isinstance(v, str) or Path(v).is_absolute()):
+            raise ManifestError(f"manifest {path}: {k} must be a path relative to the manifest")
     if raw["language"] not in LANGUAGES:
         raise ManifestError(f"manifest {path}: language must be one of {', '.join(LANGUAGES)}")
     for k in ("cpu", "gpu", "bench"):
@@ -86,11 +110,17 @@ def load_manifest(path):
             raise ManifestError(f"manifest {path}: floor.{k} missing")
         eval_expr(raw["floor"][k], raw["shapes"]["bench"])  # validates the expression
     _check_optional_tables(path, raw)
-    return Manifest(path=path, name=raw["name"], op=raw["op"], language=raw["language"],
-                    source=raw["source"], entry=raw["entry"], launcher=raw["launcher"],
-                    reference=raw["reference"], tolerance=raw["tolerance"], shapes=raw["shapes"],
-                    floor=raw["floor"], curve=raw.get("curve", {}),
-                    consistency=raw.get("consistency", {}), raw=raw)
+    relations = raw.get("relation", [])
+    if not isinstance(relations, list) or not all(
+            isinstance(r, dict) and isinstance(r.get("with"), str) and isinstance(r.get("check"), str)
+            and ":" in r["check"] for r in relations):
+        raise ManifestError(f"manifest {path}: every [[relation]] needs `with` (a kernel name) and `check` "
+                            "(module:function next to the manifest)")
+    return Manifest(path=path, name=raw["name"], op=raw.get("op", ""), language=raw["language"],
+                    source=raw["source"], entry=raw["entry"], launcher=raw.get("launcher", ""),
+                    reference=raw.get("reference", ""), tolerance=raw["tolerance"], shapes=raw["shapes"],
+                    floor=raw["floor"], curve=raw.get("curve", {}), raw=raw, format=fmt,
+                    contract=raw.get("contract", ""), relations=relations)
 
 
 def _check_optional_tables(path, raw):
@@ -123,11 +153,31 @@ def all_manifests():
     return out
 
 
-def find_manifest(name):
+def find_manifest(name, near=None):
+    """The manifest named `name`: among those beside the manifest `near` (a kernel's relation
+    partner may live next to it, outside kernels/), then those under kernels/."""
+    if near is not None:
+        for p in sorted(Path(near).resolve().parent.glob("*.toml")):
+            try:
+                m = load_manifest(p)
+            except ManifestError:
+                continue
+            if m.name == name:
+                return m
     ms = all_manifests()
     if name not in ms:
         raise ManifestError(f"unknown kernel {name!r} (known: {', '.join(sorted(ms))})")
     return ms[name]
+
+
+def manifest_from_args(args):
+    """`--manifest PATH` (absolute or relative to the working directory) or `--kernel NAME`."""
+    path = getattr(args, "manifest", None)
+    if path:
+        return load_manifest(Path(path).resolve())
+    if not getattr(args, "kernel", None):
+        raise ManifestError("give --kernel NAME or --manifest PATH")
+    return find_manifest(args.kernel)
 
 
 _OPS = {ast.Add: operator.add, ast.Sub: operator.sub, ast.Mult: operator.mul,

@@ -90,8 +90,8 @@ def test_a_damaged_entry_is_measured_again(tmp_path):
 def test_a_changed_baseline_is_never_served_an_old_entry(tmp_path, monkeypatch):
     from kernels.harness.triton.basecache import BaselineCache
     from kernels.harness.triton.check import _Case
-    from kernels.harness.triton.operations import OPS
-    case = _Case(OPS[M.op], M.shapes["cpu"][0], 11, 0)
+    from kernels.harness.contract import load_contract
+    case = _Case(load_contract(M), M.shapes["cpu"][0], 11, 0)
     a = BaselineCache(tmp_path, M, "cpu", True)
     a.put(case, [{}, {}])
     assert BaselineCache(tmp_path, M, "cpu", True).get(case, 2) == [{}, {}]

@@ -1,4 +1,4 @@
-"""The CUDA emulation's cooperating threads and its work counting (issue #23; kernels/kda_cuda/launch.py).
+"""The CUDA emulation's cooperating threads and its work counting (issue #23; kernels/harness/cuda/emulation.py).
 
 (a) variants of our CUDA decode that need threads to cooperate, written here as fixtures, pass
     `check` on this CPU through the harness: one stages q, k and exp(g) in shared memory behind a
@@ -21,7 +21,11 @@ import pytest
 from kernels.harness.triton.arrays import NpTensor
 from kernels.harness.manifest import all_manifests
 from kernels.harness.triton.profile import FIELDS, profile_kernel
-from kernels.kda_cuda import launch
+from kernels.harness.contract import load_contract
+from kernels.harness.cuda import emulation as launch
+
+# the CUDA decode's launch (grid, block, parameters), from its contract
+DECODE_CONTRACT = load_contract(all_manifests()["kda_cuda.decode"])
 
 from .conftest import HAS_CUDA, ROOT, harness
 
@@ -226,8 +230,7 @@ def _run(tmp_path, body, shape, order="natural", seed=0, name="k.cu", shared="")
     t["o"] = NpTensor.full((N, HV, V), np.nan)
     launch.ORDER.update(order=order, seed=seed)
     try:
-        launch.kda_decode_cuda(t["q"], t["k"], t["v"], t["g"], t["beta"], t["state"], t["slots"], t["o"],
-                               source_path=src)
+        launch.launch_kernel(DECODE_CONTRACT.launch(dict(shape, S=N)), t, source_path=src, entry="kda_decode_kernel")
     finally:
         launch.ORDER.update(order="natural", seed=0)
     return t["o"].numpy().reshape(N * HV, V), t["state"].numpy().reshape(N * HV, K, V)
@@ -374,7 +377,8 @@ def _expected_decode(shape):
     the second loop's are all repeats of the first's, and in both loops every thread but the
     block's first evaluates what that one did (uniform: (threads - 1) / threads of them)."""
     N, HV, K, V = (shape[x] for x in ("N", "HV", "K", "V"))
-    blocks, block = launch.launch_geometry(N, HV, V)
+    lc = DECODE_CONTRACT.launch(dict(shape, H=shape.get("H", 1), S=N))
+    blocks, block = lc["grid"][0], lc["block"][0]
     assert block == V
     W = -(-block // 32)
     state = K * V * 4

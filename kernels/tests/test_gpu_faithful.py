@@ -15,7 +15,8 @@ import time
 import numpy as np
 import pytest
 
-from kernels.harness.triton.check import _ladders, drift_verdict
+from kernels.harness.contract import load_contract
+from kernels.harness.triton.check import drift_verdict
 from kernels.harness.triton.interp import program_schedule
 from kernels.harness.manifest import ManifestError, all_manifests, load_manifest
 
@@ -238,15 +239,17 @@ def test_the_baselines_pass_the_new_gates(kernel, source, tmp_path):
 
 
 def test_reductions_never_touch_k_or_v_and_keep_t_on_its_side_of_the_chunk():
+    op = load_contract(MANIFESTS["kda.prefill"])
     for shape in MANIFESTS["kda.prefill"].shapes["gpu"]:
-        for group in _ladders("kda_prefill", shape, 64):
-            for alt in group:
-                assert "K" not in alt and "V" not in alt
-                if "T" in alt:
-                    assert alt["T"] > 64 and alt["T"] % 64 == shape["T"] % 64 and alt["T"] < shape["T"]
-                if "H" in alt:
-                    assert alt["HV"] // alt["H"] == shape["HV"] // shape["H"]
-    assert _ladders("kda_prefill", {"B": 1, "T": 63, "H": 1, "HV": 1, "K": 128, "V": 128}, 64) == []
+        for c in op.smaller(shape):   # the contract's reductions: each a whole shape
+            alt = {k: v for k, v in c.items() if v != shape[k]}
+            assert "K" not in alt and "V" not in alt
+            if "T" in alt:
+                assert alt["T"] > 64 and alt["T"] % 64 == shape["T"] % 64 and alt["T"] < shape["T"]
+            if "H" in c:
+                assert c["HV"] // c["H"] == shape["HV"] // shape["H"]
+    one = {"B": 1, "T": 63, "H": 1, "HV": 1, "K": 128, "V": 128}
+    assert op.smaller(one) == [one]
 
 
 def test_the_new_manifest_tables_are_validated(tmp_path):

@@ -90,12 +90,13 @@ def test_the_kda_prefill_kernel_is_bit_identical_with_the_skip(tmp_path):
         import numpy as np
         from kernels.harness.triton import interp
         from kernels.harness.triton.backend import NumpyBackend
-        from kernels.harness.triton.operations import OPS
+        from kernels.harness.contract import load_contract
+        from kernels.harness.manifest import find_manifest
         interp.install_bounds_check(); interp.install_program_order(); interp.install_tf32_dot()
         if sys.argv[1] == "fast":
             interp.install_fast_device_calls()
         from kernels.kda import prefill
-        op, be = OPS["kda_prefill"], NumpyBackend()
+        op, be = load_contract(find_manifest("kda.prefill")), NumpyBackend()
         x = op.make_inputs(dict(B=2, T=45, H=1, HV=2, K=24, V=20), np.random.default_rng(3))
         be.begin()
         t = {{n: be.put(x[n], name=n) for n in ("q", "k", "v", "g", "beta", "initial_state")}}

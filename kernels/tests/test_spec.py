@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 
 from kernels.harness.manifest import find_manifest
-from kernels.harness.triton.operations import OPS
+from kernels.harness.contract import load_contract
 from kernels.kda import reference as ref
 
 from .conftest import harness
@@ -92,7 +92,7 @@ def test_decode_specs_every_shape_the_cubin_agrees(tmp_path):
 def test_decode_input_sets_and_expected_values(tmp_path):
     _, specs = emit(tmp_path, "kda.decode", "--sets", "2", "--shapes", "gpu1")
     spec, _, d = specs["gpu1"]
-    op = OPS["kda_decode"]
+    op = load_contract(find_manifest("kda.decode"))
     for j in range(2):
         x = {p["name"]: np.load(d / "inputs" / f"set{j}" / f"{p['name']}.npy") for p in spec["params"][:8]}
         assert np.isnan(x["o"]).all() and x["o"].dtype == np.float32          # outputs arrive poisoned
@@ -107,7 +107,7 @@ def test_decode_input_sets_and_expected_values(tmp_path):
         assert not (d / "expected" / f"set{j}" / "q.npy").exists()             # read-only: nothing expected
     s0, s1 = (np.load(d / "inputs" / f"set{j}" / "v.npy") for j in range(2))
     assert not np.array_equal(s0, s1)                                           # fresh sets
-    assert op.layout(x)["inouts"] == ["state"]
+    assert list(op.inouts) == ["state"]
 
 
 def test_prefill_specs_one_cubin_per_specialisation(tmp_path):

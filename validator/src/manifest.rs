@@ -128,7 +128,7 @@ pub struct Manifest {
     /// Target architecture (CUDA).
     #[serde(default)]
     pub arch: Option<String>,
-    /// Threads per block (CUDA).
+    /// Threads per block (format 1 CUDA; format 2: the contract's `launch`).
     #[serde(default)]
     pub block_threads: Option<u32>,
     /// Tolerances.
@@ -151,6 +151,38 @@ pub struct Manifest {
     /// manifest is passed by its path (`--manifest PATH`).
     #[serde(skip)]
     pub named: bool,
+}
+
+/// The file a relation's `module` names: a dotted module beside the
+/// manifest, or a relative path to a `.py` file (`../kda/decode_contract.py`).
+fn relation_file(module: &str) -> String {
+    if module.ends_with(".py") { module.to_string() } else { format!("{}.py", module.replace('.', "/")) }
+}
+
+/// A path relative to the manifest at `manifest` (relative to the root)
+/// that stays under the root: a contract may live in a sibling directory
+/// (our CUDA decode shares the Triton decode's), never outside the tree.
+fn within_root(what: &str, file: &str, manifest: &str) -> std::result::Result<(), String> {
+    let dir = manifest.rsplit_once('/').map_or("", |(d, _)| d);
+    if file.is_empty() || Path::new(file).is_absolute() || file.contains('\\') || normalize(dir, file).is_none() {
+        return Err(format!("{what} {file:?} must lie in the tree, relative to the manifest"));
+    }
+    Ok(())
+}
+
+/// `dir/file` with `.` and `..` resolved; `None` when it climbs above the root.
+fn normalize(dir: &str, file: &str) -> Option<String> {
+    let mut out: Vec<&str> = Vec::new();
+    for part in dir.split('/').chain(file.split('/')) {
+        match part {
+            "" | "." => {}
+            ".." => {
+                out.pop()?;
+            }
+            p => out.push(p),
+        }
+    }
+    Some(out.join("/"))
 }
 
 /// A file name next to a manifest: no directories, no escape.
@@ -181,21 +213,18 @@ impl Manifest {
             }
             2 => {
                 let Some(contract) = &m.contract else { return Err(missing("contract")) };
-                plain_name("contract", contract).map_err(bad)?;
+                within_root("contract", contract, path).map_err(bad)?;
                 if m.language == KernelLanguage::Triton && m.launcher.is_none() {
                     return Err(bad("a Triton kernel needs `launcher` (the function that launches it)".into()));
                 }
                 for r in &m.relations {
-                    let Some((module, function)) = r.check.split_once(':') else {
+                    let Some((module, function)) = r.check.rsplit_once(':') else {
                         return Err(bad(format!("relation check {:?} is not module:function", r.check)));
                     };
-                    if module.is_empty() || function.is_empty() || module.contains(['/', '\\']) || module.contains("..")
-                    {
-                        return Err(bad(format!(
-                            "relation check {:?} must name a module next to the manifest",
-                            r.check
-                        )));
+                    if module.is_empty() || function.is_empty() {
+                        return Err(bad(format!("relation check {:?} is not module:function", r.check)));
                     }
+                    within_root("relation check", &relation_file(module), path).map_err(bad)?;
                 }
             }
             n => return Err(bad(format!("unsupported format {n} (kidiom reads formats 1 and 2)"))),
@@ -211,10 +240,7 @@ impl Manifest {
     }
 
     fn beside(&self, file: &str) -> String {
-        match self.dir() {
-            "" => file.to_string(),
-            dir => format!("{dir}/{file}"),
-        }
+        normalize(self.dir(), file).unwrap_or_else(|| file.to_string())
     }
 
     /// The kernel's source file, relative to the root (`kernels/kda/prefill.py`).
@@ -233,8 +259,8 @@ impl Manifest {
         let mut files = vec![self.path.clone()];
         files.extend(self.contract_path());
         for r in &self.relations {
-            if let Some((module, _)) = r.check.split_once(':') {
-                files.push(self.beside(&format!("{}.py", module.replace('.', "/"))));
+            if let Some((module, _)) = r.check.rsplit_once(':') {
+                files.push(self.beside(&relation_file(module)));
             }
         }
         files.sort();
@@ -586,6 +612,8 @@ cpu = { B = 2, T = 70, M = 3, H = 1, HV = 2, K = 24, V = 20 }
     fn rejects_bad_manifests() {
         let e = Manifest::parse("format = 2", "x.toml").unwrap_err();
         assert!(e.to_string().starts_with("manifest x.toml:"), "{e}");
+        let three = PREFILL.replace("format = 1", "format = 3");
+        assert!(Manifest::parse(&three, "x.toml").unwrap_err().to_string().contains("unsupported format 3"));
         let two = PREFILL.replace("format = 1", "format = 2");
         assert!(
             Manifest::parse(&two, "x.toml").unwrap_err().to_string().contains("format 2 needs `contract`"),
@@ -595,6 +623,12 @@ cpu = { B = 2, T = 70, M = 3, H = 1, HV = 2, K = 24, V = 20 }
         assert!(Manifest::parse(&three, "x.toml").unwrap_err().to_string().contains("unsupported format 3"));
         let no_op = PREFILL.replace("op = \"kda_prefill\"\n", "");
         assert!(Manifest::parse(&no_op, "x.toml").unwrap_err().to_string().contains("format 1 needs `op`"));
+        // a contract beside another kernel's is in the tree; one above the root is not
+        let shared = two.replace("op = \"kda_prefill\"", "contract = \"../kda/prefill_contract.py\"");
+        let m = Manifest::parse(&shared, "kernels/kda_cuda/x.toml").unwrap();
+        assert_eq!(m.contract_path().as_deref(), Some("kernels/kda/prefill_contract.py"));
+        let above = two.replace("op = \"kda_prefill\"", "contract = \"../../c.py\"");
+        assert!(Manifest::parse(&above, "kernels/x.toml").unwrap_err().to_string().contains("must lie in the tree"));
         let escape = PREFILL.replace("\"prefill.py\"", "\"../prefill.py\"");
         assert!(Manifest::parse(&escape, "x.toml").is_err());
     }
@@ -657,10 +691,10 @@ cpu = { M = 2, N = 8 }
         assert_eq!(at_root.source_path(), "rmsnorm.py");
         for (from, to, why) in [
             ("contract = \"rmsnorm_contract.py\"\n", "", "format 2 needs `contract`"),
-            ("\"rmsnorm_contract.py\"", "\"../c.py\"", "must lie next to the manifest"),
+            ("\"rmsnorm_contract.py\"", "\"../c.py\"", "must lie in the tree"),
             ("launcher = \"rmsnorm\"\n", "", "needs `launcher`"),
             ("\"relations:composes\"", "\"relations\"", "is not module:function"),
-            ("\"relations:composes\"", "\"../x:f\"", "must name a module next to the manifest"),
+            ("\"relations:composes\"", "\"../x:f\"", "must lie in the tree"),
         ] {
             let text = RMSNORM.replace(from, to);
             let e = Manifest::parse(&text, "x.toml").unwrap_err().to_string();
@@ -777,7 +811,7 @@ state = 5e-2
         assert_eq!(names, ["kda.decode", "kda.prefill", "kda_cuda.decode", "kv_transfer"]);
         let cu = k.for_source("kernels/kda_cuda/decode.cu").unwrap();
         assert_eq!(cu.language, KernelLanguage::Cuda);
-        assert_eq!(cu.block_threads, Some(128));
+        assert_eq!((cu.format, cu.contract.as_deref()), (2, Some("../kda/decode_contract.py")));
         let kv = k.for_source("kernels/kv_transfer/kv_transfer.cpp").unwrap();
         assert_eq!(kv.language, KernelLanguage::Cpp);
         assert_eq!((kv.tolerance.rel_l2, kv.tolerance.max_abs_rel), (0.0, 0.0), "exact bytes");

@@ -55,18 +55,30 @@ def FakeTensor(shape, dtype=np.float32):
     return ShapeOnly(shape, dtype, device="cuda")
 
 
-def fake_call(op, shape):
-    """Positional arguments of the op's public function for one shape."""
-    f = FakeTensor
-    if op == "kda_decode":
-        N, H, HV, K, V, S = (shape[x] for x in ("N", "H", "HV", "K", "V", "S"))
-        return [f((N, H, K)), f((N, H, K)), f((N, HV, V)), f((N, HV, K)), f((N, HV)),
-                f((S, HV, K, V)), f((N,), np.int64), f((N, HV, V))]
-    if op == "kda_prefill":
-        B, T, H, HV, K, V = (shape[x] for x in ("B", "T", "H", "HV", "K", "V"))
-        return [f((B, T, H, K)), f((B, T, H, K)), f((B, T, HV, V)), f((B, T, HV, K)), f((B, T, HV)),
-                f((B, T, HV, V)), f((B, HV, K, V)), f((B, HV, K, V))]
-    raise ValueError(f"unknown op {op}")
+def shape_key(shape):
+    return json.dumps({k: int(v) for k, v in shape.items()}, sort_keys=True)
+
+
+def call_arglists(manifest, shapes):
+    """{shape_key: arglist} of the public function's arguments at each shape, from the contract
+    (harness side): what the sandboxed compile calls the launcher with."""
+    from ..contract import load_contract
+    op = load_contract(manifest)
+    out = {}
+    for shape in shapes:
+        t = op.tensors(shape)
+        out[shape_key(shape)] = [{"shape": list(t[n][0]), "dtype": t[n][1]} if isinstance(t[n], tuple)
+                                 else {"value": t[n]} for n in op.args]
+    return out
+
+
+def fake_call(manifest, shape):
+    """Positional arguments of the public function at `shape` (shape-only tensors, scalars), from
+    the argument lists the harness sent (`manifest.calls`, see call_arglists)."""
+    arglist = manifest.calls.get(shape_key(shape))
+    if arglist is None:
+        raise ValueError(f"no argument list for the shape {shape}")
+    return [FakeTensor(a["shape"], np.dtype(a["dtype"])) if "shape" in a else a.get("value") for a in arglist]
 
 
 class _Recorder:
@@ -136,7 +148,7 @@ def _record_and_compile(manifest, source, arch, shape):
     kernel = getattr(mod, manifest.entry)
     rec = _Recorder(kernel)
     setattr(mod, manifest.entry, rec)
-    call = fake_call(manifest.op, shape)
+    call = fake_call(manifest, shape)
     try:
         getattr(mod, manifest.launcher)(*call)
     finally:
@@ -348,6 +360,8 @@ def run_worker(manifest, source, arch, deadline, job_extra, collect, complete, w
         job = {"name": manifest.name, "op": manifest.op, "entry": manifest.entry, "launcher": manifest.launcher,
                "language": manifest.language, "shape": manifest.shapes["bench"], "arch": arch, "source": str(dst),
                "out_dir": str(out_dir), **job_extra}
+        if manifest.language == "triton":
+            job["calls"] = call_arglists(manifest, [manifest.shapes["bench"]] + list(job_extra.get("shapes", [])))
         (scratch / "job.json").write_text(json.dumps(job))
         cfg = {"module": "kidiom_rt.aotworker", "path": [str(scratch / "rt")], "args": [str(scratch / "job.json")]}
         env = {"TRITON_DEFAULT_FP_FUSION": os.environ.get("TRITON_DEFAULT_FP_FUSION", "1")}
@@ -392,6 +406,8 @@ def _cache_key(manifest, source, arch):
     for f in [Path(manifest.path)] + list(RUNTIME.values()):
         h.update(b"\0" + f.name.encode() + b"\0" + f.read_bytes())
     h.update(b"\0source\0" + Path(source).read_bytes())
+    if manifest.language == "triton":   # the call the launcher gets comes from the contract
+        h.update(b"\0calls\0" + json.dumps(call_arglists(manifest, [manifest.shapes["bench"]])).encode())
     return h.hexdigest()
 
 

@@ -25,7 +25,7 @@ import numpy as np
 
 from .. import sandbox
 from .check import run_check
-from .operations import OPS
+from ..contract import load_contract
 from .worker_client import CUDA_RUNTIME   # the same CUDA runtime as the check's workers
 
 __all__ = ["run_bench", "time_in_sandbox"]
@@ -41,15 +41,13 @@ class BenchFailed(RuntimeError):
 
 
 def _inputs(op, shape, rotate, seed):
-    """`rotate` input sets, the op's argument order, its read-only and in/out inputs, output shapes."""
+    """`rotate` input sets (OPTIONAL inputs present), the contract's argument order, its read-only
+    and in/out tensors, output shapes, scalars."""
     rng = np.random.default_rng(seed)
-    sets = []
-    for _ in range(rotate):
-        x = op.make_inputs(shape, rng) if op.name == "kda_decode" else \
-            op.make_inputs(shape, rng, initial_state=True)
-        sets.append(x)
+    sets = [op.make_inputs(shape, rng) for _ in range(rotate)]
     lay = op.layout(sets[0])
-    return sets, list(op.args), lay["inputs"] + lay["inouts"], {n: list(s) for n, s in lay["outputs"].items()}
+    return sets, list(op.args), lay["inputs"] + lay["inouts"], {n: list(s) for n, s in lay["outputs"].items()}, \
+        lay["scalars"]
 
 
 def _variant_spec(manifest, source, key, pkg):
@@ -61,8 +59,22 @@ def _variant_spec(manifest, source, key, pkg):
     shutil.copyfile(src, dst)
     if manifest.language == "triton":
         return {"kind": "triton", "file": str(dst), "launcher": manifest.launcher}
+    from .worker_client import KernelSpec
     return {"kind": "cuda", "file": str(dst), "entry": manifest.entry,
-            "block_threads": int(manifest.raw.get("block_threads", 128))}
+            "signature": KernelSpec.of(manifest).signature}
+
+
+def _against(op, against, pkg):
+    """`--against NAME`: an adapter the contract names (AGAINST {NAME: "file.py:function"}, the
+    file beside the contract, copied for the worker), else an installed module:function."""
+    named = (getattr(op.mod, "AGAINST", None) or {}).get(against)
+    if named is None:
+        return {"kind": "function", "function": against}
+    file, _, fn = named.rpartition(":")
+    src = op.path.parent / file
+    dst = pkg.parent / "src" / f"against{src.suffix}"
+    shutil.copyfile(src, dst)
+    return {"kind": "file", "file": str(dst), "function": fn}
 
 
 def time_in_sandbox(manifest, sources, against, shape, rotate, warmup, iters, deadline, device="cuda", seed=1):
@@ -70,7 +82,7 @@ def time_in_sandbox(manifest, sources, against, shape, rotate, warmup, iters, de
     (None, "fla" or "module:function") interleaved in one sandboxed worker. Returns
     ({name: np.array of microseconds}, device description, sandbox report). Raises BenchFailed,
     sandbox.JobTimeout."""
-    op = OPS[manifest.op]
+    op = load_contract(manifest)
     root = Path(tempfile.mkdtemp(prefix="kidiom-bench-"))
     try:
         scratch = root / "bench"
@@ -79,16 +91,17 @@ def time_in_sandbox(manifest, sources, against, shape, rotate, warmup, iters, de
         (scratch / "rt" / "src").mkdir()
         variants = {k: _variant_spec(manifest, src, k, pkg) for k, src in sources.items()}
         if against:
-            variants["against"] = {"kind": "fla"} if against == "fla" else {"kind": "function", "function": against}
+            variants["against"] = _against(op, against, pkg)
         in_dir = scratch / "in"
         in_dir.mkdir()
-        sets, args, inputs, outputs = _inputs(op, shape, rotate, seed)
+        sets, args, inputs, outputs, scalars = _inputs(op, shape, rotate, seed)
         for j, x in enumerate(sets):
             for name in inputs:
                 np.save(in_dir / f"s{j}_{name}.npy", np.ascontiguousarray(x[name]))
         out_dir, _ = sandbox.writable_dirs(scratch)
         job = {"device": device, "op": op.name, "variants": variants, "sets": len(sets), "args": args,
-               "inputs": inputs, "outputs": outputs, "warmup": warmup, "iters": iters, "in_dir": str(in_dir),
+               "inputs": inputs, "outputs": outputs, "scalars": scalars,
+               "launch": op.launch(shape) if manifest.language == "cuda" else None, "warmup": warmup, "iters": iters, "in_dir": str(in_dir),
                "out_dir": str(out_dir)}
         (scratch / "job.json").write_text(json.dumps(job))
         cfg = {"module": "kidiom_rt.benchworker", "path": [str(scratch / "rt")], "args": [str(scratch / "job.json")]}

@@ -37,28 +37,7 @@ def import_file(path, name):
     return mod
 
 
-def fla_adapter(op_name):
-    """FLA's own KDA (if importable) on our argument order, for a side-by-side number."""
-    if op_name == "kda_decode":
-        from fla.ops.kda import fused_recurrent_kda
-
-        def run(q, k, v, g, beta, state, slots, o):
-            # FLA takes the state rows as [N, HV, K, V] (no pool indirection here)
-            rows = run.rows.get(id(state))
-            if rows is None:
-                rows = run.rows[id(state)] = state[slots].contiguous()
-            fused_recurrent_kda(q[:, None], k[:, None], v[:, None], g[:, None], beta[:, None],
-                                initial_state=rows, output_final_state=True)
-        run.rows = {}
-        return run
-    from fla.ops.kda import chunk_kda
-
-    def run(q, k, v, g, beta, o, h0, ht):
-        chunk_kda(q, k, v, g, beta, initial_state=h0, output_final_state=True)
-    return run
-
-
-def load_variant(key, spec, op_name, on_gpu):
+def load_variant(key, spec, on_gpu):
     """The public function of one variant."""
     kind = spec["kind"]
     if kind == "triton":
@@ -68,11 +47,12 @@ def load_variant(key, spec, op_name, on_gpu):
         return getattr(mod, spec["launcher"])
     if kind == "cuda":
         from . import cuda_launch
-        cuda_launch.prepare(spec["file"], spec["entry"], on_gpu=on_gpu)
-        return functools.partial(cuda_launch.kda_decode_cuda, source_path=spec["file"], entry=spec["entry"],
-                                 block_threads=spec.get("block_threads", 128))
-    if kind == "fla":
-        return fla_adapter(op_name)
+        cuda_launch.prepare(spec["file"], spec["entry"], spec.get("signature", ""), on_gpu=on_gpu)
+        launch = functools.partial(cuda_launch.launch_kernel, source_path=spec["file"], entry=spec["entry"])
+        launch.cuda = True
+        return launch
+    if kind == "file":   # a third party's function through an adapter the contract names (AGAINST)
+        return getattr(import_file(spec["file"], f"kidiom_against_{key}"), spec["function"])
     mod, _, attr = spec["function"].partition(":")      # an installed module:function
     return getattr(importlib.import_module(mod), attr)
 
@@ -86,7 +66,11 @@ def make_calls(fn, backend, job, in_dir):
             t[name] = backend.put(np.load(os.path.join(in_dir, f"s{j}_{name}.npy"), allow_pickle=False), pad=0)
         for name, shape in job["outputs"].items():
             t[name] = backend.poisoned(tuple(shape), pad=0)
-        args = [t.get(n) for n in job["args"]]
+        if getattr(fn, "cuda", False):   # the launch (grid, block, parameters) from the contract
+            calls.append(lambda t=t: fn(job["launch"], t))
+            continue
+        scalars = job.get("scalars") or {}
+        args = [t.get(n, scalars.get(n)) for n in job["args"]]
         calls.append(lambda a=args: fn(*a))
     return calls
 
@@ -137,7 +121,7 @@ def main():
             from .backend import NumpyBackend
             backend = NumpyBackend()
         result["device"] = backend.describe()
-        fns = {key: load_variant(key, spec, job["op"], on_gpu) for key, spec in job["variants"].items()}
+        fns = {key: load_variant(key, spec, on_gpu) for key, spec in job["variants"].items()}
         variants = {key: make_calls(fn, backend, job, job["in_dir"]) for key, fn in fns.items()}
         result["times_us"] = time_variants(backend, variants, int(job["warmup"]), int(job["iters"]), on_gpu)
     except BaseException as e:  # noqa: BLE001 - reported; the harness says which variant failed

@@ -35,7 +35,6 @@ What the CPU runs must be what the GPU runs (on a CPU only):
   the baseline's on the same inputs fails, whatever the per-call margin.
 """
 import hashlib
-import itertools
 import json
 import time
 
@@ -43,8 +42,8 @@ import numpy as np
 
 from .backend import OUT_SENTINEL, PAD
 from .basecache import BaselineCache
-from ..manifest import all_manifests, shape_id
-from .operations import OPS, slices
+from ..contract import SHAPE_KEY, ContractError, load_contract
+from ..manifest import find_manifest, shape_id
 from .worker_client import KernelSpec, Workers, load_result
 
 __all__ = ["run_check", "compare", "metrics", "error_curve", "error_curves", "BASELINE_FACTOR", "BASELINE_FLOOR", "DRIFT_FACTOR",
@@ -86,7 +85,7 @@ def metrics(op, name, out, expect):
     rel_l2 = float(np.linalg.norm(diff) / ref_norm) if nonfinite == 0 else float("inf")
     max_abs = float(np.abs(diff).max()) if diff.size else 0.0
     worst = {"index": None, "rel_l2": 0.0}
-    lead = getattr(op, "slice_axes", {}).get(name)
+    lead = op.slice_lead(name)
     if isinstance(lead, int) and expect.size:
         # slices over the leading axes (state pools are large): all at once, the same choice as
         # below (the last non-finite slice, else the first largest)
@@ -97,7 +96,7 @@ def metrics(op, name, out, expect):
         bad = np.flatnonzero(~np.isfinite(e))
         k = int(bad[-1]) if bad.size else int(np.argmax(e))
         worst = {"index": [int(i) for i in np.unravel_index(k, shape)], "rel_l2": float(e[k])}
-    for (idx, ref_slice), (_, out_slice) in (zip(slices(op, name, expect), slices(op, name, diff))
+    for (idx, ref_slice), (_, out_slice) in (zip(op.slices(name, expect), op.slices(name, diff))
                                              if worst["index"] is None else ()):
         n = max(float(np.linalg.norm(ref_slice)), 1e-30)
         e = float(np.linalg.norm(out_slice) / n)
@@ -179,8 +178,7 @@ def _tail_digest(dtype):
 # one call -----------------------------------------------------------------------------------------
 
 def _arrays(op, x):
-    lay = op.layout(x)
-    return {n: x[n] for n in lay["inputs"] + lay["inouts"] if n in x and x[n] is not None}
+    return op.arrays(x)
 
 
 def _judge_call(op, x, expect, rec, worker, rid, j, entry, tol, launches_required=True, check_untouched=True):
@@ -204,12 +202,17 @@ def _judge_call(op, x, expect, rec, worker, rid, j, entry, tol, launches_require
         fails.append(f"the kernel {entry} never ran")
     _judge_inputs(op, x, rec, facts, fails)
     outs = _read_outputs(op, x, worker, rid, j, facts, fails)
-    if op.name == "kda_decode" and "state" in outs and check_untouched:
-        untouched = np.setdiff1d(np.arange(x["state"].shape[0]), x["slots"])
-        intact = bool(np.array_equal(outs["state"][untouched], x["state"][untouched]))
-        facts["untouched_slots_intact"] = intact
-        if not intact:
-            fails.append("untouched_slots_intact is false (a pool slot outside `slots` was written)")
+    if check_untouched and op.has("written"):
+        # the contract's `written`: every other element of an in/out tensor must come back bit-identical
+        for name in op.inouts:
+            if name in outs and x.get(name) is not None:
+                keep = ~op.written(name, x)
+                intact = bool(np.array_equal(outs[name][keep].view(np.uint32),
+                                             np.ascontiguousarray(x[name], dtype=np.float32)[keep].view(np.uint32)))
+                facts.setdefault("untouched_intact", {})[name] = intact
+                if not intact:
+                    fails.append(f"untouched_intact is false ({name}: an element outside the contract's written() "
+                                 "was written)")
     masks = _written_masks(op, x, rec, worker, rid, j, outs, fails)
     if masks is not None:
         facts["written"] = masks
@@ -365,14 +368,14 @@ def _and(dicts):
 # cases ------------------------------------------------------------------------------------------
 
 class _Case:
-    def __init__(self, op, shape, seed, index, sets=2, initial_state=None, salt=()):
+    def __init__(self, op, shape, seed, index, sets=2, optional=None, salt=()):
         self.shape, self.seed, self.index = shape, seed, index
-        if initial_state is None:
-            initial_state = index % 2 == 0
-        kw = {"initial_state": initial_state} if op.name == "kda_prefill" else {}
+        # the contract's OPTIONAL inputs: present in even cases, None in odd ones
+        self.optional = index % 2 == 0 if optional is None else optional
         rngs = [np.random.default_rng([seed, *salt]) if salt else np.random.default_rng(seed),
                 np.random.default_rng([seed, 1, *salt])]
-        self.xs = [op.make_inputs(shape, rngs[i], **kw) for i in range(sets)]
+        without = () if self.optional else op.optional
+        self.xs = [op.make_inputs(shape, rngs[i], without=without) for i in range(sets)]
         self.expects = None
         self.rid = self.base_rid = None
         self.base_metrics = None   # the baseline's metrics per set, from the run's cache (basecache.py)
@@ -439,161 +442,165 @@ def _judge_case(manifest, op, case, cand, base, bcache=None):
            "calls": calls}
     if base_calls:
         rec["baseline"] = {"outputs": _json_safe(_worst(base_calls))}
-    if op.name == "kda_decode":
-        rec["untouched_slots_intact"] = all(f.get("untouched_slots_intact", False) for f in facts_all)
-    else:
-        rec["initial_state"] = case.xs[0]["initial_state"] is not None
+    if op.has("written") and op.inouts:
+        rec["untouched_intact"] = all(all(f.get("untouched_intact", {"": False}).values()) for f in facts_all)
+    for name in op.optional:
+        rec[name] = case.xs[0][name] is not None
     return rec
 
 
 # curve --------------------------------------------------------------------------------------------
 
+def _variant(op, table):
+    """The inputs' variant of a curve or drift: the manifest table's `variant`, else the
+    contract's first VARIANTS name, else None."""
+    v = (table or {}).get("variant")
+    return v if v is not None else (op.variants[0] if op.variants else None)
+
+
+def _curve_inputs(manifest, op, T, seed):
+    var = manifest.curve.get("var", "T")
+    shape = dict(manifest.curve["base"], **{var: T})
+    return op.make_inputs(shape, np.random.default_rng(seed), _variant(op, manifest.curve), without=op.optional)
+
+
 def _submit_curve(manifest, op, cand, lengths, seed):
     plan = []
     for T in lengths:
-        shape = dict(manifest.curve["base"], T=T)
-        x = op.make_inputs(shape, np.random.default_rng(seed), long_memory=True, initial_state=False)
+        x = _curve_inputs(manifest, op, T, seed)
         rid = cand.submit("candidate", op.args, op.layout(x), [_arrays(op, x)], label=f"curve T={T}")
         plan.append((T, x, rid))
     return plan
 
 
+def _length_axis(op, manifest, name, T):
+    """The axis of output `name` that grows with the curve's variable (None: none does)."""
+    var = manifest.curve.get("var", "T")
+    a = op.tensors(dict(manifest.curve["base"], **{var: T}))[name][0]
+    b = op.tensors(dict(manifest.curve["base"], **{var: T + 1}))[name][0]
+    return next((i for i, (p, q) in enumerate(zip(a, b)) if p != q), None)
+
+
 def _judge_curve(manifest, op, cand, plan, references=None):
+    """Per length: the first output's errors (and over its last chunk along the length), and the
+    next result's (`state_*`: prefill's final state)."""
     points, failures = [], []
+    first = op.outputs[0]
+    second = next((n for n in op.results if n != first), None)
+    chunk = int(manifest.raw.get("chunk", 64))
+    var = manifest.curve.get("var", "T")
     for T, x, rid in plan:
         res = cand.result(rid)
+        empty = {var: T, "rel_l2": None, "max_abs": None, "last_chunk_rel_l2": None, "state_rel_l2": None,
+                 "state_max_abs": None}
         if "sets" not in res:
             failures.append(f"curve T={T}: {res.get('failed', res)}")
-            points.append({"T": T, "rel_l2": None, "max_abs": None, "last_chunk_rel_l2": None,
-                           "state_rel_l2": None, "state_max_abs": None})
+            points.append(empty)
             continue
         # the same inputs for every variant at a length (one seed): one reference serves them all
         expect = references[T] if references is not None and T in references else op.reference(x)
         _, outs, fails, _ = _judge_call(op, x, None, res["sets"][0], cand, rid, 0, manifest.entry, None)
         failures += [f"curve T={T}: {f}" for f in fails]
         cand.release(rid)
-        if "o" not in outs or "final_state" not in outs:
-            points.append({"T": T, "rel_l2": None, "max_abs": None, "last_chunk_rel_l2": None,
-                           "state_rel_l2": None, "state_max_abs": None})
+        if any(n not in outs for n in op.results):
+            points.append(empty)
             continue
-        o, e = outs["o"].astype(np.float64), expect["o"]
-        s, es = outs["final_state"].astype(np.float64), expect["final_state"]
-        tail = slice(max(0, T - 64), T)
-        points.append(_json_safe({
-            "T": T,
-            "rel_l2": float(np.linalg.norm(o - e) / np.linalg.norm(e)),
-            "max_abs": float(np.abs(o - e).max()),
-            "last_chunk_rel_l2": float(np.linalg.norm(o[:, tail] - e[:, tail]) / np.linalg.norm(e[:, tail])),
-            "state_rel_l2": float(np.linalg.norm(s - es) / np.linalg.norm(es)),
-            "state_max_abs": float(np.abs(s - es).max()),
-        }))
+        o, e = outs[first].astype(np.float64), expect[first]
+        point = {var: T, "rel_l2": float(np.linalg.norm(o - e) / np.linalg.norm(e)),
+                 "max_abs": float(np.abs(o - e).max())}
+        axis = _length_axis(op, manifest, first, T)
+        if axis is not None:
+            tail = (slice(None),) * axis + (slice(max(0, T - chunk), T),)
+            point["last_chunk_rel_l2"] = float(np.linalg.norm(o[tail] - e[tail]) / np.linalg.norm(e[tail]))
+        if second is not None:
+            s, es = outs[second].astype(np.float64), expect[second]
+            point.update(state_rel_l2=float(np.linalg.norm(s - es) / np.linalg.norm(es)),
+                         state_max_abs=float(np.abs(s - es).max()))
+        points.append(_json_safe(point))
     return points, failures
 
 
-# consistency --------------------------------------------------------------------------------------
+# relations ---------------------------------------------------------------------------------------
+# A manifest's [[relation]]: its `check` function (module:function next to the manifest, trusted)
+# gets `run(which, shape, args)`, which calls this manifest's kernel ("self": the candidate, in its
+# worker) or the `with` kernel ("with": that manifest's own source, in the baseline's worker) on
+# `args` and returns its results, and answers [(label, got, expected)]; each pair must agree within
+# the manifest's rel_l2 ("consistency" in the output: prefill(T) + M decode steps == prefill(T + M)).
 
-class _Consistency:
-    """prefill(T) then M decode steps == prefill(T + M): last M outputs and the final state."""
+class _RelationFailed(Exception):
+    pass
 
-    def __init__(self, shape, seed, pre_w, pre_key, dec_w, dec_key, candidate_side, pre_entry, dec_entry):
-        self.shape, self.seed = shape, seed
-        self.pre_entry, self.dec_entry = pre_entry, dec_entry
-        self.pre_w, self.pre_key, self.dec_w, self.dec_key = pre_w, pre_key, dec_w, dec_key
-        self.candidate_side = candidate_side        # "prefill" or "decode"
-        B, T, M, HV, K, V = (shape[k] for k in ("B", "T", "M", "HV", "K", "V"))
-        pre = OPS["kda_prefill"]
-        rng = np.random.default_rng(seed)
-        self.x = pre.make_inputs(dict(shape, T=T + M), rng, initial_state=True)
-        self.head = {n: (a[:, :T] if n != "initial_state" else a) for n, a in self.x.items()}
-        self.S = B + 2
-        self.slots = rng.permutation(self.S)[:B].astype(np.int64)
-        self.rid_full = pre_w.submit(pre_key, pre.args, pre.layout(self.x), [_arrays(pre, self.x)],
-                                     label=f"consistency prefill(T={T + M})")
-        self.rid_part = pre_w.submit(pre_key, pre.args, pre.layout(self.head), [_arrays(pre, self.head)],
-                                     label=f"consistency prefill(T={T})")
 
-    def _prefill_result(self, rid, x, fails):
-        pre = OPS["kda_prefill"]
-        res = self.pre_w.result(rid)
-        if "sets" not in res:
-            fails.append(f"consistency: {res.get('failed', res)}")
-            return None
-        _, outs, f, _ = _judge_call(pre, x, None, res["sets"][0], self.pre_w, rid, 0, self.pre_entry, None,
-                                    launches_required=self.candidate_side == "prefill")
-        if self.candidate_side == "prefill":
-            fails += [f"consistency: {s}" for s in f]
-        self.pre_w.release(rid)
-        return outs
+class _Relation:
+    def __init__(self, manifest, rel, kind, seed):
+        from ..contract import _import
+        self.manifest, self.rel, self.seed = manifest, rel, seed
+        self.key = "other"   # the `with` kernel's key in the baseline's worker
+        self.shape = dict(rel[kind])
+        self.other = find_manifest(rel["with"], near=manifest.path)
+        self.other_op = load_contract(self.other)
+        mod, _, self.fn_name = rel["check"].rpartition(":")
+        # `module` next to the manifest, or a path relative to it (`../kda/decode_contract.py`)
+        self.path = (manifest.dir / (mod if mod.endswith(".py") else f"{mod}.py")).resolve()
+        fn = getattr(_import(self.path), self.fn_name, None)
+        if not callable(fn):
+            raise ContractError(f"relation {self.path}: {self.fn_name}() is missing")
+        self.fn = fn
 
-    def submit_decode(self):
-        """Phase 2, once prefill(T) is back: the decode steps on a pool holding its final state."""
-        B, T, M, HV, K, V = (self.shape[k] for k in ("B", "T", "M", "HV", "K", "V"))
-        self.fails = []
-        part = self._prefill_result(self.rid_part, self.head, self.fails)
-        self.rid_dec = None
-        if part is None or "final_state" not in part:
-            return
-        dec = OPS["kda_decode"]
-        pool = np.zeros((self.S, HV, K, V), dtype=np.float32)
-        pool[self.slots] = part["final_state"]
-        self.steps = []
-        for m in range(M):
-            t = T + m
-            step = {n: np.ascontiguousarray(self.x[n][:, t]) for n in ("q", "k", "v", "g", "beta")}
-            step["slots"] = self.slots
-            if m == 0:
-                step["state"] = pool
-            self.steps.append(step)
-        layout = {"inputs": ["q", "k", "v", "g", "beta", "slots"], "inouts": ["state"],
-                  "outputs": {"o": [B, HV, V]}}
-        self.rid_dec = self.dec_w.submit(self.dec_key, dec.args, layout, self.steps, label=f"consistency decode x{M}")
+    def judge(self, op, cand, base):
+        m, fails = self.manifest, []
+        where = f"relation {self.path}: {self.fn_name}()"
 
-    def judge(self, manifest):
-        B, T, M, HV, K, V = (self.shape[k] for k in ("B", "T", "M", "HV", "K", "V"))
-        fails = self.fails
-        full = self._prefill_result(self.rid_full, self.x, fails)
-        dec_o = dec_s = None
-        if self.rid_dec is not None:
-            res = self.dec_w.result(self.rid_dec)
-            if "sets" not in res:
-                fails.append(f"consistency: {res.get('failed', res)}")
+        def run(which, shape, args):
+            if which in ("self", m.name):
+                w, key, c, entry, mine = cand, "candidate", op, m.entry, True
+            elif which in ("with", self.other.name):
+                w, key, c, entry, mine = base, self.key, self.other_op, self.other.entry, False
             else:
-                dec = OPS["kda_decode"]
-                outs_o = []
-                for m, step in enumerate(self.steps):
-                    xm = dict(step, state=self.steps[0]["state"])   # (its shape; the pool carries over)
-                    rec = res["sets"][m] if m < len(res["sets"]) else None
-                    _, outs, f, _ = _judge_call(dec, xm, None, rec, self.dec_w, self.rid_dec, m, self.dec_entry, None,
-                                                launches_required=self.candidate_side == "decode",
-                                                check_untouched=False)
-                    if self.candidate_side == "decode":
-                        fails += [f"consistency step {m}: {s}" for s in f]
-                    outs_o.append(outs.get("o"))
-                    if m == M - 1 and "state" in outs:
-                        dec_s = outs["state"][self.slots]
-                if all(o is not None for o in outs_o):
-                    dec_o = np.stack(outs_o, axis=1)          # [B, M, HV, V]
-                self.dec_w.release(self.rid_dec)
-        rel = lambda a, b: float(np.linalg.norm(a.astype(np.float64) - b) / max(np.linalg.norm(b), 1e-30))
-        res = {"shape": self.shape, "seed": self.seed, "o_rel_l2": float("inf"), "state_rel_l2": float("inf")}
-        if full is not None and "o" in full and dec_o is not None:
-            res["o_rel_l2"] = rel(dec_o, full["o"][:, T:].astype(np.float64))
-        if full is not None and "final_state" in full and dec_s is not None:
-            res["state_rel_l2"] = rel(dec_s, full["final_state"].astype(np.float64))
-        tol = manifest.tolerance["rel_l2"]
+                raise ContractError(f"{where}: run({which!r}): not \"self\", \"with\" or a kernel name")
+            x = {n: args.get(n) for n in c.inputs + c.inouts}
+            try:
+                c._validate_inputs("tensors", x, shape)
+            except ContractError as e:
+                raise ContractError(f"{where}: run({which!r}) got arguments its contract refuses: {e}") from None
+            x[SHAPE_KEY] = dict(shape)
+            rid = w.submit(key, c.args, c.layout(x), [c.arrays(x)], label=f"consistency {which} {shape_id(shape)}")
+            res = w.result(rid)
+            if "sets" not in res:
+                raise _RelationFailed(f"consistency: {res.get('failed', res)}")
+            _, outs, f, _ = _judge_call(c, x, None, res["sets"][0], w, rid, 0, entry, None,
+                                        launches_required=mine, check_untouched=False)
+            w.release(rid)
+            if mine:
+                fails.extend(f"consistency: {s}" for s in f)
+            missing = [n for n in c.results if n not in outs]
+            if missing:
+                raise _RelationFailed(f"consistency: {which} returned no {', '.join(missing)}")
+            return outs
+
+        res = {"with": self.other.name, "check": self.rel["check"], "shape": self.shape, "seed": self.seed}
+        try:
+            triples = self.fn(run, dict(self.shape), np.random.default_rng(self.seed))
+            triples = [(str(label), np.asarray(got), np.asarray(exp)) for label, got, exp in triples]
+        except _RelationFailed as e:
+            fails.append(str(e))
+            triples = []
+        except ContractError:
+            raise
+        except Exception as e:  # noqa: BLE001 - the relation's own code
+            raise ContractError(f"{where}: raised {type(e).__name__}: {' '.join(str(e).split())[:300]}") from None
+        tol = m.tolerance["rel_l2"]
+        for label, got, exp in triples:
+            if got.shape != exp.shape:
+                raise ContractError(f"{where}: {label}: got {list(got.shape)} against expected {list(exp.shape)}")
+            v = _rel(got.astype(np.float32) if got.dtype != np.float64 else got, exp.astype(np.float64))
+            res[f"{label}_rel_l2"] = v
         res = _json_safe(res)
-        fails += [f"consistency {k} {res[k]} > {tol:.1e}" for k in ("o_rel_l2", "state_rel_l2")
-                  if not (isinstance(res[k], float) and res[k] <= tol)]
+        fails += [f"consistency {label}_rel_l2 {res[f'{label}_rel_l2']} > {tol:.1e}" for label, _, _ in triples
+                  if not (isinstance(res[f"{label}_rel_l2"], float) and res[f"{label}_rel_l2"] <= tol)]
         res["passed"] = not fails
         res["failures"] = fails
         return res
-
-
-def _baseline_triton(op_name):
-    for m in all_manifests().values():
-        if m.op == op_name and m.language == "triton":
-            return m
-    raise LookupError(f"no Triton manifest implements {op_name}")
 
 
 # GPU specializations -------------------------------------------------------------------------------
@@ -601,7 +608,7 @@ def _baseline_triton(op_name):
 # branch on a constexpr (`if K == 128:`, a block size the launcher derives from the shape) that
 # only the GPU shapes take never runs. Per `gpu` and `bench` shape, the candidate's launcher is
 # called in its own worker on shape-only tensors with every launch recorded, not run (the
-# constexprs it would pass, without the memory); the CPU case is the smallest shape (`_ladders`:
+# constexprs it would pass, without the memory); the CPU case is the smallest shape (the contract's `smaller`:
 # the sequence counts, token count and heads reduced, never K or V) whose recorded constexprs are
 # the same, one case per distinct set of constexprs. Under the interpreter a sample of the grid's
 # programs runs (`[specializations] programs`; the grid of a GPU shape's heads is too slow to
@@ -609,52 +616,23 @@ def _baseline_triton(op_name):
 # than one launch (partial sums, or programs reading another launch's unsampled results) runs
 # again on the whole grid. A CUDA kernel has no constexprs: its int parameters K and V are kept.
 
-def _doubling(lo, hi):
-    out, v = [], max(1, int(lo))
-    while v < hi:
-        out.append(v)
-        v *= 2
-    return out
-
-
-def _ladders(op_name, shape, chunk):
-    """Per group of shape variables that shrink together, the smaller values to try, smallest
-    first ({var: value} each; the GPU shape's own values are the last resort): the sequences (with
-    one pool slot more than sequences), the token count (prefill: above the chunk as before, with
-    the same remainder), the heads (their ratio kept). Never K or V."""
-    groups = []
-    if op_name == "kda_decode":
-        N, S = int(shape["N"]), int(shape["S"])
-        alts = [{"N": n, "S": n + 1} for n in _doubling(min(N, 2), N)]
-        if S > N + 1:
-            alts.append({"S": N + 1})
-        groups.append(alts)
-    else:
-        B, T = int(shape["B"]), int(shape["T"])
-        groups.append([{"B": b} for b in _doubling(1, B)])
-        rem = T % chunk or chunk
-        groups.append([{"T": chunk * k + rem} for k in _doubling(1, T // chunk) if chunk * k + rem < T]
-                      if T > chunk else [])
-    H, HV = int(shape["H"]), int(shape["HV"])
-    if HV % H == 0:
-        groups.append([{"H": h, "HV": h * (HV // H)} for h in _doubling(1, H) if H % h == 0])
-    return [g for g in groups if g]
-
-
-def _arglist(op, shape, initial_state):
-    """The public function's arguments at `shape` as {shape, dtype} (None: not passed)."""
-    from .aot import fake_call
+def _arglist(op, shape, optional):
+    """The public function's arguments at `shape`: {shape, dtype} per tensor, the value of a scalar,
+    None for an OPTIONAL input left out (`optional` False)."""
     out = []
-    for name, t in zip(op.args, fake_call(op.name, shape)):
-        if name == "initial_state" and initial_state is False:
+    t = op.tensors(shape)
+    for name in op.args:
+        if name in op.optional and optional is False:
             out.append(None)
+        elif isinstance(t[name], tuple):
+            out.append({"shape": list(t[name][0]), "dtype": t[name][1]})
         else:
-            out.append({"shape": list(t.shape), "dtype": t.dtype.np.name})
+            out.append({"value": t[name]})
     return out
 
 
 def _elements(arglist):
-    return sum(int(np.prod(a["shape"])) for a in arglist if a is not None)
+    return sum(int(np.prod(a["shape"])) for a in arglist if a is not None and "shape" in a)
 
 
 def _launch_key(launched):
@@ -664,19 +642,14 @@ def _launch_key(launched):
 
 
 def specialization_plan(op, manifest):
-    """[(label, gpu shape, initial_state, [cpu shapes: the most reduced first, the gpu shape last])]."""
-    chunk = int(manifest.raw.get("chunk", 64))
+    """[(label, gpu shape, optional inputs present, [cpu shapes: the most reduced first, the gpu
+    shape last])]: the contract's `smaller` shapes, by size."""
     shapes = [(f"gpu[{i}]", s, i % 2 == 0) for i, s in enumerate(manifest.shapes["gpu"])]
     shapes.append(("bench", manifest.shapes["bench"], True))
     plan = []
     for label, shape, flag in shapes:
-        flag = flag if op.name == "kda_prefill" else None
-        cands = []
-        for combo in itertools.product(*[alts + [None] for alts in _ladders(op.name, shape, chunk)]):
-            c = dict(shape)
-            for g in combo:
-                c.update(g or {})
-            cands.append(c)
+        flag = flag if op.optional else None
+        cands = op.smaller(shape)
         cands = sorted({json.dumps(c, sort_keys=True): c for c in cands}.values(),
                        key=lambda c: _elements(_arglist(op, c, flag)))
         if shape in cands:
@@ -686,9 +659,9 @@ def specialization_plan(op, manifest):
 
 
 class _Specialization:
-    def __init__(self, labels, gpu_shape, shape, initial_state, constexprs, derived):
+    def __init__(self, labels, gpu_shape, shape, optional, constexprs, derived):
         self.labels, self.gpu_shape, self.shape = labels, gpu_shape, shape
-        self.initial_state, self.constexprs, self.derived = initial_state, constexprs, derived
+        self.optional, self.constexprs, self.derived = optional, constexprs, derived
         self.case = None
         self.skipped = None
 
@@ -724,13 +697,16 @@ class _Specializations:
             else:
                 self.note = f"the launcher could not be recorded: {res.get('failed', res)}"
         seen, i = {}, 0
+        # what the contract's `smaller` never reduces, at any of these shapes (our decode: K and V)
+        fixed = [v for v in (self.plan[0][1] if self.plan else {})
+                 if all(c.get(v) == shape.get(v) for _, shape, _, cands in self.plan for c in cands)]
         for label, shape, flag, cands in self.plan:
             recs = recorded[i:i + len(cands)] if recorded is not None else None
             i += len(cands)
-            kept = {v: shape[v] for v in ("K", "V")}
+            kept = {v: shape[v] for v in fixed}
             cpu, constexprs, derived = cands[0], None, None
             if self.manifest.language != "triton":
-                derived = "K and V kept (the kernel's int parameters), the rest reduced"
+                derived = f"{' and '.join(fixed) or 'nothing'} kept (never reduced by the contract), the rest reduced"
             elif recs is None or len(recs) != len(cands):
                 derived = "not verified: " + (self.note or "the recorder's answer is incomplete")
             else:
@@ -766,7 +742,7 @@ class _Specializations:
         for k, it in enumerate(self.items):
             if it.skipped:
                 continue
-            it.case = c = _Case(op, it.shape, seed, k, sets=1, initial_state=it.initial_state, salt=(2, k))
+            it.case = c = _Case(op, it.shape, seed, k, sets=1, optional=it.optional is not False, salt=(2, k))
             self._submit(it, cand, base, self.sample)
 
     def _submit(self, it, cand, base, sample):
@@ -777,7 +753,7 @@ class _Specializations:
         sets = [_arrays(op, c.xs[0])]
         c.rid = cand.submit("candidate", op.args, lay, sets, label=f"specialization {it.id}")
         # the baseline's outputs on these inputs are the same for every candidate of the run
-        c.base_key = {"shape": it.shape, "seed": c.seed, "index": c.index, "initial_state": bool(it.initial_state),
+        c.base_key = {"shape": it.shape, "seed": c.seed, "index": c.index, "initial_state": bool(it.optional),
                       "sample": sample}
         c.base_cached = self.bcache.get_arrays("specialization", c.base_key) \
             if base is not None and self.bcache is not None else None
@@ -800,8 +776,8 @@ class _Specializations:
                "seed": it.case.seed if it.case else None, "derived": it.derived,
                "constexprs": _constexprs_json(it.constexprs),
                "passed": it.skipped is None, "failures": []}
-        if self.op.name == "kda_prefill":
-            rec["initial_state"] = bool(it.initial_state)
+        for name in self.op.optional:
+            rec[name] = bool(it.optional)
         if it.skipped:
             rec["skipped"] = it.skipped
         return rec
@@ -1021,57 +997,67 @@ def _rel(a, b):
 
 
 class _Drift:
+    """`steps` calls in a row on the contract's `sequence(shape, steps, rng)` (default: independent
+    inputs of the curve's variant), each call continuing the last: in/out tensors stay in the
+    worker (INOUTS, one request), and the contract's CARRY outputs become the next call's inputs
+    (prefill's final state its next initial state; a call per step). The float64 reference
+    follows the same chain."""
+
     def __init__(self, manifest, op, cand, base, seed, kind, bcache=None):
         cfg = manifest.raw["drift"]
         self.op, self.manifest, self.cand, self.base, self.seed = op, manifest, cand, base, seed
         self.shape, self.steps = dict(cfg[kind]), int(cfg.get("steps", 64))
+        self.unit = str(cfg.get("unit", "calls")).format(**self.shape)
         # the baseline's side depends on the seed, shape and steps only: once per run (basecache)
         self.bcache, self.bkey = bcache, {"seed": seed, "shape": self.shape, "steps": self.steps}
         self.base_series = bcache.get_series("drift", self.bkey) if bcache is not None else None
         rng = np.random.default_rng([seed, 3])
-        pre = OPS["kda_prefill"]
-        if op.name == "kda_decode":
-            N, H, HV, K, V, S = (self.shape[k] for k in ("N", "H", "HV", "K", "V", "S"))
-            toks = pre.make_inputs(dict(B=N, T=self.steps, H=H, HV=HV, K=K, V=V), rng, long_memory=True,
-                                   initial_state=False)
-            self.pool = (0.5 * rng.standard_normal((S, HV, K, V))).astype(np.float32)
-            self.slots = rng.permutation(S)[:N].astype(np.int64)
-            self.xs = []
-            for t in range(self.steps):
-                step = {n: np.ascontiguousarray(toks[n][:, t]) for n in ("q", "k", "v", "g", "beta")}
-                step["slots"] = self.slots
-                step["state"] = self.pool      # sent with the first step only: the pool carries over
-                self.xs.append(step)
-            lay = {"inputs": ["q", "k", "v", "g", "beta", "slots"], "inouts": ["state"],
-                   "outputs": {"o": [N, HV, V]}}
-            sets = [{n: a for n, a in x.items() if n != "state" or t == 0} for t, x in enumerate(self.xs)]
-            self.rids = [w.submit(key, op.args, lay, sets, label=f"drift: {self.steps} decode steps")
+        self.carry = op.carry
+        self.xs = op.sequence(self.shape, self.steps, rng, _variant(op, cfg))
+        self.rids = [None, None]
+        if not self.carry:
+            # one request: the in/out tensors sent with the first call only (they carry over)
+            sets = [op.arrays(x) if t == 0 else {n: a for n, a in op.arrays(x).items() if n not in op.inouts}
+                    for t, x in enumerate(self.xs)]
+            self.rids = [w.submit(key, op.args, op.layout(self.xs[0]), sets, label=f"drift: {self.steps} {self.unit}")
                          if w is not None else None for w, key in self._sides()]
-            self.unit = "decode steps"
-        else:
-            B, T = self.shape["B"], self.shape["T"]
-            self.toks = pre.make_inputs(dict(self.shape, T=T * self.steps), rng, long_memory=True, initial_state=True)
-            self.unit = f"prefill calls of {T} tokens"
 
     def _sides(self):
         """(worker, key) of each side run here: the baseline's only when not cached."""
         return (self.cand, "candidate"), (self.base if self.base_series is None else None, "baseline")
 
-    def _prefill_call(self, i, h0):
-        T = self.shape["T"]
-        x = {n: np.ascontiguousarray(self.toks[n][:, i * T:(i + 1) * T]) for n in ("q", "k", "v", "g", "beta")}
-        x["initial_state"] = h0
-        return x
+    def _reference_chain(self):
+        """Per call, the float64 reference with the in/out (and carried) values of the last one."""
+        op, refs, held = self.op, [], {}
+        for x in self.xs:
+            x = dict(x, **held)
+            for n in op.inouts + tuple(self.carry.values()):
+                if x.get(n) is not None:
+                    x[n] = np.asarray(x[n], dtype=np.float64)
+            r = op.reference(x)
+            refs.append((x, r))
+            held = {n: r[n] for n in op.inouts}
+            held.update({dst: r[src] for src, dst in self.carry.items()})
+        return refs
+
+    def _errors(self, series, x, outs, ref):
+        """The call's error per result (in/outs where the contract's `written` says)."""
+        op = self.op
+        for name in op.results:
+            if name not in outs:
+                series.setdefault(name, []).append(float("inf"))
+                continue
+            if name in op.inouts:
+                m = op.written(name, x)
+                series.setdefault(name, []).append(_rel(outs[name][m], ref[name][m]))
+            else:
+                series.setdefault(name, []).append(_rel(outs[name], ref[name]))
 
     def judge(self):
         op, m = self.op, self.manifest
         fails, series = [], {"candidate": {}, "baseline": {}}
-        if op.name == "kda_decode":
-            pool64, ref = np.array(self.pool, dtype=np.float64), []
-            from ...kda import reference as kref
-            for x in self.xs:
-                o64, pool64 = kref.naive_decode_kda(x["q"], x["k"], x["v"], x["g"], x["beta"], pool64, self.slots)
-                ref.append((o64, pool64[self.slots]))
+        refs = self._reference_chain()
+        if not self.carry:
             for side, w, rid in (("candidate", self.cand, self.rids[0]), ("baseline", self.base, self.rids[1])):
                 if rid is None:
                     continue
@@ -1079,20 +1065,20 @@ class _Drift:
                 if "sets" not in res:
                     fails.append(f"drift ({side}): {res.get('failed', res)}")
                     continue
-                es, eo, call_fails = [], [], []
+                call_fails, sr = [], {}
                 for t, x in enumerate(self.xs):
                     rec = res["sets"][t] if t < len(res["sets"]) else None
-                    _, outs, f, _ = _judge_call(op, dict(x, state=self.pool), None, rec, w, rid, t, m.entry, None,
+                    xj = dict(x, **{n: self.xs[0][n] for n in op.inouts})   # (their shapes: they carry over)
+                    _, outs, f, _ = _judge_call(op, xj, None, rec, w, rid, t, m.entry, None,
                                                 launches_required=side == "candidate")
                     if side == "candidate" and f and not call_fails:
                         call_fails = [f"drift step {t + 1}: {s}" for s in f]
-                    es.append(_rel(outs["state"][self.slots], ref[t][1]) if "state" in outs else float("inf"))
-                    eo.append(_rel(outs["o"], ref[t][0]) if "o" in outs else float("inf"))
+                    self._errors(sr, refs[t][0], outs, refs[t][1])
                 w.release(rid)
                 fails += call_fails
-                series[side] = {"state": es, "o": eo}
+                series[side] = sr
         else:
-            series = self._prefill_chain(fails)
+            series = self._chain(fails, refs)
         if self.base_series is not None:
             series["baseline"] = self.base_series
         elif self.bcache is not None and series["baseline"] and not any(
@@ -1113,45 +1099,40 @@ class _Drift:
         result.update(passed=not fails, failures=fails)
         return result, fails
 
-    def _prefill_chain(self, fails):
+    def _chain(self, fails, refs):
+        """A call per step and side, the CARRY outputs fed to the next call."""
         op, m = self.op, self.manifest
-        from ...kda import reference as kref
-        h = {"candidate": self.toks["initial_state"]}
-        if self.base_series is None:
-            h["baseline"] = self.toks["initial_state"]
-        S64 = self.toks["initial_state"].astype(np.float64)
-        series = {"candidate": {"final_state": [], "o": []}, "baseline": {"final_state": [], "o": []}}
-        for i in range(self.steps):
-            xs = {side: self._prefill_call(i, h[side]) for side in h}
-            rids = {side: w.submit(side, op.args, op.layout(xs[side]), [_arrays(op, xs[side])],
-                                   label=f"drift: prefill call {i + 1} of {self.steps}")
-                    for w, side in self._sides() if w is not None}
-            ref = dict(xs["candidate"], initial_state=S64)
-            o64, S64 = kref.naive_recurrent_kda(ref["q"], ref["k"], ref["v"], ref["g"], ref["beta"],
-                                                initial_state=S64)
+        held = {side: {} for _, side in self._sides() if _ is not None}
+        series = {"candidate": {}, "baseline": {}}
+        alive = dict.fromkeys(held, True)
+        for i, x0 in enumerate(self.xs):
+            xs = {side: dict(x0, **held[side]) for side in held if alive[side]}
+            rids = {side: w.submit(side, op.args, op.layout(xs[side]), [op.arrays(xs[side])],
+                                   label=f"drift: call {i + 1} of {self.steps}")
+                    for w, side in self._sides() if w is not None and alive.get(side)}
             for w, side in self._sides():
-                if w is None or h[side] is None:
+                if side not in rids:
                     continue
                 res = w.result(rids[side])
                 if "sets" not in res:
                     fails.append(f"drift ({side}) call {i + 1}: {res.get('failed', res)}")
-                    h[side] = None
+                    alive[side] = False
                     continue
                 _, outs, f, _ = _judge_call(op, xs[side], None, res["sets"][0], w, rids[side], 0, m.entry, None,
                                             launches_required=side == "candidate")
                 w.release(rids[side])
                 if side == "candidate" and f:
                     fails += [f"drift call {i + 1}: {s}" for s in f]
-                if "final_state" not in outs or "o" not in outs:
-                    h[side] = None
+                if any(n not in outs for n in op.results):
+                    alive[side] = False
                     continue
-                series[side]["final_state"].append(_rel(outs["final_state"], S64))
-                series[side]["o"].append(_rel(outs["o"], o64))
-                h[side] = np.ascontiguousarray(outs["final_state"])
-            if any(v is None for v in h.values()):
+                self._errors(series[side], refs[i][0], outs, refs[i][1])
+                held[side] = {dst: np.ascontiguousarray(outs[src]) for src, dst in self.carry.items()}
+            if not all(alive.values()):
                 break
-        for side in series:   # a chain that broke: the rest counts as infinitely wrong
-            for name, e in series[side].items():
+        for side in held:   # a chain that broke: the rest counts as infinitely wrong
+            for name in op.results:
+                e = series[side].setdefault(name, [])
                 e += [float("inf")] * (self.steps - len(e))
         return series
 
@@ -1226,7 +1207,9 @@ def run_check(manifest, source=None, seeds=(0,), device="cpu", tf32=True, with_c
     the baseline's metrics per case are kept for the other checks of a run (basecache.py); a case
     found there does not run the baseline again."""
     deadline = deadline if deadline is not None else time.monotonic() + 1800
-    op = OPS[manifest.op]
+    op = load_contract(manifest)
+    if manifest.language == "cuda" and not op.has("launch"):
+        raise ContractError(f"contract {op.path}: launch() is missing (a CUDA kernel's grid, block and parameters)")
     kind = "gpu" if device == "cuda" else "cpu"
     full = shapes is None
     # a candidate that is the baseline's program under the interpreter: every shape on one seed,
@@ -1250,28 +1233,20 @@ def run_check(manifest, source=None, seeds=(0,), device="cpu", tf32=True, with_c
     with_order = full if with_order is None else with_order
     with_drift = full if with_drift is None else with_drift
     with_drift = with_drift and against_baseline and kind in (manifest.raw.get("drift") or {})
-    cons_shape = manifest.consistency.get(kind) if with_consistency and manifest.consistency else None
+    relations = [_Relation(manifest, r, kind, seeds[0]) for r in manifest.relations if r.get(kind)] \
+        if with_consistency else []
     base_specs = {}
     if against_baseline:
         base_specs["baseline"] = KernelSpec.of(manifest)
-    if cons_shape:
-        other_op = "kda_prefill" if manifest.op == "kda_decode" else "kda_decode"
-        base_specs["other"] = KernelSpec.of(_baseline_triton(other_op))
+    for i, rel in enumerate(relations):   # each partner hosted by the baseline's worker
+        rel.key = "other" if i == 0 else f"other{i}"
+        base_specs[rel.key] = KernelSpec.of(rel.other)
     bcache = BaselineCache(baseline_cache, manifest, device, tf32) if baseline_cache and against_baseline else None
     mode = "native" if device == "cuda" else (
         "emulation" if manifest.language == "cuda" else ("interpreter-tf32" if tf32 else "interpreter"))
     with Workers(device, tf32, deadline) as ws:
         cand = ws.start("candidate", {"candidate": KernelSpec.of(manifest, source)}, trusted=False)
         base = ws.start("baseline", base_specs, trusted=True) if base_specs else None
-        cons = None
-        if cons_shape:   # first in its queue: the decode steps wait for prefill(T)
-            other_entry = base_specs["other"].entry
-            if manifest.op == "kda_decode":
-                cons = _Consistency(cons_shape, seeds[0], base, "other", cand, "candidate", "decode",
-                                    other_entry, manifest.entry)
-            else:
-                cons = _Consistency(cons_shape, seeds[0], cand, "candidate", base, "other", "prefill",
-                                    manifest.entry, other_entry)
         cases = []
         for seed in seeds:
             for i, shape in enumerate(shapes):
@@ -1302,8 +1277,6 @@ def run_check(manifest, source=None, seeds=(0,), device="cpu", tf32=True, with_c
             why = cand.fatal.get("failed") if cand.fatal else "the candidate's worker did not start"
             return {"cases": [], "failures": [why], "passed": False, "device": "none (not run: failed to load)",
                     "mode": mode, "sandbox": _sandbox(cand, base)}
-        if cons is not None:
-            cons.submit_decode()
         records, failures = [], []
         for c in cases:
             rec = _judge_case(manifest, op, c, cand, base, bcache)
@@ -1320,9 +1293,12 @@ def run_check(manifest, source=None, seeds=(0,), device="cpu", tf32=True, with_c
         if curve_plan is not None:
             result["curve"], fails = _judge_curve(manifest, op, cand, curve_plan)
             failures += fails
-        if cons is not None:
-            c = cons.judge(manifest)
-            result["consistency"] = c
+        for i, rel in enumerate(relations):   # the first is `consistency`, every one in `relations`
+            c = rel.judge(op, cand, base)
+            if i == 0:
+                result["consistency"] = c
+            if len(relations) > 1:
+                result.setdefault("relations", []).append(c)
             failures += c["failures"]
         if spec is not None:
             recs, fails = spec.judge(cand, base_kernel)
@@ -1373,7 +1349,7 @@ def error_curves(manifest, sources, lengths, seed, device="cpu", tf32=True, dead
     (`references`, {T: expect}, shared between calls when given). A worker that could not host the
     lot (one variant failed to load, or crashed it) answers nothing for the variants it did not
     measure: they are in neither dict, and the caller measures each alone (`error_curve`)."""
-    m, op = manifest, OPS[manifest.op]
+    m, op = manifest, load_contract(manifest)
     references = {} if references is None else references
     curves, failed = {}, {}
     with Workers(device, tf32, deadline or time.monotonic() + 1800) as ws:
@@ -1383,8 +1359,7 @@ def error_curves(manifest, sources, lengths, seed, device="cpu", tf32=True, dead
         for key in sources:
             plans[key] = []
             for T in lengths:
-                shape = dict(m.curve["base"], T=T)
-                x = op.make_inputs(shape, np.random.default_rng(seed), long_memory=True, initial_state=False)
+                x = _curve_inputs(m, op, T, seed)
                 rid = w.submit(key, op.args, op.layout(x), [_arrays(op, x)], label=f"{key} curve T={T}")
                 plans[key].append((T, x, rid))
         for key, plan in plans.items():
@@ -1408,7 +1383,7 @@ def error_curve(manifest, source, lengths, seed, device="cpu", tf32=True, deadli
     m = manifest
     with Workers(device, tf32, deadline or time.monotonic() + 1800) as ws:
         cand = ws.start("candidate", {"candidate": KernelSpec.of(m, source)}, trusted=False)
-        op = OPS[m.op]
+        op = load_contract(m)
         plan = _submit_curve(m, op, cand, lengths, seed)
         points, fails = _judge_curve(m, op, cand, plan)
     if fails:

@@ -16,20 +16,22 @@ of the launch (CUDA: thread of the block) evaluated first; each at most the line
 in the report (else an error) and after scaling (clamped). A report of format 1 (before them)
 reads them as 0.
 
-The counted shape: the bench shape in every variable that reaches a constexpr or a block size
-(K and V), the rest reduced (one sequence, one query/key head with the bench's value heads per
-head: HV / H kept). Programs of a grid do uniform work in these kernels, so the counts scale by
+The counted shape: the most reduced of the contract's `counted(shape)` (else `smaller`) shapes
+at which the launcher passes the bench's constexprs (our KDA kernels: K and V kept, one sequence,
+one query/key head with HV / H kept). Programs of a grid do uniform work in these kernels, so the counts scale by
 programs_total / programs (the grid at the bench shape, recorded by calling the launcher on
-shape-only tensors in the worker, against the grid the counted call launched). Prefill walks
-its chunks in every program: with more than two chunks at the bench shape it is counted at one
+shape-only tensors in the worker, against the grid the counted call launched). A kernel with a
+manifest `chunk` (prefill) walks its chunks in every program: with more than two chunks at the
+bench shape it is counted at one
 and two chunks (plus the bench's remainder) and extrapolated linearly to the bench's chunks,
 exact when chunks do uniform work. `exact` is true when the bench shape itself was counted.
 
-A CUDA kernel is counted by the emulation's counting build (kernels/kda_cuda/launch.py, in the
+A CUDA kernel is counted by the emulation's counting build (kernels/harness/cuda/emulation.py, in the
 same worker, asked for with the program order "profile" whose seed names its report in the
-worker's work/ directory). Its launcher is contract, so the grid at any shape is known here
-(`launch_geometry`: N * HV blocks); blocks do uniform work and K, V (its int parameters) are kept,
-so it is counted at the most reduced shape and scaled by blocks at the bench shape / blocks run.
+worker's work/ directory). Its launch is its contract's `launch(shape)`, so the grid at any shape
+is known here; blocks do uniform work and what the launch's parameters depend on is never
+reduced by the contract (our decode: K and V), so it is counted at the most reduced shape and
+scaled by blocks at the bench shape / blocks run.
 """
 import json
 import os
@@ -40,8 +42,8 @@ from pathlib import Path
 
 import numpy as np
 
-from ...kda_cuda.launch import PROFILE_REPORT as CUDA_REPORT, launch_geometry
-from .operations import OPS
+from ..contract import load_contract
+from ..cuda.emulation import PROFILE_REPORT as CUDA_REPORT
 from .worker_client import KernelSpec, Workers
 
 __all__ = ["run_profile", "profile_kernel", "counted_plan", "validate_report", "ProfileError", "ProfileSkipped",
@@ -58,9 +60,9 @@ MAX_COUNT = 1 << 53          # any one count at the counted shape
 MAX_LAUNCHES = 4096          # launches of one call
 SEED = 20240601              # inputs of the counted calls (counts do not depend on values here)
 TEXT_CHARS = 200
-# the most a reduction may cost under the interpreter before the most reduced shape is counted
-# instead (with a note): decode programs, prefill program-chunks (the baselines': 8 and 24)
-BUDGET = {"kda_decode": 2048, "kda_prefill": 96}
+# the most a reduction may cost under the interpreter (programs; with a `chunk`, program-chunks)
+# before the most reduced shape is counted instead (with a note): the manifest's [profile] budget
+BUDGET = 2048
 
 
 class ProfileError(Exception):
@@ -73,36 +75,28 @@ class ProfileSkipped(ProfileError):
 
 # the counted shape ----------------------------------------------------------------------------------
 
-def _doubling(n):
-    out, v = [], 1
-    while v < n:
-        out.append(v)
-        v *= 2
-    return out + [n]
+def _chunked(manifest):
+    """A kernel that walks `chunk`-long chunks of the variable `[profile] chunk_var` (default T) in
+    every program: (variable, chunk) or None."""
+    if "chunk" not in manifest.raw:
+        return None
+    return str((manifest.raw.get("profile") or {}).get("chunk_var", "T")), int(manifest.raw["chunk"])
 
 
 def reductions(manifest, bench):
-    """The bench shape reduced in the variables that reach no constexpr or block size of our
-    kernels, most reduced first, the bench's own values last: the sequences (decode with one pool
-    slot more than sequences, at most the bench's), the query/key heads with HV / H kept. T is
-    not among them (prefill's chunks: `counted_plan`)."""
+    """The bench shape reduced as the contract's `counted` (else `smaller`) says (the variables that reach no
+    constexpr or block size), most reduced (fewest elements) first, the bench's own values last.
+    A chunked variable is not among them (`counted_plan`)."""
     bench = {k: int(v) for k, v in bench.items()}
-    H, HV = bench.get("H"), bench.get("HV")
-    heads = [{"H": h, "HV": h * (HV // H)} for h in _doubling(H) if H % h == 0] \
-        if H and HV and HV % H == 0 else [{}]
-    if manifest.op == "kda_decode":
-        seqs = [{"N": n, "S": min(bench["S"], n + 1)} for n in _doubling(bench["N"])]
-    elif manifest.op == "kda_prefill":
-        seqs = [{"B": b} for b in _doubling(bench["B"])]
-    else:
-        return [dict(bench)]
+    op = load_contract(manifest)
+    ch = _chunked(manifest)
+    cands = [c for c in op.counted(bench) if ch is None or c.get(ch[0]) == bench.get(ch[0])]
     out = {}
-    for sq in seqs:
-        for hd in heads:
-            c = dict(bench, **sq, **hd)
-            out[json.dumps(c, sort_keys=True)] = c
-    size = {"kda_decode": lambda c: c["N"] * c["HV"], "kda_prefill": lambda c: c["B"] * c["HV"]}[manifest.op]
-    return sorted(out.values(), key=lambda c: (size(c), c.get("HV", 0)))
+    for c in cands:
+        out[json.dumps(c, sort_keys=True)] = c
+    size = lambda c: sum(int(np.prod(t[0])) for t in op.tensors(c).values() if isinstance(t, tuple))  # noqa: E731
+    ordered = sorted((c for c in out.values() if c != bench), key=size)
+    return ordered + [dict(bench)]
 
 
 def counted_plan(manifest, bench, base=None):
@@ -111,15 +105,16 @@ def counted_plan(manifest, bench, base=None):
     bench), note}."""
     bench = {k: int(v) for k, v in bench.items()}
     base = dict(base) if base is not None else reductions(manifest, bench)[0]
-    if manifest.op == "kda_prefill":
-        C = int(manifest.raw.get("chunk", 64))
-        T = bench["T"]
+    ch = _chunked(manifest)
+    if ch is not None and ch[0] in bench:
+        var, C = ch
+        T = bench[var]
         rem, full = T % C, T // C
         if full <= 2:
-            return {"shapes": [dict(base, T=T)], "chunks": None, "note": None}
-        s1, s2 = dict(base, T=rem + C), dict(base, T=rem + 2 * C)
+            return {"shapes": [dict(base, **{var: T})], "chunks": None, "note": None}
+        s1, s2 = dict(base, **{var: rem + C}), dict(base, **{var: rem + 2 * C})
         return {"shapes": [s1, s2], "chunks": (1, 2, full),
-                "note": f"T counted at {s1['T']} and {s2['T']} ({'' if not rem else f'{rem} + '}1 and 2 chunks of "
+                "note": f"{var} counted at {s1[var]} and {s2[var]} ({'' if not rem else f'{rem} + '}1 and 2 chunks of "
                         f"{C}), extrapolated linearly to {full} chunks (chunks do uniform work)"}
     return {"shapes": [base], "chunks": None, "note": None}
 
@@ -362,7 +357,7 @@ def launch_limit_findings(probes, grids_of, arglists):
                         found.append(f"{kernel}: grid axis {axis} is {n} at {label} ({sid}), above the limit "
                                      f"{lim}: the launch fails")
             for a in arglists[i]:
-                if a is not None and int(np.prod(a["shape"], dtype=np.int64)) > INT32_MAX:
+                if a is not None and "shape" in a and int(np.prod(a["shape"], dtype=np.int64)) > INT32_MAX:
                     found.append(f"a {a['dtype']} tensor of {int(np.prod(a['shape'], dtype=np.int64))} elements at "
                                  f"{label} ({sid}): offsets computed in 32 bits overflow past {INT32_MAX}")
             continue
@@ -386,9 +381,9 @@ def launch_limit_findings(probes, grids_of, arglists):
 
 
 def _cuda_grids(manifest, shape):
-    """The CUDA launcher's one launch at `shape` as _grids describes launches (its grid: N * HV)."""
-    grid, _ = launch_geometry(shape["N"], shape["HV"], shape["V"], int(manifest.raw.get("block_threads", 128)))
-    return [(manifest.entry, {}, grid)]
+    """The contract's one launch at `shape` as _grids describes launches (its blocks)."""
+    g = load_contract(manifest).launch(shape)["grid"]
+    return [(manifest.entry, {}, g[0] * g[1] * g[2])]
 
 
 def _cuda_notes(extras, factor, floor_bytes):
@@ -421,14 +416,14 @@ def _record_diff(bench_grids, rec, varied):
 
 def _cost(manifest, plan, recs):
     """Programs (prefill: program-chunks) a plan's counted calls would interpret."""
-    C = int(manifest.raw.get("chunk", 64))
+    ch = _chunked(manifest)
     total = 0
     for shape, rec in zip(plan["shapes"], recs):
         try:
             programs = sum(g[2] for g in _grids(rec.get("launched") if isinstance(rec, dict) else None, "a shape"))
         except ProfileError:
             return float("inf")
-        total += programs * (-(-shape["T"] // C) if manifest.op == "kda_prefill" else 1)
+        total += programs * (-(-shape[ch[0]] // ch[1]) if ch is not None and ch[0] in shape else 1)
     return total
 
 
@@ -441,14 +436,13 @@ def profile_kernel(manifest, source=None, bench=None, exact=False, deadline=None
     be made and workers.WorkerTimeout past `deadline`."""
     from .check import _arglist, _arrays
     deadline = deadline if deadline is not None else time.monotonic() + 600
-    op = OPS[manifest.op]
+    op = load_contract(manifest)
     bench = {k: int(v) for k, v in (bench or manifest.shapes["bench"]).items()}
     plans = [{"shapes": [dict(bench)], "chunks": None, "note": None}] if exact else \
         [counted_plan(manifest, bench, r) for r in reductions(manifest, bench)]
     src_path = Path(source) if source else manifest.source_path
     text = _source_lines(src_path)
-    prefill = manifest.op == "kda_prefill"
-    flag = True if prefill else None
+    flag = True if op.optional else None
     spec = {"candidate": KernelSpec.of(manifest, source)}
     cuda = manifest.language == "cuda"
     notes = []
@@ -460,7 +454,7 @@ def profile_kernel(manifest, source=None, bench=None, exact=False, deadline=None
         arglists = [_arglist(op, bench, flag)] + [_arglist(op, sh, flag) for pl in plans for sh in pl["shapes"]]
         probes = limit_probes(manifest)
         probe_args = [_arglist(op, sh, flag) for _, sh, _ in probes]
-        # CUDA: the launcher is contract (launch_geometry); Triton: recorded on shape-only tensors
+        # CUDA: the launch is the contract's (launch(shape)); Triton: recorded on shape-only tensors
         rec_rid = None if cuda else \
             cand.submit("candidate", op.args, {"inputs": [], "inouts": [], "outputs": {},
                                                "record": arglists + probe_args},
@@ -475,11 +469,9 @@ def profile_kernel(manifest, source=None, bench=None, exact=False, deadline=None
                 raise ProfileError(str(why))
         info = cand.info
         if cuda:
-            # no constexprs; K and V (its int parameters) kept in every reduction: the most reduced
+            # no constexprs; the contract's reductions keep what its launch depends on: the most reduced
             bench_grids, plan = _cuda_grids(manifest, bench), plans[0]
-            block = int(manifest.raw.get("block_threads", 128))
-            probe_grids = [[(manifest.entry, [launch_geometry(sh["N"], sh["HV"], sh["V"], block)[0]])]
-                           for _, sh, _ in probes]
+            probe_grids = [[(manifest.entry, op.launch(sh)["grid"])] for _, sh, _ in probes]
         else:
             recorded = cand.result(rec_rid)
             sets = recorded.get("sets") if isinstance(recorded, dict) else None
@@ -501,7 +493,7 @@ def profile_kernel(manifest, source=None, bench=None, exact=False, deadline=None
             for k, pl in enumerate(plans):
                 recs, i = sets[i:i + len(pl["shapes"])], i + len(pl["shapes"])
                 diffs = [d for d in (_record_diff(bench_grids, r, _varied(bench, pl["shapes"])) for r in recs) if d]
-                if k and _cost(manifest, pl, recs) > BUDGET.get(manifest.op, BUDGET["kda_decode"]):
+                if k and _cost(manifest, pl, recs) > int((manifest.raw.get("profile") or {}).get("budget", BUDGET)):
                     first_diff = first_diff or (diffs[0] if diffs else "the smallest that does is over the CPU budget")
                     break   # the larger reductions cost more still: counted most reduced, with a note
                 if not diffs:
@@ -516,8 +508,7 @@ def profile_kernel(manifest, source=None, bench=None, exact=False, deadline=None
         rids = []
         for i, shape in enumerate(plan["shapes"]):
             w = workers[-1 - i] if len(plan["shapes"]) == len(workers) else workers[0]
-            kw = {"initial_state": True} if prefill else {}
-            x = op.make_inputs(shape, np.random.default_rng([SEED, i]), **kw)
+            x = op.make_inputs(shape, np.random.default_rng([SEED, i]))
             if cuda:   # the emulation counts in the order "profile"; the seed names its report
                 token = secrets.randbits(48)
                 lay = dict(op.layout(x), programs={"order": "profile", "seed": token})

@@ -19,18 +19,15 @@ Who computes what:
   identified with the call's tensor it received, never by the kernel's own parameter names; then
   Triton's two scratch pointers; its element type must be that tensor's). CUDA C++: NVRTC's PTX and the `extern "C" __global__` entry's
   parameter list; ptxas (here) makes the one cubin, valid at every shape; the grid and block are
-  the contract launcher's (`launch_geometry` of the manifest's launcher module), the ints its
-  (N, H, HV, K, V) and the float its scale.
+  the contract's `launch(shape)`, and so are the ints and floats it passes.
   A spec without `--source` is the baseline's, made by a process that never imported a candidate.
-- Everything that judges is made here and only here: the tensor roles (the op's `layout`: read
-  only, in place, written), the input sets (the op's `make_inputs`, as `check` makes them) and the
-  float64 expected values (the op's `reference`), and the written mask (the op's `written`, else
-  every element).
+- Everything that judges is made here and only here: the tensor roles (the contract's INPUTS,
+  INOUTS, OUTPUTS), the input sets (its `make_inputs`, OPTIONAL inputs present) and the float64
+  expected values (its `reference`), and the written mask (its `written`, else every element).
 The Rust side (`validator/src/gpu/check.rs`) checks each spec against its cubin's ELF before it
 launches anything.
 """
 import hashlib
-import importlib
 import json
 import os
 import re
@@ -40,8 +37,8 @@ from pathlib import Path
 import numpy as np
 
 from . import aot, cudatools
+from ..contract import load_contract
 from ..manifest import shape_id
-from .operations import OPS
 
 __all__ = ["emit_specs", "FORMAT"]
 
@@ -87,12 +84,18 @@ def _tools(cubin, assembler, nvrtc=None):
 
 
 def _roles(op, shape):
-    """Contract name -> role, from the op's layout of the call at `shape` (on shape-only tensors)."""
-    lay = op.layout(dict(zip(op.args, aot.fake_call(op.name, shape))))
-    roles = {n: "input" for n in lay["inputs"]}
-    roles.update({n: "in_out" for n in lay["inouts"]})
-    roles.update({n: "output" for n in lay["outputs"]})
+    """Contract name -> role (tensors only)."""
+    t = op.tensors(shape)
+    roles = {n: "input" for n in op.inputs if isinstance(t[n], tuple)}
+    roles.update({n: "in_out" for n in op.inouts})
+    roles.update({n: "output" for n in op.outputs})
     return roles
+
+
+def _fake(op, shape):
+    """The call's arguments at `shape`: shape-only tensors, scalars' values."""
+    t = op.tensors(shape)
+    return [aot.FakeTensor(t[n][0], np.dtype(t[n][1])) if isinstance(t[n], tuple) else t[n] for n in op.args]
 
 
 # numpy dtype of a contract tensor -> the element type a launch spec names (Triton's spelling)
@@ -132,34 +135,26 @@ def _triton_params(op, roles, call, facts):
     return params
 
 
-# the CUDA launcher passes the op's tensors in its argument order, then these ints, then the scale
-_CUDA_INTS = ("N", "H", "HV", "K", "V")
-
-
 def _cuda_params(op, roles, call, signature, shape):
-    """The CUDA entry's parameters as LaunchSpec params: its pointers are the op's tensors in the
-    order the launcher passes them, its ints the launcher's (N, H, HV, K, V), its float the scale
-    (K ** -0.5, the launcher's default). A signature of another form is refused."""
+    """The CUDA entry's parameters as LaunchSpec params, from the contract's `launch(shape)`: its
+    pointers the contract's tensors, its ints and floats the values given there. A signature of
+    another form than the launch's is refused."""
+    given = op.launch(shape)["params"]
     kinds = [p["kind"] for p in signature]
-    want = ["tensor"] * len(op.args) + ["int"] * len(_CUDA_INTS) + ["float"]
+    want = ["tensor" if "ptr" in p else ("int" if "int" in p else "float") for p in given]
     if kinds != want:
-        raise ValueError(f"the entry takes ({', '.join(kinds)}); the launcher passes ({', '.join(want)})")
+        raise ValueError(f"the entry takes ({', '.join(kinds)}); the contract's launch passes ({', '.join(want)})")
     params = []
-    for i, p in enumerate(signature[:len(op.args)]):
-        align = np.dtype({"fp32": np.float32, "i64": np.int64, "i32": np.int32}.get(p["dtype"], np.uint8)).itemsize
-        params.append(_tensor(op, roles, call, i, p["dtype"], align))
-    for p, name in zip(signature[len(op.args):], _CUDA_INTS):
-        if p["bits"] != 32:
-            raise ValueError(f"int parameter {p['name']} of {p['bits']} bits; the launcher passes a C int")
-        params.append({"kind": "int", "name": p["name"], "value": int(shape[name]), "bits": 32,
-                       "divisible_by_16": False})
-    params.append({"kind": "float", "name": signature[-1]["name"], "value": float(shape["K"]) ** -0.5})
+    for p, g in zip(signature, given):
+        if "ptr" in g:
+            align = np.dtype({"fp32": np.float32, "i64": np.int64, "i32": np.int32}.get(p["dtype"], np.uint8)).itemsize
+            params.append(_tensor(op, roles, call, op.args.index(g["ptr"]), p["dtype"], align))
+        elif "int" in g:
+            params.append({"kind": "int", "name": p["name"], "value": int(g["int"]), "bits": int(p["bits"]),
+                           "divisible_by_16": False})
+        else:
+            params.append({"kind": "float", "name": p["name"], "value": float(g["float"])})
     return params
-
-
-def _launcher_module(manifest):
-    mod, _, _ = manifest.launcher.partition(":")
-    return importlib.import_module(mod)
 
 
 def _save(path, a):
@@ -168,11 +163,10 @@ def _save(path, a):
 
 
 def _write_sets(op, shape, index, params, d, sets, seed):
-    """R input sets and their float64 expected values, by the op's own functions (trusted side)."""
-    kw = {"initial_state": True} if "initial_state" in op.args else {}
+    """R input sets and their float64 expected values, by the contract's own functions (trusted side)."""
     tensors = [p for p in params if p["kind"] == "tensor"]
     for j in range(sets):
-        x = op.make_inputs(shape, np.random.default_rng([seed, index, j]), **kw)
+        x = op.make_inputs(shape, np.random.default_rng([seed, index, j]))
         expect = op.reference(x)
         lay = op.layout(x)
         for p in tensors:
@@ -185,7 +179,7 @@ def _write_sets(op, shape, index, params, d, sets, seed):
             if p["role"] != "input":
                 _save(d / "expected" / f"set{j}" / f"{name}.npy", np.asarray(expect[name], dtype=np.float64))
             if p["role"] == "in_out":
-                written = op.written(name, x) if hasattr(op, "written") else np.ones(np.shape(x[name]), bool)
+                written = op.written(name, x)
                 _save(d / "expected" / f"set{j}" / f"{name}.written.npy", np.asarray(written, dtype=np.uint8))
 
 
@@ -198,7 +192,7 @@ def emit_specs(manifest, source, out, sets=8, select=None, seed=None, arch=90, d
         raise FileNotFoundError(f"source file {source} does not exist")
     if sets < 0:
         raise ValueError("--sets must be 0 or more")
-    op = OPS[manifest.op]
+    op = load_contract(manifest)
     shapes = _shapes(manifest, select)
     seed = int.from_bytes(os.urandom(4), "little") if seed is None else int(seed)
     deadline = deadline or time.monotonic() + 1800
@@ -219,15 +213,13 @@ def emit_specs(manifest, source, out, sets=8, select=None, seed=None, arch=90, d
             lambda r: isinstance(r.get("params"), list) and isinstance(r.get("info"), dict), "the specs' compile")
         cubin, _, assembler = cudatools.assemble(ptx, arch=f"sm_{arch}a" if arch == 90 else f"sm_{arch}")
         nvrtc = info.get("nvrtc_version")
-        geometry = _launcher_module(manifest).launch_geometry
-        block_threads = int(manifest.raw.get("block_threads", 128))
     compile_seconds = round(time.monotonic() - t0, 3)
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
     written = []
     for index, (label, shape) in enumerate(shapes):
         roles = _roles(op, shape)
-        call = aot.fake_call(op.name, shape)
+        call = _fake(op, shape)
         if manifest.language == "triton":
             facts, cubin = compiled[index]
             params = _triton_params(op, roles, call, facts)
@@ -238,8 +230,8 @@ def emit_specs(manifest, source, out, sets=8, select=None, seed=None, arch=90, d
             kernel = str(facts["kernel"])
         else:
             params = _cuda_params(op, roles, call, signature, shape)
-            g, b = geometry(shape["N"], shape["HV"], shape["V"], block_threads)
-            grid, block = [int(g), 1, 1], [int(b), 1, 1]
+            lc = op.launch(shape)
+            grid, block = lc["grid"], lc["block"]
             launch = {"shared_bytes": 0, "num_ctas": 1, "cooperative": False, "pdl": False, "tensor_descriptors": 0,
                       "global_scratch_bytes": 0, "global_scratch_align": 1, "profile_scratch_bytes": 0}
             kernel = manifest.entry

@@ -77,9 +77,12 @@ def _context(manifest_path, source):
     files += sorted(p for p in manifest_path.parent.glob("*.py") if p.name != source)
     try:
         import tomllib
-        ref = tomllib.loads(manifest_path.read_text()).get("reference", "").split(":")[0]
+        raw = tomllib.loads(manifest_path.read_text())
+        ref = raw.get("reference", "").split(":")[0]
         if ref:
             files.append(REPO_ROOT.joinpath(*ref.split(".")).with_suffix(".py"))
+        if raw.get("contract"):   # format 2: the contract module, wherever it lies
+            files.append((manifest_path.parent / raw["contract"]).resolve())
     except (OSError, ValueError):
         pass
     h = hashlib.sha256()

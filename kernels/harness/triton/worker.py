@@ -2,8 +2,8 @@
 only process that imports or runs a candidate's code.
 
 It runs from a copy in its scratch directory, as the package `kidiom_rt` (this file as
-`worker.py`, arrays.py, backend.py, interp.py, and for a CUDA kernel kernels/kda_cuda/launch.py as
-`cuda_launch.py` and cudatools.py); the importable tree holds nothing else of the harness: no
+`worker.py`, arrays.py, backend.py, interp.py, and for a CUDA kernel kernels/harness/cuda/emulation.py
+as `cuda_launch.py` and cudatools.py); the importable tree holds nothing else of the harness: no
 reference, no checking code, no manifest, no tolerance. Kernel sources are copies under `src/`.
 Imports: the standard library, numpy, triton (torch on a GPU) and `kidiom_rt`.
 
@@ -153,6 +153,13 @@ def launch_facts(kernel, args, kwargs):
     return facts
 
 
+def _fake(a, ShapeOnly):
+    """One argument of a recorded call: a shape-only tensor, a scalar's value, or None."""
+    if a is None:
+        return None
+    return ShapeOnly(a["shape"], a["dtype"]) if "shape" in a else a.get("value")
+
+
 def run_record(kern, req):
     """Call the public function on shape-only tensors per argument list, recording the launches."""
     from .arrays import ShapeOnly
@@ -161,7 +168,7 @@ def run_record(kern, req):
         RECORDING[0] = []
         exc = None
         try:
-            kern.fn(*[ShapeOnly(a["shape"], a["dtype"]) if a is not None else None for a in arglist])
+            kern.fn(*[_fake(a, ShapeOnly) for a in arglist])
         except BaseException as e:  # noqa: BLE001 - the candidate's, reported
             exc = describe_exception(e)
         finally:
@@ -216,9 +223,9 @@ class Hosted:
             self.emulation = None
         else:
             from . import cuda_launch
-            cuda_launch.prepare(spec["file"], self.entry, on_gpu=on_gpu)
-            self.fn = functools.partial(cuda_launch.kda_decode_cuda, source_path=spec["file"], entry=self.entry,
-                                        block_threads=spec.get("block_threads", 128))
+            cuda_launch.prepare(spec["file"], self.entry, spec.get("signature", ""), on_gpu=on_gpu)
+            # the launch (grid, block, parameters) comes with each request, from the harness's contract
+            self.fn = functools.partial(cuda_launch.launch_kernel, source_path=spec["file"], entry=self.entry)
             self.launches = lambda: cuda_launch.LAUNCHES.get(self.entry, 0)
             self.total = lambda: sum(cuda_launch.LAUNCHES.values())
             self.launched = cuda_launch.LAUNCHED
@@ -256,6 +263,7 @@ def run_call(backend, kern, req, in_dir, out_dir):
     res_dir = os.path.join(out_dir, str(int(req["id"])))
     os.makedirs(res_dir, exist_ok=True)
     inputs, inouts, outputs = list(req["inputs"]), list(req["inouts"]), dict(req["outputs"])
+    scalars = dict(req.get("scalars") or {})
     pad = int(req.get("pad", 64))
     tensors, results = {}, []
     on_cpu = kern.observes["provenance"] or kern.emulation is not None
@@ -291,7 +299,10 @@ def run_call(backend, kern, req, in_dir, out_dir):
             workprofile.start(profile.get("files"))
         start = time.perf_counter()
         try:
-            kern.fn(*[tensors.get(n) if n is not None else None for n in req["args"]])
+            if kern.language == "triton":
+                kern.fn(*[tensors.get(n, scalars.get(n)) if n is not None else None for n in req["args"]])
+            else:
+                kern.fn(req.get("launch"), tensors)
             backend.sync()
         except BaseException as e:   # noqa: BLE001 - SystemExit too: the candidate's, judged by the harness
             exc = describe_exception(e)

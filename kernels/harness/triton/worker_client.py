@@ -41,7 +41,7 @@ HERE = Path(__file__).resolve().parent
 RUNTIME = {"worker.py": HERE / "worker.py", "arrays.py": HERE / "arrays.py",
            "backend.py": HERE / "backend.py", "interp.py": HERE / "interp.py",
            "workprofile.py": HERE / "workprofile.py"}
-CUDA_RUNTIME = {"cuda_launch.py": HERE.parents[1] / "kda_cuda" / "launch.py", "cudatools.py": HERE / "cudatools.py"}
+CUDA_RUNTIME = {"cuda_launch.py": HERE.parent / "cuda" / "emulation.py", "cudatools.py": HERE / "cudatools.py"}
 MAX_CRASHES = 3          # crashed candidate workers before the remaining requests are given up
 MAX_IN_FLIGHT = 8        # requests written ahead to a worker
 AS_LIMIT = 16 << 30      # address space of a CPU worker (bytes); none on a GPU (CUDA maps the device)
@@ -61,12 +61,17 @@ class KernelSpec:
     source: Path
     launcher: str
     entry: str
-    block_threads: int = 128
+    signature: str = ""      # CUDA: the entry's parameter kinds (p, i, f), from the contract's launch
 
     @classmethod
     def of(cls, manifest, source=None):
+        sig = ""
+        if manifest.language == "cuda":
+            from ..contract import load_contract
+            from ..cuda.emulation import _signature
+            sig = _signature(load_contract(manifest).launch(manifest.shapes["bench"])["params"])
         return cls(manifest.language, Path(source) if source else manifest.source_path, manifest.launcher,
-                   manifest.entry, int(manifest.raw.get("block_threads", 128)))
+                   manifest.entry, sig)
 
 
 def _tail(text, n=1500):
@@ -90,7 +95,7 @@ class KernelWorker:
             dst = rt / "src" / f"{key}{k.source.suffix}"
             shutil.copy2(k.source, dst)
             self.kernels[key] = {"language": k.language, "file": str(dst), "launcher": k.launcher, "entry": k.entry,
-                                 "block_threads": k.block_threads}
+                                 "signature": k.signature}
         (self.scratch / "in").mkdir()
         self.out_dir, self.work_dir = sandbox.writable_dirs(self.scratch)
         self.next_id = 0

@@ -333,7 +333,7 @@ def finish(path):
 
 
 def cuda_report(path, lines, special, programs, flops_counted, lane_bytes):
-    """Write the CUDA emulation's counts (the launcher's, kernels/kda_cuda/launch.py: {line: [8
+    """Write the CUDA emulation's counts (the launcher's, kernels/harness/cuda/emulation.py: {line: [8
     ints in FIELDS' order]}, {line: {kind: n}}, the blocks run) as a report of this format, with
     `flops_counted` (false: the source did not build with the counting float, flops and float
     divisions are not counted) and `lane_bytes` (global bytes every lane moved, uncoalesced)."""

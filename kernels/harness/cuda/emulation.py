@@ -1,4 +1,8 @@
-"""Host side of the CUDA C++ decode kernel (decode.cu): compile and launch it.
+"""Host side of any CUDA C++ kernel (an `extern "C" __global__` entry): compile and launch it.
+
+A launch is data, from the kernel's contract (`launch(shape)`, docs/CONTRACTS.md): 1- to 3-D grid
+and block, and the entry's parameters in order, each a tensor (`{"ptr": name}`), an int or a float.
+The emulation's driver (`_driver`) is generated per parameter signature.
 
 On a GPU (torch CUDA tensors): NVRTC -> PTX for compute_`ARCH`, loaded and launched through the
 CUDA driver API (ctypes), on torch's current stream. On a CPU (kernels.harness.triton.arrays.NpTensor):
@@ -47,7 +51,6 @@ open-addressing table of the runtime's own, entries (key, thread) and key -> fir
 before every block, at most `MAX_EVAL_KEYS` entries). The counts go to `$TMPDIR/kidiom-profile-<seed>.json`
 (workprofile.cuda_report, format 2), summed over the calls of that seed.
 
-The float64 reference is kernels.kda.reference.naive_decode_kda (the manifest's `reference`).
 """
 import ctypes
 import hashlib
@@ -57,10 +60,9 @@ import subprocess
 import tempfile
 from pathlib import Path
 
-__all__ = ["kda_decode_cuda", "prepare", "emulation_info", "launch_geometry", "NeedsGpu", "EmulationError",
+__all__ = ["launch_kernel", "prepare", "emulation_info", "NeedsGpu", "EmulationError",
            "LAUNCHES", "LAUNCHED", "ORDER", "ARCH", "BLOCK_LIMIT_S", "PROFILE_REPORT"]
 
-DEFAULT_SOURCE = Path(__file__).with_name("decode.cu")
 ARCH = 90   # compute capability the GPU path compiles for (the manifests' sm_90); the emulation's __CUDA_ARCH__ / 10
 BLOCK_LIMIT_S = 10.0     # a block of the emulation that runs longer is a runaway (a block takes milliseconds)
 RUNAWAY_AGAIN_S = 2.0    # the limit of every later block of a library one of whose blocks ran away
@@ -428,7 +430,7 @@ extern "C" char __stop_kidiom_shared[] __attribute__((weak, visibility("hidden")
 // thread waits at it (an exited thread counts as arrived, as PTX's exit does).
 KIDIOM_RT int run_block(unsigned b, int order, unsigned long long seed, unsigned* perm, unsigned char* sel) {
     block_no = b;
-    blockIdx = kidiom_dim3{b, 0, 0};
+    blockIdx = kidiom_dim3{b % gridDim.x, (b / gridDim.x) % gridDim.y, b / (gridDim.x * gridDim.y)};
     if (__start_kidiom_shared && __stop_kidiom_shared > __start_kidiom_shared)   // NaN before every block
         memset(__start_kidiom_shared, 0xff, (size_t)(__stop_kidiom_shared - __start_kidiom_shared));
     for (unsigned t = 0; t < nthreads; t++) init_fiber(t);
@@ -515,17 +517,24 @@ KIDIOM_RT int run_block(unsigned b, int order, unsigned long long seed, unsigned
 
 extern "C" KIDIOM_RT void kidiom_on_alarm(int) { siglongjmp(escape, 1); }
 
-KIDIOM_RT int launch(unsigned grid, unsigned block, int order, unsigned long long seed, double limit_s,
+KIDIOM_RT int launch(const unsigned* g, const unsigned* bl, int order, unsigned long long seed, double limit_s,
                      void (*kernel_body)()) {
     failed = 0;
     err[0] = 0;
     body = kernel_body;
-    if (block < 1 || block > 1024) {
-        set_error("a block of %u threads (CUDA allows 1 to 1024)", block);
+    unsigned long long nb = (unsigned long long)bl[0] * bl[1] * bl[2];
+    unsigned long long ng = (unsigned long long)g[0] * g[1] * g[2];
+    if (nb < 1 || nb > 1024 || bl[2] > 64) {
+        set_error("a block of %u x %u x %u threads (CUDA allows 1 to 1024, z at most 64)", bl[0], bl[1], bl[2]);
         return 1;
     }
-    gridDim = kidiom_dim3{grid, 1, 1};
-    blockDim = kidiom_dim3{block, 1, 1};
+    if (ng < 1 || ng > 0xffffffffull) {
+        set_error("a grid of %u x %u x %u blocks", g[0], g[1], g[2]);
+        return 1;
+    }
+    unsigned grid = (unsigned)ng, block = (unsigned)nb;
+    gridDim = kidiom_dim3{g[0], g[1], g[2]};
+    blockDim = kidiom_dim3{bl[0], bl[1], bl[2]};
     nthreads = block;
     if (!ensure_fibers(block)) {
         set_error("the emulation could not allocate %u thread stacks", block);
@@ -1308,7 +1317,7 @@ _DEVICE_PATH = f"""
 #define __CUDA_ARCH__ {ARCH * 10}
 """
 
-_DRIVER = r"""
+_DRIVER_HEAD = r"""
 #ifdef KIDIOM_FLOPS
 #undef float
 #endif
@@ -1317,33 +1326,50 @@ struct kidiom_any_ptr {   // converts to the kernel's own pointer parameter type
     template <class T> operator T*() const { return (T*)p; }
 };
 namespace kidiom_rt {
-static void* args_p[8];
-static int args_i[5];
-static float args_f;
+static void* args_p[KIDIOM_NP + 1];
+static long long args_i[KIDIOM_NI + 1];
+static double args_f[KIDIOM_NF + 1];
 }
-KIDIOM_RT static void kidiom_body() {
-    using namespace kidiom_rt;
-    ENTRY(kidiom_any_ptr{args_p[0]}, kidiom_any_ptr{args_p[1]}, kidiom_any_ptr{args_p[2]}, kidiom_any_ptr{args_p[3]},
-          kidiom_any_ptr{args_p[4]}, kidiom_any_ptr{args_p[5]}, kidiom_any_ptr{args_p[6]}, kidiom_any_ptr{args_p[7]},
-          args_i[0], args_i[1], args_i[2], args_i[3], args_i[4], args_f);
-}
-
+"""
+_DRIVER_TAIL = r"""
 // order: 0 natural, 1 reversed, 2 shuffled (blocks from `seed`; each block's threads from a seed of
 // its own, reshuffled at every barrier and warp collective); limit_s: per block (0: none).
 // Returns 0, or 1 with kidiom_error() saying why (barrier divergence, deadlock, runaway, ...).
-KIDIOM_API int kidiom_launch(unsigned grid, unsigned block, int order, unsigned long long seed, double limit_s,
-    void* q, void* k, void* v, void* g, void* beta, void* state, void* slots, void* o,
-    int N, int H, int HV, int K, int V, float scale)
+KIDIOM_API int kidiom_launch(const unsigned* grid, const unsigned* block, int order, unsigned long long seed,
+                             double limit_s, void* const* p, const long long* n, const double* f)
 {
-    void* p[8] = {q, k, v, g, beta, state, slots, o};
-    for (int i = 0; i < 8; i++) kidiom_rt::args_p[i] = p[i];
-    int n[5] = {N, H, HV, K, V};
-    for (int i = 0; i < 5; i++) kidiom_rt::args_i[i] = n[i];
-    kidiom_rt::args_f = scale;
+    for (int i = 0; i < KIDIOM_NP; i++) kidiom_rt::args_p[i] = p[i];
+    for (int i = 0; i < KIDIOM_NI; i++) kidiom_rt::args_i[i] = n[i];
+    for (int i = 0; i < KIDIOM_NF; i++) kidiom_rt::args_f[i] = f[i];
     return kidiom_rt::launch(grid, block, order, seed, limit_s, kidiom_body);
 }
 KIDIOM_API const char* kidiom_error() { return kidiom_rt::err; }
 """
+
+
+def _signature(params):
+    """The kinds of a launch's parameters, in order: "p" (pointer), "i" (int), "f" (float)."""
+    return "".join("p" if "ptr" in p else ("i" if "int" in p else "f") for p in params)
+
+
+def _driver(sig):
+    """The emulation's entry for one parameter signature: the kernel called with its pointers,
+    ints and floats from the argument arrays, in the signature's order."""
+    counts = {k: 0 for k in "pif"}
+    args = []
+    for k in sig:
+        i = counts[k]
+        counts[k] += 1
+        args.append({"p": f"kidiom_any_ptr{{args_p[{i}]}}", "i": f"args_i[{i}]", "f": f"(float)args_f[{i}]"}[k])
+    head = _DRIVER_HEAD.replace("KIDIOM_NP", str(counts["p"])).replace("KIDIOM_NI", str(counts["i"])) \
+        .replace("KIDIOM_NF", str(counts["f"]))
+    body = ("KIDIOM_RT static void kidiom_body() {\n    using namespace kidiom_rt;\n    ENTRY(" +
+            ", ".join(args) + ");\n}\n")
+    tail = _DRIVER_TAIL.replace("KIDIOM_NP", str(counts["p"])).replace("KIDIOM_NI", str(counts["i"])) \
+        .replace("KIDIOM_NF", str(counts["f"]))
+    return head + body + tail
+
+
 _ORDERS = {"natural": 0, "reversed": 1, "shuffle": 2}
 SPECIAL_KINDS = ("exp", "exp2", "log", "log2", "sqrt", "rsqrt", "sin", "cos", "erf", "div")   # the runtime's S_*
 # load, store, re-read, flops, repeat calls, uniform calls, then the special kinds (the runtime's NC)
@@ -1353,7 +1379,7 @@ _cpu_libs = {}
 _gpu_modules = {}
 _emulations = {}
 _profile = {"token": None, "lines": {}, "special": {}, "programs": 0, "lane_bytes": 0, "flops": True}
-LAUNCHES = {}   # entry -> launches made through kda_decode_cuda (the check counts them per call)
+LAUNCHES = {}   # entry -> launches made through launch_kernel (the check counts them per call)
 LAUNCHED = []   # the emulation's launches since the caller last cleared it: {kernel, grid, block, order}
 # the emulation's block and thread order (the check's worker sets it); "profile": natural, counted
 ORDER = {"order": "natural", "seed": 0}
@@ -1382,15 +1408,11 @@ def _cxx():
     return cxx
 
 
-def launch_geometry(N, HV, V, block_threads=128):
-    """(grid, block) of kda_decode_cuda at a shape: N * HV blocks of min(V, block_threads) threads."""
-    return int(N) * int(HV), min(int(V), int(block_threads))
-
-
-def _emulation_source(source_text, entry, device_path=True, count=False, flops=False):
+def _emulation_source(source_text, entry, device_path=True, count=False, flops=False, sig=None):
     defines = ("#define KIDIOM_COUNT 1\n" if count else "") + ("#define KIDIOM_FLOPS 1\n" if flops else "")
+    driver = f"\n#line 1 \"kidiom-driver\"\n#define ENTRY {entry}\n" + _driver(sig) if sig is not None else ""
     return (defines + _RUNTIME + _AFTER_FLOAT + (_DEVICE_PATH if device_path else "") + "#line 1 \"kernel.cu\"\n" +
-            source_text + f"\n#line 1 \"kidiom-driver\"\n#define ENTRY {entry}\n" + _DRIVER)
+            source_text + driver)
 
 
 def _tsan_flags(cxx):
@@ -1412,8 +1434,8 @@ class _Library:
         self.so = ctypes.CDLL(str(path))
         fn = self.so.kidiom_launch
         fn.restype = ctypes.c_int
-        fn.argtypes = [ctypes.c_uint, ctypes.c_uint, ctypes.c_int, ctypes.c_ulonglong, ctypes.c_double] + \
-            [ctypes.c_void_p] * 8 + [ctypes.c_int] * 5 + [ctypes.c_float]
+        fn.argtypes = [ctypes.c_void_p, ctypes.c_void_p, ctypes.c_int, ctypes.c_ulonglong, ctypes.c_double,
+                       ctypes.c_void_p, ctypes.c_void_p, ctypes.c_void_p]
         self._launch = fn
         self.so.kidiom_error.restype = ctypes.c_char_p
         self.so.kidiom_error.argtypes = []
@@ -1429,14 +1451,18 @@ class _Library:
             so.kidiom_profile_sites.restype = ctypes.c_int
             so.kidiom_profile_sites.argtypes = [ctypes.c_void_p, ctypes.c_void_p, ctypes.c_int]
 
-    def run(self, grid, block, order, seed, ptrs, ints, scale):
+    def run(self, grid, block, order, seed, ptrs, ints, floats):
+        """One launch: grid and block (3 ints each), the pointer, int and float arguments in the
+        order of the library's signature."""
         limit = RUNAWAY_AGAIN_S if self.runaway else BLOCK_LIMIT_S
-        if self._launch(grid, block, order, seed & (2 ** 64 - 1), limit, *ptrs, *ints, scale):
+        arr = lambda t, v: (t * max(1, len(v)))(*v)  # noqa: E731
+        if self._launch(arr(ctypes.c_uint, grid), arr(ctypes.c_uint, block), order, seed & (2 ** 64 - 1), limit,
+                        arr(ctypes.c_void_p, ptrs), arr(ctypes.c_longlong, ints), arr(ctypes.c_double, floats)):
             why = (self.so.kidiom_error() or b"the launch failed").decode(errors="replace")
             self.runaway = self.runaway or why.startswith("runaway")
             raise EmulationError(f"CUDA emulation: {why}")
 
-    def counted(self, grid, block, ptrs, extents, ints, scale):
+    def counted(self, grid, block, ptrs, extents, ints, floats):
         """One launch in natural order, counted: ({offset: [counts]}, bytes per lane)."""
         flat = [x for lo, hi in extents for x in (lo, hi)]
         ranges = (ctypes.c_ulonglong * len(flat))(*flat)
@@ -1444,7 +1470,7 @@ class _Library:
         if nc != _N_COUNTS:
             raise RuntimeError(f"the counting build reports {nc} counts per site, not {_N_COUNTS}")
         try:
-            self.run(grid, block, 0, 0, ptrs, ints, scale)
+            self.run(grid, block, 0, 0, ptrs, ints, floats)
         finally:
             self.so.kidiom_profile_end()
         n = self.so.kidiom_profile_sites(None, None, 0)
@@ -1508,13 +1534,13 @@ def _build(text, key, count):
     return lib, None
 
 
-def _cpu_library(source_text, entry, count=False):
-    """The emulation library of `source_text`: the correctness build, or (`count`) the counting
-    build, with the counting float if the source builds with it."""
+def _cpu_library(source_text, entry, sig, count=False):
+    """The emulation library of `source_text` for the parameter signature `sig`: the correctness
+    build, or (`count`) the counting build, with the counting float if the source builds with it."""
     variants = [(True, True), (True, False)] if count else [(False, False)]
     first_error = None
     for cnt, flops in variants:
-        text = _emulation_source(source_text, entry, count=cnt, flops=flops)
+        text = _emulation_source(source_text, entry, count=cnt, flops=flops, sig=sig)
         key = hashlib.sha256(text.encode()).hexdigest()[:24]
         if key in _cpu_libs:
             return _cpu_libs[key]
@@ -1530,10 +1556,10 @@ def _cpu_library(source_text, entry, count=False):
                    "uses CUDA-only code the host compiler cannot build): " + first_error[-1500:])
 
 
-def emulation_info(source_path=None, entry="kda_decode_kernel"):
+def emulation_info(source_path, entry):
     """How the CPU emulation compiles the source: the device path (`__CUDA_ARCH__`), and whether
     the host path would have read differently (the preprocessed texts differ)."""
-    path = Path(source_path) if source_path else DEFAULT_SOURCE
+    path = Path(source_path)
     text = path.read_text()
     key = hashlib.sha256((text + entry).encode()).hexdigest()
     if key not in _emulations:
@@ -1563,24 +1589,25 @@ def _gpu_module(source_text, name):
     return _gpu_modules[key]
 
 
-def prepare(source_path=None, entry="kda_decode_kernel", on_gpu=False):
-    """Build the kernel now (NVRTC on a GPU, the emulation library on a CPU), so that a source
-    that cannot run here is known before any call (raises NeedsGpu on a CPU)."""
-    path = Path(source_path) if source_path else DEFAULT_SOURCE
+def prepare(source_path, entry, sig, on_gpu=False):
+    """Build the kernel now (NVRTC on a GPU, the emulation library for the parameter signature
+    `sig` on a CPU), so that a source that cannot run here is known before any call (raises
+    NeedsGpu on a CPU)."""
+    path = Path(source_path)
     text = path.read_text()
     if on_gpu:
         _gpu_module(text, path.name)
     else:
-        _cpu_library(text, entry)
+        _cpu_library(text, entry, sig)
 
 
-def _count_launch(text, entry, grid, block, tensors, ints, scale, token):
+def _count_launch(text, entry, sig, grid, block, tensors, ints, floats, token):
     """A counted launch (ORDER "profile"): its counts per .cu line added to those of the calls of
     `token`, the report rewritten ($TMPDIR/PROFILE_REPORT)."""
-    lib = _cpu_library(text, entry, count=True)
+    lib = _cpu_library(text, entry, sig, count=True)
     ptrs = [t.data_ptr() for t in tensors]
     extents = [(t.data_ptr(), t.data_ptr() + t.numel() * t.element_size()) for t in tensors]
-    sites, lane_bytes = lib.counted(grid, block, ptrs, extents, ints, scale)
+    sites, lane_bytes = lib.counted(grid, block, ptrs, extents, ints, floats)
     if _profile["token"] != token:
         _profile.update(token=token, lines={}, special={}, programs=0, lane_bytes=0, flops=True)
     offsets = list(sites)
@@ -1594,7 +1621,7 @@ def _count_launch(text, entry, grid, block, tensors, ints, scale, token):
         kinds = _profile["special"].setdefault(line, {})
         for k, n in special.items():
             kinds[k] = kinds.get(k, 0) + n
-    _profile["programs"] += grid
+    _profile["programs"] += grid[0] * grid[1] * grid[2]
     _profile["lane_bytes"] += lane_bytes
     _profile["flops"] = _profile["flops"] and lib.flops
     path = Path(tempfile.gettempdir()) / PROFILE_REPORT.format(token=int(token))
@@ -1602,46 +1629,56 @@ def _count_launch(text, entry, grid, block, tensors, ints, scale, token):
                                _profile["flops"], _profile["lane_bytes"])
 
 
-def kda_decode_cuda(q, k, v, g, beta, state, slots, o, scale=None, source_path=None,
-                    entry="kda_decode_kernel", block_threads=128):
-    """One KDA decode step per sequence with the CUDA C++ kernel (same contract as
-    kernels.kda.decode.kda_decode).
+def _dims(v, what):
+    v = [v] if isinstance(v, int) else list(v or [])
+    if not (1 <= len(v) <= 3 and all(isinstance(d, int) and not isinstance(d, bool) and d >= 1 for d in v)):
+        raise ValueError(f"launch: {what} must be 1 to 3 positive integers, not {v!r}")
+    return v + [1] * (3 - len(v))
 
-    Args:
-        q, k:  `[N, H, K]` float32;  v: `[N, HV, V]`;  g: `[N, HV, K]`;  beta: `[N, HV]`.
-        state: `[num_slots, HV, K, V]` float32 pool, updated in place at rows `slots`.
-        slots: `[N]` int64, distinct.
-        o:     `[N, HV, V]` float32, preallocated.
-        scale: `K ** -0.5` by default.
-        source_path, entry: the .cu file and its `extern "C" __global__` entry (a rewritten
-        variant may be passed); block_threads: threads per block (at most V are used).
-    Launch: grid `N * HV`, block `min(V, block_threads)`. Returns `o`.
-    """
-    N, H, K = q.shape
-    HV, V = v.shape[1], v.shape[2]
-    assert HV % H == 0 and tuple(o.shape) == (N, HV, V) and tuple(state.shape[1:]) == (HV, K, V)
-    assert str(slots.dtype).endswith("int64"), "slots must be int64"
-    scale = K ** -0.5 if scale is None else scale
-    path = Path(source_path) if source_path else DEFAULT_SOURCE
+
+def launch_kernel(launch, tensors, source_path, entry):
+    """One launch of the `extern "C" __global__` entry of the CUDA source at `source_path`, as
+    `launch` says (the contract's `launch(shape)`, computed by the harness): {grid, block, params},
+    params in the entry's order, each {"ptr": name} (the tensor `tensors[name]`, torch CUDA or
+    NpTensor), {"int": v} or {"float": v}. On a GPU through NVRTC and the driver API, on a CPU
+    through the emulation (counted in ORDER "profile")."""
+    if not isinstance(launch, dict):
+        raise ValueError("a CUDA kernel's call needs its launch (the contract's launch(shape))")
+    grid, block = _dims(launch.get("grid"), "grid"), _dims(launch.get("block"), "block")
+    params = list(launch.get("params") or [])
+    sig = _signature(params)
+    ptr_tensors = []
+    for p in params:
+        if "ptr" in p:
+            t = tensors.get(p["ptr"])
+            if t is None:
+                raise ValueError(f"launch: no tensor {p['ptr']!r} in this call")
+            ptr_tensors.append(t)
+    ints = [int(p["int"]) for p in params if "int" in p]
+    floats = [float(p["float"]) for p in params if "float" in p]
+    path = Path(source_path)
     text = path.read_text()
-    grid, block = launch_geometry(N, HV, V, block_threads)
-    tensors = (q, k, v, g, beta, state, slots, o)
-    ptrs = [t.data_ptr() for t in tensors]
-    if getattr(q, "is_cuda", False):
+    if ptr_tensors and getattr(ptr_tensors[0], "is_cuda", False):
         import torch
         mod = _gpu_module(text, path.name)
-        args = [ctypes.c_void_p(p) for p in ptrs] + [ctypes.c_int(x) for x in (N, H, HV, K, V)] + \
-            [ctypes.c_float(scale)]
+        args = []
+        for p in params:
+            if "ptr" in p:
+                args.append(ctypes.c_void_p(tensors[p["ptr"]].data_ptr()))
+            elif "int" in p:
+                args.append(ctypes.c_int(int(p["int"])))
+            else:
+                args.append(ctypes.c_float(float(p["float"])))
         LAUNCHES[entry] = LAUNCHES.get(entry, 0) + 1
-        mod.launch(entry, (grid,), (block,), args, stream=torch.cuda.current_stream().cuda_stream)
+        mod.launch(entry, tuple(grid), tuple(block), args, stream=torch.cuda.current_stream().cuda_stream)
+        return
+    order = ORDER.get("order", "natural")
+    lib = _cpu_library(text, entry, sig) if order != "profile" else None
+    LAUNCHES[entry] = LAUNCHES.get(entry, 0) + 1
+    if len(LAUNCHED) < 64:
+        LAUNCHED.append({"kernel": entry, "grid": grid, "block": block, "order": order})
+    if lib is None:
+        _count_launch(text, entry, sig, grid, block, ptr_tensors, ints, floats, int(ORDER.get("seed", 0)))
     else:
-        order = ORDER.get("order", "natural")
-        lib = _cpu_library(text, entry) if order != "profile" else None
-        LAUNCHES[entry] = LAUNCHES.get(entry, 0) + 1
-        if len(LAUNCHED) < 64:
-            LAUNCHED.append({"kernel": entry, "grid": [grid], "block": [block], "order": order})
-        if lib is None:
-            _count_launch(text, entry, grid, block, tensors, (N, H, HV, K, V), scale, int(ORDER.get("seed", 0)))
-        else:
-            lib.run(grid, block, _ORDERS[order], int(ORDER.get("seed", 0)), ptrs, (N, H, HV, K, V), scale)
-    return o
+        lib.run(grid, block, _ORDERS[order], int(ORDER.get("seed", 0)), [t.data_ptr() for t in ptr_tensors],
+                ints, floats)
