@@ -172,7 +172,7 @@ def main(argv=None):
     except Exception as e:  # every failure becomes JSON
         if type(e).__name__ == "ContractError":
             # the user's contract, not the kernel: one line naming the file and the function
-            out.update(status="error", error=str(e))
+            out.update(status="error", error=str(e), error_kind="contract")
             code = EXIT_ERROR
         elif type(e).__name__ == "NeedsGpu":
             out.update(status="skipped", reason=str(e))

@@ -139,6 +139,10 @@ class Contract:
             return f(*args)
         except ContractError:
             raise
+        except NotImplementedError as e:
+            # a skeleton `kidiom init` wrote: say what is left to write, not that it "raised"
+            left = _one_line(e, 200) or "NotImplementedError"
+            raise ContractError(f"contract {self.path}: {fn}() is not written yet ({left})") from None
         except Exception as e:  # noqa: BLE001 - the user's code: any failure is the contract's
             raise self.fail(fn, f"raised {type(e).__name__}: {e}") from None
 
