@@ -645,6 +645,7 @@ fn read_triton(text: &str) -> std::result::Result<Read, String> {
     }
     let last = shape_vars.last().cloned().unwrap_or_else(|| "N".into());
     let snapshot: BTreeMap<String, (Vec<String>, bool)> = dims_of.clone();
+    let mut unread: Vec<String> = Vec::new();
     for a in args.iter_mut() {
         let is_tensor = a.returned || as_pointer.contains_key(&a.name) || a.value.is_none();
         if !is_tensor {
@@ -655,9 +656,24 @@ fn read_triton(text: &str) -> std::result::Result<Read, String> {
             .get(&a.name)
             .cloned()
             .or_else(|| alloc_dims.get(&a.name).map(|d| (d.clone(), !d.iter().all(|x| shape_vars.contains(x)))))
-            .or_else(|| like.as_ref().and_then(|l| snapshot.get(l).cloned()))
-            .unwrap_or_else(|| (vec![last.clone()], true));
+            .or_else(|| like.as_ref().and_then(|l| snapshot.get(l).cloned()));
+        if dims.is_none() {
+            unread.push(a.name.clone());
+        }
+        let dims = dims.unwrap_or_else(|| (vec![last.clone()], true));
         a.tensor = Some(Tensor { dims: dims.0, guessed: dims.1 });
+    }
+    // a written tensor whose shape nothing says is most often shaped like the largest input
+    // (row-wise and element-wise kernels): a better guess than one dimension, still marked TODO
+    let widest = args
+        .iter()
+        .filter(|a| a.role == Role::Input && !unread.contains(&a.name))
+        .filter_map(|a| a.tensor.as_ref().filter(|t| !t.guessed).map(|t| t.dims.clone()))
+        .max_by_key(|d| d.len());
+    if let Some(widest) = widest {
+        for a in args.iter_mut().filter(|a| a.role != Role::Input && unread.contains(&a.name)) {
+            a.tensor = Some(Tensor { dims: widest.clone(), guessed: true });
+        }
     }
     if !unpacked.is_empty() || !indexed.is_empty() {
         filled.push(format!("shape variables {} from {launcher_name}", shape_vars.join(", ")));
