@@ -214,10 +214,10 @@ def test_a_barrier_in_a_divergent_branch_fails_and_does_not_hang(tmp_path):
 
 # (c) the runtime's semantics, in this process ---------------------------------------------------------
 
-def _run(tmp_path, body, shape, order="natural", seed=0, name="k.cu", shared=""):
+def _run(tmp_path, body, shape, order="natural", seed=0, name="k.cu", shared="", prelude=""):
     """Run a kernel of the launcher's signature whose body is `body`; (o, state) as arrays. The
     body sees t (threadIdx.x), lane, warp, s (the state row of its block: K x V floats, zeroed)."""
-    src = _write(tmp_path, name, SIGNATURE + shared + '''    int t = threadIdx.x, lane = t & 31, warp = t >> 5;
+    src = _write(tmp_path, name, prelude + SIGNATURE + shared + '''    int t = threadIdx.x, lane = t & 31, warp = t >> 5;
     float* s = state + blockIdx.x * K * V;
     float* o_n = o + blockIdx.x * V;
 ''' + body + "\n}\n")
@@ -288,6 +288,24 @@ def test_shuffles_votes_reductions_and_atomics_as_the_gpu_defines_them(tmp_path,
     assert (s[7] == 64 * 100 + 10).all()
     assert o[0, 0] == 64 and (o[0, 1:] == 0).all()                     # a global atomicAdd by every thread
     assert (s[10] == 900).all()                                          # the device path
+
+
+RUNTIME_INCLUDES = "#include <cuda_runtime.h>\n#include <cuda.h>\n#include <device_launch_parameters.h>\n\n"
+
+
+@cpu_only
+def test_a_source_that_includes_the_cuda_runtime_headers_builds_as_under_nvcc(tmp_path):
+    # nvcc puts the toolkit on the include path; neither the emulation nor NVRTC has its files
+    o, _ = _run(tmp_path, "    o_n[t] = (float)(blockIdx.x * 100 + t);", {"N": 2, "H": 1, "HV": 1, "K": 4, "V": 32},
+                prelude=RUNTIME_INCLUDES)
+    assert o.tolist() == [[float(b * 100 + t) for t in range(32)] for b in range(2)]
+    from kernels.harness.triton import cudatools
+    try:
+        cudatools._nvrtc_lib()
+    except FileNotFoundError:
+        return   # no NVRTC here: the emulation's half is what this machine checks
+    ptx, _ = cudatools.nvrtc_compile(RUNTIME_INCLUDES + SIGNATURE + "    o[0] = scale;\n}\n")
+    assert ".entry kda_decode_kernel" in ptx
 
 
 @cpu_only

@@ -1519,7 +1519,7 @@ def _build(text, key, count):
     src.write_text(text)
     tmp = str(lib) + ".tmp"
     common = [cxx, "-std=c++17", "-fPIC", "-fvisibility=hidden", "-Wno-unknown-pragmas", "-Wno-attributes",
-              "-U_FORTIFY_SOURCE"]
+              "-U_FORTIFY_SOURCE", "-I", _cudatools().runtime_header_dir(str(d))]
     if count:
         obj = str(d / f"{key}.o")
         cmds = [common + ["-O0", "-g"] + _tsan_flags(cxx) + ["-c", str(src), "-o", obj],
@@ -1567,7 +1567,8 @@ def emulation_info(source_path, entry):
         try:
             outs = []
             for device in (True, False):
-                r = subprocess.run([_cxx(), "-std=c++17", "-E", "-P", "-x", "c++", "-"],
+                headers = _cudatools().runtime_header_dir(str(Path(tempfile.gettempdir()) / "kidiom-cuda-emu"))
+                r = subprocess.run([_cxx(), "-std=c++17", "-I", headers, "-E", "-P", "-x", "c++", "-"],
                                    input=_emulation_source(text, entry, device), capture_output=True, text=True,
                                    timeout=60)
                 outs.append(r.stdout if r.returncode == 0 else None)

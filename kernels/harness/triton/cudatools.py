@@ -65,12 +65,35 @@ def _nvrtc_lib():
     raise FileNotFoundError("libnvrtc not found (pip install nvidia-cuda-nvrtc-cu12)")
 
 
+# The CUDA runtime's headers a kernel's source commonly includes (nvcc puts the toolkit on the
+# include path). What device code takes from them (threadIdx, __syncthreads, ...) is built into
+# NVRTC and into the CPU emulation's runtime, and neither has the toolkit's files: both resolve
+# these names to an empty header, so the source compiles as it does under nvcc.
+RUNTIME_HEADERS = ("cuda.h", "cuda_runtime.h", "cuda_runtime_api.h", "device_launch_parameters.h")
+_EMPTY_HEADER = "// kidiom: provided by NVRTC's built-ins\n"
+
+
+def runtime_header_dir(base):
+    """A directory under `base` holding RUNTIME_HEADERS (empty), for a host compiler's -I."""
+    d = os.path.join(base, "cuda-runtime-headers")
+    os.makedirs(d, exist_ok=True)
+    for h in RUNTIME_HEADERS:
+        f = os.path.join(d, h)
+        if not os.path.exists(f):
+            with open(f, "w") as out:
+                out.write("// kidiom: provided by the CUDA emulation's runtime\n")
+    return d
+
+
 def nvrtc_compile(source, name="kernel.cu", arch=90, options=()):
     """CUDA C++ source -> PTX for compute_<arch>. Returns (ptx, log)."""
     lib = _nvrtc_lib()
     prog = ctypes.c_void_p()
     check = _nvrtc_check(lib)
-    check(lib.nvrtcCreateProgram(ctypes.byref(prog), source.encode(), name.encode(), 0, None, None), "create")
+    n = len(RUNTIME_HEADERS)
+    texts = (ctypes.c_char_p * n)(*[_EMPTY_HEADER.encode()] * n)
+    names = (ctypes.c_char_p * n)(*[h.encode() for h in RUNTIME_HEADERS])
+    check(lib.nvrtcCreateProgram(ctypes.byref(prog), source.encode(), name.encode(), n, texts, names), "create")
     opts = [f"--gpu-architecture=compute_{arch}", "--std=c++17", *options]
     arr = (ctypes.c_char_p * len(opts))(*[o.encode() for o in opts])
     res = lib.nvrtcCompileProgram(prog, len(opts), arr)
