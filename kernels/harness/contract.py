@@ -354,10 +354,26 @@ class Contract:
                 items = list(got)   # a generator runs here: its failure is the contract's too
             except Exception as e:  # noqa: BLE001
                 raise self.fail("slices", f"raised {type(e).__name__}: {e}") from None
-            yield from items
+            for item in items:
+                yield self._slice(name, item)
         else:
             for idx in np.ndindex(a.shape[: self.slice_lead(name)]):
                 yield idx, a[idx]
+
+    def _slice(self, name, item):
+        """One (index, sub-array) pair of `slices`, the index as a tuple of ints (a bare int, as a
+        1-D slicing writes it, is one index)."""
+        try:
+            idx, sub = item
+        except (TypeError, ValueError):
+            raise self.fail("slices", f"{name}: {type(item).__name__} is not an (index, sub-array) pair") from None
+        try:
+            idx = (int(idx),) if np.ndim(idx) == 0 else tuple(int(i) for i in idx)
+        except (TypeError, ValueError):
+            raise self.fail("slices", f"{name}: index {idx!r} is not an int or a tuple of ints") from None
+        if not isinstance(sub, np.ndarray):
+            raise self.fail("slices", f"{name}: the slice at {idx} is a {type(sub).__name__}, not a part of the array")
+        return idx, sub
 
     def slice_lead(self, name):
         """Leading axes that define a slice (SLICE_AXES, default 1), or None when `slices` does

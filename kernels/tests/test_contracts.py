@@ -9,6 +9,7 @@ import sys
 import json
 import textwrap
 
+import numpy as np
 import pytest
 
 from .conftest import HAS_CUDA, ROOT, harness
@@ -347,6 +348,15 @@ def test_contract_validation_without_a_worker(tmp_path):
     bad = RMSNORM_CONTRACT.replace('INOUTS = []', 'INOUTS = ["w"]')
     with pytest.raises(ContractError, match="name every ARGS name once"):
         load_contract(load_manifest(write_kernel(tmp_path / "b", "rmsnorm", contract=bad)))
+    # a slice's index may be a bare int (runs of a 1-D output); what is no (index, sub-array) pair is one line
+    con = ROWSUM_CONTRACT.replace("    yield (0,), a\n", "    return [(i, a[i:i + 2]) for i in range(0, a.size, 2)]\n")
+    c = load_contract(load_manifest(write_kernel(tmp_path / "c", "rowsum", contract=con)))
+    got = list(c.slices("out", np.arange(5.0)))
+    assert [i for i, _ in got] == [(0,), (2,), (4,)] and got[2][1].tolist() == [4.0]
+    con = ROWSUM_CONTRACT.replace("    yield (0,), a\n", "    return [a]\n")
+    c = load_contract(load_manifest(write_kernel(tmp_path / "d", "rowsum", contract=con)))
+    with pytest.raises(ContractError, match=r"slices\(\): out: ndarray is not an \(index, sub-array\) pair"):
+        list(c.slices("out", np.arange(5.0)))
 
 
 @cpu_only
