@@ -341,7 +341,7 @@ fn text_node(s: &str) -> String {
 
 /// HTML text with its character references decoded (askama writes `&#60;`,
 /// our highlighter `&lt;`).
-fn unescape(html: &str) -> String {
+pub fn unescape(html: &str) -> String {
     let mut out = String::with_capacity(html.len());
     let mut rest = html;
     while let Some(i) = rest.find('&') {
@@ -377,7 +377,7 @@ fn unescape(html: &str) -> String {
 }
 
 /// The page of each candidate, in the order of `ids`, from the index's links.
-fn pages(dir: &Path, index: &str, ids: &[&str]) -> Vec<PathBuf> {
+pub fn pages(dir: &Path, index: &str, ids: &[&str]) -> Vec<PathBuf> {
     let mut links: Vec<(String, String)> = Vec::new();
     let mut rest = index;
     while let Some(i) = rest.find("<a href=\"c/") {

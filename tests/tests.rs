@@ -52,6 +52,8 @@ mod html;
 mod init;
 // The README's "Validate your own kernel", followed literally in a tree with no kernels/ and no harness.
 mod own_kernel;
+// Issue #26 end to end on three kernels of our own: init, a mined catalog applied, the gates, a wrong and a lower-precision rewrite rejected, the review site.
+mod own_kernels;
 // State precision (issue #27): the precision idioms, `validate --kernel VARIANT` through the precision gate, the reviews side by side.
 mod precision;
 // `kidiom mcp`: a client session over stdio, write refusal, the Python SDK as an independent client.
