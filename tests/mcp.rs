@@ -120,6 +120,7 @@ fn a_client_session_over_stdio() {
         "apply_rewrite",
         "accept_candidate",
         "validate_patch",
+        "init_contract",
     ] {
         assert!(names.contains(&want), "{want} missing from {names:?}");
     }
@@ -287,6 +288,71 @@ fn an_exec_server_validates_an_agents_own_patch() {
     assert_eq!(std::fs::read_to_string(env.path().join("ws/kernels/k.py")).expect("read"), KERNEL);
     let refused = s.call("apply_rewrite", json!({"pattern_ids": ["py-keyword-tl-dot-input-precision"]}));
     assert!(refused["content"][0]["text"].as_str().expect("text").contains("--allow-write"), "{refused}");
+}
+
+/// A workspace of the user's own: no kernels/, a Triton kernel under ops/
+/// that kidiom.toml's `[run] targets` names, and a catalog mined from a
+/// corpus whose launches pass `num_warps=8`.
+fn own_workspace() -> (Env, String) {
+    let env = Env::new();
+    git_repo(
+        &env.path().join("ws"),
+        &[("ops/rmsnorm.py", crate::init::RMSNORM.as_bytes()), ("kidiom.toml", b"[run]\ntargets = [\"ops\"]\n")],
+    );
+    for i in 0..3 {
+        let corpus = format!(
+            "import triton\nimport triton.language as tl\n\n\n@triton.jit\ndef k{i}(x, n, B: tl.constexpr):\n    tl.store(x + tl.arange(0, B), 1.0)\n\n\ndef big{i}(x):\n    k{i}[(1,)](x, x.numel(), B=1024, num_warps=8)\n\n\ndef small{i}(x):\n    k{i}[(1,)](x, x.numel(), B=128)\n"
+        );
+        env.write(&format!("corpus/c{i}.py"), corpus);
+    }
+    let db = env.path().join("catalog.sqlite").to_string_lossy().into_owned();
+    env.json(&["mine", "corpus", "--db", &db, "--json"]);
+    (env, db)
+}
+
+#[test]
+fn init_and_the_rewrite_tools_work_on_the_targets_kidiom_toml_names() {
+    let (env, db) = own_workspace();
+    let ws = env.path().join("ws");
+    let mut s = Session::start(&env, &db, &[]);
+    // init writes files: refused by a read-only server, nothing written
+    let refused = s.call("init_contract", json!({"path": "ops/rmsnorm.py"}));
+    assert_eq!(refused["isError"], true, "{refused}");
+    assert!(refused["content"][0]["text"].as_str().expect("text").contains("--allow-write"), "{refused}");
+    assert!(!ws.join("ops/rmsnorm.toml").exists());
+    // the read and proposing tools look where kidiom.toml says, not in kernels/
+    let targets = s.ok("list_targets", json!({}));
+    assert_eq!(targets["targets"][0]["path"], "ops/rmsnorm.py", "{targets}");
+    let proposed = s.ok("propose_rewrite", json!({"pattern_ids": ["py-keyword-kernel-grid-num-warps"]}));
+    let cands = proposed["candidates"].as_array().expect("candidates");
+    assert_eq!(cands.len(), 1, "{proposed}");
+    assert_eq!(cands[0]["path"], "ops/rmsnorm.py");
+    assert!(cands[0]["diff"].as_str().expect("diff").contains("num_warps=8"), "{proposed}");
+    drop(s);
+
+    let mut s = Session::start(&env, &db, &["--allow-write"]);
+    let r = s.ok("init_contract", json!({"path": "ops/rmsnorm.py"}));
+    assert_eq!(
+        (r["manifest"].as_str(), r["contract"].as_str()),
+        (Some("ops/rmsnorm.toml"), Some("ops/rmsnorm_contract.py"))
+    );
+    assert_eq!(r["entry"], "rmsnorm_kernel");
+    assert!(r["todo"].to_string().contains("reference(x)"), "{r}");
+    let manifest = std::fs::read_to_string(ws.join("ops/rmsnorm.toml")).expect("manifest written");
+    assert!(manifest.contains("entry = \"rmsnorm_kernel\""), "{manifest}");
+    assert!(ws.join("ops/rmsnorm_contract.py").is_file());
+    // never over the user's files unless forced, never outside the workspace
+    std::fs::write(ws.join("ops/rmsnorm_contract.py"), "# mine\n").expect("write");
+    let again = s.call("init_contract", json!({"path": "ops/rmsnorm.py"}));
+    assert_eq!(again["isError"], true, "{again}");
+    assert!(again["content"][0]["text"].as_str().expect("text").contains("--force"), "{again}");
+    assert_eq!(std::fs::read_to_string(ws.join("ops/rmsnorm_contract.py")).expect("read"), "# mine\n");
+    s.ok("init_contract", json!({"path": "ops/rmsnorm.py", "force": true}));
+    assert!(std::fs::read_to_string(ws.join("ops/rmsnorm_contract.py")).expect("read").contains("ARGS"));
+    env.write("elsewhere.py", crate::init::RMSNORM);
+    let outside = s.call("init_contract", json!({"path": "../elsewhere.py"}));
+    assert!(outside["content"][0]["text"].as_str().expect("text").contains("outside the workspace"), "{outside}");
+    assert!(!env.path().join("elsewhere.toml").exists());
 }
 
 /// The same session from an independent client: the `mcp` Python SDK.

@@ -15,7 +15,7 @@ fn rewrite_schema() -> Value {
         "type": "object",
         "properties": {
             "pattern_ids": {"type": "array", "items": {"type": "string"}, "description": "patterns to apply (default: every pattern with a rewrite, after the filters)"},
-            "targets": {"type": "array", "items": {"type": "string"}, "description": "files or directories, relative to the workspace root (default: kernels)"},
+            "targets": {"type": "array", "items": {"type": "string"}, "description": "files or directories, relative to the workspace root (default: kidiom.toml's [run] targets, else kernels)"},
             "category": {"type": "string", "enum": Category::ALL.iter().map(|c| c.name()).collect::<Vec<_>>()},
             "kind": {"type": "string", "enum": ["usage", "edit"]},
             "value": {"type": "string", "description": "the value to write into the pattern's hole (default: the dominant upstream value)"}
@@ -92,6 +92,29 @@ pub(crate) const TOOLS: &[Tool] = &[
         input: rewrite_schema,
     },
     Tool {
+        name: "init_contract",
+        title: "Write a kernel's manifest and contract skeleton",
+        description: "`kidiom init`: reads a kernel file of the workspace (a Triton kernel and the function \
+                      that launches it, or a CUDA extern \"C\" __global__ kernel) and writes a format-2 manifest \
+                      and a contract skeleton beside it (docs/CONTRACTS.md); returns what it read (the arguments' \
+                      roles, the shape variables) and what is left to write, marked TODO in the files (the float64 \
+                      reference, sizes, the floor). Refuses to replace either file unless `force`.",
+        access: Access::Workspace,
+        destructive: true,
+        idempotent: false,
+        input: || {
+            json!({
+                "type": "object",
+                "properties": {
+                    "path": {"type": "string", "description": "the kernel file (.py or .cu), relative to the workspace root"},
+                    "force": {"type": "boolean", "default": false, "description": "replace an existing manifest or contract module"}
+                },
+                "required": ["path"],
+                "additionalProperties": false
+            })
+        },
+    },
+    Tool {
         name: "accept_candidate",
         title: "Accept a candidate",
         description: "Commits a candidate on the review branch (kidiom/review), with its pattern, provenance and \
@@ -123,6 +146,7 @@ pub(crate) fn call(name: &str, args: &Value, ctx: &Ctx, progress: &mut dyn FnMut
         "validate_candidate" => validate_candidates(args, ctx, progress),
         "validate_patch" => validate_patch(args, ctx, progress),
         "accept_candidate" => accept_candidate(args, ctx),
+        "init_contract" => init_contract(args, ctx),
         other => Err(ToolError(format!("unknown tool {other:?}"))),
     }
 }
@@ -141,9 +165,8 @@ fn rewrite(args: &Value, ctx: &Ctx, write: bool) -> ToolResult {
         targets.push(confine(ctx, &t)?);
     }
     if targets.is_empty() {
-        targets.push(confine(ctx, "kernels")?);
+        targets = default_targets(ctx)?;
     }
-    let targets: Vec<PathBuf> = targets;
     let patterns = strings(args, "pattern_ids");
     let req = apply::Request {
         targets: &targets,
@@ -161,6 +184,15 @@ fn rewrite(args: &Value, ctx: &Ctx, write: bool) -> ToolResult {
     };
     let report = apply::apply(&mut cat, &ctx.root, &req).map_err(|e| ToolError(format!("{e:#}")))?;
     Ok(serde_json::to_value(report)?)
+}
+
+/// Where a tool looks when the agent names no target: kidiom.toml's
+/// `[run] targets` (as `kidiom run` and `kidiom validate` do), else kernels/.
+pub(crate) fn default_targets(ctx: &Ctx) -> Result<Vec<PathBuf>, ToolError> {
+    if ctx.targets.is_empty() {
+        return Ok(vec![confine(ctx, "kernels")?]);
+    }
+    ctx.targets.iter().map(|t| confine(ctx, &t.to_string_lossy())).collect()
 }
 
 fn options(args: &Value, ctx: &Ctx) -> Result<validate::Options, ToolError> {
@@ -228,6 +260,19 @@ fn validate_reporting(
     })
     .map_err(|e| ToolError(format!("{e:#}")))?;
     Ok(json!({"candidates": report.candidates}))
+}
+
+fn init_contract(args: &Value, ctx: &Ctx) -> ToolResult {
+    let path = confine(ctx, str_arg(args, "path").unwrap_or(""))?;
+    let force = args.get("force").and_then(Value::as_bool).unwrap_or(false);
+    let mut report = ops::init::init(&path, force).map_err(|e| ToolError(format!("{e:#}")))?;
+    // paths as the agent names them: relative to the workspace root
+    for p in [&mut report.manifest, &mut report.contract] {
+        if let Ok(rel) = p.strip_prefix(&ctx.root) {
+            *p = rel.to_path_buf();
+        }
+    }
+    Ok(serde_json::to_value(report)?)
 }
 
 fn accept_candidate(args: &Value, ctx: &Ctx) -> ToolResult {

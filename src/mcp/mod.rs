@@ -1,9 +1,10 @@
 //! `kidiom mcp`: a Model Context Protocol server over stdio.
 //!
-//! An agent searches and reads the catalog, lists targets and candidates,
-//! proposes rewrites (dry runs that return diffs) and validates them, without
+//! An agent searches and reads the catalog, lists targets and candidates
+//! (kidiom.toml's `[run] targets` by default, else kernels/), proposes
+//! rewrites (dry runs that return diffs) and validates them, without
 //! scraping terminal output. Write actions (accepting a candidate, writing a
-//! rewrite into the tree) run only when the server was started with
+//! rewrite or a contract skeleton into the tree) run only when the server was started with
 //! `--allow-write`; validating an agent's own patch (`validate_patch`, which
 //! executes that code) only with `--allow-exec`. Proposing and validating
 //! catalog rewrites write candidates and evidence to the catalog, never the
@@ -140,7 +141,8 @@ fn handle(
                     "kidiom: a catalog of GPU-kernel optimization idioms mined from SGLang, FLA and DeepGEMM, \
                      and rewrites of the kernels under {} that apply them. Search with search_patterns, read \
                      with get_pattern, propose_rewrite returns diffs (dry run), validate_candidate runs the \
-                     gates, validate_patch validates an edit of your own. Write tools are {}; validate_patch is {}.",
+                     gates, validate_patch validates an edit of your own, init_contract writes the contract \
+                     skeleton of a kernel of your own. Write tools are {}; validate_patch is {}.",
                     ctx.root.display(),
                     if ctx.allow_write { "enabled" } else { "disabled (start with --allow-write)" },
                     if ctx.allow_exec { "enabled" } else { "disabled (start with --allow-exec)" }

@@ -49,7 +49,7 @@ pub(crate) const TOOLS: &[Tool] = &[
     Tool {
         name: "list_targets",
         title: "List rewrite targets",
-        description: "Kernel source files under a directory of the workspace (default kernels/), with language and kernel count.",
+        description: "Kernel source files under a directory of the workspace (default: kidiom.toml's [run] targets, else kernels/), with language and kernel count.",
         access: Access::Read,
         destructive: false,
         idempotent: true,
@@ -139,9 +139,12 @@ pub(crate) fn call(name: &str, args: &Value, ctx: &Ctx) -> Option<ToolResult> {
 }
 
 fn list_targets(args: &Value, ctx: &Ctx) -> ToolResult {
-    let dir = confine(ctx, str_arg(args, "path").unwrap_or("kernels"))?;
+    let dirs = match str_arg(args, "path") {
+        Some(p) => vec![confine(ctx, p)?],
+        None => super::actions::default_targets(ctx)?,
+    };
     let mut files = Vec::new();
-    for path in kidiom_syntax::tree_files(&dir)? {
+    for path in dirs.iter().map(|d| kidiom_syntax::tree_files(d)).collect::<Result<Vec<_>, _>>()?.concat() {
         let Some(lang) = Lang::from_path(&path) else { continue };
         let Ok(bytes) = std::fs::read(&path) else { continue };
         let kernels = kidiom_syntax::decode(&bytes, &kidiom_syntax::Limits::default())
