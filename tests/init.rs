@@ -123,6 +123,11 @@ fn init_reads_a_row_wise_triton_kernel_with_a_scalar() {
     assert!(contract.contains("\"w\": ((N,), \"float32\"),  # TODO"), "{contract}");
     let todo = r["todo"].to_string();
     assert!(todo.contains("reference(x)") && todo.contains("[shapes]"), "{todo}");
+    // the harness passes outputs in: a launcher that allocates y must take it (it cannot be checked before)
+    assert!(
+        todo.contains("rmsnorm.py: rmsnorm allocates y; the harness allocates every output and passes it in"),
+        "{todo}"
+    );
     // the terminal report says what was filled and what is left
     std::fs::remove_file(d.path().join("ops/rmsnorm.toml")).expect("rm");
     std::fs::remove_file(d.path().join("ops/rmsnorm_contract.py")).expect("rm");

@@ -114,6 +114,13 @@ class Contract:
         self.variants = _names(mod, path, "VARIANTS", required=False)
         self.name = getattr(mod, "OP", None) or self.path.stem
         roles = self.inputs + self.inouts + self.outputs
+        unpassed = [n for n in self.outputs + self.inouts if n not in self.args]
+        if unpassed:
+            # a launcher that allocates and returns its outputs (`kidiom init` lists them so)
+            raise ContractError(f"contract {path}: {', '.join(unpassed)} not among ARGS: the harness allocates every "
+                                "output and in/out tensor and passes it to the launcher; make "
+                                f"{'it' if len(unpassed) == 1 else 'each'} a parameter of the launcher and list it "
+                                "in ARGS")
         if len(set(roles)) != len(roles) or set(roles) != set(self.args) or len(set(self.args)) != len(self.args):
             raise ContractError(f"contract {path}: INPUTS, INOUTS and OUTPUTS must name every ARGS name once")
         bad = [n for n in self.optional if n not in self.inputs]

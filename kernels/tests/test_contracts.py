@@ -348,6 +348,10 @@ def test_contract_validation_without_a_worker(tmp_path):
     bad = RMSNORM_CONTRACT.replace('INOUTS = []', 'INOUTS = ["w"]')
     with pytest.raises(ContractError, match="name every ARGS name once"):
         load_contract(load_manifest(write_kernel(tmp_path / "b", "rmsnorm", contract=bad)))
+    # a launcher that allocates its output: what to change, not that the roles do not add up
+    bad = RMSNORM_CONTRACT.replace('ARGS = ["x", "w", "eps", "y"]', 'ARGS = ["x", "w", "eps"]')
+    with pytest.raises(ContractError, match="y not among ARGS: the harness allocates every output"):
+        load_contract(load_manifest(write_kernel(tmp_path / "e", "rmsnorm", contract=bad)))
     # a slice's index may be a bare int (runs of a 1-D output); what is no (index, sub-array) pair is one line
     con = ROWSUM_CONTRACT.replace("    yield (0,), a\n", "    return [(i, a[i:i + 2]) for i in range(0, a.size, 2)]\n")
     c = load_contract(load_manifest(write_kernel(tmp_path / "c", "rowsum", contract=con)))
