@@ -315,6 +315,11 @@ fn run_takes_its_targets_from_the_flag_or_kidiom_toml() {
     let (code, text) = run(&["run", "--no-search"]);
     assert!(text.contains("applying the catalog to ops (dry run)"), "{text}");
     assert!(text.contains("candidates on ops:"), "{code:?}: {text}");
+    // `apply` with no target looks there too (a catalog from the run above)
+    let (code, text) = run(&["apply", "--json"]);
+    assert!(matches!(code, Some(0 | 1)), "{text}");
+    let report: serde_json::Value = serde_json::from_str(text.trim()).unwrap_or_else(|e| panic!("{e}: {text}"));
+    assert_eq!(report["files"], 2, "ops/rmsnorm.py and its contract module: {report:#}");
     let (code, text) = run(&["run", "--no-search", "--targets", "empty"]);
     assert_eq!(code, Some(2), "{text}");
     assert!(text.contains("no kernel manifest under empty"), "{text}");

@@ -13,7 +13,7 @@ use crate::{ops, output};
 
 #[derive(Debug, clap::Args)]
 pub(crate) struct Args {
-    /// Files or directories to rewrite (default: kernels/).
+    /// Files or directories to rewrite (default: kidiom.toml's [run] targets, else kernels/).
     #[arg(value_name = "TARGET")]
     targets: Vec<PathBuf>,
     /// Only this pattern (repeatable).
@@ -50,12 +50,14 @@ pub(crate) fn run(a: Args) -> Result<ExitCode> {
     let cfg = Config::load()?;
     let mut cat = a.common.catalog.open_existing(&cfg)?;
     let root = ops::root()?;
+    // no target named: where `kidiom run` and `kidiom validate` look (kidiom.toml), else kernels/
+    let targets = if a.targets.is_empty() { cfg.targets() } else { a.targets.clone() };
     // a project without kernels/ has no manifests: memory hints are still placed by role,
     // precision patterns are proposed as without --search (and the report says why)
-    let validator = if a.search && (root.join("kernels").is_dir() || !a.targets.is_empty()) {
+    let validator = if a.search && (root.join("kernels").is_dir() || !targets.is_empty()) {
         let mut opts = ops::apply::search_validator_options(&cfg, std::time::Duration::from_secs(a.timeout.max(1)));
         // the targets' own manifests (a user's kernels, each with its contract beside it)
-        opts.targets.extend(a.targets.iter().map(|t| std::path::absolute(t).unwrap_or_else(|_| t.clone())));
+        opts.targets.extend(targets.iter().map(|t| std::path::absolute(t).unwrap_or_else(|_| t.clone())));
         Some(ops::validate::build_validator(&root, &opts)?)
     } else {
         None
@@ -67,7 +69,7 @@ pub(crate) fn run(a: Args) -> Result<ExitCode> {
         }
     };
     let req = ops::apply::Request {
-        targets: &a.targets,
+        targets: &targets,
         patterns: &a.patterns,
         filter: Filter { category: a.category, kind: a.kind, hide_refactor: true, ..Default::default() },
         value: a.value.as_deref(),
