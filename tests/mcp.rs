@@ -330,7 +330,7 @@ fn init_and_the_rewrite_tools_work_on_the_targets_kidiom_toml_names() {
     assert!(cands[0]["diff"].as_str().expect("diff").contains("num_warps=8"), "{proposed}");
     drop(s);
 
-    let mut s = Session::start(&env, &db, &["--allow-write"]);
+    let mut s = Session::start(&env, &db, &["--allow-write", "--allow-exec"]);
     let r = s.ok("init_contract", json!({"path": "ops/rmsnorm.py"}));
     assert_eq!(
         (r["manifest"].as_str(), r["contract"].as_str()),
@@ -341,6 +341,13 @@ fn init_and_the_rewrite_tools_work_on_the_targets_kidiom_toml_names() {
     let manifest = std::fs::read_to_string(ws.join("ops/rmsnorm.toml")).expect("manifest written");
     assert!(manifest.contains("entry = \"rmsnorm_kernel\""), "{manifest}");
     assert!(ws.join("ops/rmsnorm_contract.py").is_file());
+    // validation knows the new contract: an edit that loosens it is rejected (before any kernel runs)
+    let looser = manifest.replace("rel_l2 = 1e-5", "rel_l2 = 1.0");
+    let patch = kidiom_rewrite::unified("ops/rmsnorm.toml", &manifest, &looser, 1);
+    let v = s.ok("validate_patch", json!({"patch": patch, "device": "cpu", "timeout_seconds": 60}));
+    let verdict = &v["candidates"][0]["verdict"];
+    assert_eq!((verdict["kind"].as_str(), verdict["gate"].as_str()), (Some("rejected"), Some("static")), "{v}");
+    assert!(verdict["reason"].as_str().unwrap_or("").contains("frozen contract: ops/rmsnorm.toml"), "{v}");
     // never over the user's files unless forced, never outside the workspace
     std::fs::write(ws.join("ops/rmsnorm_contract.py"), "# mine\n").expect("write");
     let again = s.call("init_contract", json!({"path": "ops/rmsnorm.py"}));
