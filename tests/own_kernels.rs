@@ -11,8 +11,8 @@
 //! The kernels are tests/init.rs's, with their launchers writing into the
 //! tensors they are given (the harness allocates outputs and passes them
 //! in), and the CUDA one keeps its `#include <cuda_runtime.h>`. Cost: one
-//! catalog, one `validate` run of nine candidates at small shapes and one
-//! seed (about 45 s on two cores).
+//! catalog, one `validate --pending` run of eight candidates and a `validate --patch`,
+//! at small shapes and one seed (about 45 s of CPU on two cores).
 
 use serde_json::Value;
 
@@ -318,7 +318,8 @@ fn our_own_kernels_from_init_to_verdicts() {
     let src = |rel: &str| crate::project::read(&env, rel);
     let (r, s, k) = ("ops/rmsnorm.py", "ops/stats.py", "ops/scale.cu");
     let y = "y = x / tl.sqrt(ms + eps) * w";
-    plant(&env, "wrong-rmsnorm", "math", r, &edited(&src(r), y, "y = x / tl.sqrt(ms + eps)"));
+    let wrong = kidiom_rewrite::unified(r, &src(r), &edited(&src(r), y, "y = x / tl.sqrt(ms + eps)"), 1);
+    env.write("wrong.diff", wrong);
     let fp16 = "y = (x.to(tl.float16) / tl.sqrt(ms + eps).to(tl.float16) * w.to(tl.float16)).to(tl.float32)";
     plant(&env, "fp16-rmsnorm", "precision", r, &edited(&src(r), y, fp16));
     plant(&env, "wrong-stats", "math", s, &edited(&src(s), "tl.store(Acc + row, acc + m)", "tl.store(Acc + row, acc)"));
@@ -330,7 +331,14 @@ fn our_own_kernels_from_init_to_verdicts() {
 
     let t0 = std::time::Instant::now();
     let (report, _) = crate::project::validate(&env, &py, &["--pending", "--seeds", "1", "--timeout", "300"]);
-    eprintln!("validate --pending: 9 candidates in {:.1}s", t0.elapsed().as_secs_f64());
+    eprintln!("validate --pending: 8 candidates in {:.1}s", t0.elapsed().as_secs_f64());
+    // the user's way to a wrong edit of their own: a diff
+    let t0 = std::time::Instant::now();
+    let (patched, out) = crate::project::validate(&env, &py, &["--patch", "wrong.diff", "--seeds", "1"]);
+    eprintln!("validate --patch: {:.1}s", t0.elapsed().as_secs_f64());
+    assert_eq!(out.status.code(), Some(1), "a rejection: {patched:#}");
+    let wrong_rmsnorm = &patched["candidates"][0];
+    assert!(wrong_rmsnorm["candidate"].as_str().unwrap_or("").starts_with("manual@ops/rmsnorm.py#"), "{patched:#}");
     for (path, _, id) in &mined {
         let ev = by_id(&report, id);
         assert_eq!(verdict(ev), ("needs-gpu".to_string(), "-".to_string()), "{path}: {ev:#}");
@@ -342,8 +350,11 @@ fn our_own_kernels_from_init_to_verdicts() {
         let summary = c["summary"].as_str().unwrap_or("");
         assert!(summary.contains("cases passed") && summary.contains(mode), "{path}: {summary}");
     }
-    for id in ["wrong-rmsnorm", "wrong-stats", "wrong-scale"] {
-        let ev = by_id(&report, id);
+    for (id, ev) in [
+        ("wrong.diff", wrong_rmsnorm),
+        ("wrong-stats", by_id(&report, "wrong-stats")),
+        ("wrong-scale", by_id(&report, "wrong-scale")),
+    ] {
         assert_eq!(verdict(ev), ("rejected".to_string(), "correctness".to_string()), "{id}: {ev:#}");
         let f = failures(ev);
         assert!(f.iter().any(|f| f.contains(" > 3.0e-02")), "{id}: outside the absolute tolerance: {f:#?}");
