@@ -718,6 +718,7 @@ def run_host_command(args, out, manifest, deadline):
     """Dispatch of compile/check/bench for a `language = "cpp"` manifest; fills `out`, returns
     the exit code."""
     out["versions"] = versions()
+    load_host_contract(manifest)   # a contract that cannot be used is an error before any build
     if args.command == "compile":
         res, code = compile_command(manifest, args)
         out.update(res)
