@@ -152,3 +152,21 @@ def test_a_broken_host_contract_is_one_line_error(name, tmp_path):
     assert "\n" not in err and err.startswith(f"contract {tmp_path.resolve() / 'axpy_contract.py'}"), err
     assert words in err, err
     assert "cases" not in out and "passed" not in out
+
+
+def test_a_format_1_host_manifest_finds_the_shipped_contract(tmp_path):
+    """`op = "kv_transfer"` (format 1, no `contract`) finds kernels/kv_transfer/kv_transfer_contract.py,
+    and its cases are the format-2 manifest's (no build: the cases only)."""
+    from kernels.harness.host import commands as host
+    from kernels.harness.manifest import find_manifest, load_manifest
+    two = find_manifest("kv_transfer")
+    text = two.path.read_text().replace("format = 2", "format = 1").replace(
+        'contract = "kv_transfer_contract.py"', 'op = "kv_transfer"\nreference = "kernels.kv_transfer.reference:gather"')
+    (tmp_path / "kv.toml").write_text(text)
+    (tmp_path / "kv_transfer.cpp").write_text("")
+    one = load_manifest(tmp_path / "kv.toml")
+    assert one.format == 1 and one.contract_path == two.contract_path
+    a, b = host.make_cases(one, [3]), host.make_cases(two, [3])
+    assert [c.id for c in a] == [c.id for c in b] and len(a) > 50
+    assert all((x.expected is None) == (y.expected is None) and (x.expected is None or (x.expected == y.expected).all())
+               for ca, cb in zip(a, b) for x, y in zip(ca.arrays, cb.arrays))

@@ -34,10 +34,8 @@ import platform
 import re
 import shutil
 import subprocess
-import sys
 import tempfile
 import time
-from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
