@@ -687,6 +687,7 @@ def bench_command(manifest, args, deadline):
         return out, 1
     out["sandbox"] = wr.sandbox
     mismatches, windows, calls = _verify_windows(raw, svc, contract, work)
+    # "checksums": the wire format's name for the bench's verification record (validator/src/wire.rs)
     out["checksums"] = {"verified": not mismatches, "windows": windows, "calls": calls, "every_call": True,
                         "scheme": "each window's final state (every region the contract names) and index "
                                   "against the contract's reference replay of every call",
