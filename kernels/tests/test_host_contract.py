@@ -4,10 +4,12 @@ dir, checked by the generic harness through `--manifest`. The right module passe
 manifest's tolerance), a planted wrong one is rejected, and a contract that cannot be used is one
 line, status error, error_kind "contract", never a verdict.
 
-Cost: two small compiles (the right module and the planted one; cached by source hash across
-runs) and a few harness runs; the broken contracts stop before any build.
+Cost: two small compiles at once (the right module and the planted one; cached by source hash
+across runs: about 14 s on 2 cores uncached, 5 s cached) and a few harness runs; the broken
+contracts stop before any build.
 """
 import textwrap
+from concurrent.futures import ThreadPoolExecutor
 
 import pytest
 
@@ -125,16 +127,19 @@ def _check(manifest, *extra):
 
 
 def test_our_own_module_passes_and_a_planted_bug_is_rejected(tmp_path):
-    rc, out = _check(_kernel(tmp_path / "right"))
+    # planted: y = a * x (the in-place accumulation forgotten); both built and checked at once
+    wrong = _kernel(tmp_path / "wrong", source=SOURCE.replace("yp[i] += a * xp[i]", "yp[i] = a * xp[i]"))
+    with ThreadPoolExecutor(max_workers=2) as ex:
+        right_run = ex.submit(_check, _kernel(tmp_path / "right"))
+        wrong_run = ex.submit(_check, wrong)
+        (rc, out), (wrong_rc, wrong_out) = right_run.result(), wrong_run.result()
     assert rc == 0 and out["status"] == "passed", out.get("failures") or out.get("error")
     ids = [c["id"] for c in out["cases"]]
     assert ids == ["axpy/bad-sizes N=100", "axpy/random N=100", "axpy/concurrent N=100", "axpy/random N=7",
                    "axpy/concurrent N=7"], ids
     m = next(c for c in out["cases"] if c["id"] == "axpy/random N=100")["outputs"]["y"]
     assert m["rel_l2"] <= 1e-6 and m["nonfinite"] == 0
-    # planted: y = a * x (the in-place accumulation forgotten)
-    wrong = _kernel(tmp_path / "wrong", source=SOURCE.replace("yp[i] += a * xp[i]", "yp[i] = a * xp[i]"))
-    rc, out = _check(wrong)
+    rc, out = wrong_rc, wrong_out
     assert rc == 1 and out["status"] == "failed", out.get("error") or out.get("status")
     assert any("y: beyond the tolerance: rel_l2" in f for f in out["failures"]), out["failures"]
     assert not any("bad-sizes" in f for f in out["failures"]), out["failures"]   # it still raises right
