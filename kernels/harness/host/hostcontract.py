@@ -109,9 +109,11 @@ class HostContract:
         if isinstance(got, Case):
             got = [got]
         try:
-            got = list(got)
+            got = list(got)   # a generator runs here: its failure is the contract's too
         except TypeError:
             raise self.fail(fn, f"returned {type(got).__name__}, not a list of cases") from None
+        except Exception as e:  # noqa: BLE001 - the user's code
+            raise self.fail(fn, f"raised {type(e).__name__}: {e}") from None
         for c in got:
             self._validate_case(fn, c, exact)
         return got
