@@ -175,3 +175,10 @@ def test_a_format_1_host_manifest_finds_the_shipped_contract(tmp_path):
     assert [c.id for c in a] == [c.id for c in b] and len(a) > 50
     assert all((x.expected is None) == (y.expected is None) and (x.expected is None or (x.expected == y.expected).all())
                for ca, cb in zip(a, b) for x, y in zip(ca.arrays, cb.arrays))
+
+
+def test_bench_without_a_service_workload_is_a_contract_error(tmp_path):
+    """The bench's workload is the contract's `service`; without one, bench stops before any build."""
+    rc, out = harness("bench", "--manifest", str(_kernel(tmp_path)), "--rounds", "1", "--json")
+    assert rc == 2 and out["status"] == "error" and out.get("error_kind") == "contract", out
+    assert out["error"] == f"contract {tmp_path.resolve() / 'axpy_contract.py'}: service() is missing", out["error"]
