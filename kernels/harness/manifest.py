@@ -90,7 +90,7 @@ def load_manifest(path):
     if fmt not in _REQUIRED:
         raise ManifestError(f"manifest {path}: unsupported format {fmt!r} (1 or 2)")
     missing = [k for k in _REQUIRED[fmt] if k not in raw]
-    if fmt == 2 and raw.get("language") != "cpp" and "contract" not in raw:
+    if fmt == 2 and "contract" not in raw:
         missing.append("contract")
     if fmt == 2 and raw.get("language") in ("triton", "cpp") and "launcher" not in raw:
         missing.append("launcher")

@@ -21,7 +21,7 @@ import pytest
 
 from kernels.harness.host import build as hostbuild, commands as host, stats as hoststats
 from kernels.harness.manifest import find_manifest
-from kernels.kv_transfer import reference as ref
+from kernels.kv_transfer import kv_transfer_contract as kvc, reference as ref
 
 from .conftest import ROOT, harness
 from .test_kv_transfer import SRC, edit, release_gil
@@ -102,24 +102,24 @@ def test_bench_size_cases_cover_every_size_the_bench_uses():
     m = find_manifest("kv_transfer")
     shape = m.shapes["bench"]
     P, B, N = shape["P"], shape["B"], shape["N"]
-    assert host.bench_sizes(P, N)[:3] == [N, N - 1, N + 1] and {1, N // 2, 2 * N} <= set(host.bench_sizes(P, N))
-    assert host.bench_sizes(4, 4) == [4, 3, 1, 2]       # nothing beyond the pool, no repeats
-    threads = host.bench_threads(m)
+    assert kvc.bench_sizes(P, N)[:3] == [N, N - 1, N + 1] and {1, N // 2, 2 * N} <= set(kvc.bench_sizes(P, N))
+    assert kvc.bench_sizes(4, 4) == [4, 3, 1, 2]       # nothing beyond the pool, no repeats
+    threads = kvc.bench_threads(m)
     assert int(m.raw["check"]["threads"]) in threads and all(t > 1 for t in threads)
     cases = host.bench_size_cases(m, 5)
-    assert [c.family for c in cases] == host.BENCH_FAMILIES
+    assert [c.family for c in cases] == kvc.BENCH_FAMILIES
     for c in cases:
         assert c.shape["P"] == P and c.shape["B"] == B and c.spec["kind"] == "phases"
         calls = [call for ph in c.spec["phases"] for th in ph["threads"] for call in th]
         sizes = {call["args"][1]["count"] for call in calls}          # page ids per call
-        assert set(host.bench_sizes(P, N)) <= sizes
+        assert set(kvc.bench_sizes(P, N)) <= sizes
         # the bench's argument forms: its inputs read-only, at N pages, alone and from several threads
         ro = [call for call in calls if call["args"][0].get("readonly") and call["args"][1].get("readonly")]
         assert ro and all(call["args"][1]["count"] == N for call in ro)
         concurrent = [ph for ph in c.spec["phases"] if len(ph["threads"]) > 1]
         assert [len(ph["threads"]) for ph in concurrent] == threads
         for ph in concurrent:   # released together round after round, each call's bytes hashed as it returns
-            assert ph["rounds"] == host.BENCH_REPEAT and all(len(th) == host.BENCH_REPEAT for th in ph["threads"])
+            assert ph["rounds"] == kvc.BENCH_REPEAT and all(len(th) == kvc.BENCH_REPEAT for th in ph["threads"])
             assert all(call["label"] in c.expect_digests and call["digest"] for th in ph["threads"] for call in th)
         # every single call has outputs of its own (gather) or pages of its own (scatter)
         single = [ph["threads"][0][0] for ph in c.spec["phases"] if len(ph["threads"]) == 1]
@@ -136,7 +136,7 @@ def test_bench_size_cases_cover_every_size_the_bench_uses():
 def test_ring_replay_matches_the_reference():
     """The harness's expected bench state is the reference applied to every call in order."""
     shape = {"P": 23, "B": 5, "N": 3}
-    init, ids, owned = host.bench_ring(shape, threads=2, seed=3)
+    init, ids, owned = kvc.bench_ring(shape, threads=2, seed=3)
     P, N = 23, 3
     assert ids.shape == (7, 3) and owned == [[0, 2, 4, 6], [1, 3, 5]]
     pairs = [9, 4]
@@ -148,9 +148,9 @@ def test_ring_replay_matches_the_reference():
             prev = P + (2 * t + 1 - (i & 1)) * N
             state[cur:cur + N] = ref.gather(state[:P], x).reshape(N, -1)
             state[:P] = ref.scatter(state[prev:prev + N].reshape(-1), x, state[:P])
-    lab = host.ring_labels(P, N, ids, owned, pairs)
+    lab = kvc.ring_labels(P, N, ids, owned, pairs)
     assert np.array_equal(init[lab], state)
-    exp = host.ring_expected(init, ids, owned, N, pairs)
+    exp = kvc.ring_expected(init, ids, owned, N, pairs)
     assert set(exp) == {"pool", "page_ids", "buffer 0.0", "buffer 0.1", "buffer 1.0", "buffer 1.1"}
     # one call skipped anywhere changes the end state (here: thread 0's 3rd scatter)
     skipped = init.copy()
@@ -164,7 +164,7 @@ def test_ring_replay_matches_the_reference():
                 skipped[:P][x] = skipped[prev:prev + N]
     assert not np.array_equal(skipped, state)
     with pytest.raises(ValueError):
-        host.bench_ring({"P": 4, "B": 1, "N": 3}, threads=2)
+        kvc.bench_ring({"P": 4, "B": 1, "N": 3}, threads=2)
 
 
 def test_bench_inputs_are_mapped_read_only():
@@ -268,7 +268,7 @@ def test_pair_faster_than_the_copy_peak_allows_is_flagged():
     # 2 x 8 MB per pair in 800 us = 20 GB/s: within 1.5 x 10 GB/s x 2 CPUs
     assert hoststats.summarize(rounds, 8e6, 10.0, 1, cpus=2)["flags"] == []
     rounds = [{"baseline": sample(800.0), "candidate": sample(100.0)} for _ in range(3)]   # 160 GB/s
-    flags = hoststats.summarize(rounds, 8e6, 10.0, 1, cpus=2)["flags"]
+    flags = hoststats.summarize(rounds, 8e6, 10.0, 1, cpus=2, step="gather+scatter pair")["flags"]
     assert len(flags) == 1 and flags[0].startswith("candidate: one gather+scatter pair moves 160.0 GB/s"), flags
     assert hoststats.summarize(rounds, 8e6, 10.0, 1)["flags"] == []   # CPUs unknown: not judged
 

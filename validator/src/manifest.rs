@@ -815,5 +815,9 @@ state = 5e-2
         let kv = k.for_source("kernels/kv_transfer/kv_transfer.cpp").unwrap();
         assert_eq!(kv.language, KernelLanguage::Cpp);
         assert_eq!((kv.tolerance.rel_l2, kv.tolerance.max_abs_rel), (0.0, 0.0), "exact bytes");
+        // the host contract beside the module is frozen like any contract module
+        assert_eq!((kv.format, kv.contract.as_deref()), (2, Some("kv_transfer_contract.py")));
+        assert!(k.is_contract("kernels/kv_transfer/kv_transfer_contract.py"));
+        assert!(kv.contract_files().contains(&"kernels/kv_transfer/kv_transfer_contract.py".to_string()));
     }
 }

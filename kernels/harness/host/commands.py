@@ -1,4 +1,6 @@
-"""Host C++ kernels (`language = "cpp"`, e.g. kernels/kv_transfer/): compile, check, bench.
+"""Host C++ kernels (`language = "cpp"`, e.g. kernels/kv_transfer/): compile, check, bench, driven
+by the manifest's host contract (hostcontract.py; docs/CONTRACTS.md, "Host (C++) contracts"): this
+module keeps nothing specific to an operation.
 
 The harness process never imports a candidate module. Each run of candidate code happens in a
 worker (worker.py, run from a copy in its scratch directory; worker_client.py starts it) in the
@@ -7,21 +9,23 @@ cwd = a fresh scratch directory, resource limits, no network and its own PID nam
 (`unshare`) where the machine allows, no capabilities, and a Landlock file-system policy (writes
 only beneath the scratch directory's out/ and work/); `sandbox` in the output says what applied.
 
-check: the harness makes every case's inputs from fresh seeds, writes them to the scratch
-directory (.npy, each array inside a flat buffer with sentinel padding before and after), the
-worker calls the module and writes the arrays back, and the harness compares them with the
-numpy reference (exact bytes). A crash of the candidate fails the case it happened in (named
-with the signal) and the remaining cases continue in a fresh worker; a hang is an error.
-With a compiler that supports -fsanitize=thread, the concurrent cases run again on a TSan build.
+check: the contract makes every case's inputs and expected values from fresh seeds (its families
+at every cpu shape, its bad inputs with the exceptions they must raise, its concurrent cases); the
+harness writes the inputs to the scratch directory (.npy, each array inside a flat buffer with
+sentinel padding before and after), the worker calls the module and writes the arrays back, and
+the harness judges them (exact bytes when every tolerance of the manifest is 0, else within it).
+A crash of the candidate fails the case it happened in (named with the signal) and the remaining
+cases continue in a fresh worker; a hang is an error. With a compiler that supports
+-fsanitize=thread, the concurrent cases run again on a TSan build.
 
-check also runs the bench's sizes (bench_size_cases): its pool, N and the sizes around N, alone and
-from several threads at once, every call judged on its own.
+check also runs the contract's `bench_cases` (the bench's sizes, alone and from several threads at
+once, every call judged on its own).
 
 bench: scheduler throughput (see worker.bench and stats.py): one worker loads the baseline
-and the candidate, interleaves them over rounds, and returns raw samples and digests of the state
-each loaded window ended in; the calls form an exchange ring (bench_ring), so that state is right
-only if every call was, and the harness checks it against a replay of the reference before
-computing anything.
+and the candidate, interleaves them over rounds while the contract's service workload runs, and
+returns raw samples and digests of the state each loaded window ended in; each call's output is a
+later call's input, so that state is right only if every call was, and the harness checks it
+against the contract's reference replay before computing anything.
 """
 import hashlib
 import json
@@ -30,18 +34,16 @@ import platform
 import re
 import shutil
 import subprocess
-import sys
 import tempfile
 import time
-from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
 
 from .. import sandbox
-from ..loader import resolve
 from ..wire import git_commit
 from . import build as hostbuild, stats as hoststats
+from .hostcontract import load_host_contract
 from .worker_client import HostTimeout, _raise_worker_bug, run_worker
 
 __all__ = ["run_host_command", "make_cases", "HostTimeout"]
@@ -49,10 +51,6 @@ __all__ = ["run_host_command", "make_cases", "HostTimeout"]
 DEVICE = "cpu (host)"
 MODE = "host"
 
-IN_SENTINEL = 0xC3     # padding around inputs (bytes)
-OUT_POISON = 0xA5      # inside outputs before the call
-OUT_SENTINEL = 0x5A    # padding around outputs and the pool: any store there is out of bounds
-IDS_SENTINEL = 0x3C3C3C3C3C3C3C3C   # padding around page_ids: far out of range if read as an id
 MAX_CRASHES = 3        # crashed workers before the remaining cases are given up
 
 
@@ -63,400 +61,41 @@ def _tail(text, n=1500):
 
 # cases --------------------------------------------------------------------------------------------
 
-class Arr:
-    """One array of a case, stored flat with `pad` sentinel elements before and after its data."""
-
-    def __init__(self, name, data, pad, sentinel, shape=None, expected=None):
-        data = np.ascontiguousarray(data).reshape(-1)
-        side = np.full(pad, sentinel, dtype=data.dtype)
-        self.name, self.pad, self.n = name, pad, data.size
-        self.flat = np.concatenate([side, data, side])
-        self.shape = list(shape) if shape is not None else [data.size]
-        self.expected = None if expected is None else np.ascontiguousarray(expected).reshape(-1)
-
-    def arg(self, **kw):
-        return dict({"array": self.name, "start": self.pad, "count": self.n, "shape": self.shape}, **kw)
-
-    @property
-    def data(self):
-        return self.flat[self.pad:self.pad + self.n]
+def _params(manifest):
+    """What a contract's case builders get: the manifest's [check] and [service] tables."""
+    return {"check": dict(manifest.raw.get("check", {})), "service": dict(manifest.raw.get("service", {}))}
 
 
-@dataclass
-class Case:
-    id: str
-    family: str
-    shape: dict
-    seed: int
-    spec: dict                      # what the worker does (no expected values)
-    arrays: list                    # [Arr]
-    outputs: dict                   # output name -> array name
-    page_bytes: int = 1
-    expect_exc: tuple = None        # (class name, [substrings of the message])
-    expect_result: object = None    # checksum: int, or per-thread [int]
-    page_calls: dict = None         # bench-size scatter: page -> label of the call that writes it
-    expect_digests: dict = None     # bench-size: call label -> sha256 of what it must have written
-
-    @property
-    def label(self):
-        return f"{self.id} seed={self.seed}"
-
-
-def _shape_str(shape):
-    return " ".join(f"{k}={v}" for k, v in shape.items())
-
-
-def _pad(B):
-    return max(64, B)
-
-
-def _ids_arr(ids, name="page_ids"):
-    return Arr(name, np.asarray(ids, dtype=np.int64), 8, IDS_SENTINEL)
-
-
-class _Builder:
-    """Cases of one manifest: reference functions and the check parameters."""
-
-    def __init__(self, manifest):
-        mod, _, names = manifest.reference.partition(":")
-        self.ref = {n: resolve(f"{mod}:{n}") for n in names.split(",")}
-        chk = manifest.raw.get("check", {})
-        self.threads = int(chk.get("threads", 4))
-        self.repeat = int(chk.get("repeat", 20))
-
-    # one call -----------------------------------------------------------------------------------
-    def gather(self, cid, family, shape, seed, rng, P, B, ids, wrap=None):
-        pool0 = rng.integers(0, 256, (P, B), dtype=np.uint8)
-        pool = Arr("pool", pool0, _pad(B), IN_SENTINEL, shape=[P, B])
-        idsa = _ids_arr(ids)
-        n = len(ids)
-        out = Arr("out", np.full(n * B, OUT_POISON, np.uint8), _pad(B), OUT_SENTINEL,
-                  expected=self.ref["gather"](pool0, np.asarray(ids, np.int64)))
-        kw = {"wrap": wrap} if wrap else {}
-        spec = {"kind": "call", "fn": "gather", "args": [pool.arg(**kw), idsa.arg(**kw), out.arg(**kw)]}
-        return Case(cid, family, shape, seed, spec, [pool, idsa, out], {"out": "out"}, page_bytes=B)
-
-    def scatter(self, cid, family, shape, seed, rng, P, B, ids):
-        pool0 = rng.integers(0, 256, (P, B), dtype=np.uint8)
-        n = len(ids)
-        buf0 = rng.integers(0, 256, n * B, dtype=np.uint8)
-        ids = np.asarray(ids, np.int64)
-        pool = Arr("pool", pool0, _pad(B), OUT_SENTINEL, shape=[P, B], expected=self.ref["scatter"](buf0, ids, pool0))
-        idsa = _ids_arr(ids)
-        buf = Arr("buf", buf0, _pad(B), IN_SENTINEL)
-        spec = {"kind": "call", "fn": "scatter", "args": [buf.arg(), idsa.arg(), pool.arg()]}
-        return Case(cid, family, shape, seed, spec, [buf, idsa, pool], {"pool": "pool"}, page_bytes=B)
-
-    def checksum(self, cid, family, shape, seed, data, shape_arg=None):
-        buf = Arr("buf", data, 64, IN_SENTINEL, shape=shape_arg)
-        spec = {"kind": "call", "fn": "checksum", "args": [buf.arg()]}
-        return Case(cid, family, shape, seed, spec, [buf], {}, expect_result=self.ref["checksum"](data))
-
-    # concurrent calls on disjoint pages -----------------------------------------------------------
-    def concurrent(self, fn, cid, family, shape, seed, rng, P, B):
-        T = self.threads
-        parts = np.array_split(rng.permutation(P).astype(np.int64), T)
-        offsets = np.cumsum([0] + [len(p) for p in parts])
-        pool0 = rng.integers(0, 256, (P, B), dtype=np.uint8)
-        perm = np.concatenate(parts)
-        spec = {"kind": "threads", "fn": fn, "repeat": self.repeat, "threads": []}
-        ids = [_ids_arr(p, name=f"ids{t}") for t, p in enumerate(parts)]
-
-        def region(a, t, **kw):   # thread t's pages of a flat transfer buffer
-            return {"array": a.name, "start": a.pad + int(offsets[t]) * B, "count": len(parts[t]) * B, **kw}
-
-        if fn == "gather":
-            pool = Arr("pool", pool0, _pad(B), IN_SENTINEL, shape=[P, B])
-            out = Arr("out", np.full(P * B, OUT_POISON, np.uint8), _pad(B), OUT_SENTINEL,
-                      expected=self.ref["gather"](pool0, perm))
-            spec["threads"] = [[pool.arg(), ids[t].arg(), region(out, t)] for t in range(T)]
-            return Case(cid, family, shape, seed, spec, [pool, out, *ids], {"out": "out"}, page_bytes=B)
-        if fn == "scatter":
-            buf0 = rng.integers(0, 256, P * B, dtype=np.uint8)
-            buf = Arr("buf", buf0, _pad(B), IN_SENTINEL)
-            pool = Arr("pool", pool0, _pad(B), OUT_SENTINEL, shape=[P, B],
-                       expected=self.ref["scatter"](buf0, perm, pool0))
-            spec["threads"] = [[region(buf, t), ids[t].arg(), pool.arg()] for t in range(T)]
-            return Case(cid, family, shape, seed, spec, [buf, pool, *ids], {"pool": "pool"}, page_bytes=B)
-        data = rng.integers(0, 256, P * B, dtype=np.uint8)
-        buf = Arr("buf", data, 64, IN_SENTINEL)
-        spec["threads"] = [[region(buf, t)] for t in range(T)]
-        expect = [self.ref["checksum"](data[offsets[t] * B:offsets[t + 1] * B]) for t in range(T)]
-        return Case(cid, family, shape, seed, spec, [buf], {}, expect_result=expect)
-
-    # the bench's sizes: a sequence of calls on one pool, each judged on its own -------------------
-    def bench_size(self, fn, cid, family, shape, seed, rng, P, B, N, sizes, threads):
-        """Phase by phase: single calls at each of `sizes` (N twice, the second with read-only inputs,
-        as the bench passes them), each with outputs of its own; then per T in `threads`, T threads
-        making BENCH_REPEAT rounds of calls of N pages, all threads released together each round,
-        each call's output hashed by its thread before its next call (the harness knows what the
-        digest must be): a call skipped while another runs shows even if a later one is right."""
-        pool0 = rng.integers(0, 256, (P, B), dtype=np.uint8)
-        gather = fn == "gather"
-        pool = Arr("pool", pool0, _pad(B), IN_SENTINEL if gather else OUT_SENTINEL, shape=[P, B])
-        arrays, outputs, digests, page_calls = [pool], {}, {}, {}
-        if not gather:
-            outputs["pool"] = "pool"
-        free = list(rng.permutation(P))   # scatter: pages no call has written yet
-        last_writes = []                  # scatter: (buf, ids) of the last call writing each page
-        phases, k = [], 0
-
-        def take(n):
-            nonlocal free
-            if len(free) < n:
-                return None   # no fresh pages left on this pool: the call is not made
-            ids, free = np.asarray(free[:n], np.int64), free[n:]
-            return ids
-
-        def ids_arg(ids, ro):
-            nonlocal k
-            a = _ids_arr(ids, name=f"ids{k}")
-            k += 1
-            arrays.append(a)
-            return a.arg(**({"readonly": True} if ro else {}))
-
-        for label, n, ro in [(f"n={n}", n, False) for n in sizes] + [(f"n={N} read-only inputs", N, True)]:
-            if gather:
-                ids = np.asarray(rng.choice(P, size=n, replace=False), np.int64)
-                out = Arr(f"out{k}", np.full(n * B, OUT_POISON, np.uint8), _pad(B), OUT_SENTINEL,
-                          expected=self.ref["gather"](pool0, ids))
-                arrays.append(out)
-                outputs[f"out {label}"] = out.name
-                args = [pool.arg(**({"readonly": True} if ro else {})), ids_arg(ids, ro), out.arg()]
-            else:
-                ids = take(n)
-                if ids is None:
-                    continue
-                buf0 = rng.integers(0, 256, n * B, dtype=np.uint8)
-                buf = Arr(f"buf{k}", buf0, _pad(B), IN_SENTINEL)
-                arrays.append(buf)
-                last_writes.append((buf0, ids))
-                page_calls.update((int(i), label) for i in ids)
-                args = [buf.arg(**({"readonly": True} if ro else {})), ids_arg(ids, ro), pool.arg()]
-            phases.append({"threads": [[{"fn": fn, "label": label, "args": args}]]})
-        for T in threads:
-            per_thread = []
-            for t in range(T):
-                name = f"n={N} thread {t}/{T}"
-                if gather:
-                    # one out per thread; each round gathers other pages, so each round's bytes differ
-                    out = Arr(f"out{k}", np.full(N * B, OUT_POISON, np.uint8), _pad(B), OUT_SENTINEL)
-                    arrays.append(out)
-                    outputs[f"out {name}"] = out.name
-                    calls = []
-                    for r in range(BENCH_REPEAT):
-                        ids = np.asarray(rng.choice(P, size=N, replace=False), np.int64)
-                        want = self.ref["gather"](pool0, ids)
-                        label = f"{name} round {r}"
-                        digests[label] = hashlib.sha256(want).hexdigest()
-                        calls.append({"fn": fn, "label": label, "args": [pool.arg(readonly=True), ids_arg(ids, True),
-                                                                         out.arg()],
-                                      "digest": out.arg()})
-                    out.expected = want.reshape(-1)
-                else:
-                    # pages of its own; each round scatters its buffer in another order onto them
-                    mine = take(N)
-                    if mine is None:
-                        continue
-                    buf0 = rng.integers(0, 256, N * B, dtype=np.uint8)
-                    buf = Arr(f"buf{k}", buf0, _pad(B), IN_SENTINEL)
-                    arrays.append(buf)
-                    page_calls.update((int(i), name) for i in mine)
-                    rows = np.sort(mine)
-                    calls = []
-                    for r in range(BENCH_REPEAT):
-                        ids = rng.permutation(mine)
-                        label = f"{name} round {r}"
-                        # the reference on the thread's own pages only (ids renumbered into `rows`)
-                        want = self.ref["scatter"](buf0, np.searchsorted(rows, ids), pool0[rows])
-                        digests[label] = hashlib.sha256(np.ascontiguousarray(want)).hexdigest()
-                        calls.append({"fn": fn, "label": label, "args": [buf.arg(readonly=True), ids_arg(ids, True),
-                                                                         pool.arg()],
-                                      "digest": pool.arg(rows=[int(x) for x in rows], page_bytes=B)})
-                    last_writes.append((buf0, ids))
-                per_thread.append(calls)
-            if per_thread:
-                phases.append({"threads": per_thread, "rounds": BENCH_REPEAT})
-        if not gather:   # the calls' last writes are to disjoint pages: one reference call over all of them
-            pool.expected = self.ref["scatter"](np.concatenate([b for b, _ in last_writes]),
-                                                np.concatenate([i for _, i in last_writes]), pool0).reshape(-1)
-        spec = {"kind": "phases", "phases": phases}
-        return Case(cid, family, shape, seed, spec, arrays, outputs, page_bytes=B, page_calls=page_calls or None,
-                    expect_digests=digests)
-
-    # bad input: the right exception, nothing written ----------------------------------------------
-    def bad(self, seed, rng, P, B):
-        shape = {"P": P, "B": B, "N": 2}
-        cases = []
-
-        def gather_case(name, exc, must=(), pool_kw=None, ids=None, ids_kw=None, out_kw=None, pool_dtype=np.uint8,
-                        ids_dtype=np.int64, out_n=None, none=None):
-            pool0 = rng.integers(0, 256, (P, B), dtype=np.uint8).astype(pool_dtype)
-            ids = np.array([1, P - 1] if ids is None else ids).astype(ids_dtype)
-            pool = Arr("pool", pool0, _pad(B), IN_SENTINEL, shape=[P, B])
-            idsa = Arr("page_ids", ids, 8, IDS_SENTINEL if ids_dtype == np.int64 else 7)
-            n = len(ids) * B if out_n is None else out_n
-            out = Arr("out", np.full(n, OUT_POISON, np.uint8), _pad(B), OUT_SENTINEL)
-            args = [pool.arg(**(pool_kw or {})), idsa.arg(**(ids_kw or {})), out.arg(**(out_kw or {}))]
-            if none is not None:
-                args[none] = {"none": True}
-            spec = {"kind": "call", "fn": "gather", "args": args}
-            cases.append(Case(f"gather/bad-{name} {_shape_str(shape)}", f"gather/bad-{name}", shape, seed, spec,
-                              [pool, idsa, out], {}, page_bytes=B, expect_exc=(exc, list(must))))
-
-        def scatter_case(name, exc, must=(), ids=None, pool_kw=None, buf_kw=None, buf_n=None):
-            pool0 = rng.integers(0, 256, (P, B), dtype=np.uint8)
-            ids = np.array([0, 2] if ids is None else ids, dtype=np.int64)
-            n = len(ids) * B if buf_n is None else buf_n
-            pool = Arr("pool", pool0, _pad(B), OUT_SENTINEL, shape=[P, B])
-            idsa = _ids_arr(ids)
-            buf = Arr("buf", rng.integers(0, 256, n, dtype=np.uint8), _pad(B), IN_SENTINEL)
-            spec = {"kind": "call", "fn": "scatter",
-                    "args": [buf.arg(**(buf_kw or {})), idsa.arg(), pool.arg(**(pool_kw or {}))]}
-            cases.append(Case(f"scatter/bad-{name} {_shape_str(shape)}", f"scatter/bad-{name}", shape, seed, spec,
-                              [buf, idsa, pool], {}, page_bytes=B, expect_exc=(exc, list(must))))
-
-        gather_case("index-past-end", "IndexError", [str(P), f"{P} pages"], ids=[0, P])
-        gather_case("index-negative", "IndexError", ["-1", f"{P} pages"], ids=[1, -1])
-        scatter_case("index-past-end", "IndexError", [str(P), f"{P} pages"], ids=[1, P])
-        scatter_case("index-negative", "IndexError", ["-1", f"{P} pages"], ids=[-1, 0])
-        gather_case("pool-dtype", "TypeError", pool_kw={"view_dtype": "int8"})
-        gather_case("ids-dtype", "TypeError", ids_dtype=np.int32)
-        gather_case("out-dtype", "TypeError", out_kw={"view_dtype": "int16", "shape": None}, out_n=2 * 2 * B)
-        gather_case("not-a-buffer", "TypeError", none=0)
-        gather_case("pool-noncontiguous", "ValueError",
-                    pool_kw={"shape": [P // 2, 2 * B], "slices": [[None], [0, B]]} if P % 2 == 0 else
-                    {"shape": [P, B], "slices": [[None], [0, B, 2]]})
-        gather_case("ids-noncontiguous", "ValueError", ids=[1, 3, 2, 0], ids_kw={"slices": [[0, 4, 2]]}, out_n=2 * B)
-        gather_case("out-noncontiguous", "ValueError", out_kw={"shape": [2 * B, 2], "slices": [[None], [0, 1]]},
-                    out_n=4 * B)
-        gather_case("out-readonly", "ValueError", out_kw={"readonly": True})
-        gather_case("out-too-small", "ValueError", out_n=2 * B - 1)
-        gather_case("pool-ndim", "ValueError", pool_kw={"shape": [P * B]})
-        gather_case("ids-ndim", "ValueError", ids=[1, 2], ids_kw={"shape": [1, 2]})
-        scatter_case("pool-readonly", "ValueError", pool_kw={"readonly": True})
-        scatter_case("buf-too-small", "ValueError", buf_n=2 * B - 1)
-        scatter_case("pool-ndim", "ValueError", pool_kw={"shape": [P * B]})
-        # overlapping memory: the destination is a view of the source
-        pool0 = rng.integers(0, 256, (P, B), dtype=np.uint8)
-        pool = Arr("pool", pool0, _pad(B), OUT_SENTINEL, shape=[P, B])
-        idsa = _ids_arr([0, 1])
-        spec = {"kind": "call", "fn": "gather",
-                "args": [pool.arg(), idsa.arg(), {"array": "pool", "start": pool.pad + B, "count": 2 * B}]}
-        cases.append(Case(f"gather/bad-overlap {_shape_str(shape)}", "gather/bad-overlap", shape, seed, spec,
-                          [pool, idsa], {}, page_bytes=B, expect_exc=("ValueError", [])))
-        pool = Arr("pool", pool0, _pad(B), OUT_SENTINEL, shape=[P, B])
-        idsa = _ids_arr([2, 3])
-        spec = {"kind": "call", "fn": "scatter",
-                "args": [{"array": "pool", "start": pool.pad, "count": 2 * B}, idsa.arg(), pool.arg()]}
-        cases.append(Case(f"scatter/bad-overlap {_shape_str(shape)}", "scatter/bad-overlap", shape, seed, spec,
-                          [pool, idsa], {}, page_bytes=B, expect_exc=("ValueError", [])))
-        data = rng.integers(0, 256, 4 * B, dtype=np.uint8)
-        buf = Arr("buf", data, 64, IN_SENTINEL, shape=[2 * B, 2])
-        spec = {"kind": "call", "fn": "checksum", "args": [buf.arg(slices=[[None], [0, 1]])]}
-        cases.append(Case(f"checksum/bad-noncontiguous {_shape_str(shape)}", "checksum/bad-noncontiguous", shape,
-                          seed, spec, [buf], {}, expect_exc=("ValueError", [])))
-        return cases
-
-
-FAMILIES = ["gather/random", "gather/repeated", "gather/empty", "gather/full", "gather/memoryview",
-            "scatter/random", "scatter/repeated", "scatter/empty", "scatter/full",
-            "checksum/buffer", "checksum/pool", "checksum/empty",
-            "concurrent/gather", "concurrent/scatter", "concurrent/checksum"]
+def exact(manifest):
+    """Judged by exact bytes (every tolerance 0), else within the manifest's tolerance."""
+    return all(float(manifest.tolerance.get(k, 0.0)) == 0.0 for k in ("rel_l2", "slice_rel_l2", "max_abs_rel"))
 
 
 def make_cases(manifest, seeds, families=None, shapes=None, with_bad=True):
-    """The check's cases over the manifest's cpu shapes x seeds (families: a subset of FAMILIES)."""
-    b = _Builder(manifest)
+    """The check's cases over the manifest's cpu shapes x seeds (families: a subset of the contract's
+    FAMILIES): per seed, the contract's bad-input cases (at the first shape) first, so the worker must
+    stay usable after raising, then every family at every shape, each from its own RNG."""
+    c = load_host_contract(manifest)
     shapes = shapes if shapes is not None else manifest.shapes["cpu"]
-    families = families or FAMILIES
+    families = families or c.families
+    params, ex = _params(manifest), exact(manifest)
     cases = []
     for seed in seeds:
-        if with_bad:   # first, so the worker must stay usable after raising
-            s0 = shapes[0]
-            P, B = max(s0["P"], 4), max(s0["B"], 8)
-            cases += b.bad(seed, np.random.default_rng([seed, 999]), P, B)
+        if with_bad and shapes:
+            cases += c.bad_cases(shapes[0], seed, np.random.default_rng([seed, 999]), params, ex)
         for si, shape in enumerate(shapes):
-            P, B, N = shape["P"], shape["B"], shape["N"]
             for fam in families:
-                fi = FAMILIES.index(fam)
-                rng = np.random.default_rng([seed, si, fi])
-                kind = fam.split("/")[1]
-                n = {"empty": 0, "full": P}.get(kind, N)
-                sh = dict(shape, N=n)
-                cid = f"{fam} {_shape_str(sh)}"
-                if kind in ("random", "memoryview"):
-                    ids = rng.choice(P, size=n, replace=n > P)
-                elif kind == "repeated":
-                    ids = rng.integers(0, P, n)
-                    if n >= 2:
-                        ids[-1] = ids[0]
-                elif kind == "full":
-                    ids = rng.permutation(P)
-                else:
-                    ids = np.zeros(0, np.int64)
-                if fam.startswith("gather/"):
-                    cases.append(b.gather(cid, fam, sh, seed, rng, P, B, ids,
-                                          wrap="memoryview" if kind == "memoryview" else None))
-                elif fam.startswith("scatter/"):
-                    cases.append(b.scatter(cid, fam, sh, seed, rng, P, B, ids))
-                elif fam == "checksum/buffer":
-                    cases.append(b.checksum(cid, fam, sh, seed, rng.integers(0, 256, N * B + 3, dtype=np.uint8)))
-                elif fam == "checksum/pool":
-                    cases.append(b.checksum(cid, fam, sh, seed, rng.integers(0, 256, (P, B), dtype=np.uint8),
-                                            shape_arg=[P, B]))
-                elif fam == "checksum/empty":
-                    cases.append(b.checksum(cid, fam, sh, seed, np.zeros(0, np.uint8)))
-                else:
-                    sh = dict(shape, N=P, threads=b.threads, repeat=b.repeat)
-                    cases.append(b.concurrent(kind, f"{fam} {_shape_str(sh)}", fam, sh, seed, rng, P, B))
+                rng = np.random.default_rng([seed, si, c.families.index(fam)])
+                cases += c.cases(fam, shape, seed, rng, params, ex)
     return cases
 
 
-# Size-triggered behaviour: correctness at the sizes the bench uses -------------------------------------
-
-BENCH_FAMILIES = ["bench-size/gather", "bench-size/scatter"]
-BENCH_REPEAT = 8   # rounds of a concurrent phase (every thread calls once per round)
-
-
-def bench_sizes(P, N):
-    """Pages per call around the bench's N, most important first: N itself, its neighbours (a
-    module keyed on `n == N` or on a threshold at N), and other sizes a module might key on."""
-    out = []
-    for n in (N, N - 1, N + 1, 1, N // 2, 2 * N):
-        if 1 <= n <= P and n not in out:
-            out.append(n)
-    return out
-
-
-def bench_threads(manifest):
-    """Thread counts of the concurrent phases: the bench's transfer threads and the check's (more
-    than one; 2 when both are 1)."""
-    svc = int(manifest.raw.get("service", {}).get("threads", 1))
-    chk = int(manifest.raw.get("check", {}).get("threads", 4))
-    return sorted({svc, chk} - {1}) or [2]
-
-
-def bench_size_cases(manifest, seed, families=None):
-    """Cases on the bench shape (its P pages of B bytes): one gather case and one scatter case, each
-    one pool and a sequence of calls, every call with outputs of its own so that each is judged:
-    single calls at every size of `bench_sizes` (N twice: the second with read-only inputs, as the
-    bench passes them), then, per thread count of `bench_threads`, that many threads at once, each
-    making BENCH_REPEAT calls of N pages (read-only inputs, disjoint pages)."""
+def bench_size_cases(manifest, seed):
+    """The contract's cases at the bench's sizes (`bench_cases`): what a module keys on size shows."""
     shape = manifest.shapes.get("bench")
     if not shape:
         return []
-    b = _Builder(manifest)
-    P, B, N = shape["P"], shape["B"], shape["N"]
-    sizes = bench_sizes(P, N)
-    threads = bench_threads(manifest)
-    cases = []
-    for fam in families or BENCH_FAMILIES:
-        rng = np.random.default_rng([seed, 4242, BENCH_FAMILIES.index(fam)])
-        sh = dict(shape, sizes=sizes, threads=threads)
-        cid = f"{fam} {_shape_str(shape)} sizes={','.join(map(str, sizes))} threads={','.join(map(str, threads))}"
-        cases.append(b.bench_size(fam.split("/")[1], cid, fam, sh, seed, rng, P, B, N, sizes, threads))
-    return cases
+    return load_host_contract(manifest).bench_cases(shape, seed, _params(manifest), exact(manifest))
 
 
 def _write_inputs(cases, scratch):
@@ -505,7 +144,7 @@ def _first_diff(got, expect, page_bytes):
 
 
 def _page_calls_text(case, got, expect):
-    """Which calls wrote the wrong pages (bench-size scatter, where each page has one writer)."""
+    """Which calls wrote the wrong pages (a case whose `page_calls` names one writer per page)."""
     if not case.page_calls or case.page_bytes < 1 or got.size % case.page_bytes:
         return ""
     B = case.page_bytes
@@ -515,8 +154,39 @@ def _page_calls_text(case, got, expect):
     return f"; {len(bad)} wrong pages, written by: {'; '.join(calls[:4])}{more}"
 
 
-def judge(case, res, scratch, index):
-    """(case record for the output, failures) of one case the worker finished."""
+def value_metrics(got, expect, page):
+    """Within-tolerance comparison (a manifest with a non-zero tolerance): the wire format's metrics,
+    the worst slice over runs of `page` elements."""
+    g, e = got.astype(np.float64), expect.astype(np.float64)
+    fin = np.isfinite(g)
+    d = np.where(fin, g - e, 0.0)
+    ref_norm = max(float(np.linalg.norm(e)), 1e-30)
+    ref_max = max(float(np.abs(e).max()) if e.size else 0.0, 1e-30)
+    worst = {"index": None, "rel_l2": 0.0}
+    P = max(1, int(page))
+    if e.size and e.size % P == 0:
+        errs = np.linalg.norm(d.reshape(-1, P), axis=1) / np.maximum(np.linalg.norm(e.reshape(-1, P), axis=1), 1e-30)
+        k = int(np.argmax(errs))
+        worst = {"index": [k], "rel_l2": float(errs[k])}
+    max_abs = float(np.abs(d).max()) if d.size else 0.0
+    return {"rel_l2": float(np.linalg.norm(d) / ref_norm), "max_abs": max_abs, "max_abs_rel": max_abs / ref_max,
+            "worst_slice": worst, "nonfinite": int(g.size - fin.sum())}
+
+
+def _beyond(m, tol):
+    """The tolerances a metric record exceeds, in words."""
+    out = [f"{k} {m[k]:.3g} > {float(tol[k]):.3g}" for k in ("rel_l2", "max_abs_rel") if m[k] > float(tol.get(k, 0))]
+    if m["worst_slice"]["rel_l2"] > float(tol.get("slice_rel_l2", 0)):
+        out.append(f"worst slice {m['worst_slice']['index']} rel_l2 {m['worst_slice']['rel_l2']:.3g} > "
+                   f"{float(tol['slice_rel_l2']):.3g}")
+    if m["nonfinite"]:
+        out.append(f"{m['nonfinite']} non-finite values")
+    return out
+
+
+def judge(case, res, scratch, index, tolerance=None):
+    """(case record for the output, failures) of one case the worker finished. `tolerance`: the
+    manifest's, when not every one is 0 (else exact bytes)."""
     fails, outputs, padding, intact = [], {}, {}, {}
     exc = res.get("exception")
     kind = case.spec["kind"]
@@ -539,7 +209,7 @@ def judge(case, res, scratch, index):
     else:
         for e in excs:
             fails.append(f"{e['call'] + ': ' if 'call' in e else ''}raised {e['type']}: {e['message']}")
-        what = "its out" if case.family.endswith("gather") else "the pages it writes"
+        what = case.digest_what
         for c in res.get("calls", []) if case.expect_digests else []:
             want = case.expect_digests.get(c["label"])
             if want and not c.get("exception") and c.get("digest") != want:
@@ -562,7 +232,14 @@ def judge(case, res, scratch, index):
             side = "before and after" if not (head_ok or tail_ok) else ("before" if not head_ok else "after")
             fails.append(f"{a.name}: sentinel padding {side} the buffer was overwritten (out-of-bounds write)")
         region = got[a.pad:a.pad + a.n]
-        if a.name in written and not case.expect_exc:
+        if a.name in written and not case.expect_exc and tolerance is not None:
+            name = written[a.name]
+            m = value_metrics(region, a.expected, case.page_bytes)
+            outputs[name] = m
+            beyond = _beyond(m, tolerance)
+            if beyond:
+                fails.append(f"{name}: beyond the tolerance: {'; '.join(beyond)}")
+        elif a.name in written and not case.expect_exc:
             name = written[a.name]
             m = byte_metrics(region.view(np.uint8), a.expected.view(np.uint8), case.page_bytes)
             outputs[name] = m
@@ -581,20 +258,22 @@ def judge(case, res, scratch, index):
         if case.spec["kind"] == "threads":
             for t, (got, want) in enumerate(zip(res.get("results", []), case.expect_result)):
                 if got != [want] and not excs:
-                    fails.append(f"checksum: thread {t} got {got}, expected [{want}]")
-            outputs["checksum"] = {"mismatched_threads": sum(
+                    fails.append(f"{case.result_name}: thread {t} got {got}, expected [{want}]")
+            outputs[case.result_name] = {"mismatched_threads": sum(
                 1 for got, want in zip(res.get("results", []), case.expect_result) if got != [want])}
         else:
             got = res.get("result")
-            want = case.expect_result
-            ok_int = isinstance(got, int) and 0 <= got < 2 ** 64
-            gb = np.array([got if ok_int else 0], np.uint64).view(np.uint8)
-            wb = np.array([want], np.uint64).view(np.uint8)
-            m = byte_metrics(gb, wb, 8)
+            want = int(case.expect_result)
+            m = {}
+            if 0 <= want < 2 ** 64:   # the exact-bytes metrics of a 64-bit value
+                ok_int = isinstance(got, int) and 0 <= got < 2 ** 64
+                gb = np.array([got if ok_int else 0], np.uint64).view(np.uint8)
+                wb = np.array([want], np.uint64).view(np.uint8)
+                m = byte_metrics(gb, wb, 8)
             m.update(value=got, expected=want)
-            outputs["checksum"] = m
+            outputs[case.result_name] = m
             if got != want:
-                fails.append(f"checksum: got {got}, expected {want}")
+                fails.append(f"{case.result_name}: got {got}, expected {want}")
     rec = {"id": case.id, "shape": case.shape, "seed": case.seed, "passed": not fails, "outputs": outputs,
            "padding": padding, "inputs_intact": intact, "failures": fails, "seconds": round(res.get("seconds", 0), 6)}
     if case.expect_exc:
@@ -608,8 +287,12 @@ def _not_run_record(case, why):
             "inputs_intact": {}, "failures": [why], "seconds": 0.0}
 
 
+def _tolerance(manifest):
+    return None if exact(manifest) else dict(manifest.tolerance)
+
+
 def run_cases(so_path, module_name, cases, deadline, tsan_preload=None, tsan_log=None, no_aslr=False,
-              what="candidate"):
+              what="candidate", tolerance=None):
     """Run `cases` on the module at `so_path` in sandboxed workers; judge them.
 
     Returns (case records, failures, info {workers, crashes, sandbox, stderr}). A crash fails
@@ -639,7 +322,7 @@ def run_cases(so_path, module_name, cases, deadline, tsan_preload=None, tsan_log
                     running = ev["start"]
                 elif "done" in ev:
                     i = ev["done"]
-                    rec, fails = judge(cases[i], ev, scratch, i)
+                    rec, fails = judge(cases[i], ev, scratch, i, tolerance)
                     records[i] = rec
                     completed += 1
                     failures += [f"{cases[i].label}: {f}" for f in fails]
@@ -706,8 +389,10 @@ def run_tsan(manifest, source, seeds, deadline):
     except hostbuild.BuildError as e:
         return {"ran": False, "reason": f"the compiler cannot build with -fsanitize=thread: {str(e)[-300:]}",
                 "races": 0, "seconds": round(time.monotonic() - t0, 3)}, []
-    fams = [f for f in FAMILIES if f.startswith("concurrent/")]
-    cases = make_cases(manifest, seeds[:1], families=fams, with_bad=False)
+    # the contract's concurrent cases (several threads calling at once)
+    cases = [c for c in make_cases(manifest, seeds[:1], with_bad=False) if c.spec["kind"] == "threads"]
+    if not cases:
+        return {"ran": False, "reason": "the contract has no concurrent cases", "races": 0, "seconds": 0.0}, []
     attempts = []
     for no_aslr in (False, True):
         if no_aslr and not shutil.which("setarch"):
@@ -716,7 +401,7 @@ def run_tsan(manifest, source, seeds, deadline):
         try:
             records, failures, winfo = run_cases(so, manifest.entry, cases, deadline, tsan_preload=lib,
                                                  tsan_log=logdir / "tsan", no_aslr=no_aslr,
-                                                 what="candidate (TSan build)")
+                                                 what="candidate (TSan build)", tolerance=_tolerance(manifest))
             logs = "".join(p.read_text(errors="replace") for p in sorted(logdir.glob("tsan*")))
         except HostTimeout as e:
             return {"ran": False, "reason": f"timed out under ThreadSanitizer: {e}", "races": 0,
@@ -855,10 +540,11 @@ def check_command(manifest, args, deadline):
     base = args.seed if args.seed is not None else int.from_bytes(os.urandom(4), "little")
     nseeds = 1 if args.quick else max(1, args.seeds)
     seeds = [base + i for i in range(nseeds)]
-    so, info = hostbuild.build(manifest, args.source)
+    # the contract's cases first: a contract that cannot be used is an error before any build
     # the bench's sizes once (the first seed): what they catch is keyed on size, not on the data
     cases = make_cases(manifest, seeds) + bench_size_cases(manifest, seeds[0])
-    records, failures, winfo = run_cases(so, manifest.entry, cases, deadline)
+    so, info = hostbuild.build(manifest, args.source)
+    records, failures, winfo = run_cases(so, manifest.entry, cases, deadline, tolerance=_tolerance(manifest))
     out = {"seeds": seeds, "host": info, "sandbox": dict(winfo["sandbox"], workers=winfo["workers"],
                                                          crashes=winfo["crashes"])}
     if args.no_tsan:
@@ -887,89 +573,36 @@ def service_params(manifest, args):
     return svc
 
 
-# The bench's state is an exchange ring. Thread t owns slots (lists of N distinct pages of the pool)
-# and two transfer buffers of N pages; its pair i gathers slot s = owned[i % m] into buffer i % 2, then
-# scatters the other buffer (what pair i - 1 gathered) into the same slot s. So every page a call
-# writes is read by a later call before it is overwritten, and the bytes a scatter needs exist only
-# in the buffer the previous gather filled: a call that skips, shortens or misplaces any copy (or
-# does it from anywhere but its inputs) changes every later state, and the state at the end of the
-# window shows it. The harness replays the calls on page labels with the reference semantics.
-
-def bench_ring(shape, threads, seed=2024):
-    """(initial state [P + 2 * threads * N, B] uint8, slot page ids [K, N] int64, owned slots per
-    thread) of the bench on `shape`."""
-    P, B, N = shape["P"], shape["B"], shape["N"]
-    K = P // N if N else 0
-    if N < 1 or K < threads:
-        raise ValueError(f"bench shape {shape}: needs N >= 1 and at least one slot of N pages per transfer "
-                         f"thread ({threads})")
-    rng = np.random.default_rng(seed)
-    init = rng.integers(0, 256, (P + 2 * threads * N, B), dtype=np.uint8)
-    ids = rng.permutation(P)[:K * N].reshape(K, N).astype(np.int64)
-    return init, ids, [list(range(t, K, threads)) for t in range(threads)]
-
-
-def ring_labels(P, N, ids, owned, pairs):
-    """Which initial row each row of the state holds after thread t completed pairs[t] pairs."""
-    lab = np.arange(P + 2 * len(owned) * N)
-    for t, (own, n) in enumerate(zip(owned, pairs)):
-        bufs = [np.arange(P + (2 * t + k) * N, P + (2 * t + k + 1) * N) for k in (0, 1)]
-        for i in range(n):
-            x = ids[own[i % len(own)]]
-            cur = i & 1
-            lab[bufs[cur]] = lab[x]          # gather(pool, x, buffer cur)
-            lab[x] = lab[bufs[1 - cur]]      # scatter(buffer 1 - cur, x, pool)
-    return lab
-
-
-def ring_expected(init, ids, owned, N, pairs):
-    """sha256 per region of the state the calls must produce (the worker's `_digests`)."""
-    import hashlib
-    P = init.shape[0] - 2 * len(owned) * N
-    state = init[ring_labels(P, N, ids, owned, pairs)]
-    d = {"pool": hashlib.sha256(state[:P]).hexdigest(), "page_ids": hashlib.sha256(ids).hexdigest()}
-    for t in range(len(owned)):
-        for k in (0, 1):
-            r0 = P + (2 * t + k) * N
-            d[f"buffer {t}.{k}"] = hashlib.sha256(state[r0:r0 + N]).hexdigest()
-    return d
-
-
 def _region_text(names):
-    """The regions of the ring's state that differ, in words (which call went wrong is not known:
+    """The regions of the service state that differ, in words (which call went wrong is not known:
     a wrong byte moves on through later calls)."""
-    parts = [n.replace("_", " ") for n in names if not n.startswith("buffer ")]
-    bufs = [n[len("buffer "):] for n in names if n.startswith("buffer ")]
-    if bufs:
-        parts.append(f"transfer buffer{'s' if len(bufs) > 1 else ''} {', '.join(bufs)}")
-    return ", ".join(parts)
+    return ", ".join(n.replace("_", " ") for n in names)
 
 
 def bench_gate_cases(manifest, seed=12345):
-    """The bench's quick exact check of the candidate: two cpu shapes, and the bench's own sizes and
-    argument forms."""
-    cases = make_cases(manifest, [seed], families=["gather/random", "gather/repeated", "scatter/random",
-                                                   "checksum/buffer"], shapes=manifest.shapes["cpu"][:2],
+    """The bench's quick exact check of the candidate: the contract's GATE_FAMILIES at two cpu shapes,
+    and the bench's own sizes and argument forms."""
+    c = load_host_contract(manifest)
+    cases = make_cases(manifest, [seed], families=list(c.gate_families), shapes=manifest.shapes["cpu"][:2],
                        with_bad=False)
     return cases + bench_size_cases(manifest, seed)
 
 
-def _bench_in_worker(manifest, svc, shape, ring, base_so, cand_so, deadline):
+def _bench_in_worker(manifest, svc, work, base_so, cand_so, deadline):
     """The bench's timed rounds in a sandboxed worker that loads both modules: (raw result, the
     WorkerRun, None), or (None, the WorkerRun, {reason, stderr}) when the worker failed."""
-    init, ring_ids, owned = ring
-    P, N = shape["P"], shape["N"]
     scratch = Path(tempfile.mkdtemp(prefix="kidiom-bench-"))
     try:
-        np.save(scratch / "ring_init.npy", init)
-        np.save(scratch / "ring_ids.npy", ring_ids)
+        np.save(scratch / "state.npy", work.state)
+        np.save(scratch / "index.npy", work.index)
         mods = {}
         for v, so in (("baseline", base_so), ("candidate", cand_so)):
             (scratch / v).mkdir()
             shutil.copy2(so, scratch / v / Path(so).name)      # two files: two dlopen handles
             mods[v] = f"{v}/{Path(so).name}"
         plan = {"name": manifest.entry, "modules": mods, "service": svc,
-                "ring": {"P": P, "N": N, "owned": owned}}
+                "workload": {"threads": work.threads, "regions": {k: list(v) for k, v in work.regions.items()},
+                             "peak": work.peak, "index_name": work.index_name}}
         wr = run_worker("bench", scratch, plan, deadline)
         phase = next((ev["phase"] for ev in reversed(wr.progress) if "phase" in ev), "startup")
         if wr.timed_out:
@@ -982,8 +615,8 @@ def _bench_in_worker(manifest, svc, shape, ring, base_so, cand_so, deadline):
         if death or not (scratch / "out" / "result.json").exists():
             reason = f"bench worker {death or 'wrote no result'} during {phase}"
             if wr.signal in ("SIGSEGV", "SIGBUS") and phase.endswith(" loaded"):
-                reason += (" (the calls get the pool they gather from, the buffer they scatter from and the "
-                           "page ids through read-only mappings: a call that writes an input faults)")
+                reason += (" (the calls get their inputs, the state regions they read and the index rows, through "
+                           "read-only mappings: a call that writes an input faults)")
             return None, wr, {"reason": reason, "stderr": _tail(wr.stderr, 1500)}
         raw = json.loads((scratch / "out" / "result.json").read_text())
     finally:
@@ -991,26 +624,35 @@ def _bench_in_worker(manifest, svc, shape, ring, base_so, cand_so, deadline):
     return raw, wr, None
 
 
-def _verify_windows(raw, svc, ring, N):
+def _expected_digests(contract, work, steps):
+    """sha256 per region of the reference state after thread t completed steps[t] steps, and of the index."""
+    state = contract.final(work, steps)
+    d = {name: hashlib.sha256(np.ascontiguousarray(state[r0:r0 + n])).hexdigest()
+         for name, (r0, n) in work.regions.items()}
+    d[work.index_name] = hashlib.sha256(np.ascontiguousarray(work.index)).hexdigest()
+    return d
+
+
+def _verify_windows(raw, svc, contract, work):
     """(mismatches, windows, calls): every loaded window's final state against the reference."""
-    init, ring_ids, owned = ring
-    # Every call the bench timed, verified: the state at the end of each loaded window (pool, transfer
-    # buffers, page ids) against the reference replay of exactly the pairs each thread completed.
+    # Every call the bench timed, verified: the state at the end of each loaded window (its regions and
+    # the index) against the contract's reference replay of exactly the steps each thread completed.
     cache, mismatches, windows, calls = {}, [], 0, 0
     for s in raw["samples"]:
         for v, d in s["variants"].items():
             key = tuple(d["pairs"])
             if key not in cache:
-                cache[key] = ring_expected(init, ring_ids, owned, N, d["pairs"])
+                cache[key] = _expected_digests(contract, work, d["pairs"])
             windows += 1
-            calls += 2 * sum(d["pairs"])
+            calls += sum(len(work.threads[t][i % len(work.threads[t])])
+                         for t, n in enumerate(d["pairs"]) for i in range(n))
             where = (f"{v} warm-up round {s['round'] + svc['warmup']}" if s["warmup"] else f"{v} round {s['round']}")
             for e in d.get("errors", []):
                 mismatches.append(f"{where}: a call raised {e['type']} on the bench's input: "
                                   f"{e['message']}")
             bad = [k for k, h in cache[key].items() if d["digests"].get(k) != h]
             if bad:
-                mismatches.append(f"{where}: after {sum(d['pairs'])} gather+scatter pairs the "
+                mismatches.append(f"{where}: after {sum(d['pairs'])} {work.step}s the "
                                   f"state differs from the reference replay in: {_region_text(bad)}: a call in "
                                   "this window skipped, shortened, misplaced or deferred part of its copy, or "
                                   "wrote an input (each call's output is a later call's input, so any call shows "
@@ -1021,32 +663,34 @@ def _verify_windows(raw, svc, ring, N):
 
 
 def bench_command(manifest, args, deadline):
-    """bench: the correctness gate, the timed rounds in a worker, every window verified, then the
-    statistics (stats.py)."""
+    """bench: the correctness gate, the contract's service workload timed in a worker, every window
+    verified, then the statistics (stats.py)."""
     svc = service_params(manifest, args)
     shape = manifest.shapes["bench"]
-    N = shape["N"]
-    init, ring_ids, owned = bench_ring(shape, svc["threads"])
+    contract = load_host_contract(manifest)
+    work = contract.service(shape, svc["threads"])
+    gate = bench_gate_cases(manifest)
     cand_so, cand_info = hostbuild.build(manifest, args.source)
     base_so, base_info = hostbuild.build(manifest, args.baseline)
     out = {"device": DEVICE, "mode": MODE, "metric": "scheduler-throughput", "shape": shape,
            "rounds": svc["rounds"], "warmup": svc["warmup"], "service": svc,
            "host": {"baseline": base_info, "candidate": cand_info}}
     # a speedup is never reported on a red gate
-    _, gate_fails, _ = run_cases(cand_so, manifest.entry, bench_gate_cases(manifest), deadline)
+    _, gate_fails, _ = run_cases(cand_so, manifest.entry, gate, deadline, tolerance=_tolerance(manifest))
     if gate_fails:
         out.update(status="failed", reason="candidate fails the correctness gate; no speed measured",
                    failures=gate_fails)
         return out, 1
-    raw, wr, failure = _bench_in_worker(manifest, svc, shape, (init, ring_ids, owned), base_so, cand_so, deadline)
+    raw, wr, failure = _bench_in_worker(manifest, svc, work, base_so, cand_so, deadline)
     if failure:
         out.update(status="failed", **failure)
         return out, 1
     out["sandbox"] = wr.sandbox
-    mismatches, windows, calls = _verify_windows(raw, svc, (init, ring_ids, owned), N)
+    mismatches, windows, calls = _verify_windows(raw, svc, contract, work)
+    # "checksums": the wire format's name for the bench's verification record (validator/src/wire.rs)
     out["checksums"] = {"verified": not mismatches, "windows": windows, "calls": calls, "every_call": True,
-                        "scheme": "exchange ring: each window's final pool, transfer buffers and page ids "
-                                  "against the reference replay of every call",
+                        "scheme": "each window's final state (every region the contract names) and index "
+                                  "against the contract's reference replay of every call",
                         "inputs_readonly": raw.get("inputs_readonly")}
     if mismatches:
         out.update(status="failed", reason="transfers did not produce the reference bytes (every timed call is "
@@ -1055,9 +699,10 @@ def bench_command(manifest, args, deadline):
     measured = [s for s in raw["samples"] if not s["warmup"]]
     out["order"] = [v for s in measured for v in s["order"]]
     bytes_per_call = float(manifest.floor_bytes(shape))
+    per_step = len(work.threads[0][0])
     peak = raw["peak"]["best_gbps"]
     stats = hoststats.summarize([s["variants"] for s in measured], bytes_per_call, peak, svc["threads"],
-                                cpus=raw.get("cpus"))
+                                cpus=raw.get("cpus"), calls_per_step=per_step, step=work.step)
     out.update(status="ok", results=stats["results"], speedup=stats["speedup"], speedups=stats["speedups"],
                noise_floor=stats["noise_floor"], improvement=stats["improvement"],
                significant=stats["significant"], flags=stats["flags"],
@@ -1072,6 +717,7 @@ def run_host_command(args, out, manifest, deadline):
     """Dispatch of compile/check/bench for a `language = "cpp"` manifest; fills `out`, returns
     the exit code."""
     out["versions"] = versions()
+    load_host_contract(manifest)   # a contract that cannot be used is an error before any build
     if args.command == "compile":
         res, code = compile_command(manifest, args)
         out.update(res)

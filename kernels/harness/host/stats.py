@@ -4,7 +4,8 @@ over raw per-round samples, so they can be tested on synthetic numbers.
 A round sample of one variant is
     {alone_steps, alone_s, loaded_steps, loaded_s, pairs_in_window, pair_us: [us]}
 (scheduler steps in a window alone and in a window with the transfer threads running; the
-gather+scatter pairs completed inside the loaded window and the duration of each).
+service steps of the host contract's workload completed inside the loaded window and the
+duration of each; the keys say "pairs", as one step was a pair of calls in the first workload).
 """
 import math
 
@@ -31,12 +32,12 @@ def rates(sample):
     return sample["alone_steps"] / sample["alone_s"], sample["loaded_steps"] / sample["loaded_s"]
 
 
-def variant_summary(rounds, bytes_per_call):
+def variant_summary(rounds, bytes_per_call, calls_per_step=2):
     """Summary of one variant over its round samples (list of dicts as in the module doc).
 
     gap = 1 - loaded/alone per round (the scheduler throughput lost to the transfers);
-    transfer_gbps = bytes moved (read + written: 2 calls per pair, `bytes_per_call` each) per
-    second of the loaded window; median_us etc. over every pair timed inside a loaded window.
+    transfer_gbps = bytes moved (read + written: `calls_per_step` calls per step, `bytes_per_call`
+    each) per second of the loaded window; median_us etc. over every step timed inside a loaded window.
     """
     alone, loaded, gaps, gbps, pair_us = [], [], [], [], []
     for s in rounds:
@@ -44,7 +45,7 @@ def variant_summary(rounds, bytes_per_call):
         alone.append(a)
         loaded.append(l)
         gaps.append(1.0 - l / a)
-        gbps.append(s["pairs_in_window"] * 2 * bytes_per_call / s["loaded_s"] / 1e9)
+        gbps.append(s["pairs_in_window"] * calls_per_step * bytes_per_call / s["loaded_s"] / 1e9)
         pair_us += list(s["pair_us"])
     return {
         "gap": _median(gaps), "gap_p10": percentile(gaps, 10), "gap_p90": percentile(gaps, 90), "gaps": gaps,
@@ -58,7 +59,7 @@ def variant_summary(rounds, bytes_per_call):
     }
 
 
-def summarize(rounds, bytes_per_call, peak_gbps, threads, cpus=None):
+def summarize(rounds, bytes_per_call, peak_gbps, threads, cpus=None, calls_per_step=2, step="service step"):
     """Service-level comparison of baseline and candidate over measured rounds.
 
     rounds: [{"baseline": sample, "candidate": sample}] (one dict per measured round).
@@ -67,10 +68,11 @@ def summarize(rounds, bytes_per_call, peak_gbps, threads, cpus=None):
       noise_floor  the larger of each variant's (gap_p90 - gap_p10) / 2 and the relative
                    half-spread of the alone windows ((p90 - p10) / (2 median), both variants);
       improvement  baseline gap - candidate gap; significant when |improvement| > noise_floor.
-    cpus: the CPUs the worker may use (bounds how fast one pair of calls can move its bytes).
+    cpus: the CPUs the worker may use (bounds how fast one step of calls can move its bytes).
+    calls_per_step, step: calls in one step of the service workload, and what a step is in words.
     """
     names = ("baseline", "candidate")
-    results = {n: variant_summary([r[n] for r in rounds], bytes_per_call) for n in names}
+    results = {n: variant_summary([r[n] for r in rounds], bytes_per_call, calls_per_step) for n in names}
     ratios = [rates(r["candidate"])[1] / rates(r["baseline"])[1] for r in rounds]
     speedup = _median(ratios)
     alone = results["baseline"]["steps_per_s_alone_all"] + results["candidate"]["steps_per_s_alone_all"]
@@ -78,23 +80,25 @@ def summarize(rounds, bytes_per_call, peak_gbps, threads, cpus=None):
     gap_spread = max((results[n]["gap_p90"] - results[n]["gap_p10"]) / 2 for n in names)
     noise = max(gap_spread, alone_spread)
     improvement = results["baseline"]["gap"] - results["candidate"]["gap"]
-    flags = bench_flags(results, speedup, noise, peak_gbps, threads, bytes_per_call=bytes_per_call, cpus=cpus)
+    flags = bench_flags(results, speedup, noise, peak_gbps, threads, bytes_per_call=bytes_per_call, cpus=cpus,
+                        calls_per_step=calls_per_step, step=step)
     return {"results": results, "speedup": speedup, "speedups": ratios, "noise_floor": noise,
             "improvement": improvement, "significant": abs(improvement) > noise, "flags": flags}
 
 
-def bench_flags(results, speedup, noise_floor, peak_gbps, threads, bytes_per_call=None, cpus=None):
+def bench_flags(results, speedup, noise_floor, peak_gbps, threads, bytes_per_call=None, cpus=None, calls_per_step=2,
+                step="service step"):
     """Results that cannot be true, each as a sentence."""
     flags = []
     for n, r in results.items():
-        # one gather + scatter pair moves 2 * bytes_per_call; even spread over every CPU the worker
+        # one step moves calls_per_step * bytes_per_call; even spread over every CPU the worker
         # has, it cannot go much faster than the measured copy on each (a call that returns before
         # its copy is done would)
         if bytes_per_call and cpus and peak_gbps > 0 and r.get("median_us"):
-            pair_gbps = 2 * bytes_per_call / (r["median_us"] * 1e-6) / 1e9
+            pair_gbps = calls_per_step * bytes_per_call / (r["median_us"] * 1e-6) / 1e9
             limit = 1.5 * peak_gbps * cpus
             if pair_gbps > limit:
-                flags.append(f"{n}: one gather+scatter pair moves {pair_gbps:.1f} GB/s, beyond 1.5 x the measured "
+                flags.append(f"{n}: one {step} moves {pair_gbps:.1f} GB/s, beyond 1.5 x the measured "
                              f"copy peak x {cpus} CPU(s) ({limit:.1f} GB/s): the calls return before the bytes "
                              "can have moved")
         if r["gap"] < -noise_floor:

@@ -63,9 +63,11 @@ def describe_exception(e):
 
 def make_arg(arrays, spec):
     """One argument: a view of a flat array (start, count), optionally reinterpreted, reshaped,
-    sliced, read-only, or wrapped in a memoryview; or None."""
+    sliced, read-only, or wrapped in a memoryview; None; or a scalar (`value`)."""
     if spec.get("none"):
         return None
+    if "value" in spec:
+        return spec["value"]
     a = arrays[spec["array"]]
     start = spec.get("start", 0)
     count = spec.get("count", a.size - start)
@@ -268,9 +270,9 @@ def _peak(src, nbytes, reps):
 
 
 def _ring_memory(rows, B):
-    """The bench's state (pool and transfer buffers, `rows` pages of B bytes) as two mappings of
+    """The bench's state (`rows` rows of B bytes: the contract's service state) as two mappings of
     one shared-memory object: (writable view, read-only view, how). The calls get their inputs
-    through the read-only view, so a call that writes its source pool or the buffer it reads
+    through the read-only view, so a call that writes a region it reads
     faults (SIGSEGV), whatever the flags it is handed; without memfd the inputs are only flagged
     read-only (`how` says so)."""
     size = rows * B
@@ -291,21 +293,32 @@ def _ring_memory(rows, B):
         return a, v, f"not enforced (flagged read-only only): memfd/mmap unavailable: {e}"
 
 
-def _transfer(mod, pool_ro, pool_rw, bufs_rw, bufs_ro, slots, barrier, stop, record):
-    """Pair i: gather(slot, buffer i % 2) then scatter(the other buffer, the same slot): every
-    call's output is the input of a later call (see host.ring_expected), so the state at the end
-    of the window is right only if every call was."""
-    gather, scatter = mod.gather, mod.scatter
+def _service_args(mod, cycle, rw, ro, index):
+    """A thread's cycle with every call's function and arguments resolved once, before the window:
+    [[(fn, args)]] per step. A state argument is a view of the writable or the read-only mapping
+    (rows r0:r1, flat when asked); an index argument a row of the read-only index."""
+    def arg(a):
+        if "index" in a:
+            return index[a["index"]]
+        r0, r1 = a["rows"]
+        v = (rw if a["state"] == "rw" else ro)[r0:r1]
+        return v.reshape(-1) if a.get("flat") else v
+    return [[(getattr(mod, c["fn"]), [arg(a) for a in c["args"]]) for c in step] for step in cycle]
+
+
+def _transfer(steps, barrier, stop, record):
+    """Step i runs the calls of steps[i % len(steps)] in order, until the window ends. Each call's
+    output is a later call's input (the contract's workload), so the state at the end of the window
+    is right only if every call was."""
     spans = []
-    i, n = 0, len(slots)
+    i, n = 0, len(steps)
     barrier.wait()
     try:
         while not stop.is_set():
-            ids = slots[i % n]
-            cur = i & 1
+            calls = steps[i % n]
             t0 = time.perf_counter()
-            gather(pool_ro, ids, bufs_rw[cur])
-            scatter(bufs_ro[1 - cur], ids, pool_rw)
+            for fn, args in calls:
+                fn(*args)
             spans.append((t0, time.perf_counter()))
             i += 1
     except Exception as e:  # noqa: BLE001 - the candidate raised on the bench's input: judged by the harness
@@ -314,12 +327,10 @@ def _transfer(mod, pool_ro, pool_rw, bufs_rw, bufs_ro, slots, barrier, stop, rec
     record["spans"] = spans
 
 
-def _digests(mem, ids, P, regions):
-    """sha256 of the pool, of each transfer buffer (`regions`: name -> (first row, rows)) and of
-    the page ids."""
-    d = {"pool": hashlib.sha256(mem[:P]).hexdigest(), "page_ids": hashlib.sha256(ids).hexdigest()}
-    for name, (r0, nr) in regions.items():
-        d[name] = hashlib.sha256(mem[r0:r0 + nr]).hexdigest()
+def _digests(mem, index, index_name, regions):
+    """sha256 of each region of the state (`regions`: name -> (first row, rows)) and of the index."""
+    d = {name: hashlib.sha256(np.ascontiguousarray(mem[r0:r0 + nr])).hexdigest() for name, (r0, nr) in regions.items()}
+    d[index_name] = hashlib.sha256(np.ascontiguousarray(index)).hexdigest()
     return d
 
 
@@ -327,20 +338,21 @@ def bench(plan):
     svc = plan["service"]
     T, W = int(svc["threads"]), float(svc["window_s"])
     mods = {v: _load_or_exit(plan["name"], path, f"kidiom_{v}") for v, path in plan["modules"].items()}
-    ring = plan["ring"]
-    init = np.load("ring_init.npy")                 # [pool pages + 2 buffers of N pages per thread, B]
-    ids = np.load("ring_ids.npy", mmap_mode="r")    # [slots, N] int64, mapped read-only: a write faults
-    P, N, B = int(ring["P"]), int(ring["N"]), init.shape[1]
-    K = ids.shape[0]
-    owned = ring["owned"]   # thread t's slots (disjoint pages); its transfer buffers are 2t and 2t + 1
-    regions = {f"buffer {t}.{k}": (P + (2 * t + k) * N, N) for t in range(T) for k in (0, 1)}
+    work = plan["workload"]
+    init = np.load("state.npy")                 # [rows, row bytes] uint8: the calls' memory
+    index = np.load("index.npy", mmap_mode="r")   # [k, n] int64, mapped read-only: a write faults
+    B = init.shape[1]
+    regions = work["regions"]
+    index_name = work.get("index_name", "index")
     mem, readonly = {}, None
     for v in mods:
         rw, ro, readonly = _ring_memory(init.shape[0], B)
         mem[v] = (rw, ro)
-    slots = [[ids[s] for s in own] for own in owned]
+    steps = {v: [_service_args(mods[v], cycle, mem[v][0], mem[v][1], index) for cycle in work["threads"]]
+             for v in mods}
     log({"phase": "peak"})
-    peak = _peak(init[:P], N * B, reps=max(20, 2 * K))
+    pk = work["peak"]
+    peak = _peak(init[pk["rows"][0]:pk["rows"][1]], int(pk["bytes"]), reps=int(pk["reps"]))
     log({"phase": "calibrate"})
     units, step_us = _calibrate(float(svc["step_us"]))
     names = list(mods)
@@ -363,12 +375,7 @@ def bench(plan):
             stop = threading.Event()
             barrier = threading.Barrier(T + 1)
             records = [{} for _ in range(T)]
-
-            def bufs(view, t):
-                return [view[P + (2 * t + k) * N:P + (2 * t + k + 1) * N].reshape(-1) for k in (0, 1)]
-
-            threads = [threading.Thread(target=_transfer, args=(mods[v], ro[:P], rw[:P], bufs(rw, t), bufs(ro, t),
-                                                                 slots[t], barrier, stop, records[t]))
+            threads = [threading.Thread(target=_transfer, args=(steps[v][t], barrier, stop, records[t]))
                        for t in range(T)]
             for th in threads:
                 th.start()
@@ -390,7 +397,7 @@ def bench(plan):
                 "alone_steps": a_steps, "alone_s": a_s, "loaded_steps": l_steps, "loaded_s": l_s,
                 "pairs_in_window": in_window, "pair_us": pair_us,
                 "pairs": [rec["pairs"] for rec in records],
-                "digests": _digests(rw, ids, P, regions),
+                "digests": _digests(rw, index, index_name, regions),
             }
             errors = [rec["error"] for rec in records if "error" in rec]
             if errors:
