@@ -35,13 +35,15 @@ def kda_decode_state_int8_kernel(
     m_k, m_v = o_k < K, o_v < V
     m_s = m_k[:, None] & m_v[None, :]
 
+    # i_nh is the flat (sequence, value head) index: the offsets of g, v, beta and o derive from it
+    i_qk = (i_n * H + i_h) * K
     i_slot = tl.load(slots + i_n)
     p_s = state + ((i_slot * HV + i_hv) * K + o_k[:, None]) * V + o_v[None, :]
     p_c = state_scale + (i_slot * HV + i_hv) * K + o_k
-    b_q = tl.load(q + (i_n * H + i_h) * K + o_k, mask=m_k, other=0.).to(tl.float32) * scale   # [BK]
-    b_k = tl.load(k + (i_n * H + i_h) * K + o_k, mask=m_k, other=0.).to(tl.float32)           # [BK]
-    b_g = tl.load(g + (i_n * HV + i_hv) * K + o_k, mask=m_k, other=0.).to(tl.float32)         # [BK]
-    b_v = tl.load(v + (i_n * HV + i_hv) * V + o_v, mask=m_v, other=0.).to(tl.float32)         # [BV]
+    b_q = tl.load(q + i_qk + o_k, mask=m_k, other=0.).to(tl.float32) * scale   # [BK]
+    b_k = tl.load(k + i_qk + o_k, mask=m_k, other=0.).to(tl.float32)           # [BK]
+    b_g = tl.load(g + i_nh * K + o_k, mask=m_k, other=0.).to(tl.float32)         # [BK]
+    b_v = tl.load(v + i_nh * V + o_v, mask=m_v, other=0.).to(tl.float32)         # [BV]
     b_beta = tl.load(beta + i_n * HV + i_hv).to(tl.float32)
     b_c = tl.load(p_c, mask=m_k, other=0.)                                                    # [BK]
     b_s = tl.load(p_s, mask=m_s, other=0).to(tl.float32) * b_c[:, None]                       # [BK, BV]
@@ -58,7 +60,7 @@ def kda_decode_state_int8_kernel(
     b_x = tl.minimum(tl.maximum(tl.floor(b_s * b_r[:, None] + 0.5), -127.0), 127.0)
     tl.store(p_s, b_x.to(tl.int8), mask=m_s)
     tl.store(p_c, b_c, mask=m_k)
-    tl.store(o + (i_n * HV + i_hv) * V + o_v, b_o.to(o.dtype.element_ty), mask=m_v)
+    tl.store(o + i_nh * V + o_v, b_o.to(o.dtype.element_ty), mask=m_v)
 
 
 def kda_decode_state_int8(q, k, v, g, beta, state, state_scale, slots, o, scale=None):
