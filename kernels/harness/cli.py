@@ -220,6 +220,10 @@ def dispatch(args, out):
         return EXIT_OK
     manifest = find_manifest(args.kernel)
     out["manifest"] = str(manifest.path)
+    if manifest.raw.get("variant_of") and args.command not in ("precision", "compile"):
+        # a storage variant is another contract: its own gate judges it (triton/precision.py)
+        raise ValueError(f"{manifest.name} is a precision variant of {manifest.raw['variant_of']}: "
+                         f"judge it with `precision --kernel {manifest.name}`")
     if args.command == "profile":
         # always on the CPU (the interpreter), in the check's sandboxed worker
         from .triton.profile import run_profile

@@ -558,7 +558,7 @@ def _f32_to_e4m3_bits(x):
     lo = np.maximum(hi - 1, 0)
     dlo, dhi = a - _E4M3[lo], _E4M3[hi] - a
     code = np.where(dlo < dhi, lo, np.where(dhi < dlo, hi, np.where(lo % 2 == 0, lo, hi))).astype(np.uint8)
-    code = np.where((x < 0) & (code != 0), code | 0x80, code)
+    code = np.where(np.signbit(x), code | 0x80, code)
     return np.where(np.isnan(x), np.uint8(0x7F), code).astype(np.uint8)
 
 

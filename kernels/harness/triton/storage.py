@@ -67,7 +67,7 @@ def fp8_encode(x):
     dlo, dhi = a - _POS[lo], _POS[hi] - a
     code = np.where(dlo < dhi, lo, np.where(dhi < dlo, hi, np.where(lo % 2 == 0, lo, hi)))
     code = code.astype(np.uint8)
-    return np.where((x < 0) & (code != 0), code | 0x80, code).astype(np.uint8)
+    return np.where(np.signbit(x), code | 0x80, code).astype(np.uint8)   # -0 for tiny negatives, as the GPU
 
 
 def _ulp_fp8(a):
