@@ -216,8 +216,15 @@ class Hosted:
             self.emulation = None
         else:
             from . import cuda_launch
-            cuda_launch.prepare(spec["file"], self.entry, on_gpu=on_gpu)
-            self.fn = functools.partial(cuda_launch.kda_decode_cuda, source_path=spec["file"], entry=self.entry,
+            launcher = cuda_launch.kda_decode_cuda
+            if str(spec.get("launcher", "")).endswith(":kda_decode_state_cuda"):
+                # a state variant with its scales beside the pool: one pointer more (launch_state.py)
+                from . import cuda_launch_state
+                cuda_launch_state.prepare(spec["file"], self.entry, on_gpu=on_gpu)
+                launcher = cuda_launch_state.kda_decode_state_cuda
+            else:
+                cuda_launch.prepare(spec["file"], self.entry, on_gpu=on_gpu)
+            self.fn = functools.partial(launcher, source_path=spec["file"], entry=self.entry,
                                         block_threads=spec.get("block_threads", 128))
             self.launches = lambda: cuda_launch.LAUNCHES.get(self.entry, 0)
             self.total = lambda: sum(cuda_launch.LAUNCHES.values())

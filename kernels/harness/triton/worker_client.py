@@ -41,7 +41,8 @@ HERE = Path(__file__).resolve().parent
 RUNTIME = {"worker.py": HERE / "worker.py", "arrays.py": HERE / "arrays.py",
            "backend.py": HERE / "backend.py", "interp.py": HERE / "interp.py",
            "workprofile.py": HERE / "workprofile.py"}
-CUDA_RUNTIME = {"cuda_launch.py": HERE.parents[1] / "kda_cuda" / "launch.py", "cudatools.py": HERE / "cudatools.py"}
+CUDA_RUNTIME = {"cuda_launch.py": HERE.parents[1] / "kda_cuda" / "launch.py", "cudatools.py": HERE / "cudatools.py",
+                "cuda_launch_state.py": HERE.parents[1] / "kda_cuda" / "launch_state.py"}
 MAX_CRASHES = 3          # crashed candidate workers before the remaining requests are given up
 MAX_IN_FLIGHT = 8        # requests written ahead to a worker
 AS_LIMIT = 16 << 30      # address space of a CPU worker (bytes); none on a GPU (CUDA maps the device)
