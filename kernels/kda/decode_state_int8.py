@@ -72,6 +72,8 @@ def kda_decode_state_int8(q, k, v, g, beta, state, state_scale, slots, o, scale=
     assert str(state.dtype).split(".")[-1] == "int8" and HV % H == 0
     scale = K ** -0.5 if scale is None else scale
     BK, BV = triton.next_power_of_2(K), triton.next_power_of_2(V)
+    # a program holds a whole [BK, BV] state tile: at 128 x 128, 4 warps take 255 registers a thread
     kda_decode_state_int8_kernel[(N * HV,)](
-        q, k, v, g, beta, state, state_scale, slots, o, scale, H=H, HV=HV, K=K, V=V, BK=BK, BV=BV)
+        q, k, v, g, beta, state, state_scale, slots, o, scale, H=H, HV=HV, K=K, V=V, BK=BK, BV=BV,
+        num_warps=8 if BK * BV >= 8192 else 4)
     return o

@@ -55,9 +55,17 @@ def FakeTensor(shape, dtype=np.float32):
     return ShapeOnly(shape, dtype, device="cuda")
 
 
-def fake_call(op, shape):
-    """Positional arguments of the op's public function for one shape."""
+def fake_call(op, shape, storage=None):
+    """Positional arguments of the op's public function for one shape (`storage`: a precision
+    variant's `[storage]` table, kernels/README.md "Precision variants")."""
     f = FakeTensor
+    if op == "kda_decode_state":
+        # the decode with its state pool in fewer bytes: the pool's bits, then its row scales if stored
+        N, H, HV, K, V, S = (shape[x] for x in ("N", "H", "HV", "K", "V", "S"))
+        st = storage or {}
+        bits = {"bf16": np.int16, "fp8e4m3": np.uint8, "int8": np.int8}[st.get("dtype", "bf16")]
+        return [f((N, H, K)), f((N, H, K)), f((N, HV, V)), f((N, HV, K)), f((N, HV)), f((S, HV, K, V), bits)] + \
+            ([f((S, HV, K))] if st.get("scale_tensor") else []) + [f((N,), np.int64), f((N, HV, V))]
     if op == "kda_decode":
         N, H, HV, K, V, S = (shape[x] for x in ("N", "H", "HV", "K", "V", "S"))
         return [f((N, H, K)), f((N, H, K)), f((N, HV, V)), f((N, HV, K)), f((N, HV)),
@@ -136,7 +144,7 @@ def _record_and_compile(manifest, source, arch, shape):
     kernel = getattr(mod, manifest.entry)
     rec = _Recorder(kernel)
     setattr(mod, manifest.entry, rec)
-    call = fake_call(manifest.op, shape)
+    call = fake_call(manifest.op, shape, getattr(manifest, "storage", None))
     try:
         getattr(mod, manifest.launcher)(*call)
     finally:
@@ -346,6 +354,7 @@ def run_worker(manifest, source, arch, deadline, job_extra, collect, complete, w
         shutil.copyfile(source, dst)
         out_dir, _ = sandbox.writable_dirs(scratch)
         job = {"name": manifest.name, "op": manifest.op, "entry": manifest.entry, "launcher": manifest.launcher,
+               "storage": (getattr(manifest, "raw", None) or {}).get("storage"),
                "language": manifest.language, "shape": manifest.shapes["bench"], "arch": arch, "source": str(dst),
                "out_dir": str(out_dir), **job_extra}
         (scratch / "job.json").write_text(json.dumps(job))
