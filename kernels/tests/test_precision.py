@@ -130,12 +130,14 @@ def test_planted_kernel_error_is_rejected_against_the_simulation(tmp_path):
           f"{min(c['vs_simulated']['o_rel_l2'] for c in long):.1e}")
 
 
-@pytest.mark.parametrize("name", [n for n in VARIANTS if MANIFESTS[n].language == "triton"])
+@pytest.mark.parametrize("name", VARIANTS)
 def test_variant_compiles_for_sm90(name):
-    """The GPU path of the Triton variants (bit patterns bitcast in-kernel to bf16 / fp8e4nv) compiles
-    for sm_90 at the bench shape, without spills: the conversions are the GPU's own (F2FP / F2I)."""
+    """The GPU path of every variant compiles for sm_90 (Triton at the bench shape; CUDA through
+    NVRTC), without spills. Triton's conversions are the GPU's own (F2FP / F2I): the bit patterns
+    are bitcast in-kernel to bf16 / fp8e4nv, as a torch.bfloat16 / float8 pool viewed as integers."""
     rc, out = harness("compile", "--kernel", name, timeout=600)
     assert rc == 0 and out["status"] == "ok", out.get("error")
     assert out["resources"]["spill_store_bytes"] == 0 and out["resources"]["registers"] <= 128
-    ops = out["instructions"]["by_opcode"]
-    assert ops.get("F2FP", 0) + ops.get("F2I", 0) > 0
+    if MANIFESTS[name].language == "triton":
+        ops = out["instructions"]["by_opcode"]
+        assert ops.get("F2FP", 0) + ops.get("F2I", 0) > 0
