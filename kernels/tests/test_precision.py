@@ -44,7 +44,7 @@ def test_variant_manifests():
     for n in VARIANTS:
         m = MANIFESTS[n]
         base = MANIFESTS[m.raw["variant_of"]]
-        assert m.op != base.op and m.language == base.language
+        assert m.format == 2 and m.contract_path != base.contract_path and m.language == base.language
         Storage(m.raw["storage"])
         assert m.floor_bytes(m.shapes["bench"]) < base.floor_bytes(base.shapes["bench"])
 
@@ -128,6 +128,39 @@ def test_planted_kernel_error_is_rejected_against_the_simulation(tmp_path):
     print(f"\nplanted (decay applied twice), long-memory cases: vs float64 o "
           f"{max(c['vs_float64']['o_rel_l2'] for c in long):.1e}, vs simulated o "
           f"{min(c['vs_simulated']['o_rel_l2'] for c in long):.1e}")
+
+
+def test_variant_contracts():
+    """A variant's contract is the decode's with the pool's bits (and its scales) as STORED in/outs:
+    compile's argument lists and the CUDA launch come from it; its reference is the simulated step."""
+    from kernels.harness.contract import ContractError, load_contract
+    from kernels.harness.triton.aot import call_arglists
+    shape = {"N": 2, "H": 1, "HV": 2, "K": 16, "V": 16, "S": 3}
+    bits = {"bf16": "int16", "fp8e4m3": "uint8", "int8": "int8"}
+    for n in VARIANTS:
+        m = MANIFESTS[n]
+        c = load_contract(m)
+        st = m.raw["storage"]
+        stored = ["state"] + ([st["scale_tensor"]] if st.get("scale_tensor") else [])
+        assert list(c.inouts) == stored and list(c.stored) == stored and c.outputs == ("o",)
+        (args,) = call_arglists(m, [shape]).values()
+        assert [a["dtype"] for a in args][5] == bits[st["dtype"]]
+        assert len(args) == 8 + (1 if st.get("scale_tensor") else 0)
+        if m.language == "cuda":
+            params = c.launch(shape)["params"]
+            assert [p["ptr"] for p in params if "ptr" in p] == list(c.args)
+        x = c.make_inputs(shape, np.random.default_rng(0))
+        r = c.reference(x)
+        slots = x["slots"]
+        untouched = np.setdiff1d(np.arange(3), slots)
+        assert np.array_equal(r["state"][untouched], x["state"][untouched].astype(np.float64))
+    # the exception is only for STORED in/outs: a non-float32 result elsewhere is still refused
+    with pytest.raises(ContractError, match="STORED names"):
+        from kernels.harness.contract import Contract
+        import types
+        mod = types.SimpleNamespace(ARGS=["a", "b"], INPUTS=["a"], INOUTS=["b"], OUTPUTS=[], STORED=["a"],
+                                    tensors=lambda s: {}, make_inputs=lambda *a: {}, reference=lambda x: {})
+        Contract("x.py", mod)
 
 
 @pytest.mark.parametrize("name", VARIANTS)
