@@ -7,7 +7,8 @@ uses. The decode of kernels/kda/decode_contract.py with:
   in/out; with per-row int8 scales, `state_scale` [S, HV, K] float32 after it, in/out too;
 - `reference(x)`: the SIMULATED step (the float64 decode on the dequantised pool, its rows of
   `slots` stored again as the format stores them; storage.py), in the storage's own units: the
-  codes and scales as numbers. What a correct kernel produces up to float32 arithmetic.
+  codes and scales as numbers. What a correct kernel produces up to float32 arithmetic;
+- `magnitude(name, x)`: what that float32 arithmetic may cost, per element (the terms' sizes).
 
 The stored tensors are not float32: the contract declares them in STORED, which lets them pass
 contract.py's rule that results travel as float32 (RESULT_DTYPES). Only the precision gate
@@ -64,6 +65,28 @@ def storage_contract(storage, op):
         mask[x["slots"]] = True
         return mask
 
+    def magnitude(name, x):
+        """Per element of the stored tensor `name` after the step: the float64 sum of the absolute
+        values of the terms its new value is computed from (0 where the call does not write). A
+        kernel in float32 differs from the float64 simulation by a few float32 rounding errors of
+        these, which is more than a rounding step of the format where they cancel (a state value
+        1e-7 computed from terms of 3e-2: bf16's step there is 1e-9, float32's error of the terms
+        2e-9). The decode: new = S' + k_i * beta * (v_j - sum_i' k_i' S'_i'j), S' = S * exp(g_i)."""
+        pool = st.decode(x["state"], x.get(scales) if scales else None)
+        out = np.zeros(pool.shape, dtype=np.float64)
+        if name != "state":
+            return out
+        slots = x["slots"]
+        N, HV = x["v"].shape[:2]
+        h = np.arange(HV) // (HV // x["k"].shape[1])
+        sp = np.abs(pool[slots] * np.exp(np.asarray(x["g"], np.float64))[..., None])    # [N, HV, K, V]
+        kk = np.abs(np.asarray(x["k"], np.float64)[:, h])                             # [N, HV, K]
+        dot = np.einsum("nhk,nhkv->nhv", kk, sp)                                       # [N, HV, V]
+        beta = np.abs(np.asarray(x["beta"], np.float64))[..., None, None]
+        out[slots] = sp + kk[..., None] * beta * (np.abs(np.asarray(x["v"], np.float64))[:, :, None, :]
+                                                  + dot[:, :, None, :])
+        return out
+
     def launch(s):
         """The CUDA variants (kernels/kda_cuda/decode_state_*.cu): the decode's launch, N * HV
         blocks of min(V, 128) threads, with the scales' pointer after the pool's where stored."""
@@ -74,4 +97,5 @@ def storage_contract(storage, op):
             "STORED": inouts, "VARIANTS": list(base.VARIANTS), "SLICE_AXES": dict(base.SLICE_AXES, **(
                 {scales: 2} if scales else {})), "STORAGE": dict(storage),
             "tensors": tensors, "make_inputs": make_inputs, "reference": reference, "written": written,
+            "magnitude": magnitude,
             "smaller": base.smaller, "counted": base.counted, "launch": launch}

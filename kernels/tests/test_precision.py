@@ -174,3 +174,34 @@ def test_variant_compiles_for_sm90(name):
     if MANIFESTS[name].language == "triton":
         ops = out["instructions"]["by_opcode"]
         assert ops.get("F2FP", 0) + ops.get("F2I", 0) > 0
+
+
+def test_float32_cancellation_is_not_a_kernel_error():
+    """A correct float32 decode (numpy, the kernel's order of operations) on a bf16 pool, judged
+    as the drift judges it: at step 1603 of seed 3 a state value of 1.7e-7, computed from terms
+    of 3e-2, is 2 bf16 rounding steps from the float64 simulation (float32's error of the terms
+    is twice bf16's step at the small result). Within sim_units plus ARITH_EPS of the contract's
+    `magnitude`, as every other step; the rounding steps alone (sim_units 1.5) called it a bug."""
+    from kernels.harness.triton import precision as P
+    var = P._Variant(MANIFESTS["kda.decode.state-bf16"])
+    make_inputs, reference = P.decode_operation(var.base)
+    st, f = var.st, np.float32
+    rng = np.random.default_rng([3, 27, 4096])
+    xs = [make_inputs(var.drift_shape, rng, True) for _ in range(1603)]
+    slots = xs[0]["slots"]
+    bits, _ = st.encode(xs[0]["state"])
+    units, excess = [], []
+    for x in xs:
+        x = dict(x, slots=slots)
+        s = st.decode(bits[slots[0], 0]).astype(f)
+        k, v, b = x["k"][0, 0].astype(f), x["v"][0, 0].astype(f), f(x["beta"][0, 0])
+        s = s * np.exp(x["g"][0, 0].astype(f))[:, None]
+        s = s + k[:, None] * (b * (v - (s * k[:, None]).sum(0, dtype=f)))[None, :]
+        kb = bits.copy()
+        kb[slots[0], 0] = st.encode(s.astype(np.float64))[0]
+        _, sb, _, _ = P.simulate_step(reference, st, x, bits, None)
+        units.append(P._units(st, kb, None, sb, None, slots)[0])
+        excess.append(P._excess(st, kb, None, sb, None, slots, var.magnitude(x, bits, None), var.sim_units))
+        bits = kb
+    assert units[-1] == 2.0 and max(units[:-1]) <= 1.0
+    assert max(excess) <= 1.0 and excess[-1] < 0.2
