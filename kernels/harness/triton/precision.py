@@ -53,9 +53,11 @@ from .worker_client import KernelSpec, Workers, load_result
 
 __all__ = ["run_precision", "decode_operation", "simulate_step", "AT_STEPS"]
 
-AT_STEPS = (1, 64, 1024, 4096)        # drift values reported at these steps (those run)
+AT_STEPS = (1, 64, 1024, 4096)
+_TOKEN = ("q", "k", "v", "g", "beta")   # a decode step's per-token inputs        # drift values reported at these steps (those run)
 DEFAULT_SIM_UNITS = 1.5             # stored state vs the simulation: a tie flip, and fp32 vs float64 scales
 DEFAULT_SIM_REL_L2 = 1e-5             # outputs vs the simulation: float32 arithmetic, ~100 ulp
+TF_CHUNK = 512                        # drift steps simulated per batched decode call (memory: a few MB each)
 # float32 arithmetic against the float64 simulation, absolute: this many float32 unit roundoffs of
 # the terms a stored value is computed from (the variant contract's `magnitude`). Negligible beside
 # the format's rounding step unless the terms cancel (a value far smaller than they are), where
@@ -105,6 +107,14 @@ def _rel(a, b):
     return float(np.linalg.norm(a - b) / max(float(np.linalg.norm(b)), 1e-30))
 
 
+def _rel_rows(a, b):
+    """_rel of each row of two [rows, n] arrays."""
+    a, b = np.asarray(a, dtype=np.float64), np.asarray(b, dtype=np.float64)
+    with np.errstate(invalid="ignore"):
+        r = np.linalg.norm(a - b, axis=1) / np.maximum(np.linalg.norm(b, axis=1), 1e-30)
+    return np.where(np.all(np.isfinite(a), axis=1), r, np.inf)
+
+
 def _max_abs_rel(a, b):
     a, b = np.asarray(a, dtype=np.float64), np.asarray(b, dtype=np.float64)
     if not np.all(np.isfinite(a)):
@@ -112,33 +122,42 @@ def _max_abs_rel(a, b):
     return float(np.max(np.abs(a - b)) / max(float(np.max(np.abs(b))), 1e-30))
 
 
+def _units_map(st, kb, ks, sb, ss):
+    """|kernel - simulation| of stored rows (bits and scales of the same rows), per element, in the
+    format's rounding steps (the simulation's)."""
+    k, s, u = st.decode(kb, ks), st.decode(sb, ss), st.unit(sb, ss)
+    d = np.where(np.isfinite(k), np.abs(k - s), np.inf)
+    return np.where(d == 0, 0.0, d / np.maximum(u, np.finfo(np.float64).tiny))
+
+
+def _excess_map(st, kb, ks, sb, ss, mag, sim_units):
+    """|kernel - simulation| of stored rows over what a correct float32 kernel may differ by, per
+    element: sim_units rounding steps plus ARITH_EPS of the terms' magnitude (`mag`, of the same
+    rows; None: 0). At most 1 passes."""
+    k, s = st.decode(kb, ks), st.decode(sb, ss)
+    allowed = sim_units * st.unit(sb, ss)
+    if mag is not None:
+        allowed = allowed + ARITH_EPS * mag
+    d = np.where(np.isfinite(k), np.abs(k - s), np.inf)
+    return np.where(d == 0, 0.0, d / np.maximum(allowed, np.finfo(np.float64).tiny))
+
+
+def _rows(a, slots):
+    return None if a is None else a[slots]
+
+
 def _units(st, kb, ks, sb, ss, slots):
     """Largest |kernel - simulation| of the stored rows, in the format's rounding steps (the
     simulation's), and the fraction of codes that differ."""
-    k = st.decode(kb[slots], None if ks is None else ks[slots])
-    s = st.decode(sb[slots], None if ss is None else ss[slots])
-    u = st.unit(sb[slots], None if ss is None else ss[slots])
-    if not np.all(np.isfinite(k)):
-        return float("inf"), 1.0
-    d = np.abs(k - s)
-    tiny = np.finfo(np.float64).tiny
-    units = np.where(d == 0, 0.0, d / np.maximum(u, tiny))
-    return float(units.max()), float(np.mean(kb[slots] != sb[slots]))
+    u = _units_map(st, kb[slots], _rows(ks, slots), sb[slots], _rows(ss, slots))
+    return float(u.max()), float(np.mean(kb[slots] != sb[slots]))
 
 
 def _excess(st, kb, ks, sb, ss, slots, mag, sim_units):
     """Largest |kernel - simulation| of the stored rows over what a correct float32 kernel may
-    differ by: sim_units rounding steps plus ARITH_EPS of the terms' magnitude (`mag`, pool
-    shaped; None: 0). At most 1 passes."""
-    k = st.decode(kb[slots], None if ks is None else ks[slots])
-    s = st.decode(sb[slots], None if ss is None else ss[slots])
-    if not np.all(np.isfinite(k)):
-        return float("inf")
-    allowed = sim_units * st.unit(sb[slots], None if ss is None else ss[slots])
-    if mag is not None:
-        allowed = allowed + ARITH_EPS * mag[slots]
-    d = np.abs(k - s)
-    return float(np.max(np.where(d == 0, 0.0, d / np.maximum(allowed, np.finfo(np.float64).tiny))))
+    differ by (_excess_map). At most 1 passes."""
+    return float(_excess_map(st, kb[slots], _rows(ks, slots), sb[slots], _rows(ss, slots),
+                             _rows(mag, slots), sim_units).max())
 
 
 def _digest(a):
@@ -171,9 +190,29 @@ class _Call:
         return lay
 
 
-def _read_call(worker, rid, j, rec, call, x, shapes, entry, required=True):
+class _Rows:
+    """The result files of one request: per set (`r<j>_<name>.npy`), or stacked (one
+    `r_<name>.npy` per name, [sets, buffer], read once; worker.py `stacked`)."""
+
+    def __init__(self, worker, rid, stacked=False):
+        self.worker, self.rid, self.stacked, self.files = worker, rid, stacked, {}
+
+    def get(self, j, name):
+        if not self.stacked:
+            return load_result(self.worker.scratch, f"out/{self.rid}/r{j}_{name}.npy")
+        if name not in self.files:
+            self.files[name] = load_result(self.worker.scratch, f"out/{self.rid}/r_{name}.npy")
+        rows = self.files[name]
+        if rows.ndim != 2 or not 0 <= j < rows.shape[0]:
+            raise ValueError(f"r_{name}.npy has no row {j}")
+        return rows[j]
+
+
+def _read_call(worker, rid, j, rec, call, x, shapes, entry, required=True, rows=None):
     """One call's results {name: array} and its failures (exception, launches, inputs modified,
-    sentinels, out-of-bounds accesses, host writes)."""
+    sentinels, out-of-bounds accesses, host writes). `rows`: where its result files are (default:
+    per set)."""
+    rows = rows if rows is not None else _Rows(worker, rid)
     fails = []
     if not isinstance(rec, dict):
         return {}, ["the worker's report of the call is malformed or missing"]
@@ -196,7 +235,7 @@ def _read_call(worker, rid, j, rec, call, x, shapes, entry, required=True):
     outs = {}
     for name, (shape, dtype) in shapes.items():
         try:
-            flat = load_result(worker.scratch, f"out/{rid}/r{j}_{name}.npy")
+            flat = rows.get(j, name)
         except Exception as e:  # noqa: BLE001
             fails.append(f"{name}: no result came back ({type(e).__name__})")
             continue
@@ -216,7 +255,7 @@ def _read_call(worker, rid, j, rec, call, x, shapes, entry, required=True):
     if isinstance(prov, dict):
         for name, a in outs.items():
             try:
-                bits = np.unpackbits(load_result(worker.scratch, f"out/{rid}/r{j}_{name}.prov.npy"), count=a.size)
+                bits = np.unpackbits(rows.get(j, f"{name}.prov"), count=a.size)
             except Exception:  # noqa: BLE001
                 continue
             bad = int(np.count_nonzero(bits == 0))
@@ -422,7 +461,8 @@ class _DriftRun:
         bsets = [dict(toks[0], state=self.pool0.astype(np.float32))] + [dict(t) for t in toks[1:]]
         for s in csets[1:] + bsets[1:]:
             s.pop("slots")          # sent once: the worker keeps it, as it keeps the pool
-        self.rid = cand.submit("candidate", self.cc.args, self.cc.layout(), csets, label=f"precision drift {steps} steps")
+        self.rid = cand.submit("candidate", self.cc.args, self.cc.layout(), csets, label=f"precision drift {steps} steps",
+                               stacked=True)
         # the fp32 baseline's errors depend on its source, the seed, the shape and the steps only:
         # kept in $TMPDIR for the next variant (half the drift's time on a small CPU)
         key = json.dumps([var.base.source_path.read_text(), var.base.name, seed, shape, steps], sort_keys=True)
@@ -435,21 +475,53 @@ class _DriftRun:
         except (OSError, KeyError, ValueError):
             pass
         self.brid = None if self.cached is not None else base.submit(
-            "baseline", self.bc.args, self.bc.layout(), bsets, label=f"precision drift {steps} steps")
+            "baseline", self.bc.args, self.bc.layout(), bsets, label=f"precision drift {steps} steps", stacked=True)
         self.toks = toks
 
     def _references(self):
-        """float64 (from the stored initial values) and the free-running simulation, per step."""
-        st, ref = self.var.st, self.reference
-        pool, bits, scales = self.pool0.copy(), self.bits0.copy(), None if self.scales0 is None else self.scales0.copy()
+        """float64 (from the stored initial values) and the free-running simulation, per step: one
+        decode call per step for both, their rows side by side (the float64 pool's slot rows, then
+        the simulation's), as the decode's sequences are independent of one another."""
+        st, ref, slots, N = self.var.st, self.reference, self.slots, len(self.slots)
+        rows = self.pool0[slots]
+        bits, scales = self.bits0[slots], _rows(self.scales0, slots)
+        both = np.arange(2 * N)
         self.ref, self.sim = [], []
         for t in self.toks:
-            x = dict(t, state=pool)
-            r = ref(x)
-            pool = r["state"]
-            self.ref.append((r["o"], pool[self.slots]))
-            so, bits, scales, _ = simulate_step(ref, st, dict(t), bits, scales)
-            self.sim.append((so, st.decode(bits[self.slots], None if scales is None else scales[self.slots])))
+            x = {k: np.concatenate([t[k], t[k]]) for k in _TOKEN}
+            r = ref(dict(x, state=np.concatenate([rows, st.decode(bits, scales)]), slots=both))
+            rows = r["state"][:N]
+            self.ref.append((r["o"][:N], rows))
+            bits, scales = st.encode(r["state"][N:])
+            self.sim.append((r["o"][N:], st.decode(bits, scales)))
+
+    def _teacher_forced(self, kept):
+        """Each kernel step against one simulated step from the kernel's own previous stored state
+        (`kept`: per step its o and stored rows at `slots`; the first step's previous state is the
+        initial one). Given those states the steps are independent of one another, so TF_CHUNK of
+        them are simulated as one decode call of that many times the sequences, each its own pool
+        row: the same float64 step in a few calls instead of thousands. Returns per step the state's
+        largest rounding steps and excess (_units_map, _excess_map) and o's rel_l2."""
+        var, st, N = self.var, self.var.st, len(self.slots)
+        m = len(kept)
+        units, excess, orel = np.full(m, np.inf), np.full(m, np.inf), np.full(m, np.inf)
+        first = (None, self.bits0[self.slots], _rows(self.scales0, self.slots))
+        for c0 in range(0, m, TF_CHUNK):
+            ts = range(c0, min(m, c0 + TF_CHUNK))
+            prev = [kept[t - 1] if t else first for t in ts]
+            x = {k: np.concatenate([self.toks[t][k] for t in ts]) for k in _TOKEN}
+            x["slots"] = np.arange(len(ts) * N)
+            pb = np.concatenate([p[1] for p in prev])
+            ps = None if first[2] is None else np.concatenate([p[2] for p in prev])
+            so, sb, ss, _ = simulate_step(self.reference, st, x, pb, ps)
+            kb = np.concatenate([kept[t][1] for t in ts])
+            ks = None if ps is None else np.concatenate([kept[t][2] for t in ts])
+            per_step = lambda a: a.reshape(len(ts), -1)   # noqa: E731
+            units[ts.start:ts.stop] = per_step(_units_map(st, kb, ks, sb, ss)).max(axis=1)
+            excess[ts.start:ts.stop] = per_step(_excess_map(st, kb, ks, sb, ss, var.magnitude(x, pb, ps),
+                                                            var.sim_units)).max(axis=1)
+            orel[ts.start:ts.stop] = _rel_rows(per_step(np.concatenate([kept[t][0] for t in ts])), per_step(so))
+        return units, excess, orel
 
     def judge(self, cand, base):
         var, st, slots = self.var, self.var.st, self.slots
@@ -463,27 +535,25 @@ class _DriftRun:
             fails.append(f"drift: {res.get('failed') or res.get('needs_gpu') or res}")
         else:
             eo, es = np.full(n, np.inf), np.full(n, np.inf)
-            prev_b, prev_s = self.bits0, self.scales0
             shapes = var.result_shapes(self.xs[0], self.bits0, self.scales0)
+            rows = _Rows(cand, self.rid, stacked=True)
+            kept = []
             for t in range(n):
                 rec = res["sets"][t] if t < len(res["sets"]) else None
                 xin = {k: v for k, v in self.toks[t].items()}
                 outs, f = _read_call(cand, self.rid, t, rec, self.cc, xin if t == 0 else
-                                     {k: v for k, v in xin.items() if k != "slots"}, shapes, var.m.entry)
+                                     {k: v for k, v in xin.items() if k != "slots"}, shapes, var.m.entry, rows=rows)
                 if f:
                     fails += [f"drift step {t + 1}: {s}" for s in f[:3]]
                     break
-                kb, ks = outs[st.tensor], outs.get(st.scale_tensor) if st.scale_tensor else None
+                kb, ks = outs[st.tensor][slots], outs[st.scale_tensor][slots] if st.scale_tensor else None
                 o64, s64 = self.ref[t]
                 eo[t] = _rel(outs["o"], o64)
-                es[t] = _rel(st.decode(kb[slots], None if ks is None else ks[slots]), s64)
-                so, sb, ss, _ = simulate_step(self.reference, st, dict(self.toks[t]), prev_b, prev_s)
-                tf_units[t], _ = _units(st, kb, ks, sb, ss, slots)
-                tf_excess[t] = _excess(st, kb, ks, sb, ss, slots, var.magnitude(self.toks[t], prev_b, prev_s),
-                                       var.sim_units)
-                tf_o[t] = _rel(outs["o"], so)
-                prev_b, prev_s = kb.copy(), None if ks is None else ks.copy()
+                es[t] = _rel(st.decode(kb, ks), s64)
+                kept.append((outs["o"], kb, ks))
             cand.release(self.rid)
+            m = len(kept)
+            tf_units[:m], tf_excess[:m], tf_o[:m] = self._teacher_forced(kept)
             curves["variant"] = {"o": eo, "state": es}
         bres = base.result(self.brid) if self.brid is not None else {}
         if self.cached is not None:
@@ -491,9 +561,11 @@ class _DriftRun:
         elif "sets" in bres:
             bo, bs = np.full(n, np.inf), np.full(n, np.inf)
             bshapes = {"o": (tuple(self.xs[0]["v"].shape), np.float32), "state": (self.pool0.shape, np.float32)}
+            brows = _Rows(base, self.brid, stacked=True)
             for t in range(n):
                 rec = bres["sets"][t] if t < len(bres["sets"]) else None
-                outs, f = _read_call(base, self.brid, t, rec, self.bc, {}, bshapes, var.base.entry, required=False)
+                outs, f = _read_call(base, self.brid, t, rec, self.bc, {}, bshapes, var.base.entry, required=False,
+                                     rows=brows)
                 if "o" not in outs or "state" not in outs:
                     break
                 bo[t], bs[t] = _rel(outs["o"], self.ref[t][0]), _rel(outs["state"][slots], self.ref[t][1])
