@@ -6,7 +6,10 @@ first exceeds its budget, bytes per step and the verdict.
     .venv/bin/python bench/precision.py [--steps 4096] [--seed 0] [--kernels a,b] [--json DIR]
 
 Each variant runs `python -m kernels.harness precision` (kernels/README.md, "precision"); --json DIR
-keeps the raw objects.
+keeps the raw objects, one file per variant (a bench run keeps them in
+bench/runs/<date>-precision/precision/, where bench/readme.py makes its README's table from them).
+The fp32 baseline's drift is cached in $TMPDIR/kidiom-precision/ after the first variant of a
+kernel: clear it to time a first run.
 """
 import argparse
 import json
