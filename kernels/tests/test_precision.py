@@ -1,7 +1,11 @@
 """Precision variants of the decode (issue #27): bf16, fp8 and int8 state, judged by
 `python -m kernels.harness precision` against float64 and the simulated reference, with drift
-curves over 4096 steps and the manifests' budgets. Run with -s to see the table (bench/precision.py
-prints the same)."""
+curves and the manifests' budgets. Run with -s to see the table.
+
+The drift here is STEPS decode steps, not the budgets' 4096: every assertion needs fewer (fp8 e4m3
+and uniform int8 cross the budget at steps 96 and 98, a kernel error shows in the first steps), and
+4096 steps of the Triton interpreter cost about a minute per variant. The full horizon is
+bench/precision.py's (bench/runs/2026-12-03-precision) and `kidiom validate --kernel VARIANT`'s."""
 import numpy as np
 import pytest
 
@@ -13,7 +17,7 @@ from .conftest import harness, variant
 
 MANIFESTS = all_manifests()
 VARIANTS = sorted(n for n, m in MANIFESTS.items() if m.raw.get("variant_of"))
-STEPS = 4096
+STEPS = 128          # past the crossings (96, 98); about 3 s per variant
 _RESULTS = {}
 
 
@@ -28,7 +32,7 @@ def precision(name, *extra, steps=STEPS):
 
 def row(name, out):
     w, d = out["worst"], out["drift"]
-    at = {t: d["at"].get(str(t), {}).get("variant", {}) for t in (1, 64, 1024, 4096)}
+    at = {t: d["at"].get(str(t), {}).get("variant", {}) for t in (1, 64, 1024, 4096) if str(t) in d["at"]}
     drift = "  ".join(f"{t}:{at[t].get('state', float('nan')):.1e}/{at[t].get('o', float('nan')):.1e}" for t in at)
     return (f"{name:38s} {out['verdict']:14s} f64 o {w['vs_float64']['o_rel_l2']:.1e} s {w['vs_float64']['state_rel_l2']:.1e}"
             f" | sim o {w['vs_simulated']['o_rel_l2']:.1e} units {w['vs_simulated']['state_units']:.2f}"
@@ -78,11 +82,11 @@ def test_variant(name):
     assert out["worst"]["vs_simulated"]["state_units"] <= sim["sim_units"]
     assert out["worst"]["vs_simulated"]["o_rel_l2"] <= sim["sim_rel_l2"]
     d = out["drift"]
-    assert d["steps"] == STEPS and set(d["at"]) == {"1", "64", "1024", "4096"}
+    assert d["steps"] == STEPS and set(d["at"]) == {"1", "64"}
     assert d["vs_simulated"]["first_step_beyond"] is None
     # the fp32 baseline stays far below any budget; the format costs orders of magnitude more
     assert d["crossing"]["baseline"] is None
-    assert d["at"]["4096"]["variant"]["state"] > 100 * d["at"]["4096"]["baseline"]["state"]
+    assert d["at"]["64"]["variant"]["state"] > 100 * d["at"]["64"]["baseline"]["state"]
     b = out["bytes_per_step"]
     assert b["variant"] < b["baseline"]
     if out["verdict"] == "within-budget":
@@ -101,7 +105,8 @@ def test_uniform_int8_crosses_its_budget():
     assert uni["variant"]["budget"] == row8["variant"]["budget"]
     assert uni["verdict"] == "beyond-budget" and uni["drift"]["crossing"]["variant"] is not None
     assert row8["verdict"] == "within-budget" and row8["drift"]["crossing"]["variant"] is None
-    assert uni["drift"]["at"]["4096"]["variant"]["state"] > row8["drift"]["at"]["4096"]["variant"]["state"]
+    assert 90 < uni["drift"]["crossing"]["variant"] <= STEPS
+    assert uni["drift"]["at"]["64"]["variant"]["state"] > row8["drift"]["at"]["64"]["variant"]["state"]
 
 
 def test_planted_kernel_error_is_rejected_against_the_simulation(tmp_path):
