@@ -8,8 +8,8 @@ first exceeds its budget, bytes per step and the verdict.
 Each variant runs `python -m kernels.harness precision` (kernels/README.md, "precision"); --json DIR
 keeps the raw objects, one file per variant (a bench run keeps them in
 bench/runs/<date>-precision/precision/, where bench/readme.py makes its README's table from them).
-The fp32 baseline's drift is cached in $TMPDIR/kidiom-precision/ after the first variant of a
-kernel: clear it to time a first run.
+The fp32 baseline's drift (from each variant's own stored initial state) is cached in
+$TMPDIR/kidiom-precision/: clear it to time a first run.
 """
 import argparse
 import json

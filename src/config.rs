@@ -99,7 +99,7 @@ pub(crate) struct RunSection {
     pub(crate) targets: Vec<PathBuf>,
     /// Judge every state-precision variant without a verdict for its sources
     /// on each run (as `--variants`); by default only those whose sources
-    /// changed since their verdict (a Triton variant costs a minute or two on a CPU).
+    /// changed since their verdict (a Triton variant costs about a minute on a CPU).
     pub(crate) variants: bool,
 }
 

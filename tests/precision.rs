@@ -298,8 +298,8 @@ fn run_judges_variants_when_asked_or_when_their_sources_changed() {
     let none: Vec<(String, bool, String)> = names.iter().map(|n| (n.to_string(), false, "-".to_string())).collect();
     assert_eq!(variants_of(&report), none, "{report:#}");
     assert!(text.contains("state-precision variants: 3 (3 not judged yet)"), "{text}");
-    // three Triton variants at about a minute and a half each
-    assert!(text.contains("not judged yet: `kidiom validate --kernel all` (about 5 min on a CPU)"), "{text}");
+    // three Triton variants at about a minute each
+    assert!(text.contains("not judged yet: `kidiom validate --kernel all` (about 3 min on a CPU)"), "{text}");
 
     let (report, text) = run_loop(&env, &["--variants"]);
     let judged = [

@@ -41,8 +41,8 @@ pub(crate) struct Args {
     /// see `kidiom init`) instead of kidiom.toml's [run] targets or kernels/.
     #[arg(long = "targets", value_name = "DIR", num_args = 1.., value_delimiter = ',')]
     targets: Vec<std::path::PathBuf>,
-    /// Also judge every state-precision variant that has no verdict for its sources yet (a minute or
-    /// two each on a CPU; kidiom.toml [run] variants = true does it on every run). Without it, only
+    /// Also judge every state-precision variant that has no verdict for its sources yet (about a
+    /// minute each on a CPU; kidiom.toml [run] variants = true does it on every run). Without it, only
     /// those whose sources changed since their verdict are judged.
     #[arg(long)]
     variants: bool,

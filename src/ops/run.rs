@@ -88,11 +88,11 @@ pub(crate) struct VariantStatus {
 }
 
 /// About how long the precision gate takes per variant on a 2-core CPU
-/// (bench/runs/2026-12-03-precision, 4096 drift steps on a loaded machine:
-/// 88 to 139 s Triton, 9 to 13 s CUDA): the Triton interpreter runs each
-/// step in ~7 ms unloaded, the CUDA emulation in under 1 ms.
-const VARIANT_SECONDS_TRITON: u64 = 90;
-const VARIANT_SECONDS_CUDA: u64 = 15;
+/// (bench/runs/2026-12-03-precision, 4096 drift steps: 52 to 55 s Triton,
+/// 6 to 8 s CUDA): the Triton interpreter runs each step in ~7 ms, the CUDA
+/// emulation in under 1 ms.
+const VARIANT_SECONDS_TRITON: u64 = 60;
+const VARIANT_SECONDS_CUDA: u64 = 10;
 
 /// The state-precision variants under `root`'s kernels, stored as candidates,
 /// each with whether this run judges it: every one without a verdict for its

@@ -463,9 +463,11 @@ class _DriftRun:
             s.pop("slots")          # sent once: the worker keeps it, as it keeps the pool
         self.rid = cand.submit("candidate", self.cc.args, self.cc.layout(), csets, label=f"precision drift {steps} steps",
                                stacked=True)
-        # the fp32 baseline's errors depend on its source, the seed, the shape and the steps only:
-        # kept in $TMPDIR for the next variant (half the drift's time on a small CPU)
-        key = json.dumps([var.base.source_path.read_text(), var.base.name, seed, shape, steps], sort_keys=True)
+        # the fp32 baseline's errors depend on its source, the seed, the shape, the steps and the
+        # initial values (the variant's stored state, dequantised): kept in $TMPDIR for the next
+        # run of the same variant
+        key = json.dumps([var.base.source_path.read_text(), var.base.name, seed, shape, steps,
+                          _digest(self.pool0)], sort_keys=True)
         self.cache = Path(tempfile.gettempdir()) / "kidiom-precision" / (
             hashlib.sha256(key.encode()).hexdigest()[:32] + ".npz")
         self.cached = None
