@@ -5,7 +5,8 @@ Each `bench/runs/<date>-<host>/README.md` keeps its prose by hand and its number
 the raw files beside it (whichever exist): mine.json (bench/mine.py), history.txt
 (bench/history.sh), apply.txt (bench/apply.sh), gil.json (bench/gil.sh), sites.json
 (bench/sites.sh), sites_mixes.json (bench/sites_mixes.py), ray.json (bench/ray_scaling.sh), ray_mine.json (bench/ray_mine.sh), html.txt (bench/html.sh), profile.json (bench/profile.py),
-families.json (bench/history-families.sh), run-phases-*.json (bench/run-phases.sh). A number
+families.json (bench/history-families.sh), run-phases-*.json (bench/run-phases.sh), precision/*.json
+and precision-before/*.json (bench/precision.py --json). A number
 that is in no raw file is not in the table.
 
     python bench/readme.py bench/runs/2026-11-30-vm        # rewrite the block
@@ -255,6 +256,41 @@ def families_rows(j):
     return out
 
 
+def _sci(x):
+    return "-" if x is None else f"{x:.1e}"
+
+
+def precision_rows(run):
+    """One row per variant from `precision/<name>.json` (bench/precision.py --json, the harness's
+    `precision` objects), and the seconds of `precision-before/<name>.json` where it exists."""
+    before = {p.stem: json.loads(p.read_text()) for p in sorted((run / "precision-before").glob("*.json"))}
+    at = ("1", "64", "1024", "4096")
+    rows = ["| variant (`precision/*.json`) | verdict | vs float64, one step: o / state | vs simulated, one step: "
+            "o / state rounding steps | vs simulated, drift: o / state steps (excess) | state drift at 1 / 64 / 1k / 4k "
+            "| o drift at 1 / 64 / 1k / 4k | fp32 state at 4k | crossing | bytes per step (fp32) | predicted H200 speedup "
+            "| seconds (before) |", "|---|---|---|---|---|---|---|---|---|---|---|---|"]
+    for p in sorted((run / "precision").glob("*.json")):
+        j = json.loads(p.read_text())
+        w, d, b = j["worst"], j["drift"], j["bytes_per_step"]
+        var = lambda k: " / ".join(_sci(d["at"][t]["variant"][k]) if t in d["at"] else "-" for t in at)  # noqa: E731
+        last = str(d["steps"])
+        sim = d["vs_simulated"]
+        # as the validator predicts it (validator/src/predict.rs, the built-in H200: bytes at the
+        # measured 4.3 TB/s copy bandwidth, plus a 3 us launch)
+        h200 = lambda n: n / 4300e3 + 3.0  # noqa: E731
+        speed = f"{h200(b['baseline']) / h200(b['variant']):.2f}x" + (
+            "" if j["verdict"] == "within-budget" else " (beyond budget)")
+        was = before.get(p.stem, {}).get("seconds")
+        rows.append(f"| {p.stem} | {j['verdict']} | {_sci(w['vs_float64']['o_rel_l2'])} / "
+                    f"{_sci(w['vs_float64']['state_rel_l2'])} | {_sci(w['vs_simulated']['o_rel_l2'])} / "
+                    f"{w['vs_simulated']['state_units']:.2f} | {_sci(sim['max_o_rel_l2'])} / "
+                    f"{sim['max_state_units']:.2f} ({sim['max_state_excess']:.2f}) | {var('state')} | {var('o')} "
+                    f"| {_sci(d['at'].get(last, {}).get('baseline', {}).get('state'))} "
+                    f"| {d['crossing'].get('variant') or 'none'} | {b['variant'] / 1e6:.1f} MB ({b['baseline'] / 1e6:.1f} MB) "
+                    f"| {speed} | {j['seconds']:.0f} s ({'-' if was is None else f'{was:.0f} s'}) |")
+    return rows
+
+
 def phases_rows(run):
     rows = ["| pass (`run-phases-*.json`) | mine | site search | validation | candidates validated | total |",
             "|---|---|---|---|---|---|"]
@@ -311,6 +347,8 @@ def block(run):
         parts += families_rows(json.loads((run / "families.json").read_text()))
     if any(run.glob("run-phases-*.json")):
         parts.append("\n".join(phases_rows(run)))
+    if any((run / "precision").glob("*.json")):
+        parts.append("\n".join(precision_rows(run)))
     parts += notes
     return "\n\n".join([BEGIN] + parts + [END])
 

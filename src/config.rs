@@ -97,6 +97,10 @@ pub(crate) struct RunSection {
     /// validates, each with its manifest beside it (default: `kernels/`);
     /// `kidiom validate` also finds their manifests. Relative to kidiom.toml.
     pub(crate) targets: Vec<PathBuf>,
+    /// Judge every state-precision variant without a verdict for its sources
+    /// on each run (as `--variants`); by default only those whose sources
+    /// changed since their verdict (a Triton variant costs about a minute on a CPU).
+    pub(crate) variants: bool,
 }
 
 /// The per-site search of precision patterns (`kidiom run`, `kidiom apply --search`).

@@ -240,3 +240,87 @@ fn validate_kernel_judges_each_variant_and_the_reviews_show_them_side_by_side() 
     assert_eq!(page.matches("data-plot=\"drift\"><svg").count(), 2, "its o and state drift beside fp32");
     assert!(page.contains("state bytes per step"));
 }
+
+/// `kidiom run` on the project with a one-file corpus, the stand-in harness
+/// answering: its JSON report and summary.
+fn run_loop(env: &Env, extra: &[&str]) -> (serde_json::Value, String) {
+    let out = |json: bool| {
+        let mut args = vec!["run", "--device", "cpu", "--no-search"];
+        args.extend_from_slice(extra);
+        if json {
+            args.push("--json");
+        }
+        let o = env.cmd().env("KIDIOM_PYTHON", "python3").args(&args).output().expect("spawn");
+        assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+        o.stdout
+    };
+    let report: serde_json::Value = serde_json::from_slice(&out(true)).expect("JSON");
+    // the summary of the same state (a second run judges nothing new)
+    let text = String::from_utf8_lossy(&out(false)).to_string();
+    (report, text)
+}
+
+/// (name, judged by this run, verdict) of each variant in a run's report.
+fn variants_of(report: &serde_json::Value) -> Vec<(String, bool, String)> {
+    report["variants"]
+        .as_array()
+        .map(|vs| {
+            vs.iter()
+                .map(|v| {
+                    (
+                        v["name"].as_str().unwrap_or("").to_string(),
+                        v["judged"].as_bool().unwrap_or(false),
+                        v["verdict"].as_str().unwrap_or("-").to_string(),
+                    )
+                })
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+/// A variant costs a minute or so of the precision gate on a CPU: a run
+/// judges none by default (a newcomer's first run stays short) and lists
+/// them with how to judge them; `--variants` judges them all; after that a
+/// run judges only a variant whose sources changed since its verdict.
+#[test]
+fn run_judges_variants_when_asked_or_when_their_sources_changed() {
+    if !python_here() {
+        eprintln!("skipped: no python3 for the stand-in harness");
+        return;
+    }
+    let env = project();
+    env.write("corpus/a.py", "x = 1\n");
+    env.write("c.toml", "name = \"c\"\nkind = \"dir\"\nsource = \"corpus\"\n");
+    env.write("kidiom.toml", "[catalog]\npath = \"cat.sqlite\"\n[mine]\ncorpora = [\"c.toml\"]\nhistory = false\n");
+    let names = ["kda.decode.state-bf16", "kda.decode.state-fp8", "kda.decode.state-int8"];
+
+    let (report, text) = run_loop(&env, &[]);
+    let none: Vec<(String, bool, String)> = names.iter().map(|n| (n.to_string(), false, "-".to_string())).collect();
+    assert_eq!(variants_of(&report), none, "{report:#}");
+    assert!(text.contains("state-precision variants: 3 (3 not judged yet)"), "{text}");
+    // three Triton variants at about a minute each
+    assert!(text.contains("not judged yet: `kidiom validate --kernel all` (about 3 min on a CPU)"), "{text}");
+
+    let (report, text) = run_loop(&env, &["--variants"]);
+    let judged = [
+        ("kda.decode.state-bf16", "needs-gpu"),
+        ("kda.decode.state-fp8", "rejected"),
+        ("kda.decode.state-int8", "rejected"),
+    ];
+    let want: Vec<(String, bool, String)> = judged.iter().map(|(n, v)| (n.to_string(), true, v.to_string())).collect();
+    assert_eq!(variants_of(&report), want, "{report:#}");
+    assert!(text.contains("state-precision variants: 3 (1 needs-gpu, 2 rejected)"), "{text}");
+    assert!(!text.contains("not judged yet"), "{text}");
+
+    // a changed manifest (its budget) is a new candidate: judged by a plain run, the others keep their verdicts
+    let manifest = env.path().join("kernels/kda/decode_state_fp8.toml");
+    let toml = std::fs::read_to_string(&manifest).expect("manifest");
+    env.write("kernels/kda/decode_state_fp8.toml", toml.replace("o = 1e-2", "o = 2e-2"));
+    let (report, text) = run_loop(&env, &[]);
+    let mut want = want.clone();
+    want.iter_mut().for_each(|v| v.1 = v.0 == "kda.decode.state-fp8");
+    assert_eq!(variants_of(&report), want, "{report:#}");
+    assert!(text.contains("state-precision variants: 3 (1 needs-gpu, 2 rejected)"), "{text}");
+    // the summary is of a second run, which had nothing left to judge
+    assert!(!text.contains("judged by this run"), "{text}");
+}

@@ -7,6 +7,7 @@
     python -m kernels.harness profile --kernel NAME [--source FILE] [--json] [--timeout S]   # work per line (profile.py)
     python -m kernels.harness fleet [--address ADDR]    # jobs on a Ray cluster (fleet.py, docs/RAY.md)
     python -m kernels.harness device                    # {"cuda": BOOL}: what --device auto picks here
+    python -m kernels.harness precision --kernel VARIANT [--source FILE] [--seed S] [--steps N]   # precision.py
 
 Prints one JSON object on stdout (wire format in kernels/README.md, "Harness wire format";
 `--json` is accepted for symmetry with the Rust CLI: output is always JSON). Exit codes:
@@ -106,6 +107,10 @@ def parse_args(argv):
     w.add_argument("--seed", type=int, default=0, help="seed of the curve's inputs (fixed: variants compare)")
     sub.add_parser("profile", parents=[common],
                    help="work per source line, counted on the CPU and scaled to the bench shape (profile.py)")
+    r = sub.add_parser("precision", parents=[common], help="a storage variant (bf16 / fp8 / int8 state) against "
+                       "float64 and its simulated reference, with its drift and budget (triton/precision.py)")
+    r.add_argument("--seed", type=int, default=0, help="seed of the inputs")
+    r.add_argument("--steps", type=int, default=None, help="drift steps (default: the manifest's budget.steps)")
     b = sub.add_parser("bench", parents=[common], help="GPU only: interleaved A/B against the baseline")
     b.add_argument("--baseline", help="baseline source (default: the manifest's source)")
     b.add_argument("--iters", type=int, default=None, help="timed iterations (default 50); cpp: alias of --rounds")
@@ -227,6 +232,11 @@ def dispatch(args, out):
     manifest = manifest_from_args(args)
     out["kernel"] = manifest.name
     out["manifest"] = str(manifest.path)
+    if manifest.raw.get("variant_of") and args.command not in ("precision", "compile"):
+        # a storage variant is another contract: its own gate judges it (triton/precision.py); its
+        # contract's stored tensors are not float32 (STORED, contract.py), which the generic checks need
+        raise ValueError(f"{manifest.name} is a precision variant of {manifest.raw['variant_of']}: "
+                         f"judge it with `precision --kernel {manifest.name}`")
     if not manifest.is_host:
         # a contract that cannot be used is an error before any worker starts
         from .contract import load_contract
@@ -295,6 +305,12 @@ def dispatch(args, out):
     args.deadline = time.monotonic() + args.timeout - margin
     if args.command == "check":
         return _check(args, out, manifest, device)
+    if args.command == "precision":
+        from .triton.precision import run_precision
+        out.update(run_precision(manifest, args.source, seed=args.seed, steps=args.steps, device=device,
+                                 deadline=args.deadline))
+        out.update(versions=versions(), commit=git_commit())
+        return {"ok": EXIT_OK, "rejected": EXIT_FAILED, "skipped": EXIT_SKIPPED}.get(out["status"], EXIT_ERROR)
     if args.command == "bench" and device != "cuda":
         out.update(status="skipped", reason="bench needs a CUDA GPU with torch; none found", device="cpu")
         out["versions"] = versions()

@@ -23,7 +23,10 @@ REQUIRED = ("ARGS", "INPUTS", "INOUTS", "OUTPUTS", "tensors", "make_inputs", "re
 # Inputs dicts carry their shape under this key (the harness needs it for the outputs' shapes and
 # a CUDA launch); it is stripped before the contract's own functions see the dict.
 SHAPE_KEY = "__shape__"
-# Outputs and in/out tensors travel as float32 (the worker's NaN poison and sentinel tails).
+# Outputs and in/out tensors travel as float32 (the worker's NaN poison and sentinel tails), except
+# the in/outs a contract names in STORED: a precision variant's stored state (its bits and scales,
+# kernels/kda/decode_state_contract.py), which only the precision gate judges (cli.py refuses
+# check, bench, spec and profile on a variant manifest).
 RESULT_DTYPES = ("float32",)
 
 
@@ -129,6 +132,10 @@ class Contract:
         for f in ("tensors", "make_inputs", "reference", "slices", "written", "smaller", "counted", "launch", "sequence"):
             if hasattr(mod, f) and not callable(getattr(mod, f)):
                 raise ContractError(f"contract {path}: {f} must be a function")
+        self.stored = _names(mod, path, "STORED", required=False)
+        bad = [n for n in self.stored if n not in self.inouts]
+        if bad:
+            raise ContractError(f"contract {path}: STORED names {', '.join(bad)}, which are not INOUTS")
         self.slice_axes = dict(getattr(mod, "SLICE_AXES", {}) or {})
         self.results = self.outputs + self.inouts
         self._tensors = {}
@@ -179,7 +186,7 @@ class Contract:
                     raise self.fail("tensors", f"{n}: {e}") from None
                 if any(d < 0 for d in dims):
                     raise self.fail("tensors", f"{n}: negative size in {dims}")
-                if n in self.results and dt not in RESULT_DTYPES:
+                if n in self.results and n not in self.stored and dt not in RESULT_DTYPES:
                     raise self.fail("tensors", f"{n}: outputs and in/out tensors must be float32, not {dt}")
                 out[n] = (dims, dt)
             elif isinstance(v, (bool, int, float)) or v is None:

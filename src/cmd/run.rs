@@ -41,6 +41,11 @@ pub(crate) struct Args {
     /// see `kidiom init`) instead of kidiom.toml's [run] targets or kernels/.
     #[arg(long = "targets", value_name = "DIR", num_args = 1.., value_delimiter = ',')]
     targets: Vec<std::path::PathBuf>,
+    /// Also judge every state-precision variant that has no verdict for its sources yet (about a
+    /// minute each on a CPU; kidiom.toml [run] variants = true does it on every run). Without it, only
+    /// those whose sources changed since their verdict are judged.
+    #[arg(long)]
+    variants: bool,
     /// At the end, write the review as a static site into DIR (as `kidiom review --html DIR`).
     #[arg(long, value_name = "DIR")]
     html: Option<std::path::PathBuf>,
@@ -70,6 +75,7 @@ pub(crate) fn run(args: Args) -> Result<ExitCode> {
         } else {
             args.targets.iter().map(|t| std::path::absolute(t).unwrap_or_else(|_| t.clone())).collect()
         },
+        variants: args.variants || cfg.run.variants,
     };
     let bars = crate::progress::Bars::new();
     let tell = |e: Event| {
@@ -240,6 +246,7 @@ fn summary_lines(
         out.push(format!("  {line}"));
     }
     out.extend(best_per_kernel(ours));
+    out.extend(variant_lines(&r.variants));
     let named = |v: Vec<&kidiom_catalog::Candidate>| -> String {
         let ids: Vec<&str> = v.iter().take(SHOWN).map(|c| c.id.as_str()).collect();
         let more = if v.len() > SHOWN { format!(", and {} more", v.len() - SHOWN) } else { String::new() };
@@ -269,6 +276,35 @@ fn summary_lines(
     });
     out.push("the full table and evidence: `kidiom run -v` or `kidiom review`".into());
     out.push(phases_line(&r.phases));
+    out
+}
+
+/// The state-precision variants, two lines at most: their verdicts by kind
+/// (judged by this run or an earlier one; a verdict holds while the
+/// variant's sources are unchanged), and how to judge those not judged yet.
+fn variant_lines(variants: &[ops::run::VariantStatus]) -> Vec<String> {
+    if variants.is_empty() {
+        return Vec::new();
+    }
+    let mut by: std::collections::BTreeMap<&str, usize> = Default::default();
+    for v in variants {
+        *by.entry(v.verdict.as_deref().unwrap_or("not judged yet")).or_default() += 1;
+    }
+    let counts: Vec<String> = by.iter().map(|(k, n)| format!("{n} {k}")).collect();
+    let judged = variants.iter().filter(|v| v.judged).count();
+    let now = match judged {
+        0 => String::new(),
+        n => format!(" ({n} judged by this run: new or changed sources)"),
+    };
+    let mut out = vec![format!("state-precision variants: {} ({}){now}", variants.len(), counts.join(", "))];
+    let waiting: Vec<&ops::run::VariantStatus> = variants.iter().filter(|v| v.verdict.is_none()).collect();
+    if !waiting.is_empty() {
+        let secs: u64 = waiting.iter().map(|v| v.cpu_seconds).sum();
+        out.push(format!(
+            "  not judged yet: `kidiom validate --kernel all` (about {} min on a CPU) or `kidiom run --variants`",
+            secs.div_ceil(60)
+        ));
+    }
     out
 }
 

@@ -35,6 +35,10 @@ pub(crate) struct Options {
     /// with its manifest beside it (`--targets`, else kidiom.toml's `[run]
     /// targets`; empty: kernels/).
     pub(crate) targets: Vec<PathBuf>,
+    /// Judge every state-precision variant that has no verdict for its
+    /// sources (`--variants`, or kidiom.toml's `[run] variants`); without it
+    /// only those whose sources changed since their verdict in the catalog.
+    pub(crate) variants: bool,
 }
 
 /// Everything one run did; also `kidiom run --json`.
@@ -60,6 +64,68 @@ pub(crate) struct Report {
     pub(crate) phases: Phases,
     /// What apply and validation ran on (`kernels/`, or the targets), as shown.
     pub(crate) targets: String,
+    /// The state-precision variants under kernels/ and their verdicts.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub(crate) variants: Vec<VariantStatus>,
+}
+
+/// A state-precision variant as the run leaves it: judged by this run, or
+/// by an earlier one (the verdict holds while its sources are unchanged),
+/// or not judged yet (`kidiom validate --kernel all`, `kidiom run --variants`).
+#[derive(Debug, Clone, Serialize)]
+pub(crate) struct VariantStatus {
+    pub(crate) name: String,
+    /// Its candidate for the sources as they are (the id hashes them).
+    pub(crate) candidate: String,
+    /// The verdict for these sources; `None`: not judged yet.
+    pub(crate) verdict: Option<String>,
+    /// Judged by this run.
+    pub(crate) judged: bool,
+    /// Whether an earlier version of its sources has a verdict in the catalog.
+    pub(crate) changed: bool,
+    /// About how long judging it takes on a CPU (seconds), for the summary's estimate.
+    pub(crate) cpu_seconds: u64,
+}
+
+/// About how long the precision gate takes per variant on a 2-core CPU
+/// (bench/runs/2026-12-03-precision, 4096 drift steps: 52 to 55 s Triton,
+/// 6 to 8 s CUDA): the Triton interpreter runs each step in ~7 ms, the CUDA
+/// emulation in under 1 ms.
+const VARIANT_SECONDS_TRITON: u64 = 60;
+const VARIANT_SECONDS_CUDA: u64 = 10;
+
+/// The state-precision variants under `root`'s kernels, stored as candidates,
+/// each with whether this run judges it: every one without a verdict for its
+/// sources when `all`, else those whose sources changed since a verdict.
+fn variants_of_run(catalog: &Catalog, root: &std::path::Path, all: bool) -> Result<Vec<(Candidate, VariantStatus)>> {
+    let kernels = kidiom_validator::Kernels::load(root, "kernels").context("reading the kernels' manifests")?;
+    if kernels.variants.is_empty() {
+        return Ok(Vec::new());
+    }
+    let stored = catalog.candidates(None)?;
+    let mut out = Vec::new();
+    for v in &kernels.variants {
+        let c = super::candidates::store_variant(catalog, root, &kernels, &v.name)?;
+        let verdict = c.evidence.verdict().map(|v| v.kind.name().to_string());
+        let changed = stored.iter().any(|e| {
+            e.pattern_id == kidiom_validator::VARIANT_PATTERN
+                && e.path == c.path
+                && e.id != c.id
+                && e.evidence.verdict().is_some()
+        });
+        let cuda =
+            kernels.manifest(&v.variant_of).is_some_and(|m| m.language == kidiom_validator::KernelLanguage::Cuda);
+        let status = VariantStatus {
+            name: v.name.clone(),
+            candidate: c.id.clone(),
+            judged: verdict.is_none() && (all || changed),
+            verdict,
+            changed,
+            cpu_seconds: if cuda { VARIANT_SECONDS_CUDA } else { VARIANT_SECONDS_TRITON },
+        };
+        out.push((c, status));
+    }
+    Ok(out)
 }
 
 /// Wall seconds of each phase of a run (`bench/run-phases.sh` reads them).
@@ -147,7 +213,7 @@ pub(crate) fn run(cfg: &Config, catalog: &mut Catalog, o: &Options, tell: &(dyn 
     let snapshot = fill_from_snapshot(cfg, catalog, &manifests, &mine, history.as_ref(), tell)?;
     phases.snapshot = t.elapsed().as_secs_f64();
     let top = catalog.list(&Filter { limit: Some(o.top), hide_refactor: true, ..Default::default() })?;
-    let (mut apply, mut validate) = (None, None);
+    let (mut apply, mut validate, mut variants) = (None, None, Vec::new());
     let mut verdicts: BTreeMap<String, usize> = BTreeMap::new();
     if !o.no_validate && (!o.targets.is_empty() || std::path::Path::new("kernels").is_dir()) {
         let t = Instant::now();
@@ -156,20 +222,31 @@ pub(crate) fn run(cfg: &Config, catalog: &mut Catalog, o: &Options, tell: &(dyn 
         phases.search = report.searches.iter().map(|s| s.seconds).sum();
         // This run's candidates on kernels/ (other candidates in the catalog, e.g. from
         // `kidiom apply` on another tree, are left to `kidiom validate`).
-        let mut ours: HashSet<String> = report.candidates.iter().map(|c| c.id.clone()).collect();
+        let ours: HashSet<String> = report.candidates.iter().map(|c| c.id.clone()).collect();
         let later = later_values(&report.candidates);
-        // the state-precision variants under kernels/, each judged by the precision gate
-        ours.extend(super::candidates::store_variants(catalog, &super::root()?)?.into_iter().map(|c| c.id));
-        let first: HashSet<String> = ours.difference(&later).cloned().collect();
+        let mut first: HashSet<String> = ours.difference(&later).cloned().collect();
+        // the state-precision variants under kernels/: each judged by the precision gate costs
+        // a minute or so on a CPU (thousands of decode steps), so a run judges only those whose
+        // sources changed since their verdict, or all with --variants / [run] variants
+        let found = variants_of_run(catalog, &super::root()?, o.variants)?;
+        first.extend(found.iter().filter(|(_, s)| s.judged).map(|(c, _)| c.id.clone()));
+        variants = found.into_iter().map(|(_, s)| s).collect();
         apply = Some(report);
         let t = Instant::now();
         validate = validate_ours(cfg, catalog, o, &first, tell)?;
         phases.validate = t.elapsed().as_secs_f64();
         verdicts = verdicts_of(catalog, &ours)?;
+        // as stored after validation
+        let stored = catalog.candidates(None)?;
+        for v in &mut variants {
+            if let Some(c) = stored.iter().find(|c| c.id == v.candidate) {
+                v.verdict = c.evidence.verdict().map(|k| k.kind.name().to_string());
+            }
+        }
     }
     phases.total = started.elapsed().as_secs_f64();
     let targets = shown_targets(&super::root()?, &o.targets);
-    Ok(Report { mine, history, top, apply, snapshot, verdicts, validate, phases, targets })
+    Ok(Report { mine, history, top, apply, snapshot, verdicts, validate, phases, targets, variants })
 }
 
 /// Mines the corpora kidiom.toml lists: usage, and history where asked,

@@ -83,7 +83,10 @@ impl CandidateInput {
     /// A state-precision variant of `kernels` as it is under `root`: its
     /// target is the variant's manifest, its diff what the variant changes
     /// (its source against its kernel's; a variant that shares its kernel's
-    /// source shows its manifest), so that a reviewer reads the change.
+    /// source shows its manifest), so that a reviewer reads the change. Its
+    /// id hashes what the precision gate judges: that diff, the manifest
+    /// (storage, budget) and its contract module, so an edit to any of them
+    /// is a new candidate and a verdict in the catalog holds for these files.
     pub fn from_variant(root: &Path, kernels: &crate::manifest::Kernels, name: &str) -> Result<CandidateInput> {
         let (variant, base) = kernels.variant(name).ok_or_else(|| {
             let known: Vec<&str> = kernels.variants.iter().map(|v| v.name.as_str()).collect();
@@ -106,7 +109,12 @@ impl CandidateInput {
             let m = read(&variant.path)?;
             (String::new(), m.clone(), kidiom_rewrite::unified(&variant.path, "", &m, 3))
         };
-        let id = kidiom_catalog::record::candidate_id(VARIANT_PATTERN, &variant.path, &diff);
+        let mut judged = format!("{diff}\0{}", read(&variant.path)?);
+        if let Some(contract) = variant.contract_path() {
+            judged.push('\0');
+            judged.push_str(&read(&contract)?);
+        }
+        let id = kidiom_catalog::record::candidate_id(VARIANT_PATTERN, &variant.path, &judged);
         Ok(CandidateInput {
             id,
             pattern_id: VARIANT_PATTERN.into(),

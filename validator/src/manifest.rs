@@ -357,6 +357,8 @@ pub struct Variant {
     pub budget: serde_json::Value,
     /// The manifest file, relative to the root (`/`-separated).
     pub path: String,
+    /// Its contract module as the manifest names it (relative to the manifest), if any.
+    pub contract: Option<String>,
 }
 
 impl Variant {
@@ -376,7 +378,14 @@ impl Variant {
             Some(b) => serde_json::to_value(b).map_err(|e| bad(format!("[budget]: {e}")))?,
             None => serde_json::Value::Null,
         };
-        Ok(Variant { name, variant_of, source, storage, budget, path: path.to_string() })
+        let contract = text("contract");
+        Ok(Variant { name, variant_of, source, storage, budget, path: path.to_string(), contract })
+    }
+
+    /// Its contract module relative to the root (`None`: it names none, or one outside the root).
+    pub fn contract_path(&self) -> Option<String> {
+        let dir = self.path.rsplit_once('/').map_or("", |(d, _)| d);
+        normalize(dir, self.contract.as_deref()?)
     }
 
     /// Its source file relative to the root, given the kernel it is a variant of.

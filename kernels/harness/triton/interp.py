@@ -524,3 +524,70 @@ def install_program_order():
     GE.__call__ = grid_call
     B.set_grid_dim = set_grid_dim
     _ORIGINAL_GRID = (call, set_dim)
+
+
+# narrowing float casts (issue #27) -----------------------------------------------------------------
+# Triton 3.x's interpreter casts float32 -> bfloat16 by truncation (`cast_impl` passes no rounding
+# mode to `_convert_float`), and float32 -> float8 by adding the cut-off bit to the mantissa and
+# OR-ing it into the exponent field (a carry out of the mantissa is lost, ties do not go to even,
+# no saturation). The GPU rounds both to nearest even (`cvt.rn.bf16.f32`; `cvt.rn.satfinite.e4m3x2`
+# for float8e4nv). A state stored in bf16 or fp8 is rounded at every step, so these casts decide the
+# drift; `install_faithful_casts` makes the interpreter round as the GPU does for float32 (and
+# float16) sources into bfloat16 and float8e4nv, which is what the precision gate measures.
+
+def _f32_to_bf16_bits(x):
+    b = np.ascontiguousarray(x, dtype=np.float32).view(np.uint32).astype(np.uint64)
+    nan = (b & 0x7FFFFFFF) > 0x7F800000
+    r = ((b + 0x7FFF + ((b >> 16) & 1)) >> 16).astype(np.uint16)
+    return np.where(nan, ((b >> 16) | 0x40).astype(np.uint16), r)
+
+
+_E4M3 = None
+
+
+def _f32_to_e4m3_bits(x):
+    """float -> e4m3fn bits, nearest even, saturating to +-448 (satfinite); NaN -> 0x7f."""
+    global _E4M3
+    if _E4M3 is None:
+        c = np.arange(127)
+        e, m = c >> 3, c & 7
+        _E4M3 = np.where(e == 0, m / 8.0 * 2.0 ** -6, (1 + m / 8.0) * 2.0 ** (e - 7))
+    x = np.asarray(x, dtype=np.float64)
+    a = np.minimum(np.abs(x), 448.0)
+    hi = np.clip(np.searchsorted(_E4M3, a), 0, 126)
+    lo = np.maximum(hi - 1, 0)
+    dlo, dhi = a - _E4M3[lo], _E4M3[hi] - a
+    code = np.where(dlo < dhi, lo, np.where(dhi < dlo, hi, np.where(lo % 2 == 0, lo, hi))).astype(np.uint8)
+    code = np.where(np.signbit(x), code | 0x80, code)
+    return np.where(np.isnan(x), np.uint8(0x7F), code).astype(np.uint8)
+
+
+def install_faithful_casts():
+    """Round float32 / float16 -> bfloat16 and -> float8e4nv to nearest even in the interpreter,
+    as the GPU does (idempotent)."""
+    import triton.language as tl
+    from triton.runtime import interpreter as ti
+    B = ti.InterpreterBuilder
+    if getattr(B, "_kidiom_faithful_casts", False):
+        return
+    cast_orig, fp_orig = B.cast_impl, B.create_fp_to_fp
+    wide = (tl.float32, tl.float16)
+
+    def narrow(src, dst):
+        s, d = src.dtype.scalar, dst.scalar
+        if s in wide and d == tl.bfloat16:
+            return ti.TensorHandle(_f32_to_bf16_bits(src.data).view(np.uint16), d)
+        if s in wide and d == tl.float8e4nv:
+            return ti.TensorHandle(_f32_to_e4m3_bits(src.data), d)
+        return None
+
+    def cast_impl(self, src, dst_type):
+        h = narrow(src, dst_type)
+        return h if h is not None else cast_orig(self, src, dst_type)
+
+    def create_fp_to_fp(self, src, dst_type, rounding_mode):
+        h = narrow(src, dst_type) if rounding_mode in (None, ti._ir.ROUNDING_MODE.RTNE) else None
+        return h if h is not None else fp_orig(self, src, dst_type, rounding_mode)
+
+    B.cast_impl, B.create_fp_to_fp = cast_impl, create_fp_to_fp
+    B._kidiom_faithful_casts = True

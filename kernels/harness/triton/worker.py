@@ -15,7 +15,11 @@ candidate may print to): `{"ready": {...}}`, or `{"load_error": {...}}` / `{"nee
 and exit; then per request `{"start": id}` and `{"done": id, "sets": [...]}`. Arrays travel as
 .npy files: inputs `<in_dir>/<id>/s<j>_<name>.npy` (written by the harness), results
 `<out_dir>/<id>/r<j>_<name>.npy` (the whole buffer: the elements, then the sentinel tail) and, on a CPU,
-`r<j>_<name>.prov.npy` (packed bits: no host code wrote the element during the call).
+`r<j>_<name>.prov.npy` (packed bits: no host code wrote the element during the call). A request
+with `stacked` (a list of names) reads those inputs of every set from one file
+`<in_dir>/<id>/stack_<name>.npy` ([sets, ...]: row j is set j's), and writes every result of every
+set to one file `<out_dir>/<id>/r_<name>.npy` ([sets, buffer]; `r_<name>.prov.npy` likewise), when
+the request ends: for thousands of small calls (the precision gate's drift).
 
 A `call` request runs one hosted kernel's public function on `sets` input sets in turn, on the
 SAME tensors: set j's inputs are copied into the tensors of set 0 (an in/out tensor without a
@@ -266,6 +270,11 @@ def run_call(backend, kern, req, in_dir, out_dir):
     scalars = dict(req.get("scalars") or {})
     pad = int(req.get("pad", 64))
     tensors, results = {}, []
+    # `stacked`: one file per name for all sets (stack_<name>.npy [sets, ...] in, r_<name>.npy
+    # [sets, buffer] out): a long sequence of small calls (the precision gate's thousands of decode
+    # steps) costs a few files instead of several per step
+    stacked = isinstance(req.get("stacked"), list)
+    stacks, kept = {}, {}
     on_cpu = kern.observes["provenance"] or kern.emulation is not None
     sampled = kern.set_programs(req.get("programs")) if on_cpu else False
     backend.begin()
@@ -273,8 +282,14 @@ def run_call(backend, kern, req, in_dir, out_dir):
         for name in inputs + inouts:
             f = os.path.join(io, f"s{j}_{name}.npy")
             sentinel = np.nan if name in inputs else OUT_SENTINEL
-            if os.path.exists(f):
+            a = None
+            if stacked and name in req["stacked"]:
+                if name not in stacks:
+                    stacks[name] = np.load(os.path.join(io, f"stack_{name}.npy"), allow_pickle=False)
+                a = stacks[name][j]
+            elif os.path.exists(f):
                 a = np.load(f, allow_pickle=False)
+            if a is not None:
                 if name in tensors:
                     backend.refill(tensors[name], a, sentinel)
                 else:
@@ -324,6 +339,10 @@ def run_call(backend, kern, req, in_dir, out_dir):
             rec["inputs"][name] = {"data": digest(flat[:n]), "tail": digest(flat[n:])}
         written = inouts + list(outputs)
         for name in written:
+            if stacked:
+                kept.setdefault(name, []).append(backend.flat(tensors[name]))
+                rec["arrays"][name] = os.path.join(res_dir, f"r_{name}.npy")
+                continue
             f = os.path.join(res_dir, f"r{j}_{name}.npy")
             np.save(f, backend.flat(tensors[name]))
             rec["arrays"][name] = f
@@ -331,8 +350,13 @@ def run_call(backend, kern, req, in_dir, out_dir):
             backend.checkpoint()
             rec["provenance"] = {}
             for name in written:
+                bits = np.packbits(backend.provenance(tensors[name], name))
+                if stacked:
+                    kept.setdefault(name + ".prov", []).append(bits)
+                    rec["provenance"][name] = os.path.join(res_dir, f"r_{name}.prov.npy")
+                    continue
                 f = os.path.join(res_dir, f"r{j}_{name}.prov.npy")
-                np.save(f, np.packbits(backend.provenance(tensors[name], name)))
+                np.save(f, bits)
                 rec["provenance"][name] = f
             if sampled:
                 # a partial grid is judged on what the programs that ran wrote
@@ -343,6 +367,8 @@ def run_call(backend, kern, req, in_dir, out_dir):
                     np.save(f, np.packbits(backend.memory.kernel_written(name, t.element_size())))
                     rec["written"][name] = f
         results.append(rec)
+    for name, rows in kept.items():
+        np.save(os.path.join(res_dir, f"r_{name}.npy"), np.stack(rows))
     return results
 
 
@@ -359,6 +385,8 @@ def main():
             backend = TorchBackend()
         else:
             from .interp import install_bounds_check, install_fast_device_calls, install_program_order, install_tf32_dot
+            from .interp import install_faithful_casts
+            install_faithful_casts()   # fp32 -> bf16 / fp8 rounded as the GPU does (interp.py)
             install_bounds_check()
             install_program_order()
             install_fast_device_calls()

@@ -166,16 +166,28 @@ class KernelWorker:
             return ""
 
     # requests ---------------------------------------------------------------------------------
-    def submit(self, kernel, args, layout, sets, label, pad=64):
-        """Queue a call of `kernel` on `sets` (list of {name: array}); returns its id."""
+    def submit(self, kernel, args, layout, sets, label, pad=64, stacked=False):
+        """Queue a call of `kernel` on `sets` (list of {name: array}); returns its id. `stacked`:
+        the arrays every set has (same shape and dtype) travel in one file per name, and the
+        results come back in one file per name (worker.py, `stacked`): thousands of small sets cost a few files, not several per set."""
         rid = self.next_id
         self.next_id += 1
         io = self.scratch / "in" / str(rid)
         io.mkdir()
+        common = []
+        if stacked and sets:
+            common = [n for n, a in sets[0].items()
+                      if all(n in s and np.shape(s[n]) == np.shape(a) and np.asarray(s[n]).dtype == np.asarray(a).dtype
+                             for s in sets)]
+            for name in common:
+                np.save(io / f"stack_{name}.npy", np.stack([np.asarray(s[name]) for s in sets]))
         for j, arrays in enumerate(sets):
             for name, a in arrays.items():
-                np.save(io / f"s{j}_{name}.npy", np.ascontiguousarray(a))
+                if name not in common:
+                    np.save(io / f"s{j}_{name}.npy", np.ascontiguousarray(a))
         req = dict(layout, id=rid, kind="call", kernel=kernel, args=list(args), sets=len(sets), pad=pad)
+        if stacked:
+            req["stacked"] = common
         self.lines[rid] = (json.dumps(req) + "\n").encode()
         self.labels[rid] = label
         if self.fatal is not None:
