@@ -26,4 +26,4 @@ echo "== bench READMEs agree with their raw files"
 .venv/bin/python bench/readme.py --check bench/runs/*/
 echo "== pytest kernels/tests"
 # two workers: most tests wait on harness subprocesses, and cargo's tests are done by now
-.venv/bin/python -m pytest kernels/tests -q -n 2
+.venv/bin/python -m pytest kernels/tests -q -n 2 --durations=15

@@ -329,7 +329,10 @@ def bad_cases(shape, seed, rng, params):
 # Size-triggered behaviour: correctness at the sizes the bench uses -------------------------------------
 
 BENCH_FAMILIES = ["bench-size/gather", "bench-size/scatter"]
-BENCH_REPEAT = 8   # rounds of a concurrent phase (every thread calls once per round)
+# Rounds of a concurrent phase (every thread calls once per round). A call that misbehaves only while
+# another is in flight shows only in a round where the scheduler let them overlap; on a loaded 2-core
+# machine 8 rounds once went by without one (test_host_sizes, skip-when-concurrent), 16 make that rare.
+BENCH_REPEAT = 16
 
 
 def bench_sizes(P, N):

@@ -32,7 +32,7 @@ GATHER_LOOP = "    if (p.page_bytes == 0) return;\n    for (size_t i = 0; i < n;
 GATHER_COPIED = "        std::memcpy(out.data + i * p.page_bytes, src, p.page_bytes);\n    }\n"
 SOURCE_PAGE = "pool.data[static_cast<size_t>(page_id(page_ids, 0)) * p.page_bytes]"
 
-AFTER = 60   # "after a while": calls of a function before a planted module starts to misbehave
+AFTER = 120   # "after a while": calls of a function before a planted module starts to misbehave
 
 # name -> (base, edits)
 VARIANTS = {
