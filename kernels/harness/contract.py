@@ -76,9 +76,10 @@ def _import(path):
 _cache = {}
 
 
-def load_contract(manifest):
-    """The manifest's contract (format 2: its `contract` file; format 1: the shipped module whose
-    OP is the manifest's `op`), validated."""
+def load_module_contract(manifest, kind):
+    """The manifest's contract module (format 2: its `contract` file; format 1: the shipped module
+    whose OP is the manifest's `op`) wrapped and validated by `kind(path, module)`, once per file
+    version."""
     path = manifest.contract_path
     if path is None:
         raise ContractError(f"manifest {manifest.path}: no contract module implements op {manifest.op!r} "
@@ -86,10 +87,15 @@ def load_contract(manifest):
     path = Path(path).resolve()
     if not path.is_file():
         raise ContractError(f"contract {path}: no such file (manifest {manifest.path})")
-    key = (str(path), path.stat().st_mtime_ns)
+    key = (kind, str(path), path.stat().st_mtime_ns)
     if key not in _cache:
-        _cache[key] = Contract(path, _import(path))
+        _cache[key] = kind(path, _import(path))
     return _cache[key]
+
+
+def load_contract(manifest):
+    """The manifest's kernel contract, validated."""
+    return load_module_contract(manifest, Contract)
 
 
 def _names(mod, path, attr, required=True):

@@ -13,30 +13,18 @@ from pathlib import Path
 
 import numpy as np
 
-from ..contract import ContractError, _import, _one_line, shipped_contracts
+from ..contract import ContractError, _one_line, load_module_contract
 from .cases import Arr, Case, Service
 
 __all__ = ["HostContract", "load_host_contract"]
 
 REQUIRED = ("FUNCTIONS", "FAMILIES", "cases")
 _NAME = re.compile(r"^[A-Za-z0-9_.\-]+$")   # array names become file names in the scratch directory
-_cache = {}
 
 
 def load_host_contract(manifest):
-    """The host manifest's contract (format 2: its `contract` file; format 1: the shipped module whose
-    OP is the manifest's `op`), validated."""
-    path = manifest.contract_path
-    if path is None:
-        raise ContractError(f"manifest {manifest.path}: no contract module implements op {manifest.op!r} "
-                            f"(known: {', '.join(sorted(shipped_contracts())) or 'none'})")
-    path = Path(path).resolve()
-    if not path.is_file():
-        raise ContractError(f"contract {path}: no such file (manifest {manifest.path})")
-    key = (str(path), path.stat().st_mtime_ns)
-    if key not in _cache:
-        _cache[key] = HostContract(path, _import(path))
-    return _cache[key]
+    """The host manifest's contract, validated."""
+    return load_module_contract(manifest, HostContract)
 
 
 class HostContract:
