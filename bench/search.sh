@@ -14,4 +14,4 @@ root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$root"
 n="${1:-5000}"
 shift || true
-cargo run --quiet --release --locked -p kidiom-catalog --example search_bench -- "$n" "$@"
+cargo run --quiet --release --locked -p kidiom-patterns --example search_bench -- "$n" "$@"

@@ -7,7 +7,7 @@ use std::io::IsTerminal;
 use std::sync::Mutex;
 
 use indicatif::{ProgressBar, ProgressStyle};
-use kidiom_catalog::Candidate;
+use kidiom_patterns::Candidate;
 use kidiom_validator::Evidence;
 
 /// The bars of one run; each appears when its phase first reports.

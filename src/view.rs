@@ -2,7 +2,7 @@
 //! record is laid out as rows, whoever draws them. The service layer
 //! (`ops`) returns records; it lays nothing out.
 
-use kidiom_catalog::record::SiteSummary;
+use kidiom_patterns::record::SiteSummary;
 use kidiom_validator::sitesearch::SiteSearch;
 
 /// A site search's front as table rows (for `review`, its HTML page and
@@ -65,7 +65,7 @@ pub(crate) struct VariantView {
     /// The predicted speedup from the state bytes (a prediction, never a measurement).
     pub(crate) predicted: Option<f64>,
     /// The precision gate's figures (curves, errors, bytes per step, crossing).
-    pub(crate) figures: kidiom_catalog::record::PrecisionFigures,
+    pub(crate) figures: kidiom_patterns::record::PrecisionFigures,
 }
 
 /// The state-precision variants of one kernel, with its fp32 drift.
@@ -75,7 +75,7 @@ pub(crate) struct PrecisionFamily {
     pub(crate) kernel: String,
     /// The fp32 kernel's drift (steps, curve), from a variant's run.
     pub(crate) baseline_steps: Vec<i64>,
-    pub(crate) baseline: kidiom_catalog::record::DriftCurve,
+    pub(crate) baseline: kidiom_patterns::record::DriftCurve,
     /// Its state bytes per step.
     pub(crate) baseline_bytes: Option<u64>,
     /// The variants, fewest bytes last (as they were written: bf16, fp8, int8).
@@ -84,8 +84,8 @@ pub(crate) struct PrecisionFamily {
 
 /// The validated state-precision variants among `cands`, by kernel (the
 /// latest validation of each variant).
-pub(crate) fn precision_families(cands: &[kidiom_catalog::Candidate]) -> Vec<PrecisionFamily> {
-    use kidiom_catalog::record::Gate;
+pub(crate) fn precision_families(cands: &[kidiom_patterns::Candidate]) -> Vec<PrecisionFamily> {
+    use kidiom_patterns::record::Gate;
     let mut latest: std::collections::BTreeMap<(String, String), (u64, VariantView)> = Default::default();
     let mut baselines: std::collections::BTreeMap<String, (u64, PrecisionFamily)> = Default::default();
     for c in cands {
@@ -185,7 +185,7 @@ pub(crate) fn family_rows(f: &PrecisionFamily) -> Vec<Vec<String>> {
         .to_vec(),
     ];
     // the fp32 kernel's worst over its curve (the variants' are the harness's worst)
-    let last = |xs: &[kidiom_catalog::record::Num]| {
+    let last = |xs: &[kidiom_patterns::record::Num]| {
         xs.iter().filter(|n| !n.0.is_nan()).map(|n| n.0).fold(None, |m: Option<f64>, x| Some(m.map_or(x, |m| m.max(x))))
     };
     rows.push(vec![
@@ -203,7 +203,7 @@ pub(crate) fn family_rows(f: &PrecisionFamily) -> Vec<Vec<String>> {
     ]);
     for v in &f.variants {
         let g = &v.figures;
-        let n = |x: Option<kidiom_catalog::record::Num>| x.map(|n| n.0);
+        let n = |x: Option<kidiom_patterns::record::Num>| x.map(|n| n.0);
         rows.push(vec![
             v.variant.clone(),
             v.dtype.clone(),
@@ -237,7 +237,7 @@ pub(crate) enum Drift {
 /// spread over the run, first and last kept), one column per curve (fp32
 /// first), each the relative error against float64.
 pub(crate) fn drift_rows(f: &PrecisionFamily, which: Drift, max_rows: usize) -> Vec<Vec<String>> {
-    use kidiom_catalog::record::{DriftCurve, Num};
+    use kidiom_patterns::record::{DriftCurve, Num};
     let pick = |c: &DriftCurve| -> Vec<Num> {
         match which {
             Drift::O => c.o.clone(),

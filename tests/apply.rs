@@ -6,8 +6,8 @@ use std::collections::BTreeSet;
 use std::path::Path;
 use std::process::Command;
 
-use kidiom_catalog::Pattern;
-use kidiom_rewrite::{Rewrite, RewriteSpec};
+use kidiom_patterns::Pattern;
+use kidiom_rewriter::{Rewrite, RewriteSpec};
 use kidiom_syntax::Lang;
 
 use crate::util::{Env, Lcg, git_repo};
@@ -284,7 +284,7 @@ fn write_is_idempotent_and_parses() {
     assert!(written.ends_with("def host(q):\n    return tl.dot(q, q) + tl.exp(q)\n"), "host code unchanged");
     for (rel, lang) in [("kernels/step.py", Lang::Python), ("kernels/kern.cu", Lang::Cuda)] {
         let text = std::fs::read_to_string(env.path().join(rel)).expect("read");
-        assert_eq!(kidiom_rewrite::parse_errors(lang, &text).expect("parse"), 0, "{rel}");
+        assert_eq!(kidiom_rewriter::parse_errors(lang, &text).expect("parse"), 0, "{rel}");
     }
     // The tree is now dirty: --write refuses without --force.
     let db = env.db();
@@ -405,7 +405,7 @@ fn review_and_accept_commit_on_the_review_branch() {
     assert!(err.contains("is not validated") && err.contains("--force"), "{err}");
     assert!(repo.find_branch("kidiom/review", git2::BranchType::Local).is_err(), "nothing committed");
     // a verdict short of accepted is refused with the verdict and its reason
-    let cat = kidiom_catalog::Catalog::open(&db).expect("catalog");
+    let cat = kidiom_patterns::Catalog::open(&db).expect("catalog");
     for (kind, gate, reason) in [
         ("needs-gpu", None, "syntax, static, correctness passed; speed needs a GPU"),
         ("rejected", Some("correctness"), "1 failure: o rel_l2 1.2e-01 > 5.0e-03"),
@@ -413,7 +413,7 @@ fn review_and_accept_commit_on_the_review_branch() {
     ] {
         let ev =
             serde_json::json!({"verdict": {"kind": kind, "gate": gate, "reason": reason, "log": null, "flags": []}});
-        cat.set_candidate_evidence(&id, &kidiom_catalog::record::StoredEvidence::decode(ev.clone())).expect("evidence");
+        cat.set_candidate_evidence(&id, &kidiom_patterns::record::StoredEvidence::decode(ev.clone())).expect("evidence");
         let out = env.run(&["accept", &id, "--db", dbs]);
         assert_eq!(out.status.code(), Some(2), "{kind}");
         let err = String::from_utf8_lossy(&out.stderr);
@@ -464,9 +464,9 @@ fn accept_refuses_a_changed_target() {
     // an accepted verdict needs no --force; the changed target still stops it
     let ev =
         serde_json::json!({"verdict": {"kind": "accepted", "gate": null, "reason": "1.3x", "log": null, "flags": []}});
-    kidiom_catalog::Catalog::open(&db)
+    kidiom_patterns::Catalog::open(&db)
         .expect("catalog")
-        .set_candidate_evidence(&id, &kidiom_catalog::record::StoredEvidence::decode(ev.clone()))
+        .set_candidate_evidence(&id, &kidiom_patterns::record::StoredEvidence::decode(ev.clone()))
         .expect("evidence");
     let out = env.run(&["accept", &id, "--db", db.to_str().expect("utf8")]);
     assert_eq!(out.status.code(), Some(2));
@@ -487,9 +487,9 @@ fn an_accepted_verdict_commits_without_force() {
     let db = env.db();
     let ev =
         serde_json::json!({"verdict": {"kind": "accepted", "gate": null, "reason": "1.3x", "log": null, "flags": []}});
-    kidiom_catalog::Catalog::open(&db)
+    kidiom_patterns::Catalog::open(&db)
         .expect("catalog")
-        .set_candidate_evidence(&id, &kidiom_catalog::record::StoredEvidence::decode(ev.clone()))
+        .set_candidate_evidence(&id, &kidiom_patterns::record::StoredEvidence::decode(ev.clone()))
         .expect("evidence");
     let accepted = env.json(&["accept", &id, "--db", db.to_str().expect("utf8"), "--json"]);
     let repo = git2::Repository::open(env.path()).expect("repo");
@@ -586,16 +586,16 @@ fn property_every_pattern_on_many_files() {
     files.push(UP_B.to_string());
     let mut rewritten = 0;
     for (i, src) in files.iter().enumerate() {
-        let errors = kidiom_rewrite::parse_errors(Lang::Python, src).expect("parse");
+        let errors = kidiom_rewriter::parse_errors(Lang::Python, src).expect("parse");
         for rw in &rws {
-            let out = match kidiom_rewrite::rewrite(rw, Lang::Python, src, "gen.py") {
+            let out = match kidiom_rewriter::rewrite(rw, Lang::Python, src, "gen.py") {
                 Ok(Some(o)) => o,
                 Ok(None) => continue,
                 Err(e) => panic!("file {i}, {}: {e}\n{src}", rw.id),
             };
             rewritten += 1;
             assert!(
-                kidiom_rewrite::parse_errors(Lang::Python, &out.text).expect("parse") <= errors,
+                kidiom_rewriter::parse_errors(Lang::Python, &out.text).expect("parse") <= errors,
                 "file {i} {}",
                 rw.id
             );
@@ -605,7 +605,7 @@ fn property_every_pattern_on_many_files() {
                 rw.id,
                 out.text
             );
-            let again = kidiom_rewrite::rewrite(rw, Lang::Python, &out.text, "gen.py").expect("rewrite");
+            let again = kidiom_rewriter::rewrite(rw, Lang::Python, &out.text, "gen.py").expect("rewrite");
             assert!(again.is_none(), "file {i} {}: not idempotent", rw.id);
             // Host code never changes.
             for host in ["return tl.dot(x, x) + tl.exp(x) + tl.program_id(0)", "return tl.dot(q, q) + tl.exp(q)"] {
@@ -613,7 +613,7 @@ fn property_every_pattern_on_many_files() {
                     assert!(out.text.contains(host), "file {i} {}: host code changed", rw.id);
                 }
             }
-            let diff = kidiom_rewrite::unified("gen.py", src, &out.text, 3);
+            let diff = kidiom_rewriter::unified("gen.py", src, &out.text, 3);
             assert!(diff.starts_with("diff --git a/gen.py b/gen.py\n"));
         }
     }
@@ -705,9 +705,9 @@ fn one_candidate_per_change_and_nothing_that_cannot_work() {
         Pattern::usage("p-narrow", Lang::Python, "tl.dot($A, $B)", "tl.dot($A, $B, input_precision=\"ieee\")", &[]);
     let bare_exp = Pattern::usage("p-bare-exp", Lang::Python, "tl.exp($A)", "exp($A)", &[]);
     {
-        let mut cat = kidiom_catalog::Catalog::open(&db).expect("catalog");
+        let mut cat = kidiom_patterns::Catalog::open(&db).expect("catalog");
         let tx = cat.begin().expect("tx");
-        tx.replace_patterns(kidiom_catalog::Kind::Usage, &[wide, narrow, bare_exp]).expect("patterns");
+        tx.replace_patterns(kidiom_patterns::Kind::Usage, &[wide, narrow, bare_exp]).expect("patterns");
         tx.commit().expect("commit");
     }
     env.write(

@@ -1,5 +1,5 @@
 //! The order of docs/ARCHITECTURE.md, pinned: tool crates (syntax, exec,
-//! rewrite) under the stage crates (miner, catalog, validator, the binary),
+//! rewriter) under the stage crates (miner, patterns, validator, the binary),
 //! a stage depending only on tool crates and earlier stages; which modules
 //! may not reach into which; and the invariants that are cheap to check from
 //! the source (nothing compiled in across crates, libraries do not print,
@@ -17,11 +17,11 @@ use crate::project::repo;
 const ALLOWED: &[(&str, &[&str])] = &[
     ("syntax", &[]),
     ("exec", &[]),
-    ("rewrite", &["kidiom-syntax"]),
-    ("miner", &["kidiom-syntax", "kidiom-exec", "kidiom-rewrite"]),
-    ("catalog", &["kidiom-syntax", "kidiom-exec", "kidiom-rewrite", "kidiom-miner"]),
-    ("validator", &["kidiom-syntax", "kidiom-exec", "kidiom-rewrite", "kidiom-catalog"]),
-    (".", &["kidiom-syntax", "kidiom-exec", "kidiom-rewrite", "kidiom-miner", "kidiom-catalog", "kidiom-validator"]),
+    ("rewriter", &["kidiom-syntax"]),
+    ("miner", &["kidiom-syntax", "kidiom-exec", "kidiom-rewriter"]),
+    ("patterns", &["kidiom-syntax", "kidiom-exec", "kidiom-rewriter", "kidiom-miner"]),
+    ("validator", &["kidiom-syntax", "kidiom-exec", "kidiom-rewriter", "kidiom-patterns"]),
+    (".", &["kidiom-syntax", "kidiom-exec", "kidiom-rewriter", "kidiom-miner", "kidiom-patterns", "kidiom-validator"]),
 ];
 
 /// The names in the `[dependencies]` table of a Cargo.toml.
@@ -99,7 +99,7 @@ fn offending(dir: &str, needles: &[&str], except: &[&str]) -> Vec<String> {
 
 #[test]
 fn libraries_return_data_and_never_print() {
-    for dir in ["syntax/src", "exec/src", "rewrite/src", "miner/src", "catalog/src", "validator/src"] {
+    for dir in ["syntax/src", "exec/src", "rewriter/src", "miner/src", "patterns/src", "validator/src"] {
         let found = offending(dir, &["println!(", "eprintln!(", "print!(", "eprint!(", "dbg!("], &[]);
         assert!(found.is_empty(), "a library prints (return data; the CLI reports):\n{}", found.join("\n"));
     }
@@ -107,7 +107,7 @@ fn libraries_return_data_and_never_print() {
 
 #[test]
 fn the_catalog_crate_runs_nothing_and_opens_no_repository() {
-    let found = offending("catalog/src", &["git2::", "process::Command", "Command::new("], &[]);
+    let found = offending("patterns/src", &["git2::", "process::Command", "Command::new("], &[]);
     assert!(found.is_empty(), "patterns never opens a git repository or runs code:\n{}", found.join("\n"));
 }
 
@@ -122,7 +122,7 @@ fn only_the_exec_crate_starts_processes() {
     // git2 reads repositories in-process (no transports, so a clone goes through exec)
     let needles = ["Command::new(", "process::Command", ".spawn()"];
     let except: Vec<&str> = SPAWNS_OUTSIDE_EXEC.iter().map(|(f, _)| *f).collect();
-    for dir in ["rewrite/src", "miner/src", "catalog/src", "validator/src", "src"] {
+    for dir in ["rewriter/src", "miner/src", "patterns/src", "validator/src", "src"] {
         let found = offending(dir, &needles, &except);
         assert!(
             found.is_empty(),
@@ -139,7 +139,7 @@ fn only_the_exec_crate_starts_processes() {
 
 #[test]
 fn the_rewrite_engine_writes_files_only_by_atomic_rename() {
-    let found = offending("rewrite/src", &["fs::write(", "File::create(", "OpenOptions"], &["rewrite/src/write.rs"]);
+    let found = offending("rewriter/src", &["fs::write(", "File::create(", "OpenOptions"], &["rewriter/src/write.rs"]);
     assert!(found.is_empty(), "files are written only through write.rs (atomic rename):\n{}", found.join("\n"));
 }
 
@@ -148,9 +148,9 @@ fn the_rewrite_engine_knows_no_repository_catalog_or_miner() {
     // the engine compiles a RewriteSpec; git (the review branch) is the binary's, patterns are the catalog's
     let heavy = ["git2", "rusqlite", "tar", "zip", "syn"];
     let found: Vec<String> =
-        dependencies(&repo().join("rewrite/Cargo.toml")).into_iter().filter(|d| heavy.contains(&d.as_str())).collect();
-    assert!(found.is_empty(), "rewrite/Cargo.toml depends on {found:?}");
-    let found = offending("rewrite/src", &["git2::", "kidiom_catalog", "kidiom_miner"], &[]);
+        dependencies(&repo().join("rewriter/Cargo.toml")).into_iter().filter(|d| heavy.contains(&d.as_str())).collect();
+    assert!(found.is_empty(), "rewriter/Cargo.toml depends on {found:?}");
+    let found = offending("rewriter/src", &["git2::", "kidiom_patterns", "kidiom_miner"], &[]);
     assert!(found.is_empty(), "the engine takes a RewriteSpec, never a catalog pattern:\n{}", found.join("\n"));
 }
 
@@ -171,7 +171,7 @@ fn modules_do_not_reach_across_the_layers() {
             &[],
             "the gates judge one candidate; the site search sits beside them, driven by the validator",
         ),
-        ("catalog/src/store", &["kidiom_rewrite"], &[], "the catalog stores patterns; matching is the engine's"),
+        ("patterns/src/store", &["kidiom_rewriter"], &[], "the catalog stores patterns; matching is the engine's"),
         ("miner/src/history", &["crate::python::"], &[], "history shares grammar helpers, not the usage extractors"),
         (
             "src/mcp",
@@ -205,7 +205,7 @@ fn modules_do_not_reach_across_the_layers() {
 
 #[test]
 fn candidate_records_are_read_by_field_outside_their_decoder() {
-    // the stored provenance and evidence are decoded once, in catalog/src/record/; everyone else reads
+    // the stored provenance and evidence are decoded once, in patterns/src/record/; everyone else reads
     // the typed fields (the verdict and the gate figures included), never the JSON by key
     let keys = [
         "provenance[",
@@ -217,7 +217,7 @@ fn candidate_records_are_read_by_field_outside_their_decoder() {
         "[\"search\"]",
         "[\"summary\"]",
         "\"memory-roles\"",
-        // gate figures: written and read through the typed figures of catalog/src/record/figures.rs
+        // gate figures: written and read through the typed figures of patterns/src/record/figures.rs
         "metrics[",
         "metrics.get(",
         "metrics.as_object",
@@ -230,11 +230,11 @@ fn candidate_records_are_read_by_field_outside_their_decoder() {
         "[\"noise_floor\"]",
         "[\"gap\"]",
     ];
-    for dir in ["src", "catalog/src", "validator/src", "rewrite/src", "miner/src"] {
+    for dir in ["src", "patterns/src", "validator/src", "rewriter/src", "miner/src"] {
         let decoders =
-            ["catalog/src/record/evidence.rs", "catalog/src/record/provenance.rs", "catalog/src/record/figures.rs"];
+            ["patterns/src/record/evidence.rs", "patterns/src/record/provenance.rs", "patterns/src/record/figures.rs"];
         let found = offending(dir, &keys, &decoders);
-        assert!(found.is_empty(), "a candidate record read by key outside catalog/src/record/:\n{}", found.join("\n"));
+        assert!(found.is_empty(), "a candidate record read by key outside patterns/src/record/:\n{}", found.join("\n"));
     }
 }
 
@@ -281,13 +281,13 @@ fn mining_is_one_skeleton_and_patterns_are_made_in_one_place() {
     let found =
         offending("src/ops/mine", &["fn bar(", "const MAX_LISTED_SKIPS", "fn open_with_fallback("], &["mod.rs"]);
     assert!(found.is_empty(), "a mining source keeps its own copy of the run's helpers:\n{}", found.join("\n"));
-    // a mined record becomes a pattern in catalog/src/mined.rs alone; the model needs no glossary
-    let model = std::fs::read_to_string(repo().join("catalog/src/model.rs")).expect("model.rs");
+    // a mined record becomes a pattern in patterns/src/mined.rs alone; the model needs no glossary
+    let model = std::fs::read_to_string(repo().join("patterns/src/model.rs")).expect("model.rs");
     let model = model.split("#[cfg(test)]").next().unwrap_or("");
     for needle in ["glossary::", "kidiom_miner::Idiom", "impl From<Idiom>", "impl From<&Rule>", "for Pattern {"] {
         assert!(
             !model.contains(needle),
-            "catalog/src/model.rs has {needle:?}: mined records become patterns in mined.rs"
+            "patterns/src/model.rs has {needle:?}: mined records become patterns in mined.rs"
         );
     }
     let found = offending("src", &["fn to_pattern(", "Pattern {"], &[]);
@@ -298,7 +298,7 @@ fn mining_is_one_skeleton_and_patterns_are_made_in_one_place() {
 fn nothing_is_compiled_in_across_crates() {
     // a crate may embed its own files (a stylesheet, a query, a test driver), never another's:
     // what another crate owns reaches it through that crate's API or a path it advertises
-    let crates = ["syntax", "exec", "rewrite", "miner", "catalog", "validator", "."];
+    let crates = ["syntax", "exec", "rewriter", "miner", "patterns", "validator", "."];
     for krate in crates {
         let root = repo().join(krate);
         let src = root.join("src");

@@ -52,8 +52,8 @@ fn miner() -> Vec<kidiom_miner::Error> {
     ]
 }
 
-fn patterns() -> Vec<kidiom_catalog::Error> {
-    use kidiom_catalog::Error::*;
+fn patterns() -> Vec<kidiom_patterns::Error> {
+    use kidiom_patterns::Error::*;
     let m = || "what is wrong".to_string();
     vec![
         Sqlite { path: path(), cause: rusqlite::Error::InvalidQuery },
@@ -67,16 +67,16 @@ fn patterns() -> Vec<kidiom_catalog::Error> {
     ]
 }
 
-fn matcher() -> Vec<kidiom_rewrite::MatchError> {
-    use kidiom_rewrite::MatchError::*;
+fn matcher() -> Vec<kidiom_rewriter::MatchError> {
+    use kidiom_rewriter::MatchError::*;
     vec![
         Pattern { pattern: "f($A".into(), message: "unbalanced".into() },
         NoRewrite { id: "p1".into(), message: "no after".into() },
     ]
 }
 
-fn rewriter() -> Vec<kidiom_rewrite::Error> {
-    use kidiom_rewrite::Error::*;
+fn rewriter() -> Vec<kidiom_rewriter::Error> {
+    use kidiom_rewriter::Error::*;
     let m = || "what is wrong".to_string();
     vec![
         Pattern(matcher().remove(0)),
@@ -177,11 +177,11 @@ fn every_error_variant_is_one_line_and_says_each_cause_once() {
         ("exec/src/error.rs", exec().len()),
         ("syntax/src/error.rs", syntax().len()),
         ("miner/src/error.rs", miner().len()),
-        ("catalog/src/error.rs", patterns().len()),
-        ("rewrite/src/error.rs", rewriter().len()),
+        ("patterns/src/error.rs", patterns().len()),
+        ("rewriter/src/error.rs", rewriter().len()),
         ("src/ops/branch.rs", review_branch().len()),
         ("validator/src/error.rs", validator().len()),
-        ("rewrite/src/matcher/mod.rs", matcher().len()),
+        ("rewriter/src/matcher/mod.rs", matcher().len()),
         ("validator/src/gpu/device.rs", gpu_device().len()),
         ("validator/src/gpu/load.rs", gpu_load().len()),
     ];

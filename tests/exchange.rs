@@ -45,7 +45,7 @@ fn export_import_round_trips_and_a_second_import_changes_nothing() {
     let out = env.run(&["catalog", "export", "--format", "json", "--db", a, "--out", file.to_str().expect("utf8")]);
     assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
     let exported: Value = serde_json::from_str(&std::fs::read_to_string(&file).expect("read")).expect("json");
-    assert_eq!(exported["format"], "kidiom-catalog");
+    assert_eq!(exported["format"], "kidiom-patterns");
     assert_eq!(exported["version"], 1);
     assert_eq!(exported["corpora"][0]["name"], "up");
 
@@ -81,8 +81,8 @@ fn a_snapshot_holds_no_source_lines_and_bad_files_are_refused() {
     }
     for (name, body, want) in [
         ("garbage.json", "{ not json", "not JSON"),
-        ("other.json", r#"{"format": "something-else", "version": 1}"#, "not a kidiom-catalog file"),
-        ("newer.json", r#"{"format": "kidiom-catalog", "version": 7, "corpora": [], "patterns": []}"#, "newer"),
+        ("other.json", r#"{"format": "something-else", "version": 1}"#, "not a kidiom-patterns file"),
+        ("newer.json", r#"{"format": "kidiom-patterns", "version": 7, "corpora": [], "patterns": []}"#, "newer"),
     ] {
         let f = env.write(name, body);
         let out = env.run(&["catalog", "import", f.to_str().expect("utf8"), "--db", db]);

@@ -687,8 +687,8 @@ fn every_mined_edit_rule_reapplies_to_its_examples_with_apply() {
     families_history(&repo);
     let report = mine(&env, &repo, &[]);
     assert!(report["stats"]["apply_checked"].as_u64().is_some_and(|n| n > 0), "{report:#}");
-    let cat = kidiom_catalog::Catalog::open(&env.db()).expect("catalog");
-    let filter = kidiom_catalog::Filter { kind: Some(kidiom_catalog::Kind::Edit), ..Default::default() };
+    let cat = kidiom_patterns::Catalog::open(&env.db()).expect("catalog");
+    let filter = kidiom_patterns::Filter { kind: Some(kidiom_patterns::Kind::Edit), ..Default::default() };
     let rules = cat.list(&filter).expect("list");
     assert!(rules.len() >= 6, "{:#?}", rules.iter().map(|p| (&p.before, &p.after)).collect::<Vec<_>>());
     assert!(!rules.iter().any(|p| p.before.contains("other=0.0, mask=")), "the reordering cannot be applied");
@@ -719,10 +719,10 @@ fn every_mined_edit_rule_reapplies_to_its_examples_with_apply() {
             };
             let reapplied = files.iter().any(|text| {
                 values.iter().any(|v| {
-                    let Ok(rw) = kidiom_rewrite::Rewrite::new(&kidiom_rewrite::RewriteSpec::from(p), *v) else {
+                    let Ok(rw) = kidiom_rewriter::Rewrite::new(&kidiom_rewriter::RewriteSpec::from(p), *v) else {
                         return false;
                     };
-                    let out = kidiom_rewrite::rewrite(&rw, p.language, text, &ex.path).expect("rewrite");
+                    let out = kidiom_rewriter::rewrite(&rw, p.language, text, &ex.path).expect("rewrite");
                     out.is_some_and(|o| squash(&o.text).contains(&squash(after)))
                 })
             });

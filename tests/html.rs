@@ -15,8 +15,8 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
-use kidiom_catalog::record::{Provenance, StoredEvidence};
-use kidiom_catalog::{
+use kidiom_patterns::record::{Provenance, StoredEvidence};
+use kidiom_patterns::{
     Candidate, CandidateStatus, Catalog, CommitRef, IdiomExample, Lang, Pattern, Support, ValueCount,
 };
 use serde_json::{Value, json};
@@ -315,7 +315,7 @@ fn planted(db: &Path, plants: &[Plant]) {
             result_blob: kidiom_syntax::blob_id(pl.new.as_bytes()),
             value: Some("\"ieee\"".into()),
             sites: 1,
-            diff: kidiom_rewrite::unified(pl.path, old, &pl.new, 3),
+            diff: kidiom_rewriter::unified(pl.path, old, &pl.new, 3),
             status: CandidateStatus::Proposed,
             provenance: Provenance::decode(&pl.provenance),
             evidence: StoredEvidence::Empty,

@@ -252,7 +252,7 @@ fn broken_patch() -> String {
     let broken = KERNEL.replace("tl.store(o + i, tl.dot(x, y))", "tl.store(o + i, tl.dot(x, y)");
     format!(
         "diff --git a/kernels/k.py b/kernels/k.py\nindex 0000000..1111111 100644\n{}",
-        kidiom_rewrite::unified("kernels/k.py", KERNEL, &broken, 3)
+        kidiom_rewriter::unified("kernels/k.py", KERNEL, &broken, 3)
             .split_once('\n')
             .map(|(_, rest)| rest.to_string())
             .unwrap_or_default()
@@ -282,7 +282,7 @@ fn an_exec_server_validates_an_agents_own_patch() {
         -32602
     );
     let stale =
-        s.call("validate_patch", json!({"patch": kidiom_rewrite::unified("kernels/k.py", "other\n", "x\n", 3)}));
+        s.call("validate_patch", json!({"patch": kidiom_rewriter::unified("kernels/k.py", "other\n", "x\n", 3)}));
     assert_eq!(stale["isError"], true, "{stale}");
     // the workspace is untouched; --allow-exec does not enable writes
     assert_eq!(std::fs::read_to_string(env.path().join("ws/kernels/k.py")).expect("read"), KERNEL);
@@ -343,7 +343,7 @@ fn init_and_the_rewrite_tools_work_on_the_targets_kidiom_toml_names() {
     assert!(ws.join("ops/rmsnorm_contract.py").is_file());
     // validation knows the new contract: an edit that loosens it is rejected (before any kernel runs)
     let looser = manifest.replace("rel_l2 = 1e-5", "rel_l2 = 1.0");
-    let patch = kidiom_rewrite::unified("ops/rmsnorm.toml", &manifest, &looser, 1);
+    let patch = kidiom_rewriter::unified("ops/rmsnorm.toml", &manifest, &looser, 1);
     let v = s.ok("validate_patch", json!({"patch": patch, "device": "cpu", "timeout_seconds": 60}));
     let verdict = &v["candidates"][0]["verdict"];
     assert_eq!((verdict["kind"].as_str(), verdict["gate"].as_str()), (Some("rejected"), Some("static")), "{v}");

@@ -240,7 +240,7 @@ fn an_unfinished_contract_is_the_harness_line_and_an_error_verdict() {
     assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
     let old = crate::init::RMSNORM;
     let new = old.replace("y = x / tl.sqrt(ms + eps) * w", "y = x * tl.rsqrt(ms + eps) * w");
-    std::fs::write(root.join("ops/rsqrt.diff"), kidiom_rewrite::unified("ops/rmsnorm.py", old, &new, 1))
+    std::fs::write(root.join("ops/rsqrt.diff"), kidiom_rewriter::unified("ops/rmsnorm.py", old, &new, 1))
         .expect("write");
     let out = run(&["validate", "--patch", "ops/rsqrt.diff", "--device", "cpu", "--json"]);
     let stderr = String::from_utf8_lossy(&out.stderr);
@@ -275,7 +275,7 @@ fn an_unfinished_contract_is_the_harness_line_and_an_error_verdict() {
     // the frozen contract: a candidate that edits the manifest is rejected
     let manifest = std::fs::read_to_string(root.join("ops/rmsnorm.toml")).expect("read");
     let looser = manifest.replace("rel_l2 = 1e-5", "rel_l2 = 1.0");
-    std::fs::write(root.join("ops/loose.diff"), kidiom_rewrite::unified("ops/rmsnorm.toml", &manifest, &looser, 1))
+    std::fs::write(root.join("ops/loose.diff"), kidiom_rewriter::unified("ops/rmsnorm.toml", &manifest, &looser, 1))
         .expect("write");
     let out = run(&["validate", "--patch", "ops/loose.diff", "--device", "cpu", "--json"]);
     let report: serde_json::Value = serde_json::from_slice(&out.stdout).expect("json");

@@ -318,7 +318,7 @@ fn our_own_kernels_from_init_to_verdicts() {
     let src = |rel: &str| crate::project::read(&env, rel);
     let (r, s, k) = ("ops/rmsnorm.py", "ops/stats.py", "ops/scale.cu");
     let y = "y = x / tl.sqrt(ms + eps) * w";
-    let wrong = kidiom_rewrite::unified(r, &src(r), &edited(&src(r), y, "y = x / tl.sqrt(ms + eps)"), 1);
+    let wrong = kidiom_rewriter::unified(r, &src(r), &edited(&src(r), y, "y = x / tl.sqrt(ms + eps)"), 1);
     env.write("wrong.diff", wrong);
     let fp16 = "y = (x.to(tl.float16) / tl.sqrt(ms + eps).to(tl.float16) * w.to(tl.float16)).to(tl.float32)";
     plant(&env, "fp16-rmsnorm", "precision", r, &edited(&src(r), y, fp16));

@@ -163,7 +163,7 @@ fn validate_kernel_judges_each_variant_and_the_reviews_show_them_side_by_side() 
     let env = project();
     let db = env.db();
     let dbs = db.to_str().expect("utf8");
-    drop(kidiom_catalog::Catalog::open(&db).expect("a catalog"));
+    drop(kidiom_patterns::Catalog::open(&db).expect("a catalog"));
     let out = env
         .cmd()
         .env("KIDIOM_PYTHON", "python3")

@@ -4,8 +4,8 @@
 
 use std::path::{Path, PathBuf};
 
-use kidiom_catalog::record::{Provenance, StoredEvidence};
-use kidiom_catalog::{Candidate, CandidateStatus, Catalog};
+use kidiom_patterns::record::{Provenance, StoredEvidence};
+use kidiom_patterns::{Candidate, CandidateStatus, Catalog};
 use serde_json::Value;
 
 use crate::util::Env;
@@ -83,7 +83,7 @@ pub fn plant_as(env: &Env, id: &str, pattern: &str, provenance: Value, rel: &str
         result_blob: kidiom_syntax::blob_id(new.as_bytes()),
         value: None,
         sites: 1,
-        diff: kidiom_rewrite::unified(rel, &old, new, 3),
+        diff: kidiom_rewriter::unified(rel, &old, new, 3),
         status: CandidateStatus::Proposed,
         provenance: Provenance::decode(&provenance),
         evidence: StoredEvidence::Empty,

@@ -88,8 +88,8 @@ fn candidate(root: &Path, id_edit: (&str, &str), rel: &str) -> CandidateInput {
     let old = std::fs::read_to_string(root.join(rel)).expect("read");
     assert_eq!(old.matches(id_edit.0).count(), 1, "{:?} must occur once in {rel}", id_edit.0);
     let new = old.replace(id_edit.0, id_edit.1);
-    let diff = kidiom_rewrite::unified(rel, &old, &new, 3);
-    CandidateInput::from_patch(root, &diff, Some(kidiom_catalog::Category::Math)).expect("a patch that applies")
+    let diff = kidiom_rewriter::unified(rel, &old, &new, 3);
+    CandidateInput::from_patch(root, &diff, Some(kidiom_patterns::Category::Math)).expect("a patch that applies")
 }
 
 fn statuses(e: &Evidence) -> Vec<(Gate, GateStatus)> {
@@ -326,7 +326,7 @@ fn catalog_state(env: &Env, py: &Path, db: &Path, corpora: &[&str]) -> (Value, S
     let db_s = db.to_str().expect("utf8");
     let args = ["catalog", "list", "--json", "--all", "--db", db_s];
     let list = without_timestamps(json_ok(&args, &kidiom(env, py, &args, &[])));
-    let cat = kidiom_catalog::Catalog::open(db).expect("catalog");
+    let cat = kidiom_patterns::Catalog::open(db).expect("catalog");
     let mut cache = String::new();
     for c in corpora {
         let files: std::collections::BTreeMap<_, _> = cat.cached_files(c).expect("files").into_iter().collect();

@@ -2,8 +2,8 @@
 //! written by kidiom at 727025a): every field reads through the typed record,
 //! and `kidiom review` prints what that version printed (tests/fixtures/record-v1/).
 
-use kidiom_catalog::record::{Gate, GateStatus, Origin, SearchOrigin, StoredEvidence, VerdictKind};
-use kidiom_catalog::{Candidate, CandidateStatus, Catalog};
+use kidiom_patterns::record::{Gate, GateStatus, Origin, SearchOrigin, StoredEvidence, VerdictKind};
+use kidiom_patterns::{Candidate, CandidateStatus, Catalog};
 
 use crate::project::repo;
 use crate::util::Env;
@@ -29,7 +29,7 @@ fn every_field_of_an_old_record_reads_typed() {
     assert_eq!(cands.len(), 5);
     for c in &cands {
         let hash = &c.id[c.id.len() - 8..];
-        assert_eq!(kidiom_catalog::record::candidate_id(&c.pattern_id, &c.path, &c.diff), c.id, "one id function");
+        assert_eq!(kidiom_patterns::record::candidate_id(&c.pattern_id, &c.path, &c.diff), c.id, "one id function");
         assert_eq!(hash.len(), 8);
     }
 

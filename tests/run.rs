@@ -4,8 +4,8 @@
 //! waits for a GPU with the command to run there, where the review is; and
 //! `-v` with the full tables.
 
-use kidiom_catalog::Catalog;
-use kidiom_catalog::record::StoredEvidence;
+use kidiom_patterns::Catalog;
+use kidiom_patterns::record::StoredEvidence;
 
 use crate::project::*;
 use crate::util::Env;

@@ -288,7 +288,7 @@ fn a_file_no_manifest_names_is_not_searched_and_the_report_says_why() {
 #[test]
 fn without_kernels_memory_hints_are_placed_and_precision_is_not_searched() {
     let env = crate::util::Env::new();
-    kidiom_catalog::Catalog::open(&env.db()).expect("catalog");
+    kidiom_patterns::Catalog::open(&env.db()).expect("catalog");
     mine(&env);
     let report = search_report(&env, None, &["upstream", "--pattern", "py-keyword-tl-load-eviction-policy"]);
     let cands = report["candidates"].as_array().expect("candidates");

@@ -12,7 +12,7 @@
 use std::path::{Path, PathBuf};
 use std::time::Instant;
 
-use kidiom_catalog::{CandidateStatus, Catalog};
+use kidiom_patterns::{CandidateStatus, Catalog};
 use serde_json::Value;
 
 use crate::project::*;
@@ -274,7 +274,7 @@ fn bad_invocations_fail_with_one_line() {
 fn git_diff(files: &[(&str, &str, &str)]) -> String {
     let mut out = String::new();
     for (rel, old, new) in files {
-        let d = kidiom_rewrite::unified(rel, old, new, 3);
+        let d = kidiom_rewriter::unified(rel, old, new, 3);
         let (first, rest) = d.split_once('\n').expect("header");
         out.push_str(&format!("{first}\nindex 1234567..89abcde 100644\n{rest}"));
     }
@@ -370,7 +370,7 @@ fn validate_patch_from_a_file_and_from_stdin() {
     {
         use std::io::Write;
         let mut stdin = child.stdin.take().expect("stdin");
-        stdin.write_all(kidiom_rewrite::unified(dec, &text, &host, 3).as_bytes()).expect("write");
+        stdin.write_all(kidiom_rewriter::unified(dec, &text, &host, 3).as_bytes()).expect("write");
     }
     let out = child.wait_with_output().expect("wait");
     let report: Value = serde_json::from_slice(&out.stdout).expect("json");
@@ -390,7 +390,7 @@ fn validate_patch_from_a_file_and_from_stdin() {
     assert_eq!(read(&env, dec), text);
 
     // a patch that does not apply, an empty one, and --category without --patch are errors
-    let stale = env.write("stale.patch", kidiom_rewrite::unified(dec, "nothing like it\n", "x\n", 3));
+    let stale = env.write("stale.patch", kidiom_rewriter::unified(dec, "nothing like it\n", "x\n", 3));
     let out = env.run(&["validate", "--db", dbs, "--patch", stale.to_str().expect("utf8")]);
     assert_eq!(out.status.code(), Some(2));
     assert!(

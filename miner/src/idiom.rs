@@ -818,7 +818,7 @@ __global__ void h(float* a) { a[0] = 0; }
 
     #[test]
     fn the_supported_value_counts_what_names_hold() {
-        use kidiom_rewrite::{supported_value, writable_value};
+        use kidiom_rewriter::{supported_value, writable_value};
         let lits = |ls: &[&str]| ls.iter().map(|l| l.to_string()).collect::<Vec<_>>();
         let (a, b) = (lits(&["\"tf32\"", "\"ieee\""]), lits(&[]));
         let bars = [("P", 5, a.as_slice()), ("\"ieee\"", 2, b.as_slice()), ("LOCAL", 3, b.as_slice())];

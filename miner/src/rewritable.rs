@@ -4,7 +4,7 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
-use kidiom_rewrite::supported_value;
+use kidiom_rewriter::supported_value;
 use kidiom_syntax::{LAUNCH_OPTIONS, Lang};
 
 use crate::classify::{self, Category};

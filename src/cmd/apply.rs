@@ -5,7 +5,7 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 
 use anyhow::Result;
-use kidiom_catalog::{Category, Filter, Kind};
+use kidiom_patterns::{Category, Filter, Kind};
 
 use crate::cmd::args::CommonArgs;
 use crate::config::Config;
@@ -142,7 +142,7 @@ pub(crate) fn run(a: Args) -> Result<ExitCode> {
 /// A search's front, with the chosen variant marked, on stderr beside the diffs.
 pub(crate) fn print_search(s: &kidiom_validator::sitesearch::SiteSearch) -> Result<()> {
     print_search_header(s)?;
-    let summary: kidiom_catalog::record::SiteSummary = serde_json::from_value(serde_json::to_value(s)?)?;
+    let summary: kidiom_patterns::record::SiteSummary = serde_json::from_value(serde_json::to_value(s)?)?;
     if let Some(rows) = crate::view::front_rows(&summary, s.chosen) {
         for line in output::table_lines(&rows) {
             eprintln!("  {line}");

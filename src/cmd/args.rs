@@ -4,7 +4,7 @@
 use std::path::PathBuf;
 
 use anyhow::Result;
-use kidiom_catalog::Catalog;
+use kidiom_patterns::Catalog;
 
 use crate::config::Config;
 

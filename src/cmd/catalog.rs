@@ -3,7 +3,7 @@
 use std::process::ExitCode;
 
 use anyhow::Result;
-use kidiom_catalog::{Catalog, Category, Filter, Kind, Lang, Pattern, SearchHit};
+use kidiom_patterns::{Catalog, Category, Filter, Kind, Lang, Pattern, SearchHit};
 
 use crate::cmd::args::CommonArgs;
 use crate::config::Config;
@@ -168,7 +168,7 @@ pub(crate) fn run(cmd: Command) -> Result<ExitCode> {
 }
 
 /// `catalog stats` for a person: the totals, the breakdowns, one row per corpus.
-fn print_stats(s: &kidiom_catalog::CatalogStats) -> Result<()> {
+fn print_stats(s: &kidiom_patterns::CatalogStats) -> Result<()> {
     let counts = |m: &std::collections::BTreeMap<String, u64>| {
         let mut v: Vec<(&String, &u64)> = m.iter().collect();
         v.sort_by(|a, b| b.1.cmp(a.1).then(a.0.cmp(b.0)));

@@ -4,9 +4,9 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 
 use anyhow::{Context, Result};
-use kidiom_catalog::export::{Finding, astgrep_rules, sarif_report};
-use kidiom_catalog::{CatalogFile, ExportedCorpus, Filter, Pattern};
-use kidiom_rewrite::{Rewrite, RewriteSpec};
+use kidiom_patterns::export::{Finding, astgrep_rules, sarif_report};
+use kidiom_patterns::{CatalogFile, ExportedCorpus, Filter, Pattern};
+use kidiom_rewriter::{Rewrite, RewriteSpec};
 
 use crate::cmd::args::CatalogArgs;
 use crate::config::Config;
@@ -36,8 +36,8 @@ pub(crate) struct Args {
     #[arg(long, value_name = "NAME")]
     corpus: Vec<String>,
     /// JSON: only patterns of this kind (usage or edit).
-    #[arg(long, value_parser = super::named::<kidiom_catalog::Kind>)]
-    kind: Option<kidiom_catalog::Kind>,
+    #[arg(long, value_parser = super::named::<kidiom_patterns::Kind>)]
+    kind: Option<kidiom_patterns::Kind>,
     /// JSON: a snapshot a repository may carry: templates, counts, values and references
     /// (corpus, revision, path, line, commit id), no upstream source lines or commit messages.
     #[arg(long)]

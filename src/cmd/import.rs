@@ -1,11 +1,11 @@
 //! `kidiom catalog import FILE`: merge an exported catalog (format
-//! `kidiom-catalog`, see catalog/README.md) into this one, idempotently.
+//! `kidiom-patterns`, see patterns/README.md) into this one, idempotently.
 
 use std::path::PathBuf;
 use std::process::ExitCode;
 
 use anyhow::Result;
-use kidiom_catalog::Kind;
+use kidiom_patterns::Kind;
 
 use crate::cmd::args::CommonArgs;
 use crate::config::Config;
@@ -20,7 +20,7 @@ pub(crate) struct Args {
     #[arg(long, value_name = "NAME")]
     corpus: Vec<String>,
     /// Only patterns of this kind (usage or edit).
-    #[arg(long, value_parser = super::named::<kidiom_catalog::Kind>)]
+    #[arg(long, value_parser = super::named::<kidiom_patterns::Kind>)]
     kind: Option<Kind>,
     #[command(flatten)]
     common: CommonArgs,

@@ -108,7 +108,7 @@ pub(crate) fn run(args: Args) -> Result<ExitCode> {
         let ours: std::collections::HashSet<&str> =
             report.apply.iter().flat_map(|a| &a.candidates).map(|c| c.id.as_str()).collect();
         // as stored after validation: the verdicts of this run and of earlier ones
-        let stored: Vec<kidiom_catalog::Candidate> =
+        let stored: Vec<kidiom_patterns::Candidate> =
             catalog.candidates(None)?.into_iter().filter(|c| ours.contains(c.id.as_str())).collect();
         if args.verbose {
             print_full(&shown)?;
@@ -220,8 +220,8 @@ const SHOWN: usize = 6;
 /// and where the review is. `ours` are this run's candidates as stored.
 fn summary_lines(
     shown: &Shown,
-    ours: &[kidiom_catalog::Candidate],
-    stats: &kidiom_catalog::CatalogStats,
+    ours: &[kidiom_patterns::Candidate],
+    stats: &kidiom_patterns::CatalogStats,
 ) -> Vec<String> {
     let r = shown.report;
     let mut out = vec!["mined:".to_string()];
@@ -247,7 +247,7 @@ fn summary_lines(
     }
     out.extend(best_per_kernel(ours));
     out.extend(variant_lines(&r.variants));
-    let named = |v: Vec<&kidiom_catalog::Candidate>| -> String {
+    let named = |v: Vec<&kidiom_patterns::Candidate>| -> String {
         let ids: Vec<&str> = v.iter().take(SHOWN).map(|c| c.id.as_str()).collect();
         let more = if v.len() > SHOWN { format!(", and {} more", v.len() - SHOWN) } else { String::new() };
         format!("{}{more}", ids.join(", "))
@@ -323,7 +323,7 @@ fn phases_line(p: &crate::ops::run::Phases) -> String {
 
 use kidiom_validator::VerdictKind;
 
-fn verdict_of(c: &kidiom_catalog::Candidate) -> Option<VerdictKind> {
+fn verdict_of(c: &kidiom_patterns::Candidate) -> Option<VerdictKind> {
     c.evidence.verdict().map(|v| v.kind)
 }
 
@@ -355,8 +355,8 @@ fn corpus_line(r: &ops::run::Report, c: &ops::mine::usage::CorpusReport) -> Stri
 /// Each kernel's best candidate: accepted first, then waiting for a GPU,
 /// then not judged, by predicted speedup, a site search's choice before
 /// other candidates predicted alike; with its numbers.
-fn best_per_kernel(ours: &[kidiom_catalog::Candidate]) -> Vec<String> {
-    let rank = |c: &kidiom_catalog::Candidate| -> (u8, f64, bool) {
+fn best_per_kernel(ours: &[kidiom_patterns::Candidate]) -> Vec<String> {
+    let rank = |c: &kidiom_patterns::Candidate| -> (u8, f64, bool) {
         let tier = match verdict_of(c) {
             Some(VerdictKind::Accepted) => 0,
             Some(VerdictKind::NeedsGpu) => 1,
@@ -368,7 +368,7 @@ fn best_per_kernel(ours: &[kidiom_catalog::Candidate]) -> Vec<String> {
         let chosen = c.provenance.search_roles().iter().any(|r| r == "chosen");
         (tier, -if predicted.is_finite() { predicted } else { 0.0 }, !chosen)
     };
-    let mut by_path: std::collections::BTreeMap<&str, &kidiom_catalog::Candidate> = Default::default();
+    let mut by_path: std::collections::BTreeMap<&str, &kidiom_patterns::Candidate> = Default::default();
     for c in ours {
         let e = by_path.entry(c.path.as_str()).or_insert(c);
         if rank(c).partial_cmp(&rank(e)) == Some(std::cmp::Ordering::Less) {

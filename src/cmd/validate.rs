@@ -16,7 +16,7 @@ use std::process::ExitCode;
 use std::time::Duration;
 
 use anyhow::{Context, Result, bail};
-use kidiom_catalog::{Candidate, Category};
+use kidiom_patterns::{Candidate, Category};
 use kidiom_validator::{Device, Evidence, Gate, GateStatus, VerdictKind};
 
 use crate::cmd::args::CommonArgs;

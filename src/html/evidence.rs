@@ -2,7 +2,7 @@
 //! that decided it, the static gate's key figures, the correctness gate's
 //! error numbers and curves, the speed gate's speedup and samples.
 
-use kidiom_catalog::record::{
+use kidiom_patterns::record::{
     CompileFigures, ErrorSide, Num, SCHEDULER_THROUGHPUT, SpeedFigures, SpeedSide, StoredEvidence,
 };
 use kidiom_validator::{Evidence, Gate, GateRecord, GateStatus, VerdictKind};

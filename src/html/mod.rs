@@ -22,7 +22,7 @@ use std::path::{Path, PathBuf};
 
 use anyhow::{Context, Result, bail};
 use askama::Template;
-use kidiom_catalog::{Candidate, Catalog, Pattern};
+use kidiom_patterns::{Candidate, Catalog, Pattern};
 use rayon::prelude::*;
 
 const STYLE: &str = include_str!("../../templates/html/style.css");

@@ -5,8 +5,8 @@
 use std::collections::BTreeMap;
 
 use askama::Template;
-use kidiom_catalog::record::{CompileFigures, Provenance, SearchOrigin, StoredEvidence};
-use kidiom_catalog::{Candidate, CorpusRow, Pattern};
+use kidiom_patterns::record::{CompileFigures, Provenance, SearchOrigin, StoredEvidence};
+use kidiom_patterns::{Candidate, CorpusRow, Pattern};
 use kidiom_validator::{Evidence, Gate, GateRecord};
 use serde_json::Value;
 
@@ -57,13 +57,13 @@ pub(crate) struct FamilyView {
 pub(crate) fn family_view(f: &crate::view::PrecisionFamily) -> FamilyView {
     let mut rows = crate::view::family_rows(f);
     let head = if rows.is_empty() { Vec::new() } else { rows.remove(0) };
-    let series = |name: &str, steps: &[i64], ys: &[kidiom_catalog::record::Num]| plot::Series {
+    let series = |name: &str, steps: &[i64], ys: &[kidiom_patterns::record::Num]| plot::Series {
         name: name.into(),
         points: steps.iter().zip(ys).map(|(s, y)| (*s as f64, y.0)).collect(),
     };
     let mut plots = Vec::new();
     for which in ["o", "state"] {
-        let pick = |c: &kidiom_catalog::record::DriftCurve| if which == "o" { c.o.clone() } else { c.state.clone() };
+        let pick = |c: &kidiom_patterns::record::DriftCurve| if which == "o" { c.o.clone() } else { c.state.clone() };
         let mut all = vec![series("fp32", &f.baseline_steps, &pick(&f.baseline))];
         for v in &f.variants {
             let label = if v.scale == "none" { v.dtype.clone() } else { format!("{} ({})", v.dtype, v.scale) };
@@ -586,8 +586,8 @@ fn curve_rows(r: &GateRecord) -> Vec<FigureRow> {
 /// The precision gate's figures: worst errors, bytes per step, the crossing.
 fn precision_rows(r: &GateRecord) -> Vec<FigureRow> {
     let f = r.precision_figures();
-    let e = |n: Option<kidiom_catalog::record::Num>| n.map(|n| ev::fmt_e(n.0)).unwrap_or_else(|| "-".into());
-    let last = |xs: &[kidiom_catalog::record::Num]| xs.iter().rev().find(|n| !n.0.is_nan()).copied();
+    let e = |n: Option<kidiom_patterns::record::Num>| n.map(|n| ev::fmt_e(n.0)).unwrap_or_else(|| "-".into());
+    let last = |xs: &[kidiom_patterns::record::Num]| xs.iter().rev().find(|n| !n.0.is_nan()).copied();
     let row = |name: &str, before: String, after: String, change: String| FigureRow {
         name: name.into(),
         before,
@@ -637,7 +637,7 @@ fn precision_rows(r: &GateRecord) -> Vec<FigureRow> {
 /// The drift of one variant beside its fp32 kernel's, output and state.
 fn precision_plots(r: &GateRecord) -> Vec<PlotView> {
     let f = r.precision_figures();
-    let series = |name: &str, steps: &[i64], ys: &[kidiom_catalog::record::Num]| plot::Series {
+    let series = |name: &str, steps: &[i64], ys: &[kidiom_patterns::record::Num]| plot::Series {
         name: name.into(),
         points: steps.iter().zip(ys).map(|(s, y)| (*s as f64, y.0)).collect(),
     };

@@ -3,7 +3,7 @@
 use std::path::PathBuf;
 use std::time::Duration;
 
-use kidiom_catalog::{Category, Filter, Kind};
+use kidiom_patterns::{Category, Filter, Kind};
 use kidiom_validator::Device;
 use serde_json::{Value, json};
 
@@ -243,8 +243,8 @@ fn validate_candidates(args: &Value, ctx: &Ctx, progress: &mut dyn FnMut(u64, u6
 
 /// Validates `cands`, with a progress notification as each starts and ends.
 fn validate_reporting(
-    cat: &kidiom_catalog::Catalog,
-    cands: &[kidiom_catalog::Candidate],
+    cat: &kidiom_patterns::Catalog,
+    cands: &[kidiom_patterns::Candidate],
     opts: &validate::Options,
     progress: &mut dyn FnMut(u64, u64, &str),
 ) -> ToolResult {

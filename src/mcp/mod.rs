@@ -24,7 +24,7 @@ use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
 use anyhow::{Context, Result};
-use kidiom_catalog::Catalog;
+use kidiom_patterns::Catalog;
 use serde_json::{Value, json};
 
 use crate::cmd::args::CatalogArgs;
@@ -358,6 +358,6 @@ pub(crate) fn confine(ctx: &Ctx, rel: &str) -> Result<PathBuf, ToolError> {
 }
 
 /// The candidate `id` names (exactly or as a unique prefix).
-pub(crate) fn one_candidate(cat: &Catalog, id: &str) -> Result<kidiom_catalog::Candidate, ToolError> {
+pub(crate) fn one_candidate(cat: &Catalog, id: &str) -> Result<kidiom_patterns::Candidate, ToolError> {
     crate::ops::candidates::find_one(cat, id).map_err(|e| ToolError(format!("{e:#}")))
 }

@@ -1,7 +1,7 @@
 //! The tools that read (the catalog, targets, candidates and evidence),
 //! with their JSON schemas, and the catalog's resources.
 
-use kidiom_catalog::{CandidateStatus, Category, Filter, Kind, Lang, Pattern};
+use kidiom_patterns::{CandidateStatus, Category, Filter, Kind, Lang, Pattern};
 use serde_json::{Value, json};
 
 use super::protocol::RpcError;
@@ -199,7 +199,7 @@ pub(crate) fn resources() -> Vec<Value> {
 
 pub(crate) fn read_resource(uri: &str, ctx: &Ctx) -> Result<Value, RpcError> {
     let cat = open(ctx).map_err(|e| RpcError::new(super::protocol::INTERNAL_ERROR, e))?;
-    let internal = |e: kidiom_catalog::Error| RpcError::new(super::protocol::INTERNAL_ERROR, e.to_string());
+    let internal = |e: kidiom_patterns::Error| RpcError::new(super::protocol::INTERNAL_ERROR, e.to_string());
     let value = match uri {
         "kidiom://catalog/stats" => serde_json::to_value(cat.stats().map_err(internal)?),
         "kidiom://catalog/corpora" => serde_json::to_value(cat.corpora().map_err(internal)?),

@@ -15,8 +15,8 @@ use std::path::Path;
 
 use super::branch::{self, ReviewCommit};
 use anyhow::{Context, Result, bail};
-use kidiom_catalog::record::VerdictKind;
-use kidiom_catalog::{Candidate, CandidateStatus, Catalog};
+use kidiom_patterns::record::VerdictKind;
+use kidiom_patterns::{Candidate, CandidateStatus, Catalog};
 use kidiom_syntax::blob_id;
 
 /// The commit message: subject, rationale, then `Kidiom-*` trailers.
@@ -84,7 +84,7 @@ pub(crate) fn accept(cat: &Catalog, root: &Path, id: &str, branch: &str, force: 
     let expected = if c.status == CandidateStatus::Applied { &c.result_blob } else { &c.base_blob };
     if &found != expected {
         cat.set_candidate_status(&c.id, CandidateStatus::Stale, None)?;
-        return Err(kidiom_rewrite::Error::Stale { path: abs, expected: expected.clone(), found }.into());
+        return Err(kidiom_rewriter::Error::Stale { path: abs, expected: expected.clone(), found }.into());
     }
     let mut msg = message(&c);
     if let Some(why) = refusal(&c) {

@@ -12,9 +12,9 @@
 use std::path::{Path, PathBuf};
 
 use anyhow::{Context, Result, bail};
-use kidiom_catalog::record::Provenance;
-use kidiom_catalog::{Candidate, CandidateStatus, Catalog, Filter, Pattern};
-use kidiom_rewrite::{Rewrite, RewriteSpec, Scope};
+use kidiom_patterns::record::Provenance;
+use kidiom_patterns::{Candidate, CandidateStatus, Catalog, Filter, Pattern};
+use kidiom_rewriter::{Rewrite, RewriteSpec, Scope};
 use kidiom_syntax::{Lang, blob_id, parse_tree};
 use rayon::prelude::*;
 use serde::Serialize;
@@ -146,14 +146,14 @@ fn rewrite_file(
             let reason = format!("not at `{}` (line {line}): {}", r.function, r.reason);
             dropped.push(Dropped { pattern: p.id.clone(), path: t.rel.clone(), reason });
         }
-        match kidiom_rewrite::rewrite_with_tree(rw, t.lang, base, &tree, &t.rel) {
+        match kidiom_rewriter::rewrite_with_tree(rw, t.lang, base, &tree, &t.rel) {
             Ok(Some((out, out_tree))) => {
                 if let Some(held) = vet(t.lang, base, &out.text) {
                     dropped.push(Dropped { pattern: p.id.clone(), path: t.rel.clone(), reason: held.reason(&t.rel) });
                     held_back.push(held);
                     continue;
                 }
-                let diff = kidiom_rewrite::unified(&t.rel, base, &out.text, 3);
+                let diff = kidiom_rewriter::unified(&t.rel, base, &out.text, 3);
                 cands.push(Candidate {
                     value: rw.value().map(str::to_string),
                     sites: out.sites as u64,
@@ -209,13 +209,13 @@ impl Held {
 /// (a name the file does not bind) or change nothing (nil casts); judged on
 /// the files, so every way of making a candidate is held to it.
 fn vet(lang: Lang, base: &str, result: &str) -> Option<Held> {
-    let missing = kidiom_rewrite::unbound_names(lang, base, result);
+    let missing = kidiom_rewriter::unbound_names(lang, base, result);
     if !missing.is_empty() {
         return Some(Held::Unbound(missing));
     }
-    kidiom_rewrite::nil_casts(lang, base, result)
+    kidiom_rewriter::nil_casts(lang, base, result)
         .map(Held::Nil)
-        .or_else(|| kidiom_rewrite::nil_arguments(lang, base, result).map(Held::NilArgument))
+        .or_else(|| kidiom_rewriter::nil_arguments(lang, base, result).map(Held::NilArgument))
 }
 
 /// What was not proposed, or not proposed twice, and why (counts).
@@ -332,7 +332,7 @@ pub(crate) fn one_per_change(cands: Vec<Candidate>) -> (Vec<Candidate>, usize) {
         let others: Vec<_> = rest
             .iter()
             .flat_map(|c| {
-                let mine = c.provenance.pattern().map(kidiom_catalog::record::AlsoProposed::from);
+                let mine = c.provenance.pattern().map(kidiom_patterns::record::AlsoProposed::from);
                 mine.into_iter().chain(c.provenance.also().iter().cloned())
             })
             .collect();
@@ -345,7 +345,7 @@ pub(crate) fn one_per_change(cands: Vec<Candidate>) -> (Vec<Candidate>, usize) {
 /// The blob a search measured for a candidate, when not its own file.
 fn measured_blob(c: &Candidate) -> Option<String> {
     match &c.provenance.search {
-        Some(kidiom_catalog::record::SearchOrigin::Sites(o)) => o.measured_blob.clone(),
+        Some(kidiom_patterns::record::SearchOrigin::Sites(o)) => o.measured_blob.clone(),
         _ => None,
     }
 }
@@ -373,7 +373,7 @@ pub(crate) fn apply(cat: &mut Catalog, root: &Path, req: &Request) -> Result<Rep
             // others: what it measures, the current spelling's search has measured (sweep cache)
             todo.sort_by_key(|(p, rw)| {
                 let values = crate::ops::sitesearch::values(p, req.value, rw.value());
-                kidiom_rewrite::respelled(p.language, &p.after, &values).is_some()
+                kidiom_rewriter::respelled(p.language, &p.after, &values).is_some()
             });
             for (p, rw) in todo {
                 if !t.may_hold_kernels() {
@@ -427,7 +427,7 @@ pub(crate) fn apply(cat: &mut Catalog, root: &Path, req: &Request) -> Result<Rep
     // the searched candidates (a dry run's only), held to what the others are
     candidates.retain(|c: &Candidate| {
         let Some(t) = targets.iter().find(|t| t.rel == c.path) else { return true };
-        let Some(result) = kidiom_rewrite::patched(&t.text, &c.diff) else { return true };
+        let Some(result) = kidiom_rewriter::patched(&t.text, &c.diff) else { return true };
         match vet(t.lang, &t.text, &result) {
             Some(h) => {
                 dropped.push(Dropped { pattern: c.pattern_id.clone(), path: c.path.clone(), reason: h.reason(&t.rel) });
@@ -460,17 +460,17 @@ pub(crate) fn apply(cat: &mut Catalog, root: &Path, req: &Request) -> Result<Rep
             if !req.force
                 && let Some(status) = super::branch::uncommitted(root, Path::new(&t.rel)).ok().flatten()
             {
-                return Err(kidiom_rewrite::Error::Uncommitted { path: t.abs.clone(), status }.into());
+                return Err(kidiom_rewriter::Error::Uncommitted { path: t.abs.clone(), status }.into());
             }
-            kidiom_rewrite::check_writable(&t.abs)?;
+            kidiom_rewriter::check_writable(&t.abs)?;
             let now = std::fs::read(&t.abs).with_context(|| format!("reading {}", t.abs.display()))?;
             let (expected, found) = (blob_id(t.text.as_bytes()), blob_id(&now));
             if expected != found {
-                return Err(kidiom_rewrite::Error::Stale { path: t.abs.clone(), expected, found }.into());
+                return Err(kidiom_rewriter::Error::Stale { path: t.abs.clone(), expected, found }.into());
             }
         }
         for (ti, text) in &results {
-            kidiom_rewrite::atomic_write(&targets[*ti].abs, text.as_bytes())?;
+            kidiom_rewriter::atomic_write(&targets[*ti].abs, text.as_bytes())?;
         }
     }
     let (candidates, same_change) = one_per_change(candidates);
@@ -513,7 +513,7 @@ pub(crate) fn search_validator_options(cfg: &Config, timeout: std::time::Duratio
 #[cfg(test)]
 mod tests {
     use super::*;
-    use kidiom_catalog::record::{SearchOrigin, SiteOrigin};
+    use kidiom_patterns::record::{SearchOrigin, SiteOrigin};
 
     fn cand(pattern: &str, score: f64, result: &str) -> Candidate {
         let mut p = Pattern::usage(pattern, Lang::Python, "a", "b", &[]);

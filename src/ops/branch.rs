@@ -161,7 +161,7 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let repo = repo_with(dir.path(), "k.py", "a\nb\n");
         let head_before = repo.head().unwrap().target().unwrap();
-        let diff = kidiom_rewrite::unified("k.py", "a\nb\n", "a\nB\n", 3);
+        let diff = kidiom_rewriter::unified("k.py", "a\nb\n", "a\nB\n", 3);
         let id =
             commit_review(dir.path(), &ReviewCommit { branch: DEFAULT_BRANCH, diff: &diff, message: "m\n" }).unwrap();
         assert_eq!(repo.head().unwrap().target().unwrap(), head_before);

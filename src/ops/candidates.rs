@@ -1,8 +1,8 @@
 //! Finding candidates and storing edits that did not come from the catalog.
 
 use anyhow::{Context, Result, bail};
-use kidiom_catalog::record::{ManualEdit, Origin, Provenance};
-use kidiom_catalog::{Candidate, CandidateStatus, Catalog, Category};
+use kidiom_patterns::record::{ManualEdit, Origin, Provenance};
+use kidiom_patterns::{Candidate, CandidateStatus, Catalog, Category};
 use kidiom_validator::{CandidateInput, Kernels, MANUAL_PATTERN};
 
 /// The one candidate `id` names (exactly or as a unique prefix).

@@ -20,7 +20,7 @@ pub(crate) mod validate;
 use std::path::{Path, PathBuf};
 
 use anyhow::{Context, Result};
-use kidiom_catalog::Catalog;
+use kidiom_patterns::Catalog;
 
 /// The root that target paths are relative to: the git working directory
 /// holding the current directory, else the current directory.

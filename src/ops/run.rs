@@ -8,7 +8,7 @@ use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result};
-use kidiom_catalog::{Candidate, Catalog, Category, Filter, Kind, Pattern};
+use kidiom_patterns::{Candidate, Catalog, Category, Filter, Kind, Pattern};
 use kidiom_miner::SourceKind;
 use kidiom_validator::Device;
 use serde::Serialize;
@@ -453,8 +453,8 @@ fn verdicts_of(catalog: &Catalog, ours: &HashSet<String>) -> Result<BTreeMap<Str
 #[cfg(test)]
 mod tests {
     use super::*;
-    use kidiom_catalog::Pattern;
-    use kidiom_catalog::record::Provenance;
+    use kidiom_patterns::Pattern;
+    use kidiom_patterns::record::Provenance;
     use kidiom_syntax::Lang;
 
     fn cand(pattern: &str, path: &str, value: Option<&str>) -> Candidate {

@@ -6,9 +6,9 @@
 //! front beside it. The search itself is `kidiom_validator::sitesearch`.
 
 use anyhow::Result;
-use kidiom_catalog::record::{Provenance, RoleSite, RolesOrigin, SearchOrigin, SiteOrigin, SiteSummary};
-use kidiom_catalog::{Candidate, Category, Pattern};
-use kidiom_rewrite::{Rewrite, RewriteSpec, writable_value};
+use kidiom_patterns::record::{Provenance, RoleSite, RolesOrigin, SearchOrigin, SiteOrigin, SiteSummary};
+use kidiom_patterns::{Candidate, Category, Pattern};
+use kidiom_rewriter::{Rewrite, RewriteSpec, writable_value};
 use kidiom_syntax::{Lang, blob_id};
 use kidiom_validator::sitesearch::{Assignment, Request, Role, Rule, Site, SiteSearch};
 use kidiom_validator::{KernelLanguage, StaticLimits, Validator};
@@ -97,16 +97,16 @@ fn parsed_with_rewrites(
 }
 
 /// A memory hint per access by the role of its tensor
-/// (`kidiom_rewrite::roles`): the value that suits each role,
+/// (`kidiom_rewriter::roles`): the value that suits each role,
 /// the first in histogram order; accesses without a role or a suitable
 /// value are left alone. Candidates: every access by its role (the
 /// choice), and each role alone.
 pub(crate) fn role_candidates(p: &Pattern, values: &[String], rel: &str, text: &str) -> Result<Vec<Candidate>> {
-    use kidiom_rewrite::roles::{hint_suits, memory_accesses};
+    use kidiom_rewriter::roles::{hint_suits, memory_accesses};
     let Some(op) = hint_op(p) else { return Ok(Vec::new()) };
     let (tree, rws) = parsed_with_rewrites(p, values, rel, text)?;
     let Some(first) = rws.first() else { return Ok(Vec::new()) };
-    let ranges = kidiom_rewrite::sites(first, text, &tree);
+    let ranges = kidiom_rewriter::sites(first, text, &tree);
     let accesses = memory_accesses(text, &tree);
     // per site: (range, access, value index)
     let mut plan = Vec::new();
@@ -138,7 +138,7 @@ pub(crate) fn role_candidates(p: &Pattern, values: &[String], rel: &str, text: &
     let mut out: Vec<Candidate> = Vec::new();
     for (gi, (label, members)) in groups.iter().enumerate() {
         let choices: Vec<_> = members.iter().map(|&i| (plan[i].0.clone(), &rws[plan[i].2])).collect();
-        let Some(o) = kidiom_rewrite::rewrite_sites(&choices, Lang::Python, text, &tree, rel)? else { continue };
+        let Some(o) = kidiom_rewriter::rewrite_sites(&choices, Lang::Python, text, &tree, rel)? else { continue };
         if out.iter().any(|c| c.result_blob == blob_id(o.text.as_bytes())) {
             continue;
         }
@@ -189,14 +189,14 @@ pub(crate) fn values(p: &Pattern, pinned: Option<&str>, default: Option<&str>) -
 pub(crate) fn all_sites_texts(p: &Pattern, values: &[String], rel: &str, text: &str) -> Result<Vec<String>> {
     let (tree, rws) = parsed_with_rewrites(p, values, rel, text)?;
     let Some(first) = rws.first() else { return Ok(Vec::new()) };
-    let ranges = kidiom_rewrite::sites(first, text, &tree);
+    let ranges = kidiom_rewriter::sites(first, text, &tree);
     if ranges.is_empty() {
         return Ok(Vec::new());
     }
     let mut out = Vec::new();
     for rw in &rws {
         let choices: Vec<_> = ranges.iter().map(|r| (r.clone(), rw)).collect();
-        if let Some(o) = kidiom_rewrite::rewrite_sites(&choices, Lang::Python, text, &tree, rel)? {
+        if let Some(o) = kidiom_rewriter::rewrite_sites(&choices, Lang::Python, text, &tree, rel)? {
             out.push(o.text);
         }
     }
@@ -215,7 +215,7 @@ pub(crate) fn search_file(
     let Some(validator) = o.validator else { anyhow::bail!("no kernels/ directory: no manifest names {rel}") };
     let (tree, rws) = parsed_with_rewrites(p, values, rel, text)?;
     let Some(first) = rws.first() else { anyhow::bail!("{} has no value to write at {rel}", p.id) };
-    let ranges = kidiom_rewrite::sites(first, text, &tree);
+    let ranges = kidiom_rewriter::sites(first, text, &tree);
     if ranges.is_empty() {
         return Ok(None);
     }
@@ -245,7 +245,7 @@ pub(crate) fn search_file(
     };
     let render_with = |rws: &[Rewrite], a: &Assignment| -> kidiom_validator::Result<String> {
         let choices: Vec<_> = a.iter().zip(&ranges).filter_map(|(v, r)| v.map(|v| (r.clone(), &rws[v]))).collect();
-        Ok(kidiom_rewrite::rewrite_sites(&choices, Lang::Python, text, &tree, rel)?
+        Ok(kidiom_rewriter::rewrite_sites(&choices, Lang::Python, text, &tree, rel)?
             .map(|o| o.text)
             .unwrap_or_else(|| text.to_string()))
     };
@@ -295,9 +295,9 @@ pub(crate) fn search_file(
 }
 
 /// The pattern's rewrites per value in the current spelling of its argument
-/// ([`kidiom_rewrite::respelled`]), when it has an older one (`None`: it has not).
+/// ([`kidiom_rewriter::respelled`]), when it has an older one (`None`: it has not).
 fn respelled_rewrites(p: &Pattern, values: &[String]) -> Result<Option<Vec<Rewrite>>> {
-    let Some((after, mapped)) = kidiom_rewrite::respelled(p.language, &p.after, values) else { return Ok(None) };
+    let Some((after, mapped)) = kidiom_rewriter::respelled(p.language, &p.after, values) else { return Ok(None) };
     let spec = RewriteSpec { after, ..RewriteSpec::from(p) };
     Ok(Some(mapped.iter().map(|v| Rewrite::new(&spec, Some(v))).collect::<Result<_, _>>()?))
 }
@@ -312,7 +312,7 @@ fn proposed(
     sites: u64,
     provenance: Provenance,
 ) -> Candidate {
-    let diff = kidiom_rewrite::unified(rel, text, out, 3);
+    let diff = kidiom_rewriter::unified(rel, text, out, 3);
     Candidate {
         value: Some(value),
         sites,
@@ -326,7 +326,7 @@ mod tests {
 
     #[test]
     fn values_are_literals_resolved_names_or_writable_names() {
-        use kidiom_catalog::ValueCount;
+        use kidiom_patterns::ValueCount;
         let mut p = Pattern::usage("p", Lang::Python, "tl.dot($$$A)", "tl.dot($$$A, out_dtype=$V)", &["tl.float32"]);
         assert_eq!(values(&p, None, None), ["tl.float32"], "a writable name of Triton's is its own value");
         p.values = vec![
@@ -353,7 +353,7 @@ mod tests {
     #[test]
     fn quotes_are_one_value() {
         let mut p = Pattern::usage("p", Lang::Python, "tl.dot($$$A)", "tl.dot($$$A, input_precision=$V)", &["'ieee'"]);
-        p.values.push(kidiom_catalog::ValueCount {
+        p.values.push(kidiom_patterns::ValueCount {
             value: "\"ieee\"".into(),
             count: 1,
             resolved: None,

@@ -9,7 +9,7 @@
 use std::path::Path;
 
 use anyhow::Result;
-use kidiom_catalog::{Catalog, Kind};
+use kidiom_patterns::{Catalog, Kind};
 use kidiom_miner::Manifest;
 use serde::Serialize;
 
@@ -96,8 +96,8 @@ pub(crate) fn describe(f: &Filled, snapshot: &Path) -> String {
 }
 
 /// Reads `path` as an exported catalog (`kidiom catalog import`, the shipped snapshot).
-pub(crate) fn read_catalog_file(path: &Path) -> Result<kidiom_catalog::CatalogFile> {
+pub(crate) fn read_catalog_file(path: &Path) -> Result<kidiom_patterns::CatalogFile> {
     use anyhow::Context;
     let text = std::fs::read_to_string(path).with_context(|| format!("reading {}", path.display()))?;
-    Ok(kidiom_catalog::CatalogFile::parse(&text, &path.display().to_string())?)
+    Ok(kidiom_patterns::CatalogFile::parse(&text, &path.display().to_string())?)
 }

@@ -13,7 +13,7 @@ use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result};
-use kidiom_catalog::{Candidate, Catalog};
+use kidiom_patterns::{Candidate, Catalog};
 use kidiom_validator::{CandidateInput, Device, Evidence, ValidatorBuilder, VerdictKind};
 use serde::Serialize;
 

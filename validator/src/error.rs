@@ -61,7 +61,7 @@ pub enum Error {
     Fleet(String),
     /// A rewrite of a search variant failed.
     #[error(transparent)]
-    Rewrite(#[from] kidiom_rewrite::Error),
+    Rewrite(#[from] kidiom_rewriter::Error),
     /// Reading the kernel tree failed.
     #[error(transparent)]
     Syntax(#[from] kidiom_syntax::Error),

@@ -1,5 +1,5 @@
 //! Evidence: one record per gate that ran, and the whole validation of a
 //! candidate. The types are the catalog's stored record
-//! ([`kidiom_catalog::record`]); the validator produces them.
+//! ([`kidiom_patterns::record`]); the validator produces them.
 
-pub use kidiom_catalog::record::{EVIDENCE_FORMAT, Evidence, GateRecord, GateStatus, Predicted};
+pub use kidiom_patterns::record::{EVIDENCE_FORMAT, Evidence, GateRecord, GateStatus, Predicted};

@@ -3,7 +3,7 @@
 
 use std::path::Path;
 
-use kidiom_catalog::Category;
+use kidiom_patterns::Category;
 use kidiom_syntax::blob_id;
 use serde::{Deserialize, Serialize};
 
@@ -11,7 +11,7 @@ use crate::error::{Error, Result};
 use crate::patch;
 
 /// The pattern id of a candidate that came from a patch rather than the catalog.
-pub const MANUAL_PATTERN: &str = kidiom_catalog::record::MANUAL_KIND;
+pub const MANUAL_PATTERN: &str = kidiom_patterns::record::MANUAL_KIND;
 
 /// The pattern id of a state-precision variant as it is in the tree
 /// (`kidiom validate --kernel VARIANT`): its target is the variant's manifest.
@@ -60,7 +60,7 @@ impl CandidateInput {
 
     /// From a stored candidate; the category is taken from its provenance
     /// unless `category` names one (the pattern's, from the catalog).
-    pub fn from_candidate(c: &kidiom_catalog::Candidate, category: Option<Category>) -> CandidateInput {
+    pub fn from_candidate(c: &kidiom_patterns::Candidate, category: Option<Category>) -> CandidateInput {
         let category = category.or_else(|| c.provenance.category().and_then(Category::from_name));
         // the pattern's `after`, as kidiom's own apply recorded it; a manual patch has none
         let decorator_idiom = (c.pattern_id != MANUAL_PATTERN)
@@ -101,20 +101,20 @@ impl CandidateInput {
         let (src, base_src) = (variant.source_path(base), base.source_path());
         let own = if src != base_src { Some((read(&base_src)?, read(&src)?)) } else { None };
         let (before, after, diff) = if let Some((b, a)) = own.filter(|(b, a)| b != a) {
-            let d = kidiom_rewrite::unified(&src, &b, &a, 3)
+            let d = kidiom_rewriter::unified(&src, &b, &a, 3)
                 .replacen(&format!("diff --git a/{src}"), &format!("diff --git a/{base_src}"), 1)
                 .replacen(&format!("--- a/{src}"), &format!("--- a/{base_src}"), 1);
             (b, a, d)
         } else {
             let m = read(&variant.path)?;
-            (String::new(), m.clone(), kidiom_rewrite::unified(&variant.path, "", &m, 3))
+            (String::new(), m.clone(), kidiom_rewriter::unified(&variant.path, "", &m, 3))
         };
         let mut judged = format!("{diff}\0{}", read(&variant.path)?);
         if let Some(contract) = variant.contract_path() {
             judged.push('\0');
             judged.push_str(&read(&contract)?);
         }
-        let id = kidiom_catalog::record::candidate_id(VARIANT_PATTERN, &variant.path, &judged);
+        let id = kidiom_patterns::record::candidate_id(VARIANT_PATTERN, &variant.path, &judged);
         Ok(CandidateInput {
             id,
             pattern_id: VARIANT_PATTERN.into(),
@@ -144,7 +144,7 @@ impl CandidateInput {
         };
         let result = patch::apply(&current, first, false)?;
         Ok(CandidateInput {
-            id: kidiom_catalog::record::candidate_id(MANUAL_PATTERN, &first.path, diff),
+            id: kidiom_patterns::record::candidate_id(MANUAL_PATTERN, &first.path, diff),
             pattern_id: MANUAL_PATTERN.into(),
             category,
             path: first.path.clone(),
@@ -165,13 +165,13 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         std::fs::create_dir_all(dir.path().join("kernels")).unwrap();
         std::fs::write(dir.path().join("kernels/k.py"), "a = 1\n").unwrap();
-        let diff = kidiom_rewrite::unified("kernels/k.py", "a = 1\n", "a = 2\n", 3);
+        let diff = kidiom_rewriter::unified("kernels/k.py", "a = 1\n", "a = 2\n", 3);
         let c = CandidateInput::from_patch(dir.path(), &diff, None).unwrap();
         assert_eq!(c.pattern_id, MANUAL_PATTERN);
         assert!(c.id.starts_with("manual@kernels/k.py#"), "{}", c.id);
         assert_eq!(c.base_blob, blob_id(b"a = 1\n"));
         assert_eq!(c.result_blob, blob_id(b"a = 2\n"));
-        let stale = kidiom_rewrite::unified("kernels/k.py", "b = 1\n", "b = 2\n", 3);
+        let stale = kidiom_rewriter::unified("kernels/k.py", "b = 1\n", "b = 2\n", 3);
         assert!(CandidateInput::from_patch(dir.path(), &stale, None).is_err());
         assert!(CandidateInput::from_patch(dir.path(), "nonsense\n", None).is_err());
     }

@@ -478,7 +478,7 @@ mod tests {
     }
 
     fn diff(path: &str, a: &str, b: &str) -> String {
-        kidiom_rewrite::unified(path, a, b, 3)
+        kidiom_rewriter::unified(path, a, b, 3)
     }
 
     #[test]
@@ -640,7 +640,7 @@ new mode 100755
 }
 
 /// Property tests: random and mutated diffs never panic the parser or
-/// `apply`; a diff made by `kidiom_rewrite::unified` round-trips.
+/// `apply`; a diff made by `kidiom_rewriter::unified` round-trips.
 #[cfg(test)]
 mod properties {
     use proptest::prelude::*;
@@ -731,7 +731,7 @@ mod properties {
         #[test]
         fn unified_diffs_round_trip(a in lines(), b in lines(), na in any::<bool>(), nb in any::<bool>()) {
             let (a, b) = (text(&a, na), text(&b, nb));
-            let d = kidiom_rewrite::unified("k.py", &a, &b, 3);
+            let d = kidiom_rewriter::unified("k.py", &a, &b, 3);
             let files = parse(&d).map_err(|e| TestCaseError::fail(format!("{e}\n{d}")))?;
             if a == b {
                 prop_assert!(files.is_empty());
@@ -746,8 +746,8 @@ mod properties {
         fn two_files_in_one_git_diff_round_trip(a in lines(), b in lines(), c in lines(), d in lines()) {
             let (a, b, c, d) = (text(&a, true), text(&b, true), text(&c, true), text(&d, true));
             prop_assume!(a != b && c != d);
-            let one = kidiom_rewrite::unified("k.py", &a, &b, 3);
-            let two = kidiom_rewrite::unified("m.toml", &c, &d, 3);
+            let one = kidiom_rewriter::unified("k.py", &a, &b, 3);
+            let two = kidiom_rewriter::unified("m.toml", &c, &d, 3);
             let (h, rest) = two.split_once('\n').unwrap_or(("", ""));
             let diff = format!("{one}{h}\nindex 1111111..2222222 100644\n{rest}");
             let files = parse(&diff).map_err(|e| TestCaseError::fail(format!("{e}\n{diff}")))?;
@@ -759,7 +759,7 @@ mod properties {
         #[test]
         fn mutated_diffs_never_panic(a in lines(), b in lines(), muts in prop::collection::vec(mutation(), 1..6)) {
             let (a, b) = (text(&a, true), text(&b, false));
-            let d = mutate(&kidiom_rewrite::unified("k.py", &a, &b, 3), &muts);
+            let d = mutate(&kidiom_rewriter::unified("k.py", &a, &b, 3), &muts);
             if let Ok(files) = parse(&d) {
                 for f in &files {
                     let _ = apply(&a, f, false);

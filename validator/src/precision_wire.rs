@@ -35,7 +35,7 @@
 
 use serde_json::Value;
 
-use kidiom_catalog::record::{BytesPerStep, DriftCurve, Num, OutputStateError, PrecisionFigures};
+use kidiom_patterns::record::{BytesPerStep, DriftCurve, Num, OutputStateError, PrecisionFigures};
 
 use crate::wire::WireError;
 

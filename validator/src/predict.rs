@@ -115,7 +115,7 @@ pub struct WorkTotals {
 }
 
 /// What decides a predicted time (stored in the evidence, so defined with it).
-pub use kidiom_catalog::record::Bound;
+pub use kidiom_patterns::record::Bound;
 
 /// A predicted time: each roofline term and the one that decides.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]

@@ -16,13 +16,13 @@
 //! (the re-read bytes not loaded, the evaluations not made) against the
 //! kernel's own: a prediction like every other, labelled so. Which rewrite
 //! removes it is found by running kidiom's own redundancy transforms
-//! (`kidiom_catalog::builtin`) on the profiled source: one whose edits touch
+//! (`kidiom_patterns::builtin`) on the profiled source: one whose edits touch
 //! the finding's line removes it. No template is consulted for the finding.
 
 use std::collections::{BTreeMap, BTreeSet};
 
-use kidiom_catalog::{Pattern, builtin};
-use kidiom_rewrite::{Rewrite, RewriteSpec};
+use kidiom_patterns::{Pattern, builtin};
+use kidiom_rewriter::{Rewrite, RewriteSpec};
 use kidiom_syntax::{Lang, parse_tree};
 use serde::Serialize;
 

@@ -33,7 +33,7 @@ pub(crate) struct WireError {
 /// A number the harness writes as a JSON number, `"inf"` / `"-inf"`, or
 /// `null` (NaN); a curve point. Both are stored in the evidence as read, so
 /// they are the record's types.
-pub(crate) use kidiom_catalog::record::{CurvePoint, Num};
+pub(crate) use kidiom_patterns::record::{CurvePoint, Num};
 
 /// The fields every object has.
 #[derive(Debug, Clone, PartialEq, Deserialize)]

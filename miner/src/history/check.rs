@@ -2,7 +2,7 @@
 //!
 //! Generalization builds and validates templates with its own trees and
 //! matcher ([`super::pattern`]); `kidiom apply` reads the rules' ast-grep
-//! text with the rewrite engine (`kidiom_rewrite`). The two may
+//! text with the rewrite engine (`kidiom_rewriter`). The two may
 //! disagree (keyword arguments match in any order there, a site that
 //! already looks like `after` is skipped there, a template must parse on
 //! its own there), so before a rule is kept, the engine rewrites
@@ -16,7 +16,7 @@
 use std::collections::BTreeSet;
 use std::ops::Range;
 
-use kidiom_rewrite::{Edit, Rewrite, RewriteSpec, Scope, SpecValue, apply_edits, edited_tree};
+use kidiom_rewriter::{Edit, Rewrite, RewriteSpec, Scope, SpecValue, apply_edits, edited_tree};
 use kidiom_syntax::{KernelKind, Lang, kernel_ranges, reparse};
 use serde::Serialize;
 

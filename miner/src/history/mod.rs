@@ -26,7 +26,7 @@
 //! run's edits to safe candidates), `safety` and `replay` (candidates
 //! matched against training files and revisions), `check` (rules proven
 //! on their examples by the rewrite engine that applies them,
-//! `kidiom_rewrite`), `rules` and `naming`
+//! `kidiom_rewriter`), `rules` and `naming`
 //! (what a rule says about itself). `tree` and `pattern` are the trees and
 //! templates they share; the grammar facts are [`kidiom_syntax::grammar`]'s.
 

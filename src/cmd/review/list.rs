@@ -4,7 +4,7 @@
 use std::process::ExitCode;
 
 use anyhow::Result;
-use kidiom_catalog::{Candidate, CandidateStatus, Catalog};
+use kidiom_patterns::{Candidate, CandidateStatus, Catalog};
 
 use crate::output;
 

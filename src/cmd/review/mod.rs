@@ -5,7 +5,7 @@ use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
 use anyhow::Result;
-use kidiom_catalog::{Candidate, CandidateStatus, Catalog};
+use kidiom_patterns::{Candidate, CandidateStatus, Catalog};
 
 use crate::cmd::args::CommonArgs;
 use crate::config::Config;

@@ -4,8 +4,8 @@
 use std::process::ExitCode;
 
 use anyhow::Result;
-use kidiom_catalog::record::{RolesOrigin, SearchOrigin, SiteOrigin, StoredEvidence};
-use kidiom_catalog::{Candidate, Catalog, Pattern};
+use kidiom_patterns::record::{RolesOrigin, SearchOrigin, SiteOrigin, StoredEvidence};
+use kidiom_patterns::{Candidate, Catalog, Pattern};
 
 use crate::{ops, output};
 
@@ -13,7 +13,7 @@ pub(super) fn run(cat: &Catalog, id: &str, json: bool) -> Result<ExitCode> {
     let c = ops::candidates::find_one(cat, id)?;
     let pattern = cat.get(&c.pattern_id)?;
     // a state-precision variant: its siblings beside it, fp32 first
-    let family = if c.evidence.evidence().is_some_and(|e| e.gate(kidiom_catalog::record::Gate::Precision).is_some()) {
+    let family = if c.evidence.evidence().is_some_and(|e| e.gate(kidiom_patterns::record::Gate::Precision).is_some()) {
         let all = cat.candidates(None)?;
         crate::view::precision_families(&all).into_iter().find(|f| f.variants.iter().any(|v| v.candidate == c.id))
     } else {

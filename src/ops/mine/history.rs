@@ -16,7 +16,7 @@ use std::path::PathBuf;
 use std::time::Instant;
 
 use anyhow::{Context, Result};
-use kidiom_catalog::{Catalog, Kind, Pattern};
+use kidiom_patterns::{Catalog, Kind, Pattern};
 use kidiom_miner::history::{
     self, BlobCache, BlobCounts, CommitEdits, CommitMeta, CorpusHistory, GeneralizeStats, HistoryConfig,
 };

@@ -18,7 +18,7 @@ use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result};
-use kidiom_catalog::{Catalog, FileOutcome, Kind, Pattern};
+use kidiom_patterns::{Catalog, FileOutcome, Kind, Pattern};
 use kidiom_miner::{Corpus, CorpusFile, ExtractOptions, FileFacts, FileInput, Manifest, MineConfig, Prefilter};
 use kidiom_syntax::{Lang, Limits, Skip, blob_id};
 use rayon::prelude::*;
@@ -200,14 +200,14 @@ pub(crate) fn mine(catalog: &mut Catalog, manifests: Vec<Manifest>, opts: &MineO
         .collect();
     tx.replace_patterns(Kind::Usage, &patterns)?;
     // kidiom's own rewrites, listed and applied beside what was mined
-    tx.replace_patterns(Kind::Transform, &kidiom_catalog::builtin::patterns())?;
+    tx.replace_patterns(Kind::Transform, &kidiom_patterns::builtin::patterns())?;
     stall_for_tests();
     tx.commit()?;
     Ok(MineReport { catalog: path, corpora: reports, patterns: patterns.len(), seconds: start.elapsed().as_secs_f64() })
 }
 
 fn mine_corpus(
-    tx: &kidiom_catalog::MineTx<'_>,
+    tx: &kidiom_patterns::MineTx<'_>,
     corpus: &Corpus,
     opts: &MineOptions,
     stored: &mut BTreeMap<(String, String), Stored>,
@@ -307,7 +307,7 @@ fn mine_corpus(
 /// Reused files keep their outcome: facts, kernel-free, or skipped with the
 /// cached reason. Then the corpus's kernels and parse errors are counted.
 fn tally_reused(
-    tx: &kidiom_catalog::MineTx<'_>,
+    tx: &kidiom_patterns::MineTx<'_>,
     corpus: &Corpus,
     still: &[&CorpusFile],
     stored: &mut BTreeMap<(String, String), Stored>,

@@ -5,8 +5,8 @@
 use std::collections::BTreeMap;
 
 /// What the compiler says about one kernel build: the stored record's
-/// compile figures ([`kidiom_catalog::record::CompileFigures`]).
-pub use kidiom_catalog::record::CompileFigures as StaticMetrics;
+/// compile figures ([`kidiom_patterns::record::CompileFigures`]).
+pub use kidiom_patterns::record::CompileFigures as StaticMetrics;
 
 /// Reading a compile's figures from the harness.
 pub(crate) trait ReadCompile: Sized {

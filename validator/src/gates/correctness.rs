@@ -14,7 +14,7 @@ use crate::evidence::{GateRecord, GateStatus};
 use crate::manifest::Manifest;
 use crate::verdict::{Gate, Verdict};
 use crate::wire::{self, Case, Check, CurvePoint, Header, Num, WireError};
-use kidiom_catalog::record::{CorrectnessFigures, ErrorSide, WorstErrors};
+use kidiom_patterns::record::{CorrectnessFigures, ErrorSide, WorstErrors};
 
 /// How far a precision rewrite's error curve may sit above the baseline's
 /// at a length and still count as "no worse" (relative, plus an absolute

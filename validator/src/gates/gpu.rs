@@ -27,7 +27,7 @@
 use std::path::PathBuf;
 use std::time::Instant;
 
-use kidiom_catalog::record::{GpuSpeedFigures, SpeedFigures};
+use kidiom_patterns::record::{GpuSpeedFigures, SpeedFigures};
 use kidiom_syntax::blob_id;
 use serde_json::json;
 

@@ -18,7 +18,7 @@
 
 use std::path::Path;
 
-use kidiom_catalog::record::PrecisionFigures;
+use kidiom_patterns::record::PrecisionFigures;
 
 use super::Validation;
 use crate::backend::python::{Harness, HarnessRun, HarnessStatus};
@@ -202,7 +202,7 @@ fn fill_from_manifest(f: &mut PrecisionFigures, variant: &Variant) {
     }
 }
 
-fn sci(n: Option<kidiom_catalog::record::Num>) -> String {
+fn sci(n: Option<kidiom_patterns::record::Num>) -> String {
     match n {
         Some(x) if x.0.is_nan() => "nan".into(),
         Some(x) => format!("{:.1e}", x.0),

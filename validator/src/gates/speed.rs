@@ -8,7 +8,7 @@
 
 use std::time::Instant;
 
-use kidiom_catalog::record::{GpuSpeedFigures, HostSpeedFigures, SpeedFigures};
+use kidiom_patterns::record::{GpuSpeedFigures, HostSpeedFigures, SpeedFigures};
 
 use super::launch::Prepared;
 use super::{MAX_PLAUSIBLE_SPEEDUP, SMALL_EDIT_LINES, SMALL_EDIT_SPEEDUP, Validation, stamp};

@@ -3,7 +3,7 @@
 use std::path::Path;
 use std::time::Instant;
 
-use kidiom_catalog::record::{FileSyntax, SyntaxFigures};
+use kidiom_patterns::record::{FileSyntax, SyntaxFigures};
 use kidiom_syntax::Lang;
 
 use super::{Touched, Validation};
@@ -26,7 +26,7 @@ pub(super) fn gate(run: &mut Validation<'_>, touched: &[Touched]) -> Option<Verd
             counts.insert(t.path.clone(), unparsed);
             continue;
         };
-        match (kidiom_rewrite::parse_errors(lang, &t.base), kidiom_rewrite::parse_errors(lang, &t.cand)) {
+        match (kidiom_rewriter::parse_errors(lang, &t.base), kidiom_rewriter::parse_errors(lang, &t.cand)) {
             (Ok(b), Ok(a)) => {
                 let parsed = FileSyntax {
                     language: Some(format!("{lang:?}").to_lowercase()),

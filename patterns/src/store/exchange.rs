@@ -1,5 +1,5 @@
 //! The catalog as a file: `kidiom catalog export --format json` and
-//! `kidiom catalog import` (format `kidiom-catalog`, version 1; documented
+//! `kidiom catalog import` (format `kidiom-patterns`, version 1; documented
 //! in the crate README).
 //!
 //! An export holds the patterns with their provenance (the corpora and
@@ -25,7 +25,7 @@ use crate::error::{Error, Result};
 use crate::model::{Kind, Pattern};
 
 /// The format name of an exported catalog.
-pub const EXCHANGE_FORMAT: &str = "kidiom-catalog";
+pub const EXCHANGE_FORMAT: &str = "kidiom-patterns";
 /// Its version: fields are only added within a version.
 pub const EXCHANGE_VERSION: u32 = 1;
 
@@ -328,8 +328,8 @@ mod tests {
     fn bad_files_are_refused_with_the_reason() {
         let e = |t: &str| CatalogFile::parse(t, "f.json").unwrap_err().to_string();
         assert!(e("{").contains("not JSON"));
-        assert!(e(r#"{"format":"other","version":1}"#).contains("not a kidiom-catalog file"));
-        assert!(e(r#"{"format":"kidiom-catalog","version":99,"corpora":[],"patterns":[]}"#).contains("newer"));
+        assert!(e(r#"{"format":"other","version":1}"#).contains("not a kidiom-patterns file"));
+        assert!(e(r#"{"format":"kidiom-patterns","version":99,"corpora":[],"patterns":[]}"#).contains("newer"));
         let p = pattern("a", Kind::Usage, Lang::Python, Category::Precision, &[("fla", 1)], 1.0);
         let f = CatalogFile::new(vec![p], corpora(&["fla"]), false);
         let mut v = serde_json::to_value(&f).unwrap();

@@ -7,7 +7,7 @@
 //! reports the same sites as `kidiom apply`.
 
 use crate::model::{Lang, Pattern};
-use kidiom_rewrite::{Rewrite, RewriteSpec};
+use kidiom_rewriter::{Rewrite, RewriteSpec};
 
 /// One exported rule.
 #[derive(Debug, Clone, PartialEq)]
@@ -85,7 +85,7 @@ pub fn astgrep_rules(patterns: &[Pattern]) -> Vec<AstGrepRule> {
 
 fn rule(p: &Pattern) -> Option<AstGrepRule> {
     let rw = Rewrite::new(&RewriteSpec::from(p), None).ok()?;
-    if rw.releases_gil() || p.kind == crate::Kind::Transform || rw.scope() == kidiom_rewrite::Scope::Launches {
+    if rw.releases_gil() || p.kind == crate::Kind::Transform || rw.scope() == kidiom_rewriter::Scope::Launches {
         // Where a GIL release is safe is kidiom's binding analysis, a transform's sites
         // its loop analysis, and which subscript calls launch a kernel of the file
         // (`kernel_launches`): none is something a YAML rule can say.

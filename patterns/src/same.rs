@@ -62,7 +62,7 @@ fn is_hole(t: &str) -> bool {
 /// holes replaced by the value written; `None` for a pattern with no
 /// rewrite (guidance only) or an empty `before`.
 fn canonical(p: &Pattern) -> Option<(Vec<String>, Vec<String>)> {
-    let rw = kidiom_rewrite::Rewrite::new(&kidiom_rewrite::RewriteSpec::from(p), None).ok()?;
+    let rw = kidiom_rewriter::Rewrite::new(&kidiom_rewriter::RewriteSpec::from(p), None).ok()?;
     let (before, mut after) = (tokens(&p.before), tokens(&p.after));
     if before.is_empty() {
         return None;

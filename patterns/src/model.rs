@@ -146,9 +146,9 @@ impl Pattern {
 /// The one conversion from a catalog pattern to what the rewrite engine
 /// compiles: the templates, the value histogram, and a guidance-only
 /// pattern's reason (`Not rewritten automatically: ...` in its rationale).
-impl From<&Pattern> for kidiom_rewrite::RewriteSpec {
+impl From<&Pattern> for kidiom_rewriter::RewriteSpec {
     fn from(p: &Pattern) -> Self {
-        kidiom_rewrite::RewriteSpec {
+        kidiom_rewriter::RewriteSpec {
             id: p.id.clone(),
             language: p.language,
             before: p.before.clone(),
@@ -156,7 +156,7 @@ impl From<&Pattern> for kidiom_rewrite::RewriteSpec {
             values: p
                 .values
                 .iter()
-                .map(|v| kidiom_rewrite::SpecValue {
+                .map(|v| kidiom_rewriter::SpecValue {
                     value: v.value.clone(),
                     count: v.count,
                     literals: v.literals.clone(),
@@ -167,10 +167,10 @@ impl From<&Pattern> for kidiom_rewrite::RewriteSpec {
                 .split_once("Not rewritten automatically: ")
                 .map(|(_, w)| w.trim_end_matches('.').to_string()),
             transform: match (p.kind, p.after.as_str()) {
-                (Kind::Transform, crate::builtin::REUSE_LOCAL) => Some(kidiom_rewrite::ReuseForm::Local),
-                (Kind::Transform, crate::builtin::REUSE_SHARED) => Some(kidiom_rewrite::ReuseForm::Shared),
-                (Kind::Transform, crate::builtin::REUSE_TEMPORARY) => Some(kidiom_rewrite::ReuseForm::Temporary),
-                (Kind::Transform, crate::builtin::STATE_CAST) => Some(kidiom_rewrite::ReuseForm::StateCast),
+                (Kind::Transform, crate::builtin::REUSE_LOCAL) => Some(kidiom_rewriter::ReuseForm::Local),
+                (Kind::Transform, crate::builtin::REUSE_SHARED) => Some(kidiom_rewriter::ReuseForm::Shared),
+                (Kind::Transform, crate::builtin::REUSE_TEMPORARY) => Some(kidiom_rewriter::ReuseForm::Temporary),
+                (Kind::Transform, crate::builtin::STATE_CAST) => Some(kidiom_rewriter::ReuseForm::StateCast),
                 _ => None,
             },
         }

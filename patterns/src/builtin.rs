@@ -9,7 +9,7 @@
 
 use crate::model::{Category, IdiomExample, Kind, Lang, Pattern, Support};
 
-/// `after` of the thread-local loop reuse (`kidiom_rewrite::reuse`).
+/// `after` of the thread-local loop reuse (`kidiom_rewriter::reuse`).
 pub const REUSE_LOCAL: &str = "reuse-across-loops local";
 /// `after` of the loop reuse that keeps block-uniform values in shared memory.
 pub const REUSE_SHARED: &str = "reuse-across-loops shared";
@@ -71,7 +71,7 @@ const FLA: (&str, &str) = ("fla", "0.6.0");
 const DEEPGEMM: (&str, &str) = ("deepgemm", "54e22612409371d6364144b69086735beb54e98b");
 
 /// `after` of the cast-at-load / cast-at-store idiom: kidiom's own analysis
-/// (`kidiom_rewrite`'s state cast) makes the kernel storage-dtype agnostic.
+/// (`kidiom_rewriter`'s state cast) makes the kernel storage-dtype agnostic.
 pub const STATE_CAST: &str = "state cast-at-load cast-at-store";
 /// `after` of the folded static scale.
 pub const SCALE_FOLD: &str = "static scale folded into an existing scalar";
@@ -197,7 +197,7 @@ mod tests {
             assert_eq!(applied, p.id == "py-state-cast-at-load-store");
             assert_eq!(p.before.is_empty(), !applied, "{}: the other two are guidance", p.id);
             assert_eq!(p.rationale.contains("Not rewritten automatically: "), !applied, "{}", p.id);
-            let spec = kidiom_rewrite::RewriteSpec::from(p);
+            let spec = kidiom_rewriter::RewriteSpec::from(p);
             assert_eq!(spec.transform.is_some(), applied, "{}", p.id);
             assert!(p.examples.iter().all(|e| e.snippet.is_empty() && e.line > 0), "{}", p.id);
             assert_eq!(p.occurrences(), p.examples.len() as u64, "{}", p.id);

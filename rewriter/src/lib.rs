@@ -15,7 +15,7 @@
 //! `git apply` accepts; [`atomic_write`] puts it on disk.
 //!
 //! ```
-//! use kidiom_rewrite::{Rewrite, RewriteSpec};
+//! use kidiom_rewriter::{Rewrite, RewriteSpec};
 //! use kidiom_syntax::Lang;
 //!
 //! let spec = RewriteSpec::usage(
@@ -27,11 +27,11 @@
 //! );
 //! let src = "import triton\nimport triton.language as tl\n\n@triton.jit\ndef k(a, b):\n    c = tl.dot(a, b)\n";
 //! let rw = Rewrite::new(&spec, None).unwrap();
-//! let out = kidiom_rewrite::rewrite(&rw, Lang::Python, src, "k.py").unwrap().unwrap();
+//! let out = kidiom_rewriter::rewrite(&rw, Lang::Python, src, "k.py").unwrap().unwrap();
 //! assert!(out.text.ends_with("c = tl.dot(a, b, input_precision=\"ieee\")\n"));
 //! // Idempotent: a second application finds nothing to do.
-//! assert!(kidiom_rewrite::rewrite(&rw, Lang::Python, &out.text, "k.py").unwrap().is_none());
-//! let diff = kidiom_rewrite::unified("k.py", src, &out.text, 3);
+//! assert!(kidiom_rewriter::rewrite(&rw, Lang::Python, &out.text, "k.py").unwrap().is_none());
+//! let diff = kidiom_rewriter::unified("k.py", src, &out.text, 3);
 //! assert!(diff.contains("+    c = tl.dot(a, b, input_precision=\"ieee\")"));
 //! ```
 #![deny(missing_docs)]

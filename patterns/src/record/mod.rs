@@ -5,7 +5,7 @@
 //! decoder, and reads every shape kidiom has written.
 //!
 //! ```
-//! use kidiom_catalog::record::{Gate, Provenance, StoredEvidence, Verdict, candidate_id};
+//! use kidiom_patterns::record::{Gate, Provenance, StoredEvidence, Verdict, candidate_id};
 //!
 //! let prov = Provenance::decode(&serde_json::json!({"kind": "manual", "category": null, "title": "manual edit", "rationale": "r"}));
 //! assert_eq!((prov.kind(), prov.title()), ("manual", "manual edit"));

@@ -1,6 +1,6 @@
 //! Search latency on a large catalog: `bench/search.sh` runs it.
 //!
-//!     cargo run --release -p kidiom-catalog --example search_bench -- [PATTERNS] [CATALOG]
+//!     cargo run --release -p kidiom-patterns --example search_bench -- [PATTERNS] [CATALOG]
 //!
 //! Without CATALOG it writes a synthetic catalog of PATTERNS patterns
 //! (default 5000; ids, titles, templates, mechanisms, examples, values and
@@ -12,7 +12,7 @@
 
 use std::time::{Duration, Instant};
 
-use kidiom_catalog::{Catalog, Category, CommitRef, Filter, IdiomExample, Kind, Lang, Pattern, Support, ValueCount};
+use kidiom_patterns::{Catalog, Category, CommitRef, Filter, IdiomExample, Kind, Lang, Pattern, Support, ValueCount};
 
 struct Lcg(u64);
 
@@ -239,7 +239,7 @@ fn synthetic(n: usize, answers: &[String]) -> Vec<Pattern> {
                 .collect();
         }
         p.score = (rng.next() % 1000) as f64 / 100.0;
-        p.mechanism = kidiom_catalog::glossary::builtin().describe(&p);
+        p.mechanism = kidiom_patterns::glossary::builtin().describe(&p);
         out.push(p);
     }
     out

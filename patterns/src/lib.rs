@@ -7,7 +7,7 @@
 //! a value histogram, examples, commits, a score and a `mechanism` text (what
 //! it does, from the [`glossary`]). Usage idioms from the miner convert with
 //! `Pattern::from(idiom)`; the rewrite engine compiles a pattern through
-//! `kidiom_rewrite::RewriteSpec::from(&pattern)`.
+//! `kidiom_rewriter::RewriteSpec::from(&pattern)`.
 //!
 //! A [`Catalog`] is one SQLite file holding the patterns (with a ranked
 //! FTS5 search index, [`Catalog::search_hits`]), the corpora mined and a per-file mining cache. All writes of a
@@ -20,7 +20,7 @@
 //! `Evidence`), stored as JSON and decoded once, in that module.
 //!
 //! ```
-//! use kidiom_catalog::{Catalog, Category, Filter, Kind, Lang, Pattern};
+//! use kidiom_patterns::{Catalog, Category, Filter, Kind, Lang, Pattern};
 //!
 //! let dir = tempfile::tempdir().unwrap();
 //! let mut cat = Catalog::open(&dir.path().join(".kidiom/catalog.sqlite")).unwrap();
