@@ -324,3 +324,104 @@ fn nothing_is_compiled_in_across_crates() {
         }
     }
 }
+
+/// The tracked files of the repository (as `git ls-files` lists them).
+fn tracked_files() -> Vec<PathBuf> {
+    let out = std::process::Command::new("git").arg("ls-files").current_dir(repo()).output().expect("git ls-files");
+    String::from_utf8_lossy(&out.stdout).lines().map(|l| repo().join(l)).collect()
+}
+
+/// The prose of a tracked file where a crate folder could be named: a
+/// Markdown page whole, the comments of a Rust, Python, shell or TOML file.
+/// Recorded results (`bench/runs/`) keep the names of their day.
+fn prose(path: &Path) -> Option<String> {
+    let rel = path.strip_prefix(repo()).ok()?.to_string_lossy().to_string();
+    if rel.starts_with("bench/runs/") {
+        return None;
+    }
+    let ext = path.extension()?.to_str()?;
+    let text = std::fs::read_to_string(path).ok()?;
+    let comment = match ext {
+        "md" => return Some(text),
+        "rs" => "//",
+        "py" | "sh" | "toml" => "#",
+        _ => return None,
+    };
+    Some(
+        text.lines()
+            .filter_map(|l| l.find(comment).map(|i| &l[i..]))
+            .collect::<Vec<_>>()
+            .join("\n"),
+    )
+}
+
+#[test]
+fn docs_and_comments_name_only_crate_folders_that_exist() {
+    // A folder named as a crate's (`X/src`, `X/Cargo.toml`, a `kidiom-X`
+    // or `kidiom_X::` crate name) must be one of the workspace's: a renamed
+    // crate leaves no stale name behind. `rt/src/` is the sandboxed worker's
+    // copy of a kernel source, not a crate.
+    let members: Vec<String> = {
+        let text = std::fs::read_to_string(repo().join("Cargo.toml")).expect("Cargo.toml");
+        let value: toml::Value = toml::from_str(&text).expect("toml");
+        let list = value["workspace"]["members"].as_array().expect("members");
+        list.iter().filter_map(|m| m.as_str().map(String::from)).collect()
+    };
+    for m in &members {
+        assert!(repo().join(m).join("Cargo.toml").is_file(), "workspace member {m}/ has no Cargo.toml");
+    }
+    let crate_names: Vec<String> = members
+        .iter()
+        .map(|m| {
+            let text = std::fs::read_to_string(repo().join(m).join("Cargo.toml")).expect("Cargo.toml");
+            let value: toml::Value = toml::from_str(&text).expect("toml");
+            value["package"]["name"].as_str().expect("name").to_string()
+        })
+        .chain(["kidiom".to_string()])
+        .collect();
+    let folder = regex::Regex::new(r"(?:^|[\s`(\[\x22'])([a-z][a-z0-9_]*)/(?:src\b|Cargo\.toml)").expect("re");
+    // the CUDA emulation's C++ has a namespace of that form, not a crate: Rust and Markdown only
+    let krate = regex::Regex::new(r"\b(kidiom_[a-z]+)::|`(kidiom-[a-z]+)`|crate (kidiom-[a-z]+)").expect("re");
+    let top_folder = regex::Regex::new(r"`([a-z][a-z0-9_]*)/`").expect("re");
+    let mut stale = Vec::new();
+    for path in tracked_files() {
+        let Some(text) = prose(&path) else { continue };
+        let rel = path.strip_prefix(repo()).unwrap_or(&path).display().to_string();
+        for (i, line) in text.lines().enumerate() {
+            // a top-level folder in backticks (`patterns/`) names one of the repository's
+            let top = (rel.ends_with(".md") && !rel.contains('/'))
+                .then(|| top_folder.captures_iter(line).map(|c| c[1].to_string()).collect::<Vec<_>>())
+                .unwrap_or_default();
+            for dir in top {
+                if !repo().join(&dir).is_dir() {
+                    stale.push(format!("{rel}: `{dir}/` in {:?}", line.trim()));
+                }
+            }
+            for c in folder.captures_iter(line) {
+                let dir = &c[1];
+                if dir != "rt" && !members.iter().any(|m| m == dir) {
+                    stale.push(format!("{rel}: {dir}/ in {:?}", line.trim()));
+                }
+            }
+            let rust_or_md = path.extension().is_some_and(|x| x == "rs" || x == "md");
+            for c in krate.captures_iter(line).filter(|_| rust_or_md) {
+                let name = c.iter().skip(1).flatten().next().map(|m| m.as_str().replace('_', "-")).unwrap_or_default();
+                if !crate_names.contains(&name) {
+                    stale.push(format!("{rel}:{}: crate {name} in {:?}", i + 1, line.trim()));
+                }
+            }
+        }
+    }
+    assert!(stale.is_empty(), "docs or comments name crate folders that do not exist:\n{}", stale.join("\n"));
+}
+
+#[test]
+fn the_design_cards_top_level_folders_exist() {
+    // SPEC §2: a reader with the card in hand finds each of these
+    for dir in ["miner", "patterns", "rewriter", "validator", "kernels", "corpora", "tests"] {
+        assert!(repo().join(dir).is_dir(), "the design card's {dir}/ is missing");
+    }
+    for gone in ["catalog", "rewrite"] {
+        assert!(!repo().join(gone).exists(), "{gone}/ is not a folder of the card's layout");
+    }
+}
