@@ -5,6 +5,26 @@
 use kidiom_patterns::record::SiteSummary;
 use kidiom_validator::sitesearch::SiteSearch;
 
+/// A candidate's verdict in one cell: its kind, and for a rejection or an
+/// error the gate that decided it (`rejected (correctness)`); `-` before
+/// any validation.
+pub(crate) fn verdict_cell(c: &kidiom_patterns::Candidate) -> String {
+    match c.evidence.verdict() {
+        None => "-".into(),
+        Some(v) => match v.gate {
+            Some(g)
+                if !matches!(
+                    v.kind,
+                    kidiom_patterns::record::VerdictKind::Accepted | kidiom_patterns::record::VerdictKind::NeedsGpu
+                ) =>
+            {
+                format!("{} ({g})", v.kind.name())
+            }
+            _ => v.kind.name().to_string(),
+        },
+    }
+}
+
 /// A site search's front as table rows (for `review`, its HTML page and
 /// `apply`), the point `mark` flagged.
 pub(crate) fn front_rows(s: &SiteSummary, mark: Option<usize>) -> Option<Vec<Vec<String>>> {

@@ -347,12 +347,7 @@ fn prose(path: &Path) -> Option<String> {
         "py" | "sh" | "toml" => "#",
         _ => return None,
     };
-    Some(
-        text.lines()
-            .filter_map(|l| l.find(comment).map(|i| &l[i..]))
-            .collect::<Vec<_>>()
-            .join("\n"),
-    )
+    Some(text.lines().filter_map(|l| l.find(comment).map(|i| &l[i..])).collect::<Vec<_>>().join("\n"))
 }
 
 #[test]
@@ -389,9 +384,11 @@ fn docs_and_comments_name_only_crate_folders_that_exist() {
         let rel = path.strip_prefix(repo()).unwrap_or(&path).display().to_string();
         for (i, line) in text.lines().enumerate() {
             // a top-level folder in backticks (`patterns/`) names one of the repository's
-            let top = (rel.ends_with(".md") && !rel.contains('/'))
-                .then(|| top_folder.captures_iter(line).map(|c| c[1].to_string()).collect::<Vec<_>>())
-                .unwrap_or_default();
+            let top: Vec<String> = if rel.ends_with(".md") && !rel.contains('/') {
+                top_folder.captures_iter(line).map(|c| c[1].to_string()).collect()
+            } else {
+                Vec::new()
+            };
             for dir in top {
                 if !repo().join(&dir).is_dir() {
                     stale.push(format!("{rel}: `{dir}/` in {:?}", line.trim()));

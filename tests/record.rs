@@ -126,6 +126,8 @@ fn review_prints_an_old_record_as_it_did() {
         String::from_utf8(out.stdout).expect("utf8")
     };
     assert_eq!(shown(&["review", "--db", dbs]), golden("review.txt"));
+    // every field in full: the noise floor, the bound, the site search's roles
+    assert_eq!(shown(&["review", "--wide", "--db", dbs]), golden("review-wide.txt"));
     assert_eq!(shown(&["review", "--db", dbs, "--json"]), golden("review.json"));
     let mut ids: Vec<String> =
         Catalog::open(&db).expect("catalog").candidates(None).expect("list").into_iter().map(|c| c.id).collect();

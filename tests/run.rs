@@ -108,11 +108,12 @@ fn the_default_summary_is_short_and_says_what_to_do_next() {
     assert!(full.contains("corpus  kind"), "the mining table: {full}");
     assert!(full.contains("this run's candidates"), "{full}");
     for id in &ids {
-        assert!(
-            full.lines().any(|l| l.starts_with(id.as_str()) && l.contains("needs-gpu")),
-            "{id} in the table: {full}"
-        );
+        // the table shows the short id (the hex after `#`) and fits 120 columns
+        let short = id.rsplit('#').next().unwrap_or(id);
+        assert!(full.lines().any(|l| l.starts_with(short) && l.contains("needs-gpu")), "{id} in the table: {full}");
     }
+    let table = full.split("this run's candidates").nth(1).unwrap_or("");
+    assert!(table.lines().all(|l| l.chars().count() <= 120), "the table fits 120 columns: {table}");
     assert!(full.contains("the full table and evidence: `kidiom run -v`"), "the summary still ends it: {full}");
 }
 

@@ -88,6 +88,41 @@ fn apply_and_review_as_a_user_reads_them() {
 }
 
 #[test]
+fn a_short_id_or_its_start_names_a_candidate_in_every_command() {
+    let env = Env::new();
+    corpus(&env);
+    let db = env.db().to_string_lossy().to_string();
+    shown(&env, &["mine", "c", "--db", &db, "--min-files", "1", "--json"]);
+    env.write(
+        "kernels/t.py",
+        "import triton\nimport triton.language as tl\n\n@triton.jit\ndef t(x, y):\n    acc = tl.dot(x, y)\n    tl.store(y, acc)\n",
+    );
+    shown(&env, &["apply", "kernels/t.py", "--pattern", "py-keyword-tl-dot-input-precision", "--db", &db]);
+    let listed = env.json(&["review", "--db", &db, "--json"]);
+    let full = listed[0]["id"].as_str().expect("an id").to_string();
+    let short = full.rsplit('#').next().expect("a short id").to_string();
+    // the table shows the short id first on the candidate's row
+    let table = shown(&env, &["review", "--db", &db]);
+    assert!(table.lines().any(|l| l.starts_with(&short)), "{table}");
+    assert!(!table.contains(&full), "the narrow table has no full id: {table}");
+    assert!(shown(&env, &["review", "--wide", "--db", &db]).contains(&full));
+    // the short id, its first 4 digits, with `#`, and in upper case all name it
+    for given in [short.clone(), short[..4].to_string(), format!("#{short}"), short.to_uppercase()] {
+        let one = env.json(&["review", &given, "--db", &db, "--json"]);
+        assert_eq!(one["candidate"]["id"].as_str(), Some(full.as_str()), "{given}");
+    }
+    // fewer than 4 digits is no short id: the error says what an id can be
+    let out = env.run(&["review", &short[..3], "--db", &db]);
+    assert_eq!(out.status.code(), Some(2));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("4 to 8 hex digits"), "{err}");
+    // accept takes it too (and refuses an unvalidated candidate, naming it in full)
+    let out = env.run(&["accept", &short, "--db", &db]);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success() && err.contains(&full), "{err}");
+}
+
+#[test]
 fn a_run_summary_as_a_user_reads_it() {
     let env = Env::new();
     corpus(&env);

@@ -53,6 +53,9 @@ pub(crate) struct Args {
     /// (by default, a short summary; `kidiom review` shows the same table later).
     #[arg(short, long)]
     verbose: bool,
+    /// With -v, the verdict table with every field in full (full ids); otherwise fitted to 120 columns.
+    #[arg(long)]
+    wide: bool,
     #[command(flatten)]
     common: CommonArgs,
 }
@@ -115,7 +118,7 @@ pub(crate) fn run(args: Args) -> Result<ExitCode> {
             if !stored.is_empty() {
                 output::line("")?;
                 output::line("this run's candidates (as `kidiom review` lists them):")?;
-                super::review::print_candidates(&stored)?;
+                super::review::print_candidates(&stored, args.wide)?;
             }
             output::line("")?;
         }
@@ -247,13 +250,18 @@ fn summary_lines(
     }
     out.extend(best_per_kernel(ours));
     out.extend(variant_lines(&r.variants));
-    let named = |v: Vec<&kidiom_patterns::Candidate>| -> String {
-        let ids: Vec<&str> = v.iter().take(SHOWN).map(|c| c.id.as_str()).collect();
-        let more = if v.len() > SHOWN { format!(", and {} more", v.len() - SHOWN) } else { String::new() };
-        format!("{}{more}", ids.join(", "))
-    };
     let accepted: Vec<_> = ours.iter().filter(|c| verdict_of(c) == Some(VerdictKind::Accepted)).collect();
-    out.push(if accepted.is_empty() { "accepted: none".into() } else { format!("accepted: {}", named(accepted)) });
+    if accepted.is_empty() {
+        out.push("accepted: none".into());
+    } else {
+        // short id and pattern, wrapped to the width (`kidiom review ID` takes the short id)
+        let mut named: Vec<String> =
+            accepted.iter().take(SHOWN).map(|c| format!("{} {}", c.short_id(), c.pattern_id)).collect();
+        if accepted.len() > SHOWN {
+            named.push(format!("and {} more", accepted.len() - SHOWN));
+        }
+        out.extend(output::wrap("accepted: ", &named, output::WIDTH));
+    }
     let waiting: Vec<_> = ours.iter().filter(|c| verdict_of(c) == Some(VerdictKind::NeedsGpu)).collect();
     if !waiting.is_empty() {
         out.push(format!(
@@ -379,6 +387,7 @@ fn best_per_kernel(ours: &[kidiom_patterns::Candidate]) -> Vec<String> {
         return Vec::new();
     }
     let mut out = vec!["best per kernel:".to_string()];
+    let mut rows = Vec::new();
     for (path, c) in by_path.iter().take(SHOWN) {
         let mut nums = vec![verdict_of(c).map_or("not validated".to_string(), |v| v.to_string())];
         if let Some(e) = c.evidence.evidence() {
@@ -388,9 +397,12 @@ fn best_per_kernel(ours: &[kidiom_patterns::Candidate]) -> Vec<String> {
             );
         }
         let also = c.provenance.also().len();
-        let also = if also > 0 { format!(" (+{also} patterns, same change)") } else { String::new() };
-        out.push(format!("  {path}: {}{also}: {}", c.id, nums.join(", ")));
+        let pattern = if also > 0 { format!("{} (+{also} same change)", c.pattern_id) } else { c.pattern_id.clone() };
+        rows.push(vec![format!("  {path}"), c.short_id().to_string(), pattern, nums.join(", ")]);
     }
+    // the file keeps its end and the pattern its start; the id and the numbers stay whole
+    let rows = output::fit(&rows, output::WIDTH, &[(0, output::Keep::Tail), (2, output::Keep::Head)], 16);
+    out.extend(output::table_lines(&rows));
     if by_path.len() > SHOWN {
         out.push(format!("  and {} more files", by_path.len() - SHOWN));
     }

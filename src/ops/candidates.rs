@@ -9,7 +9,9 @@ use kidiom_validator::{CandidateInput, Kernels, MANUAL_PATTERN};
 pub(crate) fn find_one(cat: &Catalog, id: &str) -> Result<Candidate> {
     let mut found = cat.find_candidates(id)?;
     match found.len() {
-        0 => bail!("no candidate {id:?} (see `kidiom review`)"),
+        0 => bail!(
+            "no candidate {id:?}: give a whole id, its start, or 4 to 8 hex digits of a short id (see `kidiom review`)"
+        ),
         1 => Ok(found.remove(0)),
         n => {
             let ids: Vec<&str> = found.iter().take(5).map(|c| c.id.as_str()).collect();

@@ -113,6 +113,26 @@ impl Candidate {
             updated_at: String::new(),
         }
     }
+
+    /// The id people type and tables show: the 8 hex digits after `#` (the
+    /// diff's blob id), as git shows a commit; the whole id where it has none.
+    pub fn short_id(&self) -> &str {
+        short_id(&self.id)
+    }
+}
+
+/// [`Candidate::short_id`] of an id.
+pub fn short_id(id: &str) -> &str {
+    match id.rsplit_once('#') {
+        Some((_, hash)) if !hash.is_empty() => hash,
+        _ => id,
+    }
+}
+
+/// Whether `s` can be the start of a short id (4 to 8 hex digits, `#` first or not).
+fn hash_prefix(s: &str) -> Option<&str> {
+    let h = s.strip_prefix('#').unwrap_or(s);
+    (4..=8).contains(&h.len()).then_some(h).filter(|h| h.bytes().all(|b| b.is_ascii_hexdigit()))
 }
 
 const COLS: &str = "id, pattern_id, path, base_blob, result_blob, value, sites, diff, status, provenance, evidence, \
@@ -142,18 +162,28 @@ impl Catalog {
         self.query_candidates(&sql, params![status.map(CandidateStatus::name)])
     }
 
-    /// The candidate with this id, or else the only one whose id starts
-    /// with it; `Ok(None)` when none does, and every match when several do.
+    /// The candidate with this id, else those whose id starts with it, else
+    /// those whose short id ([`Candidate::short_id`], 4 to 8 hex digits)
+    /// starts with it: none, the one, or every match when several do.
     pub fn find_candidates(&self, id: &str) -> Result<Vec<Candidate>> {
         let exact = self.query_candidates(&format!("SELECT {COLS} FROM candidates WHERE id = ?1"), params![id])?;
         if !exact.is_empty() {
             return Ok(exact);
         }
         let like = format!("{}%", id.replace('\\', "\\\\").replace('%', "\\%").replace('_', "\\_"));
-        self.query_candidates(
+        let by_prefix = self.query_candidates(
             &format!("SELECT {COLS} FROM candidates WHERE id LIKE ?1 ESCAPE '\\' ORDER BY id"),
             params![like],
-        )
+        )?;
+        let Some(hash) = hash_prefix(id).filter(|_| by_prefix.is_empty()) else { return Ok(by_prefix) };
+        // a short id (or the start of one), as tables show it: the hex after the id's last `#`
+        let hash = hash.to_ascii_lowercase();
+        let mut found = self.query_candidates(
+            &format!("SELECT {COLS} FROM candidates WHERE id LIKE '%#' || ?1 || '%' ORDER BY id"),
+            params![hash],
+        )?;
+        found.retain(|c| c.id.contains('#') && short_id(&c.id).starts_with(&hash));
+        Ok(found)
     }
 
     /// Sets a candidate's status (and review commit); false when no such id.

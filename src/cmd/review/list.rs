@@ -6,22 +6,31 @@ use std::process::ExitCode;
 use anyhow::Result;
 use kidiom_patterns::{Candidate, CandidateStatus, Catalog};
 
-use crate::output;
+use crate::output::{self, Keep};
 
-pub(super) fn run(cat: &Catalog, status: Option<CandidateStatus>, json: bool) -> Result<ExitCode> {
+pub(super) fn run(cat: &Catalog, status: Option<CandidateStatus>, json: bool, wide: bool) -> Result<ExitCode> {
     let cands = cat.candidates(status)?;
     if json {
         output::json(&cands)?;
     } else {
-        output::table(&rows(&cands))?;
-        print_precision(&cands)?;
+        print_candidates(&cands, wide)?;
     }
     Ok(if cands.is_empty() { ExitCode::from(1) } else { ExitCode::SUCCESS })
 }
 
-/// The candidates' table (`kidiom run -v` prints this run's).
-pub(crate) fn print_candidates(cands: &[Candidate]) -> Result<()> {
-    output::table(&rows(cands))?;
+/// The candidates' table (`kidiom run -v` prints this run's): fitted to
+/// [`output::WIDTH`] columns with short ids, or every field in full with
+/// `wide`.
+pub(crate) fn print_candidates(cands: &[Candidate], wide: bool) -> Result<()> {
+    let rows = rows(cands, wide);
+    // the pattern keeps its start, the file its end; every other column stays whole
+    let rows = if wide { rows } else { output::fit(&rows, output::WIDTH, &[(1, Keep::Head), (2, Keep::Tail)], 12) };
+    output::table(&rows)?;
+    if !wide && !cands.is_empty() {
+        output::line(
+            "verdict -: not validated yet. ids are short: `kidiom review ID` takes one (or its start); --wide: full",
+        )?;
+    }
     print_precision(cands)
 }
 
@@ -47,11 +56,30 @@ pub(crate) fn print_precision(cands: &[Candidate]) -> Result<()> {
     Ok(())
 }
 
-/// The table: a header, then one row per candidate.
-fn rows(cands: &[Candidate]) -> Vec<Vec<String>> {
-    let mut rows = vec![
-        ["id", "status", "sites", "created", "verdict", "speed", "predicted", "search"].map(String::from).to_vec(),
-    ];
+/// The folder (with its `/`) every path in `paths` lies under, or "".
+fn shared_folder<'a>(mut paths: impl Iterator<Item = &'a str>) -> String {
+    let Some(first) = paths.next() else { return String::new() };
+    let mut shared: Vec<&str> = first.split('/').collect();
+    shared.pop();
+    for p in paths {
+        let parts: Vec<&str> = p.split('/').collect();
+        let n = shared.iter().zip(&parts[..parts.len() - 1]).take_while(|(a, b)| a == b).count();
+        shared.truncate(n);
+    }
+    shared.iter().map(|s| format!("{s}/")).collect()
+}
+
+/// The table: a header, then one row per candidate. Narrow: the short id,
+/// the pattern, the file and the verdict with its gate each in a column of
+/// its own; `wide` adds the full id, status, sites, creation time and the
+/// site search's roles.
+fn rows(cands: &[Candidate], wide: bool) -> Vec<Vec<String>> {
+    let head: &[&str] = if wide {
+        &["id", "pattern", "file", "status", "sites", "created", "verdict", "measured", "predicted", "search"]
+    } else {
+        &["id", "pattern", "file", "verdict", "measured", "predicted"]
+    };
+    let mut rows = vec![head.iter().map(|h| h.to_string()).collect::<Vec<_>>()];
     // strongest predicted speedup first; candidates without a prediction keep their order after
     let predicted =
         |c: &Candidate| c.evidence.evidence()?.prediction.as_ref().map(|p| p.speedup).filter(|s| s.is_finite());
@@ -62,24 +90,53 @@ fn rows(cands: &[Candidate]) -> Vec<Vec<String>> {
         (None, Some(_)) => std::cmp::Ordering::Greater,
         (None, None) => std::cmp::Ordering::Equal,
     });
+    // narrow: paths under the folder they all share, named once in the header
+    let base = if wide { String::new() } else { shared_folder(listed.iter().map(|c| c.path.as_str())) };
+    if !base.is_empty() {
+        rows[0][2] = format!("file in {base}");
+    }
     for c in listed {
         let ev = c.evidence.evidence();
-        let verdict = c.evidence.verdict().map(|v| v.kind.name()).unwrap_or("-").to_string();
+        let verdict = crate::view::verdict_cell(c);
         let speed = ev.and_then(|e| e.speed_headline()).unwrap_or_else(|| "-".into());
-        let prediction = ev
-            .and_then(|e| e.prediction.as_ref())
-            .map(|p| format!("{:.2}x {}", p.speedup, p.bound.name()))
-            .unwrap_or_else(|| "-".into());
-        rows.push(vec![
-            c.id.clone(),
-            c.status.to_string(),
-            c.sites.to_string(),
-            c.created_at.clone(),
-            verdict,
-            speed,
-            prediction,
-            c.provenance.search_roles().join(","),
-        ]);
+        let predicted = ev.and_then(|e| e.prediction.as_ref());
+        rows.push(if wide {
+            vec![
+                c.id.clone(),
+                c.pattern_id.clone(),
+                c.path.clone(),
+                c.status.to_string(),
+                c.sites.to_string(),
+                c.created_at.clone(),
+                verdict,
+                speed,
+                predicted.map_or_else(|| "-".into(), |p| format!("{:.2}x {}", p.speedup, p.bound.name())),
+                c.provenance.search_roles().join(","),
+            ]
+        } else {
+            vec![
+                c.short_id().to_string(),
+                c.pattern_id.clone(),
+                c.path.strip_prefix(base.as_str()).unwrap_or(&c.path).to_string(),
+                verdict,
+                // the noise floor and the bound are in `kidiom review ID` and --wide
+                speed.split(" (noise").next().unwrap_or(&speed).to_string(),
+                predicted.map_or_else(|| "-".into(), |p| format!("{:.2}x", p.speedup)),
+            ]
+        });
     }
     rows
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn the_shared_folder_is_whole_components() {
+        let f = |v: &[&str]| super::shared_folder(v.iter().copied());
+        assert_eq!(f(&["kernels/kda/decode.py", "kernels/kda_cuda/decode.cu"]), "kernels/");
+        assert_eq!(f(&["kernels/kda/decode.py", "kernels/kda/prefill.py"]), "kernels/kda/");
+        assert_eq!(f(&["kernels/kda/decode.py", "ops/x.py"]), "");
+        assert_eq!(f(&["decode.py"]), "");
+        assert_eq!(f(&[]), "");
+    }
 }

@@ -29,6 +29,10 @@ pub(crate) struct Args {
     /// review/ beside the catalog.
     #[arg(long)]
     open: bool,
+    /// Every field in full (full candidate ids, status, sites, creation time); the table is otherwise fitted to
+    /// 120 columns.
+    #[arg(long)]
+    wide: bool,
     #[command(flatten)]
     common: CommonArgs,
 }
@@ -84,7 +88,7 @@ pub(crate) fn run(a: Args) -> Result<ExitCode> {
         return html(&cat, &a, &dir);
     }
     match &a.id {
-        None => list::run(&cat, a.status, a.common.output.json),
+        None => list::run(&cat, a.status, a.common.output.json, a.wide),
         Some(id) => show::run(&cat, id, a.common.output.json),
     }
 }
