@@ -115,15 +115,15 @@ pub(crate) fn fit(rows: &[Vec<String>], width: usize, shrink: &[(usize, Keep)], 
         .collect()
 }
 
-/// `head` then `items` separated by `, `, wrapped at `width` with
-/// continuation lines indented under the first item.
-pub(crate) fn wrap(head: &str, items: &[String], width: usize) -> Vec<String> {
+/// `head` then `items`, each but the last followed by `sep` (`,` or `;`),
+/// wrapped at `width` with continuation lines indented under the first item.
+pub(crate) fn wrap(head: &str, items: &[String], sep: &str, width: usize) -> Vec<String> {
     let indent = " ".repeat(head.chars().count().min(width / 2));
     let mut out = Vec::new();
     let mut line = head.to_string();
     let mut has_item = false;
     for (i, item) in items.iter().enumerate() {
-        let piece = if i + 1 < items.len() { format!("{item},") } else { item.clone() };
+        let piece = if i + 1 < items.len() { format!("{item}{sep}") } else { item.clone() };
         if has_item && line.chars().count() + 1 + piece.chars().count() > width {
             out.push(std::mem::replace(&mut line, format!("{indent}{piece}")));
         } else {
@@ -197,7 +197,7 @@ mod fit_tests {
     #[test]
     fn wrapped_items_stay_within_the_width() {
         let items: Vec<String> = (0..12).map(|i| format!("{i:08x} (some-pattern-{i})")).collect();
-        let lines = wrap("accepted: ", &items, 60);
+        let lines = wrap("accepted: ", &items, ",", 60);
         assert!(lines.len() > 1 && lines.iter().all(|l| l.chars().count() <= 60), "{lines:#?}");
         assert!(lines[1].starts_with("          0"), "{lines:#?}");
         assert_eq!(lines.join(" ").matches("some-pattern").count(), 12);

@@ -5,6 +5,19 @@
 use kidiom_patterns::record::SiteSummary;
 use kidiom_validator::sitesearch::SiteSearch;
 
+/// The folder (with its `/`) every path in `paths` lies under, or "".
+pub(crate) fn shared_folder<'a>(mut paths: impl Iterator<Item = &'a str>) -> String {
+    let Some(first) = paths.next() else { return String::new() };
+    let mut shared: Vec<&str> = first.split('/').collect();
+    shared.pop();
+    for p in paths {
+        let parts: Vec<&str> = p.split('/').collect();
+        let n = shared.iter().zip(&parts[..parts.len() - 1]).take_while(|(a, b)| a == b).count();
+        shared.truncate(n);
+    }
+    shared.iter().map(|s| format!("{s}/")).collect()
+}
+
 /// A candidate's verdict in one cell: its kind, and for a rejection or an
 /// error the gate that decided it (`rejected (correctness)`); `-` before
 /// any validation.
@@ -296,4 +309,17 @@ pub(crate) fn drift_rows(f: &PrecisionFamily, which: Drift, max_rows: usize) -> 
         rows.push(row);
     }
     rows
+}
+
+#[cfg(test)]
+mod shared_folder_tests {
+    #[test]
+    fn the_shared_folder_is_whole_components() {
+        let f = |v: &[&str]| super::shared_folder(v.iter().copied());
+        assert_eq!(f(&["kernels/kda/decode.py", "kernels/kda_cuda/decode.cu"]), "kernels/");
+        assert_eq!(f(&["kernels/kda/decode.py", "kernels/kda/prefill.py"]), "kernels/kda/");
+        assert_eq!(f(&["kernels/kda/decode.py", "ops/x.py"]), "");
+        assert_eq!(f(&["decode.py"]), "");
+        assert_eq!(f(&[]), "");
+    }
 }

@@ -246,8 +246,14 @@ fn summary_lines(
     let counts: Vec<String> = r.verdicts.iter().map(|(k, n)| format!("{n} {k}")).collect();
     out.push(format!("candidates on {}: {} ({})", r.targets, apply.candidates.len(), counts.join(", ")));
     if let Some(line) = apply.held_back.line() {
-        out.push(format!("  {line}"));
+        let parts: Vec<String> = line.split("; ").map(String::from).collect();
+        let (head, rest) = parts.split_first().map_or(("", &[][..]), |(h, r)| (h.as_str(), r));
+        // `not proposed: N would ...`, one reason a piece, wrapped to the width
+        let (label, first) = head.split_once(": ").map_or(("", head), |(l, f)| (l, f));
+        let items: Vec<String> = std::iter::once(first.to_string()).chain(rest.iter().cloned()).collect();
+        out.extend(output::wrap(&format!("  {label}: "), &items, ";", output::WIDTH));
     }
+    out.extend(not_validated_line(ours));
     out.extend(best_per_kernel(ours));
     out.extend(variant_lines(&r.variants));
     let accepted: Vec<_> = ours.iter().filter(|c| verdict_of(c) == Some(VerdictKind::Accepted)).collect();
@@ -260,7 +266,7 @@ fn summary_lines(
         if accepted.len() > SHOWN {
             named.push(format!("and {} more", accepted.len() - SHOWN));
         }
-        out.extend(output::wrap("accepted: ", &named, output::WIDTH));
+        out.extend(output::wrap("accepted: ", &named, ",", output::WIDTH));
     }
     let waiting: Vec<_> = ours.iter().filter(|c| verdict_of(c) == Some(VerdictKind::NeedsGpu)).collect();
     if !waiting.is_empty() {
@@ -280,11 +286,38 @@ fn summary_lines(
             site.pages,
             if site.pages == 1 { "" } else { "s" }
         ),
-        None => "review: `kidiom review` (the table), `kidiom review ID` (a diff beside its evidence), `kidiom review --html DIR --open` (the site)".into(),
+        None => {
+            "review: `kidiom review` (the table), `kidiom review ID` (a diff and its evidence), `--html DIR` (a site)"
+                .into()
+        }
     });
     out.push("the full table and evidence: `kidiom run -v` or `kidiom review`".into());
     out.push(phases_line(&r.phases));
     out
+}
+
+/// Why this run's candidates without a verdict have none, one line: the
+/// loop validates a site search's choice and the first upstream value of a
+/// launch option; the others wait for `kidiom validate ID`.
+fn not_validated_line(ours: &[kidiom_patterns::Candidate]) -> Option<String> {
+    let waiting: Vec<_> = ours.iter().filter(|c| verdict_of(c).is_none()).collect();
+    if waiting.is_empty() {
+        return None;
+    }
+    let front = waiting.iter().filter(|c| !c.provenance.search_roles().is_empty()).count();
+    let values = waiting.iter().filter(|c| c.provenance.search_roles().is_empty() && c.value.is_some()).count();
+    let other = waiting.len() - front - values;
+    let mut parts = Vec::new();
+    if values > 0 {
+        parts.push(format!("{values} further upstream values of an option"));
+    }
+    if front > 0 {
+        parts.push(format!("{front} alternatives on a site search's front"));
+    }
+    if other > 0 {
+        parts.push(format!("{other} with validation off or stopped"));
+    }
+    Some(format!("  not validated: {} (`kidiom validate ID` judges one)", parts.join(", ")))
 }
 
 /// The state-precision variants, two lines at most: their verdicts by kind
@@ -342,22 +375,28 @@ fn corpus_line(r: &ops::run::Report, c: &ops::mine::usage::CorpusReport) -> Stri
         Some(why) => format!("; not imported: {why}"),
         None => format!("; from the snapshot: {} usage, {} edit patterns", f.usage, f.edit),
     });
-    let mut line = match &c.error {
-        Some(e) => format!("{}: not reachable ({})", c.name, clip(e, 70)),
+    let history = r.history.as_ref().and_then(|h| h.corpora.iter().find(|h| h.name == c.name));
+    let history = match (history, &c.error) {
+        // an unreachable corpus has no history to read: saying so again is noise
+        (Some(_), Some(_)) | (None, _) => String::new(),
+        (Some(h), None) => match &h.error {
+            Some(_) => "; history not read".to_string(),
+            None => format!("; history {} commits, {} edits", h.commits, h.edits),
+        },
+    };
+    let tail = format!("{history}{}", from_snapshot.unwrap_or_default());
+    match &c.error {
+        Some(e) => {
+            // the reason gets what the summary's width leaves (the whole of it is on stderr and in -v)
+            let room = output::WIDTH.saturating_sub(2 + c.name.len() + ": not reachable ()".len() + tail.len());
+            format!("{}: not reachable ({}){tail}", c.name, clip(e, room.max(20)))
+        }
         None => {
             let rev: String = c.revision.chars().take(12).collect();
             let what = if rev.is_empty() { c.kind.clone() } else { format!("{} {rev}", c.kind) };
-            format!("{} ({what}): {} files, {} kernels", c.name, c.files, c.kernels)
+            format!("{} ({what}): {} files, {} kernels{tail}", c.name, c.files, c.kernels)
         }
-    };
-    if let Some(h) = r.history.as_ref().and_then(|h| h.corpora.iter().find(|h| h.name == c.name)) {
-        line.push_str(&match &h.error {
-            Some(_) => "; history not read".to_string(),
-            None => format!("; history {} commits, {} edits", h.commits, h.edits),
-        });
     }
-    line.push_str(&from_snapshot.unwrap_or_default());
-    line
 }
 
 /// Each kernel's best candidate: accepted first, then waiting for a GPU,
@@ -386,7 +425,9 @@ fn best_per_kernel(ours: &[kidiom_patterns::Candidate]) -> Vec<String> {
     if by_path.is_empty() {
         return Vec::new();
     }
-    let mut out = vec!["best per kernel:".to_string()];
+    let base = crate::view::shared_folder(by_path.keys().copied());
+    let mut out =
+        vec![if base.is_empty() { "best per kernel:".to_string() } else { format!("best per kernel (in {base}):") }];
     let mut rows = Vec::new();
     for (path, c) in by_path.iter().take(SHOWN) {
         let mut nums = vec![verdict_of(c).map_or("not validated".to_string(), |v| v.to_string())];
@@ -398,11 +439,12 @@ fn best_per_kernel(ours: &[kidiom_patterns::Candidate]) -> Vec<String> {
         }
         let also = c.provenance.also().len();
         let pattern = if also > 0 { format!("{} (+{also} same change)", c.pattern_id) } else { c.pattern_id.clone() };
-        rows.push(vec![format!("  {path}"), c.short_id().to_string(), pattern, nums.join(", ")]);
+        let path = path.strip_prefix(base.as_str()).unwrap_or(path);
+        rows.push(vec![path.to_string(), c.short_id().to_string(), pattern, nums.join(", ")]);
     }
     // the file keeps its end and the pattern its start; the id and the numbers stay whole
-    let rows = output::fit(&rows, output::WIDTH, &[(0, output::Keep::Tail), (2, output::Keep::Head)], 16);
-    out.extend(output::table_lines(&rows));
+    let rows = output::fit(&rows, output::WIDTH - 2, &[(0, output::Keep::Tail), (2, output::Keep::Head)], 16);
+    out.extend(output::table_lines(&rows).into_iter().map(|l| format!("  {l}")));
     if by_path.len() > SHOWN {
         out.push(format!("  and {} more files", by_path.len() - SHOWN));
     }
@@ -411,10 +453,5 @@ fn best_per_kernel(ours: &[kidiom_patterns::Candidate]) -> Vec<String> {
 
 /// `s` cut to `n` characters.
 fn clip(s: &str, n: usize) -> String {
-    let first = s.lines().next().unwrap_or("");
-    if first.chars().count() > n {
-        format!("{}...", first.chars().take(n).collect::<String>())
-    } else {
-        first.to_string()
-    }
+    output::cut(s.lines().next().unwrap_or(""), n, output::Keep::Head)
 }

@@ -56,19 +56,6 @@ pub(crate) fn print_precision(cands: &[Candidate]) -> Result<()> {
     Ok(())
 }
 
-/// The folder (with its `/`) every path in `paths` lies under, or "".
-fn shared_folder<'a>(mut paths: impl Iterator<Item = &'a str>) -> String {
-    let Some(first) = paths.next() else { return String::new() };
-    let mut shared: Vec<&str> = first.split('/').collect();
-    shared.pop();
-    for p in paths {
-        let parts: Vec<&str> = p.split('/').collect();
-        let n = shared.iter().zip(&parts[..parts.len() - 1]).take_while(|(a, b)| a == b).count();
-        shared.truncate(n);
-    }
-    shared.iter().map(|s| format!("{s}/")).collect()
-}
-
 /// The table: a header, then one row per candidate. Narrow: the short id,
 /// the pattern, the file and the verdict with its gate each in a column of
 /// its own; `wide` adds the full id, status, sites, creation time and the
@@ -91,7 +78,7 @@ fn rows(cands: &[Candidate], wide: bool) -> Vec<Vec<String>> {
         (None, None) => std::cmp::Ordering::Equal,
     });
     // narrow: paths under the folder they all share, named once in the header
-    let base = if wide { String::new() } else { shared_folder(listed.iter().map(|c| c.path.as_str())) };
+    let base = if wide { String::new() } else { crate::view::shared_folder(listed.iter().map(|c| c.path.as_str())) };
     if !base.is_empty() {
         rows[0][2] = format!("file in {base}");
     }
@@ -126,17 +113,4 @@ fn rows(cands: &[Candidate], wide: bool) -> Vec<Vec<String>> {
         });
     }
     rows
-}
-
-#[cfg(test)]
-mod tests {
-    #[test]
-    fn the_shared_folder_is_whole_components() {
-        let f = |v: &[&str]| super::shared_folder(v.iter().copied());
-        assert_eq!(f(&["kernels/kda/decode.py", "kernels/kda_cuda/decode.cu"]), "kernels/");
-        assert_eq!(f(&["kernels/kda/decode.py", "kernels/kda/prefill.py"]), "kernels/kda/");
-        assert_eq!(f(&["kernels/kda/decode.py", "ops/x.py"]), "");
-        assert_eq!(f(&["decode.py"]), "");
-        assert_eq!(f(&[]), "");
-    }
 }
