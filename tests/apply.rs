@@ -413,7 +413,8 @@ fn review_and_accept_commit_on_the_review_branch() {
     ] {
         let ev =
             serde_json::json!({"verdict": {"kind": kind, "gate": gate, "reason": reason, "log": null, "flags": []}});
-        cat.set_candidate_evidence(&id, &kidiom_patterns::record::StoredEvidence::decode(ev.clone())).expect("evidence");
+        cat.set_candidate_evidence(&id, &kidiom_patterns::record::StoredEvidence::decode(ev.clone()))
+            .expect("evidence");
         let out = env.run(&["accept", &id, "--db", dbs]);
         assert_eq!(out.status.code(), Some(2), "{kind}");
         let err = String::from_utf8_lossy(&out.stderr);

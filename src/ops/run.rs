@@ -8,8 +8,8 @@ use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result};
-use kidiom_patterns::{Candidate, Catalog, Category, Filter, Kind, Pattern};
 use kidiom_miner::SourceKind;
+use kidiom_patterns::{Candidate, Catalog, Category, Filter, Kind, Pattern};
 use kidiom_validator::Device;
 use serde::Serialize;
 

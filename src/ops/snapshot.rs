@@ -9,8 +9,8 @@
 use std::path::Path;
 
 use anyhow::Result;
-use kidiom_patterns::{Catalog, Kind};
 use kidiom_miner::Manifest;
+use kidiom_patterns::{Catalog, Kind};
 use serde::Serialize;
 
 /// One corpus filled in from the snapshot.

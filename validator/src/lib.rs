@@ -81,6 +81,6 @@ pub use manifest::{Curve, Floor, KernelLanguage, Kernels, Manifest, Shape, Shape
 pub use validator::{DEFAULT_SEEDS, ProfileReport, Validator, ValidatorBuilder};
 pub use verdict::{Gate, Verdict, VerdictKind};
 // where the validator runs (its builder takes one), and what a harness call's record holds
-pub use kidiom_patterns::record::Placement;
 pub use kidiom_exec::{Executor, ParseExecutorError, ProcessOutcome};
+pub use kidiom_patterns::record::Placement;
 pub use wire::{Counted, LaunchLimits, Profile, ProfileFloor, ProfileLine};

@@ -16,11 +16,11 @@ use std::path::PathBuf;
 use std::time::Instant;
 
 use anyhow::{Context, Result};
-use kidiom_patterns::{Catalog, Kind, Pattern};
 use kidiom_miner::history::{
     self, BlobCache, BlobCounts, CommitEdits, CommitMeta, CorpusHistory, GeneralizeStats, HistoryConfig,
 };
 use kidiom_miner::{Corpus, Manifest, SourceKind};
+use kidiom_patterns::{Catalog, Kind, Pattern};
 use serde::{Deserialize, Serialize};
 
 use kidiom_syntax::Limits;

@@ -9,8 +9,8 @@ use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result};
 use indicatif::ProgressBar;
-use kidiom_patterns::FileOutcome;
 use kidiom_miner::{CorpusFile, ExtractOptions, FACTS_VERSION, FileFacts, Prefilter};
+use kidiom_patterns::FileOutcome;
 use kidiom_syntax::{DeviceMacros, Lang, Limits, Skip, blob_id};
 use rayon::prelude::*;
 use serde::de::DeserializeOwned;

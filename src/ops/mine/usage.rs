@@ -18,8 +18,8 @@ use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result};
-use kidiom_patterns::{Catalog, FileOutcome, Kind, Pattern};
 use kidiom_miner::{Corpus, CorpusFile, ExtractOptions, FileFacts, FileInput, Manifest, MineConfig, Prefilter};
+use kidiom_patterns::{Catalog, FileOutcome, Kind, Pattern};
 use kidiom_syntax::{Lang, Limits, Skip, blob_id};
 use rayon::prelude::*;
 use serde::Serialize;

@@ -5,9 +5,9 @@
 use std::path::Path;
 use std::time::Instant;
 
+use kidiom_exec::tail;
 use kidiom_patterns::Category;
 use kidiom_patterns::record::{FlagMention, NumericFlag, PredictionFigures, StaticFigures};
-use kidiom_exec::tail;
 use kidiom_syntax::Lang;
 use serde_json::json;
 
