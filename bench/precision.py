@@ -5,7 +5,7 @@ first exceeds its budget, bytes per step and the verdict.
 
     .venv/bin/python bench/precision.py [--steps 4096] [--seed 0] [--kernels a,b] [--json DIR]
 
-Each variant runs `python -m kernels.harness precision` (kernels/README.md, "precision"); --json DIR
+Each variant runs `python -m kernels.harness precision` (docs/HARNESS.md, "precision"); --json DIR
 keeps the raw objects, one file per variant (a bench run keeps them in
 bench/runs/<date>-precision/precision/, where bench/readme.py makes its README's table from them).
 The fp32 baseline's drift (from each variant's own stored initial state) is cached in

@@ -9,7 +9,7 @@
     python -m kernels.harness device                    # {"cuda": BOOL}: what --device auto picks here
     python -m kernels.harness precision --kernel VARIANT [--source FILE] [--seed S] [--steps N]   # precision.py
 
-Prints one JSON object on stdout (wire format in kernels/README.md, "Harness wire format";
+Prints one JSON object on stdout (wire format in docs/HARNESS.md, "Wire format, version 1";
 `--json` is accepted for symmetry with the Rust CLI: output is always JSON). Exit codes:
 0 ok, 1 the kernel failed the check, 2 harness error (bad arguments, crash, timeout),
 3 skipped (the command needs a GPU and there is none).

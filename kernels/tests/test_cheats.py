@@ -3,7 +3,7 @@ baseline source (the way a rewrite arrives), and `check` must fail it with a fai
 the reason. Before the check ran candidates in sandboxed workers, every one of these passed (or
 crashed the harness).
 
-What the design cannot catch is listed in kernels/README.md ("What check cannot catch").
+What the design cannot catch is listed in docs/VALIDATION.md ("What check cannot catch").
 """
 import time
 from pathlib import Path

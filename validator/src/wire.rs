@@ -1,4 +1,4 @@
-//! The harness's JSON, typed: wire format version 1 (kernels/README.md).
+//! The harness's JSON, typed: wire format version 1 (docs/HARNESS.md).
 //!
 //! Every object has a [`Header`]; what follows depends on the command and
 //! the status. The fields a gate decides on are required here, so a renamed
@@ -122,7 +122,7 @@ pub(crate) struct TritonCompile {
 }
 
 /// A work profile (`profile`, `status: ok`): counts made on the CPU and
-/// scaled to the manifest's bench shape (kernels/README.md, "profile").
+/// scaled to the manifest's bench shape (docs/HARNESS.md, "profile").
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Profile {
     /// The bench shape the totals are for.

@@ -610,7 +610,7 @@ class _DriftRun:
 
 def run_precision(manifest, source=None, seed=0, steps=None, device="cpu", deadline=None):
     """The precision gate of a variant manifest (its own source, or `source`). Returns the JSON
-    fields of the command (kernels/README.md, "precision"), `status` ok / rejected / skipped."""
+    fields of the command (docs/HARNESS.md, "precision"), `status` ok / rejected / skipped."""
     deadline = deadline if deadline is not None else time.monotonic() + 1800
     var = _Variant(manifest)
     steps = int(steps if steps is not None else var.horizon)

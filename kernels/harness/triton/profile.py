@@ -1,6 +1,6 @@
 """`profile`: the work of a kernel (or a candidate) counted per source line on the CPU, scaled to
 the manifest's `bench` shape and set against its `[floor]` (SPEC section 8, "Work profile and
-prediction"; wire format in kernels/README.md, "profile").
+prediction"; wire format in docs/HARNESS.md, "profile").
 
 The candidate is untrusted: it runs only in the check's sandboxed worker (worker_client.py,
 worker.py), which counts under Triton's interpreter (workprofile.py) and writes its counts

@@ -43,7 +43,7 @@ process's: the harness validates what comes back (profile.py) and never trusts i
 counts.
 
 The report (`finish`, `cuda_report`): JSON `{format: 2, lines: {line: {FIELDS..., special: {kind:
-n}}}, programs}` (kernels/README.md, "profile"); format 1 is the same without `repeat_calls` and
+n}}}, programs}` (docs/HARNESS.md, "profile"); format 1 is the same without `repeat_calls` and
 `uniform_calls`.
 """
 import hashlib

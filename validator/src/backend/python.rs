@@ -2,7 +2,7 @@
 //! time limit ([`kidiom_exec::run_cancellable`]: its own process group,
 //! killed at the deadline, its pipes read under the same deadline), or as a
 //! task on a Ray cluster ([`super::fleet`]). The exit status, the one JSON
-//! object the harness prints on stdout (wire format v1, kernels/README.md)
+//! object the harness prints on stdout (wire format v1, docs/HARNESS.md)
 //! and the tail of its stderr are kept.
 
 use std::path::PathBuf;
@@ -15,7 +15,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::error::Result;
 
-/// The harness's exit codes (kernels/README.md).
+/// The harness's exit codes (docs/HARNESS.md).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "kebab-case")]
 pub enum HarnessStatus {
