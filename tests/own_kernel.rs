@@ -1,4 +1,4 @@
-//! The README's "Validate your own kernel", followed literally: its fenced
+//! docs/OWN-KERNEL.md, "Validate your own kernel", followed literally: its fenced
 //! blocks are the steps (a `file=PATH` block is written, a
 //! `replace=PATH:FUNCTION` block replaces that function, each `sh` line is
 //! run, and its `# -> A | B` comment is what its output must say). The
@@ -9,7 +9,7 @@ use std::path::Path;
 
 use crate::init::workdir;
 
-/// One step of the README section.
+/// One step of the walk-through.
 #[derive(Debug)]
 enum Step {
     /// Write this file.
@@ -20,11 +20,10 @@ enum Step {
     Run { line: String, expect: Vec<String> },
 }
 
-fn readme_steps() -> Vec<Step> {
-    let readme = std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("README.md")).expect("README");
-    let start = readme.find("\n## Validate your own kernel\n").expect("the README has the section");
-    let rest = &readme[start + 1..];
-    let section = &rest[..rest[3..].find("\n## ").map(|i| i + 3).unwrap_or(rest.len())];
+fn walkthrough_steps() -> Vec<Step> {
+    let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("docs/OWN-KERNEL.md");
+    let section = std::fs::read_to_string(&path).expect("docs/OWN-KERNEL.md");
+    assert!(section.starts_with("# Validate your own kernel\n"), "docs/OWN-KERNEL.md is the walk-through");
     let mut steps = Vec::new();
     let mut lines = section.lines();
     while let Some(l) = lines.next() {
@@ -84,8 +83,8 @@ fn replace_function(text: &str, func: &str, new: &str) -> String {
 }
 
 #[test]
-fn the_readme_section_is_a_complete_path_to_a_verdict() {
-    let steps = readme_steps();
+fn the_walkthrough_is_a_complete_path_to_a_verdict() {
+    let steps = walkthrough_steps();
     let runs: Vec<&str> =
         steps.iter().filter_map(|s| if let Step::Run { line, .. } = s { Some(line.as_str()) } else { None }).collect();
     assert!(runs.iter().any(|l| l.starts_with("kidiom init ")), "{steps:?}");
@@ -132,7 +131,7 @@ fn harness_takes_manifests(py: &Path) -> bool {
 }
 
 #[test]
-fn the_readme_section_runs_from_nothing_to_a_verdict() {
+fn the_walkthrough_runs_from_nothing_to_a_verdict() {
     let Some(py) = crate::project::python() else { return };
     if !harness_takes_manifests(&py) {
         eprintln!("skipping: the harness has no --manifest (format-2 contracts, issue #26) yet");
@@ -142,7 +141,7 @@ fn the_readme_section_runs_from_nothing_to_a_verdict() {
     let d = workdir("kidiom-own-");
     let root = d.path();
     git2::Repository::init(root).expect("git init");
-    for step in readme_steps() {
+    for step in walkthrough_steps() {
         match step {
             Step::File { path, text } => {
                 let p = root.join(&path);
