@@ -8,6 +8,8 @@ mod project;
 
 // The data flow of ARCHITECTURE pinned: crate dependencies, module layers, libraries that do not print.
 mod architecture;
+// The README's examples run (each `$ kidiom` line, its table headers), the set-up commands CI's, every docs link resolving.
+mod readme;
 // Every library error variant: one line, each cause once.
 mod errors;
 // The terminal output of the commands as users read it: insta snapshots.
@@ -50,7 +52,7 @@ mod trust;
 mod html;
 // `kidiom init`: the manifest and contract skeleton of a Triton or CUDA kernel, and its errors.
 mod init;
-// The README's "Validate your own kernel", followed literally in a tree with no kernels/ and no harness.
+// docs/OWN-KERNEL.md ("Validate your own kernel"), followed literally in a tree with no kernels/ and no harness.
 mod own_kernel;
 // Issue #26 end to end on three kernels of our own: init, a mined catalog applied, the gates, a wrong and a lower-precision rewrite rejected, the review site.
 mod own_kernels;
