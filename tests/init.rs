@@ -16,6 +16,7 @@ fn kidiom(dir: &Path, args: &[&str]) -> Output {
     std::process::Command::new(env!("CARGO_BIN_EXE_kidiom"))
         .current_dir(dir)
         .env("KIDIOM_CACHE", dir.join(".cache"))
+        .env("KIDIOM_CONTENT_CACHE", crate::util::content_cache())
         .args(args)
         .output()
         .expect("spawn kidiom")

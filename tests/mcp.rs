@@ -384,6 +384,7 @@ fn the_python_sdk_client_speaks_to_the_server() {
         .arg(env.path().join("ws"))
         .arg(&db)
         .env("KIDIOM_CACHE", env.path().join("cache"))
+        .env("KIDIOM_CONTENT_CACHE", crate::util::content_cache())
         .output()
         .expect("run the client");
     let stdout = String::from_utf8_lossy(&out.stdout);

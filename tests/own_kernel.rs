@@ -159,6 +159,7 @@ fn the_walkthrough_runs_from_nothing_to_a_verdict() {
                     .current_dir(root)
                     .env("KIDIOM_PYTHON", &py)
                     .env("KIDIOM_CACHE", root.join(".cache"))
+                    .env("KIDIOM_CONTENT_CACHE", crate::util::content_cache())
                     .env_remove("KIDIOM_HARNESS")
                     .args(&args)
                     .output()
@@ -231,6 +232,7 @@ fn an_unfinished_contract_is_the_harness_line_and_an_error_verdict() {
             .env("KIDIOM_PYTHON", ".tools/python")
             .env("KIDIOM_TEST_LOG", &log)
             .env("KIDIOM_CACHE", root.join(".cache"))
+            .env("KIDIOM_CONTENT_CACHE", crate::util::content_cache())
             .args(args)
             .output()
             .expect("spawn kidiom")
@@ -300,6 +302,7 @@ fn run_takes_its_targets_from_the_flag_or_kidiom_toml() {
         let out = std::process::Command::new(env!("CARGO_BIN_EXE_kidiom"))
             .current_dir(root)
             .env("KIDIOM_CACHE", root.join(".cache"))
+            .env("KIDIOM_CONTENT_CACHE", crate::util::content_cache())
             .args(args)
             .output()
             .expect("spawn kidiom");

@@ -29,7 +29,9 @@ impl Env {
 
     pub fn cmd(&self) -> Command {
         let mut c = Command::new(env!("CARGO_BIN_EXE_kidiom"));
-        c.current_dir(self.path()).env("KIDIOM_CACHE", self.path().join("cache"));
+        c.current_dir(self.path())
+            .env("KIDIOM_CACHE", self.path().join("cache"))
+            .env("KIDIOM_CONTENT_CACHE", content_cache());
         c
     }
 
@@ -50,6 +52,17 @@ impl Env {
         serde_json::from_slice(&out.stdout)
             .unwrap_or_else(|e| panic!("kidiom {args:?}: not JSON ({e}):\n{}", String::from_utf8_lossy(&out.stdout)))
     }
+}
+
+/// The harness's content-keyed caches (compiles, host builds, measured
+/// variants; kernels/harness/cachedir.py) shared by every test of the suite:
+/// a kernel one test compiled is not compiled again by the next. Safe to
+/// share because an entry's key is every byte it was computed from (the
+/// harness's tests prove a changed input misses), and it lives under
+/// `target/`, never in a user's cache. Each test keeps its own
+/// `KIDIOM_CACHE` (corpora, fetched sdists) and catalog.
+pub fn content_cache() -> PathBuf {
+    Path::new(env!("CARGO_TARGET_TMPDIR")).join("kidiom-content-cache")
 }
 
 /// Creates a git repository at `dir` with one commit holding `files`.

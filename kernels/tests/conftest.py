@@ -32,6 +32,9 @@ HAS_CUDA = _cuda()
 if not HAS_CUDA:
     os.environ["TRITON_INTERPRET"] = "1"
 os.environ.setdefault("TRITON_DEFAULT_FP_FUSION", "1")
+# these tests choose each cache by KIDIOM_CACHE, per test: a shared content cache from the caller's
+# environment (kernels/harness/cachedir.py) would serve them another test's entries
+os.environ.pop("KIDIOM_CONTENT_CACHE", None)
 
 needs_gpu = pytest.mark.skipif(not HAS_CUDA, reason="needs a CUDA GPU with torch (none here)")
 

@@ -2,8 +2,8 @@
 
 The system C++ compiler (`$CXX`, else `c++`, else `g++`) builds `source` into the extension
 module named by the manifest's `entry`, with pybind11's and Python's headers and the
-interpreter's extension suffix. Builds are cached under `$KIDIOM_CACHE/host-build/<kernel>/`
-(else `~/.cache/kidiom/host-build/<kernel>/`) by the sha256 of the module's sources, flags,
+interpreter's extension suffix. Builds are cached in the `host-build/<kernel>/` content cache
+(cachedir.py) by the sha256 of the module's sources, flags,
 compiler version, Python and pybind11 versions; a build lands in the cache by one atomic
 directory rename, so concurrent builds never see half a file.
 
@@ -154,8 +154,8 @@ def ext_suffix():
 
 
 def cache_root():
-    base = os.environ.get("KIDIOM_CACHE")
-    return Path(base) / "host-build" if base else Path.home() / ".cache" / "kidiom" / "host-build"
+    from ..cachedir import content_cache
+    return content_cache("host-build")
 
 
 @lru_cache(maxsize=None)

@@ -391,8 +391,8 @@ AOT_CACHE_VERSION = 2
 
 
 def cache_root():
-    base = os.environ.get("KIDIOM_CACHE")
-    return Path(base) / "aot" if base else Path.home() / ".cache" / "kidiom" / "aot"
+    from ..cachedir import content_cache
+    return content_cache("aot")
 
 
 def _cache_key(manifest, source, arch):

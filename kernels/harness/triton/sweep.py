@@ -18,8 +18,8 @@ kernel with a chosen subset of its sites rewritten) and asks for, per variant:
 
 Results are cached by the variant's bytes, the kernel, the seed and lengths, Triton's version and
 everything else a measurement reads (`_context`: the harness's own sources, the manifest, the
-other sources beside the kernel, the reference's module), in `$KIDIOM_CACHE/sweep/`, else
-`~/.cache/kidiom/sweep/`, so a search that is run again, or that meets a variant twice, never
+other sources beside the kernel, the reference's module), in the `sweep/` content cache
+(cachedir.py), so a search that is run again, or that meets a variant twice, never
 measures it twice, and an edit of the reference or the emulation never reads a stale entry. An
 entry is written atomically and checked when read: a truncated or malformed one is measured
 again. Variants run `--jobs` at a time (threads that wait on subprocesses). A variant that fails
@@ -54,8 +54,8 @@ __all__ = ["run_sweep", "cache_root"]
 
 
 def cache_root():
-    base = os.environ.get("KIDIOM_CACHE")
-    return Path(base) / "sweep" if base else Path.home() / ".cache" / "kidiom" / "sweep"
+    from ..cachedir import content_cache
+    return content_cache("sweep")
 
 
 def _triton_version():
