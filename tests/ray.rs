@@ -170,6 +170,23 @@ fn the_same_candidates_get_the_same_verdicts_through_ray_as_locally() {
     let g = json["gates"].as_array().and_then(|g| g.iter().find(|g| g["gate"] == "correctness")).expect("gate");
     assert!(g["placements"][0]["node"].as_str().is_some_and(|n| n.contains("127.0.0.1")), "{g:#}");
 
+    drop(ray);
+    drop(head);
+}
+
+#[test]
+fn a_kernel_that_never_ends_through_ray_is_an_error_at_its_deadline_and_the_next_goes_on() {
+    // (split from the test above so that neither takes a minute: each starts its own head, 3 s)
+    let Some(py) = ray_python() else { return };
+    let _cpu = crate::util::cpu_heavy();
+    let env = project();
+    let root = env.path();
+    let head = Head::start(&py, root);
+    let dec = "kernels/kda/decode.py";
+    let wrong = candidate(root, ("b_beta * (b_v - b_p)", "b_beta * (b_v + b_p)"), dec);
+    let mut builder = ValidatorBuilder::new(root);
+    builder.python(Some(py.clone())).device(Device::Cpu).seeds(1).seed(Some(11)).consistency(false);
+    builder.executor(Executor::Ray { address: Some(head.address.clone()) });
     // a kernel that never ends: the task is killed at its deadline, an error; the run goes on
     let hang = candidate(
         root,
@@ -182,9 +199,9 @@ fn the_same_candidates_get_the_same_verdicts_through_ray_as_locally() {
     assert_eq!((e.verdict.kind, e.verdict.gate), (VerdictKind::Error, Some(Gate::Correctness)), "{e:#?}");
     assert!(e.verdict.reason.contains("timed out"), "{}", e.verdict.reason);
     assert!(started.elapsed() < Duration::from_secs(70), "{:?}", started.elapsed());
-    let after = short.validate(&cands[1]).expect("ray");
+    let after = short.validate(&wrong).expect("ray");
     assert_eq!(after.verdict.kind, VerdictKind::Rejected, "{after:#?}");
-    drop((short, ray));
+    drop(short);
     drop(head);
 }
 
@@ -427,28 +444,27 @@ fn mining_through_ray_gives_the_local_catalog() {
     drop(head);
 }
 
-#[test]
-fn a_shard_that_dies_fails_the_run_and_leaves_the_catalog_as_it_was() {
-    let Some(py) = ray_python() else { return };
-    let _cpu = crate::util::cpu_heavy();
+/// A catalog mined through Ray from a usage corpus and a history, then new
+/// files and commits (the first new commit's summary ends "(crash here)"):
+/// the env, the Ray head, the catalog's path and the history's, and the
+/// catalog's state before the new work.
+fn shard_setup(py: &Path) -> (Env, Head, PathBuf, PathBuf, (Value, String)) {
     let env = Env::new();
     usage_corpus(&env, "up");
     let hist = env.path().join("hist");
     let mut steps = history_steps();
     let late = steps.split_off(6);
     commit_all(&hist, &steps);
-    let head = Head::start(&py, &repo());
+    let head = Head::start(py, &repo());
     let db = env.path().join("ray.sqlite");
     let (db_s, hist_s) = (db.to_str().expect("utf8"), hist.to_str().expect("utf8"));
-    // `ray`: Ray's own choice, $RAY_ADDRESS (the head's GCS address; Ray Client's per-connection
-    // server is slow to start on a busy two-core machine)
-    let ray_args = ["--executor", "ray"];
-    let small = [("KIDIOM_SHARD_FILES", "2"), ("KIDIOM_SHARD_COMMITS", "2"), ("RAY_ADDRESS", head.address.as_str())];
+    let vars = shard_vars(&head);
+    let small: Vec<(&str, &str)> = vars.iter().map(|(k, v)| (*k, v.as_str())).collect();
     for args in [&["mine", "up", "--json", "--db", db_s][..], &["mine", "--history", hist_s, "--json", "--db", db_s]] {
-        let args = [args, &ray_args].concat();
-        json_ok(&args, &kidiom(&env, &py, &args, &small));
+        let args = [args, &RAY_ARGS].concat();
+        json_ok(&args, &kidiom(&env, py, &args, &small));
     }
-    let before = catalog_state(&env, &py, &db, &["up", "hist"]);
+    let before = catalog_state(&env, py, &db, &["up", "hist"]);
     assert!(!patterns_of(&before.0, "edit").is_empty(), "{:#}", before.0);
 
     // fresh work for the cluster: changed and new files, new commits
@@ -459,10 +475,50 @@ fn a_shard_that_dies_fails_the_run_and_leaves_the_catalog_as_it_was() {
         first.0 = format!("{} (crash here)", first.0);
     }
     commit_all(&hist, &late);
+    (env, head, db, hist, before)
+}
 
+/// `ray`: Ray's own choice, $RAY_ADDRESS (the head's GCS address; Ray Client's per-connection
+/// server is slow to start on a busy two-core machine)
+const RAY_ARGS: [&str; 2] = ["--executor", "ray"];
+
+/// Shards of two files and two commits, on `head`.
+fn shard_vars(head: &Head) -> [(&'static str, String); 3] {
+    [("KIDIOM_SHARD_FILES", "2".into()), ("KIDIOM_SHARD_COMMITS", "2".into()), ("RAY_ADDRESS", head.address.clone())]
+}
+
+/// Without a crash the runs of `shard_setup`'s new work finish through Ray and give what a local
+/// run gives from scratch.
+fn finishes_as_locally(env: &Env, py: &Path, head: &Head, db: &Path, hist: &Path, before: &(Value, String)) {
+    let (db_s, hist_s) = (db.to_str().expect("utf8"), hist.to_str().expect("utf8"));
+    let vars = shard_vars(head);
+    let small: Vec<(&str, &str)> = vars.iter().map(|(k, v)| (*k, v.as_str())).collect();
+    for args in [&["mine", "up", "--json", "--db", db_s][..], &["mine", "--history", hist_s, "--json", "--db", db_s]] {
+        let args = [args, &RAY_ARGS].concat();
+        json_ok(&args, &kidiom(env, py, &args, &small));
+    }
+    let local = env.path().join("local.sqlite");
+    let local_s = local.to_str().expect("utf8");
+    for args in
+        [&["mine", "up", "--json", "--db", local_s][..], &["mine", "--history", hist_s, "--json", "--db", local_s]]
+    {
+        json_ok(args, &kidiom(env, py, args, &[]));
+    }
+    let after = catalog_state(env, py, db, &["up", "hist"]);
+    assert_ne!(after.0, before.0, "the new commits and files count");
+    assert_eq!(after, catalog_state(env, py, &local, &["up", "hist"]));
+}
+
+#[test]
+fn a_usage_shard_that_dies_fails_the_run_and_leaves_the_catalog_as_it_was() {
+    let Some(py) = ray_python() else { return };
+    let _cpu = crate::util::cpu_heavy();
+    let (env, head, db, hist, before) = shard_setup(&py);
+    let db_s = db.to_str().expect("utf8");
     // a usage shard's kidiom dies (SIGABRT, the test seam): the run fails, naming it
-    let args = [&["mine", "up", "--json", "--db", db_s][..], &ray_args].concat();
-    let crash = [small[0], small[2], ("KIDIOM_SHARD_CRASH", "pkg/k3.py")];
+    let args = [&["mine", "up", "--json", "--db", db_s][..], &RAY_ARGS].concat();
+    let crash =
+        [("KIDIOM_SHARD_FILES", "2"), ("RAY_ADDRESS", head.address.as_str()), ("KIDIOM_SHARD_CRASH", "pkg/k3.py")];
     let out = kidiom(&env, &py, &args, &crash);
     let err = String::from_utf8_lossy(&out.stderr);
     assert_eq!(out.status.code(), Some(2), "{err}");
@@ -471,10 +527,20 @@ fn a_shard_that_dies_fails_the_run_and_leaves_the_catalog_as_it_was() {
         assert!(line.contains(part), "{part:?} not in {line}");
     }
     assert_eq!(catalog_state(&env, &py, &db, &["up", "hist"]), before, "one transaction: nothing written");
+    // (that the same work then finishes is the history test's last step: one run of it is enough)
+    drop((hist, head));
+}
 
+#[test]
+fn a_history_shard_that_dies_fails_the_run_before_any_rule_changes() {
+    let Some(py) = ray_python() else { return };
+    let _cpu = crate::util::cpu_heavy();
+    let (env, head, db, hist, before) = shard_setup(&py);
+    let (db_s, hist_s) = (db.to_str().expect("utf8"), hist.to_str().expect("utf8"));
     // a history shard dies: the run fails before any rule changes
-    let args = [&["mine", "--history", hist_s, "--json", "--db", db_s][..], &ray_args].concat();
-    let crash = [small[1], small[2], ("KIDIOM_SHARD_CRASH", "(crash here)")];
+    let args = [&["mine", "--history", hist_s, "--json", "--db", db_s][..], &RAY_ARGS].concat();
+    let crash =
+        [("KIDIOM_SHARD_COMMITS", "2"), ("RAY_ADDRESS", head.address.as_str()), ("KIDIOM_SHARD_CRASH", "(crash here)")];
     let out = kidiom(&env, &py, &args, &crash);
     let err = String::from_utf8_lossy(&out.stderr);
     assert_eq!(out.status.code(), Some(2), "{err}");
@@ -483,21 +549,7 @@ fn a_shard_that_dies_fails_the_run_and_leaves_the_catalog_as_it_was() {
         "{err}"
     );
     assert_eq!(catalog_state(&env, &py, &db, &["up", "hist"]).0, before.0, "the patterns are as they were");
-
-    // without the crash the same runs finish, and give what a local run gives from scratch
-    for args in [&["mine", "up", "--json", "--db", db_s][..], &["mine", "--history", hist_s, "--json", "--db", db_s]] {
-        let args = [args, &ray_args].concat();
-        json_ok(&args, &kidiom(&env, &py, &args, &small));
-    }
-    let local = env.path().join("local.sqlite");
-    let local_s = local.to_str().expect("utf8");
-    for args in
-        [&["mine", "up", "--json", "--db", local_s][..], &["mine", "--history", hist_s, "--json", "--db", local_s]]
-    {
-        json_ok(args, &kidiom(&env, &py, args, &[]));
-    }
-    let after = catalog_state(&env, &py, &db, &["up", "hist"]);
-    assert_ne!(after.0, before.0, "the new commits and files count");
-    assert_eq!(after, catalog_state(&env, &py, &local, &["up", "hist"]));
+    // without the crash the same runs (usage and history) finish, as a local run does from scratch
+    finishes_as_locally(&env, &py, &head, &db, &hist, &before);
     drop(head);
 }
