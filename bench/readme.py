@@ -349,6 +349,9 @@ def block(run):
         parts.append("\n".join(phases_rows(run)))
     if any((run / "precision").glob("*.json")):
         parts.append("\n".join(precision_rows(run)))
+    if (run / "phases.tsv").exists():   # bench/test-times.sh
+        import test_times
+        parts.append(test_times.table(run)[0])
     parts += notes
     return "\n\n".join([BEGIN] + parts + [END])
 
@@ -361,6 +364,9 @@ def main(argv):
     bad = []
     for run in runs:
         readme = Path(run) / "README.md"
+        if not readme.is_file():
+            bad.append(f"{readme}: missing (each run says what it measured; the numbers go in its generated block)")
+            continue
         text = readme.read_text()
         if BEGIN not in text or END not in text:
             bad.append(f"{readme}: no generated block ({BEGIN} ... {END})")

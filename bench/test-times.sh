@@ -1,0 +1,62 @@
+#!/usr/bin/env bash
+# The whole suite's time, per phase and per test (issue #42): what scripts/test.sh runs, each phase
+# timed (Python set-up, fmt, clippy, the debug build of every test binary, each test binary, the
+# bench README check, pytest), and every test's own time: Rust tests through libtest's JSON report
+# (`--report-time`, an unstable libtest option that RUSTC_BOOTSTRAP=1 unlocks for the test binaries
+# alone: the build is the ordinary one), pytest through its JUnit XML.
+#
+#   bench/test-times.sh [OUT_DIR]         default bench/runs/<date>-tests
+#
+# Writes phases.tsv, rust/<binary>.jsonl, pytest.xml, and prints the table bench/test_times.py
+# makes of them (the slowest tests, and the totals by phase). Run it on an idle machine: the figures
+# are wall-clock seconds on however many cores there are (CI has 2).
+set -euo pipefail
+root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+cd "$root"
+out="${1:-bench/runs/$(date +%F)-tests}"
+mkdir -p "$out/rust"
+phases="$out/phases.tsv"
+: > "$phases"
+phase() {   # phase NAME CMD...: runs CMD, appends "NAME<TAB>seconds<TAB>exit" to phases.tsv
+  local name="$1"; shift
+  local t0="$EPOCHREALTIME" rc=0
+  "$@" || rc=$?
+  awk -v n="$name" -v a="$t0" -v b="$EPOCHREALTIME" -v rc="$rc" 'BEGIN { printf "%s\t%.1f\t%d\n", n, b - a, rc }' >> "$phases"
+  return 0
+}
+
+phase setup-python scripts/setup-python.sh
+phase setup-python-triton36 env KIDIOM_VENV="$root/.venv-triton36" \
+  KIDIOM_REQUIREMENTS=kernels/requirements-triton36.txt scripts/setup-python.sh
+phase setup-chromium scripts/setup-chromium.sh
+export KIDIOM_PYTHON="$root/.venv/bin/python"
+export KIDIOM_TRITON36_PYTHON="$root/.venv-triton36/bin/python"
+export PATH="$root/.venv/bin:$PATH"
+phase fmt cargo fmt --all -- --check
+phase clippy cargo clippy --workspace --all-targets --locked -- -D warnings
+# the test binaries as `cargo test` builds them, then each run from its package's directory
+tmp="$(mktemp -d)"
+trap 'rm -rf "$tmp"' EXIT
+cargo_json="$tmp/build.json"
+phase build-tests sh -c "cargo test --workspace --locked --no-run --message-format=json > '$cargo_json'"
+.venv/bin/python - "$cargo_json" > "$tmp/binaries.tsv" <<'PY'
+import json, sys, os
+for line in open(sys.argv[1]):
+    try:
+        m = json.loads(line)
+    except ValueError:
+        continue
+    if m.get("reason") == "compiler-artifact" and m.get("profile", {}).get("test") and m.get("executable"):
+        name = m["target"]["name"] + ("-" + m["target"]["kind"][0] if m["target"]["kind"][0] != "lib" else "")
+        print(f"{name}\t{os.path.dirname(m['manifest_path'])}\t{m['executable']}")
+PY
+while IFS=$'\t' read -r name dir exe; do
+  phase "test:$name" sh -c "cd '$dir' && RUSTC_BOOTSTRAP=1 '$exe' -Z unstable-options --format json --report-time \
+    > '$root/$out/rust/$name.jsonl'"
+done < "$tmp/binaries.tsv"
+phase doctests cargo test --workspace --locked --doc -q
+# (this run's own folder has no README yet: you write it, with `bench/readme.py` filling its numbers)
+mapfile -t runs < <(ls -d bench/runs/*/ | grep -vxF "$out/")
+phase bench-readmes .venv/bin/python bench/readme.py --check "${runs[@]}"
+phase pytest .venv/bin/python -m pytest kernels/tests -q -n 2 --junitxml="$out/pytest.xml"
+.venv/bin/python bench/test_times.py "$out"
