@@ -15,7 +15,7 @@
 #   KIDIOM=/path/to/kidiom scripts/device-check.sh   # the binary (this machine needs no Rust toolchain)
 #
 # The GPU machine has no Rust toolchain and takes 64 MiB of carried files: scripts/device-prep.sh
-# (here) builds the release binary and strips it into .device/kidiom (about 29 MB, from 131 MB),
+# (here) builds the release binary and strips it into .device/kidiom (about 29 MB, from 34 MB),
 # with the catalog to validate; carry `.device` (and `.kidiom` for the catalog).
 #
 # Python: the first of $PYTHON, python3, /opt/torch/.venv/bin/python3, .venv/bin/python that

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Prepare what travels to a GPU machine (no Rust toolchain there, 64 MiB carried in all): the
-# release kidiom, stripped of its line tables (131 MB -> about 29 MB), at .device/kidiom, which
+# release kidiom, stripped of its symbols (34 MB -> about 29 MB), at .device/kidiom, which
 # scripts/device-check.sh finds first. Prints the size to carry.
 #
 #   scripts/device-prep.sh    # then carry ".device" (and ".kidiom" for the catalog's candidates)
