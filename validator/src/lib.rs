@@ -57,6 +57,7 @@ mod gates;
 pub mod gpu;
 mod hostcode;
 mod input;
+mod kernelbody;
 mod manifest;
 mod patch;
 mod precision_wire;

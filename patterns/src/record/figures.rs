@@ -140,7 +140,8 @@ pub struct StaticFigures {
     #[serde(skip_serializing_if = "Option::is_none")]
     #[serde(deserialize_with = "or_absent")]
     pub contract_files: Option<Vec<String>>,
-    /// Host code outside the kernels the diff changes (rejected).
+    /// Host code outside the kernels the diff changes, or host code it adds
+    /// inside a Triton kernel's body, each with its line (rejected).
     #[serde(skip_serializing_if = "Option::is_none")]
     #[serde(deserialize_with = "or_absent")]
     pub host_code: Option<Vec<String>>,

@@ -183,6 +183,33 @@ pub(super) fn scan(
         }
     }
 
+    // a Triton kernel's body is device code on every branch (the interpreter would run host
+    // Python where only the CPU's constexprs lead): what a candidate adds there that Triton
+    // would not compile is refused before anything runs
+    for t in touched {
+        let Some(m) = v.kernels.for_source(&t.path) else { continue };
+        if m.language != KernelLanguage::Triton || Lang::from_path(Path::new(&t.path)) != Some(Lang::Python) {
+            continue;
+        }
+        match crate::kernelbody::added_host_code(&t.base, &t.cand) {
+            Ok(found) if found.is_empty() => {}
+            Ok(found) => {
+                let named: Vec<String> = found.iter().map(|f| format!("{}, line {}", f.construct, f.line)).collect();
+                rec.set_metrics(&StaticFigures { host_code: Some(named.clone()), ..Default::default() });
+                finish(&mut rec);
+                let summary = format!("host code in a kernel body: {} ({})", named.join("; "), t.path);
+                return Err(run.stop(
+                    rec,
+                    GateStatus::Failed,
+                    summary.clone(),
+                    Verdict::rejected(Gate::Static, summary),
+                ));
+            }
+            // a text that does not parse is the syntax gate's
+            Err(_) => {}
+        }
+    }
+
     // numeric flags: only under a precision pattern
     let (mut removed, mut added) = (Vec::new(), Vec::new());
     for f in files {
