@@ -168,17 +168,32 @@ def enter_root(libc, spec):
     empty = R + "/.empty"          # what a hidden file shows: nothing, readable by no one
     os.close(os.open(empty, os.O_CREAT | os.O_WRONLY, 0))
     counts = {"ro": 0, "rw": 0, "dev": 0, "hide": 0}
+    # the directories made only to reach a mount point (/work/repo for /work/repo/.venv, or a
+    # repository under the private /tmp): traversable, never listable, so that a worker cannot
+    # see what else lies beside what it may read
+    made, targets = [], set()
+
+    def makedirs(path):
+        missing = []
+        while not os.path.lexists(path):
+            missing.append(path)
+            path = os.path.dirname(path)
+        for d in reversed(missing):
+            os.mkdir(d)
+            made.append(d)
+
     proc_note = ""
     for path, kind in entries:
         if (kind == "ro" and _covered(path, ro)) or (kind == "rw" and _covered(path, rw)):
             continue       # already visible through its ancestor's mount
         target = _inside_root(R, path)
+        targets.add(target)
         if kind == "tmpfs":
-            os.makedirs(target, exist_ok=True)
+            makedirs(target)
             _mount(libc, "tmpfs", target, "tmpfs", MS_NOSUID | MS_NODEV, "mode=1777,size=512m")
             continue
         if kind == "proc":
-            os.makedirs(target, exist_ok=True)
+            makedirs(target)
             if pid_ns:
                 try:
                     _mount(libc, "proc", target, "proc", MS_NOSUID | MS_NODEV | MS_NOEXEC)
@@ -192,16 +207,16 @@ def enter_root(libc, spec):
             _seal(libc, target, readonly=True)
             continue
         if kind == "ro" and os.path.islink(path):       # /lib -> usr/lib: the same link
-            os.makedirs(os.path.dirname(target), exist_ok=True)
+            makedirs(os.path.dirname(target))
             if not os.path.lexists(target):
                 os.symlink(os.readlink(path), target)
             continue
         if not os.path.lexists(path):
             continue
         isdir = os.path.isdir(path)
-        os.makedirs(os.path.dirname(target), exist_ok=True)
+        makedirs(os.path.dirname(target))
         if isdir:
-            os.makedirs(target, exist_ok=True)
+            makedirs(target)
         elif not os.path.lexists(target):
             os.close(os.open(target, os.O_CREAT | os.O_WRONLY, 0o600))
         if kind == "hide":
@@ -218,9 +233,13 @@ def enter_root(libc, spec):
         counts[kind] += 1
     for link, dest in spec.get("links", {}).items():
         target = _inside_root(R, link)
-        os.makedirs(os.path.dirname(target), exist_ok=True)
+        targets.add(target)
+        makedirs(os.path.dirname(target))
         if not os.path.lexists(target):
             os.symlink(dest, target)
+    for d in made:
+        if d not in targets:
+            os.chmod(d, 0o111)
     _mount(libc, None, R, None, MS_REMOUNT | MS_BIND | MS_RDONLY | MS_NOSUID | MS_NODEV)
     cwd = os.getcwd()
     os.chdir(R)
