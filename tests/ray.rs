@@ -92,6 +92,13 @@ fn candidate(root: &Path, id_edit: (&str, &str), rel: &str) -> CandidateInput {
     CandidateInput::from_patch(root, &diff, Some(kidiom_patterns::Category::Math)).expect("a patch that applies")
 }
 
+/// A validator of `root`'s kernels on this CPU: one seed (11), no consistency runs.
+fn cpu_validator(root: &Path, py: &Path) -> ValidatorBuilder {
+    let mut builder = ValidatorBuilder::new(root);
+    builder.python(Some(py.to_path_buf())).device(Device::Cpu).seeds(1).seed(Some(11)).consistency(false);
+    builder
+}
+
 fn statuses(e: &Evidence) -> Vec<(Gate, GateStatus)> {
     e.gates.iter().map(|g| (g.gate, g.status)).collect()
 }
@@ -112,8 +119,7 @@ fn the_same_candidates_get_the_same_verdicts_through_ray_as_locally() {
         // does not parse: rejected before any harness runs
         candidate(root, ("b_p = tl.sum(b_s * b_k[:, None], axis=0)", "b_p = tl.sum(b_s * b_k[:, None], axis=0"), dec),
     ];
-    let mut builder = ValidatorBuilder::new(root);
-    builder.python(Some(py.clone())).device(Device::Cpu).seeds(1).seed(Some(11)).consistency(false);
+    let mut builder = cpu_validator(root, &py);
     builder.timeout(Duration::from_secs(300));
     let local = builder.build().expect("local validator");
     let ray = builder.executor(Executor::Ray { address: Some(head.address.clone()) }).build().expect("ray validator");
@@ -184,8 +190,7 @@ fn a_kernel_that_never_ends_through_ray_is_an_error_at_its_deadline_and_the_next
     let head = Head::start(&py, root);
     let dec = "kernels/kda/decode.py";
     let wrong = candidate(root, ("b_beta * (b_v - b_p)", "b_beta * (b_v + b_p)"), dec);
-    let mut builder = ValidatorBuilder::new(root);
-    builder.python(Some(py.clone())).device(Device::Cpu).seeds(1).seed(Some(11)).consistency(false);
+    let mut builder = cpu_validator(root, &py);
     builder.executor(Executor::Ray { address: Some(head.address.clone()) });
     // a kernel that never ends: the task is killed at its deadline, an error; the run goes on
     let hang = candidate(

@@ -71,8 +71,9 @@ fn the_catalog_as_a_user_reads_it() {
     insta::assert_snapshot!("catalog_search", shown(&env, &["catalog", "search", "tf32 precision", "--db", &db]));
 }
 
-#[test]
-fn apply_and_review_as_a_user_reads_them() {
+/// The corpus mined, and a kernel `kernels/t.py` with a plain `tl.dot`:
+/// the env, its catalog's path, and what `apply` of the precision idiom printed.
+fn applied() -> (Env, String, String) {
     let env = Env::new();
     corpus(&env);
     let db = env.db().to_string_lossy().to_string();
@@ -82,6 +83,12 @@ fn apply_and_review_as_a_user_reads_them() {
         "import triton\nimport triton.language as tl\n\n@triton.jit\ndef t(x, y):\n    acc = tl.dot(x, y)  # [BT, BK] @ [BK, BV]\n    tl.store(y, acc)\n",
     );
     let apply = shown(&env, &["apply", "kernels/t.py", "--pattern", "py-keyword-tl-dot-input-precision", "--db", &db]);
+    (env, db, apply)
+}
+
+#[test]
+fn apply_and_review_as_a_user_reads_them() {
+    let (env, db, apply) = applied();
     insta::assert_snapshot!("apply", apply);
     insta::assert_snapshot!("review_list", shown(&env, &["review", "--db", &db]));
     insta::assert_snapshot!("review_one", shown(&env, &["review", "py-keyword-tl-dot-input-precision", "--db", &db]));
@@ -89,15 +96,7 @@ fn apply_and_review_as_a_user_reads_them() {
 
 #[test]
 fn a_short_id_or_its_start_names_a_candidate_in_every_command() {
-    let env = Env::new();
-    corpus(&env);
-    let db = env.db().to_string_lossy().to_string();
-    shown(&env, &["mine", "c", "--db", &db, "--min-files", "1", "--json"]);
-    env.write(
-        "kernels/t.py",
-        "import triton\nimport triton.language as tl\n\n@triton.jit\ndef t(x, y):\n    acc = tl.dot(x, y)\n    tl.store(y, acc)\n",
-    );
-    shown(&env, &["apply", "kernels/t.py", "--pattern", "py-keyword-tl-dot-input-precision", "--db", &db]);
+    let (env, db, _) = applied();
     let listed = env.json(&["review", "--db", &db, "--json"]);
     let full = listed[0]["id"].as_str().expect("an id").to_string();
     let short = full.rsplit('#').next().expect("a short id").to_string();
