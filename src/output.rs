@@ -138,6 +138,29 @@ pub(crate) fn wrap(head: &str, items: &[String], sep: &str, width: usize) -> Vec
     out
 }
 
+/// `head` then `text`, wrapped between words at `width`, continuation lines
+/// indented by four spaces more than `head`'s own indent. A word longer than
+/// a line stands alone on its line.
+pub(crate) fn wrap_words(head: &str, text: &str, width: usize) -> Vec<String> {
+    let indent = " ".repeat(head.len() - head.trim_start().len() + 4);
+    let mut out = Vec::new();
+    let mut line = head.to_string();
+    let mut fresh = true;
+    for word in text.split_whitespace() {
+        if !fresh && line.chars().count() + 1 + word.chars().count() > width {
+            out.push(std::mem::replace(&mut line, format!("{indent}{word}")));
+        } else {
+            if !fresh {
+                line.push(' ');
+            }
+            line.push_str(word);
+        }
+        fresh = false;
+    }
+    out.push(line);
+    out
+}
+
 /// Text as is on stdout (diffs).
 pub(crate) fn raw(s: &str) -> Result<()> {
     let mut out = std::io::stdout().lock();
@@ -192,6 +215,16 @@ mod fit_tests {
         assert!(fitted[1][1].starts_with("ppp") && fitted[1][1].ends_with('…'), "{fitted:?}");
         // a table that fits is left alone
         assert_eq!(fit(&rows[..1], 80, &[(1, Keep::Head)], 8), rows[..1].to_vec());
+    }
+
+    #[test]
+    fn wrapped_words_stay_within_the_width_and_keep_every_word() {
+        let text = "compiled for sm_90a: before regs 32, spills 0/0 B, smem 0+? B, 544 instr (int 251, fp32 123)";
+        let lines = super::wrap_words("  4a8f17c6: static: ", text, 40);
+        assert!(lines.len() > 1 && lines.iter().all(|l| l.chars().count() <= 40), "{lines:#?}");
+        assert!(lines[1].starts_with("      ") && !lines[1].starts_with("       "), "{lines:#?}");
+        let words: Vec<&str> = lines.iter().flat_map(|l| l.split_whitespace()).collect();
+        assert_eq!(words.join(" "), format!("4a8f17c6: static: {text}"));
     }
 
     #[test]

@@ -64,5 +64,5 @@ pub use model::{Category, CommitRef, IdiomExample, Kind, Lang, Pattern, Support,
 pub use store::{
     CachedFile, Candidate, CandidateStatus, Catalog, CatalogFile, CatalogStats, CorpusRow, DEFAULT_BUSY_TIMEOUT,
     EXCHANGE_FORMAT, EXCHANGE_VERSION, ExportedCorpus, FileOutcome, Filter, HistoryState, ImportReport, MineTx,
-    SCHEMA_VERSION, SearchHit, StoredFacts, TermMatch, Via, Why, merge,
+    SCHEMA_VERSION, SearchHit, StoredFacts, TermMatch, Via, Why, merge, short_id,
 };

@@ -114,7 +114,7 @@ pub(crate) fn run(args: Args) -> Result<ExitCode> {
         let stored: Vec<kidiom_patterns::Candidate> =
             catalog.candidates(None)?.into_iter().filter(|c| ours.contains(c.id.as_str())).collect();
         if args.verbose {
-            print_full(&shown)?;
+            print_full(&shown, args.wide)?;
             if !stored.is_empty() {
                 output::line("")?;
                 output::line("this run's candidates (as `kidiom review` lists them):")?;
@@ -163,7 +163,7 @@ struct Shown<'a> {
 }
 
 /// The run's full report (`-v`): mining, history, the top patterns, apply, the verdict table, the site.
-fn print_full(shown: &Shown) -> Result<()> {
+fn print_full(shown: &Shown, wide: bool) -> Result<()> {
     let r = shown.report;
     super::mine::print_report(&r.mine, false)?;
     if let Some(h) = &r.history {
@@ -184,7 +184,7 @@ fn print_full(shown: &Shown) -> Result<()> {
     if let Some(v) = &r.validate {
         output::line("")?;
         output::line("review summary (kidiom review ID shows a diff beside its evidence):")?;
-        super::validate::print_report(v)?;
+        super::validate::print_report(v, wide)?;
     }
     if let Some(v) = &r.validate
         && let Some(line) = best_predicted(v)

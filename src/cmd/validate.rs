@@ -68,6 +68,9 @@ pub(crate) struct Args {
     /// is marked untrusted (a flag on the verdict).
     #[arg(long)]
     untrusted_bench: bool,
+    /// The verdict table with every field in full (full ids, each gate's seconds); otherwise it fits 120 columns.
+    #[arg(long)]
+    wide: bool,
     /// Do not reject grossly worse static figures as "predicted slower" (limits: kidiom.toml [validate.static_limits]).
     #[arg(long)]
     allow_static_regression: bool,
@@ -83,47 +86,67 @@ fn clip(s: &str, n: usize) -> String {
     if one.chars().count() <= n { one.to_string() } else { format!("{}...", one.chars().take(n).collect::<String>()) }
 }
 
-/// The verdict table, then the static figures and error curves.
-pub(crate) fn print_report(r: &Report) -> Result<()> {
-    let mut rows = vec![vec![
-        "candidate".to_string(),
-        "verdict".into(),
-        "gate".into(),
-        "seconds".into(),
-        "gates (s)".into(),
-        "speed".into(),
-        "predicted".into(),
-        "reason".into(),
-    ]];
+/// The verdict table, then the static figures and error curves. The table
+/// fits [`output::WIDTH`] columns (short ids; the reason cut to the room
+/// left, whole in the lines below and in `--json`), or shows every field in
+/// full with `wide`.
+pub(crate) fn print_report(r: &Report, wide: bool) -> Result<()> {
+    let head: &[&str] = if wide {
+        &["candidate", "verdict", "gate", "seconds", "gates (s)", "speed", "predicted", "reason"]
+    } else {
+        &["id", "pattern", "verdict", "seconds", "predicted", "reason"]
+    };
+    let mut rows = vec![head.iter().map(|h| h.to_string()).collect::<Vec<_>>()];
     for e in &r.candidates {
-        let gates: Vec<String> = e
-            .gates
-            .iter()
-            .map(|g| {
-                let mark = match g.status {
-                    GateStatus::Passed => "ok",
-                    GateStatus::Failed => "FAIL",
-                    GateStatus::Skipped => "skip",
-                    GateStatus::Error => "ERR",
-                };
-                format!("{} {mark} {:.1}", g.gate, g.seconds)
-            })
-            .collect();
-        rows.push(vec![
-            e.candidate.clone(),
-            e.verdict.kind.to_string(),
-            e.verdict.gate.map(|g| g.to_string()).unwrap_or_else(|| "-".into()),
-            format!("{:.1}", e.seconds),
-            gates.join(", "),
-            e.speed_headline().unwrap_or_else(|| "-".into()),
-            e.prediction.as_ref().map(|p| format!("{:.2}x", p.speedup)).unwrap_or_else(|| "-".into()),
-            clip(&e.verdict.reason, 140),
-        ]);
+        let predicted = e.prediction.as_ref().map(|p| format!("{:.2}x", p.speedup)).unwrap_or_else(|| "-".into());
+        rows.push(if wide {
+            vec![
+                e.candidate.clone(),
+                e.verdict.kind.to_string(),
+                e.verdict.gate.map(|g| g.to_string()).unwrap_or_else(|| "-".into()),
+                format!("{:.1}", e.seconds),
+                gate_times(e),
+                e.speed_headline().unwrap_or_else(|| "-".into()),
+                predicted,
+                clip(&e.verdict.reason, 140),
+            ]
+        } else {
+            let verdict = match e.verdict.gate {
+                Some(g) if matches!(e.verdict.kind, VerdictKind::Rejected | VerdictKind::Error) => {
+                    format!("{} ({g})", e.verdict.kind)
+                }
+                _ => e.verdict.kind.to_string(),
+            };
+            vec![
+                kidiom_patterns::short_id(&e.candidate).to_string(),
+                e.pattern.clone(),
+                verdict,
+                format!("{:.1}", e.seconds),
+                predicted,
+                e.verdict.reason.lines().next().unwrap_or("").to_string(),
+            ]
+        });
     }
+    let rows = if wide {
+        rows
+    } else {
+        // the reason takes what is left; the pattern keeps its start
+        output::fit(&rows, output::WIDTH, &[(5, output::Keep::Head), (1, output::Keep::Head)], 24)
+    };
     output::table(&rows)?;
     for e in &r.candidates {
-        for line in evidence_lines(e) {
-            output::line(&format!("  {}: {line}", e.candidate))?;
+        if wide {
+            for line in evidence_lines(e) {
+                output::line(&format!("  {}: {line}", e.candidate))?;
+            }
+            continue;
+        }
+        // each detail wrapped to the width under its short id
+        let who = kidiom_patterns::short_id(&e.candidate);
+        for line in std::iter::once(format!("gates (s): {}", gate_times(e))).chain(evidence_lines(e)) {
+            for l in output::wrap_words(&format!("  {who}: "), &line, output::WIDTH) {
+                output::line(&l)?;
+            }
         }
     }
     output::line(&format!(
@@ -131,6 +154,24 @@ pub(crate) fn print_report(r: &Report) -> Result<()> {
         r.summary.accepted, r.summary.rejected, r.summary.needs_gpu, r.summary.error, r.seconds
     ))?;
     Ok(())
+}
+
+/// Each gate's status and seconds: `syntax ok 0.0, static ok 4.3, ...`.
+fn gate_times(e: &Evidence) -> String {
+    let gates: Vec<String> = e
+        .gates
+        .iter()
+        .map(|g| {
+            let mark = match g.status {
+                GateStatus::Passed => "ok",
+                GateStatus::Failed => "FAIL",
+                GateStatus::Skipped => "skip",
+                GateStatus::Error => "ERR",
+            };
+            format!("{} {mark} {:.1}", g.gate, g.seconds)
+        })
+        .collect();
+    gates.join(", ")
 }
 
 /// Lines of detail for one validation: static figures of candidates that
@@ -230,7 +271,7 @@ pub(crate) fn run(a: Args) -> Result<ExitCode> {
     if a.common.output.json {
         output::json(&report)?;
     } else {
-        print_report(&report)?;
+        print_report(&report, a.wide)?;
     }
     let settled = report.summary.rejected == 0 && report.summary.error == 0;
     Ok(if settled { ExitCode::SUCCESS } else { ExitCode::from(1) })

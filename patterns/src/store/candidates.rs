@@ -121,7 +121,7 @@ impl Candidate {
     }
 }
 
-/// [`Candidate::short_id`] of an id.
+/// [`Candidate::short_id`] of an id (a validation's evidence names its candidate by id).
 pub fn short_id(id: &str) -> &str {
     match id.rsplit_once('#') {
         Some((_, hash)) if !hash.is_empty() => hash,

@@ -24,7 +24,7 @@ use rusqlite::{Connection, OptionalExtension, Transaction, TransactionBehavior, 
 use crate::error::{Error, Result};
 use crate::model::{Kind, Pattern};
 
-pub use candidates::{Candidate, CandidateStatus};
+pub use candidates::{Candidate, CandidateStatus, short_id};
 pub use exchange::{CatalogFile, EXCHANGE_FORMAT, EXCHANGE_VERSION, ExportedCorpus, ImportReport, merge};
 pub use history::HistoryState;
 pub use query::{CatalogStats, Filter};
