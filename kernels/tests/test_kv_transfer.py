@@ -247,6 +247,21 @@ def test_bench_flags_fire_on_impossible_results(kind):
     assert any(word in f for f in s["flags"]), s["flags"]
 
 
+def test_the_recovery_bound_carries_the_gaps_noise():
+    # measured on a 2-core CI machine: a 51.4% baseline gap (p10 50.1%, p90 55.7%) closed to 1.7%
+    # gave 2.154x, while the bound without the gap's own spread was 2.140x. 1/(1 - gap) magnifies
+    # the gap's error, so the bound takes the largest gap within its spread: the honest result
+    # passes, 3x at that gap does not
+    base = {"gap": 0.514, "gap_p10": 0.501, "gap_p90": 0.557, "transfer_gbps": 9.25}
+    results = {"baseline": base, "candidate": {"gap": 0.017, "transfer_gbps": 1.47}}
+    assert hoststats.bench_flags(results, 2.154, 0.039, 0.0, 1) == []
+    flags = hoststats.bench_flags(results, 3.0, 0.039, 0.0, 1)
+    assert any("recovered more" in f for f in flags), flags
+    # a gap with no spread and no noise bounds at the plain 1/(1 - gap)
+    exact = {"baseline": {"gap": 0.514, "transfer_gbps": 9.25}, "candidate": results["candidate"]}
+    assert hoststats.bench_flags(exact, 1 / (1 - 0.514) * 1.01, 0.0, 0.0, 1) != []
+
+
 # a short real bench ---------------------------------------------------------------------------------
 
 def test_bench_baseline_against_gil_release(sources):
