@@ -22,19 +22,15 @@ pub(crate) fn shared_folder<'a>(mut paths: impl Iterator<Item = &'a str>) -> Str
 /// error the gate that decided it (`rejected (correctness)`); `-` before
 /// any validation.
 pub(crate) fn verdict_cell(c: &kidiom_patterns::Candidate) -> String {
-    match c.evidence.verdict() {
-        None => "-".into(),
-        Some(v) => match v.gate {
-            Some(g)
-                if !matches!(
-                    v.kind,
-                    kidiom_patterns::record::VerdictKind::Accepted | kidiom_patterns::record::VerdictKind::NeedsGpu
-                ) =>
-            {
-                format!("{} ({g})", v.kind.name())
-            }
-            _ => v.kind.name().to_string(),
-        },
+    c.evidence.verdict().map_or_else(|| "-".into(), verdict_text)
+}
+
+/// A verdict's kind, with the gate that decided a rejection or an error.
+pub(crate) fn verdict_text(v: &kidiom_patterns::record::Verdict) -> String {
+    use kidiom_patterns::record::VerdictKind;
+    match v.gate {
+        Some(g) if matches!(v.kind, VerdictKind::Rejected | VerdictKind::Error) => format!("{} ({g})", v.kind.name()),
+        _ => v.kind.name().to_string(),
     }
 }
 

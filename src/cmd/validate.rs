@@ -111,16 +111,10 @@ pub(crate) fn print_report(r: &Report, wide: bool) -> Result<()> {
                 clip(&e.verdict.reason, 140),
             ]
         } else {
-            let verdict = match e.verdict.gate {
-                Some(g) if matches!(e.verdict.kind, VerdictKind::Rejected | VerdictKind::Error) => {
-                    format!("{} ({g})", e.verdict.kind)
-                }
-                _ => e.verdict.kind.to_string(),
-            };
             vec![
                 kidiom_patterns::short_id(&e.candidate).to_string(),
                 e.pattern.clone(),
-                verdict,
+                crate::view::verdict_text(&e.verdict),
                 format!("{:.1}", e.seconds),
                 predicted,
                 e.verdict.reason.lines().next().unwrap_or("").to_string(),
