@@ -32,6 +32,10 @@ phase setup-chromium scripts/setup-chromium.sh
 export KIDIOM_PYTHON="$root/.venv/bin/python"
 export KIDIOM_TRITON36_PYTHON="$root/.venv-triton36/bin/python"
 export PATH="$root/.venv/bin:$PATH"
+# as scripts/test.sh: no incremental state written by a first build
+if [ ! -d target/debug ] && [ -z "${CARGO_INCREMENTAL:-}" ]; then
+  export CARGO_INCREMENTAL=0
+fi
 phase fmt cargo fmt --all -- --check
 phase clippy cargo clippy --workspace --all-targets --locked -- -D warnings
 # the test binaries as `cargo test` builds them, then each run from its package's directory

@@ -16,6 +16,12 @@ export KIDIOM_PYTHON="$root/.venv/bin/python"
 export KIDIOM_TRITON36_PYTHON="$root/.venv-triton36/bin/python"
 export PATH="$root/.venv/bin:$PATH"
 
+# A first build (a fresh clone, CI) has no incremental state to reuse: writing it costs 10% of the
+# cold build (97 -> 88 s on 2 cores). Later runs keep cargo's default, which rebuilds a change faster.
+if [ ! -d target/debug ] && [ -z "${CARGO_INCREMENTAL:-}" ]; then
+  export CARGO_INCREMENTAL=0
+fi
+
 echo "== cargo fmt --check"
 cargo fmt --all -- --check
 echo "== cargo clippy"

@@ -1,6 +1,7 @@
 //! The order of docs/ARCHITECTURE.md, pinned: tool crates (syntax, exec,
 //! rewriter) under the stage crates (miner, patterns, validator, the binary),
-//! a stage depending only on tool crates and earlier stages; which modules
+//! a stage depending only on tool crates and earlier stages, the validator
+//! and the rewrite engine built without git2 and the archive crates; which modules
 //! may not reach into which; and the invariants that are cheap to check from
 //! the source (nothing compiled in across crates, libraries do not print,
 //! the catalog runs no process and opens no repository, only `exec` starts
@@ -57,6 +58,47 @@ fn crates_depend_only_on_crates_upstream_in_the_data_flow() {
         for d in &deps {
             assert!(allowed.contains(&d.as_str()), "{dir}/Cargo.toml depends on {d}; the data flow allows {allowed:?}");
         }
+    }
+}
+
+/// The names of the crates in `package`'s normal dependency tree, as
+/// cargo resolves it for that package alone (its own features, not the
+/// workspace's union): `cargo tree --prefix none`, offline and locked.
+fn dependency_tree(package: &str) -> Vec<String> {
+    let cargo = std::env::var_os("CARGO").unwrap_or_else(|| option_env!("CARGO").unwrap_or("cargo").into());
+    let args = ["tree", "-p", package, "-e", "normal", "--prefix", "none", "--offline", "--locked"];
+    let out = std::process::Command::new(&cargo).args(args).current_dir(repo()).output().expect("run cargo tree");
+    assert!(out.status.success(), "`cargo {}` failed:\n{}", args.join(" "), String::from_utf8_lossy(&out.stderr));
+    let mut names: Vec<String> = String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .filter_map(|l| l.split_whitespace().next().map(String::from))
+        .collect();
+    names.sort();
+    names.dedup();
+    names
+}
+
+#[test]
+fn the_validator_and_the_rewrite_engine_build_without_repositories_or_archives() {
+    // git2 and the sdist archives are the miner's `repositories` feature, which only the binary
+    // turns on; the catalog takes the miner without it (see miner/Cargo.toml)
+    let heavy = ["git2", "tar", "zip", "flate2"];
+    for package in ["kidiom-validator", "kidiom-rewriter"] {
+        let tree = dependency_tree(package);
+        assert!(tree.iter().any(|d| d == package), "cargo tree -p {package} does not list {package}: {tree:?}");
+        let found: Vec<&String> = tree.iter().filter(|d| heavy.contains(&d.as_str())).collect();
+        assert!(
+            found.is_empty(),
+            "{package} builds with {found:?}; reading repositories and archives is the binary's (the miner's \
+             `repositories` feature): depend on kidiom-miner with `default-features = false`. \
+             `cargo tree -p {package} -e normal -i {}` shows what brings it in",
+            found[0]
+        );
+    }
+    // the check sees them where they belong: the binary mines repositories
+    let cli = dependency_tree("kidiom");
+    for d in heavy {
+        assert!(cli.iter().any(|c| c == d), "cargo tree -p kidiom does not list {d}: the check above proves nothing");
     }
 }
 

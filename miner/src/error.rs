@@ -28,7 +28,7 @@ pub enum Error {
     Git {
         /// The repository path or URL.
         repo: String,
-        /// What git2 said.
+        /// What git2 said (or that this build reads no repositories).
         message: String,
     },
     /// A glob in an include/exclude list does not compile.

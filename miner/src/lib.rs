@@ -24,6 +24,11 @@
 //! let idioms = aggregate(files, &cfg);
 //! assert!(idioms.iter().any(|i| i.id == "py-method-wrap-tl-program-id-to"));
 //! ```
+//!
+//! Git and PyPI corpora and history mining ([`history`]) read repositories
+//! and archives (git2, tar, zip, flate2): the default `repositories`
+//! feature. Without it, the records, directory corpora and extraction stay,
+//! so that the catalog and the validator build without those crates.
 #![warn(missing_docs)]
 
 mod aliases;
@@ -43,7 +48,9 @@ mod shapes;
 mod values;
 
 pub use aliases::{CallAlias, resolve_call_aliases};
-pub use corpus::{Corpus, CorpusFile, Listing, Manifest, SourceKind, StatKey, cache_dir, mirror_path};
+#[cfg(feature = "repositories")]
+pub use corpus::mirror_path;
+pub use corpus::{Corpus, CorpusFile, Listing, Manifest, SourceKind, StatKey, cache_dir};
 pub use error::{Error, Result};
 pub use facts::{Example, FamilyFacts, FamilyKey, FileFacts, Mechanism, call_scope};
 pub use idiom::{Category, FileInput, Idiom, IdiomExample, MineConfig, Support, aggregate, slug};

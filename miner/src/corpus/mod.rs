@@ -4,9 +4,14 @@
 //! opened into a [`Corpus`] that lists [`CorpusFile`]s. Listing is cheap:
 //! for git corpora the blob id comes from the tree, for directories from a
 //! stat cache the caller supplies, so unchanged files are never read.
+//!
+//! Git and PyPI corpora need the `repositories` feature (git2, tar, zip,
+//! flate2); without it only directories open, and the others are an error.
 
 mod dir;
+#[cfg(feature = "repositories")]
 mod git;
+#[cfg(feature = "repositories")]
 mod pypi;
 
 use std::path::{Path, PathBuf};
@@ -18,7 +23,12 @@ use serde::{Deserialize, Serialize};
 use crate::error::{Error, Result};
 
 pub use dir::StatKey;
+#[cfg(feature = "repositories")]
 pub use git::mirror_path;
+
+/// Why a git or PyPI corpus does not open in a build without the `repositories` feature.
+#[cfg(not(feature = "repositories"))]
+const NO_REPOSITORIES: &str = "kidiom-miner was built without the `repositories` feature";
 
 /// Where a corpus comes from.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -98,7 +108,7 @@ impl Manifest {
             .file_name()
             .map(|n| n.to_string_lossy().trim_end_matches(".git").to_string())
             .unwrap_or_else(|| "corpus".to_string());
-        let is_git = git2::Repository::open_bare(&abs).is_ok() || abs.join(".git").exists();
+        let is_git = is_bare_repository(&abs) || abs.join(".git").exists();
         Ok(Manifest {
             name: name.map(str::to_string).unwrap_or(default_name),
             kind: if is_git { SourceKind::Git } else { SourceKind::Dir },
@@ -110,6 +120,18 @@ impl Manifest {
             fallback: None,
         })
     }
+}
+
+#[cfg(feature = "repositories")]
+fn is_bare_repository(path: &Path) -> bool {
+    git2::Repository::open_bare(path).is_ok()
+}
+
+/// Without git2, the layout of a bare repository (a git corpus that then
+/// does not open, rather than a directory mined for nothing).
+#[cfg(not(feature = "repositories"))]
+fn is_bare_repository(path: &Path) -> bool {
+    path.join("HEAD").is_file() && path.join("objects").is_dir() && path.join("refs").is_dir()
 }
 
 fn looks_like_url(s: &str) -> bool {
@@ -159,6 +181,7 @@ pub struct CorpusFile {
 
 #[derive(Debug, Clone)]
 enum Location {
+    #[cfg(feature = "repositories")]
     Blob(git2::Oid),
     Disk(PathBuf),
 }
@@ -169,6 +192,7 @@ impl CorpusFile {
     pub fn read_from_disk(&self) -> Option<std::result::Result<Vec<u8>, kidiom_syntax::Skip>> {
         match &self.location {
             Location::Disk(p) => Some(dir::read(p)),
+            #[cfg(feature = "repositories")]
             Location::Blob(_) => None,
         }
     }
@@ -191,6 +215,7 @@ pub struct Corpus {
     pub revision: String,
     /// The directory files are read from (dir and pypi corpora).
     pub root: Option<PathBuf>,
+    #[cfg(feature = "repositories")]
     repo: Option<git2::Repository>,
     filter: FileFilter,
 }
@@ -246,44 +271,64 @@ impl Corpus {
     pub fn open(manifest: Manifest) -> Result<Corpus> {
         let filter = FileFilter::new(&manifest.include, &manifest.exclude)?;
         match manifest.kind {
+            #[cfg(feature = "repositories")]
             SourceKind::Git => {
                 let (repo, commit) = git::open(&manifest.source, manifest.revision.as_deref())?;
                 Ok(Corpus { manifest, revision: commit, root: None, repo: Some(repo), filter })
             }
+            #[cfg(not(feature = "repositories"))]
+            SourceKind::Git => Err(Error::git(&manifest.source, NO_REPOSITORIES)),
             SourceKind::Dir => {
                 let root = PathBuf::from(&manifest.source);
                 if !root.is_dir() {
                     return Err(Error::io(&root, std::io::Error::new(std::io::ErrorKind::NotFound, "not a directory")));
                 }
-                Ok(Corpus { manifest, revision: String::new(), root: Some(root), repo: None, filter })
+                Ok(Corpus {
+                    manifest,
+                    revision: String::new(),
+                    root: Some(root),
+                    #[cfg(feature = "repositories")]
+                    repo: None,
+                    filter,
+                })
             }
+            #[cfg(feature = "repositories")]
             SourceKind::Pypi => {
                 let (root, version) = pypi::fetch(&manifest.source, &cache_dir())?;
                 Ok(Corpus { manifest, revision: version, root: Some(root), repo: None, filter })
             }
+            #[cfg(not(feature = "repositories"))]
+            SourceKind::Pypi => Err(Error::Pypi { spec: manifest.source, message: NO_REPOSITORIES.into() }),
         }
     }
 
     /// Lists the corpus's files of known languages that pass the globs.
     /// Entries that cannot be listed (unreadable directories) come back as skips.
     pub fn files(&self) -> Result<Listing> {
-        match (&self.repo, &self.root) {
-            (Some(repo), _) => git::list(repo, &self.revision, &self.filter),
-            (None, Some(root)) => Ok(dir::list(root, &self.filter)),
-            (None, None) => Ok(Listing::default()),
+        #[cfg(feature = "repositories")]
+        if let Some(repo) = &self.repo {
+            return git::list(repo, &self.revision, &self.filter);
+        }
+        match &self.root {
+            Some(root) => Ok(dir::list(root, &self.filter)),
+            None => Ok(Listing::default()),
         }
     }
 
     /// Reads one file's bytes.
     pub fn read(&self, file: &CorpusFile) -> std::result::Result<Vec<u8>, kidiom_syntax::Skip> {
-        match (&file.location, &self.repo) {
-            (Location::Blob(oid), Some(repo)) => git::read(repo, *oid),
-            (Location::Disk(p), _) => dir::read(p),
-            (Location::Blob(_), None) => Err(kidiom_syntax::Skip::MissingObject),
+        match &file.location {
+            Location::Disk(p) => dir::read(p),
+            #[cfg(feature = "repositories")]
+            Location::Blob(oid) => match &self.repo {
+                Some(repo) => git::read(repo, *oid),
+                None => Err(kidiom_syntax::Skip::MissingObject),
+            },
         }
     }
 
     /// The git repository behind a git corpus.
+    #[cfg(feature = "repositories")]
     pub fn repository(&self) -> Option<&git2::Repository> {
         self.repo.as_ref()
     }

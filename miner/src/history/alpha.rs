@@ -17,9 +17,9 @@
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 
-use super::CommitMeta;
 use super::naming::short;
-use super::rules::{Rule, score};
+use super::rules::score;
+use super::{CommitMeta, Rule};
 use crate::idiom::Support;
 
 /// One token of a template, with its byte range.

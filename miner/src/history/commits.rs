@@ -2,27 +2,10 @@
 //! commit's message says about intent.
 
 use git2::{Oid, Sort};
-use serde::{Deserialize, Serialize};
 
-use super::HistoryConfig;
+use super::{CommitMeta, HistoryConfig};
 use crate::corpus::Corpus;
 use crate::error::{Error, Result};
-
-/// A commit's identity.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct CommitMeta {
-    /// Full commit id.
-    pub id: String,
-    /// First line of the message.
-    pub summary: String,
-    /// Author date, RFC 3339 (UTC).
-    pub date: String,
-    /// Author time, seconds since the epoch.
-    pub time: i64,
-    /// Words of the message that hint at intent (`perf`, `speed`,
-    /// `precision`, `overflow`, `fuse`, `redundant`).
-    pub tags: Vec<String>,
-}
 
 /// Lists the commits to mine, newest first: the first-parent chain from the
 /// corpus's revision, limited by `since` and `max_commits`.

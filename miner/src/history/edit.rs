@@ -7,72 +7,11 @@ use kidiom_syntax::{
     Lang,
     grammar::{is_anchor, kind_name},
 };
-use serde::{Deserialize, Serialize};
 
-use super::HistoryConfig;
 use super::scope::Scope;
 use super::tree::{NONE, Tree};
 use super::treediff;
-
-/// One concrete edit: a before subtree and the after subtree it became.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct ConcreteEdit {
-    /// Path of the file in the commit.
-    pub path: String,
-    /// Its language.
-    pub lang: Lang,
-    /// 1-based line of the edit in the before version.
-    pub line: u32,
-    /// Byte offset of the before subtree in the before version.
-    #[serde(default)]
-    pub start: u32,
-    /// The before subtree's text.
-    pub before: String,
-    /// The after subtree's text.
-    pub after: String,
-    /// The before subtree, flattened (kind, children, start, end per node).
-    pub before_tree: Vec<u32>,
-    /// The after subtree, flattened.
-    pub after_tree: Vec<u32>,
-    /// Blob id of the file before the commit.
-    pub before_blob: String,
-    /// Blob id of the file after the commit.
-    pub after_blob: String,
-    /// The enclosing statement, before and after: the larger anchor a rule
-    /// is lifted to when the edit's own anchor gives an unsafe rule.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub context: Option<EditContext>,
-}
-
-/// The enclosing statement of a [`ConcreteEdit`] (Getafix's next level of
-/// context).
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct EditContext {
-    /// Byte offset of the statement in the before version.
-    pub start: u32,
-    /// Its text before.
-    pub before: String,
-    /// Its text after.
-    pub after: String,
-    /// Flattened before subtree.
-    pub before_tree: Vec<u32>,
-    /// Flattened after subtree.
-    pub after_tree: Vec<u32>,
-}
-
-/// Why changes in a file yielded no (or fewer) edits.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
-#[serde(rename_all = "kebab-case")]
-pub enum EditDrop {
-    /// The changed subtree holds a parse error.
-    ParseError,
-    /// The changed subtree is larger than the edit limit.
-    TooLarge,
-    /// No anchoring construct above the change.
-    NoAnchor,
-    /// The change lies outside every kernel and kernel launch.
-    OutsideKernel,
-}
+use super::{ConcreteEdit, EditContext, EditDrop, HistoryConfig};
 
 /// Cuts the concrete edits of one file pair that lie in `scope`. Returns
 /// the edits and the changes that were dropped, with why.

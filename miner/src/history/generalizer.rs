@@ -23,14 +23,13 @@ use super::alpha;
 use super::antiunify::{self, Ex, Template};
 use super::blobs::{Blob, BlobCache};
 use super::check::{self, CheckFailure, RuleText, TrainingExample};
-use super::edit::ConcreteEdit;
 use super::mine::with_repo;
 use super::pattern::{Binds, Pat};
 use super::replay;
-use super::rules::{self, CorpusName, Rule, Safety};
+use super::rules::{self, CorpusName};
 use super::safety;
 use super::tree::Tree;
-use super::{CommitEdits, HistoryConfig};
+use super::{CommitEdits, ConcreteEdit, HistoryConfig, Rule, Safety};
 use crate::corpus::Corpus;
 
 /// One corpus's input to [`generalize`].

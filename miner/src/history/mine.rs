@@ -9,41 +9,14 @@ use std::path::{Path, PathBuf};
 use git2::{Delta, DiffOptions, Oid, Repository};
 use kidiom_syntax::Lang;
 use rayon::prelude::*;
-use serde::{Deserialize, Serialize};
 
 use super::blobs::{Blob, BlobCache};
-use super::edit::{self, ConcreteEdit, EditDrop};
+use super::edit;
 use super::scope::{self, Scope};
 use super::tree::Tree;
-use super::{CommitMeta, HistoryConfig};
+use super::{CommitEdits, CommitMeta, ConcreteEdit, EditDrop, FileSkip, HistoryConfig};
 use crate::corpus::{Corpus, FileFilter};
 use crate::error::{Error, Result};
-
-/// A file of a commit that was not mined, and why.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct FileSkip {
-    /// Path in the commit (`*` for the whole commit).
-    pub path: String,
-    /// A short reason: `added`, `deleted`, `renamed`, `binary`,
-    /// `too-large`, `huge-diff`, `comments-only`, `parse-failed`,
-    /// `unsupported-language`, `enormous-commit`, `missing-object`, ...
-    pub reason: String,
-}
-
-/// What one commit yielded: the unit of the history cache.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct CommitEdits {
-    /// The commit.
-    pub commit: CommitMeta,
-    /// Its concrete edits.
-    pub edits: Vec<ConcreteEdit>,
-    /// Files not mined.
-    pub skipped: Vec<FileSkip>,
-    /// Changes cut but dropped, by reason.
-    pub dropped: BTreeMap<EditDrop, u64>,
-    /// Files whose trees were diffed.
-    pub files: u64,
-}
 
 thread_local! {
     static REPOS: RefCell<HashMap<PathBuf, Repository>> = RefCell::new(HashMap::new());

@@ -29,31 +29,59 @@
 //! `kidiom_rewriter`), `rules` and `naming`
 //! (what a rule says about itself). `tree` and `pattern` are the trees and
 //! templates they share; the grammar facts are [`kidiom_syntax::grammar`]'s.
+//! `records` holds what mining hands back and a catalog stores (commits,
+//! concrete edits, rules); only it is built without the `repositories`
+//! feature, as mining reads a repository's objects through git2.
 
+mod records;
+
+pub use records::{CommitEdits, CommitMeta, ConcreteEdit, EditContext, EditDrop, FileSkip, Rule, Safety};
+
+// Mining reads commits and file versions from git repositories (git2): the
+// `repositories` feature. Without it, the records above are all there is.
+#[cfg(feature = "repositories")]
 mod alpha;
+#[cfg(feature = "repositories")]
 mod antiunify;
+#[cfg(feature = "repositories")]
 mod blobs;
+#[cfg(feature = "repositories")]
 mod check;
+#[cfg(feature = "repositories")]
 mod commits;
+#[cfg(feature = "repositories")]
 mod edit;
+#[cfg(feature = "repositories")]
 mod generalizer;
+#[cfg(feature = "repositories")]
 mod mine;
+#[cfg(feature = "repositories")]
 mod naming;
+#[cfg(feature = "repositories")]
 mod pattern;
+#[cfg(feature = "repositories")]
 mod replay;
+#[cfg(feature = "repositories")]
 mod rules;
+#[cfg(feature = "repositories")]
 mod safety;
+#[cfg(feature = "repositories")]
 mod scope;
+#[cfg(feature = "repositories")]
 mod tree;
+#[cfg(feature = "repositories")]
 mod treediff;
 
+#[cfg(feature = "repositories")]
 pub use blobs::{BlobCache, BlobCounts};
+#[cfg(feature = "repositories")]
 pub use check::{CheckFailure, MAX_CHECKED_EXAMPLES, tokens_in};
-pub use commits::{CommitMeta, commits};
-pub use edit::{ConcreteEdit, EditContext, EditDrop};
+#[cfg(feature = "repositories")]
+pub use commits::commits;
+#[cfg(feature = "repositories")]
 pub use generalizer::{CorpusHistory, GeneralizeStats, HistoryResult, generalize, generalize_unchecked};
-pub use mine::{CommitEdits, FileSkip, mine_commits};
-pub use rules::{Rule, Safety};
+#[cfg(feature = "repositories")]
+pub use mine::mine_commits;
 
 use kidiom_syntax::{Lang, Limits, grammar};
 

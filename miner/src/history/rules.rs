@@ -5,28 +5,12 @@
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 
 use kidiom_syntax::Lang;
-use serde::{Deserialize, Serialize};
 
-use super::CommitMeta;
 use super::generalizer::{Generalizer, RuleCandidate};
 use super::naming::{categorize, change_words, keyword_change, make_id, one_line, short, unique_id};
 use super::pattern::{self, Binds};
-use crate::idiom::{Category, IdiomExample, Support};
-
-/// How a rule fared when replayed on its training files.
-#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
-pub struct Safety {
-    /// Sites where the rule makes the edit the commit made.
-    pub true_edits: u64,
-    /// Sites where the rule would edit but the commit did not.
-    pub false_edits: u64,
-    /// Edits of the same shape in the training files that the rule does not cover.
-    pub missed_edits: u64,
-    /// The rule was specialized (a hole fixed to a value) to become safe.
-    pub specialized: bool,
-    /// Training examples re-matched and reproduced exactly (all of them).
-    pub validated: u64,
-}
+use super::{CommitMeta, Rule, Safety};
+use crate::idiom::{IdiomExample, Support};
 
 impl Safety {
     /// Edits made over all edits the rule would make on its training
@@ -35,38 +19,6 @@ impl Safety {
         let total = self.true_edits + self.false_edits;
         if total == 0 { 0.0 } else { self.true_edits as f64 / total as f64 }
     }
-}
-
-/// A mined edit rule.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct Rule {
-    /// Stable readable id.
-    pub id: String,
-    /// Language.
-    pub lang: Lang,
-    /// Category, from the change's words and, failing those, the commit messages.
-    pub category: Category,
-    /// One line.
-    pub title: String,
-    /// Why it is believed: commits, safety, messages.
-    pub rationale: String,
-    /// Before template (ast-grep syntax).
-    pub before: String,
-    /// After template (ast-grep syntax).
-    pub after: String,
-    /// Support per corpus: occurrences = concrete edits, files = distinct
-    /// paths, opportunities = sites at the corpus's revision matching `before`.
-    pub support: Vec<Support>,
-    /// Values bound to holes in the training examples, most frequent first.
-    pub values: Vec<(String, u64)>,
-    /// Example edits.
-    pub examples: Vec<IdiomExample>,
-    /// The commits it was mined from, oldest first.
-    pub commits: Vec<CommitMeta>,
-    /// Recurrence times safety, plus a little for telling commit messages.
-    pub score: f64,
-    /// Replay results.
-    pub safety: Safety,
 }
 
 /// A corpus as rules name it: its name and revision.
