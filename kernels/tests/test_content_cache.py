@@ -3,6 +3,8 @@ its tests: where each lives, and that the compile cache's key covers every input
 entry can never stand for a changed kernel, manifest, harness, target or Triton."""
 import copy
 import shutil
+import tempfile
+from pathlib import Path
 
 from kernels.harness import cachedir
 from kernels.harness.manifest import find_manifest, load_manifest
@@ -60,3 +62,12 @@ def test_a_changed_input_of_a_compile_is_a_new_key(monkeypatch, tmp_path):
     monkeypatch.setattr(triton, "__version__", triton.__version__ + ".post9")
     keys["triton"] = aot._cache_key(m, src, 90)
     assert len(set(keys.values())) == len(keys), keys
+
+
+def test_the_suite_keeps_its_caches_out_of_the_users_home():
+    # conftest gives the session a cache of its own: no test reads or fills ~/.cache/kidiom
+    home = Path.home() / ".cache" / "kidiom"
+    for kind in ("aot", "host-build", "sweep"):
+        chosen = cachedir.content_cache(kind)
+        assert home not in chosen.parents, chosen
+        assert Path(tempfile.gettempdir()) in chosen.parents, chosen
