@@ -382,6 +382,15 @@ fn host_code_on_a_branch_only_the_cpu_takes_is_refused_at_static() {
     for (id, body, _) in &planted {
         plant(&env, id, "math", DECODE, &edit(&env, DECODE, READOUT, &branch(body)));
     }
+    // what the rules above let through but Triton's frontend does not (a list comprehension):
+    // the compile of the CPU cases' own specializations refuses it
+    plant(
+        &env,
+        "cpu-branch-python-only-the-interpreter-runs",
+        "math",
+        DECODE,
+        &edit(&env, DECODE, READOUT, &branch("        b_o = b_o * [1.0 for _ in range(1)][0]\n")),
+    );
     plant(
         &env,
         "cpu-branch-device-code",
@@ -401,6 +410,17 @@ fn host_code_on_a_branch_only_the_cpu_takes_is_refused_at_static() {
         assert!(ev["gates"].as_array().is_some_and(|g| g.iter().all(|g| g["gate"] != "correctness")), "{ev:#}");
     }
     assert!(!flag.exists(), "the CPU-only branch ran");
+    let python = by_id(&report, "cpu-branch-python-only-the-interpreter-runs");
+    assert_eq!(verdict(python), ("rejected".to_string(), "static".to_string()), "{python:#}");
+    let reason = python["verdict"]["reason"].as_str().unwrap_or("");
+    assert!(
+        reason.starts_with("not Triton on the path the CPU runs: ") && reason.contains("comprehension"),
+        "{reason}"
+    );
+    // the branch's body is the line after the `if`, which took the readout's line
+    let text = std::fs::read_to_string(env.path().join(DECODE)).expect("read the decode");
+    let line = text[..text.find(READOUT).expect("the readout")].lines().count() + 2;
+    assert!(reason.contains(&format!(", line {line} (CPU case ")), "names the file's line {line}: {reason}");
     let twin = by_id(&report, "cpu-branch-device-code");
     assert_eq!(verdict(twin).0, "needs-gpu", "device code on the same branch passes: {twin:#}");
 }

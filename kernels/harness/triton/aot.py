@@ -136,14 +136,11 @@ def _specialise(jit_fn, bound):
     return signature, constexprs, attrs
 
 
-def _record_and_compile(manifest, source, arch, shape):
+def _record(manifest, source, shape):
     """The launcher's one launch of the entry kernel at `shape` (on shape-only tensors), specialised
-    and compiled: a namespace of the compiled kernel, the JIT function, the bound arguments, the
-    fake call's arguments, the grid (3 ints), the specialisation and the ptxas log."""
-    import triton
+    as Triton's JIT would: a namespace of the JIT function, the bound arguments, the fake call's
+    arguments, the grid, the launch options and the specialisation."""
     from types import SimpleNamespace
-    from triton.backends.compiler import GPUTarget
-    from triton.compiler import ASTSource
     mod = import_file(source)
     kernel = getattr(mod, manifest.entry)
     rec = _Recorder(kernel)
@@ -173,16 +170,105 @@ def _record_and_compile(manifest, source, arch, shape):
     if missing:
         raise RuntimeError(f"launch of {manifest.entry} does not bind {', '.join(missing)}")
     signature, constexprs, attrs = _specialise(jit_fn, bound)
+    return SimpleNamespace(jit_fn=jit_fn, bound=bound, call=call, grid=grid, options=options,
+                           signature=signature, constexprs=constexprs, attrs=attrs)
+
+
+def _record_and_compile(manifest, source, arch, shape):
+    """`_record` at `shape`, compiled for `arch`: the same namespace with the compiled kernel, the
+    grid as 3 ints, the compile's seconds and the ptxas log."""
+    import triton
+    from triton.backends.compiler import GPUTarget
+    from triton.compiler import ASTSource
+    r = _record(manifest, source, shape)
     t0 = time.perf_counter()
     with _ptxas_log() as log:
-        compiled = triton.compile(ASTSource(fn=jit_fn, signature=signature, constexprs=constexprs, attrs=attrs),
-                                  target=GPUTarget("cuda", arch, 32), options=options or None)
-    seconds = time.perf_counter() - t0
-    grid_v = grid(bound) if callable(grid) else grid
-    grid_v = [int(x) for x in (tuple(grid_v) + (1, 1, 1))[:3]]
-    return SimpleNamespace(compiled=compiled, jit_fn=jit_fn, bound=bound, call=call, grid=grid_v,
-                           signature=signature, constexprs=constexprs, attrs=attrs, seconds=seconds,
-                           log=log.getvalue())
+        r.compiled = triton.compile(ASTSource(fn=r.jit_fn, signature=r.signature, constexprs=r.constexprs,
+                                              attrs=r.attrs), target=GPUTarget("cuda", arch, 32),
+                                    options=r.options or None)
+    r.seconds = time.perf_counter() - t0
+    grid_v = r.grid(r.bound) if callable(r.grid) else r.grid
+    r.grid = [int(x) for x in (tuple(grid_v) + (1, 1, 1))[:3]]
+    r.log = log.getvalue()
+    return r
+
+
+def _specialization_key(r):
+    """What makes two launches one compiled kernel: constexprs, signature, attributes, options."""
+    return repr((sorted((k, repr(v)) for k, v in r.constexprs.items()), sorted(r.signature.items()),
+                 sorted((k, repr(v)) for k, v in r.attrs.items()), sorted(r.options.items())))
+
+
+def _frontend(r, arch):
+    """Triton's frontend on one specialisation (the AST to Triton IR, where Python that is not
+    Triton is refused), without the backend's passes: a tenth of a compile's time."""
+    from triton._C.libtriton import ir
+    from triton.backends.compiler import GPUTarget
+    from triton.compiler import ASTSource
+    from triton.compiler.compiler import make_backend
+    target = GPUTarget("cuda", arch, 32)
+    backend = make_backend(target)
+    src = ASTSource(fn=r.jit_fn, signature=r.signature, constexprs=r.constexprs, attrs=r.attrs)
+    options = backend.parse_options(dict(r.options or {}, **src.parse_options()))
+    context = ir.context()
+    ir.load_dialects(context)
+    backend.load_dialects(context)
+    src.make_ir(target, options, backend.get_codegen_implementation(options), backend.get_module_map(), context)
+
+
+class NotTritonOnCpuPath(RuntimeError):
+    """A specialisation the CPU's correctness runs does not pass Triton's frontend."""
+
+
+def cpu_paths_triton(manifest, source, arch, shapes, compiled_key):
+    """Every specialisation the CPU's cases launch (`shapes`: manifest.shapes["cpu"]) through
+    Triton's frontend for `arch`, each distinct one once (`compiled_key`: the bench shape's,
+    already compiled whole). Under the interpreter a branch that only the CPU's constexprs take
+    runs as Python, so a path the GPU compile never sees could hold code no GPU would run; here it
+    must be Triton too. Returns [{"shape", "constexprs", "checked"}]; raises NotTritonOnCpuPath
+    with the construct and its line."""
+    seen, out = {compiled_key}, []
+    for shape in shapes:
+        r = _record(manifest, source, shape)
+        key = _specialization_key(r)
+        new = key not in seen
+        if new:
+            seen.add(key)
+            try:
+                _frontend(r, arch)
+            except Exception as e:  # noqa: BLE001 - the frontend's refusal, with its location
+                raise NotTritonOnCpuPath(f"not Triton on the path the CPU runs: {_frontend_error(e, r.jit_fn)} "
+                                         f"(CPU case {shape_key(shape)})") from None
+        out.append({"shape": shape, "checked": new,
+                    "constexprs": {r.jit_fn.arg_names[k[0]]: v for k, v in r.constexprs.items()
+                                   if isinstance(v, (int, float, bool, str)) or v is None}})
+    return out
+
+
+def _frontend_error(e, jit_fn):
+    """A frontend error as one line: its last line (the construct) and the line of the file it is
+    on (Triton's "at 34:8:" counts from the kernel's `def`)."""
+    text = str(e).strip()
+    lines = [ln.strip() for ln in text.splitlines() if ln.strip()]
+    what = lines[-1][:200] if lines else type(e).__name__
+    node = getattr(e, "node", None)
+    first = _def_line(jit_fn)
+    if getattr(node, "lineno", None) and first:
+        return f"{what}, line {first + node.lineno - 1}"
+    return what
+
+
+def _def_line(jit_fn):
+    """The file's line of the kernel's `def` (Triton 3.9 keeps it; 3.6 has its decorators' start)."""
+    n = getattr(jit_fn, "def_file_line_number", None)
+    if isinstance(n, int):
+        return n
+    raw, start = getattr(jit_fn, "raw_src", None), getattr(jit_fn, "starting_line_number", None)
+    if raw and isinstance(start, int):
+        for i, line in enumerate(raw):
+            if line.lstrip().startswith("def "):
+                return start + i
+    return None
 
 
 def compile_triton(manifest, source, arch, shape=None):
@@ -200,6 +286,8 @@ def compile_triton(manifest, source, arch, shape=None):
     }
     if _PTXAS_INFO.search(r.log):
         info["ptxas_log"] = r.log[-4000:]
+    if manifest.shapes.get("cpu"):
+        info["cpu_paths"] = cpu_paths_triton(manifest, source, arch, manifest.shapes["cpu"], _specialization_key(r))
     return r.compiled.asm["ptx"], r.compiled.asm["cubin"], info
 
 
@@ -323,6 +411,11 @@ def compile_cuda(manifest, source, arch):
     return ptx, {"nvrtc_version": cudatools.nvrtc_version(), "nvrtc_log": log.strip()}
 
 
+def cpu_shapes(manifest):
+    """The shapes of the CPU's correctness cases, whose specialisations the compile checks too."""
+    return [dict(s) for s in manifest.shapes.get("cpu", [])]
+
+
 def _tail(text, n=1500):
     text = (text or "").strip()
     return text if len(text) <= n else "..." + text[-n:]
@@ -336,7 +429,8 @@ def compile_sandboxed(manifest, source, arch, deadline):
         ptx = read("out/kernel.ptx", False)
         cubin = read("out/kernel.cubin", True) if manifest.language == "triton" else None
         return ptx, cubin, result["info"]
-    (ptx, cubin, info), report = run_worker(manifest, source, arch, deadline, {}, collect,
+    extra = {"cpu_shapes": cpu_shapes(manifest)} if manifest.language == "triton" else {}
+    (ptx, cubin, info), report = run_worker(manifest, source, arch, deadline, extra, collect,
                                             lambda r: isinstance(r.get("info"), dict))
     return ptx, cubin, info, report
 
@@ -361,7 +455,8 @@ def run_worker(manifest, source, arch, deadline, job_extra, collect, complete, w
                "language": manifest.language, "shape": manifest.shapes["bench"], "arch": arch, "source": str(dst),
                "out_dir": str(out_dir), **job_extra}
         if manifest.language == "triton":
-            job["calls"] = call_arglists(manifest, [manifest.shapes["bench"]] + list(job_extra.get("shapes", [])))
+            job["calls"] = call_arglists(manifest, [manifest.shapes["bench"]] + list(job_extra.get("shapes", []))
+                                         + list(job_extra.get("cpu_shapes", [])))
         (scratch / "job.json").write_text(json.dumps(job))
         cfg = {"module": "kidiom_rt.aotworker", "path": [str(scratch / "rt")], "args": [str(scratch / "job.json")]}
         env = {"TRITON_DEFAULT_FP_FUSION": os.environ.get("TRITON_DEFAULT_FP_FUSION", "1")}
@@ -387,7 +482,8 @@ def run_worker(manifest, source, arch, deadline, job_extra, collect, complete, w
 # cache (HOME is the worker's work/): a cache shared between candidates would be one a candidate
 # can write for the next. This cache is written by the harness only, from what the compile of
 # exactly these bytes produced, so an entry is only ever that source's own result.
-AOT_CACHE_VERSION = 2
+# 3: the CPU cases' specialisations through the frontend too (cpu_paths)
+AOT_CACHE_VERSION = 3
 
 
 def cache_root():
@@ -407,7 +503,8 @@ def _cache_key(manifest, source, arch):
         h.update(b"\0" + f.name.encode() + b"\0" + f.read_bytes())
     h.update(b"\0source\0" + Path(source).read_bytes())
     if manifest.language == "triton":   # the call the launcher gets comes from the contract
-        h.update(b"\0calls\0" + json.dumps(call_arglists(manifest, [manifest.shapes["bench"]])).encode())
+        h.update(b"\0calls\0" + json.dumps(call_arglists(manifest, [manifest.shapes["bench"]] + cpu_shapes(manifest)))
+                 .encode())
     return h.hexdigest()
 
 

@@ -51,7 +51,8 @@ def main():
     try:
         from . import aot
         manifest = SimpleNamespace(name=job["name"], op=job["op"], entry=job["entry"], launcher=job["launcher"],
-                                   language=job["language"], shapes={"bench": job["shape"]},
+                                   language=job["language"],
+                                   shapes={"bench": job["shape"], "cpu": job.get("cpu_shapes") or []},
                                    calls=job.get("calls") or {})
         if job.get("mode") == "spec":
             result = _spec(aot, manifest, job, out_dir)

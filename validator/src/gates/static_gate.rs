@@ -25,6 +25,10 @@ use crate::validator::Validator;
 use crate::verdict::{Gate, Verdict};
 use crate::wire::{self, Compile, Profile};
 
+/// How the harness's compile names a CPU case's specialization that Triton's
+/// frontend refuses (triton/aot.py, `cpu_paths_triton`).
+const NOT_TRITON_ON_CPU_PATH: &str = "not Triton on the path the CPU runs: ";
+
 /// When a candidate's static figures are grossly worse than the baseline's, it is
 /// rejected as "predicted slower" before any kernel runs (SPEC §8). `kidiom.toml`'s
 /// `[validate.static_limits]` sets these; `--allow-static-regression` turns the rule off.
@@ -326,7 +330,12 @@ pub(super) fn judge_compiles(
         }
         HarnessStatus::Error | HarnessStatus::Failed => {
             let err = header.error.as_deref().unwrap_or("compile failed");
-            let summary = format!("the candidate does not compile for {}: {}", before.arch, tail(err, 300));
+            // a CPU case's specialization refused by Triton's frontend (triton/aot.py,
+            // cpu_paths_triton): the interpreter would have run it as Python
+            let summary = match err.find(NOT_TRITON_ON_CPU_PATH) {
+                Some(i) => tail(err[i..].lines().next().unwrap_or_default(), 300).to_string(),
+                None => format!("the candidate does not compile for {}: {}", before.arch, tail(err, 300)),
+            };
             rec.log = Some(cand.log());
             return Some(run.stop(rec, GateStatus::Failed, summary.clone(), Verdict::rejected(Gate::Static, summary)));
         }

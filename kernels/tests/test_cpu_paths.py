@@ -1,0 +1,65 @@
+"""A kernel body is Triton on every path the CPU's checks take (issue #45): `compile` sends every
+CPU case's specialisation through Triton's frontend for sm_90 as well as compiling the bench
+shape whole, so a branch that only the CPU's constexprs take cannot hold Python that only the
+interpreter runs. Under both Triton versions the harness supports (3.9 pinned, 3.6 on the GPU
+machine)."""
+import json
+import os
+import subprocess
+
+import pytest
+
+from kernels.harness.manifest import find_manifest
+
+from .conftest import ROOT, harness
+from .test_spec_triton36 import _triton36
+
+DECODE = find_manifest("kda.decode")
+READOUT = "    tl.store(p_o, b_o.to(p_o.dtype.element_ty), mask=m_v)\n"
+
+
+def _cpu_branch(tmp_path, body):
+    """The decode with `body` on a branch only the CPU's shapes take (theirs have K < 128)."""
+    text = DECODE.source_path.read_text()
+    assert text.count(READOUT) == 1
+    line = text[:text.index(READOUT)].count("\n") + 2   # the body's line: after the `if`
+    src = tmp_path / "decode.py"
+    src.write_text(text.replace(READOUT, f"    if K < 128:\n        {body}\n{READOUT}"))
+    return src, line
+
+
+def test_every_cpu_case_of_the_baselines_is_checked_once_per_specialisation(tmp_path):
+    code, out = harness("compile", "--kernel", "kda.decode", env={"KIDIOM_CACHE": str(tmp_path / "cache")})
+    assert code == 0 and out["status"] == "ok", out.get("error")
+    paths = out["triton"]["cpu_paths"]
+    assert [p["shape"] for p in paths] == [dict(s) for s in DECODE.shapes["cpu"]]
+    distinct = {json.dumps(p["constexprs"], sort_keys=True) for p in paths}
+    assert sum(p["checked"] for p in paths) == len(distinct), paths
+    assert all(p["constexprs"]["K"] < 128 for p in paths), "the CPU's shapes are the small ones"
+
+
+@pytest.mark.parametrize("triton", ["pinned", "3.6"])
+def test_python_on_a_branch_only_the_cpu_takes_does_not_compile(tmp_path, triton):
+    # a list comprehension: nothing the static rules name, but no GPU could run it
+    src, line = _cpu_branch(tmp_path, "b_o = b_o * [1.0 for _ in range(1)][0]")
+    python = _triton36() if triton == "3.6" else None
+    argv = ["compile", "--kernel", "kda.decode", "--source", str(src)]
+    env = {"KIDIOM_CACHE": str(tmp_path / "cache")}
+    if python:
+        r = subprocess.run([python, "-m", "kernels.harness", *argv], cwd=ROOT, capture_output=True, text=True,
+                           timeout=600, env={**os.environ, **env})
+        code, out = r.returncode, json.loads(r.stdout)
+    else:
+        code, out = harness(*argv, env=env)
+    assert code == 2 and out["status"] == "error", out
+    first = out["error"].splitlines()[0]
+    assert "not Triton on the path the CPU runs: " in first and "comprehension" in first, first
+    assert f", line {line} (CPU case " in first, (line, first)
+
+
+def test_device_code_on_the_same_branch_compiles(tmp_path):
+    src, _ = _cpu_branch(tmp_path, "b_o = b_o * 1.0")
+    code, out = harness("compile", "--kernel", "kda.decode", "--source", str(src),
+                        env={"KIDIOM_CACHE": str(tmp_path / "cache")})
+    assert code == 0 and out["status"] == "ok", out.get("error")
+    assert any(p["checked"] for p in out["triton"]["cpu_paths"])
