@@ -314,3 +314,21 @@ def test_prefill_final_state_rounded_to_bf16_is_caught_against_the_baseline(tmp_
     src = variant(tmp_path, PREFILL, [(store, rnd + store)])
     rc, out = check(src, "kda.prefill")
     failed_with(rc, out, "final_state: ", "is materially worse than the baseline's")
+
+
+@pytest.mark.skipif(HAS_CUDA, reason="the interpreter's environment is the CPU's")
+@pytest.mark.parametrize("where", ["kernel", "launcher"])
+def test_a_candidate_that_asks_whether_the_interpreter_runs_it_sees_a_gpus_environment(tmp_path, where):
+    # wrong on a GPU only: the worker hides TRITON_INTERPRET once the kernels are loaded, so the
+    # CPU's checks see what a GPU would run (through `kidiom validate` the static gate refuses
+    # such reads first; this is the check's own defence)
+    readout = "    tl.store(p_o, b_o.to(p_o.dtype.element_ty), mask=m_v)\n"
+    if where == "kernel":
+        edits = [(readout, '    if not __import__("os").environ.get("TRITON_INTERPRET"):\n'
+                           "        b_o = b_o * 2.0\n" + readout)]
+    else:
+        edits = after_launch('if not __import__("os").environ.get("TRITON_INTERPRET"):\n    o.numpy()[...] = 0')
+    src = variant(tmp_path, DECODE, edits)
+    code, out = harness("check", "--kernel", "kda.decode", "--source", str(src), "--quick", "--device", "cpu")
+    assert code == 1 and out["status"] == "failed", out
+    assert all(not c["passed"] for c in out["cases"]), [c["id"] for c in out["cases"] if c["passed"]]

@@ -194,6 +194,20 @@ class LoadError(Exception):
     pass
 
 
+def hide_the_interpreter():
+    """After the kernels are loaded (their decorators made interpreted functions), the
+    environment a kernel or launcher reads at run time is a GPU process's: no TRITON_INTERPRET.
+    A candidate that behaves one way under the interpreter and another on a GPU then shows its
+    GPU behaviour to the CPU's checks. Triton's own code still asks its knob, which is set here
+    rather than read from the variable (the static gate refuses `triton.knobs` in a kernel)."""
+    try:
+        from triton import knobs
+        knobs.runtime.interpret = True
+    except (ImportError, AttributeError):   # no knobs (older Triton): it reads the variable
+        return
+    os.environ.pop("TRITON_INTERPRET", None)
+
+
 def import_file(path, name):
     spec = importlib.util.spec_from_file_location(name, path)
     mod = importlib.util.module_from_spec(spec)
@@ -411,6 +425,8 @@ def main():
             send({"load_error": {"kernel": key, "error": f"{type(e).__name__}: {e}"[:2000],
                                  "traceback": traceback.format_exc()[-2000:]}})
             os._exit(EXIT_LOAD_FAILED)
+    if not on_gpu:
+        hide_the_interpreter()
     langs = {spec["language"] for spec in cfg["kernels"].values()}
     arch = next((h.emulation["cuda_arch"] for h in kernels.values() if h.emulation), None)
     emu = f"cooperative-thread CUDA emulation, device path __CUDA_ARCH__ {arch}"
