@@ -331,6 +331,15 @@ fn candidates_that_would_win_only_on_a_cpu_are_rejected_for_their_class() {
         CUDA,
         &edit(&env, CUDA, d, &format!("{d}#ifdef __CUDA_ARCH__\n        d *= 1.01f;\n#endif\n")),
     );
+    // issue #45: wrong only where the host's compiler is not the one (the device), on a macro
+    // NVRTC and the emulation's compiler define differently; refused before anything runs
+    plant(
+        &env,
+        "wrong-off-the-host-compiler",
+        "math",
+        CUDA,
+        &edit(&env, CUDA, d, &format!("{d}#ifndef __x86_64__\n        d *= 1.01f;\n#endif\n")),
+    );
     // class 5: one ulp of growth per step, inside every per-call margin
     plant(&env, "drifts", "math", DECODE, &edit(&env, DECODE, update, &format!("{update}    b_s = b_s * 1.0000001\n")));
 
@@ -347,6 +356,15 @@ fn candidates_that_would_win_only_on_a_cpu_are_rejected_for_their_class() {
         let reason = ev["verdict"]["reason"].as_str().unwrap_or("");
         assert!(reason.contains(words), "{id}: the reason must say {words:?}: {reason}");
     }
+    // its twin on the device path's own macro is the `wrong-on-device-path` above: past static
+    let ev = by_id(&report, "wrong-off-the-host-compiler");
+    assert_eq!(verdict(ev), ("rejected".to_string(), "static".to_string()), "{ev:#}");
+    let reason = ev["verdict"]["reason"].as_str().unwrap_or("");
+    assert!(
+        reason.starts_with("not the device's code on the path the CPU runs: a preprocessor condition on `__x86_64__`")
+            && reason.contains(CUDA),
+        "{reason}"
+    );
 }
 
 #[test]
@@ -391,6 +409,15 @@ fn host_code_on_a_branch_only_the_cpu_takes_is_refused_at_static() {
         DECODE,
         &edit(&env, DECODE, READOUT, &branch("        b_o = b_o * [1.0 for _ in range(1)][0]\n")),
     );
+    // device code on an arm no GPU shape reaches (theirs have K >= 96): what the CPU checks
+    // there, no GPU runs
+    plant(
+        &env,
+        "cpu-only-branch-device-code",
+        "math",
+        DECODE,
+        &edit(&env, DECODE, READOUT, &format!("    if K < 64:\n        b_o = b_o * 1.0\n{READOUT}")),
+    );
     plant(
         &env,
         "cpu-branch-device-code",
@@ -421,6 +448,19 @@ fn host_code_on_a_branch_only_the_cpu_takes_is_refused_at_static() {
     let text = std::fs::read_to_string(env.path().join(DECODE)).expect("read the decode");
     let line = text[..text.find(READOUT).expect("the readout")].lines().count() + 2;
     assert!(reason.contains(&format!(", line {line} (CPU case ")), "names the file's line {line}: {reason}");
+    let only = by_id(&report, "cpu-only-branch-device-code");
+    assert_eq!(verdict(only), ("rejected".to_string(), "static".to_string()), "{only:#}");
+    let reason = only["verdict"]["reason"].as_str().unwrap_or("");
+    assert!(reason.starts_with("a branch only the CPU's shapes take: `if K < 64` (then), line "), "{reason}");
     let twin = by_id(&report, "cpu-branch-device-code");
     assert_eq!(verdict(twin).0, "needs-gpu", "device code on the same branch passes: {twin:#}");
+    // its arm is in the evidence with who reaches it: every CPU case, and the GPU's K = 96 shape
+    let arms = twin["gates"]
+        .as_array()
+        .and_then(|g| g.iter().find(|g| g["gate"] == "static"))
+        .map(|g| g["metrics"]["branches"].clone())
+        .unwrap_or_default();
+    assert_eq!(arms[0]["test"], "K < 128", "{arms:#}");
+    assert_eq!(arms[0]["cpu_cases"], serde_json::json!([0, 1, 2, 3]), "{arms:#}");
+    assert_eq!(arms[0]["gpu_shapes"], serde_json::json!([2]), "{arms:#}");
 }

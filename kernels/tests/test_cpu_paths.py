@@ -63,3 +63,36 @@ def test_device_code_on_the_same_branch_compiles(tmp_path):
                         env={"KIDIOM_CACHE": str(tmp_path / "cache")})
     assert code == 0 and out["status"] == "ok", out.get("error")
     assert any(p["checked"] for p in out["triton"]["cpu_paths"])
+
+
+def test_each_constexpr_arm_names_the_cpu_cases_and_gpu_shapes_that_reach_it(tmp_path):
+    # decode's CPU cases have K of 16 to 32, its GPU shapes 128, 128, 96 and 128
+    text = DECODE.source_path.read_text()
+    src = tmp_path / "decode.py"
+    src.write_text(text.replace(READOUT, "    if K < 64:\n        b_o = b_o * 1.0\n"
+                                         "    elif K < 128:\n        b_o = b_o * 1.0\n"
+                                         "    else:\n        b_o = b_o * 1.0\n" + READOUT))
+    code, out = harness("compile", "--kernel", "kda.decode", "--source", str(src),
+                        env={"KIDIOM_CACHE": str(tmp_path / "cache")})
+    assert code == 0 and out["status"] == "ok", out.get("error")
+    arms = {(a["test"], a["arm"]): (a["cpu"], a["gpu"]) for a in out["triton"]["branches"]}
+    assert arms[("K < 64", "then")] == ([0, 1, 2, 3], [])
+    assert arms[("K < 64", "else")] == ([], [0, 1, 2, 3])
+    assert arms[("K < 128", "then")] == ([], [2])
+    assert arms[("K < 128", "else")] == ([], [0, 1, 3])
+
+
+def test_a_branch_on_a_value_the_kernel_loads_is_left_to_run_time():
+    from kernels.harness.triton import branches
+
+    def kernel(x, K, BK):
+        if K > 8:
+            y = x
+            if x > 0:          # a loaded value: decided per program, not per specialisation
+                if BK == 16:
+                    y = x
+        return y
+
+    arms = branches.coverage(kernel, [{"K": 4, "BK": 16}, {"K": 16, "BK": 16}], [{"K": 128, "BK": 32}])
+    assert [(a["test"], a["arm"], a["cpu"], a["gpu"]) for a in arms] == [
+        ("K > 8", "then", [1], [0]), ("BK == 16", "then", [1], [])]

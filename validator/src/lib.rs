@@ -51,6 +51,7 @@
 
 pub mod backend;
 mod device;
+mod devicepath;
 mod error;
 mod evidence;
 mod gates;

@@ -119,6 +119,27 @@ pub(crate) struct Instructions {
 pub(crate) struct TritonCompile {
     #[serde(default)]
     pub(crate) compile_seconds: Option<f64>,
+    /// Every arm of the kernel's constexpr branches, with the CPU cases and
+    /// GPU shapes that reach it (triton/branches.py).
+    #[serde(default)]
+    pub(crate) branches: Vec<BranchArm>,
+}
+
+/// One arm of a constexpr `if` in a kernel's body (`compile`'s `branches`).
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+pub(crate) struct BranchArm {
+    /// The file's line of the arm's first statement.
+    pub(crate) line: u64,
+    /// `then` or `else`.
+    pub(crate) arm: String,
+    /// The `if`'s test, as source.
+    pub(crate) test: String,
+    /// Names the arm's code (its statements' syntax trees).
+    pub(crate) hash: String,
+    /// Indices of the CPU cases (the manifest's `shapes.cpu`) that reach it.
+    pub(crate) cpu: Vec<usize>,
+    /// Indices of the GPU shapes (`shapes.gpu`) that reach it.
+    pub(crate) gpu: Vec<usize>,
 }
 
 /// A work profile (`profile`, `status: ok`): counts made on the CPU and

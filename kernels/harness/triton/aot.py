@@ -30,7 +30,7 @@ from pathlib import Path
 
 import numpy as np
 
-from . import cudatools
+from . import branches, cudatools
 from .arrays import ShapeOnly
 try:
     from ..loader import import_file   # in the repository: kernels.harness.loader
@@ -42,6 +42,7 @@ __all__ = ["compile_kernel", "CompileError", "run_worker", "launch_facts_triton"
 HERE = Path(__file__).resolve().parent
 # the worker's runtime (package kidiom_rt in its scratch directory): {name there: source}
 RUNTIME = {"aot.py": HERE / "aot.py", "aotworker.py": HERE / "aotworker.py", "arrays.py": HERE / "arrays.py",
+           "branches.py": HERE / "branches.py",
            "loader.py": HERE.parent / "loader.py", "cudatools.py": HERE / "cudatools.py"}
 AS_LIMIT = 16 << 30      # address space of the compile (LLVM and ptxas run in it)
 
@@ -136,12 +137,22 @@ def _specialise(jit_fn, bound):
     return signature, constexprs, attrs
 
 
+_MODULES = {}
+
+
+def _imported(source):
+    """The source's module, imported once per process: each shape's launch is recorded on it."""
+    if source not in _MODULES:
+        _MODULES[source] = import_file(source)
+    return _MODULES[source]
+
+
 def _record(manifest, source, shape):
     """The launcher's one launch of the entry kernel at `shape` (on shape-only tensors), specialised
     as Triton's JIT would: a namespace of the JIT function, the bound arguments, the fake call's
     arguments, the grid, the launch options and the specialisation."""
     from types import SimpleNamespace
-    mod = import_file(source)
+    mod = _imported(source)
     kernel = getattr(mod, manifest.entry)
     rec = _Recorder(kernel)
     setattr(mod, manifest.entry, rec)
@@ -239,10 +250,14 @@ def cpu_paths_triton(manifest, source, arch, shapes, compiled_key):
             except Exception as e:  # noqa: BLE001 - the frontend's refusal, with its location
                 raise NotTritonOnCpuPath(f"not Triton on the path the CPU runs: {_frontend_error(e, r.jit_fn)} "
                                          f"(CPU case {shape_key(shape)})") from None
-        out.append({"shape": shape, "checked": new,
-                    "constexprs": {r.jit_fn.arg_names[k[0]]: v for k, v in r.constexprs.items()
-                                   if isinstance(v, (int, float, bool, str)) or v is None}})
+        out.append({"shape": shape, "checked": new, "constexprs": _named_constexprs(r)})
     return out
+
+
+def _named_constexprs(r):
+    """A recorded launch's constexpr values by parameter name (the plain ones)."""
+    return {r.jit_fn.arg_names[k[0]]: v for k, v in r.constexprs.items()
+            if isinstance(v, (int, float, bool, str)) or v is None}
 
 
 def _frontend_error(e, jit_fn):
@@ -288,6 +303,8 @@ def compile_triton(manifest, source, arch, shape=None):
         info["ptxas_log"] = r.log[-4000:]
     if manifest.shapes.get("cpu"):
         info["cpu_paths"] = cpu_paths_triton(manifest, source, arch, manifest.shapes["cpu"], _specialization_key(r))
+        gpu = [_named_constexprs(_record(manifest, source, shape)) for shape in manifest.shapes.get("gpu", [])]
+        info["branches"] = branches.coverage(r.jit_fn, [p["constexprs"] for p in info["cpu_paths"]], gpu)
     return r.compiled.asm["ptx"], r.compiled.asm["cubin"], info
 
 
@@ -411,9 +428,10 @@ def compile_cuda(manifest, source, arch):
     return ptx, {"nvrtc_version": cudatools.nvrtc_version(), "nvrtc_log": log.strip()}
 
 
-def cpu_shapes(manifest):
-    """The shapes of the CPU's correctness cases, whose specialisations the compile checks too."""
-    return [dict(s) for s in manifest.shapes.get("cpu", [])]
+def checked_shapes(manifest):
+    """The shapes of the CPU's correctness cases, whose specialisations the compile checks too, then
+    the GPU's, whose constexprs decide the branches the GPU takes (branches.py)."""
+    return [dict(s) for s in manifest.shapes.get("cpu", [])] + [dict(s) for s in manifest.shapes.get("gpu", [])]
 
 
 def _tail(text, n=1500):
@@ -429,7 +447,8 @@ def compile_sandboxed(manifest, source, arch, deadline):
         ptx = read("out/kernel.ptx", False)
         cubin = read("out/kernel.cubin", True) if manifest.language == "triton" else None
         return ptx, cubin, result["info"]
-    extra = {"cpu_shapes": cpu_shapes(manifest)} if manifest.language == "triton" else {}
+    extra = {"cpu_shapes": [dict(s) for s in manifest.shapes.get("cpu", [])],
+             "gpu_shapes": [dict(s) for s in manifest.shapes.get("gpu", [])]} if manifest.language == "triton" else {}
     (ptx, cubin, info), report = run_worker(manifest, source, arch, deadline, extra, collect,
                                             lambda r: isinstance(r.get("info"), dict))
     return ptx, cubin, info, report
@@ -456,7 +475,7 @@ def run_worker(manifest, source, arch, deadline, job_extra, collect, complete, w
                "out_dir": str(out_dir), **job_extra}
         if manifest.language == "triton":
             job["calls"] = call_arglists(manifest, [manifest.shapes["bench"]] + list(job_extra.get("shapes", []))
-                                         + list(job_extra.get("cpu_shapes", [])))
+                                         + list(job_extra.get("cpu_shapes", [])) + list(job_extra.get("gpu_shapes", [])))
         (scratch / "job.json").write_text(json.dumps(job))
         cfg = {"module": "kidiom_rt.aotworker", "path": [str(scratch / "rt")], "args": [str(scratch / "job.json")]}
         env = {"TRITON_DEFAULT_FP_FUSION": os.environ.get("TRITON_DEFAULT_FP_FUSION", "1")}
@@ -503,7 +522,7 @@ def _cache_key(manifest, source, arch):
         h.update(b"\0" + f.name.encode() + b"\0" + f.read_bytes())
     h.update(b"\0source\0" + Path(source).read_bytes())
     if manifest.language == "triton":   # the call the launcher gets comes from the contract
-        h.update(b"\0calls\0" + json.dumps(call_arglists(manifest, [manifest.shapes["bench"]] + cpu_shapes(manifest)))
+        h.update(b"\0calls\0" + json.dumps(call_arglists(manifest, [manifest.shapes["bench"]] + checked_shapes(manifest)))
                  .encode())
     return h.hexdigest()
 

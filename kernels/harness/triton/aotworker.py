@@ -52,7 +52,8 @@ def main():
         from . import aot
         manifest = SimpleNamespace(name=job["name"], op=job["op"], entry=job["entry"], launcher=job["launcher"],
                                    language=job["language"],
-                                   shapes={"bench": job["shape"], "cpu": job.get("cpu_shapes") or []},
+                                   shapes={"bench": job["shape"], "cpu": job.get("cpu_shapes") or [],
+                                           "gpu": job.get("gpu_shapes") or []},
                                    calls=job.get("calls") or {})
         if job.get("mode") == "spec":
             result = _spec(aot, manifest, job, out_dir)

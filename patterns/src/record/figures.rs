@@ -169,6 +169,33 @@ pub struct StaticFigures {
     #[serde(skip_serializing_if = "Option::is_none")]
     #[serde(deserialize_with = "or_absent")]
     pub prediction: Option<PredictionFigures>,
+    /// The constexpr branch arms the candidate adds or changes, with which
+    /// of the CPU's cases and the GPU's shapes reach each.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    #[serde(deserialize_with = "or_absent")]
+    pub branches: Option<Vec<BranchCoverage>>,
+}
+
+/// An arm of a constexpr `if` in a kernel's body that the candidate adds or
+/// changes, and who reaches it: the reviewer sees which code each gate ran.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(default)]
+pub struct BranchCoverage {
+    /// The file's line of the arm's first statement.
+    pub line: u64,
+    /// `then` or `else`.
+    #[serde(deserialize_with = "or_absent")]
+    pub arm: String,
+    /// The `if`'s test, as source.
+    #[serde(deserialize_with = "or_absent")]
+    pub test: String,
+    /// The CPU cases that reach it (indices into the manifest's `shapes.cpu`).
+    #[serde(deserialize_with = "or_absent")]
+    pub cpu_cases: Vec<usize>,
+    /// The GPU shapes that reach it (indices into `shapes.gpu`); the CPU runs
+    /// them in the specialization cases.
+    #[serde(deserialize_with = "or_absent")]
+    pub gpu_shapes: Vec<usize>,
 }
 
 /// A prediction as the static gate records it.

@@ -23,9 +23,10 @@ pub use evidence::{
     Bound, EVIDENCE_FORMAT, Evidence, GateRecord, GateStatus, Placement, Predicted, StoredEvidence, speed_headline,
 };
 pub use figures::{
-    BytesPerStep, CompileFigures, CorrectnessFigures, CurvePoint, DriftCurve, ErrorSide, FileSyntax, FlagMention,
-    GpuSpeedFigures, HostSpeedFigures, Num, NumericFlag, OutputStateError, PrecisionFigures, PredictionFigures,
-    SCHEDULER_THROUGHPUT, SpeedFigures, SpeedSide, StaticFigures, SyntaxFigures, WorstError, WorstErrors,
+    BranchCoverage, BytesPerStep, CompileFigures, CorrectnessFigures, CurvePoint, DriftCurve, ErrorSide, FileSyntax,
+    FlagMention, GpuSpeedFigures, HostSpeedFigures, Num, NumericFlag, OutputStateError, PrecisionFigures,
+    PredictionFigures, SCHEDULER_THROUGHPUT, SpeedFigures, SpeedSide, StaticFigures, SyntaxFigures, WorstError,
+    WorstErrors,
 };
 pub use provenance::{
     AlsoProposed, ManualEdit, Origin, OtherOrigin, PatternSnapshot, Provenance, RoleSite, RolesOrigin, SearchOrigin,

@@ -7,7 +7,7 @@ use std::time::Instant;
 
 use kidiom_exec::tail;
 use kidiom_patterns::Category;
-use kidiom_patterns::record::{FlagMention, NumericFlag, PredictionFigures, StaticFigures};
+use kidiom_patterns::record::{BranchCoverage, FlagMention, NumericFlag, PredictionFigures, StaticFigures};
 use kidiom_syntax::Lang;
 use serde_json::json;
 
@@ -214,6 +214,28 @@ pub(super) fn scan(
         }
     }
 
+    // a CUDA kernel's CPU checks run its emulation, built by the host's compiler: a preprocessor
+    // condition on a macro the two compilers define differently picks code the device never runs
+    for t in touched {
+        let Some(m) = v.kernels.for_source(&t.path) else { continue };
+        if m.language != KernelLanguage::Cuda {
+            continue;
+        }
+        let found = crate::devicepath::added_platform_conditions(&t.base, &t.cand);
+        if !found.is_empty() {
+            let named: Vec<String> = found.iter().map(|f| format!("`{}`, line {}", f.name, f.line)).collect();
+            rec.set_metrics(&StaticFigures { host_code: Some(named.clone()), ..Default::default() });
+            finish(&mut rec);
+            let summary = format!(
+                "not the device's code on the path the CPU runs: a preprocessor condition on {} ({}): \
+                 the emulation's compiler and NVRTC define it differently",
+                named.join("; "),
+                t.path
+            );
+            return Err(run.stop(rec, GateStatus::Failed, summary.clone(), Verdict::rejected(Gate::Static, summary)));
+        }
+    }
+
     // numeric flags: only under a precision pattern
     let (mut removed, mut added) = (Vec::new(), Vec::new());
     for f in files {
@@ -340,6 +362,7 @@ pub(super) fn judge_compiles(
             return Some(run.stop(rec, GateStatus::Failed, summary.clone(), Verdict::rejected(Gate::Static, summary)));
         }
     };
+    let arms = changed_arms(&before, &after);
     let (before, after) = (StaticMetrics::from_wire(&before), StaticMetrics::from_wire(&after));
     let d = delta(&before, &after);
     let limits = run.v.opts.static_limits;
@@ -358,7 +381,36 @@ pub(super) fn judge_compiles(
     let mut figures = rec.static_figures();
     figures.delta = Some(d.clone());
     figures.arch = Some(after.arch.clone());
+    figures.branches = (!arms.is_empty()).then(|| arms.iter().map(coverage).collect());
     rec.set_metrics(&figures);
+    // the reviewer sees which code each gate ran: every arm the candidate adds or changes
+    for arm in &arms {
+        let gpu_only = if arm.cpu.is_empty() && !arm.gpu.is_empty() {
+            "; only the GPU's shapes take it: the CPU runs it in their specialization cases only"
+        } else {
+            ""
+        };
+        run.notes.push(format!(
+            "branch `if {}` ({}), line {}: CPU cases {:?}, GPU shapes {:?}{gpu_only}",
+            tail(&arm.test, 120),
+            arm.arm,
+            arm.line,
+            arm.cpu,
+            arm.gpu
+        ));
+    }
+    if let Some(arm) = arms.iter().find(|a| !a.cpu.is_empty() && a.gpu.is_empty()) {
+        let reason = format!(
+            "a branch only the CPU's shapes take: `if {}` ({}), line {} of {}: no GPU shape runs the code \
+             the CPU's cases {:?} checked there",
+            tail(&arm.test, 120),
+            arm.arm,
+            arm.line,
+            run.c.path,
+            arm.cpu
+        );
+        return Some(run.stop(rec, GateStatus::Failed, reason.clone(), Verdict::rejected(Gate::Static, reason)));
+    }
     rec.summary = format!(
         "{}compiled for {}: before {}; after {}",
         if flag_text.is_empty() {
@@ -482,6 +534,26 @@ fn numeric_flag(f: &FlagChange) -> NumericFlag {
     NumericFlag {
         mention: FlagMention { flag: f.mention.flag.clone(), value: f.mention.value.clone() },
         delta: f.delta,
+    }
+}
+
+/// The candidate's constexpr branch arms that the baseline does not have
+/// (a new test, or the same test with other code): who reaches each is the
+/// candidate's business to show.
+fn changed_arms(before: &Compile, after: &Compile) -> Vec<wire::BranchArm> {
+    let arms = |c: &Compile| c.triton.as_ref().map(|t| t.branches.clone()).unwrap_or_default();
+    let known: std::collections::HashSet<(String, String, String)> =
+        arms(before).into_iter().map(|a| (a.test, a.arm, a.hash)).collect();
+    arms(after).into_iter().filter(|a| !known.contains(&(a.test.clone(), a.arm.clone(), a.hash.clone()))).collect()
+}
+
+fn coverage(a: &wire::BranchArm) -> BranchCoverage {
+    BranchCoverage {
+        line: a.line,
+        arm: a.arm.clone(),
+        test: a.test.clone(),
+        cpu_cases: a.cpu.clone(),
+        gpu_shapes: a.gpu.clone(),
     }
 }
 
