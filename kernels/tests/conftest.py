@@ -5,14 +5,11 @@ GPU under Triton's interpreter with TF32-faithful dots and the bounds check, as 
 them. TRITON_INTERPRET=1 is set here too, for the tests that import a kernel module directly.
 GPU-only tests skip with a printed reason.
 """
-import atexit
 import importlib.util
 import os
 import re
-import shutil
 import subprocess
 import sys
-import tempfile
 import json
 from pathlib import Path
 
@@ -38,13 +35,12 @@ os.environ.setdefault("TRITON_DEFAULT_FP_FUSION", "1")
 # these tests choose each cache by KIDIOM_CACHE, per test: a shared content cache from the caller's
 # environment (kernels/harness/cachedir.py) would serve them another test's entries
 os.environ.pop("KIDIOM_CONTENT_CACHE", None)
-# The tests that do not choose one share a cache of this session's own, made empty by the controller
-# (xdist's workers inherit its environment): never the user's ~/.cache/kidiom, whose entries a
-# test would trust and whose bytes it would add to.
-if "PYTEST_XDIST_WORKER" not in os.environ:
-    SESSION_CACHE = tempfile.mkdtemp(prefix="kidiom-pytest-cache-")
-    os.environ["KIDIOM_CACHE"] = SESSION_CACHE
-    atexit.register(shutil.rmtree, SESSION_CACHE, ignore_errors=True)
+# The tests that do not choose one share the test suite's own content cache, the one the Rust tests
+# fill (tests/util.rs, under target/): a kernel the Rust tests compiled or built is not compiled
+# again here. Never the user's ~/.cache/kidiom. Its entries are keyed by every input
+# (test_content_cache.py), so one can stand only for exactly its own bytes.
+SUITE_CACHE = ROOT / "target" / "tmp" / "kidiom-content-cache"
+os.environ["KIDIOM_CACHE"] = str(SUITE_CACHE)
 
 needs_gpu = pytest.mark.skipif(not HAS_CUDA, reason="needs a CUDA GPU with torch (none here)")
 

@@ -5,6 +5,8 @@ crashed the harness).
 
 What the design cannot catch is listed in docs/VALIDATION.md ("What check cannot catch").
 """
+import os
+import socket
 import time
 from pathlib import Path
 
@@ -193,6 +195,13 @@ def _probe():
     attempt("plant-symlink", lambda: os.symlink(OUTSIDE, os.path.join(scratch, "in", "999")))
     attempt("import-reference", lambda: __import__("kernels.kda.reference"))
     attempt("network", lambda: socket.create_connection(("1.1.1.1", 53), timeout=2))
+
+    def abstract_socket():   # a listener outside, on an abstract address (no file to confine)
+        s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        s.settimeout(2)
+        s.connect(ABSTRACT)
+
+    attempt("abstract-socket", abstract_socket)
     harness_pids = []
     for p in os.listdir("/proc"):
         try:
@@ -222,10 +231,17 @@ def _probe():
 @pytest.mark.skipif(HAS_CUDA, reason="CPU sandbox probe")
 def test_the_candidate_cannot_read_write_connect_or_signal_outside_its_sandbox(tmp_path):
     outside = tmp_path / "escaped.txt"
+    address = f"\0kidiom-probe-{os.getpid()}-{time.monotonic_ns()}"
     probe = (PROBE.replace("REFERENCE", repr(str(KDA / "reference.py"))).replace("REPOSITORY", repr(str(ROOT)))
-             .replace("OUTSIDE", repr(str(outside))))
+             .replace("OUTSIDE", repr(str(outside))).replace("ABSTRACT", repr(address)))
     src = variant(tmp_path, DECODE, [(PUBLIC, "\n\n" + probe + PUBLIC), (PUBLIC_CALL, "    _probe()\n" + PUBLIC_CALL)])
-    rc, out = check(src, "kda.decode", "--no-baseline")
+    listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    listener.bind(address)
+    listener.listen(4)
+    try:
+        rc, out = check(src, "kda.decode", "--no-baseline")
+    finally:
+        listener.close()
     line = failed_with(rc, out, "raised RuntimeError: probe ")
     probe_line = next(f for f in out["failures"] if "probe " in f)
     sb = out["sandbox"]
@@ -238,7 +254,8 @@ def test_the_candidate_cannot_read_write_connect_or_signal_outside_its_sandbox(t
             assert f"{what}:blocked" in probe_line, probe_line
         assert not outside.exists()
     if sb["network"].startswith("none"):
-        assert "network:blocked" in probe_line, probe_line
+        # abstract Unix sockets belong to the network namespace: none of the host's is reachable
+        assert "network:blocked" in probe_line and "abstract-socket:blocked" in probe_line, probe_line
     assert line
 
 

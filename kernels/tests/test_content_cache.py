@@ -3,12 +3,13 @@ its tests: where each lives, and that the compile cache's key covers every input
 entry can never stand for a changed kernel, manifest, harness, target or Triton."""
 import copy
 import shutil
-import tempfile
 from pathlib import Path
 
 from kernels.harness import cachedir
 from kernels.harness.manifest import find_manifest, load_manifest
 from kernels.harness.triton import aot
+
+from .conftest import SUITE_CACHE
 
 
 def test_the_content_cache_is_chosen_by_its_own_variable_then_kidiom_cache_then_home(monkeypatch, tmp_path):
@@ -65,9 +66,9 @@ def test_a_changed_input_of_a_compile_is_a_new_key(monkeypatch, tmp_path):
 
 
 def test_the_suite_keeps_its_caches_out_of_the_users_home():
-    # conftest gives the session a cache of its own: no test reads or fills ~/.cache/kidiom
+    # conftest gives the tests the suite's own cache, under target/: none reads or fills ~/.cache/kidiom
     home = Path.home() / ".cache" / "kidiom"
     for kind in ("aot", "host-build", "sweep"):
         chosen = cachedir.content_cache(kind)
         assert home not in chosen.parents, chosen
-        assert Path(tempfile.gettempdir()) in chosen.parents, chosen
+        assert chosen == SUITE_CACHE / kind, chosen
