@@ -463,4 +463,7 @@ fn host_code_on_a_branch_only_the_cpu_takes_is_refused_at_static() {
     assert_eq!(arms[0]["test"], "K < 128", "{arms:#}");
     assert_eq!(arms[0]["cpu_cases"], serde_json::json!([0, 1, 2, 3]), "{arms:#}");
     assert_eq!(arms[0]["gpu_shapes"], serde_json::json!([2]), "{arms:#}");
+    // and the reviewer reads it in the verdict's reason
+    let reason = twin["verdict"]["reason"].as_str().unwrap_or("");
+    assert!(reason.contains("branch `if K < 128` (then), line ") && reason.contains("GPU shapes [2]"), "{reason}");
 }
