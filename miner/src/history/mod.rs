@@ -39,49 +39,34 @@ pub use records::{CommitEdits, CommitMeta, ConcreteEdit, EditContext, EditDrop, 
 
 // Mining reads commits and file versions from git repositories (git2): the
 // `repositories` feature. Without it, the records above are all there is.
-#[cfg(feature = "repositories")]
-mod alpha;
-#[cfg(feature = "repositories")]
-mod antiunify;
-#[cfg(feature = "repositories")]
-mod blobs;
-#[cfg(feature = "repositories")]
-mod check;
-#[cfg(feature = "repositories")]
-mod commits;
-#[cfg(feature = "repositories")]
-mod edit;
-#[cfg(feature = "repositories")]
-mod generalizer;
-#[cfg(feature = "repositories")]
-mod mine;
-#[cfg(feature = "repositories")]
-mod naming;
-#[cfg(feature = "repositories")]
-mod pattern;
-#[cfg(feature = "repositories")]
-mod replay;
-#[cfg(feature = "repositories")]
-mod rules;
-#[cfg(feature = "repositories")]
-mod safety;
-#[cfg(feature = "repositories")]
-mod scope;
-#[cfg(feature = "repositories")]
-mod tree;
-#[cfg(feature = "repositories")]
-mod treediff;
+macro_rules! with_repositories {
+    ($($item:item)*) => { $(#[cfg(feature = "repositories")] $item)* };
+}
 
-#[cfg(feature = "repositories")]
-pub use blobs::{BlobCache, BlobCounts};
-#[cfg(feature = "repositories")]
-pub use check::{CheckFailure, MAX_CHECKED_EXAMPLES, tokens_in};
-#[cfg(feature = "repositories")]
-pub use commits::commits;
-#[cfg(feature = "repositories")]
-pub use generalizer::{CorpusHistory, GeneralizeStats, HistoryResult, generalize, generalize_unchecked};
-#[cfg(feature = "repositories")]
-pub use mine::mine_commits;
+with_repositories! {
+    mod alpha;
+    mod antiunify;
+    mod blobs;
+    mod check;
+    mod commits;
+    mod edit;
+    mod generalizer;
+    mod mine;
+    mod naming;
+    mod pattern;
+    mod replay;
+    mod rules;
+    mod safety;
+    mod scope;
+    mod tree;
+    mod treediff;
+
+    pub use blobs::{BlobCache, BlobCounts};
+    pub use check::{CheckFailure, MAX_CHECKED_EXAMPLES, tokens_in};
+    pub use commits::commits;
+    pub use generalizer::{CorpusHistory, GeneralizeStats, HistoryResult, generalize, generalize_unchecked};
+    pub use mine::mine_commits;
+}
 
 use kidiom_syntax::{Lang, Limits, grammar};
 
