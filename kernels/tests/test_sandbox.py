@@ -539,3 +539,41 @@ def test_a_harness_killed_by_its_caller_takes_its_workers_with_it(tmp_path):
         if p.poll() is None:
             p.kill()
             p.wait()
+
+
+@pytest.mark.skipif(HAS_CUDA, reason="the CPU check's sandbox")
+def test_a_library_path_gives_the_worker_its_libraries_never_the_other_files_there(tmp_path):
+    # round four, class 3: a directory on LD_LIBRARY_PATH was bound into the worker's root whole,
+    # and a file someone put there reached the evidence. Now its shared libraries only, as files.
+    libs = Path(tempfile.mkdtemp(prefix="kidiom-libdir-", dir="/var/tmp"))   # not /tmp: denied anyway
+    try:
+        (libs / "secret.txt").write_text("libdir-secret")
+        (libs / "secret.so").write_text("libdir-secret, named like a library")
+        real = next(p for p in Path(sys.base_prefix, "lib").glob("libpython3*.so*") if p.is_file()) \
+            if any(Path(sys.base_prefix, "lib").glob("libpython3*.so*")) else None
+        lib = libs / "libkidiomtest.so.1"
+        lib.write_bytes((real or Path("/bin/true")).read_bytes()[:1 << 20])   # an ELF file either way
+        probe = ("def _probe():\n    seen = []\n    for what, path in WHATS:\n        try:\n"
+                 "            data = open(path, 'rb').read(64) if path.endswith(('.txt', '.so', '.1')) else\\\n"
+                 "                __import__('os').listdir(path)\n            seen.append(f'{what}:OPEN:{data!r}')\n"
+                 "        except BaseException:\n            seen.append(f'{what}:blocked')\n"
+                 "    raise RuntimeError('probe ' + ' '.join(seen))\n\n\n")
+        whats = [("secret", str(libs / "secret.txt")), ("non-library", str(libs / "secret.so")),
+                 ("listing", str(libs)), ("library", str(lib))]
+        src = variant(tmp_path, DECODE, [(PUBLIC_CALL, "    _probe()\n" + PUBLIC_CALL),
+                                         ("\n\ndef kda_decode(", "\n\n" + probe.replace("WHATS", repr(whats))
+                                          + "def kda_decode(")])
+        env = {"LD_LIBRARY_PATH": f"{libs}:{os.environ.get('LD_LIBRARY_PATH', '')}".rstrip(":")}
+        rc, out, _ = run_harness("check", "--kernel", "kda.decode", "--source", str(src), "--quick", "--no-baseline",
+                                 "--timeout", "120", env=env)
+    finally:
+        for p in libs.iterdir():
+            p.unlink()
+        libs.rmdir()
+    assert "libdir-secret" not in json.dumps(out), "a file of the library directory reached the output"
+    line = next((f for c in out.get("cases", []) for f in c.get("failures", []) if "probe " in f), None)
+    assert line, out
+    if not out["sandbox"]["filesystem"].startswith("not confined"):
+        for what in ("secret", "non-library", "listing"):
+            assert f"{what}:blocked" in line, line
+        assert "library:OPEN" in line, f"the library itself is the worker's to load: {line}"

@@ -195,8 +195,8 @@ def _allow_except(path, denied, out):
 
 def fs_policy(scratch, rw_extra=()):
     """The Landlock policy of a worker: {"ro": [...], "rw": [...], "dev": [...]}. Read-only: the
-    system directories, the Python installation (prefix, base prefix, site-packages, library
-    path entries) and the scratch directory; never the repository (except a virtual environment
+    system directories, the Python installation (prefix, base prefix, site-packages), the shared
+    libraries (files, not directories) on LD_LIBRARY_PATH and the scratch directory; never the repository (except a virtual environment
     inside it), other scratch directories, /tmp or home directories (unless the Python
     installation is there, then only that installation). Read-write: the scratch directory's
     `out/` and `work/`."""
@@ -212,20 +212,44 @@ def fs_policy(scratch, rw_extra=()):
         py.update(site.getsitepackages())
     except Exception:  # noqa: BLE001
         pass
-    for p in os.environ.get("LD_LIBRARY_PATH", "").split(":"):
-        if p:
-            py.add(p)
     for p in sorted(py):
         if not os.path.isdir(p) or p in ("/", ""):
             continue
         if any(_inside(p, d) for d in denied) and not _inside(p, sys.prefix):
             continue   # never the repository (a venv inside it is fine), nor other scratch directories
         ro.append(str(Path(p).resolve()))
+    # a directory the environment names for the loader gives its shared libraries, as files: never
+    # the directory, whose other files (anything someone put there) a worker has no need to read
+    for p in os.environ.get("LD_LIBRARY_PATH", "").split(":"):
+        if p and os.path.isdir(p) and not any(_inside(p, r) for r in ro) and not any(_inside(p, d) for d in denied):
+            ro.extend(shared_libraries(p))
     ro = sorted(set(ro)) + [str(Path(scratch).resolve())]
     rw = [str(d.resolve()) for d in writable_dirs(scratch)] + [str(Path(p).resolve()) for p in rw_extra]
     # the device nodes a worker uses, not the whole of /dev: without a mount namespace /dev/shm
     # (other processes' files) stays out of reach
     return {"ro": ro, "rw": rw, "dev": [d for d in DEV_NODES if os.path.exists(d)]}
+
+
+def shared_libraries(directory):
+    """The shared libraries directly in `directory` (`*.so`, `*.so.N...`, ELF files), by their names
+    there: what the loader may look for on a library path."""
+    out = []
+    try:
+        names = sorted(os.listdir(directory))
+    except OSError:
+        return out
+    for name in names:
+        if not (name.endswith(".so") or ".so." in name):
+            continue
+        path = os.path.join(directory, name)
+        try:
+            with open(os.path.realpath(path), "rb") as f:
+                if f.read(4) != b"\x7fELF":
+                    continue
+        except OSError:
+            continue
+        out.append(os.path.abspath(path))
+    return out
 
 
 DEV_NODES = ("/dev/null", "/dev/zero", "/dev/full", "/dev/random", "/dev/urandom", "/dev/tty")
