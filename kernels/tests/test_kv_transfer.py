@@ -52,6 +52,10 @@ PLANTED = {
                            + GATHER_FIRST)], "died with SIGSEGV"),
     "wrong-exception-class": ([("throw py::index_error(", "throw py::value_error(")],
                               "expected IndexError, got ValueError"),
+    # round four, class 7: the module breaks the worker's own machinery (the output it saves),
+    # which shares its process: the module's failure, not the harness's
+    "breaks-the-workers-io": ([(GATHER_FIRST, 'py::module_::import("numpy").attr("save") = py::none();\n    '
+                                + GATHER_FIRST)], "broke the worker's own machinery after loading the module"),
     "modifies-input-pool": ([(GATHER_COPY_LINE, GATHER_COPY_LINE
                               + "\n        pool.data[static_cast<size_t>(page_id(page_ids, i)) * p.page_bytes] ^= 1;")],
                             "pool: "),

@@ -330,8 +330,14 @@ def run_cases(so_path, module_name, cases, deadline, tsan_preload=None, tsan_log
             if wr.timed_out:
                 where = f" in case {cases[running].label}" if running is not None else ""
                 raise HostTimeout(f"{what} timed out after {wr.seconds:.1f} s{where} (worker killed)")
-            _raise_worker_bug(wr)
             death = wr.death()
+            bug = next((ev["worker_error"] for ev in wr.progress if "worker_error" in ev), None)
+            if bug and any("loaded" in ev for ev in wr.progress):
+                # the module was loaded into the worker, whose machinery then failed: its native
+                # code shares the process, so the failure is the module's, not the harness's
+                death = f"broke the worker's own machinery after loading the module: {_tail(bug, 600)}"
+            else:
+                _raise_worker_bug(wr)
             load_error = next((ev["load_error"] for ev in wr.progress if "load_error" in ev), None)
             if load_error:
                 death = f"failed to import the module ({load_error})"

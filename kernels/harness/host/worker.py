@@ -199,6 +199,9 @@ def _load_or_exit(name, path, key):
 
 def check(plan):
     mod = _load_or_exit(plan["module"]["name"], plan["module"]["path"], "kidiom_candidate")
+    # from here the module's native code shares this process: a failure of the worker's own
+    # machinery is the module's doing (commands.run_cases)
+    log({"loaded": plan["module"]["name"]})
     os.makedirs("out", exist_ok=True)
     for i in range(plan.get("start", 0), len(plan["cases"])):
         case = plan["cases"][i]
