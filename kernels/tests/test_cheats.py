@@ -349,3 +349,21 @@ def test_a_candidate_that_asks_whether_the_interpreter_runs_it_sees_a_gpus_envir
     code, out = harness("check", "--kernel", "kda.decode", "--source", str(src), "--quick", "--device", "cpu")
     assert code == 1 and out["status"] == "failed", out
     assert all(not c["passed"] for c in out["cases"]), [c["id"] for c in out["cases"] if c["passed"]]
+
+
+@pytest.mark.skipif(HAS_CUDA, reason="the interpreter's output buffers")
+def test_a_kernel_that_writes_only_where_the_harness_poisoned_the_buffer_is_caught(tmp_path):
+    # round four, class 5: correct only while the output holds the harness's NaN; a GPU's reused
+    # buffer holds the last call's results or anything else, and so do the check's later calls
+    readout = "    tl.store(p_o, b_o.to(p_o.dtype.element_ty), mask=m_v)\n"
+    cheat = ("    b_prev = tl.load(p_o, mask=m_v, other=0.)\n"
+             "    tl.store(p_o, b_o.to(p_o.dtype.element_ty), mask=m_v & (b_prev != b_prev))\n")
+    src = variant(tmp_path, DECODE, [(readout, cheat)])
+    failures = []
+    for _ in range(3):   # each later call's fill is drawn afresh; every fill but NaN exposes it
+        code, out = harness("check", "--kernel", "kda.decode", "--source", str(src), "--quick", "--device", "cpu")
+        assert out["status"] in ("failed", "passed"), out
+        failures.append(out["status"] == "failed")
+        if failures[-1]:
+            assert any("call 2 (same buffers, new inputs): o:" in f for c in out["cases"] for f in c["failures"]), out
+    assert any(failures), "three checks in a row drew NaN for every later call of every case"

@@ -23,7 +23,8 @@ the request ends: for thousands of small calls (the precision gate's drift).
 
 A `call` request runs one hosted kernel's public function on `sets` input sets in turn, on the
 SAME tensors: set j's inputs are copied into the tensors of set 0 (an in/out tensor without a
-file in set j keeps its contents: a sequence of decode steps), outputs are poisoned (NaN) again
+file in set j keeps its contents: a sequence of decode steps), outputs are poisoned again (NaN on
+set 0; after it NaN, a large finite value or the last set's results, drawn per set: `output_fill`)
 and every sentinel tail restored. Per set it reports the launches (of the entry kernel, and of
 every kernel), the exception if any, digests of every read-only input after the call (elements
 and tail separately), and on a CPU the out-of-bounds accesses; it never judges anything.
@@ -65,6 +66,18 @@ RECORDING = [None]      # a list while a `record` request runs: launches are rec
 LAUNCHED = []           # this call's launches (kernel, constexprs, grid): interpreted kernels only
 FACTS = [False]         # whether launches are described (CPU: the interpreter's kernels)
 MAX_LAUNCHED = 64       # launches described per call
+
+
+# What an output holds before a call. The first set's outputs are NaN (an element the kernel does
+# not write stays non-finite, and says so); each later set's are, drawn afresh, NaN, a large
+# finite value or the last call's results left in place (what a GPU's reused buffer holds): a
+# kernel that writes only where the buffer holds what the harness put there is caught.
+LARGE_FILL = np.float32(3.0e38)
+_FILLS = __import__("random").SystemRandom()
+
+
+def output_fill(j):
+    return "nan" if j == 0 else _FILLS.choice(("nan", "large", "stale"))
 
 
 def send(msg):
@@ -310,11 +323,14 @@ def run_call(backend, kern, req, in_dir, out_dir):
                     tensors[name] = backend.put(a, pad=pad, sentinel=sentinel, name=name, track=name in inouts)
             elif name not in tensors:
                 raise RuntimeError(f"request {req['id']}: no input {name} for set {j}")
+        # a sample of the programs leaves the rest unwritten: the judge tells them by their NaN
+        fill = "nan" if sampled else output_fill(j)
         for name, shape in outputs.items():
-            if name in tensors:
-                backend.refill(tensors[name], np.full(shape, np.nan, np.float32), OUT_SENTINEL)
-            else:
+            if name not in tensors:
                 tensors[name] = backend.poisoned(tuple(shape), pad=pad, name=name, track=True)
+            elif fill != "stale":
+                value = np.nan if fill == "nan" else LARGE_FILL
+                backend.refill(tensors[name], np.full(shape, value, np.float32), OUT_SENTINEL)
         backend.reset()
         if on_cpu:
             kern.set_programs(req.get("programs"))   # counts from zero per set
