@@ -340,6 +340,15 @@ fn candidates_that_would_win_only_on_a_cpu_are_rejected_for_their_class() {
         CUDA,
         &edit(&env, CUDA, d, &format!("{d}#ifndef __x86_64__\n        d *= 1.01f;\n#endif\n")),
     );
+    // issue #50, class 4: a count kept from launch to launch, wrong only after more launches than
+    // the checks make; refused before anything runs
+    plant(
+        &env,
+        "keeps-a-count-across-launches",
+        "math",
+        CUDA,
+        &edit(&env, CUDA, d, &format!("{d}        static int calls = 0;\n        if (++calls > 100000) d *= 1.01f;\n")),
+    );
     // class 5: one ulp of growth per step, inside every per-call margin
     plant(&env, "drifts", "math", DECODE, &edit(&env, DECODE, update, &format!("{update}    b_s = b_s * 1.0000001\n")));
 
@@ -356,6 +365,13 @@ fn candidates_that_would_win_only_on_a_cpu_are_rejected_for_their_class() {
         let reason = ev["verdict"]["reason"].as_str().unwrap_or("");
         assert!(reason.contains(words), "{id}: the reason must say {words:?}: {reason}");
     }
+    let ev = by_id(&report, "keeps-a-count-across-launches");
+    assert_eq!(verdict(ev), ("rejected".to_string(), "static".to_string()), "{ev:#}");
+    let reason = ev["verdict"]["reason"].as_str().unwrap_or("");
+    assert!(
+        reason.starts_with("state or code outside the launches the checks see: `static int calls` (state kept across"),
+        "{reason}"
+    );
     // its twin on the device path's own macro is the `wrong-on-device-path` above: past static
     let ev = by_id(&report, "wrong-off-the-host-compiler");
     assert_eq!(verdict(ev), ("rejected".to_string(), "static".to_string()), "{ev:#}");

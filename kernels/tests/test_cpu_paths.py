@@ -96,3 +96,18 @@ def test_a_branch_on_a_value_the_kernel_loads_is_left_to_run_time():
     arms = branches.coverage(kernel, [{"K": 4, "BK": 16}, {"K": 16, "BK": 16}], [{"K": 128, "BK": 32}])
     assert [(a["test"], a["arm"], a["cpu"], a["gpu"]) for a in arms] == [
         ("K > 8", "then", [1], [0]), ("BK == 16", "then", [1], [])]
+
+
+LIMIT = 64   # a module-level constant a kernel's test may read
+
+
+def test_a_test_on_a_module_constant_is_decided_per_specialisation():
+    from kernels.harness.triton import branches
+
+    def kernel(x, K):
+        if K < LIMIT:
+            x = x + 1
+        return x
+
+    [arm] = branches.coverage(kernel, [{"K": 16}, {"K": 32}], [{"K": 128}])
+    assert (arm["test"], arm["cpu"], arm["gpu"]) == ("K < LIMIT", [0, 1], [])

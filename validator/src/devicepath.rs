@@ -29,6 +29,81 @@ pub(crate) fn added_platform_conditions(base: &str, cand: &str) -> Vec<Finding> 
     findings(cand).into_iter().filter(|f| !known.contains(&f.name)).collect()
 }
 
+/// What a CUDA candidate adds that would run before the check or keep state
+/// from one launch to the next, which no check of single launches sees: a
+/// `static` variable in a function (it lives with the module), and a
+/// constructor or destructor attribute or an init section (native code run
+/// when the emulation's library loads, before any case). `Err` when a side
+/// does not parse (the syntax gate's business).
+pub(crate) fn added_persistent_state(base: &str, cand: &str) -> Result<Vec<Finding>, String> {
+    let known: HashSet<String> = persistent_state(base)?.into_iter().map(|f| f.name).collect();
+    Ok(persistent_state(cand)?.into_iter().filter(|f| !known.contains(&f.name)).collect())
+}
+
+/// Load-time hooks, by the text that names them.
+const LOAD_HOOKS: &[&str] = &["constructor", "destructor", ".init_array", ".fini_array", ".ctors", ".dtors"];
+
+fn persistent_state(text: &str) -> Result<Vec<Finding>, String> {
+    let tree = kidiom_syntax::parse_tree(kidiom_syntax::Lang::Cuda, text)
+        .map_err(|e| format!("{e:?}"))?
+        .ok_or_else(|| "the file does not parse".to_string())?;
+    let mut out = Vec::new();
+    kidiom_syntax::preorder(tree.root_node(), |node| {
+        let src = text.get(node.byte_range()).unwrap_or_default();
+        let line = node.start_position().row + 1;
+        match node.kind() {
+            "declaration" if in_function(node) && is_static_variable(node, text) => {
+                let decl = src.split(['=', ';', '{']).next().unwrap_or(src).split_whitespace().collect::<Vec<_>>();
+                out.push(Finding { name: format!("`{}` (state kept across launches)", decl.join(" ")), line });
+                false
+            }
+            "attribute_specifier" | "attribute_declaration" | "attribute" => {
+                if let Some(hook) = LOAD_HOOKS.iter().find(|h| src.contains(*h)) {
+                    out.push(Finding { name: format!("`{hook}` (native code run when the library loads)"), line });
+                }
+                false
+            }
+            _ => true,
+        }
+    });
+    Ok(out)
+}
+
+/// Whether `node` sits in a function's body.
+fn in_function(node: tree_sitter::Node) -> bool {
+    let mut p = node.parent();
+    while let Some(n) = p {
+        if n.kind() == "compound_statement" {
+            return true;
+        }
+        p = n.parent();
+    }
+    false
+}
+
+/// A `static` declaration of a variable that can change (not `const`,
+/// `constexpr`, nor a function's prototype).
+fn is_static_variable(node: tree_sitter::Node, text: &str) -> bool {
+    let mut cursor = node.walk();
+    let mut is_static = false;
+    for child in node.children(&mut cursor) {
+        let t = text.get(child.byte_range()).unwrap_or_default();
+        match child.kind() {
+            "storage_class_specifier" if t == "static" => is_static = true,
+            "type_qualifier" if t == "const" || t == "constexpr" => return false,
+            _ => {}
+        }
+    }
+    let mut decl = node.child_by_field_name("declarator");
+    while let Some(d) = decl {
+        if d.kind() == "function_declarator" {
+            return false;
+        }
+        decl = d.child_by_field_name("declarator");
+    }
+    is_static && !text.get(node.byte_range()).unwrap_or_default().split_whitespace().any(|w| w == "constexpr")
+}
+
 /// The directives of `text`, continuation lines joined: (line, directive, rest).
 fn directives(text: &str) -> Vec<(usize, String, String)> {
     let mut out = Vec::new();
@@ -155,6 +230,27 @@ mod tests {
         assert!(added_platform_conditions(&base, &cand).is_empty());
         let cand = format!("{base}#ifdef __NVCC__\n#endif\n");
         assert_eq!(added_platform_conditions(&base, &cand)[0].name, "__NVCC__");
+    }
+
+    const KERNEL: &str = "extern \"C\" __global__ void k(float* o) {\n    static const int table = 4;\n    \
+        o[0] = table;\n}\n__device__ static float helper(float x);\n";
+
+    #[test]
+    fn a_static_local_is_state_kept_across_launches() {
+        assert!(added_persistent_state(KERNEL, KERNEL).unwrap().is_empty());
+        let cand =
+            KERNEL.replace("    o[0] = table;", "    static int calls = 0;\n    calls++;\n    o[0] = table + calls;");
+        let found = added_persistent_state(KERNEL, &cand).unwrap();
+        assert_eq!(found.len(), 1, "{found:?}");
+        assert_eq!(found[0].line, 3);
+        assert!(found[0].name.starts_with("`static int calls`"), "{}", found[0].name);
+    }
+
+    #[test]
+    fn a_load_time_hook_is_native_code_before_the_check() {
+        let cand = format!("{KERNEL}__attribute__((constructor)) __device__ void early() {{}}\n");
+        let found = added_persistent_state(KERNEL, &cand).unwrap();
+        assert!(found.iter().any(|f| f.name.contains("`constructor`") && f.line == 6), "{found:?}");
     }
 
     #[test]

@@ -63,12 +63,24 @@ def _eval(node, env):
     raise _Runtime(type(node).__name__)
 
 
-def _decide(test, sets):
-    """The test's truth under each constexpr set, or None when any set leaves it to run time."""
+def _decide(test, sets, constants):
+    """The test's truth under each constexpr set (with the module's plain constants beneath it), or
+    None when any set leaves it to run time."""
     try:
-        return [bool(_eval(test, env)) for env in sets]
+        return [bool(_eval(test, {**constants, **env})) for env in sets]
     except (_Runtime, ArithmeticError, TypeError, ValueError):
         return None
+
+
+def _constants(fn):
+    """The module-level names a kernel reads that are plain values (or `tl.constexpr` of one): the
+    same on every path, so a test on them is decided per specialisation too."""
+    out = {}
+    for name, v in getattr(fn, "__globals__", {}).items():
+        v = getattr(v, "value", v) if type(v).__name__ == "constexpr" else v
+        if isinstance(v, (int, float, bool, str)) or v is None:
+            out[name] = v
+    return out
 
 
 def _arm_hash(stmts):
@@ -86,12 +98,12 @@ def coverage(jit_fn, cpu_sets, gpu_sets):
     body = next((n for n in tree.body if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef))), None)
     if body is None:
         return []
-    out = []
+    out, constants = [], _constants(fn)
 
     def walk(stmts, cpu, gpu):
         for st in stmts:
             if isinstance(st, ast.If):
-                c, g = _decide(st.test, cpu_sets), _decide(st.test, gpu_sets)
+                c, g = _decide(st.test, cpu_sets, constants), _decide(st.test, gpu_sets, constants)
                 if c is None or g is None:
                     walk(st.body, cpu, gpu)
                     walk(st.orelse, cpu, gpu)

@@ -234,6 +234,18 @@ pub(super) fn scan(
             );
             return Err(run.stop(rec, GateStatus::Failed, summary.clone(), Verdict::rejected(Gate::Static, summary)));
         }
+        // no check of single launches sees state a kernel keeps between them, nor code run when
+        // the emulation's library loads
+        if let Ok(found) = crate::devicepath::added_persistent_state(&t.base, &t.cand)
+            && !found.is_empty()
+        {
+            let named: Vec<String> = found.iter().map(|f| format!("{}, line {}", f.name, f.line)).collect();
+            rec.set_metrics(&StaticFigures { host_code: Some(named.clone()), ..Default::default() });
+            finish(&mut rec);
+            let summary =
+                format!("state or code outside the launches the checks see: {} ({})", named.join("; "), t.path);
+            return Err(run.stop(rec, GateStatus::Failed, summary.clone(), Verdict::rejected(Gate::Static, summary)));
+        }
     }
 
     // numeric flags: only under a precision pattern
