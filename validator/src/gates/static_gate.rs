@@ -199,15 +199,9 @@ pub(super) fn scan(
             Ok(found) if found.is_empty() => {}
             Ok(found) => {
                 let named: Vec<String> = found.iter().map(|f| format!("{}, line {}", f.construct, f.line)).collect();
-                rec.set_metrics(&StaticFigures { host_code: Some(named.clone()), ..Default::default() });
                 finish(&mut rec);
                 let summary = format!("host code in a kernel body: {} ({})", named.join("; "), t.path);
-                return Err(run.stop(
-                    rec,
-                    GateStatus::Failed,
-                    summary.clone(),
-                    Verdict::rejected(Gate::Static, summary),
-                ));
+                return Err(refuse_code(run, rec, named, summary));
             }
             // a text that does not parse is the syntax gate's
             Err(_) => {}
@@ -224,7 +218,6 @@ pub(super) fn scan(
         let found = crate::devicepath::added_platform_conditions(&t.base, &t.cand);
         if !found.is_empty() {
             let named: Vec<String> = found.iter().map(|f| format!("`{}`, line {}", f.name, f.line)).collect();
-            rec.set_metrics(&StaticFigures { host_code: Some(named.clone()), ..Default::default() });
             finish(&mut rec);
             let summary = format!(
                 "not the device's code on the path the CPU runs: a preprocessor condition on {} ({}): \
@@ -232,7 +225,7 @@ pub(super) fn scan(
                 named.join("; "),
                 t.path
             );
-            return Err(run.stop(rec, GateStatus::Failed, summary.clone(), Verdict::rejected(Gate::Static, summary)));
+            return Err(refuse_code(run, rec, named, summary));
         }
         // no check of single launches sees state a kernel keeps between them, nor code run when
         // the emulation's library loads
@@ -240,11 +233,10 @@ pub(super) fn scan(
             && !found.is_empty()
         {
             let named: Vec<String> = found.iter().map(|f| format!("{}, line {}", f.name, f.line)).collect();
-            rec.set_metrics(&StaticFigures { host_code: Some(named.clone()), ..Default::default() });
             finish(&mut rec);
             let summary =
                 format!("state or code outside the launches the checks see: {} ({})", named.join("; "), t.path);
-            return Err(run.stop(rec, GateStatus::Failed, summary.clone(), Verdict::rejected(Gate::Static, summary)));
+            return Err(refuse_code(run, rec, named, summary));
         }
     }
 
@@ -547,6 +539,13 @@ fn numeric_flag(f: &FlagChange) -> NumericFlag {
         mention: FlagMention { flag: f.mention.flag.clone(), value: f.mention.value.clone() },
         delta: f.delta,
     }
+}
+
+/// A rejection at static for code a candidate adds to a kernel source: what
+/// was found, each with its line, in the record and in the reason.
+fn refuse_code(run: &mut Validation<'_>, mut rec: GateRecord, named: Vec<String>, summary: String) -> Verdict {
+    rec.set_metrics(&StaticFigures { host_code: Some(named), ..Default::default() });
+    run.stop(rec, GateStatus::Failed, summary.clone(), Verdict::rejected(Gate::Static, summary))
 }
 
 /// The candidate's constexpr branch arms that the baseline does not have
