@@ -3,7 +3,7 @@
 //! error numbers and curves, the speed gate's speedup and samples.
 
 use kidiom_patterns::record::{
-    CompileFigures, ErrorSide, Num, SCHEDULER_THROUGHPUT, SpeedFigures, SpeedSide, StoredEvidence,
+    CompileFigures, ErrorSide, Num, SCHEDULER_THROUGHPUT, SERVICE_REQUESTS, SpeedFigures, SpeedSide, StoredEvidence,
 };
 use kidiom_validator::{Evidence, Gate, GateRecord, GateStatus, VerdictKind};
 #[cfg(test)]
@@ -168,7 +168,8 @@ pub(crate) fn curve_end(ev: Option<&Evidence>) -> Cell {
 }
 
 /// The speed gate's result with its noise floor, where it measured one:
-/// a GPU kernel's speedup, a host target's scheduler gap (SPEC §8); sorted
+/// a GPU kernel's speedup, a host target's requests/s (SPEC §8; the
+/// scheduler gap in older records); sorted
 /// by the speedup.
 pub(crate) fn speed(ev: Option<&Evidence>) -> Cell {
     let Some(rec) = ev.and_then(|e| e.gate(Gate::Speed)) else { return Cell::none() };
@@ -179,6 +180,13 @@ pub(crate) fn speed(ev: Option<&Evidence>) -> Cell {
     let noise = m.as_ref().and_then(SpeedFigures::noise_floor).map(|n| format!("noise {:.1}%", n * 100.0));
     let (b, c) = rec.speed_sides();
     let gap = |side: &Option<SpeedSide>| side.as_ref().and_then(|v| v.number("gap"));
+    let rps = |side: &Option<SpeedSide>| side.as_ref().and_then(|v| v.number("requests_per_s"));
+    if m.as_ref().and_then(SpeedFigures::metric) == Some(SERVICE_REQUESTS)
+        && let (Some(b), Some(c)) = (rps(&b), rps(&c))
+    {
+        let note = [Some(format!("{speedup:.2}x")), noise].into_iter().flatten().collect::<Vec<_>>().join(", ");
+        return Cell::num(format!("{b:.0} → {c:.0} req/s"), note, speedup);
+    }
     if m.as_ref().and_then(SpeedFigures::metric) == Some(SCHEDULER_THROUGHPUT)
         && let (Some(b), Some(c)) = (gap(&b), gap(&c))
     {
@@ -311,6 +319,25 @@ mod tests {
         assert_eq!(delta(Some(-5), Some(-5), "").full(), "-5 → -5");
     }
 
+    #[test]
+    fn a_host_target_shows_its_services_requests_per_second() {
+        let sp = rec(
+            "speed",
+            "passed",
+            json!({"requests_per_s": 474.6, "requests_per_s_all": [470.0, 480.0], "gap": 0.37}),
+            json!({"requests_per_s": 689.7, "requests_per_s_all": [680.0, 690.0], "gap": 0.02}),
+            json!({"metric": "service-requests", "speedup": 1.45, "noise_floor": 0.021}),
+        );
+        let e = ev(json!([sp]), json!({"kind": "accepted", "gate": null, "reason": "", "log": null, "flags": []}));
+        let c = speed(Some(&e));
+        assert_eq!(c.full(), "475 → 690 req/s (1.45x, noise 2.1%)");
+        assert_eq!(e.speed_headline().as_deref(), Some("475 -> 690 requests/s (noise 2.1%)"));
+        let keys: Vec<String> =
+            speed_samples(e.gate(Gate::Speed).expect("speed")).into_iter().map(|s| s.0.key).collect();
+        assert_eq!(keys, ["requests_per_s_all"]);
+    }
+
+    /// An older record (the scheduler-throughput metric) still reads.
     #[test]
     fn a_host_target_shows_its_scheduler_gap() {
         let sp = rec(

@@ -390,23 +390,27 @@ pub(crate) struct Timing {
     pub(crate) extra: serde_json::Map<String, Value>,
 }
 
-/// The metric of a host bench.
-pub(crate) const SCHEDULER_THROUGHPUT: &str = "scheduler-throughput";
+/// The metric of a host bench: the service's requests/s.
+pub(crate) const SERVICE_REQUESTS: &str = "service-requests";
 
-/// A host C++ bench (`status: ok`, metric `scheduler-throughput`).
+/// A host C++ bench (`status: ok`, metric `service-requests`).
 #[derive(Debug, Clone, PartialEq, Deserialize)]
 pub(crate) struct HostBench {
     pub(crate) metric: String,
+    /// Median over rounds of candidate / baseline requests/s.
     pub(crate) speedup: Num,
     pub(crate) noise_floor: Num,
     pub(crate) significant: bool,
+    /// The candidate's p99 request latency over the baseline's.
+    pub(crate) latency_ratio: Num,
     pub(crate) results: Results<HostVariant>,
     pub(crate) flags: Vec<String>,
-    /// The variant of each measured window pair, in run order.
+    /// The variant of each measured window, in run order.
     pub(crate) order: Vec<String>,
     pub(crate) rounds: u64,
+    /// How the windows were isolated (`one per variant and window`).
     #[serde(default)]
-    pub(crate) improvement: Option<Num>,
+    pub(crate) processes: Option<String>,
     #[serde(default)]
     pub(crate) floor: Option<Value>,
     #[serde(default)]
@@ -418,16 +422,17 @@ pub(crate) struct HostBench {
 /// One variant of a host bench.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub(crate) struct HostVariant {
-    /// Median over rounds of 1 - loaded/alone scheduler steps per second.
+    /// Median over windows of requests done per second.
+    pub(crate) requests_per_s: Num,
+    /// Request latency (arrival to done) over every request of every window, microseconds.
+    pub(crate) p50_us: Num,
+    pub(crate) p99_us: Num,
+    /// Median over windows of 1 - loaded/alone scheduler steps per second.
     pub(crate) gap: Num,
-    pub(crate) gap_p10: Num,
-    pub(crate) gap_p90: Num,
-    /// Per round.
-    pub(crate) gaps: Vec<Num>,
     pub(crate) steps_per_s_alone: Num,
     pub(crate) steps_per_s_loaded: Num,
     pub(crate) transfer_gbps: Num,
-    /// Everything else (pair timings, per-round lists), kept as written.
+    /// Everything else (per-window lists, transfer timings), kept as written.
     #[serde(flatten)]
     pub(crate) extra: serde_json::Map<String, Value>,
 }
@@ -484,10 +489,10 @@ pub(crate) fn body<T: DeserializeOwned>(run: &HarnessRun, command: &str) -> Resu
 /// A host bench's body; its metric must be the one this validator judges.
 pub(crate) fn host_bench(run: &HarnessRun) -> Result<HostBench, WireError> {
     let b: HostBench = body(run, "bench")?;
-    if b.metric != SCHEDULER_THROUGHPUT {
+    if b.metric != SERVICE_REQUESTS {
         return Err(WireError {
             command: "bench".into(),
-            message: format!("field `metric`: {:?}, expected {SCHEDULER_THROUGHPUT:?}", b.metric),
+            message: format!("field `metric`: {:?}, expected {SERVICE_REQUESTS:?}", b.metric),
         });
     }
     Ok(b)
@@ -573,13 +578,14 @@ pub(crate) mod tests {
     #[test]
     fn a_renamed_or_malformed_field_is_named() {
         let bench = json!({
-            "metric": "scheduler-throughput", "speedup": 1.9, "noise_floor": 0.01, "significant": true,
-            "flags": [], "order": ["baseline", "candidate"], "rounds": 2,
+            "metric": "service-requests", "speedup": 1.45, "noise_floor": 0.02, "significant": true,
+            "latency_ratio": 0.7, "flags": [], "order": ["baseline", "candidate"], "rounds": 2,
             "results": {
-                "baseline": {"gap": 0.48, "gap_p10": 0.47, "gap_p90": 0.49, "gaps": [0.48], "steps_per_s_alone": 1e4,
-                             "steps_per_s_loaded": 5e3, "transfer_gbps": 11.0, "median_us": 640.0, "samples": 3},
-                "candidate": {"gap": 0.01, "gap_p10": 0.0, "gap_p90": 0.02, "gaps": [0.01], "steps_per_s_alone": 1e4,
-                              "steps_per_s_loaded": 9.9e3, "transfer_gbps": 10.0}
+                "baseline": {"requests_per_s": 475.0, "p50_us": 17e3, "p99_us": 20e3, "gap": 0.48,
+                             "steps_per_s_alone": 1e4, "steps_per_s_loaded": 5e3, "transfer_gbps": 7.8,
+                             "median_us": 640.0, "samples": 3},
+                "candidate": {"requests_per_s": 690.0, "p50_us": 11e3, "p99_us": 14e3, "gap": 0.01,
+                              "steps_per_s_alone": 1e4, "steps_per_s_loaded": 9.9e3, "transfer_gbps": 11.6}
             }
         });
         let r = run(HarnessStatus::Ok, with_header("bench", "ok", bench.clone()));

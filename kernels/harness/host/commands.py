@@ -21,11 +21,14 @@ cases continue in a fresh worker; a hang is an error. With a compiler that suppo
 check also runs the contract's `bench_cases` (the bench's sizes, alone and from several threads at
 once, every call judged on its own).
 
-bench: scheduler throughput (see worker.bench and stats.py): one worker loads the baseline
-and the candidate, interleaves them over rounds while the contract's service workload runs, and
-returns raw samples and digests of the state each loaded window ended in; each call's output is a
-later call's input, so that state is right only if every call was, and the harness checks it
-against the contract's reference replay before computing anything.
+bench: the service bench (worker.serve and stats.py): requests/s and request latency of a service
+loop whose requests each need the contract's transfer workload before their decode steps. Every
+window runs in a fresh worker that loads one module (the baseline's or the candidate's, never
+both), the variants interleaved round by round; each returns raw figures and digests of the state
+its window ended in; each call's output is a later call's input, so that state is right only if
+every call was, and the harness checks it against the contract's reference replay before computing
+anything. The baseline's requests/s is kept per machine (`host-history/`): a run whose baseline is
+far below its own history is flagged, never accepted.
 """
 import hashlib
 import json
@@ -565,8 +568,12 @@ def check_command(manifest, args, deadline):
 
 # bench --------------------------------------------------------------------------------------------
 
+SERVICE_DEFAULTS = {"threads": 1, "window_s": 0.4, "warmup_s": 0.1, "rounds": 7, "warmup": 1, "step_us": 80,
+                    "forward_us": 100, "requests": 8, "decode_steps": 40}
+
+
 def service_params(manifest, args):
-    svc = {"threads": 1, "window_s": 0.4, "rounds": 7, "warmup": 1, "step_us": 80}
+    svc = dict(SERVICE_DEFAULTS)
     svc.update(manifest.raw.get("service", {}))
     rounds = args.rounds if args.rounds is not None else args.iters
     if rounds is not None:
@@ -574,7 +581,8 @@ def service_params(manifest, args):
     for k, a in (("warmup", "warmup"), ("window_s", "window"), ("threads", "threads")):
         if getattr(args, a, None) is not None:
             svc[k] = getattr(args, a)
-    if svc["rounds"] < 1 or svc["threads"] < 1 or svc["window_s"] <= 0:
+    if (svc["rounds"] < 1 or svc["threads"] < 1 or svc["window_s"] <= 0 or svc["warmup_s"] < 0
+            or svc["requests"] < 1 or svc["decode_steps"] < 1 or svc["forward_us"] < 0 or svc["step_us"] <= 0):
         raise ValueError(f"bad service parameters {svc}")
     return svc
 
@@ -594,33 +602,39 @@ def bench_gate_cases(manifest, seed=12345):
     return cases + bench_size_cases(manifest, seed)
 
 
-def _bench_in_worker(manifest, svc, work, base_so, cand_so, deadline):
-    """The bench's timed rounds in a sandboxed worker that loads both modules: (raw result, the
-    WorkerRun, None), or (None, the WorkerRun, {reason, stderr}) when the worker failed."""
-    scratch = Path(tempfile.mkdtemp(prefix="kidiom-bench-"))
+def _serve_in_worker(manifest, svc, work, variant, so, deadline):
+    """One service window of one variant in a fresh sandboxed worker (worker.serve): (raw result,
+    the WorkerRun, None), or (None, the WorkerRun, {reason, stderr}) when the worker failed. A fresh
+    process per window: the baseline and the candidate never share one, so nothing a module does
+    when it loads or runs can reach the other's measurement."""
+    scratch = Path(tempfile.mkdtemp(prefix=f"kidiom-serve-{variant}-"))
     try:
         np.save(scratch / "state.npy", work.state)
         np.save(scratch / "index.npy", work.index)
-        mods = {}
-        for v, so in (("baseline", base_so), ("candidate", cand_so)):
-            (scratch / v).mkdir()
-            shutil.copy2(so, scratch / v / Path(so).name)      # two files: two dlopen handles
-            mods[v] = f"{v}/{Path(so).name}"
-        plan = {"name": manifest.entry, "modules": mods, "service": svc,
+        (scratch / "module").mkdir()
+        shutil.copy2(so, scratch / "module" / Path(so).name)
+        plan = {"name": manifest.entry, "module": f"module/{Path(so).name}", "variant": variant, "service": svc,
                 "workload": {"threads": work.threads, "regions": {k: list(v) for k, v in work.regions.items()},
                              "peak": work.peak, "index_name": work.index_name}}
-        wr = run_worker("bench", scratch, plan, deadline)
+        wr = run_worker("serve", scratch, plan, deadline)
         phase = next((ev["phase"] for ev in reversed(wr.progress) if "phase" in ev), "startup")
+        where = f"the {variant}'s window ({phase})"
         if wr.timed_out:
-            raise HostTimeout(f"bench timed out after {wr.seconds:.1f} s during {phase} (worker killed)")
-        _raise_worker_bug(wr)
+            raise HostTimeout(f"bench timed out after {wr.seconds:.1f} s in {where} (worker killed)")
+        loaded = any("loaded" in ev for ev in wr.progress)
+        bug = next((ev["worker_error"] for ev in wr.progress if "worker_error" in ev), None)
+        if bug and not loaded:
+            _raise_worker_bug(wr)
         death = wr.death()
         load_error = next((ev["load_error"] for ev in wr.progress if "load_error" in ev), None)
         if load_error:
             death = f"failed to import a module ({load_error})"
+        elif bug:
+            # the module's native code shares the worker's process once loaded: its failure
+            death = f"broke the worker's own machinery after loading the module: {bug.strip().splitlines()[-1]}"
         if death or not (scratch / "out" / "result.json").exists():
-            reason = f"bench worker {death or 'wrote no result'} during {phase}"
-            if wr.signal in ("SIGSEGV", "SIGBUS") and phase.endswith(" loaded"):
+            reason = f"bench worker {death or 'wrote no result'} in {where}"
+            if wr.signal in ("SIGSEGV", "SIGBUS") and phase == "service":
                 reason += (" (the calls get their inputs, the state regions they read and the index rows, through "
                            "read-only mappings: a call that writes an input faults)")
             return None, wr, {"reason": reason, "stderr": _tail(wr.stderr, 1500)}
@@ -639,12 +653,12 @@ def _expected_digests(contract, work, steps):
     return d
 
 
-def _verify_windows(raw, svc, contract, work):
-    """(mismatches, windows, calls): every loaded window's final state against the reference."""
-    # Every call the bench timed, verified: the state at the end of each loaded window (its regions and
+def _verify_windows(samples, svc, contract, work):
+    """(mismatches, windows, calls): every window's final state against the reference."""
+    # Every call the bench timed, verified: the state at the end of each window (its regions and
     # the index) against the contract's reference replay of exactly the steps each thread completed.
     cache, mismatches, windows, calls = {}, [], 0, 0
-    for s in raw["samples"]:
+    for s in samples:
         for v, d in s["variants"].items():
             key = tuple(d["pairs"])
             if key not in cache:
@@ -668,9 +682,56 @@ def _verify_windows(raw, svc, contract, work):
     return mismatches, windows, calls
 
 
+def _machine():
+    """What a baseline's history is kept per: this machine (host name, CPU model, CPUs) and Python."""
+    model = ""
+    try:
+        model = next((ln.split(":", 1)[1].strip() for ln in Path("/proc/cpuinfo").read_text().splitlines()
+                      if ln.startswith("model name")), "")
+    except OSError:
+        pass
+    cpus = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
+    return {"host": platform.node(), "cpu": model, "cpus": cpus, "python": platform.python_version()}
+
+
+def _history_file(manifest, base_so, svc, shape):
+    """Where the baseline's requests/s of earlier benches are kept: per baseline build (its bytes),
+    worker, service parameters, bench shape and machine, in kidiom's cache (`host-history/`), or in
+    `$KIDIOM_HOST_HISTORY` when that is set."""
+    from ..cachedir import content_cache
+    h = hashlib.sha256()
+    h.update(Path(base_so).read_bytes())
+    h.update((Path(__file__).resolve().parent / "worker.py").read_bytes())
+    params = {k: v for k, v in svc.items() if k not in ("rounds", "warmup", "units")}
+    h.update(json.dumps([manifest.entry, params, shape, _machine()], sort_keys=True).encode())
+    where = os.environ.get("KIDIOM_HOST_HISTORY")
+    return (Path(where) if where else content_cache("host-history")) / f"{h.hexdigest()[:32]}.json"
+
+
+def _read_history(path):
+    try:
+        data = json.loads(path.read_text())
+        return [float(x) for x in data.get("requests_per_s", []) if isinstance(x, (int, float))]
+    except (OSError, ValueError, AttributeError):
+        return []
+
+
+def _append_history(path, value, keep=20):
+    """Appends one run's baseline figure (atomic rename; a lost race loses one figure, never the file)."""
+    try:
+        hist = (_read_history(path) + [float(value)])[-keep:]
+        path.parent.mkdir(parents=True, exist_ok=True)
+        tmp = path.with_suffix(f".{os.getpid()}.tmp")
+        tmp.write_text(json.dumps({"requests_per_s": hist}))
+        os.replace(tmp, path)
+    except OSError:
+        pass   # the history is a check on later runs, never this run's result
+
+
 def bench_command(manifest, args, deadline):
-    """bench: the correctness gate, the contract's service workload timed in a worker, every window
-    verified, then the statistics (stats.py)."""
+    """bench: the correctness gate, then the contract's service workload (worker.serve), one fresh
+    worker per variant and window, the variants interleaved round by round; every window verified,
+    then the statistics (stats.py) and the baseline against its own history on this machine."""
     svc = service_params(manifest, args)
     shape = manifest.shapes["bench"]
     contract = load_host_contract(manifest)
@@ -678,7 +739,7 @@ def bench_command(manifest, args, deadline):
     gate = bench_gate_cases(manifest)
     cand_so, cand_info = hostbuild.build(manifest, args.source)
     base_so, base_info = hostbuild.build(manifest, args.baseline)
-    out = {"device": DEVICE, "mode": MODE, "metric": "scheduler-throughput", "shape": shape,
+    out = {"device": DEVICE, "mode": MODE, "metric": "service-requests", "shape": shape,
            "rounds": svc["rounds"], "warmup": svc["warmup"], "service": svc,
            "host": {"baseline": base_info, "candidate": cand_info}}
     # a speedup is never reported on a red gate
@@ -687,36 +748,62 @@ def bench_command(manifest, args, deadline):
         out.update(status="failed", reason="candidate fails the correctness gate; no speed measured",
                    failures=gate_fails)
         return out, 1
-    raw, wr, failure = _bench_in_worker(manifest, svc, work, base_so, cand_so, deadline)
-    if failure:
-        out.update(status="failed", **failure)
-        return out, 1
-    out["sandbox"] = wr.sandbox
-    mismatches, windows, calls = _verify_windows(raw, svc, contract, work)
+    sos = {"baseline": base_so, "candidate": cand_so}
+    samples, peaks, cpus, readonly, sandbox_info = [], [], None, None, None
+    units = None
+    for r in range(svc["warmup"] + svc["rounds"]):
+        order = ["baseline", "candidate"] if r % 2 == 0 else ["candidate", "baseline"]
+        entry = {"round": r - svc["warmup"], "warmup": r < svc["warmup"], "order": order, "variants": {}}
+        for v in order:
+            raw, wr, failure = _serve_in_worker(manifest, dict(svc, units=units), work, v, sos[v], deadline)
+            if failure:
+                out.update(status="failed", **failure)
+                return out, 1
+            units = units or raw["units"]   # the first window calibrates the scheduler's step; all share it
+            peaks.append(raw["peak"])
+            cpus, readonly, sandbox_info = raw.get("cpus"), raw.get("inputs_readonly"), wr.sandbox
+            entry["variants"][v] = raw["window"]
+        samples.append(entry)
+    out["sandbox"] = sandbox_info
+    mismatches, windows, calls = _verify_windows(samples, svc, contract, work)
     # "checksums": the wire format's name for the bench's verification record (validator/src/wire.rs)
     out["checksums"] = {"verified": not mismatches, "windows": windows, "calls": calls, "every_call": True,
                         "scheme": "each window's final state (every region the contract names) and index "
                                   "against the contract's reference replay of every call",
-                        "inputs_readonly": raw.get("inputs_readonly")}
+                        "inputs_readonly": readonly}
     if mismatches:
         out.update(status="failed", reason="transfers did not produce the reference bytes (every timed call is "
                    "verified)", failures=mismatches)
         return out, 1
-    measured = [s for s in raw["samples"] if not s["warmup"]]
+    measured = [s for s in samples if not s["warmup"]]
     out["order"] = [v for s in measured for v in s["order"]]
+    out["processes"] = "one per variant and window"
     bytes_per_call = float(manifest.floor_bytes(shape))
     per_step = len(work.threads[0][0])
-    peak = raw["peak"]["best_gbps"]
+    peak = max(p["best_gbps"] for p in peaks)
     stats = hoststats.summarize([s["variants"] for s in measured], bytes_per_call, peak, svc["threads"],
-                                cpus=raw.get("cpus"), calls_per_step=per_step, step=work.step)
+                                cpus=cpus, calls_per_step=per_step, step=work.step)
+    hist_path = _history_file(manifest, base_so, svc, shape)
+    history = _read_history(hist_path)
+    base_rps = stats["results"]["baseline"]["requests_per_s"]
+    far = hoststats.history_check(base_rps, history, stats["noise_floor"])
+    flags = stats["flags"] + ([far] if far else [])
+    if not far:
+        _append_history(hist_path, base_rps)
     out.update(status="ok", results=stats["results"], speedup=stats["speedup"], speedups=stats["speedups"],
-               noise_floor=stats["noise_floor"], improvement=stats["improvement"],
-               significant=stats["significant"], flags=stats["flags"],
-               floor={"bytes": bytes_per_call, "peak_gbps": peak, "peak_median_gbps": raw["peak"]["median_gbps"],
+               noise_floor=stats["noise_floor"], significant=stats["significant"],
+               latency_ratio=stats["latency_ratio"], flags=flags,
+               history={"baseline_requests_per_s": history, "runs": len(history)},
+               floor={"bytes": bytes_per_call, "peak_gbps": peak,
+                      "peak_median_gbps": _median([p["median_gbps"] for p in peaks]),
                       "time_at_peak_us": bytes_per_call / (peak * 1e9) * 1e6},
-               scheduler={"step_us": raw["step_us"], "units": raw["units"],
-                          "switch_interval_s": raw["switch_interval_s"]})
+               scheduler={"step_us": svc["step_us"], "units": units, "forward_us": svc["forward_us"],
+                          "requests": svc["requests"], "decode_steps": svc["decode_steps"]})
     return out, 0
+
+
+def _median(xs):
+    return hoststats.percentile(xs, 50)
 
 
 def run_host_command(args, out, manifest, deadline):

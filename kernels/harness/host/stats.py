@@ -1,15 +1,17 @@
-"""Statistics and plausibility flags of the host `bench` (scheduler throughput): pure functions
-over raw per-round samples, so they can be tested on synthetic numbers.
+"""Statistics and plausibility flags of the host `bench` (the service bench, metric
+`service-requests`): pure functions over raw per-window samples, so they can be tested on
+synthetic numbers.
 
-A round sample of one variant is
-    {alone_steps, alone_s, loaded_steps, loaded_s, pairs_in_window, pair_us: [us]}
-(scheduler steps in a window alone and in a window with the transfer threads running; the
-service steps of the host contract's workload completed inside the loaded window and the
-duration of each; the keys say "pairs", as one step was a pair of calls in the first workload).
+A window sample of one variant (worker.serve, one process per window) is
+    {requests, loaded_s, latency_us: [us], loaded_steps, tokens, alone_steps, alone_s,
+     pairs_in_window, pair_us: [us]}
+(requests done in the measured part of the window and their latencies, arrival to done; the
+scheduler's steps in it and the decode tokens they served; its steps in a window alone; the
+transfer steps of the contract's workload done inside the window and the duration of each).
 """
 import math
 
-__all__ = ["percentile", "variant_summary", "summarize", "bench_flags"]
+__all__ = ["percentile", "variant_summary", "summarize", "bench_flags", "history_check"]
 
 
 def percentile(xs, q):
@@ -27,30 +29,38 @@ def _median(xs):
     return percentile(xs, 50)
 
 
-def rates(sample):
-    """(scheduler steps/s alone, steps/s loaded) of one round sample."""
-    return sample["alone_steps"] / sample["alone_s"], sample["loaded_steps"] / sample["loaded_s"]
+def _spread(xs):
+    """Relative half-spread (p90 - p10) / (2 median): 0 for fewer than two values."""
+    if len(xs) < 2:
+        return 0.0
+    m = _median(xs)
+    return (percentile(xs, 90) - percentile(xs, 10)) / (2 * m) if m > 0 else math.inf
 
 
-def variant_summary(rounds, bytes_per_call, calls_per_step=2):
-    """Summary of one variant over its round samples (list of dicts as in the module doc).
+def rps(sample):
+    return sample["requests"] / sample["loaded_s"]
 
-    gap = 1 - loaded/alone per round (the scheduler throughput lost to the transfers);
-    transfer_gbps = bytes moved (read + written: `calls_per_step` calls per step, `bytes_per_call`
-    each) per second of the loaded window; median_us etc. over every step timed inside a loaded window.
-    """
-    alone, loaded, gaps, gbps, pair_us = [], [], [], [], []
-    for s in rounds:
-        a, l = rates(s)
-        alone.append(a)
-        loaded.append(l)
-        gaps.append(1.0 - l / a)
-        gbps.append(s["pairs_in_window"] * calls_per_step * bytes_per_call / s["loaded_s"] / 1e9)
-        pair_us += list(s["pair_us"])
+
+def variant_summary(windows, bytes_per_call, calls_per_step=2):
+    """One variant over its measured windows: requests/s (median over windows), request latency
+    (p50, p99 over every request of every window), the scheduler's steps/s alone and under the
+    service and its gap (1 - loaded/alone), and the transfers' bandwidth (bytes read + written by
+    `calls_per_step` calls of `bytes_per_call` per transfer step, per second of the window)."""
+    per = [rps(w) for w in windows]
+    lat = [x for w in windows for x in w["latency_us"]]
+    alone = [w["alone_steps"] / w["alone_s"] for w in windows]
+    loaded = [w["loaded_steps"] / w["loaded_s"] for w in windows]
+    gaps = [1.0 - l / a for a, l in zip(alone, loaded)]
+    gbps = [w["pairs_in_window"] * calls_per_step * bytes_per_call / w["loaded_s"] / 1e9 for w in windows]
+    pair_us = [x for w in windows for x in w["pair_us"]]
     return {
-        "gap": _median(gaps), "gap_p10": percentile(gaps, 10), "gap_p90": percentile(gaps, 90), "gaps": gaps,
+        "requests_per_s": _median(per), "requests_per_s_all": per, "requests_spread": _spread(per),
+        "requests": sum(w["requests"] for w in windows),
+        "p50_us": percentile(lat, 50) if lat else math.nan, "p99_us": percentile(lat, 99) if lat else math.nan,
+        "tokens_per_s": _median([w["tokens"] / w["loaded_s"] for w in windows]),
         "steps_per_s_alone": _median(alone), "steps_per_s_loaded": _median(loaded),
         "steps_per_s_alone_all": alone, "steps_per_s_loaded_all": loaded,
+        "gap": _median(gaps), "gaps": gaps,
         "transfer_gbps": _median(gbps),
         "median_us": _median(pair_us) if pair_us else None,
         "p10_us": percentile(pair_us, 10) if pair_us else None,
@@ -62,31 +72,32 @@ def variant_summary(rounds, bytes_per_call, calls_per_step=2):
 def summarize(rounds, bytes_per_call, peak_gbps, threads, cpus=None, calls_per_step=2, step="service step"):
     """Service-level comparison of baseline and candidate over measured rounds.
 
-    rounds: [{"baseline": sample, "candidate": sample}] (one dict per measured round).
-    Returns {results, speedup, noise_floor, significant, improvement, flags}:
-      speedup      median over rounds of candidate / baseline loaded steps/s (the service gain);
-      noise_floor  the larger of each variant's (gap_p90 - gap_p10) / 2 and the relative
-                   half-spread of the alone windows ((p90 - p10) / (2 median), both variants);
-      improvement  baseline gap - candidate gap; significant when |improvement| > noise_floor.
+    rounds: [{"baseline": window, "candidate": window}] (one dict per measured round, each window
+    from a process of its own). Returns {results, speedup, noise_floor, significant, latency_ratio,
+    flags}:
+      speedup       median over rounds of candidate / baseline requests/s (the service's gain);
+      noise_floor   the larger of each variant's relative half-spread of requests/s over the rounds
+                    and that of the scheduler alone (both variants' windows: the machine's own noise);
+      significant   |speedup - 1| > noise_floor;
+      latency_ratio candidate / baseline p99 request latency.
     cpus: the CPUs the worker may use (bounds how fast one step of calls can move its bytes).
-    calls_per_step, step: calls in one step of the service workload, and what a step is in words.
+    calls_per_step, step: calls in one transfer step of the workload, and what a step is in words.
     """
     names = ("baseline", "candidate")
     results = {n: variant_summary([r[n] for r in rounds], bytes_per_call, calls_per_step) for n in names}
-    ratios = [rates(r["candidate"])[1] / rates(r["baseline"])[1] for r in rounds]
+    ratios = [rps(r["candidate"]) / rps(r["baseline"]) for r in rounds]
     speedup = _median(ratios)
     alone = results["baseline"]["steps_per_s_alone_all"] + results["candidate"]["steps_per_s_alone_all"]
-    alone_spread = (percentile(alone, 90) - percentile(alone, 10)) / (2 * _median(alone))
-    gap_spread = max((results[n]["gap_p90"] - results[n]["gap_p10"]) / 2 for n in names)
-    noise = max(gap_spread, alone_spread)
-    improvement = results["baseline"]["gap"] - results["candidate"]["gap"]
-    flags = bench_flags(results, speedup, noise, peak_gbps, threads, bytes_per_call=bytes_per_call, cpus=cpus,
+    noise = max(results["baseline"]["requests_spread"], results["candidate"]["requests_spread"], _spread(alone))
+    b99, c99 = results["baseline"]["p99_us"], results["candidate"]["p99_us"]
+    latency_ratio = c99 / b99 if b99 and b99 > 0 else math.nan
+    flags = bench_flags(results, noise, peak_gbps, threads, bytes_per_call=bytes_per_call, cpus=cpus,
                         calls_per_step=calls_per_step, step=step)
     return {"results": results, "speedup": speedup, "speedups": ratios, "noise_floor": noise,
-            "improvement": improvement, "significant": abs(improvement) > noise, "flags": flags}
+            "significant": abs(speedup - 1.0) > noise, "latency_ratio": latency_ratio, "flags": flags}
 
 
-def bench_flags(results, speedup, noise_floor, peak_gbps, threads, bytes_per_call=None, cpus=None, calls_per_step=2,
+def bench_flags(results, noise_floor, peak_gbps, threads, bytes_per_call=None, cpus=None, calls_per_step=2,
                 step="service step"):
     """Results that cannot be true, each as a sentence."""
     flags = []
@@ -108,14 +119,23 @@ def bench_flags(results, speedup, noise_floor, peak_gbps, threads, bytes_per_cal
         if peak_gbps > 0 and r["transfer_gbps"] > limit:
             flags.append(f"{n}: {r['transfer_gbps']:.1f} GB/s of transfers is beyond 1.5 x the measured copy "
                          f"peak x {threads} thread(s) ({limit:.1f} GB/s): the kernel cannot have moved the bytes")
-    # removing the whole gap recovers at most 1/(1 - gap). The baseline's gap is known to within its
-    # own spread over the rounds, which 1/(1 - gap) magnifies by 1/(1 - gap)^2 (4x at a 50% gap), so
-    # the bound takes the largest gap within that spread, then the noise of the throughputs
-    b = results["baseline"]
-    spread = max((b.get("gap_p90", b["gap"]) - b.get("gap_p10", b["gap"])) / 2, 0.0)
-    bgap = b["gap"] + spread
-    bound = math.inf if bgap >= 1 else 1.0 / (1.0 - bgap) * (1.0 + noise_floor)
-    if speedup > bound:
-        flags.append(f"speedup {speedup:.3f}x exceeds 1/(1 - (baseline gap + its spread)) x (1 + noise) = {bound:.3f}x: "
-                     "the candidate recovered more scheduler throughput than the transfers cost")
     return flags
+
+
+def history_check(value, history, noise_floor, min_runs=3, slack=0.25):
+    """Whether the baseline's requests/s in this run is far below its own history (the same
+    baseline build on the same machine): None when it is not (or there are fewer than `min_runs`
+    earlier runs), else a sentence. Far means below the history's lowest figure by more than the
+    larger of `slack` and 3 noise floors: a baseline measured far slower than it always was says the
+    comparison ran under conditions it cannot be trusted in (a loaded machine, or something that
+    reached the baseline's measurement), and a slow baseline is what flatters a candidate. One
+    side only: a baseline faster than ever costs the candidate, never buys it a verdict."""
+    hist = [float(h) for h in history if isinstance(h, (int, float)) and math.isfinite(h) and h > 0]
+    if len(hist) < min_runs or not (isinstance(value, (int, float)) and math.isfinite(value)):
+        return None
+    lo, hi = min(hist), max(hist)
+    widen = min(max(slack, 3 * noise_floor), 0.9)
+    if value < lo * (1 - widen):
+        return (f"baseline: {value:.1f} requests/s, far below its history on this machine ({lo:.1f}-{hi:.1f} over "
+                f"{len(hist)} runs, less {widen:.0%}): the comparison is not trusted")
+    return None

@@ -2,7 +2,7 @@
 loads a candidate module.
 
     python -I -X faulthandler worker.py check plan.json
-    python -I -X faulthandler worker.py bench plan.json
+    python -I -X faulthandler worker.py serve plan.json
 
 Runs in its own scratch directory (its cwd), started by the harness in a sandbox. Reads the plan
 and the input arrays from that directory and writes what it saw back into it; it never sees
@@ -14,16 +14,19 @@ Everything it writes goes to `out/` (the sandbox lets it write only there and in
 check: `out/progress.jsonl` gets `{"start": i}` before case i and `{"done": i, ...}` after it (one
 unbuffered write each, so a crash leaves the case that was running); the case's arrays, as they
 are after the call, go to `out/<i>_<name>.npy`.
-bench: `out/progress.jsonl` gets `{"phase": ...}` lines; `out/result.json` the raw samples and,
-per loaded window, sha256 digests of the state the calls produced (the harness knows what they
-must be; the worker does not).
+serve: one module's service windows (the bench runs one worker per variant and window, so the
+baseline and the candidate never share a process): `out/progress.jsonl` gets `{"phase": ...}`
+lines; `out/result.json` the raw window and sha256 digests of the state the calls produced (the
+harness knows what they must be; the worker does not).
 """
+import collections
 import gc
 import hashlib
 import importlib.util
 import json
 import mmap
 import os
+import queue
 import sys
 import threading
 import time
@@ -225,19 +228,6 @@ def _step(units, d, lst):
     lst.clear()
 
 
-def _sched_window(seconds, units):
-    d, lst = {}, []
-    steps = 0
-    t0 = time.perf_counter()
-    end = t0 + seconds
-    while True:
-        _step(units, d, lst)
-        steps += 1
-        t = time.perf_counter()
-        if t >= end:
-            return steps, t - t0, t0, t
-
-
 def _calibrate(step_us):
     units = 100
     for _ in range(3):
@@ -309,27 +299,6 @@ def _service_args(mod, cycle, rw, ro, index):
     return [[(getattr(mod, c["fn"]), [arg(a) for a in c["args"]]) for c in step] for step in cycle]
 
 
-def _transfer(steps, barrier, stop, record):
-    """Step i runs the calls of steps[i % len(steps)] in order, until the window ends. Each call's
-    output is a later call's input (the contract's workload), so the state at the end of the window
-    is right only if every call was."""
-    spans = []
-    i, n = 0, len(steps)
-    barrier.wait()
-    try:
-        while not stop.is_set():
-            calls = steps[i % n]
-            t0 = time.perf_counter()
-            for fn, args in calls:
-                fn(*args)
-            spans.append((t0, time.perf_counter()))
-            i += 1
-    except Exception as e:  # noqa: BLE001 - the candidate raised on the bench's input: judged by the harness
-        record["error"] = describe_exception(e)
-    record["pairs"] = i
-    record["spans"] = spans
-
-
 def _digests(mem, index, index_name, regions):
     """sha256 of each region of the state (`regions`: name -> (first row, rows)) and of the index."""
     d = {name: hashlib.sha256(np.ascontiguousarray(mem[r0:r0 + nr])).hexdigest() for name, (r0, nr) in regions.items()}
@@ -337,77 +306,145 @@ def _digests(mem, index, index_name, regions):
     return d
 
 
-def bench(plan):
+def _service_window(steps, svc, units, mem, init):
+    """One window of the service (docs/CONTRACTS.md, "The service bench"): the prefill -> decode
+    handoff it stands for. `requests` requests are in flight at any time. A new request first needs
+    its KV transfer: it waits in a queue until a transfer thread takes it and runs that thread's next
+    step of the contract's workload (its calls, in order). Then it joins the decode batch, which the
+    scheduler thread serves one step at a time (fixed pure-Python work, then a wait of `forward_us`
+    for the device, as a scheduler waits for a forward pass); after `decode_steps` steps it is done,
+    and a new request arrives in its place. Requests done within the measured part of the window
+    (after `warmup_s`) give requests/s and their latencies (arrival to done)."""
+    T = len(steps)
+    rw, _ = mem
+    np.copyto(rw, init)             # every window starts from the same state
+    pending, ready, stop = queue.SimpleQueue(), collections.deque(), threading.Event()
+    barrier = threading.Barrier(T + 1)
+    records = [{} for _ in range(T)]
+
+    def transfer(t):
+        cycle, spans, i = steps[t], [], 0
+        barrier.wait()
+        try:
+            while not stop.is_set():
+                try:
+                    rid = pending.get(timeout=0.005)
+                except queue.Empty:
+                    continue
+                t0 = time.perf_counter()
+                for fn, args in cycle[i % len(cycle)]:
+                    fn(*args)
+                spans.append((t0, time.perf_counter()))
+                i += 1
+                ready.append(rid)
+        except Exception as e:  # noqa: BLE001 - the candidate raised on the bench's input: judged by the harness
+            records[t]["error"] = describe_exception(e)
+        records[t]["pairs"] = i
+        records[t]["spans"] = spans
+
+    C, D = int(svc["requests"]), int(svc["decode_steps"])
+    forward = float(svc["forward_us"]) * 1e-6
+    warm, W = float(svc["warmup_s"]), float(svc["window_s"])
+    threads = [threading.Thread(target=transfer, args=(t,)) for t in range(T)]
+    for th in threads:
+        th.start()
+    gc.collect()
+    gc.disable()
+    barrier.wait()
+    t_start = time.perf_counter()
+    w0, w1 = t_start + warm, t_start + warm + W
+    arrival, batch, latencies = {}, {}, []
+    for rid in range(C):
+        arrival[rid] = t_start
+        pending.put(rid)
+    next_id, steps_done, tokens = C, 0, 0
+    d, lst = {}, []
+    now = t_start
+    while now < w1:
+        while ready:
+            batch[ready.popleft()] = D
+        _step(units, d, lst)
+        time.sleep(forward)
+        now = time.perf_counter()
+        if now >= w0:
+            steps_done += 1
+            tokens += len(batch)
+        for rid in list(batch):
+            batch[rid] -= 1
+            if batch[rid] == 0:
+                del batch[rid]
+                t_arr = arrival.pop(rid)
+                if now >= w0:
+                    latencies.append((now - t_arr) * 1e6)
+                arrival[next_id] = now
+                pending.put(next_id)
+                next_id += 1
+    stop.set()
+    for th in threads:
+        th.join()
+    gc.enable()
+    in_window, pair_us = 0.0, []
+    for rec in records:
+        for a, b in rec["spans"]:
+            overlap = min(b, now) - max(a, w0)
+            if overlap > 0:
+                in_window += overlap / (b - a) if b > a else 1.0
+            if a >= w0 and b <= now:
+                pair_us.append((b - a) * 1e6)
+    out = {"requests": len(latencies), "loaded_s": now - w0, "latency_us": latencies, "loaded_steps": steps_done,
+           "tokens": tokens, "pairs_in_window": in_window, "pair_us": pair_us,
+           "pairs": [rec["pairs"] for rec in records]}
+    errors = [rec["error"] for rec in records if "error" in rec]
+    if errors:
+        out["errors"] = errors
+    return out
+
+
+def _alone_window(seconds, units, forward):
+    """The scheduler's steps alone (no request needs a transfer), for its throughput beside the service's."""
+    d, lst = {}, []
+    steps = 0
+    gc.collect()
+    gc.disable()
+    t0 = time.perf_counter()
+    end = t0 + seconds
+    while True:
+        _step(units, d, lst)
+        time.sleep(forward)
+        steps += 1
+        t = time.perf_counter()
+        if t >= end:
+            gc.enable()
+            return steps, t - t0
+
+
+def serve(plan):
+    """The service bench's windows with one module, in a process of their own: the baseline and the
+    candidate never share a process (nothing one loads can reach the other's measurement)."""
     svc = plan["service"]
-    T, W = int(svc["threads"]), float(svc["window_s"])
-    mods = {v: _load_or_exit(plan["name"], path, f"kidiom_{v}") for v, path in plan["modules"].items()}
+    mod = _load_or_exit(plan["name"], plan["module"], f"kidiom_{plan['variant']}")
+    log({"loaded": plan["variant"]})
     work = plan["workload"]
     init = np.load("state.npy")                 # [rows, row bytes] uint8: the calls' memory
     index = np.load("index.npy", mmap_mode="r")   # [k, n] int64, mapped read-only: a write faults
-    B = init.shape[1]
-    regions = work["regions"]
-    index_name = work.get("index_name", "index")
-    mem, readonly = {}, None
-    for v in mods:
-        rw, ro, readonly = _ring_memory(init.shape[0], B)
-        mem[v] = (rw, ro)
-    steps = {v: [_service_args(mods[v], cycle, mem[v][0], mem[v][1], index) for cycle in work["threads"]]
-             for v in mods}
+    rw, ro, readonly = _ring_memory(init.shape[0], init.shape[1])
+    steps = [_service_args(mod, cycle, rw, ro, index) for cycle in work["threads"]]
     log({"phase": "peak"})
     pk = work["peak"]
     peak = _peak(init[pk["rows"][0]:pk["rows"][1]], int(pk["bytes"]), reps=int(pk["reps"]))
-    log({"phase": "calibrate"})
-    units, step_us = _calibrate(float(svc["step_us"]))
-    names = list(mods)
-    samples = []
-    rounds, warmup = int(svc["rounds"]), int(svc["warmup"])
-    for r in range(warmup + rounds):
-        order = names if r % 2 == 0 else names[::-1]
-        entry = {"round": r - warmup, "warmup": r < warmup, "order": order, "variants": {}}
-        for v in order:
-            log({"phase": f"round {r - warmup} {v} alone"})
-            gc.collect()
-            gc.disable()
-            a_steps, a_s, _, _ = _sched_window(W, units)
-            gc.enable()
-            log({"phase": f"round {r - warmup} {v} loaded"})
-            rw, ro = mem[v]
-            np.copyto(rw, init)     # every window starts from the same state
-            gc.collect()
-            gc.disable()
-            stop = threading.Event()
-            barrier = threading.Barrier(T + 1)
-            records = [{} for _ in range(T)]
-            threads = [threading.Thread(target=_transfer, args=(steps[v][t], barrier, stop, records[t]))
-                       for t in range(T)]
-            for th in threads:
-                th.start()
-            barrier.wait()
-            l_steps, l_s, w0, w1 = _sched_window(W, units)
-            stop.set()
-            for th in threads:
-                th.join()
-            gc.enable()
-            in_window, pair_us = 0.0, []
-            for rec in records:
-                for a, b in rec["spans"]:
-                    overlap = min(b, w1) - max(a, w0)
-                    if overlap > 0:
-                        in_window += overlap / (b - a) if b > a else 1.0
-                    if a >= w0 and b <= w1:
-                        pair_us.append((b - a) * 1e6)
-            entry["variants"][v] = {
-                "alone_steps": a_steps, "alone_s": a_s, "loaded_steps": l_steps, "loaded_s": l_s,
-                "pairs_in_window": in_window, "pair_us": pair_us,
-                "pairs": [rec["pairs"] for rec in records],
-                "digests": _digests(rw, index, index_name, regions),
-            }
-            errors = [rec["error"] for rec in records if "error" in rec]
-            if errors:
-                entry["variants"][v]["errors"] = errors
-        samples.append(entry)
-    result = {"peak": peak, "units": units, "step_us": step_us, "switch_interval_s": sys.getswitchinterval(),
-              "threads": T, "inputs_readonly": readonly, "samples": samples,
+    units = svc.get("units")
+    if not units:
+        log({"phase": "calibrate"})
+        units, _ = _calibrate(float(svc["step_us"]))
+    forward = float(svc["forward_us"]) * 1e-6
+    log({"phase": "alone"})
+    a_steps, a_s = _alone_window(float(svc["window_s"]), units, forward)
+    log({"phase": "service"})
+    res = _service_window(steps, svc, units, (rw, ro), init)
+    res.update(alone_steps=a_steps, alone_s=a_s,
+               digests=_digests(rw, index, work.get("index_name", "index"), work["regions"]))
+    result = {"peak": peak, "units": units, "switch_interval_s": sys.getswitchinterval(),
+              "threads": len(steps), "inputs_readonly": readonly, "window": res,
               "cpus": len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()}
     with open(os.path.join("out", "result.json.tmp"), "w") as f:
         json.dump(result, f)
@@ -422,8 +459,8 @@ def main(argv):
     try:
         if mode == "check":
             check(plan)
-        elif mode == "bench":
-            bench(plan)
+        elif mode == "serve":
+            serve(plan)
         else:
             raise ValueError(f"unknown mode {mode}")
     except Exception:  # noqa: BLE001 - exceptions of the candidate's calls are caught where they happen

@@ -152,8 +152,9 @@ impl Evidence {
     }
 
     /// The speed gate's result in a few words, where it measured one:
-    /// `gap 48.1% -> 0.9%` for a host target's scheduler-throughput metric,
-    /// `1.71x` for a GPU kernel.
+    /// `475 -> 690 requests/s (noise 2.1%)` for a host target's service
+    /// bench, `gap 48.1% -> 0.9%` for an older host record, `1.71x` for a
+    /// GPU kernel.
     pub fn speed_headline(&self) -> Option<String> {
         speed_headline(self.gate(Gate::Speed)?)
     }
@@ -162,6 +163,12 @@ impl Evidence {
 /// [`Evidence::speed_headline`] of one speed record.
 pub fn speed_headline(r: &GateRecord) -> Option<String> {
     let m = r.speed_figures()?;
+    if m.metric() == Some(super::figures::SERVICE_REQUESTS) {
+        let (b, c) = r.speed_sides();
+        let (b, c) = (b?.number("requests_per_s")?, c?.number("requests_per_s")?);
+        let noise = m.noise_floor().map(|n| format!(" (noise {:.1}%)", n * 100.0)).unwrap_or_default();
+        return Some(format!("{b:.0} -> {c:.0} requests/s{noise}"));
+    }
     if m.metric() == Some(super::figures::SCHEDULER_THROUGHPUT) {
         let (b, c) = r.speed_sides();
         let (b, c) = (b?.number("gap")?, c?.number("gap")?);

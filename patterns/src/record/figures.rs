@@ -400,7 +400,11 @@ pub struct ErrorSide {
     pub worst: Option<WorstErrors>,
 }
 
-/// The metric of a host target's speed record.
+/// The metric of a host target's speed record: requests/s and request
+/// latency of the service bench, each window in a process of its own.
+pub const SERVICE_REQUESTS: &str = "service-requests";
+/// The host metric of older records: the scheduler thread's throughput
+/// gap, baseline and candidate in one process (read, no longer written).
 pub const SCHEDULER_THROUGHPUT: &str = "scheduler-throughput";
 
 /// The speed gate's figures, for a GPU kernel or a host target.
@@ -430,7 +434,8 @@ impl SpeedFigures {
         }
     }
 
-    /// The host bench's metric (`scheduler-throughput`); `None` for a GPU kernel.
+    /// The host bench's metric (`service-requests`, or `scheduler-throughput`
+    /// in older records); `None` for a GPU kernel.
     pub fn metric(&self) -> Option<&str> {
         match self {
             SpeedFigures::Host(h) => Some(&h.metric),
@@ -479,9 +484,11 @@ pub struct GpuSpeedFigures {
 /// A host target's speed figures.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct HostSpeedFigures {
-    /// `scheduler-throughput`: what tells a host record from a GPU one.
+    /// `service-requests` (`scheduler-throughput` in older records): what
+    /// tells a host record from a GPU one.
     pub metric: String,
-    /// Throughput under transfers, candidate over baseline.
+    /// Requests/s of the service, candidate over baseline (older records:
+    /// the scheduler's throughput under transfers).
     #[serde(default, deserialize_with = "or_absent")]
     pub speedup: Option<f64>,
     /// The noise floor.
@@ -496,6 +503,15 @@ pub struct HostSpeedFigures {
     /// The candidate's scheduler gap.
     #[serde(default, deserialize_with = "or_absent")]
     pub gap_candidate: Option<f64>,
+    /// The baseline's requests/s.
+    #[serde(default, skip_serializing_if = "Option::is_none", deserialize_with = "or_absent")]
+    pub requests_baseline: Option<f64>,
+    /// The candidate's requests/s.
+    #[serde(default, skip_serializing_if = "Option::is_none", deserialize_with = "or_absent")]
+    pub requests_candidate: Option<f64>,
+    /// The candidate's p99 request latency over the baseline's.
+    #[serde(default, skip_serializing_if = "Option::is_none", deserialize_with = "or_absent")]
+    pub latency_ratio: Option<f64>,
     /// The manifest's floor.
     #[serde(default, deserialize_with = "or_absent")]
     pub floor: Option<Value>,

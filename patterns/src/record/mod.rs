@@ -25,8 +25,8 @@ pub use evidence::{
 pub use figures::{
     BranchCoverage, BytesPerStep, CompileFigures, CorrectnessFigures, CurvePoint, DriftCurve, ErrorSide, FileSyntax,
     FlagMention, GpuSpeedFigures, HostSpeedFigures, Num, NumericFlag, OutputStateError, PrecisionFigures,
-    PredictionFigures, SCHEDULER_THROUGHPUT, SpeedFigures, SpeedSide, StaticFigures, SyntaxFigures, WorstError,
-    WorstErrors,
+    PredictionFigures, SCHEDULER_THROUGHPUT, SERVICE_REQUESTS, SpeedFigures, SpeedSide, StaticFigures, SyntaxFigures,
+    WorstError, WorstErrors,
 };
 pub use provenance::{
     AlsoProposed, ManualEdit, Origin, OtherOrigin, PatternSnapshot, Provenance, RoleSite, RolesOrigin, SearchOrigin,

@@ -200,33 +200,48 @@ pub(super) fn judge_timed(
 }
 
 /// The speed verdict of a host target from the harness's `bench`: the
-/// scheduler thread's throughput gap while transfers run (SPEC §8), baseline
-/// and candidate interleaved in one process. Plausibility (a gap below the
-/// noise, transfers beyond the machine's copy bandwidth, more throughput
-/// recovered than was lost) is the harness's `flags`: a flagged result is
+/// service's requests/s, candidate over baseline (SPEC §8), each window in a
+/// process of its own, the variants interleaved. Accepted only when the gain
+/// is beyond the noise and the candidate's p99 request latency is no worse
+/// (beyond the noise) than the baseline's; the scheduler's throughput and the
+/// transfers' bandwidth are shown beside. Plausibility (a gap below the noise,
+/// transfers beyond the machine's copy bandwidth, a baseline far below its own
+/// history on this machine) is the harness's `flags`: a flagged result is
 /// never accepted.
 fn judge_host(run: &mut Validation<'_>, mut rec: GateRecord, j: &HostBench) -> Verdict {
     let (base, cand) = (&j.results.baseline, &j.results.candidate);
-    let (Some(gb), Some(gc), Some(speedup), Some(noise)) =
-        (base.gap.finite(), cand.gap.finite(), j.speedup.finite(), j.noise_floor.finite())
-    else {
-        let reason = "the host bench reports a non-finite gap, speedup or noise floor".to_string();
-        let log =
-            format!("gap {} -> {}, speedup {}, noise floor {}", base.gap.0, cand.gap.0, j.speedup.0, j.noise_floor.0);
+    let figures = (
+        base.requests_per_s.finite(),
+        cand.requests_per_s.finite(),
+        j.speedup.finite(),
+        j.noise_floor.finite(),
+        j.latency_ratio.finite(),
+    );
+    let (Some(rb), Some(rc), Some(speedup), Some(noise), Some(latency)) = figures else {
+        let reason = "the host bench reports a non-finite requests/s, speedup, latency or noise floor".to_string();
+        let log = format!(
+            "requests/s {} -> {}, speedup {}, p99 ratio {}, noise floor {}",
+            base.requests_per_s.0, cand.requests_per_s.0, j.speedup.0, j.latency_ratio.0, j.noise_floor.0
+        );
         return run.stop(rec, GateStatus::Error, reason.clone(), Verdict::error(Some(Gate::Speed), reason, log));
     };
     let significant = j.significant;
     for f in &j.flags {
         run.flags.push(f.clone());
     }
-    let gbps = |x: wire::Num| x.finite().map(|x| format!("{x:.2}")).unwrap_or_else(|| "?".into());
+    let num = |x: wire::Num, scale: f64, digits: usize| {
+        x.finite().map(|x| format!("{:.*}", digits, x * scale)).unwrap_or_else(|| "?".into())
+    };
     rec.set_metrics(&SpeedFigures::Host(HostSpeedFigures {
         metric: j.metric.clone(),
         speedup: Some(speedup),
         noise_floor: Some(noise),
         significant,
-        gap_baseline: Some(gb),
-        gap_candidate: Some(gc),
+        gap_baseline: base.gap.finite(),
+        gap_candidate: cand.gap.finite(),
+        requests_baseline: Some(rb),
+        requests_candidate: Some(rc),
+        latency_ratio: Some(latency),
         floor: j.floor.clone(),
         shape: j.shape.clone(),
         rounds: j.rounds,
@@ -235,16 +250,27 @@ fn judge_host(run: &mut Validation<'_>, mut rec: GateRecord, j: &HostBench) -> V
     }));
     rec.set_sides(Some(base), Some(cand));
     let summary = format!(
-        "scheduler gap {:.1}% -> {:.1}% (noise floor {:.1}%, {}); scheduler throughput under transfers {speedup:.2}x; transfers {} -> {} GB/s",
-        gb * 100.0,
-        gc * 100.0,
+        "requests/s {rb:.1} -> {rc:.1}: {speedup:.2}x (noise floor {:.1}%, {}); p99 latency {} -> {} ms; \
+         scheduler {} -> {} steps/s under transfers (gap {} -> {}%); transfers {} -> {} GB/s; {}",
         noise * 100.0,
         if significant { "significant" } else { "within noise" },
-        gbps(base.transfer_gbps),
-        gbps(cand.transfer_gbps),
+        num(base.p99_us, 1e-3, 1),
+        num(cand.p99_us, 1e-3, 1),
+        num(base.steps_per_s_loaded, 1.0, 0),
+        num(cand.steps_per_s_loaded, 1.0, 0),
+        num(base.gap, 100.0, 1),
+        num(cand.gap, 100.0, 1),
+        num(base.transfer_gbps, 1.0, 2),
+        num(cand.transfer_gbps, 1.0, 2),
+        j.processes.as_deref().map(|p| format!("processes: {p}")).unwrap_or_else(|| "processes: not reported".into()),
     );
-    if !(significant && speedup > 1.0 && gc < gb) {
-        let reason = format!("no significant gain: {summary}");
+    if !(significant && speedup > 1.0) {
+        let why = if significant { "the service is slower" } else { "no significant gain" };
+        let reason = format!("{why}: {summary}");
+        return run.stop(rec, GateStatus::Failed, summary, Verdict::rejected(Gate::Speed, reason));
+    }
+    if latency > 1.0 + noise {
+        let reason = format!("the service's p99 latency is worse ({latency:.2}x, beyond the noise): {summary}");
         return run.stop(rec, GateStatus::Failed, summary, Verdict::rejected(Gate::Speed, reason));
     }
     run.stop(rec, GateStatus::Passed, summary.clone(), Verdict::accepted(summary))
@@ -257,15 +283,17 @@ mod tests {
     use super::*;
     use crate::verdict::VerdictKind;
 
-    fn host_bench(gb: f64, gc: f64, speedup: f64, noise: f64, significant: bool, flags: &[&str]) -> HostBench {
-        let variant = |gap: f64| {
-            json!({"gap": gap, "gap_p10": gap - 0.01, "gap_p90": gap + 0.01, "gaps": [gap], "steps_per_s_alone": 1e4,
-                   "steps_per_s_loaded": 1e4 * (1.0 - gap), "transfer_gbps": 11.0, "median_us": 640.0})
+    fn host_bench(rb: f64, rc: f64, latency: f64, noise: f64, significant: bool, flags: &[&str]) -> HostBench {
+        let variant = |rps: f64, gap: f64| {
+            json!({"requests_per_s": rps, "p50_us": 1e7 / rps, "p99_us": 1.2e7 / rps, "gap": gap,
+                   "steps_per_s_alone": 1e4, "steps_per_s_loaded": 1e4 * (1.0 - gap), "transfer_gbps": 11.0,
+                   "median_us": 640.0})
         };
         serde_json::from_value(json!({
-            "metric": "scheduler-throughput", "speedup": speedup, "noise_floor": noise, "significant": significant,
-            "flags": flags, "order": ["baseline", "candidate", "candidate", "baseline"], "rounds": 2,
-            "results": {"baseline": variant(gb), "candidate": variant(gc)}
+            "metric": "service-requests", "speedup": rc / rb, "noise_floor": noise, "significant": significant,
+            "latency_ratio": latency, "flags": flags, "order": ["baseline", "candidate", "candidate", "baseline"],
+            "rounds": 2, "processes": "one per variant and window",
+            "results": {"baseline": variant(rb, 0.37), "candidate": variant(rc, 0.02)}
         }))
         .unwrap()
     }
@@ -299,26 +327,38 @@ mod tests {
     }
 
     #[test]
-    fn host_speed_is_the_scheduler_gap() {
-        let (v, rec) = judge(&host_bench(0.48, 0.01, 1.9, 0.02, true, &[]));
+    fn host_speed_is_the_services_requests_per_second() {
+        let (v, rec) = judge(&host_bench(475.0, 690.0, 0.7, 0.02, true, &[]));
         assert_eq!(v.kind, VerdictKind::Accepted, "{v:?}");
-        assert!(v.reason.starts_with("scheduler gap 48.0% -> 1.0%"), "{}", v.reason);
+        assert!(v.reason.starts_with("requests/s 475.0 -> 690.0: 1.45x"), "{}", v.reason);
+        assert!(v.reason.contains("gap 37.0 -> 2.0%") && v.reason.contains("processes: one per"), "{}", v.reason);
         assert_eq!(rec["status"], "passed");
-        assert_eq!(rec["before"]["gap"], 0.48);
+        assert_eq!(rec["before"]["requests_per_s"], 475.0);
         assert_eq!(rec["before"]["median_us"], 640.0, "extra fields are kept in the evidence");
         assert_eq!(rec["metrics"]["order"][1], "candidate");
+        assert_eq!(rec["metrics"]["requests_candidate"], 690.0);
 
-        let (v, _) = judge(&host_bench(0.48, 0.47, 1.01, 0.02, false, &[]));
+        let (v, _) = judge(&host_bench(475.0, 478.0, 1.0, 0.02, false, &[]));
         assert_eq!((v.kind, v.gate), (VerdictKind::Rejected, Some(Gate::Speed)));
         assert!(v.reason.starts_with("no significant gain"), "{}", v.reason);
 
+        // a better scheduler gap with fewer requests served is slower (a GIL release that then sleeps)
+        let (v, _) = judge(&host_bench(475.0, 330.0, 1.6, 0.02, true, &[]));
+        assert_eq!(v.kind, VerdictKind::Rejected);
+        assert!(v.reason.starts_with("the service is slower"), "{}", v.reason);
+
+        // more requests but a worse tail
+        let (v, _) = judge(&host_bench(475.0, 600.0, 1.3, 0.02, true, &[]));
+        assert_eq!(v.kind, VerdictKind::Rejected);
+        assert!(v.reason.contains("p99 latency is worse"), "{}", v.reason);
+
         // a flagged gain is never accepted
-        let (v, _) = judge(&host_bench(0.48, 0.01, 9.0, 0.02, true, &["speedup above the bound"]));
+        let (v, _) = judge(&host_bench(475.0, 690.0, 0.7, 0.02, true, &["baseline: outside its history"]));
         assert_eq!(v.kind, VerdictKind::Rejected);
         assert!(v.reason.contains("flagged for review"), "{}", v.reason);
 
-        let mut nan = host_bench(0.48, 0.01, 1.9, 0.02, true, &[]);
-        nan.speedup = wire::Num(f64::NAN);
+        let mut nan = host_bench(475.0, 690.0, 0.7, 0.02, true, &[]);
+        nan.latency_ratio = wire::Num(f64::NAN);
         let (v, _) = judge(&nan);
         assert_eq!((v.kind, v.gate), (VerdictKind::Error, Some(Gate::Speed)));
     }
