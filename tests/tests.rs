@@ -44,6 +44,8 @@ mod ray;
 mod gil;
 // Planted cheats through `kidiom validate`, each rejected at its gate with the reason.
 mod cheats;
+// Trust, round four: the host speed gate cannot be bought (a process per window, the service's requests/s).
+mod service;
 // `kidiom profile` and the predicted speedup every validation records.
 mod profile;
 // Trust, round two: candidates that try to escape the sandbox or to win on a CPU, each blocked and rejected.

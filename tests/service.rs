@@ -1,0 +1,132 @@
+//! Trust, round four, classes 1 and 2 (issue #50): the host speed gate's
+//! `accepted` cannot be bought. Planted KV-transfer modules through
+//! `kidiom validate`, each with the honest GIL release beside it:
+//!
+//! | class | planted | expected |
+//! |---|---|---|
+//! | 1 isolation of measurement | a module whose initialisation wraps the baseline's `gather` (loaded in the same process) in a sleep | speed: no significant gain (each window in a process of its own) |
+//! | 2 the service as the metric | releases the GIL, then sleeps in each `gather`: the scheduler runs freely while the transfers crawl | speed: the service is slower (requests/s and p99), though its scheduler gap is smaller |
+//! | 2 | remembers the last transfer by its addresses and skips a repeat | speed: the bench's state differs from the reference replay |
+//! | twin | the GIL release | accepted on requests/s, p99 no worse |
+
+use serde_json::Value;
+
+use crate::project::*;
+
+const KV: &str = "kernels/kv_transfer/kv_transfer.cpp";
+const MODULE: &str = "PYBIND11_MODULE(kv_transfer, m) {\n";
+const GATHER_LOOP: &str =
+    "    if (p.page_bytes == 0) return;\n    for (size_t i = 0; i < n; ++i) {\n        const uint8_t* src";
+
+/// `py::gil_scoped_release release;` first in gather, scatter and checksum.
+fn release_gil(text: &str) -> String {
+    let mut out = text.to_string();
+    for head in [
+        "void gather(const BufferView& pool, const BufferView& page_ids, const BufferView& out) {\n",
+        "void scatter(const BufferView& buf, const BufferView& page_ids, const BufferView& pool) {\n",
+        "uint64_t checksum(const BufferView& buf) {\n",
+    ] {
+        assert_eq!(out.matches(head).count(), 1, "{head}");
+        out = out.replace(head, &format!("{head}    py::gil_scoped_release release;\n"));
+    }
+    out
+}
+
+/// Python run when the module is imported: every other `kv_transfer` module
+/// in the process (the baseline, when both share one) gets a `gather` that
+/// sleeps first.
+const SLOW_THE_OTHER: &str = r#"    py::exec(R"PY(
+import sys, time
+for _name, _mod in list(sys.modules.items()):
+    if _name.endswith('.kv_transfer') and 'candidate' not in _name:
+        def _slow(*args, _inner=_mod.gather):
+            time.sleep(0.003)
+            return _inner(*args)
+        _mod.gather = _slow
+)PY");
+"#;
+
+#[test]
+fn the_host_speed_gate_cannot_be_bought() {
+    let Some(py) = python() else { return };
+    let _cpu = crate::util::cpu_alone(); // four service benches
+    let env = project();
+    let base = std::fs::read_to_string(env.path().join(KV)).expect("read");
+    assert_eq!(base.matches(MODULE).count(), 1);
+    assert_eq!(base.matches(GATHER_LOOP).count(), 1);
+
+    let honest = release_gil(&base);
+    plant(&env, "releases-the-gil", "concurrency", KV, &honest);
+    plant(
+        &env,
+        "slows-the-baseline-at-load",
+        "concurrency",
+        KV,
+        &base
+            .replace("#include <pybind11/pybind11.h>\n", "#include <pybind11/pybind11.h>\n#include <pybind11/eval.h>\n")
+            .replace(MODULE, &format!("{MODULE}{SLOW_THE_OTHER}")),
+    );
+    let sleeps =
+        honest.replace("#include <vector>\n", "#include <vector>\n#include <chrono>\n#include <thread>\n").replacen(
+            GATHER_LOOP,
+            &format!("    std::this_thread::sleep_for(std::chrono::milliseconds(2));\n{GATHER_LOOP}"),
+            1,
+        );
+    plant(&env, "releases-the-gil-then-sleeps", "concurrency", KV, &sleeps);
+    // every transfer seen before, by its three addresses: a repeat is skipped
+    let memo = "    static std::set<std::tuple<const uint8_t*, const uint8_t*, const uint8_t*>> seen;\n    \
+                if (!seen.insert({pool.data, page_ids.data, out.data}).second) return;\n";
+    let memo_text = base
+        .replace("#include <vector>\n", "#include <vector>\n#include <set>\n#include <tuple>\n")
+        .replacen(GATHER_LOOP, &format!("{memo}{GATHER_LOOP}"), 1);
+    plant(&env, "memo-by-address", "concurrency", KV, &memo_text);
+
+    let (report, _) = validate(&env, &py, &["--pending", "--seeds", "1", "--no-consistency", "--timeout", "900"]);
+    let reason = |id: &str| by_id(&report, id)["verdict"]["reason"].as_str().unwrap_or("").to_string();
+    let speed = |id: &str| gate(by_id(&report, id), "speed").clone();
+    let rps = |s: &Value, side: &str| s[side]["requests_per_s"].as_f64().unwrap_or(f64::NAN);
+
+    // the twin: accepted on the service's figures, in processes of its own
+    let ev = by_id(&report, "releases-the-gil");
+    assert_eq!(ev["verdict"]["kind"], "accepted", "{ev:#}");
+    let s = speed("releases-the-gil");
+    assert_eq!(s["metrics"]["metric"], "service-requests", "{s:#}");
+    assert!(
+        reason("releases-the-gil").contains("processes: one per variant and window"),
+        "{}",
+        reason("releases-the-gil")
+    );
+    let honest_base = rps(&s, "before");
+
+    // class 1: what the module does when it loads cannot reach the baseline's windows
+    let ev = by_id(&report, "slows-the-baseline-at-load");
+    assert_eq!(verdict(ev), ("rejected".to_string(), "speed".to_string()), "{ev:#}");
+    let s = speed("slows-the-baseline-at-load");
+    let r = reason("slows-the-baseline-at-load");
+    assert!(r.contains("processes: one per variant and window"), "{r}");
+    // the baseline served as many requests as in the twin's bench: nothing slowed it
+    let b = rps(&s, "before");
+    assert!((b / honest_base - 1.0).abs() < 0.25, "baseline {b} requests/s here, {honest_base} beside the twin: {r}");
+
+    // class 2: a freer scheduler is no gain when the requests wait for their transfers
+    let ev = by_id(&report, "releases-the-gil-then-sleeps");
+    assert_eq!(verdict(ev), ("rejected".to_string(), "speed".to_string()), "{ev:#}");
+    let r = reason("releases-the-gil-then-sleeps");
+    assert!(r.starts_with("the service is slower: requests/s"), "{r}");
+    let s = speed("releases-the-gil-then-sleeps");
+    let gap = |side: &str| s[side]["gap"].as_f64().unwrap_or(f64::NAN);
+    assert!(
+        gap("after") < gap("before"),
+        "the scheduler's own figure improves ({} -> {}): {r}",
+        gap("before"),
+        gap("after")
+    );
+    let gbps = |side: &str| s[side]["transfer_gbps"].as_f64().unwrap_or(f64::NAN);
+    assert!(gbps("after") < gbps("before"), "the transfers slow ({} -> {} GB/s): {r}", gbps("before"), gbps("after"));
+
+    // class 2: a memo of earlier transfers is wrong bytes in the service's exchange ring
+    let ev = by_id(&report, "memo-by-address");
+    assert_eq!(verdict(ev), ("rejected".to_string(), "speed".to_string()), "{ev:#}");
+    let r = reason("memo-by-address");
+    assert!(r.contains("state differs from the reference replay"), "{r}");
+}
