@@ -4,9 +4,11 @@
 # Mines the corpora that hold the idiom (the SGLang sdist; Mooncake where its
 # clone is cached, see corpora/mooncake.toml) into a scratch catalog, applies
 # the mined `py::gil_scoped_release` pattern to kernels/kv_transfer/ with
-# `kidiom apply`, and runs the harness's host bench: a Python "scheduler"
-# thread's steps/s alone and while transfer threads gather and scatter KV
-# pages, baseline and candidate interleaved in one process over ROUNDS rounds.
+# `kidiom apply`, and runs the harness's host bench, the service bench
+# (docs/CONTRACTS.md): requests/s and request latency of a service whose
+# requests each need a KV transfer before their decode steps, with the
+# scheduler's steps/s and the transfers' GB/s beside; each window in a
+# process of its own, baseline and candidate interleaved over ROUNDS rounds.
 # Writes bench/runs/<date>-<host>/gil.json and prints the table.
 #
 #   bench/gil.sh                 # ROUNDS=9 by default
@@ -50,12 +52,13 @@ j = json.load(open(sys.argv[1]))
 if j.get("status") != "ok":
     sys.exit(f"bench: {j.get('status')}: {j.get('error') or j.get('reason') or j.get('failures')}")
 r, pct = j["results"], lambda x: f"{100 * x:.1f}%"
-print(f"{'variant':<10} {'gap':>7} {'p10':>7} {'p90':>7} {'steps/s alone':>14} {'steps/s loaded':>15} {'GB/s':>6}")
+print(f"{'variant':<10} {'requests/s':>11} {'p50 ms':>7} {'p99 ms':>7} {'steps/s alone':>14} {'with service':>13} "
+      f"{'gap':>6} {'GB/s':>6}")
 for k in ("baseline", "candidate"):
     v = r[k]
-    print(f"{k:<10} {pct(v['gap']):>7} {pct(v['gap_p10']):>7} {pct(v['gap_p90']):>7} "
-          f"{v['steps_per_s_alone']:>14.0f} {v['steps_per_s_loaded']:>15.0f} {v['transfer_gbps']:>6.2f}")
-print(f"rounds {j['rounds']}, noise floor {pct(j['noise_floor'])}, significant {j['significant']}, "
-      f"scheduler throughput under transfers {j['speedup']:.2f}x, memcpy peak {j['floor']['peak_gbps']:.1f} GB/s, "
+    print(f"{k:<10} {v['requests_per_s']:>11.1f} {v['p50_us'] / 1e3:>7.1f} {v['p99_us'] / 1e3:>7.1f} "
+          f"{v['steps_per_s_alone']:>14.0f} {v['steps_per_s_loaded']:>13.0f} {pct(v['gap']):>6} {v['transfer_gbps']:>6.2f}")
+print(f"rounds {j['rounds']}, requests/s {j['speedup']:.2f}x, noise floor {pct(j['noise_floor'])}, significant "
+      f"{j['significant']}, p99 {j['latency_ratio']:.2f}x, memcpy peak {j['floor']['peak_gbps']:.1f} GB/s, "
       f"flags {j['flags'] or 'none'}")
 EOF

@@ -82,6 +82,8 @@ def apply_rows(text):
 
 
 def gil_rows(j):
+    if j.get("metric") == "service-requests":
+        return gil_service_rows(j)
     r = j["results"]
     rows = ["| variant | scheduler gap (median) | p10 | p90 | steps/s alone | steps/s with transfers | transfer GB/s |",
             "|---|---|---|---|---|---|---|"]
@@ -92,6 +94,25 @@ def gil_rows(j):
     note = (f"`gil.json`: {j['rounds']} rounds, noise floor {j['noise_floor']:.1%}, significant "
             f"{'yes' if j['significant'] else 'no'}, scheduler throughput under transfers {j['speedup']:.2f}x, "
             f"memcpy peak {j['floor']['peak_gbps']:.1f} GB/s, flags: {', '.join(j['flags']) or 'none'}.")
+    return rows, [note]
+
+
+def gil_service_rows(j):
+    """The service bench (metric `service-requests`): requests/s and latency first, the scheduler
+    and the transfers beside."""
+    r = j["results"]
+    rows = ["| variant | requests/s (median) | p50 latency | p99 latency | scheduler steps/s alone | with the service "
+            "| scheduler gap | transfer GB/s |",
+            "|---|---|---|---|---|---|---|---|"]
+    for name, label in (("baseline", "baseline (holds the GIL)"), ("candidate", "candidate (releases it)")):
+        v = r[name]
+        rows.append(f"| {label} | {v['requests_per_s']:,.1f} | {v['p50_us'] / 1e3:.1f} ms | {v['p99_us'] / 1e3:.1f} ms "
+                    f"| {v['steps_per_s_alone']:,.0f} | {v['steps_per_s_loaded']:,.0f} | {v['gap']:.1%} "
+                    f"| {v['transfer_gbps']:.2f} |")
+    note = (f"`gil.json`: {j['rounds']} rounds, a process per variant and window; requests/s {j['speedup']:.2f}x, "
+            f"noise floor {j['noise_floor']:.1%}, significant {'yes' if j['significant'] else 'no'}, p99 latency "
+            f"{j['latency_ratio']:.2f}x, memcpy peak {j['floor']['peak_gbps']:.1f} GB/s, "
+            f"flags: {', '.join(j['flags']) or 'none'}.")
     return rows, [note]
 
 

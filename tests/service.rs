@@ -4,7 +4,7 @@
 //!
 //! | class | planted | expected |
 //! |---|---|---|
-//! | 1 isolation of measurement | a module whose initialisation wraps the baseline's `gather` (loaded in the same process) in a sleep | speed: no significant gain (each window in a process of its own) |
+//! | 1 isolation of measurement | a module whose initialisation wraps the baseline's `gather` (when loaded in the same process) in a 3 ms native spin that holds the GIL | speed: no significant gain (each window in a process of its own) |
 //! | 2 the service as the metric | releases the GIL, then sleeps in each `gather`: the scheduler runs freely while the transfers crawl | speed: the service is slower (requests/s and p99), though its scheduler gap is smaller |
 //! | 2 | remembers the last transfer by its addresses and skips a repeat | speed: the bench's state differs from the reference replay |
 //! | twin | the GIL release | accepted on requests/s, p99 no worse |
@@ -32,18 +32,27 @@ fn release_gil(text: &str) -> String {
     out
 }
 
-/// Python run when the module is imported: every other `kv_transfer` module
-/// in the process (the baseline, when both share one) gets a `gather` that
-/// sleeps first.
-const SLOW_THE_OTHER: &str = r#"    py::exec(R"PY(
-import sys, time
+/// Run when the module is imported: every other `kv_transfer` module in the
+/// process (the baseline, when both share one) gets a `gather` that first
+/// spins 3 ms in native code, holding the GIL.
+const SLOW_THE_OTHER: &str = r#"    m.def("_spin", [] {
+        const auto t0 = std::chrono::steady_clock::now();
+        while (std::chrono::steady_clock::now() - t0 < std::chrono::milliseconds(3)) {}
+    });
+    {
+        py::dict g;
+        g["__builtins__"] = py::module_::import("builtins");
+        g["me"] = m;
+        py::exec(R"PY(
+import sys
 for _name, _mod in list(sys.modules.items()):
-    if _name.endswith('.kv_transfer') and 'candidate' not in _name:
-        def _slow(*args, _inner=_mod.gather):
-            time.sleep(0.003)
+    if _name.endswith('.kv_transfer') and _mod is not me:
+        def _slow(*args, _inner=_mod.gather, _spin=me._spin):
+            _spin()
             return _inner(*args)
         _mod.gather = _slow
-)PY");
+)PY", g);
+    }
 "#;
 
 #[test]
@@ -63,7 +72,10 @@ fn the_host_speed_gate_cannot_be_bought() {
         "concurrency",
         KV,
         &base
-            .replace("#include <pybind11/pybind11.h>\n", "#include <pybind11/pybind11.h>\n#include <pybind11/eval.h>\n")
+            .replace(
+                "#include <pybind11/pybind11.h>\n",
+                "#include <pybind11/pybind11.h>\n#include <pybind11/eval.h>\n#include <chrono>\n",
+            )
             .replace(MODULE, &format!("{MODULE}{SLOW_THE_OTHER}")),
     );
     let sleeps =
