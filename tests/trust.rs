@@ -351,6 +351,33 @@ fn candidates_that_would_win_only_on_a_cpu_are_rejected_for_their_class() {
     );
     // class 5: one ulp of growth per step, inside every per-call margin
     plant(&env, "drifts", "math", DECODE, &edit(&env, DECODE, update, &format!("{update}    b_s = b_s * 1.0000001\n")));
+    // issue #50, class 6: the device's arithmetic. `__sinf` reads x / 2 pi rounded toward zero in
+    // float (far off at 2e6); a conversion past int's range saturates on the GPU (x86 gives
+    // 0x80000000); Triton's `.to(tl.int32)` is the same cvt. Each was a no-op on the CPU.
+    plant(
+        &env,
+        "fast-intrinsic-far-from-zero",
+        "precision", // a fast intrinsic is a numeric change: only a precision pattern may make it
+        CUDA,
+        &edit(&env, CUDA, d, &format!("{d}        d *= 1.0f + (__sinf(2.0e6f) - sinf(2.0e6f));\n")),
+    );
+    let big = "        volatile float big = 1.0e30f * (1.0f + fabsf(b));\n";
+    plant(
+        &env,
+        "conversion-out-of-range",
+        "math",
+        CUDA,
+        &edit(&env, CUDA, d, &format!("{d}{big}        d *= ((int)big == 0x7fffffff) ? 0.5f : 1.0f;\n")),
+    );
+    let to_int = |value: &str, test: &str| {
+        format!("{delta}    b_d = b_d * tl.where((b_d * 0 + {value}).to(tl.int32) {test}, 1.0, 0.5)\n")
+    };
+    plant(&env, "triton-conversion-out-of-range", "math", DECODE, &edit(&env, DECODE, delta, &to_int("1e30", "< 0")));
+    // their honest twins: `__expf` where exp's arguments are small, a conversion in range
+    let fast_exp =
+        std::fs::read_to_string(env.path().join(CUDA)).expect("read").replace("expf(g_n[i])", "__expf(g_n[i])");
+    plant(&env, "fast-exp", "precision", CUDA, &fast_exp);
+    plant(&env, "triton-conversion-in-range", "math", DECODE, &edit(&env, DECODE, delta, &to_int("1.5", "> 0")));
 
     let (report, out) = validate(&env, &py, &["--pending", "--seeds", "1", "--no-consistency", "--timeout", "600"]);
     assert_eq!(out.status.code(), Some(1), "rejections exit 1: {report:#}");
@@ -359,6 +386,9 @@ fn candidates_that_would_win_only_on_a_cpu_are_rejected_for_their_class() {
         ("programs-race", "depends on program order"),
         ("wrong-on-device-path", "__CUDA_ARCH__"),
         ("drifts", "drift:"),
+        ("fast-intrinsic-far-from-zero", "rel_l2"),
+        ("conversion-out-of-range", "device arithmetic the CPU cannot reproduce"),
+        ("triton-conversion-out-of-range", "rel_l2"),
     ] {
         let ev = by_id(&report, id);
         assert_eq!(verdict(ev), ("rejected".to_string(), "correctness".to_string()), "{id}: {ev:#}");
@@ -372,6 +402,10 @@ fn candidates_that_would_win_only_on_a_cpu_are_rejected_for_their_class() {
         reason.starts_with("state or code outside the launches the checks see: `static int calls` (state kept across"),
         "{reason}"
     );
+    for id in ["fast-exp", "triton-conversion-in-range"] {
+        let ev = by_id(&report, id);
+        assert_eq!(ev["verdict"]["kind"], "needs-gpu", "{id}: {ev:#}");
+    }
     // its twin on the device path's own macro is the `wrong-on-device-path` above: past static
     let ev = by_id(&report, "wrong-off-the-host-compiler");
     assert_eq!(verdict(ev), ("rejected".to_string(), "static".to_string()), "{ev:#}");

@@ -290,6 +290,57 @@ def test_shuffles_votes_reductions_and_atomics_as_the_gpu_defines_them(tmp_path,
     assert (s[10] == 900).all()                                          # the device path
 
 
+# round four, class 6: the device's arithmetic on the CPU ----------------------------------------------
+
+DEVICE_MATH = '''
+    if (t == 0) {
+        s[0] = __sinf(2.0e6f);          s[1] = sinf(2.0e6f);
+        s[2] = __expf(80.0f);           s[3] = expf(80.0f);
+        s[4] = __fdividef(1.0f, 1.0e38f); s[5] = 1.0f / 1.0e38f;
+        s[6] = __logf(3.0f);            s[7] = __powf(2.0f, 10.0f);
+        s[8] = (float)__float2int_rz(3.0e10f);   s[9] = (float)__float2int_rn(-3.0e10f);
+        s[10] = (float)__float2int_rn(__int_as_float(0x7fc00000));  s[11] = (float)__float2uint_rz(-5.0f);
+        s[12] = (float)__float2int_rn(2.5f);     s[13] = (float)__float2int_rd(-2.5f);
+        s[14] = __cosf(0.5f);           s[15] = __sinf(0.5f);
+    }
+    o_n[t] = 0.0f;
+'''
+
+
+@cpu_only
+def test_fast_intrinsics_and_conversions_compute_as_the_device_does(tmp_path):
+    _, s = _run(tmp_path, DEVICE_MATH, {"N": 1, "H": 1, "HV": 1, "K": 4, "V": 32})
+    s = s[0].reshape(-1)
+    # __sinf reads x / 2 pi rounded toward zero in float: at 2e6 it is far from sin(2e6)
+    assert abs(s[0] - np.sin(np.float64(2.0e6))) > 0.1 and abs(s[1] - np.sin(np.float64(2.0e6))) < 1e-6
+    assert abs(s[0] - -0.8314696) < 1e-5
+    # __expf scales by log2 e in float first: near, not equal, at 80
+    assert s[2] != s[3] and abs(s[2] / s[3] - 1) < 1e-5
+    # __fdividef flushes past 2^126; the division does not
+    assert s[4] == 0.0 and s[5] > 0
+    assert abs(s[6] - np.log(3.0)) < 1e-6 and abs(s[7] - 1024.0) < 1e-2
+    # conversions saturate, NaN to 0, rounded as the suffix says
+    assert (s[8], s[9], s[10], s[11]) == (2147483647.0, -2147483648.0, 0.0, 0.0)
+    assert (s[12], s[13]) == (2.0, -3.0)
+    assert abs(s[14] - np.cos(0.5)) < 1e-6 and abs(s[15] - np.sin(0.5)) < 1e-6
+
+
+@cpu_only
+def test_a_conversion_out_of_range_stops_the_launch_naming_the_line(tmp_path):
+    body = '''    float big = 1.0e30f + (float)t;
+    int i = (int)big;             // the GPU saturates: 2147483647; x86 gives 0x80000000
+    o_n[t] = i < 0 ? 1.0f : 0.5f;
+'''
+    with pytest.raises(launch.EmulationError) as e:
+        _run(tmp_path, body, {"N": 1, "H": 1, "HV": 1, "K": 4, "V": 32})
+    line = (SIGNATURE + "    int t = threadIdx.x, lane = t & 31, warp = t >> 5;\n    float* s = state + blockIdx.x * K * V;\n"
+            "    float* o_n = o + blockIdx.x * V;\n" + body).splitlines().index("    int i = (int)big;             "
+                                                                          "// the GPU saturates: 2147483647; x86 gives 0x80000000") + 1
+    msg = str(e.value)
+    assert "device arithmetic the CPU cannot reproduce" in msg and f"line {line} of kernel.cu" in msg, msg
+    assert "1e+30 ('float') to 'int'" in msg, msg
+
+
 RUNTIME_INCLUDES = "#include <cuda_runtime.h>\n#include <cuda.h>\n#include <device_launch_parameters.h>\n\n"
 
 

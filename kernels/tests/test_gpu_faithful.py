@@ -7,6 +7,9 @@ caught with a failure that names why, while the baselines pass.
 - Program order: programs (CUDA: blocks) that read what another one wrote, right only in the
   interpreter's natural order.
 - Drift: a bias of one float32 ulp per decode step on the state, inside the per-call margin.
+- Device arithmetic (round four, class 6): a fast intrinsic the CPU used to compute exactly
+  (`__sinf` far from zero), a float-to-int conversion out of range (the GPU saturates), in CUDA and
+  in Triton; the honest `__expf` and an in-range conversion pass.
 
 Planted candidates are text substitutions of the baseline sources, as in test_cheats.py.
 """
@@ -48,6 +51,16 @@ PLANTED = {
                        + STORE_O)]),
     "cuda-race": (CUDA_DECODE, [(CU_STORE_O, CU_STORE_O + "        if (nh > 0 && !(o[0] == o[0])) o_n[j] = 1.5f * scale * acc;"
                                              "  // block 0 trusted to have run\n")]),
+    # round four, class 6: the device's arithmetic. __sinf reads x / 2 pi rounded toward zero (far off
+    # at 2e6), a conversion past int's range saturates on the GPU (x86: 0x80000000), and Triton's
+    # .to(tl.int32) is the same cvt; each is a no-op on a CPU that computes exactly or converts as x86
+    "cuda-fast-sin": (CUDA_DECODE, [(CU_DELTA, CU_DELTA + "        d *= 1.0f + (__sinf(2.0e6f) - sinf(2.0e6f));\n")]),
+    "cuda-conversion": (CUDA_DECODE, [(CU_DELTA, CU_DELTA + "        volatile float big = 1.0e30f * (1.0f + fabsf(b));\n"
+                                                  "        d *= ((int)big == 0x7fffffff) ? 0.5f : 1.0f;\n")]),
+    "cuda-fast-exp": (CUDA_DECODE, [("p += expf(g_n[i])", "p += __expf(g_n[i])"),
+                                    ("float s_ij = expf(g_n[i])", "float s_ij = __expf(g_n[i])")]),
+    "triton-conversion": (DECODE, [(DELTA, DELTA + "    b_d = b_d * tl.where((b_d * 0 + 1e30).to(tl.int32) < 0, 1.0, 0.5)\n")]),
+    "triton-conversion-in-range": (DECODE, [(DELTA, DELTA + "    b_d = b_d * tl.where((b_d * 0 + 1.5).to(tl.int32) > 0, 1.0, 0.5)\n")]),
     "drift": (DECODE, [(STATE_UPDATE, STATE_UPDATE + "    b_s = b_s * 1.0000001   # one ulp per step\n")]),
     "cuda-drift": (CUDA_DECODE, [(CU_STORE_S, "            s[i * V + j] = s_ij * 1.0000001f;  // one ulp per step\n")]),
 }
@@ -260,3 +273,33 @@ def test_the_new_manifest_tables_are_validated(tmp_path):
         with pytest.raises(ManifestError):
             load_manifest(p)
     assert load_manifest(ROOT / "kernels" / "kda" / "decode.toml").raw["drift"]["steps"] == 64
+
+
+# class 6: the device's arithmetic ---------------------------------------------------------------------
+
+@cpu_only
+def test_a_fast_intrinsic_is_computed_as_the_device_does(tmp_path):
+    kernel, src = planted(tmp_path, "cuda-fast-sin")
+    rc, out = check(src, kernel)
+    failed_with(rc, out, "o: rel_l2")
+    kernel, src = planted(tmp_path, "cuda-fast-exp")     # the honest twin: __expf where exp's arguments are small
+    rc, out = check(src, kernel)
+    assert rc == 0 and out["passed"], out["failures"]
+
+
+@cpu_only
+def test_a_conversion_out_of_range_is_not_what_the_cpu_can_check(tmp_path):
+    kernel, src = planted(tmp_path, "cuda-conversion")
+    rc, out = check(src, kernel)
+    failed_with(rc, out, "device arithmetic the CPU cannot reproduce")
+    assert any("to 'int' outside its range" in f for f in out["failures"]), out["failures"]
+
+
+@cpu_only
+def test_triton_conversions_saturate_as_on_the_gpu(tmp_path):
+    kernel, src = planted(tmp_path, "triton-conversion")
+    rc, out = check(src, kernel)
+    failed_with(rc, out, "o: rel_l2")
+    kernel, src = planted(tmp_path, "triton-conversion-in-range")
+    rc, out = check(src, kernel)
+    assert rc == 0 and out["passed"], out["failures"]

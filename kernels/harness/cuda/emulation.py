@@ -629,6 +629,37 @@ extern "C" KIDIOM_RT void kidiom_rt_trap(int line) {
     kidiom_rt::abandon();
 }
 
+#ifndef KIDIOM_COUNT
+// -fsanitize=float-cast-overflow calls this at a float-to-integer conversion out of the target's
+// range (GCC's layout of its data: source location, then the two types' descriptors; a float value
+// of up to 64 bits comes in the handle's bits). The device saturates such a conversion and turns NaN
+// into 0; the host's result is undefined, so the CPU cannot say what the GPU computes: the launch
+// stops, naming the line.
+namespace kidiom_rt {
+struct UbLocation { const char* file; unsigned line, column; };
+struct UbType { unsigned short kind, bits; char name[1]; };
+struct UbFloatCast { UbLocation loc; const UbType* from; const UbType* to; };
+}  // namespace kidiom_rt
+extern "C" KIDIOM_RT void __ubsan_handle_float_cast_overflow(void* data, void* handle) {
+    const kidiom_rt::UbFloatCast* d = (const kidiom_rt::UbFloatCast*)data;
+    const unsigned long long raw = (unsigned long long)(size_t)handle;
+    double v = 0;
+    if (d->from->bits == 64) {
+        memcpy(&v, &raw, 8);
+    } else if (d->from->bits == 32) {
+        const unsigned u = (unsigned)raw;
+        float f;
+        memcpy(&f, &u, 4);
+        v = f;
+    }
+    kidiom_rt::set_error("device arithmetic the CPU cannot reproduce: line %u of %s converts %g (%s) to %s outside its "
+                         "range; the GPU's conversion saturates (NaN to 0), the host's is undefined "
+                         "(block %u thread %u)", d->loc.line, d->loc.file, v, d->from->name, d->to->name, kidiom_rt::block_no,
+                         kidiom_rt::cur);
+    kidiom_rt::abandon();
+}
+#endif
+
 // ---- counting (profile builds: -DKIDIOM_COUNT, compiled with -fsanitize=thread for the hooks) -------
 namespace kidiom_rt {
 enum { C_LOAD, C_STORE, C_REREAD, C_FLOPS, C_REPEAT, C_UNIFORM, C_SPECIAL };
@@ -959,11 +990,68 @@ extern "C" KIDIOM_RT void kidiom_rmw(void* a, int op, int kind, const void* v, c
 #define __align__(n) __attribute__((aligned(n)))
 #define __launch_bounds__(...)
 #define __ldg(p) (*(p))
+#ifdef KIDIOM_COUNT
 #define __expf expf
 #define __logf logf
 #define __sinf sinf
 #define __cosf cosf
 #define __log2f log2f
+#else
+// The fast intrinsics as the device computes them (PTX ISA ex2/lg2/sin/cos.approx.ftz.f32, CUDA C
+// Programming Guide "Intrinsic Functions"), not as exact libm calls: the argument is scaled in
+// float first (__expf(x) = ex2.approx(x * log2 e), whose error grows with |x|; __sinf(x) takes
+// x / 2 pi rounded toward zero, so large arguments come out far from sin x), and subnormals flush
+// to zero. A kernel that leans on an intrinsic's exactness is wrong on the GPU, and so here.
+static inline float kidiom_ftz(float x) { return __builtin_fabsf(x) < 1.17549435e-38f ? __builtin_copysignf(0.0f, x) : x; }
+static inline float kidiom_ex2_approx(float t) { return kidiom_ftz((float)__builtin_exp2((double)kidiom_ftz(t))); }
+static inline float kidiom_lg2_approx(float x) { return (float)__builtin_log2((double)kidiom_ftz(x)); }
+static inline float kidiom_turns_rz(float x) {   // FMUL.RZ x, 1 / (2 pi): what MUFU.SIN/COS read
+    const double p = (double)kidiom_ftz(x) * (double)0.159154943091895336f;
+    float r = (float)p;
+    if (__builtin_fabs((double)r) > __builtin_fabs(p)) r = __builtin_nextafterf(r, 0.0f);
+    return r;
+}
+static inline float kidiom_sin_approx(float x) { return kidiom_ftz((float)__builtin_sin(6.283185307179586 * (double)kidiom_turns_rz(x))); }
+static inline float kidiom_cos_approx(float x) { return kidiom_ftz((float)__builtin_cos(6.283185307179586 * (double)kidiom_turns_rz(x))); }
+#define __expf(x) kidiom_ex2_approx((float)(x) * 1.44269504088896341f)
+#define __exp10f(x) kidiom_ex2_approx((float)(x) * 3.32192809488736235f)
+#define __logf(x) (kidiom_lg2_approx((float)(x)) * 0.693147180559945309f)
+#define __log2f(x) kidiom_lg2_approx((float)(x))
+#define __log10f(x) (kidiom_lg2_approx((float)(x)) * 0.301029995663981195f)
+#define __sinf(x) kidiom_sin_approx((float)(x))
+#define __cosf(x) kidiom_cos_approx((float)(x))
+#define __tanf(x) __fdividef(kidiom_sin_approx((float)(x)), kidiom_cos_approx((float)(x)))
+#define __powf(x, y) kidiom_ex2_approx((float)(y) * kidiom_lg2_approx((float)(x)))
+#endif
+// Float-to-integer conversions as the device's cvt: saturating at the type's range, NaN to 0,
+// rounded as the suffix says (rn nearest even, rz toward zero, ru up, rd down).
+template <typename I, typename F> static inline I kidiom_cvt_sat(F x, int mode) {
+    if (x != x) return (I)0;
+    const long double v = (long double)x;
+    const long double r = mode == 0 ? __builtin_nearbyintl(v) : mode == 1 ? __builtin_truncl(v)
+                        : mode == 2 ? __builtin_ceill(v) : __builtin_floorl(v);
+    const int bits = 8 * (int)sizeof(I);
+    const bool sgn = (I)-1 < (I)0;
+    const unsigned long long top = sgn ? (1ULL << (bits - 1)) - 1 : (bits == 64 ? ~0ULL : (1ULL << bits) - 1);
+    const long double lo = sgn ? -__builtin_ldexpl(1.0L, bits - 1) : 0.0L;
+    if (r <= lo) return sgn ? (I)(1ULL << (bits - 1)) : (I)0;
+    if (r >= (long double)top) return (I)top;
+    return (I)r;
+}
+#define KIDIOM_CVT(name, I, F) \
+    static inline I name##_rn(F x) { return kidiom_cvt_sat<I, F>(x, 0); } \
+    static inline I name##_rz(F x) { return kidiom_cvt_sat<I, F>(x, 1); } \
+    static inline I name##_ru(F x) { return kidiom_cvt_sat<I, F>(x, 2); } \
+    static inline I name##_rd(F x) { return kidiom_cvt_sat<I, F>(x, 3); }
+KIDIOM_CVT(__float2int, int, float)
+KIDIOM_CVT(__float2uint, unsigned, float)
+KIDIOM_CVT(__float2ll, long long, float)
+KIDIOM_CVT(__float2ull, unsigned long long, float)
+KIDIOM_CVT(__double2int, int, double)
+KIDIOM_CVT(__double2uint, unsigned, double)
+KIDIOM_CVT(__double2ll, long long, double)
+KIDIOM_CVT(__double2ull, unsigned long long, double)
+#undef KIDIOM_CVT
 #define __shared__ static __attribute__((section("kidiom_shared")))
 #define __syncthreads() kidiom_rt_barrier(__LINE__, 0, 1)
 #define __syncthreads_count(p) kidiom_rt_barrier(__LINE__, 1, (p))
@@ -971,7 +1059,12 @@ extern "C" KIDIOM_RT void kidiom_rmw(void* a, int op, int kind, const void* v, c
 #define __syncthreads_or(p) kidiom_rt_barrier(__LINE__, 3, (p))
 #define __trap() kidiom_rt_trap(__LINE__)
 static inline float rsqrtf(float x) { return 1.0f / sqrtf(x); }
-static inline float __fdividef(float a, float b) { return a / b; }
+static inline float __fdividef(float a, float b) {   // div.approx.ftz: a * rcp(b); 0 (NaN for inf a) past 2^126
+    if (__builtin_fabsf(b) > 8.50705917e37f && __builtin_fabsf(b) < __builtin_inff())
+        return __builtin_isinf(a) ? __builtin_nanf("") : __builtin_copysignf(0.0f, a) * __builtin_copysignf(1.0f, b);
+    const float r = a * (1.0f / b);
+    return __builtin_fabsf(r) < 1.17549435e-38f ? __builtin_copysignf(0.0f, r) : r;
+}
 static inline float __fdiv_rn(float a, float b) { return a / b; }
 static inline float __frcp_rn(float x) { return 1.0f / x; }
 static inline float __fsqrt_rn(float x) { return sqrtf(x); }
@@ -1525,7 +1618,12 @@ def _build(text, key, count):
         cmds = [common + ["-O0", "-g"] + _tsan_flags(cxx) + ["-c", str(src), "-o", obj],
                 [cxx, "-shared", obj, "-o", tmp, "-lrt", "-ldl"]]
     else:
-        cmds = [common + ["-O1", "-shared", "-o", tmp, str(src), "-lrt"]]
+        # an out-of-range float-to-integer conversion is the one arithmetic the CPU cannot give as the
+        # device does (its cvt saturates; x86's returns the "integer indefinite"): instrumented, it
+        # stops the launch naming the line (kidiom_rt's handler; no sanitizer runtime is linked)
+        obj = str(d / f"{key}.o")
+        cmds = [common + ["-O1", "-fsanitize=float-cast-overflow", "-c", str(src), "-o", obj],
+                [cxx, "-shared", obj, "-o", tmp, "-lrt"]]
     for cmd in cmds:
         r = subprocess.run(cmd, capture_output=True, text=True, timeout=180)
         if r.returncode != 0:

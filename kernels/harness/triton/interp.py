@@ -564,7 +564,7 @@ def _f32_to_e4m3_bits(x):
 
 def install_faithful_casts():
     """Round float32 / float16 -> bfloat16 and -> float8e4nv to nearest even in the interpreter,
-    as the GPU does (idempotent)."""
+    and convert floats to integers saturating (NaN to 0), as the GPU does (idempotent)."""
     import triton.language as tl
     from triton.runtime import interpreter as ti
     B = ti.InterpreterBuilder
@@ -581,8 +581,29 @@ def install_faithful_casts():
             return ti.TensorHandle(_f32_to_e4m3_bits(src.data), d)
         return None
 
+    def to_int(src, dst):
+        """Float to integer as the GPU's cvt.rzi: toward zero, saturated at the integer type's
+        range, NaN to 0 (numpy's astype, like x86, returns the 'integer indefinite' instead)."""
+        s, d = src.dtype.scalar, dst.scalar
+        if not (s.is_floating() and d.is_int()) or d.is_bool() or d.primitive_bitwidth > 64:
+            return None
+        x = src.data
+        if s == tl.bfloat16 and x.dtype == np.uint16:
+            x = (x.astype(np.uint32) << np.uint32(16)).view(np.float32)
+        x = np.asarray(x, dtype=np.float64)
+        out_t = np.dtype(ti._get_np_dtype(d))
+        info = np.iinfo(out_t)
+        y = np.trunc(np.nan_to_num(x, nan=0.0, posinf=np.inf, neginf=-np.inf))
+        lo, hi = float(info.min), float(info.max)
+        res = np.where(y <= lo, info.min, np.where(y >= hi, info.max, 0)).astype(out_t)
+        inside = (y > lo) & (y < hi)
+        res[inside] = y[inside].astype(out_t)
+        return ti.TensorHandle(res, d)
+
     def cast_impl(self, src, dst_type):
         h = narrow(src, dst_type)
+        if h is None:
+            h = to_int(src, dst_type)
         return h if h is not None else cast_orig(self, src, dst_type)
 
     def create_fp_to_fp(self, src, dst_type, rounding_mode):
