@@ -373,6 +373,22 @@ fn candidates_that_would_win_only_on_a_cpu_are_rejected_for_their_class() {
         format!("{delta}    b_d = b_d * tl.where((b_d * 0 + {value}).to(tl.int32) {test}, 1.0, 0.5)\n")
     };
     plant(&env, "triton-conversion-out-of-range", "math", DECODE, &edit(&env, DECODE, delta, &to_int("1e30", "< 0")));
+    // issue #50, class 5: wrong in one program of the GPU's grid that no CPU shape has, where a
+    // sample of the specialisations' programs would miss it; its twin compares a program id honestly
+    plant(
+        &env,
+        "wrong-in-one-program",
+        "math",
+        DECODE,
+        &edit(&env, DECODE, delta, &format!("{delta}    if i_nh == 37:\n        b_d = b_d * 1.01\n")),
+    );
+    plant(
+        &env,
+        "compares-a-program-id",
+        "math",
+        DECODE,
+        &edit(&env, DECODE, READOUT, &format!("    b_o = tl.where(i_nh >= 0, b_o, 0.0)\n{READOUT}")),
+    );
     // their honest twins: `__expf` where exp's arguments are small, a conversion in range
     let fast_exp =
         std::fs::read_to_string(env.path().join(CUDA)).expect("read").replace("expf(g_n[i])", "__expf(g_n[i])");
@@ -389,6 +405,7 @@ fn candidates_that_would_win_only_on_a_cpu_are_rejected_for_their_class() {
         ("fast-intrinsic-far-from-zero", "rel_l2"),
         ("conversion-out-of-range", "device arithmetic the CPU cannot reproduce"),
         ("triton-conversion-out-of-range", "rel_l2"),
+        ("wrong-in-one-program", "specialization of gpu"),
     ] {
         let ev = by_id(&report, id);
         assert_eq!(verdict(ev), ("rejected".to_string(), "correctness".to_string()), "{id}: {ev:#}");
@@ -402,7 +419,7 @@ fn candidates_that_would_win_only_on_a_cpu_are_rejected_for_their_class() {
         reason.starts_with("state or code outside the launches the checks see: `static int calls` (state kept across"),
         "{reason}"
     );
-    for id in ["fast-exp", "triton-conversion-in-range"] {
+    for id in ["fast-exp", "triton-conversion-in-range", "compares-a-program-id"] {
         let ev = by_id(&report, id);
         assert_eq!(ev["verdict"]["kind"], "needs-gpu", "{id}: {ev:#}");
     }

@@ -61,6 +61,10 @@ PLANTED = {
                                     ("float s_ij = expf(g_n[i])", "float s_ij = __expf(g_n[i])")]),
     "triton-conversion": (DECODE, [(DELTA, DELTA + "    b_d = b_d * tl.where((b_d * 0 + 1e30).to(tl.int32) < 0, 1.0, 0.5)\n")]),
     "triton-conversion-in-range": (DECODE, [(DELTA, DELTA + "    b_d = b_d * tl.where((b_d * 0 + 1.5).to(tl.int32) > 0, 1.0, 0.5)\n")]),
+    # class 5: wrong in one program of the GPU's grid that no CPU shape has (i_nh < N * HV <= 16
+    # there), and an honest comparison on a program id (a redundant mask term)
+    "one-program": (DECODE, [(DELTA, DELTA + "    if i_nh == 37:\n        b_d = b_d * 1.01\n")]),
+    "program-mask": (DECODE, [(STORE_O, "    b_o = tl.where(i_nh >= 0, b_o, 0.0)\n" + STORE_O)]),
     "drift": (DECODE, [(STATE_UPDATE, STATE_UPDATE + "    b_s = b_s * 1.0000001   # one ulp per step\n")]),
     "cuda-drift": (CUDA_DECODE, [(CU_STORE_S, "            s[i * V + j] = s_ij * 1.0000001f;  // one ulp per step\n")]),
 }
@@ -303,3 +307,34 @@ def test_triton_conversions_saturate_as_on_the_gpu(tmp_path):
     kernel, src = planted(tmp_path, "triton-conversion-in-range")
     rc, out = check(src, kernel)
     assert rc == 0 and out["passed"], out["failures"]
+
+
+# class 5: a program the sample does not draw ------------------------------------------------------------
+
+@cpu_only
+def test_a_comparison_on_a_program_id_runs_every_program_of_each_specialization(tmp_path):
+    kernel, src = planted(tmp_path, "one-program")
+    rc, out = check(src, kernel)
+    failed_with(rc, out, "[specialization of gpu", "o: rel_l2")
+    cases_passed(out)
+    spec = out["specializations"]
+    assert spec["programs"] == "all" and "comparison on a program id, line" in spec["programs_why"]
+    assert [(r["on"], r["test"]) for r in spec["runtime_tests"]] == [("program id", "i_nh == 37")]
+    assert all(c["programs"] == "all" for c in spec["cases"])
+    kernel, src = planted(tmp_path, "program-mask")    # the twin: every program runs, and passes
+    rc, out = check(src, kernel)
+    assert rc == 0 and out["passed"], out["failures"]
+    assert out["specializations"]["programs"] == "all"
+
+
+@cpu_only
+def test_the_sampled_programs_are_drawn_when_the_check_runs():
+    seeds, picked = set(), set()
+    for _ in range(2):
+        rc, out = check(DECODE, "kda.decode")
+        assert rc == 0 and out["passed"], out["failures"]
+        spec = out["specializations"]
+        assert spec["programs"] == 8 and "after the candidate was fixed" in spec["programs_drawn"]
+        seeds.add(spec["programs_seed"])
+        assert "runtime_tests" not in spec
+    assert len(seeds) == 2, seeds     # not the case's seed (3 both times)

@@ -36,12 +36,14 @@ What the CPU runs must be what the GPU runs (on a CPU only):
 """
 import hashlib
 import json
+import secrets
 import time
 
 import numpy as np
 
 from .backend import OUT_SENTINEL, PAD
 from .basecache import BaselineCache
+from .runtime_tests import new_runtime_comparisons
 from ..contract import SHAPE_KEY, ContractError, load_contract
 from ..manifest import find_manifest, shape_id
 from .worker_client import KernelSpec, Workers, load_result
@@ -671,13 +673,28 @@ class _Specialization:
 
 
 class _Specializations:
-    def __init__(self, manifest, op, cand, device, bcache=None):
+    def __init__(self, manifest, op, cand, device, bcache=None, source=None):
         self.manifest, self.op, self.bcache = manifest, op, bcache
         cfg = manifest.raw.get("specializations", {}) or {}
         self.enabled = device == "cpu" and cfg.get("enabled", True) is not False
         programs = cfg.get("programs", 8)
         # a sample of each grid under the interpreter; the emulation (native code) runs all of it
         self.sample = int(programs) if manifest.language == "triton" and programs != "all" else None
+        # which programs: drawn here, after the candidate is fixed, never from a seed it can know
+        self.program_seed = secrets.randbits(32)
+        # a comparison the candidate adds on a program id is a branch a sample may miss: every
+        # program runs (runtime_tests.py); one on another runtime value is recorded
+        self.runtime_tests = []
+        if manifest.language == "triton" and source is not None:
+            try:
+                base_text = manifest.source_path.read_text(encoding="utf-8")
+                cand_text = open(source, encoding="utf-8").read()
+            except (OSError, UnicodeDecodeError):
+                base_text = cand_text = ""
+            self.runtime_tests = new_runtime_comparisons(base_text, cand_text)
+        self.sampled = self.sample
+        if self.sample is not None and any(r["on"] == "program id" for r in self.runtime_tests):
+            self.sample = None
         self.plan = specialization_plan(op, manifest) if self.enabled else []
         self.rid, self.items, self.note = None, [], None
         if self.enabled and manifest.language == "triton":
@@ -749,12 +766,12 @@ class _Specializations:
         op, c = self.op, it.case
         lay = op.layout(c.xs[0])
         if sample is not None:
-            lay = dict(lay, programs={"order": "natural", "seed": c.seed, "sample": sample})
+            lay = dict(lay, programs={"order": "natural", "seed": self.program_seed, "sample": sample})
         sets = [_arrays(op, c.xs[0])]
         c.rid = cand.submit("candidate", op.args, lay, sets, label=f"specialization {it.id}")
         # the baseline's outputs on these inputs are the same for every candidate of the run
         c.base_key = {"shape": it.shape, "seed": c.seed, "index": c.index, "initial_state": bool(it.optional),
-                      "sample": sample}
+                      "sample": sample, "programs_seed": self.program_seed if sample is not None else None}
         c.base_cached = self.bcache.get_arrays("specialization", c.base_key) \
             if base is not None and self.bcache is not None else None
         c.base_rid = base.submit("baseline", op.args, lay, sets, label=f"specialization {it.id}") \
@@ -851,8 +868,18 @@ class _Specializations:
             rec["baseline"] = {"outputs": _json_safe(baseline)}
 
     def result(self, records):
-        return {"cases": records, "programs": self.sample if self.sample is not None else "all",
-                **({"note": self.note} if self.note else {})}
+        out = {"cases": records, "programs": self.sample if self.sample is not None else "all",
+               **({"note": self.note} if self.note else {})}
+        if self.sample is not None:
+            out["programs_seed"] = self.program_seed
+            out["programs_drawn"] = "at random when the check ran, after the candidate was fixed"
+        if self.runtime_tests:
+            out["runtime_tests"] = self.runtime_tests
+            if self.sampled is not None and self.sample is None:
+                out["programs_why"] = (f"every program (not a sample of {self.sampled}): the candidate adds a "
+                                       "comparison on a program id, line " +
+                                       ", ".join(str(r["line"]) for r in self.runtime_tests if r["on"] == "program id"))
+        return out
 
 
 def _constexprs_json(key):
@@ -1260,8 +1287,8 @@ def run_check(manifest, source=None, seeds=(0,), device="cpu", tf32=True, with_c
                         c.base_rid = base.submit("baseline", op.args, lay, sets, label=f"case {c.id} seed {seed}")
                 cases.append(c)
         base_kernel = base if against_baseline else None
-        spec = _Specializations(manifest, op, cand, device, bcache) if with_specializations and device == "cpu" \
-            else None
+        spec = _Specializations(manifest, op, cand, device, bcache, source) \
+            if with_specializations and device == "cpu" else None
         curve_plan = None
         if with_curve and manifest.curve:
             lengths = manifest.curve["gpu_T" if device == "cuda" else "cpu_T"]
