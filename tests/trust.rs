@@ -349,6 +349,12 @@ fn candidates_that_would_win_only_on_a_cpu_are_rejected_for_their_class() {
         CUDA,
         &edit(&env, CUDA, d, &format!("{d}        static int calls = 0;\n        if (++calls > 100000) d *= 1.01f;\n")),
     );
+    // the same count in a device global, which lives from launch to launch on the GPU: code outside
+    // the kernel, refused as such
+    let global =
+        format!("__device__ int launches = 0;\n{}", std::fs::read_to_string(env.path().join(CUDA)).expect("read"));
+    let global = global.replacen(d, &format!("{d}        if (atomicAdd(&launches, 1) > 100000) d *= 1.01f;\n"), 1);
+    plant(&env, "counts-in-a-device-global", "math", CUDA, &global);
     // class 5: one ulp of growth per step, inside every per-call margin
     plant(&env, "drifts", "math", DECODE, &edit(&env, DECODE, update, &format!("{update}    b_s = b_s * 1.0000001\n")));
     // issue #50, class 6: the device's arithmetic. `__sinf` reads x / 2 pi rounded toward zero in
@@ -412,6 +418,10 @@ fn candidates_that_would_win_only_on_a_cpu_are_rejected_for_their_class() {
         let reason = ev["verdict"]["reason"].as_str().unwrap_or("");
         assert!(reason.contains(words), "{id}: the reason must say {words:?}: {reason}");
     }
+    let ev = by_id(&report, "counts-in-a-device-global");
+    assert_eq!(verdict(ev), ("rejected".to_string(), "static".to_string()), "{ev:#}");
+    let reason = ev["verdict"]["reason"].as_str().unwrap_or("");
+    assert!(reason.contains("outside the kernel: module-level code `__device__ int launches = 0;`"), "{reason}");
     let ev = by_id(&report, "keeps-a-count-across-launches");
     assert_eq!(verdict(ev), ("rejected".to_string(), "static".to_string()), "{ev:#}");
     let reason = ev["verdict"]["reason"].as_str().unwrap_or("");

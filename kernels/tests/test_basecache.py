@@ -52,25 +52,39 @@ def test_the_specializations_read_the_baselines_outputs_and_judge_the_same(tmp_p
     cand.parent.mkdir()
     cand.write_text(M.source_path.read_text())
     first = _specializations(cand, tmp_path / "cache")
-    second = _specializations(cand, tmp_path / "cache")
     ran = [c for c in first["specializations"]["cases"] if "skipped" not in c]
     assert ran and all(c.get("baseline") for c in ran), first["specializations"]
+    # the sampled programs are drawn by each check (issue #50): the baseline runs the same ones
+    # beside the candidate and its outputs are not kept (no later check draws the same sample)
+    assert first["specializations"]["programs"] == 8 and not list((tmp_path / "cache").glob("*.npz"))
+    second = _specializations(cand, tmp_path / "cache")
+    assert second["specializations"]["programs_seed"] != first["specializations"]["programs_seed"]
+    assert all(c.get("baseline") and c["passed"] for c in second["specializations"]["cases"] if "skipped" not in c)
+    # a candidate that adds a comparison on a program id runs every program, and then the
+    # baseline's whole-grid outputs are kept and read back by the next such check
+    twin = M.source_path.read_text().replace(
+        "    tl.store(p_o,", "    b_o = tl.where(i_nh >= 0, b_o, 0.0)\n    tl.store(p_o,", 1)
+    cand.write_text(twin)
+    third = _specializations(cand, tmp_path / "cache")
+    assert third["specializations"]["programs"] == "all" and third["passed"], third["failures"][:3]
+    ran = [c for c in third["specializations"]["cases"] if "skipped" not in c]
     assert len(list((tmp_path / "cache").glob("*.npz"))) == len(ran)
-    assert second["baseline"]["cache"]["hits"] == first["baseline"]["cache"]["hits"] + len(ran) + 1
+    fourth = _specializations(cand, tmp_path / "cache")
+    assert fourth["baseline"]["cache"]["hits"] == third["baseline"]["cache"]["hits"] + len(ran)
     strip = lambda r: [{k: v for k, v in c.items() if k != "seconds"} for c in r["specializations"]["cases"]]
-    assert strip(first) == strip(second)
+    assert strip(third) == strip(fourth)
     # a wrong candidate is still judged against the (cached) baseline's outputs and fails
     bad = "b_o = tl.sum(b_s * b_q[:, None], axis=0)"
-    assert bad in M.source_path.read_text()
-    cand.write_text(M.source_path.read_text().replace(bad, bad + " * 1.01"))
+    assert bad in twin
+    cand.write_text(twin.replace(bad, bad + " * 1.01"))
     worse = _specializations(cand, tmp_path / "cache")
     assert not worse["passed"] and any("[specialization of" in f for f in worse["failures"]), worse["failures"][:3]
     # a damaged archive is measured again
     for p in (tmp_path / "cache").glob("*.npz"):
         p.write_bytes(b"PK not a zip")
-    cand.write_text(M.source_path.read_text())
+    cand.write_text(twin)
     again = _specializations(cand, tmp_path / "cache")
-    assert strip(again) == strip(first)
+    assert strip(again) == strip(third)
 
 
 def test_a_damaged_entry_is_measured_again(tmp_path):

@@ -772,8 +772,9 @@ class _Specializations:
         # the baseline's outputs on these inputs are the same for every candidate of the run
         c.base_key = {"shape": it.shape, "seed": c.seed, "index": c.index, "initial_state": bool(it.optional),
                       "sample": sample, "programs_seed": self.program_seed if sample is not None else None}
+        # a sample is drawn afresh by every check: its baseline outputs are never reused, so never kept
         c.base_cached = self.bcache.get_arrays("specialization", c.base_key) \
-            if base is not None and self.bcache is not None else None
+            if base is not None and self.bcache is not None and sample is None else None
         c.base_rid = base.submit("baseline", op.args, lay, sets, label=f"specialization {it.id}") \
             if base is not None and c.base_cached is None else None
         it.sample = sample
@@ -826,7 +827,7 @@ class _Specializations:
             _, bouts, _, bfacts = _judge_call(op, x, None, bres["sets"][0], base, c.base_rid, 0, m.entry, None,
                                               launches_required=False)
             bmasks = bfacts.get("written") or {}
-            if self.bcache is not None and bouts:
+            if self.bcache is not None and bouts and it.sample is None:
                 self.bcache.put_arrays("specialization", c.base_key,
                                        {**{f"out.{n}": a for n, a in bouts.items()},
                                         **{f"mask.{n}": a for n, a in bmasks.items()}})
