@@ -281,14 +281,20 @@ def test_the_new_manifest_tables_are_validated(tmp_path):
 
 # class 6: the device's arithmetic ---------------------------------------------------------------------
 
-@cpu_only
-def test_a_fast_intrinsic_is_computed_as_the_device_does(tmp_path):
-    kernel, src = planted(tmp_path, "cuda-fast-sin")
+def caught_and_twin_passes(tmp_path, cheat, twin, *needles):
+    """The planted `cheat` fails check with every needle; its honest `twin` passes."""
+    kernel, src = planted(tmp_path, cheat)
     rc, out = check(src, kernel)
-    failed_with(rc, out, "o: rel_l2")
-    kernel, src = planted(tmp_path, "cuda-fast-exp")     # the honest twin: __expf where exp's arguments are small
+    failed_with(rc, out, *needles)
+    kernel, src = planted(tmp_path, twin)
     rc, out = check(src, kernel)
     assert rc == 0 and out["passed"], out["failures"]
+
+
+@cpu_only
+def test_a_fast_intrinsic_is_computed_as_the_device_does(tmp_path):
+    # the twin: __expf where exp's arguments are small
+    caught_and_twin_passes(tmp_path, "cuda-fast-sin", "cuda-fast-exp", "o: rel_l2")
 
 
 @cpu_only
@@ -301,12 +307,7 @@ def test_a_conversion_out_of_range_is_not_what_the_cpu_can_check(tmp_path):
 
 @cpu_only
 def test_triton_conversions_saturate_as_on_the_gpu(tmp_path):
-    kernel, src = planted(tmp_path, "triton-conversion")
-    rc, out = check(src, kernel)
-    failed_with(rc, out, "o: rel_l2")
-    kernel, src = planted(tmp_path, "triton-conversion-in-range")
-    rc, out = check(src, kernel)
-    assert rc == 0 and out["passed"], out["failures"]
+    caught_and_twin_passes(tmp_path, "triton-conversion", "triton-conversion-in-range", "o: rel_l2")
 
 
 # class 5: a program the sample does not draw ------------------------------------------------------------
