@@ -331,7 +331,8 @@ def bad_cases(shape, seed, rng, params):
 BENCH_FAMILIES = ["bench-size/gather", "bench-size/scatter"]
 # Rounds of a concurrent phase (every thread calls once per round). A call that misbehaves only while
 # another is in flight shows only in a round where the scheduler let them overlap; on a loaded 2-core
-# machine 8 rounds once went by without one (test_host_sizes, skip-when-concurrent), 16 make that rare.
+# machine 8 rounds once went by without one (test_host_sizes, skip-when-concurrent), and 16 did too
+# (CI, 2026-12-06): `check` now runs such a phase again, up to 8 times, until two calls overlapped.
 BENCH_REPEAT = 16
 
 

@@ -282,6 +282,8 @@ def judge(case, res, scratch, index, tolerance=None):
     if case.expect_exc:
         rec["exception"] = {"expected": case.expect_exc[0], "got": exc["type"] if exc else None,
                             "message": exc["message"] if exc else None}
+    if res.get("overlaps"):   # concurrent phases: the rounds whose calls ran at the same time, per run
+        rec["overlaps"] = res["overlaps"]
     return rec, fails
 
 
@@ -294,9 +296,13 @@ def _tolerance(manifest):
     return None if exact(manifest) else dict(manifest.tolerance)
 
 
+PHASE_AGAIN = 8   # check: further runs of a concurrent phase in which no two threads' calls overlapped
+
+
 def run_cases(so_path, module_name, cases, deadline, tsan_preload=None, tsan_log=None, no_aslr=False,
-              what="candidate", tolerance=None):
-    """Run `cases` on the module at `so_path` in sandboxed workers; judge them.
+              what="candidate", tolerance=None, phase_again=0):
+    """Run `cases` on the module at `so_path` in sandboxed workers; judge them. A concurrent
+    phase whose threads' calls never overlapped runs again, up to `phase_again` times (worker.run_phases).
 
     Returns (case records, failures, info {workers, crashes, sandbox, stderr}). A crash fails
     the case that was running and the rest continue in a fresh worker; raises HostTimeout on a
@@ -309,7 +315,8 @@ def run_cases(so_path, module_name, cases, deadline, tsan_preload=None, tsan_log
         mod_dir.mkdir()
         shutil.copy2(so_path, mod_dir / Path(so_path).name)
         specs = _write_inputs(cases, scratch)
-        plan = {"module": {"name": module_name, "path": f"module/{Path(so_path).name}"}, "cases": specs, "start": 0}
+        plan = {"module": {"name": module_name, "path": f"module/{Path(so_path).name}"}, "cases": specs, "start": 0,
+                "phase_again": int(phase_again)}
         records, failures = [None] * len(cases), []
         crashes, workers, sandbox, stderr, completed = 0, 0, {}, "", 0
         start = 0
@@ -553,7 +560,8 @@ def check_command(manifest, args, deadline):
     # the bench's sizes once (the first seed): what they catch is keyed on size, not on the data
     cases = make_cases(manifest, seeds) + bench_size_cases(manifest, seeds[0])
     so, info = hostbuild.build(manifest, args.source)
-    records, failures, winfo = run_cases(so, manifest.entry, cases, deadline, tolerance=_tolerance(manifest))
+    records, failures, winfo = run_cases(so, manifest.entry, cases, deadline, tolerance=_tolerance(manifest),
+                                         phase_again=PHASE_AGAIN)
     out = {"seeds": seeds, "host": info, "sandbox": dict(winfo["sandbox"], workers=winfo["workers"],
                                                          crashes=winfo["crashes"])}
     if args.no_tsan:

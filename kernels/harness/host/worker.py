@@ -142,45 +142,63 @@ def _digest(arrays, spec):
     return hashlib.sha256(v).hexdigest()
 
 
-def run_phases(mod, case, arrays):
+def run_phases(mod, case, arrays, again=0):
     """Phases in order. A phase is one list of calls per thread; with several threads they start
     together at a barrier, and with `rounds` every thread's r-th call waits for all threads to
     finish their (r-1)-th (so calls of different threads are released together, round after round).
     A call with `digest` has what it wrote hashed by its thread right after it returns, before its
-    next call can overwrite it; the harness knows what the digest must be."""
-    calls = []
+    next call can overwrite it; the harness knows what the digest must be.
+
+    Released together is not running together: on a loaded machine the scheduler may run one
+    thread's call to its end before the other starts. A concurrent phase in which no two threads'
+    calls overlapped in time runs again, up to `again` times (the plan's `phase_again`: check's
+    runs; the bench's quick gate makes none), every run's calls judged (each
+    call writes what it always writes, and differently from the call before it, so a call skipped
+    in any run shows); `overlaps` says how many rounds overlapped in each phase."""
+    calls, overlaps = [], []
     t0 = time.perf_counter()
     for phase in case["phases"]:
         per_thread = [[(c, getattr(mod, c["fn"]), [make_arg(arrays, a) for a in c["args"]]) for c in cl]
                       for cl in phase["threads"]]
         n = len(per_thread)
-        out = [[] for _ in per_thread]
-        barrier = threading.Barrier(n)
         rounds = bool(phase.get("rounds"))
+        for attempt in range(1 + (again if n > 1 and rounds else 0)):
+            out = [[] for _ in per_thread]
+            spans = [[] for _ in per_thread]
+            barrier = threading.Barrier(n)
 
-        def body(t):
-            for i, (c, fn, args) in enumerate(per_thread[t]):
-                if n > 1 and (i == 0 or rounds):
-                    barrier.wait()
-                try:
-                    r, exc = fn(*args), None
-                except Exception as e:  # noqa: BLE001 - judged by the harness
-                    r, exc = None, describe_exception(e)
-                rec = {"label": c["label"], "exception": exc, "result": _result(r)}
-                if c.get("digest"):
-                    rec["digest"] = _digest(arrays, c["digest"])
-                out[t].append(rec)
+            def body(t):
+                for i, (c, fn, args) in enumerate(per_thread[t]):
+                    if n > 1 and (i == 0 or rounds):
+                        barrier.wait()
+                    s0 = time.perf_counter()
+                    try:
+                        r, exc = fn(*args), None
+                    except Exception as e:  # noqa: BLE001 - judged by the harness
+                        r, exc = None, describe_exception(e)
+                    spans[t].append((s0, time.perf_counter()))
+                    rec = {"label": c["label"], "exception": exc, "result": _result(r)}
+                    if c.get("digest"):
+                        rec["digest"] = _digest(arrays, c["digest"])
+                    out[t].append(rec)
 
-        if n == 1:
-            body(0)
-        else:
-            threads = [threading.Thread(target=body, args=(t,)) for t in range(n)]
-            for th in threads:
-                th.start()
-            for th in threads:
-                th.join()
-        calls += [c for cl in out for c in cl]
-    return {"seconds": time.perf_counter() - t0, "calls": calls}
+            if n == 1:
+                body(0)
+            else:
+                threads = [threading.Thread(target=body, args=(t,)) for t in range(n)]
+                for th in threads:
+                    th.start()
+                for th in threads:
+                    th.join()
+            calls += [c for cl in out for c in cl]
+            if n == 1 or not rounds:
+                break
+            together = sum(1 for r in range(min(len(s) for s in spans))
+                           if max(s[r][0] for s in spans) < min(s[r][1] for s in spans))
+            overlaps.append({"threads": n, "run": attempt + 1, "rounds_overlapped": together})
+            if together:
+                break
+    return {"seconds": time.perf_counter() - t0, "calls": calls, "overlaps": overlaps}
 
 
 EXIT_WORKER_BUG = 70    # the worker's own machinery failed: a harness error, not the candidate's
@@ -210,8 +228,10 @@ def check(plan):
         case = plan["cases"][i]
         arrays = {name: np.load(f) for name, f in case["arrays"].items()}
         log({"start": i})
-        run = {"threads": run_threads, "phases": run_phases}.get(case["kind"], run_call)
-        res = run(mod, case, arrays)
+        if case["kind"] == "phases":
+            res = run_phases(mod, case, arrays, again=int(plan.get("phase_again", 0)))
+        else:
+            res = (run_threads if case["kind"] == "threads" else run_call)(mod, case, arrays)
         for name, a in arrays.items():
             np.save(os.path.join("out", f"{i}_{name}.npy"), a)
         log(dict(res, done=i))
