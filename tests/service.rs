@@ -6,7 +6,7 @@
 //! |---|---|---|
 //! | 1 isolation of measurement | a module whose initialisation wraps the baseline's `gather` (when loaded in the same process) in a 3 ms native spin that holds the GIL | speed: no significant gain (each window in a process of its own) |
 //! | 2 the service as the metric | releases the GIL, then sleeps in each `gather`: the scheduler runs freely while the transfers crawl | speed: the service is slower (requests/s and p99), though its scheduler gap is smaller |
-//! | 2 | remembers the last transfer by its addresses and skips a repeat | speed: the bench's state differs from the reference replay |
+//! | 2 | remembers every transfer by its addresses and skips a repeat | correctness (check's repeated phase) or speed (the service's state differs from the reference replay) |
 //! | twin | the GIL release | accepted on requests/s, p99 no worse |
 
 use serde_json::Value;
@@ -136,9 +136,18 @@ fn the_host_speed_gate_cannot_be_bought() {
     let gbps = |side: &str| s[side]["transfer_gbps"].as_f64().unwrap_or(f64::NAN);
     assert!(gbps("after") < gbps("before"), "the transfers slow ({} -> {} GB/s): {r}", gbps("before"), gbps("after"));
 
-    // class 2: a memo of earlier transfers is wrong bytes in the service's exchange ring
+    // class 2: a memo of earlier transfers skips a call that must copy again: caught by check's
+    // repeated concurrent phase (a module that holds the GIL never overlaps, so the phase runs
+    // again with the same calls) or, else, by the service's exchange ring
     let ev = by_id(&report, "memo-by-address");
-    assert_eq!(verdict(ev), ("rejected".to_string(), "speed".to_string()), "{ev:#}");
     let r = reason("memo-by-address");
-    assert!(r.contains("state differs from the reference replay"), "{r}");
+    match verdict(ev) {
+        (kind, gate) if kind == "rejected" && gate == "correctness" => {
+            assert!(r.contains("wrote bytes that differ from the reference"), "{r}")
+        }
+        (kind, gate) if kind == "rejected" && gate == "speed" => {
+            assert!(r.contains("state differs from the reference replay"), "{r}")
+        }
+        other => panic!("memo-by-address: {other:?}: {ev:#}"),
+    }
 }

@@ -576,8 +576,8 @@ def check_command(manifest, args, deadline):
 
 # bench --------------------------------------------------------------------------------------------
 
-SERVICE_DEFAULTS = {"threads": 1, "window_s": 0.4, "warmup_s": 0.1, "rounds": 7, "warmup": 1, "step_us": 80,
-                    "forward_us": 100, "requests": 8, "decode_steps": 40}
+SERVICE_DEFAULTS = {"threads": 1, "window_s": 0.4, "warmup_s": 0.1, "alone_s": 0.15, "rounds": 7, "warmup": 1,
+                    "step_us": 80, "forward_us": 100, "requests": 8, "decode_steps": 40}
 
 
 def service_params(manifest, args):
@@ -610,15 +610,18 @@ def bench_gate_cases(manifest, seed=12345):
     return cases + bench_size_cases(manifest, seed)
 
 
-def _serve_in_worker(manifest, svc, work, variant, so, deadline):
+def _serve_in_worker(manifest, svc, work, variant, so, deadline, inputs):
     """One service window of one variant in a fresh sandboxed worker (worker.serve): (raw result,
     the WorkerRun, None), or (None, the WorkerRun, {reason, stderr}) when the worker failed. A fresh
     process per window: the baseline and the candidate never share one, so nothing a module does
     when it loads or runs can reach the other's measurement."""
     scratch = Path(tempfile.mkdtemp(prefix=f"kidiom-serve-{variant}-"))
     try:
-        np.save(scratch / "state.npy", work.state)
-        np.save(scratch / "index.npy", work.index)
+        for name in ("state.npy", "index.npy"):   # written once per bench; a link each (read-only to the worker)
+            try:
+                os.link(inputs / name, scratch / name)
+            except OSError:
+                shutil.copyfile(inputs / name, scratch / name)
         (scratch / "module").mkdir()
         shutil.copy2(so, scratch / "module" / Path(so).name)
         plan = {"name": manifest.entry, "module": f"module/{Path(so).name}", "variant": variant, "service": svc,
@@ -759,19 +762,28 @@ def bench_command(manifest, args, deadline):
     sos = {"baseline": base_so, "candidate": cand_so}
     samples, peaks, cpus, readonly, sandbox_info = [], [], None, None, None
     units = None
-    for r in range(svc["warmup"] + svc["rounds"]):
-        order = ["baseline", "candidate"] if r % 2 == 0 else ["candidate", "baseline"]
-        entry = {"round": r - svc["warmup"], "warmup": r < svc["warmup"], "order": order, "variants": {}}
-        for v in order:
-            raw, wr, failure = _serve_in_worker(manifest, dict(svc, units=units), work, v, sos[v], deadline)
-            if failure:
-                out.update(status="failed", **failure)
-                return out, 1
-            units = units or raw["units"]   # the first window calibrates the scheduler's step; all share it
-            peaks.append(raw["peak"])
-            cpus, readonly, sandbox_info = raw.get("cpus"), raw.get("inputs_readonly"), wr.sandbox
-            entry["variants"][v] = raw["window"]
-        samples.append(entry)
+    inputs = Path(tempfile.mkdtemp(prefix="kidiom-serve-inputs-"))
+    try:
+        np.save(inputs / "state.npy", work.state)
+        np.save(inputs / "index.npy", work.index)
+        for f in inputs.iterdir():
+            f.chmod(0o444)
+        for r in range(svc["warmup"] + svc["rounds"]):
+            order = ["baseline", "candidate"] if r % 2 == 0 else ["candidate", "baseline"]
+            entry = {"round": r - svc["warmup"], "warmup": r < svc["warmup"], "order": order, "variants": {}}
+            for v in order:
+                raw, wr, failure = _serve_in_worker(manifest, dict(svc, units=units), work, v, sos[v], deadline,
+                                                    inputs)
+                if failure:
+                    out.update(status="failed", **failure)
+                    return out, 1
+                units = units or raw["units"]   # the first window calibrates the scheduler's step; all share it
+                peaks.append(raw["peak"])
+                cpus, readonly, sandbox_info = raw.get("cpus"), raw.get("inputs_readonly"), wr.sandbox
+                entry["variants"][v] = raw["window"]
+            samples.append(entry)
+    finally:
+        shutil.rmtree(inputs, ignore_errors=True)
     out["sandbox"] = sandbox_info
     mismatches, windows, calls = _verify_windows(samples, svc, contract, work)
     # "checksums": the wire format's name for the bench's verification record (validator/src/wire.rs)

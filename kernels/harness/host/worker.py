@@ -458,7 +458,7 @@ def serve(plan):
         units, _ = _calibrate(float(svc["step_us"]))
     forward = float(svc["forward_us"]) * 1e-6
     log({"phase": "alone"})
-    a_steps, a_s = _alone_window(float(svc["window_s"]), units, forward)
+    a_steps, a_s = _alone_window(float(svc.get("alone_s", svc["window_s"])), units, forward)
     log({"phase": "service"})
     res = _service_window(steps, svc, units, (rw, ro), init)
     res.update(alone_steps=a_steps, alone_s=a_s,
