@@ -47,7 +47,7 @@ from .. import sandbox
 from ..wire import git_commit
 from . import build as hostbuild, stats as hoststats
 from .hostcontract import load_host_contract
-from .worker_client import HostTimeout, _raise_worker_bug, run_worker
+from .worker_client import HostTimeout, module_broke_worker, run_worker
 
 __all__ = ["run_host_command", "make_cases", "HostTimeout"]
 
@@ -340,14 +340,7 @@ def run_cases(so_path, module_name, cases, deadline, tsan_preload=None, tsan_log
             if wr.timed_out:
                 where = f" in case {cases[running].label}" if running is not None else ""
                 raise HostTimeout(f"{what} timed out after {wr.seconds:.1f} s{where} (worker killed)")
-            death = wr.death()
-            bug = next((ev["worker_error"] for ev in wr.progress if "worker_error" in ev), None)
-            if bug and any("loaded" in ev for ev in wr.progress):
-                # the module was loaded into the worker, whose machinery then failed: its native
-                # code shares the process, so the failure is the module's, not the harness's
-                death = f"broke the worker's own machinery after loading the module: {_tail(bug, 600)}"
-            else:
-                _raise_worker_bug(wr)
+            death = module_broke_worker(wr) or wr.death()
             load_error = next((ev["load_error"] for ev in wr.progress if "load_error" in ev), None)
             if load_error:
                 death = f"failed to import the module ({load_error})"
@@ -632,17 +625,10 @@ def _serve_in_worker(manifest, svc, work, variant, so, deadline, inputs):
         where = f"the {variant}'s window ({phase})"
         if wr.timed_out:
             raise HostTimeout(f"bench timed out after {wr.seconds:.1f} s in {where} (worker killed)")
-        loaded = any("loaded" in ev for ev in wr.progress)
-        bug = next((ev["worker_error"] for ev in wr.progress if "worker_error" in ev), None)
-        if bug and not loaded:
-            _raise_worker_bug(wr)
-        death = wr.death()
+        death = module_broke_worker(wr) or wr.death()
         load_error = next((ev["load_error"] for ev in wr.progress if "load_error" in ev), None)
         if load_error:
             death = f"failed to import a module ({load_error})"
-        elif bug:
-            # the module's native code shares the worker's process once loaded: its failure
-            death = f"broke the worker's own machinery after loading the module: {bug.strip().splitlines()[-1]}"
         if death or not (scratch / "out" / "result.json").exists():
             reason = f"bench worker {death or 'wrote no result'} in {where}"
             if wr.signal in ("SIGSEGV", "SIGBUS") and phase == "service":

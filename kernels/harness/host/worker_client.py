@@ -12,7 +12,7 @@ from pathlib import Path
 
 from .. import sandbox
 
-__all__ = ["HostTimeout", "WorkerRun", "run_worker", "WORKER"]
+__all__ = ["HostTimeout", "WorkerRun", "run_worker", "module_broke_worker", "WORKER"]
 
 WORKER = Path(__file__).resolve().parent / "worker.py"
 AS_LIMIT = 8 << 30     # address space of a worker (bytes)
@@ -100,6 +100,19 @@ def _jsonl(path):
             except json.JSONDecodeError:
                 pass   # a line cut short by the kill
     return out
+
+
+def module_broke_worker(wr):
+    """A failure of the worker's own machinery, judged by when it came: after the module was loaded
+    its native code shares the process, so the failure is the module's (the reason, returned);
+    before, it is the harness's (raised, as `_raise_worker_bug`). None when the worker reported none."""
+    bug = next((ev["worker_error"] for ev in wr.progress if "worker_error" in ev), None)
+    if bug and any("loaded" in ev for ev in wr.progress):
+        text = bug.strip()
+        return "broke the worker's own machinery after loading the module: " + (
+            text if len(text) <= 600 else "..." + text[-600:])
+    _raise_worker_bug(wr)
+    return None
 
 
 def _raise_worker_bug(wr):
