@@ -142,6 +142,16 @@ def _digest(arrays, spec):
     return hashlib.sha256(v).hexdigest()
 
 
+def _any_overlap(intervals):
+    """Whether any two of the (start, end) intervals share an instant."""
+    end = None
+    for a, b in sorted(intervals):
+        if end is not None and a < end:
+            return True
+        end = b if end is None else max(end, b)
+    return False
+
+
 def run_phases(mod, case, arrays, again=0):
     """Phases in order. A phase is one list of calls per thread; with several threads they start
     together at a barrier, and with `rounds` every thread's r-th call waits for all threads to
@@ -193,8 +203,7 @@ def run_phases(mod, case, arrays, again=0):
             calls += [c for cl in out for c in cl]
             if n == 1 or not rounds:
                 break
-            together = sum(1 for r in range(min(len(s) for s in spans))
-                           if max(s[r][0] for s in spans) < min(s[r][1] for s in spans))
+            together = sum(1 for r in range(min(len(s) for s in spans)) if _any_overlap([s[r] for s in spans]))
             overlaps.append({"threads": n, "run": attempt + 1, "rounds_overlapped": together})
             if together:
                 break
