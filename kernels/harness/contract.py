@@ -9,6 +9,7 @@ NaN reference) is ONE line naming the file and the function (`ContractError`): t
 answers status "error", never a verdict about the kernel.
 """
 import importlib.util
+import math
 import re
 import sys
 from pathlib import Path
@@ -143,8 +144,33 @@ class Contract:
         if bad:
             raise ContractError(f"contract {path}: STORED names {', '.join(bad)}, which are not INOUTS")
         self.slice_axes = dict(getattr(mod, "SLICE_AXES", {}) or {})
+        self.ranges = self._ranges(getattr(mod, "RANGES", None) or {})
         self.results = self.outputs + self.inouts
         self._tensors = {}
+
+    def _ranges(self, r):
+        """RANGES {input: (lo, hi)}: the values each input takes in production, ends included (the
+        check's second call draws over all of it, `extremes`). Whether a name is a float tensor
+        depends on `tensors(shape)`: `extremes` checks that."""
+        where = f"contract {self.path}: RANGES"
+        if not isinstance(r, dict):
+            raise ContractError(f"{where} must be a dict {{input name: (lo, hi)}}, got {type(r).__name__}")
+        out = {}
+        for n, v in r.items():
+            if n not in self.inputs + self.inouts or n in self.stored:
+                raise ContractError(f"{where} names {n!r}, which is not an INPUTS or INOUTS name"
+                                    + (" (it is STORED: bits, not values)" if n in self.stored else ""))
+            pair = tuple(v) if isinstance(v, (tuple, list)) else ()
+            if len(pair) != 2 or not all(isinstance(b, (int, float, np.integer, np.floating)) and
+                                         not isinstance(b, (bool, np.bool_)) for b in pair):
+                raise ContractError(f"{where}[{n!r}] must be a pair of numbers (lo, hi), got {v!r}")
+            lo, hi = float(pair[0]), float(pair[1])
+            if not (math.isfinite(lo) and math.isfinite(hi)):
+                raise ContractError(f"{where}[{n!r}] = {v!r}: both ends must be finite")
+            if lo > hi:
+                raise ContractError(f"{where}[{n!r}] = {v!r}: lo > hi")
+            out[n] = (lo, hi)
+        return out
 
     # calling the user's code ----------------------------------------------------------------------
 
@@ -300,6 +326,36 @@ class Contract:
                     raise self.fail(fn, f"{n}: got {got}, tensors() says {dt}{list(dims)}")
             elif not isinstance(v, (int, float, np.number)) or isinstance(v, bool):
                 raise self.fail(fn, f"{n}: a scalar, got {type(v).__name__}")
+
+    def extremes(self, x, rng, share=8):
+        """A copy of the inputs `x` with every RANGES input drawn over its whole declared range:
+        uniform in [lo, hi], then 1/`share` of its elements exactly lo and as many exactly hi (each
+        end at least once where there are two elements), positions from `rng`. Realistic draws
+        alone never reach where a clamp or a cheaper formula goes wrong. Other inputs are the same
+        objects; an OPTIONAL input left out (None) stays out."""
+        t, out = self.tensors(x[SHAPE_KEY]), dict(x)
+        for n, (lo, hi) in self.ranges.items():
+            if not (isinstance(t[n], tuple) and np.dtype(t[n][1]).kind == "f"):
+                got = f"a tensor of {t[n][1]}" if isinstance(t[n], tuple) else f"a scalar ({t[n]!r})"
+                raise ContractError(f"contract {self.path}: RANGES names {n!r}, {got}: only float tensors "
+                                    "have values to draw over a range")
+            if x.get(n) is None:
+                continue
+            dt = x[n].dtype
+            lo_, hi_ = dt.type(lo), dt.type(hi)   # the ends as the tensor holds them, kept inside
+            lo_ = np.nextafter(lo_, dt.type(np.inf)) if float(lo_) < lo else lo_   # float(): not in dt
+            hi_ = np.nextafter(hi_, dt.type(-np.inf)) if float(hi_) > hi else hi_
+            if lo_ > hi_:
+                raise ContractError(f"contract {self.path}: RANGES[{n!r}] = {(lo, hi)}: no {dt} value lies in it")
+            a = np.clip(rng.uniform(lo, hi, x[n].shape).astype(dt), lo_, hi_)
+            flat = a.reshape(-1)
+            pos = rng.permutation(flat.size)
+            k = max(1, flat.size // share) if flat.size >= 2 else 0
+            flat[pos[:k]], flat[pos[k:2 * k]] = lo_, hi_
+            if flat.size == 1:
+                flat[0] = lo_ if rng.random() < 0.5 else hi_
+            out[n] = a
+        return out
 
     @property
     def carry(self):

@@ -14,6 +14,14 @@ OUTPUTS = ["o"]
 VARIANTS = ["long_memory"]
 AGAINST = {"fla": "fla_against.py:kda_decode"}   # bench --against fla
 SLICE_AXES = {"o": 2, "state": 2}   # (sequence or slot, value head)
+# What each input takes in production, ends included: the check's second call draws over all of it
+# (docs/CONTRACTS.md, RANGES). make_inputs stays realistic (distributions.py). FLA's KDA gate is
+# g = -exp(A_log) * softplus(x + dt_bias) (fla/ops/kda/gate.py): log-space decay, 0 exactly where
+# softplus underflows, unbounded below (A = exp(A_log) starts in [1, 16]); from -30 on, exp(g) <
+# 1e-13 leaves nothing of a state of |S| <= 32 that float32 can see: "forget everything". beta is a
+# sigmoid. v: activations, a generous symmetric bound. The state: the delta rule pulls S^T k toward
+# v, so entries stay of the order of |v|; a long-memory stream with |v| <= 16 drove |S| to 30.
+RANGES = {"g": (-30.0, 0.0), "beta": (0.0, 1.0), "v": (-16.0, 16.0), "state": (-32.0, 32.0)}
 
 
 def tensors(s):

@@ -63,7 +63,7 @@ def test_the_specializations_read_the_baselines_outputs_and_judge_the_same(tmp_p
     # a candidate that adds a comparison on a program id runs every program, and then the
     # baseline's whole-grid outputs are kept and read back by the next such check
     twin = M.source_path.read_text().replace(
-        "    tl.store(p_o,", "    b_o = tl.where(i_nh >= 0, b_o, 0.0)\n    tl.store(p_o,", 1)
+        "    tl.store(p_o,", "    b_o = tl.where(i_nh >= 1, b_o, b_o * 1.0)\n    tl.store(p_o,", 1)
     cand.write_text(twin)
     third = _specializations(cand, tmp_path / "cache")
     assert third["specializations"]["programs"] == "all" and third["passed"], third["failures"][:3]

@@ -23,6 +23,8 @@ PUBLIC = "\n\ndef kda_decode(q, k, v, g, beta, state, slots, o, scale=None):\n"
 PUBLIC_CALL = "    return kda_decode_launch(q, k, v, g, beta, state, slots, o, scale)\n"
 BETA_LOAD = "    b_beta = tl.load(beta + i_n * HV + i_hv).to(tl.float32)         # []\n"
 STATE_UPDATE = "    b_s = b_s + b_k[:, None] * b_d[None, :]\n"
+# the failures of a case's second call (its inputs over the contract's RANGES: check.py, _Case)
+CALL_2 = "call 2 (same buffers, inputs over the contract's ranges, extremes included): "
 
 
 def after_launch(code):
@@ -168,8 +170,7 @@ def test_launcher_that_caches_outputs_is_caught(key, tmp_path):
               "    return o\n")
     src = variant(tmp_path, DECODE, [(PUBLIC, "\n\n" + CACHE + PUBLIC), (PUBLIC_CALL, cached)])
     rc, out = check(src)
-    failed_with(rc, out, "call 2 (same buffers, new inputs): the kernel kda_decode_kernel never ran",
-                "call 2 (same buffers, new inputs): o: rel_l2")
+    failed_with(rc, out, CALL_2 + "the kernel kda_decode_kernel never ran", CALL_2 + "o: rel_l2")
     assert all(c["launches"]["entry"] == [1, 0] for c in out["cases"])
 
 
@@ -365,5 +366,5 @@ def test_a_kernel_that_writes_only_where_the_harness_poisoned_the_buffer_is_caug
         assert out["status"] in ("failed", "passed"), out
         failures.append(out["status"] == "failed")
         if failures[-1]:
-            assert any("call 2 (same buffers, new inputs): o:" in f for c in out["cases"] for f in c["failures"]), out
+            assert any(CALL_2 + "o:" in f for c in out["cases"] for f in c["failures"]), out
     assert any(failures), "three checks in a row drew NaN for every later call of every case"

@@ -60,12 +60,22 @@ PLANTED = {
     "cuda-fast-exp": (CUDA_DECODE, [("p += expf(g_n[i])", "p += __expf(g_n[i])"),
                                     ("float s_ij = expf(g_n[i])", "float s_ij = __expf(g_n[i])")]),
     "triton-conversion": (DECODE, [(DELTA, DELTA + "    b_d = b_d * tl.where((b_d * 0 + 1e30).to(tl.int32) < 0, 1.0, 0.5)\n")]),
-    "triton-conversion-in-range": (DECODE, [(DELTA, DELTA + "    b_d = b_d * tl.where((b_d * 0 + 1.5).to(tl.int32) > 0, 1.0, 0.5)\n")]),
+    # (its comparison takes both sides on the CPU, as every one a candidate adds must)
+    "triton-conversion-in-range": (DECODE, [(DELTA, DELTA + "    b_d = b_d * tl.where((b_d * 1e3).to(tl.int32) >= 0, 1.0, 1.0)\n")]),
     # class 5: wrong in one program of the GPU's grid that no CPU shape has (i_nh < N * HV <= 16
     # there), and an honest comparison on a program id (a redundant mask term)
     "one-program": (DECODE, [(DELTA, DELTA + "    if i_nh == 37:\n        b_d = b_d * 1.01\n")]),
-    "program-mask": (DECODE, [(STORE_O, "    b_o = tl.where(i_nh >= 0, b_o, 0.0)\n" + STORE_O)]),
-    "drift": (DECODE, [(STATE_UPDATE, STATE_UPDATE + "    b_s = b_s * 1.0000001   # one ulp per step\n")]),
+    "program-mask": (DECODE, [(STORE_O, "    b_o = tl.where(i_nh >= 1, b_o, b_o * 1.0)\n" + STORE_O)]),
+    # a side no CPU case takes: a grid, a length, a minimum past every CPU shape; a test that is
+    # always true (the GPU takes only that side too, but no check can tell it from the first three)
+    "past-every-cpu-grid": (DECODE, [(DELTA, DELTA + "    if tl.num_programs(1) > 512:\n        b_d = b_d * 1.01\n")]),
+    "past-every-cpu-length": (PREFILL, [(PREFILL_D, PREFILL_D + "        if T >= 2048:\n            b_D = b_D * 1.01\n")]),
+    "length-both-sides": (PREFILL, [(PREFILL_D, PREFILL_D + "        if T >= 2:\n            b_D = b_D * 1.0\n")]),
+    "min-past-every-cpu-grid": (DECODE, [(DELTA, DELTA + "    b_d = b_d * (1.0 + 0.01 * (tl.minimum(tl.num_programs(1), 512) // 512))\n")]),
+    "program-mask-always-true": (DECODE, [(STORE_O, "    b_o = tl.where(i_nh >= 0, b_o, 0.0)\n" + STORE_O)]),
+    # one ulp per step in half the key channels: inside every per-call margin, call 2's pinned
+    # decays of 1 included (all channels crossed the slice margin there in one seed of eight)
+    "drift": (DECODE, [(STATE_UPDATE, STATE_UPDATE + "    b_s = b_s * tl.where(o_k % 2 == 0, 1.0000001, 1.0)[:, None]\n")]),
     "cuda-drift": (CUDA_DECODE, [(CU_STORE_S, "            s[i * V + j] = s_ij * 1.0000001f;  // one ulp per step\n")]),
 }
 KERNEL_OF = {DECODE: "kda.decode", PREFILL: "kda.prefill", CUDA_DECODE: "kda_cuda.decode"}
@@ -326,6 +336,48 @@ def test_a_comparison_on_a_program_id_runs_every_program_of_each_specialization(
     rc, out = check(src, kernel)
     assert rc == 0 and out["passed"], out["failures"]
     assert out["specializations"]["programs"] == "all"
+
+
+@cpu_only
+@pytest.mark.parametrize("name, took", [("past-every-cpu-grid", "was always false"),
+                                        ("past-every-cpu-length", "was always false"),
+                                        ("min-past-every-cpu-grid", "always found its first operand below"),
+                                        ("program-mask-always-true", "was always true")])
+def test_a_runtime_comparison_must_take_both_sides_on_the_cpu(name, took, tmp_path):
+    kernel, src = planted(tmp_path, name)
+    rc, out = check(src, kernel)
+    joined = failed_with(rc, out, "that the candidate adds", took, "the CPU's cases must take both sides")
+    assert "the side only the GPU's sizes, programs or inputs may take was never checked" in joined
+    cases_passed(out)    # right wherever the CPU looked
+    (t,) = out["runtime_tests"]
+    # the side seen: a test's true side (a minimum's first operand below the second)
+    assert (t["sides"]["true"], t["sides"]["false"]) == ((False, True) if "false" in took else (True, False))
+
+
+@cpu_only
+def test_a_runtime_comparison_whose_sides_the_cpu_takes_passes(tmp_path):
+    kernel, src = planted(tmp_path, "length-both-sides")
+    rc, out = check(src, kernel)
+    assert rc == 0 and out["passed"], out["failures"]
+    assert [(t["on"], t["test"], t["sides"]) for t in out["runtime_tests"]] == \
+        [("runtime value", "T >= 2", {"true": True, "false": True})]
+
+
+def test_runtime_comparisons_are_told_by_what_they_read():
+    from kernels.harness.triton.runtime_tests import new_runtime_comparisons
+    base = ("import triton\nimport triton.language as tl\n@triton.jit\n"
+            "def k(x, T, N: tl.constexpr):\n    i = tl.program_id(0)\n    a = tl.load(x + i)\n    tl.store(x + i, a)\n")
+    body = ("    if N > 4:\n        a = a + 1\n"                       # a constexpr: the specialisations' job
+            "    if i * 2 == 6:\n        a = a + 1\n"                  # a program id, through a name
+            "    a = tl.where(T < 9, a, 0)\n"                             # a runtime parameter
+            "    a = tl.maximum(a, -0.5)\n"                              # a loaded value, as a maximum
+            "    a = min(T, 64) + a\n")                                  # a runtime parameter, as a minimum
+    cand = base.replace("    tl.store", body + "    tl.store")
+    got = [(r["line"], r["on"], r["form"], r["test"]) for r in new_runtime_comparisons(base, cand)]
+    assert got == [(9, "program id", "comparison", "i * 2 == 6"), (11, "runtime value", "comparison", "T < 9"),
+                   (12, "loaded value", "min/max", "tl.maximum(a, -0.5)"), (13, "runtime value", "min/max", "min(T, 64)")]
+    assert new_runtime_comparisons(cand, cand) == []            # the baseline's own tests are not new
+    assert new_runtime_comparisons(base, "def (") == []
 
 
 @cpu_only

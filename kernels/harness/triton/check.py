@@ -378,6 +378,11 @@ class _Case:
                 np.random.default_rng([seed, 1, *salt])]
         without = () if self.optional else op.optional
         self.xs = [op.make_inputs(shape, rngs[i], without=without) for i in range(sets)]
+        # call 1 realistic; call 2 over the contract's production RANGES, their ends included: a
+        # candidate that clamps or approximates outside the realistic draws fails there
+        self.ranged = sets > 1 and bool(op.ranges)
+        if self.ranged:
+            self.xs[1] = op.extremes(self.xs[1], rngs[1])
         self.expects = None
         self.rid = self.base_rid = None
         self.base_metrics = None   # the baseline's metrics per set, from the run's cache (basecache.py)
@@ -387,6 +392,13 @@ class _Case:
     @property
     def id(self):
         return shape_id(self.shape)
+
+    def prefix(self, j):
+        """What a failure of call j + 1 is prefixed with: what that call's inputs were."""
+        if j == 0:
+            return ""
+        return "call 2 (same buffers, " + ("inputs over the contract's ranges, extremes included" if self.ranged
+                                           else "new inputs") + "): "
 
 
 def _not_run(case, why):
@@ -420,8 +432,7 @@ def _judge_case(manifest, op, case, cand, base, bcache=None):
             for name, m in ms.items():
                 if name in bms:
                     fails += baseline_failures(name, m, bms[name])
-        prefix = "" if j == 0 else "call 2 (same buffers, new inputs): "
-        failures += [prefix + f for f in fails]
+        failures += [case.prefix(j) + f for f in fails]
         per_call.append(ms)
         facts_all.append(facts)
         calls.append({"outputs": _json_safe(ms), "seconds": round(facts["seconds"], 4),
@@ -673,7 +684,7 @@ class _Specialization:
 
 
 class _Specializations:
-    def __init__(self, manifest, op, cand, device, bcache=None, source=None):
+    def __init__(self, manifest, op, cand, device, bcache=None, runtime_tests=()):
         self.manifest, self.op, self.bcache = manifest, op, bcache
         cfg = manifest.raw.get("specializations", {}) or {}
         self.enabled = device == "cpu" and cfg.get("enabled", True) is not False
@@ -683,15 +694,8 @@ class _Specializations:
         # which programs: drawn here, after the candidate is fixed, never from a seed it can know
         self.program_seed = secrets.randbits(32)
         # a comparison the candidate adds on a program id is a branch a sample may miss: every
-        # program runs (runtime_tests.py); one on another runtime value is recorded
-        self.runtime_tests = []
-        if manifest.language == "triton" and source is not None:
-            try:
-                base_text = manifest.source_path.read_text(encoding="utf-8")
-                cand_text = open(source, encoding="utf-8").read()
-            except (OSError, UnicodeDecodeError):
-                base_text = cand_text = ""
-            self.runtime_tests = new_runtime_comparisons(base_text, cand_text)
+        # program runs (runtime_tests.py; run_check also requires both its sides taken)
+        self.runtime_tests = list(runtime_tests)
         self.sampled = self.sample
         if self.sample is not None and any(r["on"] == "program id" for r in self.runtime_tests):
             self.sample = None
@@ -1273,7 +1277,9 @@ def run_check(manifest, source=None, seeds=(0,), device="cpu", tf32=True, with_c
     mode = "native" if device == "cuda" else (
         "emulation" if manifest.language == "cuda" else ("interpreter-tf32" if tf32 else "interpreter"))
     with Workers(device, tf32, deadline) as ws:
-        cand = ws.start("candidate", {"candidate": KernelSpec.of(manifest, source)}, trusted=False)
+        runtime_tests = _runtime_tests(manifest, source) if device == "cpu" else []
+        cand = ws.start("candidate", {"candidate": KernelSpec.of(manifest, source, sides=runtime_tests)},
+                        trusted=False)
         base = ws.start("baseline", base_specs, trusted=True) if base_specs else None
         cases = []
         for seed in seeds:
@@ -1288,7 +1294,7 @@ def run_check(manifest, source=None, seeds=(0,), device="cpu", tf32=True, with_c
                         c.base_rid = base.submit("baseline", op.args, lay, sets, label=f"case {c.id} seed {seed}")
                 cases.append(c)
         base_kernel = base if against_baseline else None
-        spec = _Specializations(manifest, op, cand, device, bcache, source) \
+        spec = _Specializations(manifest, op, cand, device, bcache, runtime_tests) \
             if with_specializations and device == "cpu" else None
         curve_plan = None
         if with_curve and manifest.curve:
@@ -1338,6 +1344,9 @@ def run_check(manifest, source=None, seeds=(0,), device="cpu", tf32=True, with_c
         if drift is not None:
             result["drift"], fails = drift.judge()
             failures += fails
+        if runtime_tests:
+            result["runtime_tests"], fails = _judge_sides(runtime_tests, cand.sides)
+            failures += fails
         emulation = (info.get("emulation") or {}).get("candidate") if isinstance(info.get("emulation"), dict) else None
         if isinstance(emulation, dict):
             result["emulation"] = emulation
@@ -1359,6 +1368,42 @@ def run_check(manifest, source=None, seeds=(0,), device="cpu", tf32=True, with_c
                       baseline={"compared": against_baseline, "factor": BASELINE_FACTOR, "floor": BASELINE_FLOOR,
                                 **({"cache": bcache.describe()} if bcache is not None else {})})
         return result
+
+
+def _runtime_tests(manifest, source):
+    """The comparisons a Triton candidate adds on a program id or a runtime value (runtime_tests.py)."""
+    if manifest.language != "triton" or source is None:
+        return []
+    try:
+        base_text = manifest.source_path.read_text(encoding="utf-8")
+        cand_text = open(source, encoding="utf-8").read()
+    except (OSError, UnicodeDecodeError):
+        return []
+    return new_runtime_comparisons(base_text, cand_text)
+
+
+def _judge_sides(tests, sides):
+    """Every comparison the candidate adds on a runtime value must have taken both its sides in
+    some program of some call the CPU checked: a side only the GPU's sizes or programs take is
+    code no check ran (issue #50, class 5). `sides`: {line: [true seen, false seen]}."""
+    records, fails = [], []
+    for t in tests:
+        seen = sides.get(int(t["line"]), [False, False])
+        records.append(dict(t, sides={"true": bool(seen[0]), "false": bool(seen[1])}))
+        if seen[0] and seen[1]:
+            continue
+        pick = t.get("form") == "min/max"
+        if not (seen[0] or seen[1]):
+            took = "was never evaluated"
+        elif pick:
+            took = f"always found its first operand {'below' if seen[0] else 'above'} the second"
+        else:
+            took = f"was always {'true' if seen[0] else 'false'}"
+        fails.append(f"a {'minimum or maximum' if pick else 'comparison'} on a {t['on']} that the candidate adds "
+                     f"{took} in every program of every case the CPU ran (line {t['line']}: `{t['test']}`): "
+                     "the side only the GPU's sizes, programs or inputs may take was never checked; the CPU's cases "
+                     "must take both sides")
+    return records, fails
 
 
 def _sandbox(cand, base):

@@ -368,19 +368,21 @@ def install_bounds_check():
     def itemsize_of(ptrs):
         return ti._get_np_dtype(ptrs.get_element_ty()).itemsize
 
-    def create_masked_load(self, ptrs, mask, other, cache_policy, is_volatile):
+    # the cache arguments after `other` / `mask` differ between Triton versions (3.6: a modifier
+    # and an eviction policy, 3.9: one policy): passed through as they come
+    def create_masked_load(self, ptrs, mask, other, *cache, **kw):
         n, addrs = itemsize_of(ptrs), _active(ptrs, mask)
         MEMORY.check("read", addrs, n)
         for obs in ACCESS_OBSERVERS:
             obs("load", addrs, n)
-        return load(self, ptrs, mask, other, cache_policy, is_volatile)
+        return load(self, ptrs, mask, other, *cache, **kw)
 
-    def create_masked_store(self, ptrs, value, mask, cache_policy):
+    def create_masked_store(self, ptrs, value, mask, *cache, **kw):
         n, addrs = itemsize_of(ptrs), _active(ptrs, mask)
         MEMORY.check("write", addrs, n)
         for obs in ACCESS_OBSERVERS:
             obs("store", addrs, n)
-        r = store(self, ptrs, value, mask, cache_policy)
+        r = store(self, ptrs, value, mask, *cache, **kw)
         MEMORY.record_store(addrs, n)
         return r
 
@@ -612,3 +614,94 @@ def install_faithful_casts():
 
     B.cast_impl, B.create_fp_to_fp = cast_impl, create_fp_to_fp
     B._kidiom_faithful_casts = True
+
+
+# Both sides of a runtime comparison (issue #50, class 5) --------------------------------------------
+# A comparison a candidate adds on a program id or a runtime value (runtime_tests.py) is a branch
+# whose side is chosen by sizes and program ids: one side may be taken only at the GPU's. The
+# interpreter rewrites each such comparison in the candidate's file to pass its value through a
+# recorder (under a name drawn at run time), and the check requires every side to have been taken
+# by some program of some case. SIDES: {line: [some element true, some element false]}.
+SIDES = {}
+
+
+def _truth(value):
+    data = getattr(getattr(value, "handle", None), "data", value)
+    try:
+        return np.asarray(data).astype(bool)
+    except (TypeError, ValueError):
+        return None
+
+
+def install_side_watch(path, sites):
+    """Record the sides taken by the comparisons `sites` ([{line, test}]: the line in `path` and
+    the comparison's `ast.unparse` text) of `path`'s @triton.jit functions, into SIDES. Call
+    before the functions first run (the interpreter rewrites a function on its first call)."""
+    import ast
+    import os
+    import secrets
+    from triton.runtime import interpreter as ti
+
+    from .runtime_tests import is_pick
+    want = {}
+    for s in sites:
+        want.setdefault(int(s["line"]), set()).add(str(s["test"]))
+    real = os.path.realpath(path)
+    name = "_kidiom_side_" + secrets.token_hex(8)
+
+    def record(line, value):
+        t = _truth(value)
+        seen = SIDES.setdefault(line, [False, False])
+        if t is None:   # not a truth value the interpreter knows: neither side is claimed taken
+            return value
+        seen[0] = seen[0] or bool(t.any())
+        seen[1] = seen[1] or not bool(t.all())
+        return value
+
+    def record_pick(line, fn, a, b):
+        """A minimum or maximum: its sides are the first operand below the second, and above."""
+        out = fn(a, b)
+        seen = SIDES.setdefault(line, [False, False])
+        try:
+            da, db = (np.asarray(getattr(getattr(x, "handle", None), "data", getattr(x, "value", x))) for x in (a, b))
+            seen[0] = seen[0] or bool(np.any(da < db))
+            seen[1] = seen[1] or bool(np.any(da > db))
+        except (TypeError, ValueError):
+            pass
+        return out
+
+    class Wrap(ast.NodeTransformer):
+        def __init__(self, offset):
+            self.offset = offset
+
+        def visit_Compare(self, node):
+            text, line = ast.unparse(node), node.lineno + self.offset
+            self.generic_visit(node)
+            if text not in want.get(line, ()):
+                return node
+            return ast.copy_location(ast.Call(func=ast.Name(id=name, ctx=ast.Load()),
+                                              args=[ast.Constant(line), node], keywords=[]), node)
+
+        def visit_Call(self, node):
+            text, line = ast.unparse(node), node.lineno + self.offset
+            self.generic_visit(node)
+            if text not in want.get(line, ()) or not is_pick(node):
+                return node
+            return ast.copy_location(ast.Call(func=ast.Name(id=name + "_pick", ctx=ast.Load()),
+                                              args=[ast.Constant(line), node.func, *node.args], keywords=[]), node)
+
+    orig = ti.FunctionRewriter._transform_ast
+
+    def transform(self, src):
+        if os.path.realpath(self.filename or "") != real:
+            return orig(self, src)
+        # as Triton's own (3.6 and 3.9 alike), with the comparisons wrapped first
+        offset = self.def_file_lineno - 1
+        tree = Wrap(offset).visit(ast.parse(src))
+        self.fn.__globals__[name], self.fn.__globals__[name + "_pick"] = record, record_pick
+        tree = self.ast_transformer.visit(tree)
+        ast.fix_missing_locations(tree)
+        ast.increment_lineno(tree, offset)
+        return tree
+
+    ti.FunctionRewriter._transform_ast = transform

@@ -1,16 +1,18 @@
-"""The comparisons a candidate adds to a Triton kernel on values only known at run time (issue #50,
-class 5): a program id (`tl.program_id`, `tl.num_programs`, or a name computed from one) or a
-runtime (non-constexpr) parameter. Such a test is a branch the specialisations' sampled programs
-may never take: a kernel wrong only in program 1234, or only past a size no CPU case has, passes
+"""The comparisons a candidate adds to a Triton kernel on values known only at run time (issue #50,
+class 5): on a program id (`tl.program_id`, `tl.num_programs`, or a name computed from one), on a
+runtime (non-constexpr) parameter, or on a value loaded from memory; a two-operand minimum or
+maximum counts as one. Each is a branch whose side the grid, the sizes or the data choose: a kernel
+wrong only in program 1234, past a size no CPU case has, or for inputs the cases never draw passes
 every program the CPU ran. check.py runs every program of each specialisation for a candidate that
-adds one on a program id, and says in the record which comparisons it found.
+adds one on a program id, and requires every one to take both its sides in the CPU's runs
+(interp.py, `install_side_watch`, records them).
 
 Pure syntax (`ast`): the candidate's text is parsed, never run, so this runs in the harness's own
 process."""
 import ast
 from collections import Counter
 
-__all__ = ["new_runtime_comparisons"]
+__all__ = ["new_runtime_comparisons", "is_pick"]
 
 _PROGRAM_CALLS = {"program_id", "num_programs"}
 
@@ -41,8 +43,8 @@ def _calls_program(node):
 
 
 def _taint(fn):
-    """(names computed from a program id, names computed from a runtime parameter), to a fixpoint
-    over the function's assignments."""
+    """(names computed from a program id, from a runtime parameter, from a value loaded from
+    memory), to a fixpoint over the function's assignments."""
     runtime = {a.arg for a in fn.args.args + fn.args.kwonlyargs if not _constexpr(a)}
     program = set()
     assigns = []
@@ -51,6 +53,7 @@ def _taint(fn):
             targets = n.targets if isinstance(n, ast.Assign) else [n.target]
             names = {t.id for tg in targets for t in ast.walk(tg) if isinstance(t, ast.Name)}
             assigns.append((names, n.value))
+    loaded = set()
     changed = True
     while changed:
         changed = False
@@ -62,12 +65,31 @@ def _taint(fn):
             if used & runtime and not names <= runtime:
                 runtime |= names
                 changed = True
-    return program, runtime
+            if (_calls_load(value) or used & loaded) and not names <= loaded:
+                loaded |= names
+                changed = True
+    return program, runtime, loaded
+
+
+def _calls_load(node):
+    return any(isinstance(n, ast.Call) and isinstance(n.func, ast.Attribute) and n.func.attr == "load"
+               for n in ast.walk(node))
+
+
+_PICKS = {"minimum", "maximum", "min", "max"}
+
+
+def is_pick(node):
+    """A two-operand minimum or maximum (`tl.minimum(T, 2048)`, `min(a, b)`): a comparison that
+    chooses a value rather than a branch."""
+    f = node.func if isinstance(node, ast.Call) else None
+    name = f.attr if isinstance(f, ast.Attribute) else (f.id if isinstance(f, ast.Name) else None)
+    return name in _PICKS and len(node.args) == 2 and not node.keywords
 
 
 def _comparisons(fn):
-    """Every comparison in the function: (normalised text, node)."""
-    return [(ast.unparse(n), n) for n in ast.walk(fn) if isinstance(n, ast.Compare)]
+    """Every comparison in the function, minima and maxima included: (normalised text, node)."""
+    return [(ast.unparse(n), n) for n in ast.walk(fn) if isinstance(n, ast.Compare) or is_pick(n)]
 
 
 def new_runtime_comparisons(base_text, cand_text):
@@ -81,15 +103,21 @@ def new_runtime_comparisons(base_text, cand_text):
     bfns, out = _jit_functions(base), []
     for name, fn in _jit_functions(cand).items():
         have = Counter(t for t, _ in _comparisons(bfns[name])) if name in bfns else Counter()
-        program, runtime = _taint(fn)
+        program, runtime, loaded = _taint(fn)
         for text, node in sorted(_comparisons(fn), key=lambda c: c[1].lineno):
             if have[text] > 0:
                 have[text] -= 1
                 continue
             used = _names(node)
-            if _calls_program(node) or used & program:
-                out.append({"line": node.lineno, "test": text, "on": "program id",
+            form = "min/max" if isinstance(node, ast.Call) else "comparison"
+            if _calls_load(node) or used & loaded:
+                # a test on the inputs' values: which side depends on the data, not on the grid
+                out.append({"line": node.lineno, "test": text, "on": "loaded value", "form": form,
+                            "names": sorted(used & loaded) or ["tl.load"]})
+            elif _calls_program(node) or used & program:
+                out.append({"line": node.lineno, "test": text, "on": "program id", "form": form,
                             "names": sorted(used & program) or ["tl.program_id"]})
             elif used & runtime:
-                out.append({"line": node.lineno, "test": text, "on": "runtime value", "names": sorted(used & runtime)})
+                out.append({"line": node.lineno, "test": text, "on": "runtime value", "form": form,
+                            "names": sorted(used & runtime)})
     return out

@@ -239,6 +239,9 @@ class Hosted:
         self.observes = dict(backend.observes) if spec["language"] == "triton" else \
             {"out_of_bounds": False, "provenance": False}
         if spec["language"] == "triton":
+            if spec.get("sides") and not on_gpu:   # the comparisons whose sides the check counts
+                from .interp import install_side_watch
+                install_side_watch(spec["file"], spec["sides"])
             mod = import_file(spec["file"], f"kidiom_kernel_{key}")
             if not hasattr(mod, spec["launcher"]):
                 raise LoadError(f"the source defines no {spec['launcher']}()")
@@ -441,6 +444,7 @@ def main():
             send({"load_error": {"kernel": key, "error": f"{type(e).__name__}: {e}"[:2000],
                                  "traceback": traceback.format_exc()[-2000:]}})
             os._exit(EXIT_LOAD_FAILED)
+    watching = not on_gpu and any(spec.get("sides") for spec in cfg["kernels"].values())
     if not on_gpu:
         hide_the_interpreter()
     langs = {spec["language"] for spec in cfg["kernels"].values()}
@@ -474,7 +478,11 @@ def main():
         except Exception:  # noqa: BLE001 - the worker's own failure (or a candidate that broke it)
             send({"worker_error": traceback.format_exc()[-3000:]})
             os._exit(EXIT_WORKER_BUG)
-        send({"done": req["id"], "sets": sets})
+        done = {"done": req["id"], "sets": sets}
+        if watching:
+            from .interp import SIDES
+            done["sides"] = {str(line): seen for line, seen in SIDES.items()}
+        send(done)
     sys.stdout.flush()
     os._exit(0)
 

@@ -40,7 +40,7 @@ __all__ = ["KernelSpec", "KernelWorker", "WorkerTimeout", "WorkerFailed", "MAX_C
 HERE = Path(__file__).resolve().parent
 RUNTIME = {"worker.py": HERE / "worker.py", "arrays.py": HERE / "arrays.py",
            "backend.py": HERE / "backend.py", "interp.py": HERE / "interp.py",
-           "workprofile.py": HERE / "workprofile.py"}
+           "workprofile.py": HERE / "workprofile.py", "runtime_tests.py": HERE / "runtime_tests.py"}
 CUDA_RUNTIME = {"cuda_launch.py": HERE.parent / "cuda" / "emulation.py", "cudatools.py": HERE / "cudatools.py"}
 MAX_CRASHES = 3          # crashed candidate workers before the remaining requests are given up
 MAX_IN_FLIGHT = 8        # requests written ahead to a worker
@@ -62,16 +62,17 @@ class KernelSpec:
     launcher: str
     entry: str
     signature: str = ""      # CUDA: the entry's parameter kinds (p, i, f), from the contract's launch
+    sides: tuple = ()        # Triton on a CPU: comparisons whose sides the worker records ({line, test})
 
     @classmethod
-    def of(cls, manifest, source=None):
+    def of(cls, manifest, source=None, sides=()):
         sig = ""
         if manifest.language == "cuda":
             from ..contract import load_contract
             from ..cuda.emulation import _signature
             sig = _signature(load_contract(manifest).launch(manifest.shapes["bench"])["params"])
         return cls(manifest.language, Path(source) if source else manifest.source_path, manifest.launcher,
-                   manifest.entry, sig)
+                   manifest.entry, sig, tuple(sides))
 
 
 def _tail(text, n=1500):
@@ -95,11 +96,12 @@ class KernelWorker:
             dst = rt / "src" / f"{key}{k.source.suffix}"
             shutil.copy2(k.source, dst)
             self.kernels[key] = {"language": k.language, "file": str(dst), "launcher": k.launcher, "entry": k.entry,
-                                 "signature": k.signature}
+                                 "signature": k.signature, "sides": [dict(s) for s in k.sides]}
         (self.scratch / "in").mkdir()
         self.out_dir, self.work_dir = sandbox.writable_dirs(self.scratch)
         self.next_id = 0
         self.lines, self.labels = {}, {}
+        self.sides = {}
         self.queue, self.sent, self.done = deque(), [], {}
         self.workers = self.crashes = 0
         self.ready = self.fatal = None   # ready: this process's report; info: the first one's
@@ -108,6 +110,16 @@ class KernelWorker:
         self.proc = None
         self._pending_fatal = self._worker_error = None
         self._start()
+
+    def _note_sides(self, sides):
+        """The sides each watched comparison took, over every call of every process so far
+        ({line: [true seen, false seen]}; a restarted worker counts afresh, so they are OR-ed)."""
+        if not isinstance(sides, dict):
+            return
+        for line, seen in sides.items():
+            if isinstance(seen, list) and len(seen) == 2 and str(line).isdigit():
+                have = self.sides.setdefault(int(line), [False, False])
+                self.sides[int(line)] = [have[0] or seen[0] is True, have[1] or seen[1] is True]
 
     # process ----------------------------------------------------------------------------------
     def _start(self):
@@ -275,6 +287,7 @@ class KernelWorker:
         elif "done" in msg and self.running is not None and msg["done"] == self.running \
                 and isinstance(msg.get("sets"), list):
             self.done[self.running] = {"sets": msg["sets"]}
+            self._note_sides(msg.get("sides"))
             self.sent.remove(self.running)
             self.running = None
             self._pump()
