@@ -4,9 +4,10 @@
 //!
 //! | class | planted | expected |
 //! |---|---|---|
-//! | 1 isolation of measurement | a module whose initialisation wraps the baseline's `gather` (when loaded in the same process) in a 3 ms native spin that holds the GIL | speed: no significant gain (each window in a process of its own) |
+//! | 1 isolation of measurement | a module whose `gather` wraps the baseline's (when loaded in the same process) in a 3 ms native spin that holds the GIL | speed: no significant gain (each window in a process of its own) |
 //! | 2 the service as the metric | releases the GIL, then sleeps in each `gather`: the scheduler runs freely while the transfers crawl | speed: the service is slower (requests/s and p99), though its scheduler gap is smaller |
-//! | 2 | remembers every transfer by its addresses and skips a repeat | correctness (check's repeated phase) or speed (the service's state differs from the reference replay) |
+//! | 2 | remembers every transfer by its addresses (in a Python set) and skips a repeat | correctness (check's repeated phase) or speed (the service's state differs from the reference replay) |
+//! | 4 | the same memo in a C++ `static` | static: state kept across calls |
 //! | twin | the GIL release | accepted on requests/s, p99 no worse |
 
 use serde_json::Value;
@@ -32,27 +33,33 @@ fn release_gil(text: &str) -> String {
     out
 }
 
-/// Run when the module is imported: every other `kv_transfer` module in the
-/// process (the baseline, when both share one) gets a `gather` that first
-/// spins 3 ms in native code, holding the GIL.
-const SLOW_THE_OTHER: &str = r#"    m.def("_spin", [] {
-        const auto t0 = std::chrono::steady_clock::now();
-        while (std::chrono::steady_clock::now() - t0 < std::chrono::milliseconds(3)) {}
-    });
-    {
+/// Run by the module's `gather` at every call (a static initializer would be
+/// refused at static): every other `kv_transfer` module in the process (the
+/// baseline, when both share one) gets a `gather` that first spins 3 ms in
+/// native code, holding the GIL. `_me` marks this module; `_spin` is a binding.
+const SLOW_THE_OTHER: &str = r#"    {
         py::dict g;
         g["__builtins__"] = py::module_::import("builtins");
-        g["me"] = m;
         py::exec(R"PY(
 import sys
 for _name, _mod in list(sys.modules.items()):
-    if _name.endswith('.kv_transfer') and _mod is not me:
-        def _slow(*args, _inner=_mod.gather, _spin=me._spin):
+    if _name.endswith('.kv_transfer') and not hasattr(_mod, '_me') and not hasattr(_mod.gather, '_slowed'):
+        _spin = next(m for m in sys.modules.values() if hasattr(m, '_me') and hasattr(m, '_spin'))._spin
+        def _slow(*args, _inner=_mod.gather, _spin=_spin):
             _spin()
             return _inner(*args)
+        _slow._slowed = True
         _mod.gather = _slow
 )PY", g);
     }
+"#;
+
+/// The bindings it adds: a spin, and its own mark.
+const SPIN_AND_MARK: &str = r#"    m.def("_spin", [] {
+        const auto t0 = std::chrono::steady_clock::now();
+        while (std::chrono::steady_clock::now() - t0 < std::chrono::milliseconds(3)) {}
+    });
+    m.def("_me", [] { return true; });
 "#;
 
 #[test]
@@ -68,7 +75,7 @@ fn the_host_speed_gate_cannot_be_bought() {
     plant(&env, "releases-the-gil", "concurrency", KV, &honest);
     plant(
         &env,
-        "slows-the-baseline-at-load",
+        "slows-the-baseline-when-called",
         "concurrency",
         KV,
         &base
@@ -76,7 +83,8 @@ fn the_host_speed_gate_cannot_be_bought() {
                 "#include <pybind11/pybind11.h>\n",
                 "#include <pybind11/pybind11.h>\n#include <pybind11/eval.h>\n#include <chrono>\n",
             )
-            .replace(MODULE, &format!("{MODULE}{SLOW_THE_OTHER}")),
+            .replace(MODULE, &format!("{MODULE}{SPIN_AND_MARK}"))
+            .replacen(GATHER_LOOP, &format!("{SLOW_THE_OTHER}{GATHER_LOOP}"), 1),
     );
     let sleeps =
         honest.replace("#include <vector>\n", "#include <vector>\n#include <chrono>\n#include <thread>\n").replacen(
@@ -85,13 +93,22 @@ fn the_host_speed_gate_cannot_be_bought() {
             1,
         );
     plant(&env, "releases-the-gil-then-sleeps", "concurrency", KV, &sleeps);
-    // every transfer seen before, by its three addresses: a repeat is skipped
+    // every transfer seen before, by its three addresses: a repeat is skipped. Kept in a Python
+    // set (a C++ `static` would be refused at static: `memo-in-a-static`)
+    let memo = r#"    {
+        py::object key = py::make_tuple(size_t(pool.data), size_t(page_ids.data), size_t(out.data));
+        py::object seen = py::module_::import("sys").attr("__dict__").attr("setdefault")("_kv_seen", py::set());
+        if (seen.attr("__contains__")(key).cast<bool>()) return;
+        seen.attr("add")(key);
+    }
+"#;
+    plant(&env, "memo-by-address", "concurrency", KV, &base.replacen(GATHER_LOOP, &format!("{memo}{GATHER_LOOP}"), 1));
     let memo = "    static std::set<std::tuple<const uint8_t*, const uint8_t*, const uint8_t*>> seen;\n    \
                 if (!seen.insert({pool.data, page_ids.data, out.data}).second) return;\n";
     let memo_text = base
         .replace("#include <vector>\n", "#include <vector>\n#include <set>\n#include <tuple>\n")
         .replacen(GATHER_LOOP, &format!("{memo}{GATHER_LOOP}"), 1);
-    plant(&env, "memo-by-address", "concurrency", KV, &memo_text);
+    plant(&env, "memo-in-a-static", "concurrency", KV, &memo_text);
 
     let (report, _) = validate(&env, &py, &["--pending", "--seeds", "1", "--no-consistency", "--timeout", "900"]);
     let reason = |id: &str| by_id(&report, id)["verdict"]["reason"].as_str().unwrap_or("").to_string();
@@ -110,11 +127,11 @@ fn the_host_speed_gate_cannot_be_bought() {
     );
     let honest_base = rps(&s, "before");
 
-    // class 1: what the module does when it loads cannot reach the baseline's windows
-    let ev = by_id(&report, "slows-the-baseline-at-load");
+    // class 1: what the module does cannot reach the baseline's windows
+    let ev = by_id(&report, "slows-the-baseline-when-called");
     assert_eq!(verdict(ev), ("rejected".to_string(), "speed".to_string()), "{ev:#}");
-    let s = speed("slows-the-baseline-at-load");
-    let r = reason("slows-the-baseline-at-load");
+    let s = speed("slows-the-baseline-when-called");
+    let r = reason("slows-the-baseline-when-called");
     assert!(r.contains("processes: one per variant and window"), "{r}");
     // the baseline served as many requests as in the twin's bench: nothing slowed it
     let b = rps(&s, "before");
@@ -150,4 +167,12 @@ fn the_host_speed_gate_cannot_be_bought() {
         }
         other => panic!("memo-by-address: {other:?}: {ev:#}"),
     }
+    // class 4: the same memo in a C++ `static` is state no check of single calls sees
+    let ev = by_id(&report, "memo-in-a-static");
+    assert_eq!(verdict(ev), ("rejected".to_string(), "static".to_string()), "{ev:#}");
+    let r = reason("memo-in-a-static");
+    assert!(
+        r.starts_with("state or code outside the calls the checks see: `static std::set<std::tuple<const uint8_t*"),
+        "{r}"
+    );
 }

@@ -10,7 +10,8 @@
 //! | 1 | a kernel body that runs a shell at compile time and at run time | static: host code in a kernel body; nothing written |
 //! | 2 descendants | a detached (`setsid`) grandchild that keeps running | gone after `validate`, which ends in time |
 //! | 3 confinement | a kernel body probing the host's `/dev/shm`, `/proc`, a Unix socket | static: host code in a kernel body |
-//! | 3 | a host module's static initializer: a file, TCP, a detached grandchild | correctness: the import names what it saw refused |
+//! | 3 | a host module's call: a file, TCP, a detached grandchild | correctness: the call names what it saw refused |
+//! | 3 (#50 class 4) | the same in a static initializer | static: state or code outside the calls the checks see |
 //! | 1 | a host module that `#include`s a file outside its directory | static: does not compile; the file's text nowhere |
 //! | 4 GPU code | wrong only when `K == 128` (the GPU shapes' constexpr); wrong only under `__CUDA_ARCH__`; programs that race | correctness: the specialization, the device path, "depends on program order" |
 //! | 5 drift | one ulp of growth per decode step | correctness: "drift:" |
@@ -180,9 +181,10 @@ fn candidates_that_try_to_escape_are_rejected_and_blocked() {
 
 const KV: &str = "kernels/kv_transfer/kv_transfer.cpp";
 
-/// A host module's static initializer that tries to write outside, connect to
-/// the test's listener and leave a detached grandchild, then says what it saw.
-const STATIC_INIT: &str = r#"
+/// A probe that tries to write outside, connect to the test's listener and
+/// leave a detached grandchild, then says what it saw; run by a host module's
+/// `gather` when called, or by its static initializer (`ESCAPE_AT_LOAD`).
+const ESCAPE: &str = r#"
 #include <arpa/inet.h>
 #include <cerrno>
 #include <fcntl.h>
@@ -191,31 +193,33 @@ const STATIC_INIT: &str = r#"
 #include <sys/socket.h>
 #include <unistd.h>
 #include <stdexcept>
-namespace {
-std::string probe_result;
-struct Escape {
-    Escape() {
-        int fd = open("@FILE@", O_CREAT | O_WRONLY | O_TRUNC, 0644);
-        probe_result += std::string("open=") + (fd >= 0 ? "OPEN" : "refused");
-        if (fd >= 0) close(fd);
-        int t = socket(AF_INET, SOCK_STREAM, 0);
-        sockaddr_in a{};
-        a.sin_family = AF_INET;
-        a.sin_port = htons(@PORT@);
-        a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-        probe_result += std::string(" tcp=") + (t >= 0 && connect(t, (sockaddr*)&a, sizeof a) == 0 ? "OPEN" : "refused");
+std::string escape_probe() {
+    std::string seen;
+    int fd = open("@FILE@", O_CREAT | O_WRONLY | O_TRUNC, 0644);
+    seen += std::string("open=") + (fd >= 0 ? "OPEN" : "refused");
+    if (fd >= 0) close(fd);
+    int t = socket(AF_INET, SOCK_STREAM, 0);
+    sockaddr_in a{};
+    a.sin_family = AF_INET;
+    a.sin_port = htons(@PORT@);
+    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    seen += std::string(" tcp=") + (t >= 0 && connect(t, (sockaddr*)&a, sizeof a) == 0 ? "OPEN" : "refused");
+    if (fork() == 0) {
+        setsid();
         if (fork() == 0) {
-            setsid();
-            if (fork() == 0) {
-                prctl(PR_SET_NAME, "@TOKEN@", 0, 0, 0);
-                sleep(120);
-            }
-            _exit(0);
+            prctl(PR_SET_NAME, "@TOKEN@", 0, 0, 0);
+            sleep(120);
         }
+        _exit(0);
     }
-} escape_;
-}  // namespace
+    sleep(1);
+    return seen;
+}
 "#;
+
+/// The probe in a static initializer: it would run when the module loads.
+const ESCAPE_AT_LOAD: &str = "namespace {\nstd::string probe_result;\nstruct Escape {\n    \
+                              Escape() { probe_result = escape_probe(); }\n} escape_;\n}  // namespace\n";
 
 /// Pids whose `comm` is `token`.
 fn named(token: &str) -> Vec<u32> {
@@ -243,15 +247,20 @@ fn host_module_escapes_and_size_triggered_cheats_are_rejected() {
     let port = listener.local_addr().expect("addr").port();
     let token = format!("kidiomsi{}", std::process::id() % 100_000);
 
-    // class 3: the static initializer runs inside the sandbox
-    let init = STATIC_INIT
+    // class 3: what a module runs when called runs inside the sandbox
+    let escape = ESCAPE
         .replace("@FILE@", &written.display().to_string())
         .replace("@PORT@", &port.to_string())
         .replace("@TOKEN@", &token);
-    let module = "PYBIND11_MODULE(kv_transfer, m) {\n";
-    let probe = edit(&env, KV, "#include <vector>\n", &format!("#include <vector>\n{init}"))
-        .replace(module, &format!("{module}    sleep(1);\n    throw std::runtime_error(\"probe \" + probe_result);\n"));
-    plant(&env, "static-initializer-escapes", "concurrency", KV, &probe);
+    let with_probe = edit(&env, KV, "#include <vector>\n", &format!("#include <vector>\n{escape}"));
+    let gather = "void gather(const BufferView& pool, const BufferView& page_ids, const BufferView& out) {\n";
+    assert_eq!(with_probe.matches(gather).count(), 1);
+    let probe =
+        with_probe.replace(gather, &format!("{gather}    throw std::runtime_error(\"probe \" + escape_probe());\n"));
+    plant(&env, "escapes-when-called", "concurrency", KV, &probe);
+    // issue #50, class 4: what it would run when loaded is refused before it is built
+    let at_load = with_probe.replace(gather, &format!("{ESCAPE_AT_LOAD}{gather}"));
+    plant(&env, "static-initializer-escapes", "concurrency", KV, &at_load);
     // class 1: the build reads only the module's own directory, and its log echoes no file
     let secret = outside.join("secret.h");
     let secret_text = format!("kidiom_secret_{}", std::process::id());
@@ -280,7 +289,8 @@ fn host_module_escapes_and_size_triggered_cheats_are_rejected() {
     assert_eq!(out.status.code(), Some(1), "rejections exit 1: {report:#}");
     let reason = |id: &str| by_id(&report, id)["verdict"]["reason"].as_str().unwrap_or("").to_string();
     for (id, gate_name) in [
-        ("static-initializer-escapes", "correctness"),
+        ("escapes-when-called", "correctness"),
+        ("static-initializer-escapes", "static"),
         ("includes-a-secret", "static"),
         ("skips-at-bench-count", "correctness"),
         ("half-out-when-large", "correctness"),
@@ -288,11 +298,17 @@ fn host_module_escapes_and_size_triggered_cheats_are_rejected() {
         let ev = by_id(&report, id);
         assert_eq!(verdict(ev), ("rejected".to_string(), gate_name.to_string()), "{id}: {ev:#}");
     }
-    let probe = reason("static-initializer-escapes");
+    let probe = reason("escapes-when-called");
     assert!(probe.contains("open=refused") && probe.contains("tcp=refused"), "{probe}");
-    assert!(!written.exists(), "the static initializer wrote outside its sandbox");
-    assert_eq!(connected, 0, "the static initializer connected to the host's loopback");
-    assert!(named(&token).is_empty(), "the static initializer's grandchild survived");
+    assert!(!written.exists(), "the module wrote outside its sandbox");
+    assert_eq!(connected, 0, "the module connected to the host's loopback");
+    assert!(named(&token).is_empty(), "the module's grandchild survived");
+    let at_load = reason("static-initializer-escapes");
+    assert!(
+        at_load.starts_with("state or code outside the calls the checks see: `std::string probe_result` (state kept")
+            && at_load.contains("`struct Escape"),
+        "{at_load}"
+    );
     assert!(reason("includes-a-secret").contains("does not compile"), "{}", reason("includes-a-secret"));
     let all = report.to_string();
     assert!(!all.contains(&secret_text), "the build log echoed the secret: {all}");
@@ -356,7 +372,8 @@ fn candidates_that_would_win_only_on_a_cpu_are_rejected_for_their_class() {
     let global = global.replacen(d, &format!("{d}        if (atomicAdd(&launches, 1) > 100000) d *= 1.01f;\n"), 1);
     plant(&env, "counts-in-a-device-global", "math", CUDA, &global);
     // class 5: one ulp of growth per step, inside every per-call margin
-    plant(&env, "drifts", "math", DECODE, &edit(&env, DECODE, update, &format!("{update}    b_s = b_s * 1.0000001\n")));
+    let ulp = "    b_s = b_s * tl.where(o_k % 2 == 0, 1.0000001, 1.0)[:, None]\n"; // half the key channels
+    plant(&env, "drifts", "math", DECODE, &edit(&env, DECODE, update, &format!("{update}{ulp}")));
     // issue #50, class 6: the device's arithmetic. `__sinf` reads x / 2 pi rounded toward zero in
     // float (far off at 2e6); a conversion past int's range saturates on the GPU (x86 gives
     // 0x80000000); Triton's `.to(tl.int32)` is the same cvt. Each was a no-op on the CPU.
@@ -393,13 +410,31 @@ fn candidates_that_would_win_only_on_a_cpu_are_rejected_for_their_class() {
         "compares-a-program-id",
         "math",
         DECODE,
-        &edit(&env, DECODE, READOUT, &format!("    b_o = tl.where(i_nh >= 0, b_o, 0.0)\n{READOUT}")),
+        &edit(&env, DECODE, READOUT, &format!("    b_o = tl.where(i_nh >= 1, b_o, b_o * 1.0)\n{READOUT}")),
+    );
+    // class 5: a side only the GPU's sizes take, in CUDA (every CPU case has N <= 4; gpu[3] has 256)
+    plant(
+        &env,
+        "past-every-cpu-size",
+        "math",
+        CUDA,
+        &edit(&env, CUDA, d, &format!("{d}        if (N > 64) d *= 1.01f;\n")),
+    );
+    // class 5: a side only the GPU's grid takes (every CPU grid has fewer programs)
+    plant(
+        &env,
+        "past-every-cpu-grid",
+        "math",
+        DECODE,
+        &edit(&env, DECODE, delta, &format!("{delta}    if tl.num_programs(1) > 512:\n        b_d = b_d * 1.01\n")),
     );
     // their honest twins: `__expf` where exp's arguments are small, a conversion in range
     let fast_exp =
         std::fs::read_to_string(env.path().join(CUDA)).expect("read").replace("expf(g_n[i])", "__expf(g_n[i])");
     plant(&env, "fast-exp", "precision", CUDA, &fast_exp);
-    plant(&env, "triton-conversion-in-range", "math", DECODE, &edit(&env, DECODE, delta, &to_int("1.5", "> 0")));
+    // (its comparison takes both sides on the CPU, as every runtime comparison a candidate adds must)
+    let in_range = format!("{delta}    b_d = b_d * tl.where((b_d * 1e3).to(tl.int32) >= 0, 1.0, 1.0)\n");
+    plant(&env, "triton-conversion-in-range", "math", DECODE, &edit(&env, DECODE, delta, &in_range));
 
     let (report, out) = validate(&env, &py, &["--pending", "--seeds", "1", "--no-consistency", "--timeout", "600"]);
     assert_eq!(out.status.code(), Some(1), "rejections exit 1: {report:#}");
@@ -412,6 +447,8 @@ fn candidates_that_would_win_only_on_a_cpu_are_rejected_for_their_class() {
         ("conversion-out-of-range", "device arithmetic the CPU cannot reproduce"),
         ("triton-conversion-out-of-range", "rel_l2"),
         ("wrong-in-one-program", "specialization of gpu"),
+        ("past-every-cpu-grid", "was always false in every program of every case the CPU ran"),
+        ("past-every-cpu-size", "and at the GPU's gpu[3] it takes the other side"),
     ] {
         let ev = by_id(&report, id);
         assert_eq!(verdict(ev), ("rejected".to_string(), "correctness".to_string()), "{id}: {ev:#}");

@@ -73,6 +73,12 @@ PLANTED = {
     "length-both-sides": (PREFILL, [(PREFILL_D, PREFILL_D + "        if T >= 2:\n            b_D = b_D * 1.0\n")]),
     "min-past-every-cpu-grid": (DECODE, [(DELTA, DELTA + "    b_d = b_d * (1.0 + 0.01 * (tl.minimum(tl.num_programs(1), 512) // 512))\n")]),
     "program-mask-always-true": (DECODE, [(STORE_O, "    b_o = tl.where(i_nh >= 0, b_o, 0.0)\n" + STORE_O)]),
+    # a guard no contract shape crosses, CPU or GPU: passes (it reads only a size)
+    "length-guard": (PREFILL, [(PREFILL_D, PREFILL_D + "        if T <= 1000000:\n            b_D = b_D * 1.0\n")]),
+    "cuda-past-every-cpu-size": (CUDA_DECODE, [(CU_DELTA, CU_DELTA + "        if (N > 64) d *= 1.01f;\n")]),
+    "cuda-past-every-cpu-grid": (CUDA_DECODE, [(CU_DELTA, CU_DELTA + "        d *= 1.0f + 0.01f * (gridDim.x >= 512);\n")]),
+    "cuda-head-guard": (CUDA_DECODE, [(CU_DELTA, CU_DELTA + "        if (K <= 128) d *= 1.0f;\n")]),
+    "cuda-both-sides": (CUDA_DECODE, [(CU_DELTA, CU_DELTA + "        if (j >= 1) d *= 1.0f;\n")]),
     # one ulp per step in half the key channels: inside every per-call margin, call 2's pinned
     # decays of 1 included (all channels crossed the slice margin there in one seed of eight)
     "drift": (DECODE, [(STATE_UPDATE, STATE_UPDATE + "    b_s = b_s * tl.where(o_k % 2 == 0, 1.0000001, 1.0)[:, None]\n")]),
@@ -339,15 +345,22 @@ def test_a_comparison_on_a_program_id_runs_every_program_of_each_specialization(
 
 
 @cpu_only
-@pytest.mark.parametrize("name, took", [("past-every-cpu-grid", "was always false"),
-                                        ("past-every-cpu-length", "was always false"),
-                                        ("min-past-every-cpu-grid", "always found its first operand below"),
-                                        ("program-mask-always-true", "was always true")])
-def test_a_runtime_comparison_must_take_both_sides_on_the_cpu(name, took, tmp_path):
+@pytest.mark.parametrize("name, took, gpu", [
+    ("past-every-cpu-grid", "was always false", "gpu[0], gpu[3], bench"),
+    ("past-every-cpu-length", "was always false", "gpu[3], gpu[4], bench"),
+    # (gpu[2]'s grid is 512 programs: the minimum's operands are equal there, its side unknown)
+    ("min-past-every-cpu-grid", "always found its first operand below", None),
+    ("cuda-past-every-cpu-size", "was always false", "gpu[3]"),
+    ("cuda-past-every-cpu-grid", "was always false", "gpu[0], gpu[2], gpu[3], bench"),
+    ("program-mask-always-true", "was always true", None)])
+def test_a_runtime_comparison_must_take_both_sides_on_the_cpu(name, took, gpu, tmp_path):
     kernel, src = planted(tmp_path, name)
     rc, out = check(src, kernel)
     joined = failed_with(rc, out, "that the candidate adds", took, "the CPU's cases must take both sides")
-    assert "the side only the GPU's sizes, programs or inputs may take was never checked" in joined
+    if gpu:   # it reads only sizes: the GPU shapes that take the side no CPU case took are named
+        assert f"at the GPU's {gpu} it takes the other side, which no case checked" in joined
+    else:     # a program id, or operands equal at a GPU shape: which side the GPU takes is unknown
+        assert "the side only the GPU's sizes, programs or inputs may take was never checked" in joined
     cases_passed(out)    # right wherever the CPU looked
     (t,) = out["runtime_tests"]
     # the side seen: a test's true side (a minimum's first operand below the second)
@@ -355,12 +368,43 @@ def test_a_runtime_comparison_must_take_both_sides_on_the_cpu(name, took, tmp_pa
 
 
 @cpu_only
-def test_a_runtime_comparison_whose_sides_the_cpu_takes_passes(tmp_path):
-    kernel, src = planted(tmp_path, "length-both-sides")
+@pytest.mark.parametrize("name", ["length-both-sides", "length-guard", "cuda-head-guard", "cuda-both-sides"])
+def test_a_runtime_comparison_the_gpu_takes_no_further_than_the_cpu_passes(name, tmp_path):
+    kernel, src = planted(tmp_path, name)
     rc, out = check(src, kernel)
     assert rc == 0 and out["passed"], out["failures"]
-    assert [(t["on"], t["test"], t["sides"]) for t in out["runtime_tests"]] == \
-        [("runtime value", "T >= 2", {"true": True, "false": True})]
+    (t,) = out["runtime_tests"]
+    if t["sides"] != {"true": True, "false": True}:   # a guard: every GPU shape on the CPU's side
+        assert t["gpu_sides"] and all(v is t["sides"]["true"] for v in t["gpu_sides"].values()), t
+
+
+def test_cuda_comparisons_are_found_and_wrapped_where_they_are():
+    from kernels.harness.cuda.comparisons import added_comparisons, instrument
+    base = "__global__ void k(int N, float* x) {\n    if (N > 0) x[0] = 1;\n}\n"
+    cand = base.replace("x[0] = 1;", "x[0] = 1;\n    float y = static_cast<float>(N) < 3.0f ? 1 : 2;\n"
+                        "    x[1] = (x[0] < y) == (N >= 4 && N != 5);\n#if N > 2\n#endif")
+    found = added_comparisons(base, cand)
+    assert [(c["line"], c["test"]) for c in found] == [
+        (3, "static_cast<float>(N) < 3.0f"), (4, "x[0] < y"), (4, "(x[0] < y) == (N >= 4 && N != 5)"),
+        (4, "N >= 4"), (4, "N != 5")]    # the directive's is not code; the cast's brackets are not tests
+    text, lines = instrument(cand, found, "w")
+    assert lines == {0: 3, 1: 4, 2: 4, 3: 4, 4: 4} and text.count("\n") == cand.count("\n")
+    assert "float y = w(0, (static_cast<float>(N) < 3.0f)) ? 1 : 2;" in text
+    assert "x[1] = w(2, ((w(1, (x[0] < y))) == (w(3, (N >= 4)) && w(4, (N != 5)))));" in text
+
+
+def test_a_comparison_of_sizes_is_evaluated_at_the_gpus_values():
+    from kernels.harness.gpu_sides import cuda_params, evaluate
+    env = {"N": 256, "K": 128, "gridDim": [8192, 1, 1], "blockDim": [128, 1, 1]}
+    assert evaluate("N > 64", env, "cuda") is True and evaluate("K <= 128u && !(N == 3)", env, "cuda") is True
+    assert evaluate("gridDim.x / 3 == 2730", env, "cuda") is True      # C's integer division
+    assert evaluate("blockIdx.x == 37", env, "cuda") is None            # a program id: unknown
+    assert evaluate("x[0] < 1", env, "cuda") is None and evaluate("N <", env, "cuda") is None
+    assert evaluate("tl.num_programs(1) > 512", {}, "triton", grid=[4, 2048]) is True
+    assert evaluate("tl.minimum(T, 2048)", {"T": 4096}, "triton") is False   # the first operand above
+    assert evaluate("T >= i_t", {"T": 4096}, "triton") is None
+    assert cuda_params("extern \"C\" __global__ void __launch_bounds__(128) k(const float* __restrict__ q, int N)",
+                       "k") == ["q", "N"]
 
 
 def test_runtime_comparisons_are_told_by_what_they_read():

@@ -20,6 +20,7 @@ import os
 import re
 import secrets
 import select
+import shutil
 import socket
 import subprocess
 import sys
@@ -539,6 +540,58 @@ def test_a_harness_killed_by_its_caller_takes_its_workers_with_it(tmp_path):
         if p.poll() is None:
             p.kill()
             p.wait()
+
+
+def _an_elf():
+    """Bytes of an ELF file (the loader's and the policy's test for a library or a program)."""
+    return Path("/bin/true").read_bytes()[:1 << 20]
+
+
+@pytest.mark.skipif(HAS_CUDA, reason="the CPU check's sandbox")
+def test_every_path_the_environment_passes_gives_files_never_directories(tmp_path):
+    # round four, class 3: each variable passed through to a worker that names a place
+    # (TRITON_LIBCUDA_PATH, TRITON_PTXAS_PATH, CUDA_HOME, CUDA_PATH) with a secret planted there.
+    # Short names: the check keeps the start of an exception's message.
+    root = Path(tempfile.mkdtemp(prefix="kidiom-envpaths-", dir="/var/tmp"))   # not /tmp: denied anyway
+    try:
+        places = {"L": root / "libcuda", "P": root / "ptxasdir", "H": root / "cuda", "H64": root / "cuda" / "lib64",
+                  "Hb": root / "cuda" / "bin", "C": root / "cudapath"}
+        for d in places.values():
+            d.mkdir(parents=True, exist_ok=True)
+        whats = []
+        for name, d in places.items():
+            (d / "secret.txt").write_text(f"envpath-secret-{name}")
+            whats += [(f"{name}-s", str(d / "secret.txt")), (f"{name}-d", str(d))]
+        needed = {"L-lib": places["L"] / "libcuda.so.1", "P-prog": places["P"] / "ptxas",
+                  "H-lib": places["H64"] / "libcudart.so.12", "H-prog": places["Hb"] / "nvcc"}
+        for f in needed.values():
+            f.write_bytes(_an_elf())
+        (places["Hb"] / "notes.so").write_text("envpath-secret-named-like-a-library")
+        whats += [(k, str(f)) for k, f in needed.items()] + [("H-txt", str(places["Hb"] / "notes.so"))]
+        probe = ("def _probe():\n    seen = []\n    for what, path in WHATS:\n        try:\n"
+                 "            os = __import__('os')\n"
+                 "            data = os.listdir(path) if os.path.isdir(path) else open(path, 'rb').read(64)\n"
+                 "            seen.append(f'{what}:O' + (repr(data) if 'lib' not in what and 'prog' not in what else ''))\n"
+                 "        except BaseException:\n            seen.append(f'{what}:x')\n"
+                 "    raise RuntimeError('probe ' + ' '.join(seen))\n\n\n")
+        src = variant(tmp_path, DECODE, [(PUBLIC_CALL, "    _probe()\n" + PUBLIC_CALL),
+                                         ("\n\ndef kda_decode(", "\n\n" + probe.replace("WHATS", repr(whats))
+                                          + "def kda_decode(")])
+        env = {"TRITON_LIBCUDA_PATH": str(places["L"]), "TRITON_PTXAS_PATH": str(needed["P-prog"]),
+               "CUDA_HOME": str(places["H"]), "CUDA_PATH": str(places["C"])}
+        rc, out, _ = run_harness("check", "--kernel", "kda.decode", "--source", str(src), "--quick", "--no-baseline",
+                                 "--timeout", "120", env=env)
+    finally:
+        shutil.rmtree(root, ignore_errors=True)
+    assert "envpath-secret" not in json.dumps(out), "a file of a directory the environment names reached the output"
+    line = next((f for c in out.get("cases", []) for f in c.get("failures", []) if "probe " in f), None)
+    assert line, out
+    if not out["sandbox"]["filesystem"].startswith("not confined"):
+        for name in places:
+            assert f" {name}-s:x" in line and f" {name}-d:x" in line, line
+        assert " H-txt:x" in line, line
+        for what in needed:
+            assert f" {what}:O" in line, f"what the worker may need there is its to read: {line}"
 
 
 @pytest.mark.skipif(HAS_CUDA, reason="the CPU check's sandbox")

@@ -43,7 +43,7 @@ pub(crate) fn added_persistent_state(base: &str, cand: &str) -> Result<Vec<Findi
 /// Load-time hooks, by the text that names them.
 const LOAD_HOOKS: &[&str] = &["constructor", "destructor", ".init_array", ".fini_array", ".ctors", ".dtors"];
 
-fn persistent_state(text: &str) -> Result<Vec<Finding>, String> {
+pub(crate) fn persistent_state(text: &str) -> Result<Vec<Finding>, String> {
     let tree = kidiom_syntax::parse_tree(kidiom_syntax::Lang::Cuda, text)
         .map_err(|e| format!("{e:?}"))?
         .ok_or_else(|| "the file does not parse".to_string())?;
@@ -89,7 +89,7 @@ fn is_static_variable(node: tree_sitter::Node, text: &str) -> bool {
     for child in node.children(&mut cursor) {
         let t = text.get(child.byte_range()).unwrap_or_default();
         match child.kind() {
-            "storage_class_specifier" if t == "static" => is_static = true,
+            "storage_class_specifier" if t == "static" || t == "thread_local" => is_static = true,
             "type_qualifier" if t == "const" || t == "constexpr" => return false,
             _ => {}
         }

@@ -57,6 +57,7 @@ mod evidence;
 mod gates;
 pub mod gpu;
 mod hostcode;
+mod hoststate;
 mod input;
 mod kernelbody;
 mod manifest;

@@ -1469,6 +1469,7 @@ SPECIAL_KINDS = ("exp", "exp2", "log", "log2", "sqrt", "rsqrt", "sin", "cos", "e
 _N_COUNTS = 6 + len(SPECIAL_KINDS)
 
 _cpu_libs = {}
+SIDES = {"tests": [], "fn": None, "libs": []}   # watch_sides: the comparisons whose sides are recorded
 _gpu_modules = {}
 _emulations = {}
 _profile = {"token": None, "lines": {}, "special": {}, "programs": 0, "lane_bytes": 0, "flops": True}
@@ -1476,6 +1477,38 @@ LAUNCHES = {}   # entry -> launches made through launch_kernel (the check counts
 LAUNCHED = []   # the emulation's launches since the caller last cleared it: {kernel, grid, block, order}
 # the emulation's block and thread order (the check's worker sets it); "profile": natural, counted
 ORDER = {"order": "natural", "seed": 0}
+
+
+def _comparisons():
+    try:
+        from kernels.harness.cuda import comparisons
+    except ImportError:   # in the check's sandboxed worker: kidiom_rt
+        from kidiom_rt import comparisons
+    return comparisons
+
+
+def watch_sides(tests):
+    """Record, in every later correctness build, the sides taken by the comparisons `tests`
+    ([{line, test}], comparisons.added_comparisons) of the kernel source: `sides()` reads them.
+    The recorder's name is drawn here, after the candidate is fixed."""
+    import secrets
+    SIDES.update(tests=[dict(t) for t in tests], fn="kidiom_side_" + secrets.token_hex(6), libs=[])
+
+
+def sides():
+    """{line: [true seen, false seen]} over every watched comparison on the line (a line is true-
+    seen only if each of its comparisons was, and so for false), all watched builds' launches."""
+    tests = SIDES.get("tests") or []
+    seen = [0] * len(tests)
+    for lib in SIDES.get("libs") or []:
+        buf = (ctypes.c_ubyte * max(1, len(tests)))()
+        lib.so.kidiom_sides(buf, len(tests))
+        seen = [a | int(b) for a, b in zip(seen, buf)]
+    out = {}
+    for t, bits in zip(tests, seen):
+        have = out.setdefault(int(t["line"]), [True, True])
+        out[int(t["line"])] = [have[0] and bool(bits & 1), have[1] and bool(bits & 2)]
+    return out
 
 
 def _cudatools():
@@ -1501,11 +1534,21 @@ def _cxx():
     return cxx
 
 
-def _emulation_source(source_text, entry, device_path=True, count=False, flops=False, sig=None):
+def _emulation_source(source_text, entry, device_path=True, count=False, flops=False, sig=None, sides=None):
     defines = ("#define KIDIOM_COUNT 1\n" if count else "") + ("#define KIDIOM_FLOPS 1\n" if flops else "")
     driver = f"\n#line 1 \"kidiom-driver\"\n#define ENTRY {entry}\n" + _driver(sig) if sig is not None else ""
-    return (defines + _RUNTIME + _AFTER_FLOAT + (_DEVICE_PATH if device_path else "") + "#line 1 \"kernel.cu\"\n" +
-            source_text + driver)
+    watch = ""
+    if sides is not None:   # the comparisons the check watches: wrapped, and the recorder they call
+        source_text, _ = _comparisons().instrument(source_text, sides["tests"], sides["fn"])
+        n = max(1, len(sides["tests"]))
+        watch = (f"namespace kidiom_rt {{ static unsigned char {sides['fn']}_seen[{n}]; }}\n"
+                 f"static inline bool {sides['fn']}(int k, bool v) {{ kidiom_rt::{sides['fn']}_seen[k] |= v ? 1 : 2; "
+                 "return v; }\n"
+                 f"KIDIOM_API int kidiom_sides(unsigned char* out, int cap) {{\n"
+                 f"    for (int i = 0; i < cap && i < {n}; i++) out[i] = kidiom_rt::{sides['fn']}_seen[i];\n"
+                 f"    return {n};\n}}\n")
+    return (defines + _RUNTIME + _AFTER_FLOAT + watch + (_DEVICE_PATH if device_path else "") +
+            "#line 1 \"kernel.cu\"\n" + source_text + driver)
 
 
 def _tsan_flags(cxx):
@@ -1636,17 +1679,30 @@ def _cpu_library(source_text, entry, sig, count=False):
     """The emulation library of `source_text` for the parameter signature `sig`: the correctness
     build, or (`count`) the counting build, with the counting float if the source builds with it."""
     variants = [(True, True), (True, False)] if count else [(False, False)]
+    watch = SIDES if SIDES.get("tests") and not count else None
     first_error = None
     for cnt, flops in variants:
-        text = _emulation_source(source_text, entry, count=cnt, flops=flops, sig=sig)
+        text = _emulation_source(source_text, entry, count=cnt, flops=flops, sig=sig, sides=watch)
         key = hashlib.sha256(text.encode()).hexdigest()[:24]
         if key in _cpu_libs:
             return _cpu_libs[key]
         path, error = _build(text, key, cnt)
         if path is not None:
             _cpu_libs[key] = _Library(path, count=cnt, flops=flops)
+            if watch is not None:
+                _cpu_libs[key].so.kidiom_sides.restype = ctypes.c_int
+                _cpu_libs[key].so.kidiom_sides.argtypes = [ctypes.c_void_p, ctypes.c_int]
+                watch["libs"].append(_cpu_libs[key])
             return _cpu_libs[key]
         first_error = first_error or error
+    if watch is not None:
+        plain = _emulation_source(source_text, entry, sig=sig)
+        key = hashlib.sha256(plain.encode()).hexdigest()[:24]
+        if key in _cpu_libs or _build(plain, key, False)[0] is not None:
+            # the source builds, its wrapped comparisons do not (a template's brackets read as
+            # comparisons): what the candidate adds cannot be watched, and is not passed unwatched
+            raise RuntimeError("the comparisons the candidate adds could not be watched (the emulation with each "
+                               "one wrapped does not build): " + first_error[-1500:])
     if count:
         raise RuntimeError("the CUDA emulation's counting build (-fsanitize=thread instrumentation) failed: "
                            + first_error[-1500:])
@@ -1688,15 +1744,17 @@ def _gpu_module(source_text, name):
     return _gpu_modules[key]
 
 
-def prepare(source_path, entry, sig, on_gpu=False):
+def prepare(source_path, entry, sig, on_gpu=False, sides=None):
     """Build the kernel now (NVRTC on a GPU, the emulation library for the parameter signature
     `sig` on a CPU), so that a source that cannot run here is known before any call (raises
-    NeedsGpu on a CPU)."""
+    NeedsGpu on a CPU). `sides`: on a CPU, the comparisons whose sides to record (watch_sides)."""
     path = Path(source_path)
     text = path.read_text()
     if on_gpu:
         _gpu_module(text, path.name)
     else:
+        if sides:
+            watch_sides(sides)
         _cpu_library(text, entry, sig)
 
 

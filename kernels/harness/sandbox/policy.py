@@ -195,8 +195,9 @@ def _allow_except(path, denied, out):
 
 def fs_policy(scratch, rw_extra=()):
     """The Landlock policy of a worker: {"ro": [...], "rw": [...], "dev": [...]}. Read-only: the
-    system directories, the Python installation (prefix, base prefix, site-packages), the shared
-    libraries (files, not directories) on LD_LIBRARY_PATH and the scratch directory; never the repository (except a virtual environment
+    system directories, the Python installation (prefix, base prefix, site-packages), the files the
+    environment's library and CUDA paths name (`environment_files`: files, never directories) and
+    the scratch directory; never the repository (except a virtual environment
     inside it), other scratch directories, /tmp or home directories (unless the Python
     installation is there, then only that installation). Read-write: the scratch directory's
     `out/` and `work/`."""
@@ -218,16 +219,57 @@ def fs_policy(scratch, rw_extra=()):
         if any(_inside(p, d) for d in denied) and not _inside(p, sys.prefix):
             continue   # never the repository (a venv inside it is fine), nor other scratch directories
         ro.append(str(Path(p).resolve()))
-    # a directory the environment names for the loader gives its shared libraries, as files: never
-    # the directory, whose other files (anything someone put there) a worker has no need to read
-    for p in os.environ.get("LD_LIBRARY_PATH", "").split(":"):
-        if p and os.path.isdir(p) and not any(_inside(p, r) for r in ro) and not any(_inside(p, d) for d in denied):
-            ro.extend(shared_libraries(p))
+    # what the environment's paths name (PASS_THROUGH), as files: never a directory, whose other
+    # files (anything someone put there) a worker has no need to read
+    for f in environment_files():
+        if not any(_inside(f, r) for r in ro) and not any(_inside(f, d) for d in denied):
+            ro.append(f)
     ro = sorted(set(ro)) + [str(Path(scratch).resolve())]
     rw = [str(d.resolve()) for d in writable_dirs(scratch)] + [str(Path(p).resolve()) for p in rw_extra]
     # the device nodes a worker uses, not the whole of /dev: without a mount namespace /dev/shm
     # (other processes' files) stays out of reach
     return {"ro": ro, "rw": rw, "dev": [d for d in DEV_NODES if os.path.exists(d)]}
+
+
+def environment_files(environ=None):
+    """The files a worker may read because a passed-through variable points at them: the shared
+    libraries of each directory on LD_LIBRARY_PATH and TRITON_LIBCUDA_PATH; TRITON_PTXAS_PATH's
+    program; under CUDA_HOME and CUDA_PATH, the libraries of lib64/ and lib/, the programs of bin/
+    and the libdevice bitcode. Each by its own path, never a directory (issue #50, class 3)."""
+    env = os.environ if environ is None else environ
+    out = []
+    for var in ("LD_LIBRARY_PATH", "TRITON_LIBCUDA_PATH"):
+        for d in env.get(var, "").split(":"):
+            if d and os.path.isdir(d):
+                out += shared_libraries(d)
+    ptxas = env.get("TRITON_PTXAS_PATH", "")
+    if ptxas and os.path.isfile(ptxas) and _is_elf(ptxas):
+        out.append(os.path.abspath(ptxas))
+    for var in ("CUDA_HOME", "CUDA_PATH"):
+        home = env.get(var, "")
+        if not home or not os.path.isdir(home):
+            continue
+        for sub in ("lib64", "lib"):
+            out += shared_libraries(os.path.join(home, sub))
+        out += [f for f in _files(os.path.join(home, "bin")) if _is_elf(f)]
+        out += [f for f in _files(os.path.join(home, "nvvm", "libdevice")) if f.endswith(".bc")]
+    return sorted(set(out))
+
+
+def _files(directory):
+    try:
+        return [os.path.abspath(os.path.join(directory, n)) for n in sorted(os.listdir(directory))
+                if os.path.isfile(os.path.join(directory, n))]
+    except OSError:
+        return []
+
+
+def _is_elf(path):
+    try:
+        with open(os.path.realpath(path), "rb") as f:
+            return f.read(4) == b"\x7fELF"
+    except OSError:
+        return False
 
 
 def shared_libraries(directory):
@@ -239,16 +281,9 @@ def shared_libraries(directory):
     except OSError:
         return out
     for name in names:
-        if not (name.endswith(".so") or ".so." in name):
-            continue
         path = os.path.join(directory, name)
-        try:
-            with open(os.path.realpath(path), "rb") as f:
-                if f.read(4) != b"\x7fELF":
-                    continue
-        except OSError:
-            continue
-        out.append(os.path.abspath(path))
+        if (name.endswith(".so") or ".so." in name) and _is_elf(path):
+            out.append(os.path.abspath(path))
     return out
 
 

@@ -43,6 +43,8 @@ import numpy as np
 
 from .backend import OUT_SENTINEL, PAD
 from .basecache import BaselineCache
+from ..cuda.comparisons import added_comparisons
+from ..gpu_sides import cuda_params, evaluate
 from .runtime_tests import new_runtime_comparisons
 from ..contract import SHAPE_KEY, ContractError, load_contract
 from ..manifest import find_manifest, shape_id
@@ -701,6 +703,7 @@ class _Specializations:
             self.sample = None
         self.plan = specialization_plan(op, manifest) if self.enabled else []
         self.rid, self.items, self.note = None, [], None
+        self.gpu_launches = []   # (label, the launches recorded at that GPU shape): gpu_sides.py
         if self.enabled and manifest.language == "triton":
             arglists = [_arglist(op, c, flag) for _, _, flag, cands in self.plan for c in cands]
             self.rid = cand.submit("candidate", op.args, {"inputs": [], "inouts": [], "outputs": {},
@@ -733,6 +736,7 @@ class _Specializations:
             else:
                 full = recs[-1] if isinstance(recs[-1], dict) else {}
                 key = _launch_key(full.get("launched") or [])
+                self.gpu_launches.append((label, [x for x in full.get("launched") or [] if isinstance(x, dict)]))
                 if full.get("exception") or not key:
                     exc = full.get("exception") or {}
                     why = (f"raised {exc.get('type')}: {str(exc.get('message'))[:200]}" if exc
@@ -1345,7 +1349,8 @@ def run_check(manifest, source=None, seeds=(0,), device="cpu", tf32=True, with_c
             result["drift"], fails = drift.judge()
             failures += fails
         if runtime_tests:
-            result["runtime_tests"], fails = _judge_sides(runtime_tests, cand.sides)
+            envs = _gpu_envs(manifest, op, source, spec)
+            result["runtime_tests"], fails = _judge_sides(runtime_tests, cand.sides, envs, manifest.language)
             failures += fails
         emulation = (info.get("emulation") or {}).get("candidate") if isinstance(info.get("emulation"), dict) else None
         if isinstance(emulation, dict):
@@ -1371,38 +1376,91 @@ def run_check(manifest, source=None, seeds=(0,), device="cpu", tf32=True, with_c
 
 
 def _runtime_tests(manifest, source):
-    """The comparisons a Triton candidate adds on a program id or a runtime value (runtime_tests.py)."""
-    if manifest.language != "triton" or source is None:
+    """The comparisons a candidate adds on values known only at run time: a Triton kernel's on a
+    program id, a runtime parameter or a loaded value (runtime_tests.py), a CUDA kernel's all
+    (cuda/comparisons.py)."""
+    if manifest.language not in ("triton", "cuda") or source is None:
         return []
     try:
         base_text = manifest.source_path.read_text(encoding="utf-8")
         cand_text = open(source, encoding="utf-8").read()
     except (OSError, UnicodeDecodeError):
         return []
+    if manifest.language == "cuda":
+        return added_comparisons(base_text, cand_text)
     return new_runtime_comparisons(base_text, cand_text)
 
 
-def _judge_sides(tests, sides):
+def _gpu_envs(manifest, op, source, spec):
+    """[(label, sizes, grid)] per GPU and bench shape: what the candidate's kernel is passed there
+    (gpu_sides.py); [] when it cannot be told."""
+    if manifest.language == "cuda":
+        try:
+            names = cuda_params(open(source, encoding="utf-8").read(), manifest.entry)
+        except (OSError, UnicodeDecodeError):
+            return []
+        shapes = [(f"gpu[{i}]", s) for i, s in enumerate(manifest.shapes["gpu"])] + [("bench", manifest.shapes["bench"])]
+        out = []
+        for label, shape in shapes:
+            try:
+                launch = op.launch(shape)
+            except Exception:  # noqa: BLE001 - the contract's; the GPU's side stays unknown
+                return []
+            params = list(launch.get("params") or [])
+            if names is None or len(names) != len(params):
+                return []
+            env = {n: (p.get("int") if "int" in p else p.get("float")) for n, p in zip(names, params)
+                   if isinstance(p, dict) and ("int" in p or "float" in p)}
+            dims = lambda v: (list(v) if isinstance(v, (list, tuple)) else [v]) + [1] * 3  # noqa: E731
+            env.update(gridDim=dims(launch.get("grid"))[:3], blockDim=dims(launch.get("block"))[:3])
+            out.append((label, env, None))
+        return out
+    if spec is None:
+        return []
+    out = []
+    for label, launched in spec.gpu_launches:
+        mine = [x for x in launched if x.get("kernel") == manifest.entry]
+        if not mine:
+            return []
+        for x in mine:
+            env = dict(x.get("constexprs") or {}, **(x.get("scalars") or {}))
+            out.append((label, env, x.get("grid")))
+    return out
+
+
+def _judge_sides(tests, sides, envs=(), language="triton"):
     """Every comparison the candidate adds on a runtime value must have taken both its sides in
     some program of some call the CPU checked: a side only the GPU's sizes or programs take is
-    code no check ran (issue #50, class 5). `sides`: {line: [true seen, false seen]}."""
+    code no check ran (issue #50, class 5). A side no CPU case took passes only where the
+    comparison reads nothing but sizes and no GPU shape takes it either (`envs`, gpu_sides.py).
+    `sides`: {line: [true seen, false seen]}."""
     records, fails = [], []
     for t in tests:
         seen = sides.get(int(t["line"]), [False, False])
-        records.append(dict(t, sides={"true": bool(seen[0]), "false": bool(seen[1])}))
+        rec = dict(t, sides={"true": bool(seen[0]), "false": bool(seen[1])})
+        records.append(rec)
         if seen[0] and seen[1]:
             continue
         pick = t.get("form") == "min/max"
+        what = f"a {'minimum or maximum' if pick else 'comparison'} on a {t['on']} that the candidate adds"
         if not (seen[0] or seen[1]):
             took = "was never evaluated"
         elif pick:
             took = f"always found its first operand {'below' if seen[0] else 'above'} the second"
         else:
             took = f"was always {'true' if seen[0] else 'false'}"
-        fails.append(f"a {'minimum or maximum' if pick else 'comparison'} on a {t['on']} that the candidate adds "
-                     f"{took} in every program of every case the CPU ran (line {t['line']}: `{t['test']}`): "
-                     "the side only the GPU's sizes, programs or inputs may take was never checked; the CPU's cases "
-                     "must take both sides")
+        where = f"in every program of every case the CPU ran (line {t['line']}: `{t['test']}`)"
+        at = [(label, evaluate(t["test"], env, language, grid)) for label, env, grid in envs]
+        if (seen[0] or seen[1]) and at and all(v is not None for _, v in at):
+            rec["gpu_sides"] = {label: v for label, v in at}
+            missed = [label for label, v in at if not seen[0 if v else 1]]
+            if not missed:
+                continue   # it reads only sizes, and every GPU shape takes a side the CPU took
+            fails.append(f"{what} {took} {where}, and at the GPU's {', '.join(missed)} it takes the other side, "
+                         "which no case checked; the CPU's cases must take both sides")
+            continue
+        fails.append(f"{what} {took} {where}: the side only the GPU's sizes, programs or inputs may take was never "
+                     "checked; the CPU's cases must take both sides")
     return records, fails
 
 

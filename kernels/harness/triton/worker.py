@@ -162,6 +162,9 @@ def launch_facts(kernel, args, kwargs):
         ann = inspect.get_annotations(fn)
         facts["constexprs"] = {n: _plain(v) for n, v in bound.arguments.items()
                                if n in ann and _is_constexpr(ann[n])}
+        # the runtime sizes it passes (what a comparison on them reads at this shape: gpu_sides.py)
+        facts["scalars"] = {n: v for n, v in bound.arguments.items() if n not in facts["constexprs"]
+                            and isinstance(v, (int, float)) and not isinstance(v, bool)}
         grid = kwargs.get("grid")
         grid = grid(dict(bound.arguments)) if callable(grid) else grid
         facts["grid"] = [int(g) for g in grid]
@@ -221,6 +224,19 @@ def hide_the_interpreter():
     os.environ.pop("TRITON_INTERPRET", None)
 
 
+def watched_sides(langs):
+    """{line: [true seen, false seen]} of the watched comparisons so far (interp.py for Triton,
+    the emulation for CUDA)."""
+    out = {}
+    if "triton" in langs:
+        from .interp import SIDES
+        out.update({str(line): list(seen) for line, seen in SIDES.items()})
+    if "cuda" in langs:
+        from . import cuda_launch
+        out.update({str(line): seen for line, seen in cuda_launch.sides().items()})
+    return out
+
+
 def import_file(path, name):
     spec = importlib.util.spec_from_file_location(name, path)
     mod = importlib.util.module_from_spec(spec)
@@ -257,7 +273,8 @@ class Hosted:
             self.emulation = None
         else:
             from . import cuda_launch
-            cuda_launch.prepare(spec["file"], self.entry, spec.get("signature", ""), on_gpu=on_gpu)
+            cuda_launch.prepare(spec["file"], self.entry, spec.get("signature", ""), on_gpu=on_gpu,
+                                sides=spec.get("sides") or None)
             # the launch (grid, block, parameters) comes with each request, from the harness's contract
             self.fn = functools.partial(cuda_launch.launch_kernel, source_path=spec["file"], entry=self.entry)
             self.launches = lambda: cuda_launch.LAUNCHES.get(self.entry, 0)
@@ -480,8 +497,7 @@ def main():
             os._exit(EXIT_WORKER_BUG)
         done = {"done": req["id"], "sets": sets}
         if watching:
-            from .interp import SIDES
-            done["sides"] = {str(line): seen for line, seen in SIDES.items()}
+            done["sides"] = watched_sides(langs)
         send(done)
     sys.stdout.flush()
     os._exit(0)

@@ -41,7 +41,8 @@ HERE = Path(__file__).resolve().parent
 RUNTIME = {"worker.py": HERE / "worker.py", "arrays.py": HERE / "arrays.py",
            "backend.py": HERE / "backend.py", "interp.py": HERE / "interp.py",
            "workprofile.py": HERE / "workprofile.py", "runtime_tests.py": HERE / "runtime_tests.py"}
-CUDA_RUNTIME = {"cuda_launch.py": HERE.parent / "cuda" / "emulation.py", "cudatools.py": HERE / "cudatools.py"}
+CUDA_RUNTIME = {"cuda_launch.py": HERE.parent / "cuda" / "emulation.py", "cudatools.py": HERE / "cudatools.py",
+                "comparisons.py": HERE.parent / "cuda" / "comparisons.py"}
 MAX_CRASHES = 3          # crashed candidate workers before the remaining requests are given up
 MAX_IN_FLIGHT = 8        # requests written ahead to a worker
 AS_LIMIT = 16 << 30      # address space of a CPU worker (bytes); none on a GPU (CUDA maps the device)
@@ -62,7 +63,7 @@ class KernelSpec:
     launcher: str
     entry: str
     signature: str = ""      # CUDA: the entry's parameter kinds (p, i, f), from the contract's launch
-    sides: tuple = ()        # Triton on a CPU: comparisons whose sides the worker records ({line, test})
+    sides: tuple = ()        # on a CPU: the comparisons whose sides the worker records ({line, test})
 
     @classmethod
     def of(cls, manifest, source=None, sides=()):

@@ -212,6 +212,17 @@ pub(super) fn scan(
     // condition on a macro the two compilers define differently picks code the device never runs
     for t in touched {
         let Some(m) = v.kernels.for_source(&t.path) else { continue };
+        // a host module is loaded and called in the check's worker: no check of single calls sees
+        // state it keeps between them, nor what it runs at import
+        if m.language == KernelLanguage::Cpp
+            && let Ok(found) = crate::hoststate::added_module_state(&t.base, &t.cand)
+            && !found.is_empty()
+        {
+            let named: Vec<String> = found.iter().map(|f| format!("{}, line {}", f.name, f.line)).collect();
+            finish(&mut rec);
+            let summary = format!("state or code outside the calls the checks see: {} ({})", named.join("; "), t.path);
+            return Err(refuse_code(run, rec, named, summary));
+        }
         if m.language != KernelLanguage::Cuda {
             continue;
         }
