@@ -9,6 +9,7 @@
 //! | 2 | remembers every transfer by its addresses (in a Python set) and skips a repeat | correctness (check's repeated phase) or speed (the service's state differs from the reference replay) |
 //! | 4 | the same memo in a C++ `static` | static: state kept across calls |
 //! | twin | the GIL release | accepted on requests/s, p99 no worse |
+//! | 1 | the twin again, its baseline's history in the catalog set 20x higher | not accepted: the baseline is far below its history |
 
 use serde_json::Value;
 
@@ -167,6 +168,39 @@ fn the_host_speed_gate_cannot_be_bought() {
         }
         other => panic!("memo-by-address: {other:?}: {ev:#}"),
     }
+    // class 1: the baseline's history is the catalog's, one row per bench key (baseline build,
+    // service, shape, machine), a figure per unflagged bench
+    let conn = rusqlite::Connection::open(env.db()).expect("open the catalog");
+    let rows: Vec<(String, String, String, String)> = conn
+        .prepare("SELECT key, kernel, machine, requests_per_s FROM host_baselines")
+        .and_then(|mut st| st.query_map([], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?)))?.collect())
+        .expect("host_baselines");
+    assert_eq!(rows.len(), 1, "one baseline, one machine: {rows:?}");
+    let (key, kernel, machine, figures) = &rows[0];
+    let figures: Vec<f64> = serde_json::from_str(figures).expect("figures");
+    let machine: Value = serde_json::from_str(machine).expect("machine");
+    assert_eq!(kernel, "kv_transfer");
+    assert!(machine["cpus"].as_u64().is_some_and(|n| n > 0) && machine["host"].is_string(), "{machine}");
+    // the twin, the module that slows the other and the one that sleeps were benched (the memo too,
+    // if check's repeated phase let it through)
+    assert!(figures.len() >= 3 && figures.iter().all(|f| *f > 0.0), "{figures:?}");
+    assert!(figures.iter().any(|f| (f / honest_base - 1.0).abs() < 1e-9), "the twin's baseline: {figures:?}");
+    // a history far above today's figures (as if the machine had always served 20x more): the
+    // twin's next bench is out of its history, and is not accepted
+    let high = serde_json::to_string(&vec![honest_base * 20.0; 3]).expect("json");
+    conn.execute("UPDATE host_baselines SET requests_per_s = ?1 WHERE key = ?2", rusqlite::params![high, key])
+        .expect("update");
+    let (again, _) = validate(&env, &py, &["releases-the-gil", "--seeds", "1", "--no-consistency", "--timeout", "900"]);
+    let ev = by_id(&again, "releases-the-gil");
+    assert_ne!(ev["verdict"]["kind"], "accepted", "{ev:#}");
+    let flags = ev["verdict"]["flags"].to_string();
+    assert!(flags.contains("far below its history on this machine"), "{ev:#}");
+    // a flagged figure does not join the history
+    let after: String = conn
+        .query_row("SELECT requests_per_s FROM host_baselines WHERE key = ?1", [key], |r| r.get(0))
+        .expect("history");
+    assert_eq!(serde_json::from_str::<Vec<f64>>(&after).expect("figures"), vec![honest_base * 20.0; 3]);
+
     // class 4: the same memo in a C++ `static` is state no check of single calls sees
     let ev = by_id(&report, "memo-in-a-static");
     assert_eq!(verdict(ev), ("rejected".to_string(), "static".to_string()), "{ev:#}");

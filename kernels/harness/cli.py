@@ -118,6 +118,8 @@ def parse_args(argv):
     b.add_argument("--rounds", type=int, help="cpp: measured rounds (default: the manifest's [service])")
     b.add_argument("--window", type=float, help="cpp: seconds of each timed window (default: [service])")
     b.add_argument("--threads", type=int, help="cpp: transfer threads (default: [service])")
+    b.add_argument("--history-dir", help="cpp: where the baseline's history is read and written (kidiom validate "
+                   "passes its catalog's; default: $KIDIOM_HOST_HISTORY, else kidiom's cache)")
     b.add_argument("--rotate", type=int, default=4, help="input sets rotated between timed calls")
     b.add_argument("--peak-gbps", type=float, default=4300.0, help="measured copy bandwidth of the device")
     b.add_argument("--against", help="dotted path of a third-party function to time as well (module:function)")

@@ -6,6 +6,7 @@ a segfault, a wrong exception class, a modified input, a hang, a data race); the
 statistics on synthetic samples; a short real `bench` of the baseline against a GIL-releasing
 variant. Every variant is built once, in parallel, before the tests that need it.
 """
+import json
 import math
 import os
 import re
@@ -301,10 +302,19 @@ def test_bench_reports_the_service_figures_of_both_sides(sources, tmp_path):
     print(f"\nbench: requests/s {b['requests_per_s']:.0f} -> {c['requests_per_s']:.0f} ({out['speedup']:.2f}x), "
           f"p99 {b['p99_us'] / 1e3:.1f} -> {c['p99_us'] / 1e3:.1f} ms, gap {b['gap']:.1%} -> {c['gap']:.1%}, "
           f"noise {out['noise_floor']:.1%}, flags {out['flags']}")
-    # the run's baseline figure is now this machine's history for the next
+    # the run's baseline figure is now this machine's history for the next, kept with what it ran on
+    kept = json.loads((tmp_path / f"{out['history']['key']}.json").read_text())
+    assert out["history"]["kept"] and kept["kernel"] == "kv_transfer" and kept["key"] == out["history"]["key"]
+    assert kept["requests_per_s"] == [b["requests_per_s"]] and kept["machine"]["cpus"] >= 1
     rc, out = harness("bench", "--kernel", "kv_transfer", "--source", str(sources["release-gil"]),
                       "--rounds", "1", "--warmup", "0", "--window", "0.25", "--json", env=env)
     assert rc == 0 and out["history"]["runs"] == 1, out.get("history")
+    # `--history-dir` (kidiom validate's, filled from its catalog) over the environment's
+    other = tmp_path / "catalog"
+    other.mkdir()
+    rc, out = harness("bench", "--kernel", "kv_transfer", "--source", str(sources["release-gil"]), "--rounds", "1",
+                      "--warmup", "0", "--window", "0.25", "--history-dir", str(other), "--json", env=env)
+    assert rc == 0 and out["history"]["runs"] == 0 and (other / f"{out['history']['key']}.json").exists()
 
 
 # TSan report attribution on synthetic reports -----------------------------------------------------

@@ -63,6 +63,6 @@ pub use error::{Error, Result};
 pub use model::{Category, CommitRef, IdiomExample, Kind, Lang, Pattern, Support, ValueCount};
 pub use store::{
     CachedFile, Candidate, CandidateStatus, Catalog, CatalogFile, CatalogStats, CorpusRow, DEFAULT_BUSY_TIMEOUT,
-    EXCHANGE_FORMAT, EXCHANGE_VERSION, ExportedCorpus, FileOutcome, Filter, HistoryState, ImportReport, MineTx,
-    SCHEMA_VERSION, SearchHit, StoredFacts, TermMatch, Via, Why, merge, short_id,
+    EXCHANGE_FORMAT, EXCHANGE_VERSION, ExportedCorpus, FileOutcome, Filter, HOST_BASELINE_KEEP, HistoryState,
+    HostBaseline, ImportReport, MineTx, SCHEMA_VERSION, SearchHit, StoredFacts, TermMatch, Via, Why, merge, short_id,
 };

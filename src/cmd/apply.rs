@@ -58,7 +58,7 @@ pub(crate) fn run(a: Args) -> Result<ExitCode> {
         let mut opts = ops::apply::search_validator_options(&cfg, std::time::Duration::from_secs(a.timeout.max(1)));
         // the targets' own manifests (a user's kernels, each with its contract beside it)
         opts.targets.extend(targets.iter().map(|t| std::path::absolute(t).unwrap_or_else(|_| t.clone())));
-        Some(ops::validate::build_validator(&root, &opts)?)
+        Some(ops::validate::build_validator(&root, &opts, None)?)
     } else {
         None
     };

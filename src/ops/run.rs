@@ -358,7 +358,7 @@ fn apply_to_kernels(
     let validator = if cfg.search.enabled && !o.no_search {
         let mut opts = super::apply::search_validator_options(cfg, o.timeout * 3);
         opts.targets = o.targets.clone();
-        Some(super::validate::build_validator(&root, &opts)?)
+        Some(super::validate::build_validator(&root, &opts, None)?)
     } else {
         None
     };

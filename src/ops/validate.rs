@@ -13,7 +13,7 @@ use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result};
-use kidiom_patterns::{Candidate, Catalog};
+use kidiom_patterns::{Candidate, Catalog, HostBaseline};
 use kidiom_validator::{CandidateInput, Device, Evidence, ValidatorBuilder, VerdictKind};
 use serde::Serialize;
 
@@ -87,7 +87,11 @@ pub(crate) struct Options {
 
 /// The validator of the tree at `root` with `opts`: the manifests of its
 /// `kernels/` and of `opts.targets`, the harness from [`super::harness_dir`].
-pub(crate) fn build_validator(root: &std::path::Path, opts: &Options) -> Result<kidiom_validator::Validator> {
+pub(crate) fn build_validator(
+    root: &std::path::Path,
+    opts: &Options,
+    host_history: Option<&std::path::Path>,
+) -> Result<kidiom_validator::Validator> {
     ValidatorBuilder::new(root)
         .harness(Some(super::harness_dir(root)?))
         .targets(opts.targets.clone())
@@ -101,6 +105,7 @@ pub(crate) fn build_validator(root: &std::path::Path, opts: &Options) -> Result<
         .device_model(opts.device_model.clone())
         .untrusted_bench(opts.untrusted_bench)
         .executor(opts.executor.clone())
+        .host_history(host_history.map(std::path::Path::to_path_buf))
         .build()
         .context("reading the kernel manifests")
 }
@@ -120,7 +125,9 @@ pub(crate) fn validate_all(
     // the manifests beside each candidate's file too: a kernel of the user's own tree
     let mut with_beside = opts.clone();
     with_beside.targets.extend(super::manifests_beside(&root, cands.iter().map(|c| c.path.as_str())));
-    let validator = build_validator(&root, &with_beside)?;
+    // the host speed gate's baseline history: the catalog's, where the harness reads and writes it
+    let history = HostHistory::export(cat).context("exporting the host baselines' history")?;
+    let validator = build_validator(&root, &with_beside, Some(history.dir.path()))?;
     let mut report = Report {
         version: JSON_VERSION,
         device: opts.device.name().to_string(),
@@ -148,6 +155,7 @@ pub(crate) fn validate_all(
         }
         results.push((i, r));
     });
+    history.import(cat).context("storing the host baselines' history")?;
     // in the candidates' order; a validation that could not run at all fails the run,
     // after every other candidate's evidence is stored
     results.sort_by_key(|(i, _)| *i);
@@ -167,4 +175,56 @@ fn record(cat: &Catalog, c: &Candidate, ev: Evidence) -> Result<Evidence> {
         cat.set_candidate_status(&c.id, s, None)?;
     }
     Ok(ev)
+}
+
+/// The catalog's host baseline histories ([`kidiom_patterns::HostBaseline`])
+/// as the harness keeps them, one `<key>.json` per bench key in a directory
+/// of the run's own: written before validation, read back after it (the
+/// harness appends each run's baseline figure unless it was flagged).
+struct HostHistory {
+    dir: tempfile::TempDir,
+    exported: Vec<HostBaseline>,
+}
+
+/// A bench key as the harness makes it (hex): anything else never names a file.
+fn is_history_key(key: &str) -> bool {
+    !key.is_empty() && key.len() <= 64 && key.bytes().all(|b| b.is_ascii_hexdigit())
+}
+
+impl HostHistory {
+    fn export(cat: &Catalog) -> Result<HostHistory> {
+        let dir = tempfile::Builder::new().prefix("kidiom-host-history-").tempdir()?;
+        let (rows, _unreadable) = cat.host_baselines()?;
+        let exported: Vec<HostBaseline> = rows.into_iter().filter(|b| is_history_key(&b.key)).collect();
+        for b in &exported {
+            let text = serde_json::json!({
+                "key": b.key, "kernel": b.kernel, "machine": b.machine, "requests_per_s": b.requests_per_s,
+            });
+            std::fs::write(dir.path().join(format!("{}.json", b.key)), text.to_string())?;
+        }
+        Ok(HostHistory { dir, exported })
+    }
+
+    /// Stores each key whose figures changed; a file that does not read as
+    /// one (a harness from before, a torn write) is left out.
+    fn import(&self, cat: &Catalog) -> Result<()> {
+        for entry in std::fs::read_dir(self.dir.path())?.flatten() {
+            let path = entry.path();
+            let Some(key) = path.file_stem().and_then(|s| s.to_str()).filter(|k| is_history_key(k)) else { continue };
+            if path.extension().and_then(|e| e.to_str()) != Some("json") {
+                continue;
+            }
+            let Ok(text) = std::fs::read_to_string(&path) else { continue };
+            let Ok(mut b) = serde_json::from_str::<HostBaseline>(&text) else { continue };
+            if b.key != key || b.requests_per_s.is_empty() {
+                continue;
+            }
+            b.updated_at.clear();
+            let before = self.exported.iter().find(|e| e.key == b.key);
+            if before.is_none_or(|e| e.requests_per_s != b.requests_per_s) {
+                cat.put_host_baseline(&b)?;
+            }
+        }
+        Ok(())
+    }
 }

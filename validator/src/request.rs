@@ -51,6 +51,9 @@ pub(crate) enum Request<'a> {
         source: &'a str,
         /// How it is timed.
         on: BenchOn,
+        /// Host C++: where the baseline's history is read and written (the
+        /// catalog's, through a directory `kidiom validate` fills and reads back).
+        history: Option<&'a Path>,
     },
     /// `spec`: the GPU gate's launch specs, cubins, input sets and expected
     /// values, one directory per shape under `out` (no GPU needed).
@@ -162,11 +165,14 @@ impl Request<'_> {
                     push(&["--timeout", &t.to_string()]);
                 }
             }
-            Request::Bench { kernel, source, on } => {
+            Request::Bench { kernel, source, on, history } => {
                 push(&["bench", kernel.flag, kernel.value, "--source", source]);
                 match on {
                     BenchOn::Cpu => push(&["--device", "cpu"]),
                     BenchOn::Cuda { iters } => push(&["--device", "cuda", "--iters", &iters.to_string()]),
+                }
+                if let Some(h) = history {
+                    push(&["--history-dir", &h.display().to_string()]);
                 }
             }
             Request::Spec { kernel, source, out, sets, shapes } => {
@@ -243,8 +249,20 @@ mod tests {
         assert_eq!(Request::Compile { kernel: Kernel::name("k"), source: None }.argv().join(" "), "compile --kernel k");
         let profile = Request::Profile { kernel: Kernel::name("k"), source: None, timeout: Some(9) };
         assert_eq!(profile.argv().join(" "), "profile --kernel k --timeout 9");
-        let bench = Request::Bench { kernel: Kernel::name("k"), source: "s.py", on: BenchOn::Cuda { iters: 50 } };
+        let bench = Request::Bench {
+            kernel: Kernel::name("k"),
+            source: "s.py",
+            on: BenchOn::Cuda { iters: 50 },
+            history: None,
+        };
         assert_eq!(bench.argv().join(" "), "bench --kernel k --source s.py --device cuda --iters 50");
+        let host = Request::Bench {
+            kernel: Kernel::name("kv"),
+            source: "m.cpp",
+            on: BenchOn::Cpu,
+            history: Some(Path::new("/h")),
+        };
+        assert_eq!(host.argv().join(" "), "bench --kernel kv --source m.cpp --device cpu --history-dir /h");
         let spec = Request::Spec {
             kernel: Kernel::name("k"),
             source: Some("c.py"),

@@ -50,6 +50,8 @@ pub struct ValidatorBuilder {
     pub(crate) static_limits: Option<StaticLimits>,
     pub(crate) executor: Executor,
     pub(crate) device_model: Option<DeviceModel>,
+    /// Where the host speed gate's baseline history is read and written.
+    pub(crate) host_history: Option<PathBuf>,
 }
 
 impl ValidatorBuilder {
@@ -72,6 +74,7 @@ impl ValidatorBuilder {
             static_limits: Some(StaticLimits::default()),
             executor: Executor::Local,
             device_model: Some(DeviceModel::h200()),
+            host_history: None,
         }
     }
 
@@ -157,6 +160,14 @@ impl ValidatorBuilder {
     /// marked untrusted in the record and in the verdict's flags.
     pub fn untrusted_bench(&mut self, yes: bool) -> &mut Self {
         self.untrusted_bench = yes;
+        self
+    }
+
+    /// Where the host speed gate keeps the baseline's history (a directory
+    /// of the harness's files, one per bench key); `None`: the harness's own
+    /// (its cache). `kidiom validate` passes one it fills from the catalog.
+    pub fn host_history(&mut self, dir: Option<PathBuf>) -> &mut Self {
+        self.host_history = dir;
         self
     }
 

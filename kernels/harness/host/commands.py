@@ -32,6 +32,7 @@ far below its own history is flagged, never accepted.
 """
 import hashlib
 import json
+import math
 import os
 import platform
 import re
@@ -691,35 +692,38 @@ def _machine():
     return {"host": platform.node(), "cpu": model, "cpus": cpus, "python": platform.python_version()}
 
 
-def _history_file(manifest, base_so, svc, shape):
-    """Where the baseline's requests/s of earlier benches are kept: per baseline build (its bytes),
-    worker, service parameters, bench shape and machine, in kidiom's cache (`host-history/`), or in
-    `$KIDIOM_HOST_HISTORY` when that is set."""
+def _history_file(manifest, base_so, svc, shape, where=None):
+    """Where the baseline's requests/s of earlier benches are kept: a file per key (baseline build,
+    its bytes; worker; service parameters; bench shape; machine) in `where` (`kidiom validate`
+    passes a directory it fills from its catalog and reads back into it), else in
+    `$KIDIOM_HOST_HISTORY`, else in kidiom's cache (`host-history/`)."""
     from ..cachedir import content_cache
     h = hashlib.sha256()
     h.update(Path(base_so).read_bytes())
     h.update((Path(__file__).resolve().parent / "worker.py").read_bytes())
     params = {k: v for k, v in svc.items() if k not in ("rounds", "warmup", "units")}
     h.update(json.dumps([manifest.entry, params, shape, _machine()], sort_keys=True).encode())
-    where = os.environ.get("KIDIOM_HOST_HISTORY")
+    where = where or os.environ.get("KIDIOM_HOST_HISTORY")
     return (Path(where) if where else content_cache("host-history")) / f"{h.hexdigest()[:32]}.json"
 
 
 def _read_history(path):
     try:
         data = json.loads(path.read_text())
-        return [float(x) for x in data.get("requests_per_s", []) if isinstance(x, (int, float))]
+        return [float(x) for x in data.get("requests_per_s", [])
+                if isinstance(x, (int, float)) and not isinstance(x, bool) and math.isfinite(x)]
     except (OSError, ValueError, AttributeError):
         return []
 
 
-def _append_history(path, value, keep=20):
-    """Appends one run's baseline figure (atomic rename; a lost race loses one figure, never the file)."""
+def _append_history(path, value, kernel, keep=20):
+    """Appends one run's baseline figure (atomic rename; a lost race loses one figure, never the
+    file), with what it was measured on: {key, kernel, machine, requests_per_s}."""
     try:
         hist = (_read_history(path) + [float(value)])[-keep:]
         path.parent.mkdir(parents=True, exist_ok=True)
         tmp = path.with_suffix(f".{os.getpid()}.tmp")
-        tmp.write_text(json.dumps({"requests_per_s": hist}))
+        tmp.write_text(json.dumps({"key": path.stem, "kernel": kernel, "machine": _machine(), "requests_per_s": hist}))
         os.replace(tmp, path)
     except OSError:
         pass   # the history is a check on later runs, never this run's result
@@ -789,17 +793,18 @@ def bench_command(manifest, args, deadline):
     peak = max(p["best_gbps"] for p in peaks)
     stats = hoststats.summarize([s["variants"] for s in measured], bytes_per_call, peak, svc["threads"],
                                 cpus=cpus, calls_per_step=per_step, step=work.step)
-    hist_path = _history_file(manifest, base_so, svc, shape)
+    hist_path = _history_file(manifest, base_so, svc, shape, getattr(args, "history_dir", None))
     history = _read_history(hist_path)
     base_rps = stats["results"]["baseline"]["requests_per_s"]
     far = hoststats.history_check(base_rps, history, stats["noise_floor"])
     flags = stats["flags"] + ([far] if far else [])
     if not far:
-        _append_history(hist_path, base_rps)
+        _append_history(hist_path, base_rps, manifest.name)
     out.update(status="ok", results=stats["results"], speedup=stats["speedup"], speedups=stats["speedups"],
                noise_floor=stats["noise_floor"], significant=stats["significant"],
                latency_ratio=stats["latency_ratio"], flags=flags,
-               history={"baseline_requests_per_s": history, "runs": len(history)},
+               history={"baseline_requests_per_s": history, "runs": len(history), "key": hist_path.stem,
+                        "kept": not far},
                floor={"bytes": bytes_per_call, "peak_gbps": peak,
                       "peak_median_gbps": _median([p["median_gbps"] for p in peaks]),
                       "time_at_peak_us": bytes_per_call / (peak * 1e9) * 1e6},

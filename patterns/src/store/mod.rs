@@ -8,6 +8,7 @@
 mod candidates;
 mod exchange;
 mod history;
+mod hostbench;
 mod merge;
 mod query;
 pub(crate) mod schema;
@@ -27,6 +28,7 @@ use crate::model::{Kind, Pattern};
 pub use candidates::{Candidate, CandidateStatus, short_id};
 pub use exchange::{CatalogFile, EXCHANGE_FORMAT, EXCHANGE_VERSION, ExportedCorpus, ImportReport, merge};
 pub use history::HistoryState;
+pub use hostbench::{HOST_BASELINE_KEEP, HostBaseline};
 pub use query::{CatalogStats, Filter};
 pub use schema::SCHEMA_VERSION;
 pub use search::{SearchHit, TermMatch, Via, Why};

@@ -49,6 +49,12 @@
 //! merged-away id still names its pattern and mining again starts from the
 //! originals.
 //!
+//! Version 8 adds `host_baselines`: the host speed gate's baseline history,
+//! `key` (the harness's bench key: baseline build, service parameters, bench
+//! shape, machine), `kernel`, `machine` (JSON: host, cpu, cpus, python),
+//! `requests_per_s` (a JSON array, oldest first, at most 20) and
+//! `updated_at` (RFC 3339, UTC).
+//!
 //! Child tables reference `patterns(id)` with `ON DELETE CASCADE`. Enum
 //! columns hold the lowercase names printed by `name()` (`usage`, `python`,
 //! `precision`).
@@ -203,6 +209,16 @@ CREATE TABLE pattern_merges (
     pattern  TEXT NOT NULL
 );
 CREATE INDEX pattern_merges_into ON pattern_merges (into_id);
+"#,
+    // 8: the host speed gate's baseline history, per bench key (hostbench.rs).
+    r#"
+CREATE TABLE host_baselines (
+    key             TEXT PRIMARY KEY NOT NULL,
+    kernel          TEXT NOT NULL,
+    machine         TEXT NOT NULL,
+    requests_per_s  TEXT NOT NULL,
+    updated_at      TEXT NOT NULL
+);
 "#,
 ];
 

@@ -53,7 +53,8 @@ pub(super) fn gate(
     // host C++: rounds and windows are the manifest's [service] settings
     let on = if host { BenchOn::Cpu } else { BenchOn::Cuda { iters: run.v.opts.bench_iters } };
     let arg = manifest.harness_arg(&p.harness.root);
-    let args = Request::Bench { kernel: Kernel::of(&arg), source: &p.cand_src, on }.argv();
+    let history = if host { run.v.opts.host_history.as_deref() } else { None };
+    let args = Request::Bench { kernel: Kernel::of(&arg), source: &p.cand_src, on, history }.argv();
     let b = match p.harness.call(&args, limit) {
         Ok(b) => b,
         Err(e) => {
