@@ -81,27 +81,34 @@ fn in_function(node: tree_sitter::Node) -> bool {
     false
 }
 
-/// A `static` declaration of a variable that can change (not `const`,
-/// `constexpr`, nor a function's prototype).
+/// A `static` (or `thread_local`) declaration of a variable that can change.
 fn is_static_variable(node: tree_sitter::Node, text: &str) -> bool {
+    variable_storage(node, text).is_some_and(|s| s.iter().any(|c| c == "static" || c == "thread_local"))
+}
+
+/// The storage classes of a declaration of a variable that can change (not
+/// `const` or `constexpr`, nor a function's prototype); `None` for any other
+/// declaration.
+pub(crate) fn variable_storage(node: tree_sitter::Node, text: &str) -> Option<Vec<String>> {
     let mut cursor = node.walk();
-    let mut is_static = false;
+    let mut storage = Vec::new();
     for child in node.children(&mut cursor) {
         let t = text.get(child.byte_range()).unwrap_or_default();
         match child.kind() {
-            "storage_class_specifier" if t == "static" || t == "thread_local" => is_static = true,
-            "type_qualifier" if t == "const" || t == "constexpr" => return false,
+            "storage_class_specifier" => storage.push(t.to_string()),
+            "type_qualifier" if t == "const" || t == "constexpr" => return None,
             _ => {}
         }
     }
     let mut decl = node.child_by_field_name("declarator");
     while let Some(d) = decl {
         if d.kind() == "function_declarator" {
-            return false;
+            return None;
         }
         decl = d.child_by_field_name("declarator");
     }
-    is_static && !text.get(node.byte_range()).unwrap_or_default().split_whitespace().any(|w| w == "constexpr")
+    let constexpr = text.get(node.byte_range()).unwrap_or_default().split_whitespace().any(|w| w == "constexpr");
+    (!constexpr).then_some(storage)
 }
 
 /// The directives of `text`, continuation lines joined: (line, directive, rest).

@@ -12,7 +12,7 @@
 
 use std::collections::HashMap;
 
-use crate::devicepath::{Finding, persistent_state};
+use crate::devicepath::{Finding, persistent_state, variable_storage};
 
 /// What `cand` adds over `base` (the trusted module's own are not new).
 /// `Err` when a side does not parse (the syntax gate's business).
@@ -96,23 +96,7 @@ fn namespace_variable(node: tree_sitter::Node, text: &str) -> bool {
         }
         p = n.parent();
     }
-    let mut cursor = node.walk();
-    for child in node.children(&mut cursor) {
-        let t = text.get(child.byte_range()).unwrap_or_default();
-        match child.kind() {
-            "type_qualifier" if t == "const" || t == "constexpr" => return false,
-            "storage_class_specifier" if t == "extern" => return false,
-            _ => {}
-        }
-    }
-    let mut decl = node.child_by_field_name("declarator");
-    while let Some(d) = decl {
-        if d.kind() == "function_declarator" {
-            return false;
-        }
-        decl = d.child_by_field_name("declarator");
-    }
-    !text.get(node.byte_range()).unwrap_or_default().split_whitespace().any(|w| w == "constexpr")
+    variable_storage(node, text).is_some_and(|s| !s.iter().any(|c| c == "extern"))
 }
 
 /// A declaration's head, up to its initializer: `static std::set<int> seen`.
