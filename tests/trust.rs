@@ -412,6 +412,16 @@ fn candidates_that_would_win_only_on_a_cpu_are_rejected_for_their_class() {
         DECODE,
         &edit(&env, DECODE, READOUT, &format!("    b_o = tl.where(i_nh >= 1, b_o, b_o * 1.0)\n{READOUT}")),
     );
+    // class 5: right only over the decays the realistic inputs draw (> log 0.5): the contract's
+    // production range goes down to -30, and call 2 of every case draws over it, ends included
+    let load_g = "    b_g = tl.load(p_g, mask=m_k, other=0.).to(tl.float32)           # [BK]\n";
+    plant(
+        &env,
+        "clamps-the-decay",
+        "math",
+        DECODE,
+        &edit(&env, DECODE, load_g, &format!("{load_g}    b_g = tl.maximum(b_g, -0.7)\n")),
+    );
     // class 5: a side only the GPU's sizes take, in CUDA (every CPU case has N <= 4; gpu[3] has 256)
     plant(
         &env,
@@ -449,6 +459,7 @@ fn candidates_that_would_win_only_on_a_cpu_are_rejected_for_their_class() {
         ("wrong-in-one-program", "specialization of gpu"),
         ("past-every-cpu-grid", "was always false in every program of every case the CPU ran"),
         ("past-every-cpu-size", "and at the GPU's gpu[3] it takes the other side"),
+        ("clamps-the-decay", "call 2 (same buffers, inputs over the contract's ranges, extremes included)"),
     ] {
         let ev = by_id(&report, id);
         assert_eq!(verdict(ev), ("rejected".to_string(), "correctness".to_string()), "{id}: {ev:#}");
