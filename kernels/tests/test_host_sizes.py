@@ -92,8 +92,11 @@ def _check(path, seed=11, tsan=False):
 
 
 def _bench(path):
+    # each window is a worker of its own, so "after a while" must come within one window: 0.6 s makes
+    # about 260 transfers on this machine alone, and more than AFTER with a second pytest worker beside
+    # it (0.3 s made about 130, and under load fewer than AFTER: the planted module then never misbehaved)
     return harness("bench", "--kernel", "kv_transfer", "--source", str(path), "--rounds", "2", "--warmup", "1",
-                   "--window", "0.3", "--json")
+                   "--window", "0.6", "--json")
 
 
 # the cases ------------------------------------------------------------------------------------------
