@@ -16,6 +16,8 @@ import ast
 import operator
 import re
 
+from .triton.runtime_tests import is_pick
+
 __all__ = ["cuda_params", "evaluate"]
 
 _BIN = {ast.Add: operator.add, ast.Sub: operator.sub, ast.Mult: operator.mul, ast.Mod: operator.mod,
@@ -84,14 +86,10 @@ def _eval(node, env, grid):
                 return False
             left = r
         return True
-    if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id in ("min", "max") \
-            and len(node.args) == 2:
+    if is_pick(node):
         a, b = (_eval(x, env, grid) for x in node.args)
-        return min(a, b) if node.func.id == "min" else max(a, b)
-    if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr in ("minimum", "maximum") \
-            and len(node.args) == 2:
-        a, b = (_eval(x, env, grid) for x in node.args)
-        return min(a, b) if node.func.attr == "minimum" else max(a, b)
+        name = node.func.attr if isinstance(node.func, ast.Attribute) else node.func.id
+        return min(a, b) if name in ("min", "minimum") else max(a, b)
     raise _Unknown(type(node).__name__)
 
 
@@ -105,9 +103,7 @@ def evaluate(test, env, language, grid=None):
     except SyntaxError:
         return None
     try:
-        if isinstance(node, ast.Call) and len(node.args) == 2 and not isinstance(node, ast.Compare) and (
-                getattr(node.func, "attr", None) in ("minimum", "maximum")
-                or getattr(node.func, "id", None) in ("min", "max")):
+        if is_pick(node):
             a, b = (_eval(x, env, grid) for x in node.args)
             return None if a == b else bool(a < b)
         return bool(_eval(node, env, grid))
