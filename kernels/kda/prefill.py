@@ -47,9 +47,15 @@ def kda_prefill_kernel(
     m_lower = o_t[:, None] > o_t[None, :]          # strictly lower triangle, i > j
     m_causal = o_t[:, None] >= o_t[None, :]        # lower triangle with the diagonal, j <= i
     m_eye = o_t[:, None] == o_t[None, :]
-    # reference row for the in-chunk decay: exp(G_i - G_j) = exp(G_i - G_r) * exp(G_r - G_j),
-    # with r mid-chunk, so that neither factor spans more than half a chunk of decay.
-    I_REF: tl.constexpr = BT // 2 - 1
+    # Sub-chunks of BC tokens. Between two sub-chunks the decay exp(G_i - G_j) is factored through
+    # the last token of the earlier one (both factors <= 1, so neither overflows whatever the decay);
+    # within a sub-chunk no single reference keeps both factors finite once a channel decays by more
+    # than ln(FLT_MAX) over it, so those entries are computed exactly, one column at a time.
+    BC: tl.constexpr = 16
+    NC: tl.constexpr = BT // BC
+    o_blk = o_t // BC
+    o_c = tl.arange(0, BC)
+    m_blk = o_blk[:, None] == o_blk[None, :]       # same sub-chunk
 
     p_state = (i_b * HV + i_hv) * K * V + o_k[:, None] * V + o_v[None, :]
     b_s = tl.zeros([BK, BV], dtype=tl.float32)
@@ -75,20 +81,47 @@ def kda_prefill_kernel(
         b_v = tl.load(p_v, mask=m_tv, other=0.).to(tl.float32)                    # [BT, BV]
         b_beta = tl.load(p_beta, mask=m_t, other=0.).to(tl.float32)               # [BT]
 
-        # cumulative decay in the chunk, its value at the reference row and at the chunk's end
+        # cumulative decay in the chunk and its value at the chunk's end
         b_G = tl.cumsum(b_g, axis=0)                                              # [BT, BK]
-        b_Gr = tl.sum(tl.where((o_t == I_REF)[:, None], b_G, 0.), axis=0)         # [BK]
         b_Gn = tl.sum(tl.where((o_t == BT - 1)[:, None], b_G, 0.), axis=0)        # [BK]
 
-        b_qr = b_q * tl.exp(b_G - b_Gr[None, :])                                  # [BT, BK]
-        b_kr = b_k * tl.exp(b_G - b_Gr[None, :])                                  # [BT, BK]
-        b_kj = b_k * tl.exp(b_Gr[None, :] - b_G)                                  # [BT, BK]
-
-        # L_ij = beta_i k_i . (E_ij * k_j) for i > j;  A_ij = scale q_i . (E_ij * k_j) for j <= i
-        b_L = tl.dot(b_kr, tl.trans(b_kj))                                        # [BT, BK] @ [BK, BT] -> [BT, BT]
-        b_L = tl.where(m_lower, b_L * b_beta[:, None], 0.)
-        b_A = tl.dot(b_qr, tl.trans(b_kj))                                        # [BT, BK] @ [BK, BT] -> [BT, BT]
-        b_A = tl.where(m_causal, b_A * scale, 0.)
+        # L_ij = beta_i k_i . (E_ij * k_j) for i > j;  A_ij = scale q_i . (E_ij * k_j) for j <= i,
+        # E_ij = exp(G_i - G_j). Across sub-chunks: through the last token c of sub-chunk i_c,
+        # E_ij = exp(G_i - G_c) * exp(G_c - G_j) for the rows after it and its own columns.
+        # (a partial last chunk skips the sub-chunks and columns past T: they would only decay zeros)
+        n_t = tl.minimum(T - i_t * BT, BT)                                        # tokens in the chunk
+        b_L = tl.zeros([BT, BT], dtype=tl.float32)
+        b_A = tl.zeros([BT, BT], dtype=tl.float32)
+        for i_c in range(0, tl.cdiv(n_t, BC) - 1):
+            b_Gc = tl.sum(tl.where((o_t == i_c * BC + BC - 1)[:, None], b_G, 0.), axis=0)  # [BK]
+            m_i = (o_blk > i_c)[:, None]
+            m_j = (o_blk == i_c)[:, None]
+            b_ei = tl.exp(tl.where(m_i, b_G - b_Gc[None, :], 0.))                 # [BT, BK]
+            b_kj = tl.where(m_j, b_k * tl.exp(tl.where(m_j, b_Gc[None, :] - b_G, 0.)), 0.)  # [BT, BK]
+            b_L += tl.dot(tl.where(m_i, b_k * b_ei, 0.), tl.trans(b_kj))           # [BT, BK] @ [BK, BT] -> [BT, BT]
+            b_A += tl.dot(tl.where(m_i, b_q * b_ei, 0.), tl.trans(b_kj))           # [BT, BK] @ [BK, BT] -> [BT, BT]
+        # within each sub-chunk, exactly: column j of every sub-chunk at once, below the diagonal
+        # (on it E_ii = 1: A_ii = scale q_i . k_i, L_ii unused)
+        b_k3 = tl.reshape(b_k, [NC, BC, BK])
+        b_q3 = tl.reshape(b_q, [NC, BC, BK])
+        b_G3 = tl.reshape(b_G, [NC, BC, BK])
+        b_Ld = tl.zeros([NC, BC, BC], dtype=tl.float32)
+        b_Ad = tl.zeros([NC, BC, BC], dtype=tl.float32)
+        for j in range(0, tl.minimum(n_t, BC) - 1):
+            m_j3 = (o_c == j)[None, :, None]
+            b_kj3 = tl.sum(tl.where(m_j3, b_k3, 0.), axis=1)                       # [NC, BK]  token j of each
+            b_Gj3 = tl.sum(tl.where(m_j3, b_G3, 0.), axis=1)                       # [NC, BK]
+            m_ij = (o_c > j)[None, :, None]
+            b_e = tl.where(m_ij, b_kj3[:, None, :] * tl.exp(tl.where(m_ij, b_G3 - b_Gj3[:, None, :], 0.)), 0.)  # [NC, BC, BK]
+            m_col = (o_c == j)[None, None, :]
+            b_Ld = tl.where(m_col, tl.sum(b_k3 * b_e, axis=2)[:, :, None], b_Ld)  # [NC, BC, BC]
+            b_Ad = tl.where(m_col, tl.sum(b_q3 * b_e, axis=2)[:, :, None], b_Ad)  # [NC, BC, BC]
+        # [NC, BC, BC] -> rows [BT, BC] -> repeated over the sub-chunks of the columns [BT, BT]
+        b_Ld2 = tl.reshape(tl.broadcast_to(tl.reshape(b_Ld, [BT, BC])[:, None, :], [BT, NC, BC]), [BT, BT])
+        b_Ad2 = tl.reshape(tl.broadcast_to(tl.reshape(b_Ad, [BT, BC])[:, None, :], [BT, NC, BC]), [BT, BT])
+        b_L = tl.where(m_lower, tl.where(m_blk, b_Ld2, b_L) * b_beta[:, None], 0.)
+        b_Ad2 = tl.where(m_eye, tl.sum(b_q * b_k, axis=1)[:, None], b_Ad2)
+        b_A = tl.where(m_causal, tl.where(m_blk, b_Ad2, b_A) * scale, 0.)
 
         # M = (I + L)^-1 by forward substitution, one row at a time: M_i = e_i - sum_j<i L_ij M_j
         b_M = tl.where(m_eye, 1., 0.)                                             # [BT, BT]
@@ -145,9 +178,8 @@ def kda_prefill(q, k, v, g, beta, o, initial_state=None, final_state=None, scale
         final_state:   `[B, HV, K, V]` preallocated float32 state after the last token, or None.
         scale:         query scale, `K ** -0.5` by default.
     All tensors are contiguous. T need not be a multiple of 64, K and V need not be powers of
-    two, HV must be a multiple of H. The in-chunk decay is offset by the mid-chunk cumulative
-    gate, so it stays finite while the decay over half a chunk (32 tokens) is above about -80
-    in log space in every key dimension. Returns `o`.
+    two, HV must be a multiple of H. Every decay factor the kernel forms is at most 1, so any
+    g <= 0 is finite (a decay past float32's range underflows to 0, as it should). Returns `o`.
     """
     B, T, H, K = q.shape
     HV, V = v.shape[2], v.shape[3]

@@ -183,6 +183,20 @@ def test_a_clamp_outside_the_realistic_draws_is_caught(edit, output, tmp_path):
     caught_on_call_2_only(*check(src), output)
 
 
+PREFILL_G_LOAD = "        b_g = tl.load(p_g, mask=m_tk, other=0.).to(tl.float32)                    # [BT, BK]\n"
+
+
+def test_a_prefill_right_only_down_to_the_old_kernels_limit_is_caught(tmp_path):
+    # decays below -2.5 per token treated as -2.5: where the prefill's range stopped while the
+    # baseline itself overflowed below about -2.8 (issue #50); the full range [-30, 0] now reaches it
+    src = variant(tmp_path, KDA / "prefill.py", [(PREFILL_G_LOAD, PREFILL_G_LOAD + "        b_g = tl.maximum(b_g, -2.5)\n")])
+    rc, out = check(src, "kda.prefill")
+    assert rc == 1 and out["status"] == "failed", (rc, out.get("status"), out.get("error"))
+    fails = [f for c in out["cases"] for f in c["failures"]]
+    assert fails and all(f.startswith(RANGED) for f in fails), fails[:3]
+    assert any(f.startswith(f"{RANGED}final_state: ") for f in fails), fails[:3]
+
+
 def test_the_cuda_kernel_draws_the_same_ranges(tmp_path):
     # |v| capped at 5: a standard normal v passes 5 once in 2 million draws
     src = variant(tmp_path, ROOT / "kernels" / "kda_cuda" / "decode.cu",
