@@ -93,13 +93,15 @@ def kda_prefill_kernel(
         b_L = tl.zeros([BT, BT], dtype=tl.float32)
         b_A = tl.zeros([BT, BT], dtype=tl.float32)
         for i_c in range(0, tl.cdiv(n_t, BC) - 1):
-            b_Gc = tl.sum(tl.where((o_t == i_c * BC + BC - 1)[:, None], b_G, 0.), axis=0)  # [BK]
-            m_i = (o_blk > i_c)[:, None]
-            m_j = (o_blk == i_c)[:, None]
-            b_ei = tl.exp(tl.where(m_i, b_G - b_Gc[None, :], 0.))                 # [BT, BK]
-            b_kj = tl.where(m_j, b_k * tl.exp(tl.where(m_j, b_Gc[None, :] - b_G, 0.)), 0.)  # [BT, BK]
-            b_L += tl.dot(tl.where(m_i, b_k * b_ei, 0.), tl.trans(b_kj))           # [BT, BK] @ [BK, BT] -> [BT, BT]
-            b_A += tl.dot(tl.where(m_i, b_q * b_ei, 0.), tl.trans(b_kj))           # [BT, BK] @ [BK, BT] -> [BT, BT]
+            m_c = (o_t == i_c * BC + BC - 1)[:, None]
+            b_Gc = tl.sum(tl.where(m_c, b_G, 0.), axis=0)                         # [BK]
+            m_i = (o_blk > i_c)[:, None]                                          # rows after it
+            m_j = (o_blk == i_c)[:, None]                                         # its columns
+            b_ei = tl.where(m_i, tl.exp(tl.where(m_i, b_G - b_Gc[None, :], 0.)), 0.)  # [BT, BK]
+            b_ej = tl.where(m_j, tl.exp(tl.where(m_j, b_Gc[None, :] - b_G, 0.)), 0.)  # [BT, BK]
+            b_kj = b_k * b_ej                                                     # [BT, BK]
+            b_L += tl.dot(b_k * b_ei, tl.trans(b_kj))                             # [BT, BK] @ [BK, BT] -> [BT, BT]
+            b_A += tl.dot(b_q * b_ei, tl.trans(b_kj))                             # [BT, BK] @ [BK, BT] -> [BT, BT]
         # within each sub-chunk, exactly: column j of every sub-chunk at once, below the diagonal
         # (on it E_ii = 1: A_ii = scale q_i . k_i, L_ii unused)
         b_k3 = tl.reshape(b_k, [NC, BC, BK])
