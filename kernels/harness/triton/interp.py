@@ -616,6 +616,55 @@ def install_faithful_casts():
     B._kidiom_faithful_casts = True
 
 
+# exp as the GPU computes it (issue #50, class 6) --------------------------------------------------
+# Triton lowers a float32 `tl.exp(x)` to `ex2.approx.f32` of x * log2(e) rounded to float32 (PTX:
+# `mul.f32 %r, %x, 0f3FB8AA3B; ex2.approx.f32`), and `tl.exp2(y)` to `ex2.approx.ftz.f32`. numpy's
+# exp is exact to half an ulp; the product's rounding is not: at x = -30 it moves the result by up
+# to 2e-6 relative. On numpy's exp the baseline is more accurate than on the device, and a rewrite
+# to `tl.exp2(x * 1.4426950408889634)`, the device's own program, reads as materially worse.
+# 2**y rounded to nearest stands for ex2.approx (within 2 ulp of it, PTX ISA); .ftz flushes a
+# subnormal result to 0.
+_LOG2E = np.float32(1.4426950408889634)
+_TINY = np.finfo(np.float32).tiny
+
+
+def device_exp2(y, ftz):
+    """float32 2**y as `ex2.approx[.ftz].f32`, y a float32 array."""
+    with np.errstate(over="ignore", under="ignore"):
+        r = np.asarray(np.exp2(np.asarray(y, dtype=np.float64)), dtype=np.float32)
+    return np.where(np.abs(r) < _TINY, np.float32(0), r) if ftz else r
+
+
+def device_exp(x):
+    """float32 exp(x) as Triton's lowering: 2**(x * log2e), the product rounded to float32."""
+    with np.errstate(over="ignore", under="ignore", invalid="ignore"):
+        y = np.asarray(x, dtype=np.float32) * _LOG2E
+    return device_exp2(y, ftz=False)
+
+
+def install_device_exp():
+    """float32 `tl.exp` and `tl.exp2` in the interpreter as the GPU computes them (idempotent);
+    other dtypes as before. Installed before work counting wraps the builder (workprofile.py)."""
+    from triton.runtime import interpreter as ti
+    B = ti.InterpreterBuilder
+    if getattr(B, "_kidiom_device_exp", False):
+        return
+    exp_orig, exp2_orig = B.create_exp, B.create_exp2
+
+    def create_exp(self, arg):
+        if np.asarray(arg.data).dtype != np.float32:
+            return exp_orig(self, arg)
+        return ti.TensorHandle(device_exp(arg.data), arg.dtype.scalar)
+
+    def create_exp2(self, arg):
+        if np.asarray(arg.data).dtype != np.float32:
+            return exp2_orig(self, arg)
+        return ti.TensorHandle(device_exp2(arg.data, ftz=True), arg.dtype.scalar)
+
+    B.create_exp, B.create_exp2 = create_exp, create_exp2
+    B._kidiom_device_exp = True
+
+
 # Both sides of a runtime comparison (issue #50, class 5) --------------------------------------------
 # A comparison a candidate adds on a program id or a runtime value (runtime_tests.py) is a branch
 # whose side is chosen by sizes and program ids: one side may be taken only at the GPU's. The
