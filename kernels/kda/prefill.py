@@ -125,12 +125,25 @@ def kda_prefill_kernel(
         b_Ad2 = tl.where(m_eye, tl.sum(b_q * b_k, axis=1)[:, None], b_Ad2)
         b_A = tl.where(m_causal, tl.where(m_blk, b_Ad2, b_A) * scale, 0.)
 
-        # M = (I + L)^-1 by forward substitution, one row at a time: M_i = e_i - sum_j<i L_ij M_j
-        b_M = tl.where(m_eye, 1., 0.)                                             # [BT, BT]
-        for i in range(1, BT):
-            b_l = tl.sum(tl.where((o_t == i)[:, None], b_L, 0.), axis=0)          # [BT]  row i of L
-            b_row = tl.where(o_t == i, 1., 0.) - tl.sum(b_l[:, None] * b_M, axis=0)  # [BT]
-            b_M = tl.where((o_t == i)[:, None], b_row[None, :], b_M)
+        # M = (I + L)^-1. Within each sub-chunk by forward substitution, every sub-chunk at once,
+        # M_i = e_i - sum_j<i L_ij M_j; then below them, a row of sub-chunks at a time,
+        # M_ab = -M_aa sum_c<a L_ac M_cb (b < a), as (I + L) M = I reads block by block.
+        b_L3 = b_Ld * tl.reshape(b_beta, [NC, BC])[:, :, None]                   # [NC, BC, BC]
+        b_M3 = tl.broadcast_to(tl.where(o_c[:, None] == o_c[None, :], 1., 0.)[None, :, :], [NC, BC, BC])
+        for i in range(1, tl.minimum(n_t, BC)):
+            m_i3 = (o_c == i)[None, :, None]
+            b_l3 = tl.sum(tl.where(m_i3, b_L3, 0.), axis=1)                      # [NC, BC]  row i of each
+            b_r3 = tl.where((o_c == i)[None, :], 1., 0.) - tl.sum(b_l3[:, :, None] * b_M3, axis=1)  # [NC, BC]
+            b_M3 = tl.where(m_i3, b_r3[:, None, :], b_M3)
+        b_Md = tl.reshape(tl.broadcast_to(tl.reshape(b_M3, [BT, BC])[:, None, :], [BT, NC, BC]), [BT, BT])
+        b_Md = tl.where(m_blk, b_Md, 0.)                                          # [BT, BT]  block diagonal
+        b_M = b_Md
+        for i_a in range(1, tl.cdiv(n_t, BC)):
+            m_a = (o_blk == i_a)[:, None]
+            m_ab = m_a & (o_blk < i_a)[None, :]
+            b_X = tl.dot(tl.where(m_ab, b_L, 0.), b_M)                            # [BT, BT] @ [BT, BT] -> [BT, BT]
+            b_Y = tl.dot(tl.where(m_a, b_Md, 0.), b_X)                            # [BT, BT] @ [BT, BT] -> [BT, BT]
+            b_M = tl.where(m_ab, -b_Y, b_M)
         b_T = b_M * b_beta[None, :]                                               # T = M diag(beta)
 
         # WY / UT form: W = T (exp(G) * K), U = T V, D = U - W S

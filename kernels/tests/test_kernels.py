@@ -68,7 +68,7 @@ def test_tf32_error_grows_with_length_and_ieee_fixes_it(tmp_path):
     m = MANIFESTS["kda.prefill"]
     ieee_src = tmp_path / "prefill_ieee.py"
     text = add_kwarg_to_calls(m.source_path.read_text(), "tl.dot", 'input_precision="ieee"')
-    assert text.count('input_precision="ieee"') == 8
+    assert text.count('input_precision="ieee"') == 10
     ieee_src.write_text(text)
     lengths = m.curve["gpu_T" if HAS_CUDA else "cpu_T"]
     tf32 = error_curve(m, None, lengths, seed=0, device=DEVICE)

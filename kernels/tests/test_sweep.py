@@ -77,7 +77,7 @@ def test_sweep_measures_caches_and_reports_a_broken_variant(tmp_path, monkeypatc
     monkeypatch.setenv("KIDIOM_CACHE", str(tmp_path / "cache"))
     src = find_manifest("kda.prefill").source_path.read_text()
     first = add_kwarg_to_calls(src, "tl.dot", 'input_precision="bf16x3"')
-    assert first.count("bf16x3") == 8
+    assert first.count("bf16x3") == 10
     broken = src.replace("b_o += tl.dot(b_A, b_D)", "b_o += tl.dot(b_A, b_D, input_precision=\"fp8\")", 1)
     spec = _variants(tmp_path, [src, first, broken])
     code, out = harness("sweep", "--kernel", "kda.prefill", "--variants", str(spec), "--jobs", "2",
