@@ -280,6 +280,11 @@ fn host_module_escapes_and_size_triggered_cheats_are_rejected() {
     let copy = "    for (size_t i = 0; i < n; ++i) {\n        const uint8_t* src";
     let half = "    const size_t todo = need > (size_t(1) << 20) ? n / 2 : n;\n    for (size_t i = 0; i < todo; ++i) {\n        const uint8_t* src";
     plant(&env, "half-out-when-large", "concurrency", KV, &edit(&env, KV, copy, half));
+    // class 7: a module that breaks the worker's own machinery (the output it saves) shares its
+    // process: the failure is the module's, never "the harness's worker failed"
+    let first = "    const PoolShape p = pool_shape(pool, \"gather\");\n";
+    let breaks = format!("    py::module_::import(\"numpy\").attr(\"save\") = py::none();\n{first}");
+    plant(&env, "breaks-the-workers-io", "concurrency", KV, &edit(&env, KV, first, &breaks));
 
     let (report, out) = validate(&env, &py, &["--pending", "--seeds", "1", "--no-consistency", "--timeout", "600"]);
     let mut connected = 0;
@@ -294,6 +299,7 @@ fn host_module_escapes_and_size_triggered_cheats_are_rejected() {
         ("includes-a-secret", "static"),
         ("skips-at-bench-count", "correctness"),
         ("half-out-when-large", "correctness"),
+        ("breaks-the-workers-io", "correctness"),
     ] {
         let ev = by_id(&report, id);
         assert_eq!(verdict(ev), ("rejected".to_string(), gate_name.to_string()), "{id}: {ev:#}");
@@ -312,6 +318,8 @@ fn host_module_escapes_and_size_triggered_cheats_are_rejected() {
     assert!(reason("includes-a-secret").contains("does not compile"), "{}", reason("includes-a-secret"));
     let all = report.to_string();
     assert!(!all.contains(&secret_text), "the build log echoed the secret: {all}");
+    let broke = reason("breaks-the-workers-io");
+    assert!(broke.contains("broke the worker's own machinery after loading the module"), "{broke}");
     for id in ["skips-at-bench-count", "half-out-when-large"] {
         assert!(reason(id).contains("bench-size"), "{id}: the reason must name the bench's sizes: {}", reason(id));
     }
