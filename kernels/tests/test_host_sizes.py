@@ -294,3 +294,33 @@ def test_bench_verifies_every_call_of_the_baseline_and_gil_release(variants):
     assert ck["inputs_readonly"].startswith("read-only mapping"), ck
     print(f"\nbench: {ck['calls']} calls verified in {ck['windows']} windows; gaps "
           f"{out['results']['baseline']['gap']:.1%} -> {out['results']['candidate']['gap']:.1%}")
+
+
+def test_a_concurrent_phase_runs_again_longer_only_for_calls_that_release_the_gil(monkeypatch):
+    # run_phases in this process with modules of plain Python: what the worker does with a loaded one
+    import types
+    from kernels.harness.host import worker
+
+    def holds_gil():   # builtin sum holds the GIL for its whole call: no other thread runs meanwhile
+        return sum(range(20000)) * 0
+
+    def released():    # sleep releases the GIL
+        worker.time.sleep(2e-3)
+
+    mod = types.SimpleNamespace(holds_gil=holds_gil, released=released)
+
+    def overlaps(fn):
+        call = {"label": fn, "fn": fn, "args": []}
+        case = {"phases": [{"threads": [[call] * 3, [call] * 3], "rounds": True}]}
+        return worker.run_phases(mod, case, {}, again=8)["overlaps"]
+
+    # released and overlapping: stops at the first run that overlaps
+    first = overlaps("released")
+    assert first[-1]["rounds_overlapped"] > 0 and first[-1]["gil_released"], first
+    # a loaded machine, where a released thread is never scheduled before the other's call ends
+    monkeypatch.setattr(worker, "_any_overlap", lambda intervals: False)
+    held, loaded = overlaps("holds_gil"), overlaps("released")
+    # held: `again` more runs, as before, no release seen (its calls cannot overlap)
+    assert len(held) == 9 and not any(o["gil_released"] for o in held), held
+    # released: RELEASED_AGAIN times as many runs to find an overlap
+    assert len(loaded) == 1 + 8 * worker.RELEASED_AGAIN and loaded[-1]["gil_released"], len(loaded)

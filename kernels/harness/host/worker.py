@@ -19,6 +19,7 @@ baseline and the candidate never share a process): `out/progress.jsonl` gets `{"
 lines; `out/result.json` the raw window and sha256 digests of the state the calls produced (the
 harness knows what they must be; the worker does not).
 """
+import bisect
 import collections
 import gc
 import hashlib
@@ -142,6 +143,14 @@ def _digest(arrays, spec):
     return hashlib.sha256(v).hexdigest()
 
 
+def _run_threads(body, n):
+    threads = [threading.Thread(target=body, args=(t,)) for t in range(n)]
+    for th in threads:
+        th.start()
+    for th in threads:
+        th.join()
+
+
 def _any_overlap(intervals):
     """Whether any two of the (start, end) intervals share an instant."""
     end = None
@@ -150,6 +159,44 @@ def _any_overlap(intervals):
             return True
         end = b if end is None else max(end, b)
     return False
+
+
+class _GilProbe:
+    """A thread that reads the clock each time it holds the GIL, about every 0.1 ms while it runs.
+    A reading inside a call's span means the call let other Python run: it released the GIL, so
+    its calls can overlap another thread's, and a phase in which none did is worth running again."""
+
+    def __init__(self):
+        self.samples = []
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+
+    def _run(self):
+        while not self._stop.is_set():
+            self.samples.append(time.perf_counter())
+            time.sleep(1e-4)
+
+    def __enter__(self):
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc):
+        self._stop.set()
+        self._thread.join()
+
+    def inside(self, spans):
+        """Whether a reading fell strictly inside any of the (start, end) spans."""
+        samples = self.samples
+        for a, b in spans:
+            i = bisect.bisect_right(samples, a)
+            if i < len(samples) and samples[i] < b:
+                return True
+        return False
+
+
+# how many times more runs a concurrent phase gets once its calls are seen to release the GIL:
+# on a loaded machine a released thread may not be scheduled before the other's call ends
+RELEASED_AGAIN = 8
 
 
 def run_phases(mod, case, arrays, again=0):
@@ -162,17 +209,20 @@ def run_phases(mod, case, arrays, again=0):
     Released together is not running together: on a loaded machine the scheduler may run one
     thread's call to its end before the other starts. A concurrent phase in which no two threads'
     calls overlapped in time runs again, up to `again` times (the plan's `phase_again`: check's
-    runs; the bench's quick gate makes none), every run's calls judged (each
+    runs; the bench's quick gate makes none), or RELEASED_AGAIN times that once a call is seen to
+    release the GIL (_GilProbe), every run's calls judged (each
     call writes what it always writes, and differently from the call before it, so a call skipped
     in any run shows); `overlaps` says how many rounds overlapped in each phase."""
     calls, overlaps = [], []
     t0 = time.perf_counter()
+    released = False   # some call of a concurrent phase let other Python run (_GilProbe)
     for phase in case["phases"]:
         per_thread = [[(c, getattr(mod, c["fn"]), [make_arg(arrays, a) for a in c["args"]]) for c in cl]
                       for cl in phase["threads"]]
         n = len(per_thread)
         rounds = bool(phase.get("rounds"))
-        for attempt in range(1 + (again if n > 1 and rounds else 0)):
+        runs = 1 + (again * RELEASED_AGAIN if n > 1 and rounds else 0)
+        for attempt in range(runs):
             out = [[] for _ in per_thread]
             spans = [[] for _ in per_thread]
             barrier = threading.Barrier(n)
@@ -194,18 +244,21 @@ def run_phases(mod, case, arrays, again=0):
 
             if n == 1:
                 body(0)
+            elif not rounds or not again:
+                _run_threads(body, n)
             else:
-                threads = [threading.Thread(target=body, args=(t,)) for t in range(n)]
-                for th in threads:
-                    th.start()
-                for th in threads:
-                    th.join()
+                with _GilProbe() as probe:
+                    _run_threads(body, n)
+                released = released or probe.inside([sp for s in spans for sp in s])
             calls += [c for cl in out for c in cl]
             if n == 1 or not rounds:
                 break
             together = sum(1 for r in range(min(len(s) for s in spans)) if _any_overlap([s[r] for s in spans]))
-            overlaps.append({"threads": n, "run": attempt + 1, "rounds_overlapped": together})
-            if together:
+            overlaps.append({"threads": n, "run": attempt + 1, "rounds_overlapped": together,
+                             "gil_released": released})
+            # calls that hold the GIL cannot overlap: `again` runs as before; calls that release it
+            # get RELEASED_AGAIN times as many to find an overlap
+            if together or (attempt >= again and not released):
                 break
     return {"seconds": time.perf_counter() - t0, "calls": calls, "overlaps": overlaps}
 
