@@ -66,7 +66,7 @@ const SPIN_AND_MARK: &str = r#"    m.def("_spin", [] {
 #[test]
 fn the_host_speed_gate_cannot_be_bought() {
     let Some(py) = python() else { return };
-    let _cpu = crate::util::cpu_alone(); // four service benches
+    let _cpu = crate::util::cpu_alone(); // four service benches, timed
     let env = project();
     let base = std::fs::read_to_string(env.path().join(KV)).expect("read");
     assert_eq!(base.matches(MODULE).count(), 1);
@@ -94,23 +94,6 @@ fn the_host_speed_gate_cannot_be_bought() {
             1,
         );
     plant(&env, "releases-the-gil-then-sleeps", "concurrency", KV, &sleeps);
-    // every transfer seen before, by its three addresses: a repeat is skipped. Kept in a Python
-    // set (a C++ `static` would be refused at static: `memo-in-a-static`)
-    let memo = r#"    {
-        py::object key = py::make_tuple(size_t(pool.data), size_t(page_ids.data), size_t(out.data));
-        py::object seen = py::module_::import("sys").attr("__dict__").attr("setdefault")("_kv_seen", py::set());
-        if (seen.attr("__contains__")(key).cast<bool>()) return;
-        seen.attr("add")(key);
-    }
-"#;
-    plant(&env, "memo-by-address", "concurrency", KV, &base.replacen(GATHER_LOOP, &format!("{memo}{GATHER_LOOP}"), 1));
-    let memo = "    static std::set<std::tuple<const uint8_t*, const uint8_t*, const uint8_t*>> seen;\n    \
-                if (!seen.insert({pool.data, page_ids.data, out.data}).second) return;\n";
-    let memo_text = base
-        .replace("#include <vector>\n", "#include <vector>\n#include <set>\n#include <tuple>\n")
-        .replacen(GATHER_LOOP, &format!("{memo}{GATHER_LOOP}"), 1);
-    plant(&env, "memo-in-a-static", "concurrency", KV, &memo_text);
-
     let (report, _) = validate(&env, &py, &["--pending", "--seeds", "1", "--no-consistency", "--timeout", "900"]);
     let reason = |id: &str| by_id(&report, id)["verdict"]["reason"].as_str().unwrap_or("").to_string();
     let speed = |id: &str| gate(by_id(&report, id), "speed").clone();
@@ -154,20 +137,6 @@ fn the_host_speed_gate_cannot_be_bought() {
     let gbps = |side: &str| s[side]["transfer_gbps"].as_f64().unwrap_or(f64::NAN);
     assert!(gbps("after") < gbps("before"), "the transfers slow ({} -> {} GB/s): {r}", gbps("before"), gbps("after"));
 
-    // class 2: a memo of earlier transfers skips a call that must copy again: caught by check's
-    // repeated concurrent phase (a module that holds the GIL never overlaps, so the phase runs
-    // again with the same calls) or, else, by the service's exchange ring
-    let ev = by_id(&report, "memo-by-address");
-    let r = reason("memo-by-address");
-    match verdict(ev) {
-        (kind, gate) if kind == "rejected" && gate == "correctness" => {
-            assert!(r.contains("wrote bytes that differ from the reference"), "{r}")
-        }
-        (kind, gate) if kind == "rejected" && gate == "speed" => {
-            assert!(r.contains("state differs from the reference replay"), "{r}")
-        }
-        other => panic!("memo-by-address: {other:?}: {ev:#}"),
-    }
     // class 1: the baseline's history is the catalog's, one row per bench key (baseline build,
     // service, shape, machine), a figure per unflagged bench
     let conn = rusqlite::Connection::open(env.db()).expect("open the catalog");
@@ -181,8 +150,7 @@ fn the_host_speed_gate_cannot_be_bought() {
     let machine: Value = serde_json::from_str(machine).expect("machine");
     assert_eq!(kernel, "kv_transfer");
     assert!(machine["cpus"].as_u64().is_some_and(|n| n > 0) && machine["host"].is_string(), "{machine}");
-    // the twin, the module that slows the other and the one that sleeps were benched (the memo too,
-    // if check's repeated phase let it through)
+    // the twin, the module that slows the other and the one that sleeps were benched
     assert!(figures.len() >= 3 && figures.iter().all(|f| *f > 0.0), "{figures:?}");
     assert!(figures.iter().any(|f| (f / honest_base - 1.0).abs() < 1e-9), "the twin's baseline: {figures:?}");
     // a history far above today's figures (as if the machine had always served 20x more): the
@@ -200,7 +168,50 @@ fn the_host_speed_gate_cannot_be_bought() {
         .query_row("SELECT requests_per_s FROM host_baselines WHERE key = ?1", [key], |r| r.get(0))
         .expect("history");
     assert_eq!(serde_json::from_str::<Vec<f64>>(&after).expect("figures"), vec![honest_base * 20.0; 3]);
+}
 
+/// The memos: wrong results that only a repeated call shows, caught before any timing (their
+/// test, apart from the timed one above, needs no CPU of its own).
+#[test]
+fn a_memo_of_earlier_transfers_is_caught_before_the_speed_gate() {
+    let Some(py) = python() else { return };
+    let _cpu = crate::util::cpu_heavy();
+    let env = project();
+    let base = std::fs::read_to_string(env.path().join(KV)).expect("read");
+    assert_eq!(base.matches(GATHER_LOOP).count(), 1);
+    // every transfer seen before, by its three addresses: a repeat is skipped. Kept in a Python
+    // set (a C++ `static` would be refused at static: `memo-in-a-static`)
+    let memo = r#"    {
+        py::object key = py::make_tuple(size_t(pool.data), size_t(page_ids.data), size_t(out.data));
+        py::object seen = py::module_::import("sys").attr("__dict__").attr("setdefault")("_kv_seen", py::set());
+        if (seen.attr("__contains__")(key).cast<bool>()) return;
+        seen.attr("add")(key);
+    }
+"#;
+    plant(&env, "memo-by-address", "concurrency", KV, &base.replacen(GATHER_LOOP, &format!("{memo}{GATHER_LOOP}"), 1));
+    let memo = "    static std::set<std::tuple<const uint8_t*, const uint8_t*, const uint8_t*>> seen;\n    \
+                if (!seen.insert({pool.data, page_ids.data, out.data}).second) return;\n";
+    let memo_text = base
+        .replace("#include <vector>\n", "#include <vector>\n#include <set>\n#include <tuple>\n")
+        .replacen(GATHER_LOOP, &format!("{memo}{GATHER_LOOP}"), 1);
+    plant(&env, "memo-in-a-static", "concurrency", KV, &memo_text);
+
+    let (report, _) = validate(&env, &py, &["--pending", "--seeds", "1", "--no-consistency", "--timeout", "900"]);
+    let reason = |id: &str| by_id(&report, id)["verdict"]["reason"].as_str().unwrap_or("").to_string();
+    // class 2: a memo of earlier transfers skips a call that must copy again: caught by check's
+    // repeated concurrent phase (a module that holds the GIL never overlaps, so the phase runs
+    // again with the same calls) or, else, by the service's exchange ring
+    let ev = by_id(&report, "memo-by-address");
+    let r = reason("memo-by-address");
+    match verdict(ev) {
+        (kind, gate) if kind == "rejected" && gate == "correctness" => {
+            assert!(r.contains("wrote bytes that differ from the reference"), "{r}")
+        }
+        (kind, gate) if kind == "rejected" && gate == "speed" => {
+            assert!(r.contains("state differs from the reference replay"), "{r}")
+        }
+        other => panic!("memo-by-address: {other:?}: {ev:#}"),
+    }
     // class 4: the same memo in a C++ `static` is state no check of single calls sees
     let ev = by_id(&report, "memo-in-a-static");
     assert_eq!(verdict(ev), ("rejected".to_string(), "static".to_string()), "{ev:#}");

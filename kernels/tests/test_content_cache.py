@@ -72,3 +72,17 @@ def test_the_suite_keeps_its_caches_out_of_the_users_home():
         chosen = cachedir.content_cache(kind)
         assert home not in chosen.parents, chosen
         assert chosen == SUITE_CACHE / kind, chosen
+
+
+def test_a_host_build_entry_without_its_module_is_built_again(monkeypatch, tmp_path):
+    """An entry directory whose module is gone (a cleaner, a copy cut short) is a miss that the next
+    build replaces, never an error that fails every later build of those bytes."""
+    from kernels.harness.host import build as hostbuild
+    monkeypatch.setenv("KIDIOM_CONTENT_CACHE", str(tmp_path))
+    m = find_manifest("kv_transfer")
+    so, info = hostbuild.build(m)
+    assert so.is_file() and so.parent.parent.parent == tmp_path / "host-build"
+    so.unlink()   # build.txt stays: the directory is there, its module is not
+    again, info = hostbuild.build(m)
+    assert again == so and so.is_file() and info["cached"] is False
+    assert hostbuild.build(m)[1]["cached"] is True

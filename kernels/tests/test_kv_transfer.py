@@ -61,6 +61,10 @@ PLANTED = {
                               + "\n        pool.data[static_cast<size_t>(page_id(page_ids, i)) * p.page_bytes] ^= 1;")],
                             "pool: "),
 }
+# every gather raises, after 30 ms: the check has its verdict after a few cases
+FAILS_EVERY_CALL = [("#include <vector>\n", "#include <vector>\n#include <chrono>\n#include <stdexcept>\n#include <thread>\n"),
+                    (GATHER_FIRST, "std::this_thread::sleep_for(std::chrono::milliseconds(30));\n    "
+                     'throw std::runtime_error("always");\n    ' + GATHER_FIRST)]
 HANG = [(GATHER_FIRST, "volatile bool spin = true;\n    while (spin) {}\n    " + GATHER_FIRST)]
 RACE = [("    if (p.page_bytes == 0) return;\n    for (size_t i = 0; i < n; ++i) {\n        const uint8_t* src",
          "    static size_t calls = 0;\n    calls = calls + 1;   // unsynchronised once the GIL is released\n"
@@ -81,6 +85,10 @@ def sources(tmp_path_factory):
     for old, new in HANG:
         t = edit(t, old, new)
     texts["hang"] = t
+    t = base
+    for old, new in FAILS_EVERY_CALL:
+        t = edit(t, old, new)
+    texts["fails-every-call"] = t
     texts["release-gil"] = release_gil(base)
     t = texts["release-gil"]
     for old, new in RACE:
@@ -176,6 +184,25 @@ def test_planted_bug_is_caught(name, sources):
         first = next(f for f in out["failures"] if "SIGSEGV" in f)
         assert re.match(r"gather/\S+ P=\d+ B=\d+ N=\d+ seed=3: candidate process died with SIGSEGV", first), first
     print(f"\n{name} -> {out['failures'][0][:200]}")
+
+
+def test_a_check_stops_once_its_verdict_is_made(sources):
+    """Once STOP_AFTER_FAILED cases have failed the rest are not run (the worker is stopped when its
+    progress shows them, so a few more may finish first), and ThreadSanitizer, which could only add
+    failures, is not run either: both say so. (A candidate that fails fewer cases has them all run:
+    tests/trust.rs's `skips-at-bench-count` is caught by the last cases, the bench's sizes.)"""
+    rc, out = harness("check", "--kernel", "kv_transfer", "--source", str(sources["fails-every-call"]), "--seed", "3",
+                      "--json")
+    assert rc == 1 and out["status"] == "failed", out.get("error") or out.get("status")
+    failed = [c for c in out["cases"] if c["failures"] and not c["failures"][0].startswith("not run")]
+    why = f"the candidate had already failed {len(failed)} cases"
+    not_run = [c for c in out["cases"] if c["failures"][:1] == [f"not run: {why}"]]
+    assert len(failed) >= host.STOP_AFTER_FAILED, [c["failures"] for c in failed]
+    assert all("RuntimeError: always" in "".join(c["failures"]) for c in failed), [c["failures"] for c in failed]
+    passed = [c for c in out["cases"] if c["passed"]]
+    assert not_run and len(failed) + len(not_run) + len(passed) == len(out["cases"]), len(out["cases"])
+    assert out["failures"][-1] == f"{len(not_run)} cases not run: {why}", out["failures"]
+    assert out["tsan"]["ran"] is False and "could not change the verdict" in out["tsan"]["reason"], out["tsan"]
 
 
 def test_hang_is_killed_at_the_deadline(sources):

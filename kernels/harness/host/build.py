@@ -280,8 +280,9 @@ def _build_unlocked(manifest, src, sources, flags, diag, root, final_dir, so_nam
             try:
                 os.rename(tmp, final_dir)          # atomic: the directory appears complete or not at all
             except OSError:
-                if not so.exists():                # not "another build won the race"
-                    raise
+                if not so.exists():                # not "another build won the race": an entry without
+                    shutil.rmtree(final_dir, ignore_errors=True)   # its module, replaced under the key's lock
+                    os.rename(tmp, final_dir)
         finally:
             if tmp.exists():
                 shutil.rmtree(tmp, ignore_errors=True)

@@ -56,6 +56,7 @@ DEVICE = "cpu (host)"
 MODE = "host"
 
 MAX_CRASHES = 3        # crashed workers before the remaining cases are given up
+STOP_AFTER_FAILED = 3  # check: failed cases after which the rest are not run (the verdict is made)
 
 
 def _tail(text, n=1500):
@@ -301,9 +302,12 @@ PHASE_AGAIN = 8   # check: further runs of a concurrent phase in which no two th
 
 
 def run_cases(so_path, module_name, cases, deadline, tsan_preload=None, tsan_log=None, no_aslr=False,
-              what="candidate", tolerance=None, phase_again=0):
+              what="candidate", tolerance=None, phase_again=0, stop_after=None):
     """Run `cases` on the module at `so_path` in sandboxed workers; judge them. A concurrent
     phase whose threads' calls never overlapped runs again, up to `phase_again` times (worker.run_phases).
+    With `stop_after`, cases are judged as they finish and the worker is stopped once that many
+    have failed: the rest could not turn the check into a pass, and a candidate whose calls are
+    slow would otherwise spend its whole time limit being rejected.
 
     Returns (case records, failures, info {workers, crashes, sandbox, stderr}). A crash fails
     the case that was running and the rest continue in a fresh worker; raises HostTimeout on a
@@ -320,11 +324,25 @@ def run_cases(so_path, module_name, cases, deadline, tsan_preload=None, tsan_log
                 "phase_again": int(phase_again)}
         records, failures = [None] * len(cases), []
         crashes, workers, sandbox, stderr, completed = 0, 0, {}, "", 0
+        judged = {}   # case index -> (record, failures), judged once whether live or after the run
+
+        def judged_case(i, ev):
+            if i not in judged:
+                judged[i] = judge(cases[i], ev, scratch, i, tolerance)
+            return judged[i]
+
+        def failed_enough(ev):
+            i = ev.get("done") if isinstance(ev, dict) else None
+            if not isinstance(i, int) or not 0 <= i < len(cases):
+                return False
+            judged_case(i, ev)
+            return sum(1 for _, f in judged.values() if f) >= stop_after
+
         start = 0
         while start < len(cases):
             plan["start"] = start
             wr = run_worker("check", scratch, plan, deadline, tsan_preload=tsan_preload, tsan_log=tsan_log,
-                            no_aslr=no_aslr)
+                            no_aslr=no_aslr, stop=failed_enough if stop_after else None)
             workers += 1
             sandbox, stderr = wr.sandbox, wr.stderr
             running = None
@@ -333,11 +351,20 @@ def run_cases(so_path, module_name, cases, deadline, tsan_preload=None, tsan_log
                     running = ev["start"]
                 elif "done" in ev:
                     i = ev["done"]
-                    rec, fails = judge(cases[i], ev, scratch, i, tolerance)
+                    rec, fails = judged_case(i, ev)
                     records[i] = rec
                     completed += 1
                     failures += [f"{cases[i].label}: {f}" for f in fails]
                     running = None
+            if wr.stopped:
+                failed = sum(1 for _, f in judged.values() if f)
+                rest = [i for i, r in enumerate(records) if r is None]
+                why = f"not run: the {what} had already failed {failed} cases"
+                for i in rest:
+                    records[i] = _not_run_record(cases[i], why)
+                if rest:
+                    failures.append(f"{len(rest)} cases not run: the {what} had already failed {failed} cases")
+                break
             if wr.timed_out:
                 where = f" in case {cases[running].label}" if running is not None else ""
                 raise HostTimeout(f"{what} timed out after {wr.seconds:.1f} s{where} (worker killed)")
@@ -555,11 +582,15 @@ def check_command(manifest, args, deadline):
     cases = make_cases(manifest, seeds) + bench_size_cases(manifest, seeds[0])
     so, info = hostbuild.build(manifest, args.source)
     records, failures, winfo = run_cases(so, manifest.entry, cases, deadline, tolerance=_tolerance(manifest),
-                                         phase_again=PHASE_AGAIN)
+                                         phase_again=PHASE_AGAIN, stop_after=STOP_AFTER_FAILED)
     out = {"seeds": seeds, "host": info, "sandbox": dict(winfo["sandbox"], workers=winfo["workers"],
                                                          crashes=winfo["crashes"])}
     if args.no_tsan:
         tsan, tfails = {"ran": False, "reason": "--no-tsan", "races": 0, "seconds": 0.0}, []
+    elif failures:
+        # a race found now could not change the verdict: the check has failed already
+        tsan, tfails = {"ran": False, "reason": "the cases failed: a race could not change the verdict", "races": 0,
+                        "seconds": 0.0}, []
     else:
         tsan, tfails = run_tsan(manifest, args.source, seeds, deadline)
     failures += tfails

@@ -31,6 +31,7 @@ class WorkerRun:
     stderr: str
     sandbox: dict = field(default_factory=dict)
     exit_report: dict = None
+    stopped: bool = False   # ended early by the caller's `stop` (see run_worker)
 
     @property
     def signal(self):
@@ -42,9 +43,12 @@ class WorkerRun:
         return sandbox.death_text(self.rc, self.exit_report)
 
 
-def run_worker(mode, scratch, plan, deadline, tsan_preload=None, tsan_log=None, no_aslr=False, cpus=None):
+def run_worker(mode, scratch, plan, deadline, tsan_preload=None, tsan_log=None, no_aslr=False, cpus=None,
+               stop=None):
     """Run worker.py `mode` on `plan` in `scratch` until it exits or `deadline`
-    (time.monotonic()) passes; the worker's whole process group is killed in the end."""
+    (time.monotonic()) passes; the worker's whole process group is killed in the end. `stop`, when
+    given, sees each progress event as it is written and ends the worker early by returning True
+    (the run is then `stopped`): what it has already reported cannot be unsaid by the rest."""
     scratch = Path(scratch)
     out_dir, _ = sandbox.writable_dirs(scratch)   # the worker writes only there (and in work/)
     (scratch / "plan.json").write_text(json.dumps(plan))
@@ -72,9 +76,12 @@ def run_worker(mode, scratch, plan, deadline, tsan_preload=None, tsan_log=None, 
     with open(scratch / "stdout.txt", "wb") as out, open(scratch / "stderr.txt", "wb") as err:
         p = sandbox.spawn(cmd, cwd=scratch, env=sandbox.scrubbed_env(scratch, env_extra), stdin=subprocess.DEVNULL,
                           stdout=out, stderr=err, preexec_fn=sandbox.preexec(limits))
-        timed_out = False
+        timed_out = stopped = False
         try:
-            rc = p.wait(timeout=budget)
+            if stop is None:
+                rc = p.wait(timeout=budget)
+            else:
+                rc, stopped = _wait_watching(p, t0 + budget, out_dir / "progress.jsonl", stop)
         except subprocess.TimeoutExpired:
             timed_out = True
             rc = None
@@ -88,7 +95,38 @@ def run_worker(mode, scratch, plan, deadline, tsan_preload=None, tsan_log=None, 
     exit_report = next((ev["exit"] for ev in reversed(tramp) if "exit" in ev), None)
     stderr = (scratch / "stderr.txt").read_text(errors="replace")
     return WorkerRun(rc=rc, timed_out=timed_out, seconds=seconds, progress=progress, stderr=stderr, sandbox=info,
-                     exit_report=exit_report)
+                     exit_report=exit_report, stopped=stopped)
+
+
+POLL_S = 0.05   # how often a watched worker's progress is read
+
+
+def _wait_watching(p, until, progress_path, stop):
+    """(exit code or None, stopped): waits for `p` until the monotonic `until`, handing each
+    complete progress line to `stop` as it appears; raises TimeoutExpired at `until`."""
+    seen = 0
+    while True:
+        try:
+            rc = p.wait(timeout=max(0.0, min(POLL_S, until - time.monotonic())))
+            return rc, False
+        except subprocess.TimeoutExpired:
+            if time.monotonic() >= until:
+                raise
+        try:
+            with open(progress_path, "rb") as f:
+                f.seek(seen)
+                chunk = f.read()
+        except OSError:
+            continue
+        end = chunk.rfind(b"\n") + 1   # whole lines only: the rest is still being written
+        seen += end
+        for line in chunk[:end].splitlines():
+            try:
+                ev = json.loads(line)
+            except ValueError:
+                continue
+            if stop(ev):
+                return None, True
 
 
 def _jsonl(path):
