@@ -108,17 +108,63 @@ impl Lcg {
     }
 }
 
-/// Tests that time something on this CPU (the host speed gate) take this lock
-/// for writing; the CPU-heavy tests (Triton's interpreter) take it for
-/// reading. On two cores a measurement shared with them measures them.
-pub static CPU_TIMING: std::sync::RwLock<()> = std::sync::RwLock::new(());
+/// The CPU as the whole suite shares it: this binary's test threads and the kernel
+/// tests' pytest workers, which `scripts/test.sh` runs beside them
+/// (kernels/tests/conftest.py takes the same locks). A test that times something
+/// on this CPU (the host speed gate) takes it alone; the CPU-heavy tests take a
+/// share; on two cores a measurement shared with them measures them. Two lock
+/// files: `gate`, held by whoever enters while it takes its lock on `cpu`, and
+/// for its whole test by one that takes `cpu` alone, so that no new share
+/// starts while it waits or runs (a timed test is never starved by a stream of
+/// shares); `cpu`, shared or exclusive. Released when the guard drops.
+pub struct CpuGuard {
+    _gate: Option<std::fs::File>,
+    _cpu: std::fs::File,
+}
+
+/// Where the suite's CPU locks live (under `target/`, as the content cache).
+pub fn cpu_locks() -> PathBuf {
+    Path::new(env!("CARGO_TARGET_TMPDIR")).join("kidiom-cpu-locks")
+}
+
+fn cpu_lock(alone: bool) -> CpuGuard {
+    use std::io::Write;
+    let dir = cpu_locks();
+    std::fs::create_dir_all(&dir).expect("the suite's lock directory");
+    let open = |name: &str| {
+        std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(dir.join(name))
+            .unwrap_or_else(|e| panic!("{}: {e}", dir.join(name).display()))
+    };
+    let (gate, cpu) = (open("gate"), open("cpu"));
+    let asked = std::time::Instant::now();
+    gate.lock().expect("lock the gate");
+    let guard = if alone {
+        cpu.lock().expect("the CPU alone");
+        CpuGuard { _gate: Some(gate), _cpu: cpu }
+    } else {
+        cpu.lock_shared().expect("a share of the CPU");
+        CpuGuard { _gate: None, _cpu: cpu }
+    };
+    // the wait, by test (libtest names each test's thread after it), so that the suite's time
+    // table (bench/test_times.py) can tell a test's own time from its time in this queue
+    let waited = asked.elapsed().as_secs_f64();
+    if waited >= 0.1 {
+        let name = std::thread::current().name().unwrap_or("?").to_string();
+        let line = format!("rust\t{name}\t{waited:.3}\n");
+        let _ = open("waits.tsv").write_all(line.as_bytes());
+    }
+    guard
+}
 
 /// A share of the CPU alongside other heavy tests.
-pub fn cpu_heavy() -> std::sync::RwLockReadGuard<'static, ()> {
-    CPU_TIMING.read().unwrap_or_else(|e| e.into_inner())
+pub fn cpu_heavy() -> CpuGuard {
+    cpu_lock(false)
 }
 
 /// The CPU alone, for a timed test.
-pub fn cpu_alone() -> std::sync::RwLockWriteGuard<'static, ()> {
-    CPU_TIMING.write().unwrap_or_else(|e| e.into_inner())
+pub fn cpu_alone() -> CpuGuard {
+    cpu_lock(true)
 }

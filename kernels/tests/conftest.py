@@ -5,11 +5,13 @@ GPU under Triton's interpreter with TF32-faithful dots and the bounds check, as 
 them. TRITON_INTERPRET=1 is set here too, for the tests that import a kernel module directly.
 GPU-only tests skip with a printed reason.
 """
+import fcntl
 import importlib.util
 import os
 import re
 import subprocess
 import sys
+import time
 import json
 from pathlib import Path
 
@@ -41,6 +43,31 @@ os.environ.pop("KIDIOM_CONTENT_CACHE", None)
 # (test_content_cache.py), so one can stand only for exactly its own bytes.
 SUITE_CACHE = ROOT / "target" / "tmp" / "kidiom-content-cache"
 os.environ["KIDIOM_CACHE"] = str(SUITE_CACHE)
+
+# The CPU as the whole suite shares it (tests/util.rs, `cpu_heavy` and `cpu_alone`): scripts/test.sh runs
+# these tests beside the Rust tests, and a Rust test that times something on this CPU takes it alone.
+# Each test here takes a share: `gate` for a moment (held for its whole test by one that takes the CPU
+# alone, so no new share starts while it waits), then `cpu` shared.
+SUITE_LOCKS = ROOT / "target" / "tmp" / "kidiom-cpu-locks"
+
+
+@pytest.fixture(autouse=True)
+def _a_share_of_the_cpu(request):
+    SUITE_LOCKS.mkdir(parents=True, exist_ok=True)
+    asked = time.monotonic()
+    with open(SUITE_LOCKS / "gate", "ab") as gate:
+        fcntl.flock(gate, fcntl.LOCK_EX)
+        cpu = open(SUITE_LOCKS / "cpu", "ab")
+        fcntl.flock(cpu, fcntl.LOCK_SH)
+    waited = time.monotonic() - asked
+    if waited >= 0.1:   # the suite's time table tells a test's own time from its wait (bench/test_times.py)
+        with open(SUITE_LOCKS / "waits.tsv", "a") as f:
+            f.write(f"pytest\t{request.node.nodeid}\t{waited:.3f}\n")
+    try:
+        yield
+    finally:
+        cpu.close()
+
 
 needs_gpu = pytest.mark.skipif(not HAS_CUDA, reason="needs a CUDA GPU with torch (none here)")
 
