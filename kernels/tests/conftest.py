@@ -51,18 +51,26 @@ os.environ["KIDIOM_CACHE"] = str(SUITE_CACHE)
 SUITE_LOCKS = ROOT / "target" / "tmp" / "kidiom-cpu-locks"
 
 
-@pytest.fixture(autouse=True)
-def _a_share_of_the_cpu(request):
-    SUITE_LOCKS.mkdir(parents=True, exist_ok=True)
+def take_a_share(locks, name):
+    """A share of the CPU under the lock directory `locks`: the open `cpu` file holding it (closing it
+    lets go). A wait of 0.1 s or more is recorded in `waits.tsv` under `name`, so the suite's time table
+    tells a test's own time from its wait (bench/test_times.py)."""
+    locks.mkdir(parents=True, exist_ok=True)
     asked = time.monotonic()
-    with open(SUITE_LOCKS / "gate", "ab") as gate:
+    with open(locks / "gate", "ab") as gate:
         fcntl.flock(gate, fcntl.LOCK_EX)
-        cpu = open(SUITE_LOCKS / "cpu", "ab")
+        cpu = open(locks / "cpu", "ab")
         fcntl.flock(cpu, fcntl.LOCK_SH)
     waited = time.monotonic() - asked
-    if waited >= 0.1:   # the suite's time table tells a test's own time from its wait (bench/test_times.py)
-        with open(SUITE_LOCKS / "waits.tsv", "a") as f:
-            f.write(f"pytest\t{request.node.nodeid}\t{waited:.3f}\n")
+    if waited >= 0.1:
+        with open(locks / "waits.tsv", "a") as f:
+            f.write(f"pytest\t{name}\t{waited:.3f}\n")
+    return cpu
+
+
+@pytest.fixture(autouse=True)
+def _a_share_of_the_cpu(request):
+    cpu = take_a_share(SUITE_LOCKS, request.node.nodeid)
     try:
         yield
     finally:
