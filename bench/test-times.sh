@@ -9,8 +9,7 @@
 #
 # Writes phases.tsv, rust/<binary>.jsonl, pytest.xml, and prints the table bench/test_times.py
 # makes of them (the slowest tests, and the totals by phase). Run it on an idle machine: the figures
-# are wall-clock seconds on however many cores there are (CI has 2). As in scripts/test.sh, pytest runs
-# beside the Rust test binaries, so the phases overlap: wall.txt holds the whole run's wall time.
+# are wall-clock seconds on however many cores there are (CI has 2); wall.txt holds the whole run's.
 set -euo pipefail
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$root"
@@ -60,9 +59,6 @@ for line in open(sys.argv[1]):
         name = m["target"]["name"] + ("-" + m["target"]["kind"][0] if m["target"]["kind"][0] != "lib" else "")
         print(f"{name}\t{os.path.dirname(m['manifest_path'])}\t{m['executable']}")
 PY
-# pytest beside the Rust tests, as scripts/test.sh runs them (the suite's CPU locks share the CPU)
-phase pytest .venv/bin/python -m pytest kernels/tests -q -n 2 --junitxml="$out/pytest.xml" &
-pytest_job=$!
 while IFS=$'\t' read -r name dir exe; do
   phase "test:$name" sh -c "cd '$dir' && RUSTC_BOOTSTRAP=1 '$exe' -Z unstable-options --format json --report-time \
     > '$root/$out/rust/$name.jsonl'"
@@ -71,7 +67,7 @@ phase doctests cargo test --workspace --locked --doc -q
 # (this run's own folder has no README yet: you write it, with `bench/readme.py` filling its numbers)
 mapfile -t runs < <(ls -d bench/runs/*/ | grep -vxF "$out/")
 phase bench-readmes .venv/bin/python bench/readme.py --check "${runs[@]}"
-wait "$pytest_job"
+phase pytest .venv/bin/python -m pytest kernels/tests -q -n 2 --junitxml="$out/pytest.xml"
 cp "$locks/waits.tsv" "$out/waits.tsv"
 awk -v a="$started" -v b="$EPOCHREALTIME" 'BEGIN { printf "%.1f\n", b - a }' > "$out/wall.txt"
 .venv/bin/python bench/test_times.py "$out"

@@ -108,9 +108,10 @@ impl Lcg {
     }
 }
 
-/// The CPU as the whole suite shares it: this binary's test threads and the kernel
-/// tests' pytest workers, which `scripts/test.sh` runs beside them
-/// (kernels/tests/conftest.py takes the same locks). A test that times something
+/// The CPU as the whole suite shares it: this binary's test threads and, in a
+/// run beside them, the kernel tests' pytest workers (kernels/tests/conftest.py
+/// takes the same locks for each test's body; `scripts/test.sh` runs them after
+/// this binary, as their module fixtures are not covered). A test that times something
 /// on this CPU (the host speed gate) takes it alone; the CPU-heavy tests take a
 /// share; on two cores a measurement shared with them measures them. Two lock
 /// files: `gate`, held by whoever enters while it takes its lock on `cpu`, and
