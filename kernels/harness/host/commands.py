@@ -331,12 +331,15 @@ def run_cases(so_path, module_name, cases, deadline, tsan_preload=None, tsan_log
                 judged[i] = judge(cases[i], ev, scratch, i, tolerance)
             return judged[i]
 
+        def n_failed():
+            return sum(1 for _, f in judged.values() if f)
+
         def failed_enough(ev):
             i = ev.get("done") if isinstance(ev, dict) else None
             if not isinstance(i, int) or not 0 <= i < len(cases):
                 return False
             judged_case(i, ev)
-            return sum(1 for _, f in judged.values() if f) >= stop_after
+            return n_failed() >= stop_after
 
         start = 0
         while start < len(cases):
@@ -357,13 +360,12 @@ def run_cases(so_path, module_name, cases, deadline, tsan_preload=None, tsan_log
                     failures += [f"{cases[i].label}: {f}" for f in fails]
                     running = None
             if wr.stopped:
-                failed = sum(1 for _, f in judged.values() if f)
                 rest = [i for i, r in enumerate(records) if r is None]
-                why = f"not run: the {what} had already failed {failed} cases"
+                why = f"not run: the {what} had already failed {n_failed()} cases"
                 for i in rest:
                     records[i] = _not_run_record(cases[i], why)
                 if rest:
-                    failures.append(f"{len(rest)} cases not run: the {what} had already failed {failed} cases")
+                    failures.append(f"{len(rest)} cases {why}")
                 break
             if wr.timed_out:
                 where = f" in case {cases[running].label}" if running is not None else ""
