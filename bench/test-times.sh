@@ -15,6 +15,7 @@ root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$root"
 out="${1:-bench/runs/$(date +%F)-tests}"
 mkdir -p "$out/rust"
+out="$(cd "$out" && pwd)"   # the test binaries run from their package's directory
 phases="$out/phases.tsv"
 : > "$phases"
 phase() {   # phase NAME CMD...: runs CMD, appends "NAME<TAB>seconds<TAB>exit" to phases.tsv
@@ -34,18 +35,12 @@ phase setup-python scripts/setup-python.sh
 phase setup-python-triton36 env KIDIOM_VENV="$root/.venv-triton36" \
   KIDIOM_REQUIREMENTS=kernels/requirements-triton36.txt scripts/setup-python.sh
 phase setup-chromium scripts/setup-chromium.sh
-export KIDIOM_PYTHON="$root/.venv/bin/python"
-export KIDIOM_TRITON36_PYTHON="$root/.venv-triton36/bin/python"
-export PATH="$root/.venv/bin:$PATH"
-# as scripts/test.sh: no incremental state written by a first build
-if [ ! -d target/debug ] && [ -z "${CARGO_INCREMENTAL:-}" ]; then
-  export CARGO_INCREMENTAL=0
-fi
+. scripts/test-env.sh
 phase fmt cargo fmt --all -- --check
 phase clippy cargo clippy --workspace --all-targets --locked -- -D warnings
 # the test binaries as `cargo test` builds them, then each run from its package's directory
 tmp="$(mktemp -d)"
-trap 'rm -rf "$tmp"' EXIT
+trap 'rm -rf "$tmp" "$suite_scratch"' EXIT
 cargo_json="$tmp/build.json"
 phase build-tests sh -c "cargo test --workspace --locked --no-run --message-format=json > '$cargo_json'"
 .venv/bin/python - "$cargo_json" > "$tmp/binaries.tsv" <<'PY'
@@ -61,13 +56,13 @@ for line in open(sys.argv[1]):
 PY
 while IFS=$'\t' read -r name dir exe; do
   phase "test:$name" sh -c "cd '$dir' && RUSTC_BOOTSTRAP=1 '$exe' -Z unstable-options --format json --report-time \
-    > '$root/$out/rust/$name.jsonl'"
+    > '$out/rust/$name.jsonl'"
 done < "$tmp/binaries.tsv"
 phase doctests cargo test --workspace --locked --doc -q
 # (this run's own folder has no README yet: you write it, with `bench/readme.py` filling its numbers)
-mapfile -t runs < <(ls -d bench/runs/*/ | grep -vxF "$out/")
+mapfile -t runs < <(for d in bench/runs/*/; do [ "$(cd "$d" && pwd)" = "$out" ] || echo "$d"; done)
 phase bench-readmes .venv/bin/python bench/readme.py --check "${runs[@]}"
-phase pytest .venv/bin/python -m pytest kernels/tests -q -n 2 --junitxml="$out/pytest.xml"
+phase pytest .venv/bin/python -m pytest kernels/tests -q -n "$test_jobs" --junitxml="$out/pytest.xml"
 cp "$locks/waits.tsv" "$out/waits.tsv"
 awk -v a="$started" -v b="$EPOCHREALTIME" 'BEGIN { printf "%.1f\n", b - a }' > "$out/wall.txt"
 .venv/bin/python bench/test_times.py "$out"

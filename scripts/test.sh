@@ -11,16 +11,8 @@ scripts/setup-python.sh
 # The GPU machine's Triton (3.6), for the tests that emit launch specs under it too.
 KIDIOM_VENV="$root/.venv-triton36" KIDIOM_REQUIREMENTS=kernels/requirements-triton36.txt scripts/setup-python.sh
 scripts/setup-chromium.sh
-# Tests that run Python tools (ast-grep, the harness) find them here.
-export KIDIOM_PYTHON="$root/.venv/bin/python"
-export KIDIOM_TRITON36_PYTHON="$root/.venv-triton36/bin/python"
-export PATH="$root/.venv/bin:$PATH"
-
-# A first build (a fresh clone, CI) has no incremental state to reuse: writing it costs 10% of the
-# cold build (97 -> 88 s on 2 cores). Later runs keep cargo's default, which rebuilds a change faster.
-if [ ! -d target/debug ] && [ -z "${CARGO_INCREMENTAL:-}" ]; then
-  export CARGO_INCREMENTAL=0
-fi
+. scripts/test-env.sh
+trap 'rm -rf "$suite_scratch"' EXIT
 
 echo "== cargo fmt --check"
 cargo fmt --all -- --check
@@ -35,5 +27,4 @@ echo "== bench READMEs agree with their raw files"
 # leave running (a Ray head), so a timed Rust test beside pytest measured them (a CI run's host bench:
 # noise floor 29.9%, the GIL release not accepted).
 echo "== pytest kernels/tests"
-# two workers: most tests wait on harness subprocesses, and cargo's tests are done by now
-.venv/bin/python -m pytest kernels/tests -q -n 2 --durations=15
+.venv/bin/python -m pytest kernels/tests -q -n "$test_jobs" --durations=15

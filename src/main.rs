@@ -15,6 +15,8 @@ mod progress;
 mod view;
 
 fn main() -> std::process::ExitCode {
+    // SAFETY: first thing in main, before any thread starts.
+    unsafe { kidiom_exec::scratch::prefer_memory_for_scratch() };
     kidiom_exec::remember_start_dir();
     cli::run(std::env::args_os())
 }

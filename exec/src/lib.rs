@@ -17,6 +17,8 @@
 //!   on a Ray cluster through one [`Fleet`] driver (`python -m
 //!   kernels.harness fleet`, docs/RAY.md), which takes harness calls
 //!   ([`HarnessTask`]) and commands ([`CommandJob`]).
+//! - [`scratch`] says where kidiom and its children keep scratch files: a
+//!   private directory on a RAM-backed tmpfs unless `TMPDIR` is set.
 //!
 //! This crate depends on no other kidiom crate: mining and validation both
 //! stand on it.
@@ -48,6 +50,7 @@ mod fleet;
 mod pipes;
 mod process;
 mod python;
+pub mod scratch;
 
 pub use error::{CommandError, Error, Result};
 pub use executor::{Executor, ParseExecutorError};

@@ -304,10 +304,13 @@ def test_a_concurrent_phase_runs_again_longer_only_for_calls_that_release_the_gi
     def holds_gil():   # builtin sum holds the GIL for its whole call: no other thread runs meanwhile
         return sum(range(20000)) * 0
 
+    def holds_gil_long():   # longer than the interpreter's 5 ms switch interval: a thread waiting for
+        return sum(range(2_000_000)) * 0   # the GIL asks for it meanwhile, and gets it at the return
+
     def released():    # sleep releases the GIL
         worker.time.sleep(2e-3)
 
-    mod = types.SimpleNamespace(holds_gil=holds_gil, released=released)
+    mod = types.SimpleNamespace(holds_gil=holds_gil, holds_gil_long=holds_gil_long, released=released)
 
     def overlaps(fn):
         call = {"label": fn, "fn": fn, "args": []}
@@ -321,6 +324,10 @@ def test_a_concurrent_phase_runs_again_longer_only_for_calls_that_release_the_gi
     monkeypatch.setattr(worker, "_any_overlap", lambda intervals: False)
     held, loaded = overlaps("holds_gil"), overlaps("released")
     # held: `again` more runs, as before, no release seen (its calls cannot overlap)
+    assert len(held) == 9 and not any(o["gil_released"] for o in held), held
+    # a call that holds the GIL past the switch interval is not taken for one that releases it (the
+    # waiting probe thread used to get the GIL between the call's return and the clock's reading)
+    held = overlaps("holds_gil_long")
     assert len(held) == 9 and not any(o["gil_released"] for o in held), held
     # released: RELEASED_AGAIN times as many runs to find an overlap
     assert len(loaded) == 1 + 8 * worker.RELEASED_AGAIN and loaded[-1]["gil_released"], len(loaded)

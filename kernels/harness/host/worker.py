@@ -164,12 +164,21 @@ def _any_overlap(intervals):
 class _GilProbe:
     """A thread that reads the clock each time it holds the GIL, about every 0.1 ms while it runs.
     A reading inside a call's span means the call let other Python run: it released the GIL, so
-    its calls can overlap another thread's, and a phase in which none did is worth running again."""
+    its calls can overlap another thread's, and a phase in which none did is worth running again.
+
+    While it runs, the interpreter's switch interval is a second: a thread waiting for the GIL
+    takes it only when its holder lets go (a call that releases it, a barrier, a sleep), not at
+    the holder's next bytecode once 5 ms have passed. A span is clocked in Python, so a forced
+    switch between the clock and the call, or between the return and the clock, would put a
+    reading inside the span of a call that holds the GIL (on a loaded machine, often)."""
+
+    SWITCH_INTERVAL = 1.0
 
     def __init__(self):
         self.samples = []
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, daemon=True)
+        self._interval = None
 
     def _run(self):
         while not self._stop.is_set():
@@ -177,12 +186,15 @@ class _GilProbe:
             time.sleep(1e-4)
 
     def __enter__(self):
+        self._interval = sys.getswitchinterval()
+        sys.setswitchinterval(self.SWITCH_INTERVAL)
         self._thread.start()
         return self
 
     def __exit__(self, *exc):
         self._stop.set()
         self._thread.join()
+        sys.setswitchinterval(self._interval)
 
     def inside(self, spans):
         """Whether a reading fell strictly inside any of the (start, end) spans."""
