@@ -560,6 +560,69 @@ def _store(key, ptx, cubin, info, sandbox_report):
         shutil.rmtree(tmp, ignore_errors=True)
 
 
+def _figures(manifest, ptx, cubin, log, target):
+    """What the harness itself reads from a compile's artifacts, with CUDA's tools of the Triton
+    wheel: {"cubin", "sass", "resources", "log"}. Triton's cubin is the compile's; a CUDA kernel's
+    is assembled here from its PTX. The spill report is Triton's own ptxas -v log when the compile
+    captured it (`log`), else ptxas -v on the PTX here (Triton's cubin comes from the same ptxas)."""
+    if manifest.language == "triton":
+        if log is None or not _PTXAS_INFO.search(log):
+            _, log = cudatools.ptxas(ptx, arch=target)
+    else:
+        cubin, log = cudatools.ptxas(ptx, arch=target)
+    return {"cubin": cubin, "sass": cudatools.cuobjdump_sass(cubin),
+            "resources": cudatools.resource_usage(cubin, log), "log": log, "tools": _tools(target)}
+
+
+def _tools(target):
+    """Which assemblers and disassembler read the artifacts (TRITON_PTXAS_PATH can move ptxas)."""
+    num = int("".join(c for c in target if c.isdigit()))
+    return [cudatools.tool("ptxas", num), cudatools.tool("cuobjdump")]
+
+
+# An entry's figures (SASS, resource usage, the ptxas log) beside its artifacts: a function of the
+# entry's bytes and of the tools that read them, whose paths the figures keep. Disassembling a
+# cubin costs more than the rest of a cached compile (nvdisasm: 30 of the suite's CPU seconds).
+_FIGURES = ("figures.cubin", "figures.sass", "figures.json")
+
+
+def _cached_figures(key, target):
+    d = cache_root() / key
+    try:
+        meta = json.loads((d / "figures.json").read_text())
+        figures = {"cubin": (d / "figures.cubin").read_bytes(), "sass": (d / "figures.sass").read_text()}
+    except (OSError, ValueError):
+        return None
+    if not isinstance(meta, dict) or not isinstance(meta.get("resources"), dict) or \
+            not isinstance(meta.get("log"), str) or not figures["cubin"] or not figures["sass"]:
+        return None   # absent or damaged: read from the artifacts again
+    try:
+        if meta.get("tools") != _tools(target):
+            return None   # other tools: their own figures
+    except FileNotFoundError:
+        return None
+    return {**figures, "resources": meta["resources"], "log": meta["log"]}
+
+
+def _store_figures(key, figures):
+    """Each file by an atomic rename, the JSON last: a reader that finds it finds the others."""
+    d = cache_root() / key
+    if not d.is_dir():
+        return   # the entry itself was not stored (a read-only cache)
+    payloads = {"figures.cubin": figures["cubin"], "figures.sass": figures["sass"].encode(),
+                "figures.json": json.dumps({k: figures[k] for k in ("resources", "log", "tools")}).encode()}
+    for name in _FIGURES:
+        try:
+            fd, tmp = tempfile.mkstemp(prefix=".fig-", dir=d)
+            with os.fdopen(fd, "wb") as f:
+                f.write(payloads[name])
+            os.replace(tmp, d / name)
+        except OSError:
+            with contextlib.suppress(OSError, UnboundLocalError):
+                os.unlink(tmp)
+            return
+
+
 def compile_kernel(manifest, source=None, arch=90, keep=None, deadline=None):
     """`compile`'s result object (see the module doc). `deadline`: time.monotonic() by which the
     sandboxed half must end (default: 30 minutes)."""
@@ -576,22 +639,18 @@ def compile_kernel(manifest, source=None, arch=90, keep=None, deadline=None):
         ptx, cubin, info, sandbox_report = compile_sandboxed(manifest, source, arch,
                                                              deadline or time.monotonic() + 1800)
         _store(key, ptx, cubin, info, sandbox_report)
-    if manifest.language == "triton":
-        # the spill report: Triton's own ptxas -v log when the compile captured it, else ptxas -v
-        # on Triton's PTX here (Triton's cubin comes from the same ptxas)
-        log = info.pop("ptxas_log", None) if isinstance(info.get("ptxas_log"), str) else None
-        if log is None or not _PTXAS_INFO.search(log):
-            _, log = cudatools.ptxas(ptx, arch=target)
-        out["triton"] = info
-    else:
-        cubin, log = cudatools.ptxas(ptx, arch=target)
-        out["cuda"] = info
-    sass = cudatools.cuobjdump_sass(cubin)
-    out["resources"] = cudatools.resource_usage(cubin, log)
+    log = info.pop("ptxas_log", None) if isinstance(info.get("ptxas_log"), str) else None
+    figures = _cached_figures(key, target) if hit is not None else None
+    if figures is None:
+        figures = _figures(manifest, ptx, cubin, log, target)
+        _store_figures(key, figures)
+    cubin, sass = figures["cubin"], figures["sass"]
+    out["triton" if manifest.language == "triton" else "cuda"] = info
+    out["resources"] = dict(figures["resources"])
     if "shared_bytes" in out.get("triton", {}):
         out["resources"]["shared_dynamic_bytes"] = out["triton"]["shared_bytes"]
     out["instructions"] = cudatools.instruction_mix(sass)
-    out["ptxas_log"] = log.strip()[-2000:]
+    out["ptxas_log"] = figures["log"].strip()[-2000:]
     out["ptx_lines"] = ptx.count("\n")
     out["sandbox"] = sandbox_report
     if keep:

@@ -33,9 +33,12 @@ is known here; blocks do uniform work and what the launch's parameters depend on
 reduced by the contract (our decode: K and V), so it is counted at the most reduced shape and
 scaled by blocks at the bench shape / blocks run.
 """
+import hashlib
 import json
 import os
 import secrets
+import subprocess
+import sys
 import time
 from fractions import Fraction
 from pathlib import Path
@@ -597,6 +600,52 @@ def profile_kernel(manifest, source=None, bench=None, exact=False, deadline=None
     }
 
 
+# Profiles, cached by every input they are made from (`_cache_key`): one kernel's profile, asked
+# for again by the next validation or test, costs reading a file, not a counted run.
+# 1: the first
+PROFILE_CACHE_VERSION = 1
+HARNESS = Path(__file__).resolve().parent.parent
+
+
+def _project_modules():
+    """The files of the modules this process loaded from outside the Python installation: the
+    harness, the contract and whatever the contract imports (read once the contract is loaded)."""
+    prefixes = {Path(p).resolve() for p in (sys.prefix, sys.base_prefix, sys.exec_prefix)}
+    files = set()
+    for mod in list(sys.modules.values()):
+        f = getattr(mod, "__file__", None)
+        if not isinstance(f, str) or not os.path.isfile(f):
+            continue
+        p = Path(f).resolve()
+        if not any(p.is_relative_to(pre) for pre in prefixes):
+            files.add(p)
+    return files
+
+
+def _cache_key(manifest, source, bench=None, exact=False):
+    """The profile's key: its version, the manifest, the kernel's bytes, the bench shape, every
+    file of the harness (the sandboxed worker runs copies of them) and every project module this
+    process has loaded (the contract makes the inputs and the floor), Python's, numpy's and
+    Triton's versions, Triton's settings in the environment and, for a CUDA kernel, the host
+    compiler that builds its emulation."""
+    from ..cachedir import files_digest
+    from ..wire import versions
+    from . import check  # noqa: F401 - profile_kernel's own import, loaded before the key on every path
+    load_contract(manifest)   # its imports join the modules below
+    h = hashlib.sha256(f"profile {PROFILE_CACHE_VERSION} {manifest.name} exact={bool(exact)}".encode())
+    h.update(json.dumps([versions(), bench or manifest.shapes["bench"],
+                         sorted((k, v) for k, v in os.environ.items() if k.startswith("TRITON_"))],
+                        sort_keys=True).encode())
+    if manifest.language == "cuda":
+        from ..host.build import compiler_version
+        h.update(compiler_version().encode())
+    h.update(b"\0manifest\0" + Path(manifest.path).read_bytes())
+    h.update(b"\0source\0" + Path(source or manifest.source_path).read_bytes())
+    harness = {p for p in HARNESS.rglob("*") if p.is_file() and "__pycache__" not in p.parts}
+    files_digest(h, harness | _project_modules())
+    return h.hexdigest()
+
+
 def run_profile(args, out, manifest):
     """`profile` for cli.py: fills the wire object `out`, returns the exit code."""
     from ..wire import EXIT_ERROR, EXIT_OK, EXIT_SKIPPED, versions
@@ -617,8 +666,19 @@ def run_profile(args, out, manifest):
             out.update(status="ok", same_program=same, device="none (not run: the baseline's program)",
                        mode="interpreter-tf32")
             return EXIT_OK
+    from ..cachedir import read_entry, write_entry
     try:
-        out.update(profile_kernel(manifest, args.source, deadline=args.deadline))
+        key = _cache_key(manifest, args.source)
+    except (OSError, subprocess.SubprocessError):   # unkeyable (a file gone, no compiler): not cached,
+        key = None                                   # and the profile says what is wrong
+    body = read_entry("profile", key) if key else None
+    if body is not None and isinstance(body.get("totals"), dict) and isinstance(body.get("lines"), list):
+        out.update(body)
+        out["status"] = "ok"
+        return EXIT_OK
+    try:
+        body = profile_kernel(manifest, args.source, deadline=args.deadline)
+        out.update(body)
     except WorkerTimeout as e:
         out.update(status="error", error=f"timed out: {e}")
         return EXIT_ERROR
@@ -630,5 +690,7 @@ def run_profile(args, out, manifest):
         out.update(status="error", error=str(e), device="cpu (CUDA emulation)" if cuda else "cpu (triton interpreter)",
                    mode="emulation" if cuda else "interpreter-tf32")
         return EXIT_ERROR
+    if key:
+        write_entry("profile", key, body)
     out["status"] = "ok"
     return EXIT_OK
