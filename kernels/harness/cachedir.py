@@ -53,7 +53,8 @@ def write_entry(kind, key, obj):
                 os.unlink(tmp)
 
 
-def files_digest(h, paths):
-    """Feeds each file's name and bytes to the hash `h`, in order of path."""
-    for p in sorted({Path(p) for p in paths}):
-        h.update(b"\0file\0" + str(p).encode() + b"\0" + p.read_bytes())
+def files_digest(h, named):
+    """Feeds each file's bytes, under the name the caller gives it ({name: path}), to the hash `h`
+    in order of name: the same files in another checkout or scratch tree give the same digest."""
+    for name in sorted(named):
+        h.update(b"\0file\0" + name.encode() + b"\0" + Path(named[name]).read_bytes())

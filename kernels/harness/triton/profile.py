@@ -607,31 +607,48 @@ PROFILE_CACHE_VERSION = 1
 HARNESS = Path(__file__).resolve().parent.parent
 
 
-def _project_modules():
-    """The files of the modules this process loaded from outside the Python installation: the
-    harness, the contract and whatever the contract imports (read once the contract is loaded)."""
+class Unkeyable(Exception):
+    """The profile's inputs cannot all be named: it is counted, not cached."""
+
+
+# A contract's folder larger than this is not read into the key (the profile is then not cached).
+FOLDER_FILES, FOLDER_BYTES = 256, 8 << 20
+
+
+def _inputs(manifest, source):
+    """The files a profile is made from, by names that do not depend on where they lie: every file
+    of the harness (the worker runs copies of them), the files beside the contract (it may read
+    them), the modules this process loaded from outside the Python installation once the contract
+    is loaded (the contract and what it imports), the manifest and the kernel."""
+    named = {f"harness/{p.relative_to(HARNESS)}": p for p in HARNESS.rglob("*")
+             if p.is_file() and "__pycache__" not in p.parts}
+    folder = Path(manifest.contract_path).resolve().parent
+    beside = [p for p in folder.iterdir() if p.is_file()]
+    if len(beside) > FOLDER_FILES or sum(p.stat().st_size for p in beside) > FOLDER_BYTES:
+        raise Unkeyable(f"the contract's folder {folder} is too large to key")
+    named.update({f"contract-folder/{p.name}": p for p in beside})
     prefixes = {Path(p).resolve() for p in (sys.prefix, sys.base_prefix, sys.exec_prefix)}
-    files = set()
     for mod in list(sys.modules.values()):
         f = getattr(mod, "__file__", None)
         if not isinstance(f, str) or not os.path.isfile(f):
             continue
         p = Path(f).resolve()
-        if not any(p.is_relative_to(pre) for pre in prefixes):
-            files.add(p)
-    return files
+        if not any(p.is_relative_to(pre) for pre in prefixes) and not p.is_relative_to(HARNESS):
+            # by name and content: two modules of one name both count, wherever they were loaded from
+            named[f"module/{p.name}/{hashlib.sha256(p.read_bytes()).hexdigest()[:16]}"] = p
+    named["manifest"] = Path(manifest.path)
+    named["source"] = Path(source or manifest.source_path)
+    return named
 
 
 def _cache_key(manifest, source, bench=None, exact=False):
-    """The profile's key: its version, the manifest, the kernel's bytes, the bench shape, every
-    file of the harness (the sandboxed worker runs copies of them) and every project module this
-    process has loaded (the contract makes the inputs and the floor), Python's, numpy's and
-    Triton's versions, Triton's settings in the environment and, for a CUDA kernel, the host
-    compiler that builds its emulation."""
+    """The profile's key: its version, every input file (`_inputs`), the bench shape, Python's,
+    numpy's and Triton's versions, Triton's settings in the environment and, for a CUDA kernel,
+    the host compiler that builds its emulation."""
     from ..cachedir import files_digest
     from ..wire import versions
     from . import check  # noqa: F401 - profile_kernel's own import, loaded before the key on every path
-    load_contract(manifest)   # its imports join the modules below
+    load_contract(manifest)   # its imports join the modules read by _inputs
     h = hashlib.sha256(f"profile {PROFILE_CACHE_VERSION} {manifest.name} exact={bool(exact)}".encode())
     h.update(json.dumps([versions(), bench or manifest.shapes["bench"],
                          sorted((k, v) for k, v in os.environ.items() if k.startswith("TRITON_"))],
@@ -639,10 +656,7 @@ def _cache_key(manifest, source, bench=None, exact=False):
     if manifest.language == "cuda":
         from ..host.build import compiler_version
         h.update(compiler_version().encode())
-    h.update(b"\0manifest\0" + Path(manifest.path).read_bytes())
-    h.update(b"\0source\0" + Path(source or manifest.source_path).read_bytes())
-    harness = {p for p in HARNESS.rglob("*") if p.is_file() and "__pycache__" not in p.parts}
-    files_digest(h, harness | _project_modules())
+    files_digest(h, _inputs(manifest, source))
     return h.hexdigest()
 
 
@@ -669,8 +683,8 @@ def run_profile(args, out, manifest):
     from ..cachedir import read_entry, write_entry
     try:
         key = _cache_key(manifest, args.source)
-    except (OSError, subprocess.SubprocessError):   # unkeyable (a file gone, no compiler): not cached,
-        key = None                                   # and the profile says what is wrong
+    except (OSError, subprocess.SubprocessError, Unkeyable):   # a file gone, no compiler, a folder too
+        key = None                                              # large: counted, not cached
     body = read_entry("profile", key) if key else None
     if body is not None and isinstance(body.get("totals"), dict) and isinstance(body.get("lines"), list):
         out.update(body)
