@@ -81,9 +81,20 @@ def _a_share_of_the_cpu(request):
 needs_gpu = pytest.mark.skipif(not HAS_CUDA, reason="needs a CUDA GPU with torch (none here)")
 
 
+# The baseline's judged errors per case (triton/basecache.py), shared by every `check` these tests
+# run that does not choose its own: most checks here judge one planted kernel against the same
+# baseline on the same fixed seed, and ran the baseline's cases again each time. An entry's key is
+# the baseline's bytes, the manifest, the harness's sources and reference, versions, device, seed
+# and case (test_basecache.py proves a cached baseline judges as a fresh one).
+SUITE_BASELINES = SUITE_CACHE / "baseline"
+
+
 def harness(*args, timeout=600, env=None):
     """Run `python -m kernels.harness ARGS` from the repo root (with `env` added to the
-    environment); (exit code, parsed JSON)."""
+    environment); (exit code, parsed JSON). A `check` keeps the suite's baselines unless it names
+    a cache of its own."""
+    if args and args[0] == "check" and "--baseline-cache" not in args:
+        args = (*args, "--baseline-cache", str(SUITE_BASELINES))
     r = subprocess.run([sys.executable, "-m", "kernels.harness", *args], cwd=ROOT, capture_output=True,
                        text=True, timeout=timeout, env={**os.environ, **(env or {})})
     try:
