@@ -5,7 +5,8 @@ Each `bench/runs/<date>-<host>/README.md` keeps its prose by hand and its number
 the raw files beside it (whichever exist): mine.json (bench/mine.py), history.txt
 (bench/history.sh), apply.txt (bench/apply.sh), gil.json (bench/gil.sh), sites.json
 (bench/sites.sh), sites_mixes.json (bench/sites_mixes.py), ray.json (bench/ray_scaling.sh), ray_mine.json (bench/ray_mine.sh), html.txt (bench/html.sh), profile.json (bench/profile.py),
-families.json (bench/history-families.sh), run-phases-*.json (bench/run-phases.sh), precision/*.json
+families.json (bench/history-families.sh), run-phases-*.json (bench/run-phases.sh), phases.tsv and
+where.json (bench/test-times.sh, bench/where-time-goes.sh), precision/*.json
 and precision-before/*.json (bench/precision.py --json). A number
 that is in no raw file is not in the table.
 
@@ -373,6 +374,9 @@ def block(run):
     if (run / "phases.tsv").exists():   # bench/test-times.sh
         import test_times
         parts.append(test_times.table(run)[0])
+    if (run / "where.json").exists():   # bench/where-time-goes.sh
+        import where_time_goes
+        parts.append(where_time_goes.table(run))
     parts += notes
     return "\n\n".join([BEGIN] + parts + [END])
 

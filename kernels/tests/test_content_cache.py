@@ -63,6 +63,12 @@ def test_a_changed_input_of_a_compile_is_a_new_key(monkeypatch, tmp_path):
     monkeypatch.setattr(triton, "__version__", triton.__version__ + ".post9")
     keys["triton"] = aot._cache_key(m, src, 90)
     assert len(set(keys.values())) == len(keys), keys
+    # a CUDA kernel's PTX is NVRTC's: its version is in the key
+    from kernels.harness.triton import cudatools
+    cuda = find_manifest("kda_cuda.decode")
+    before = aot._cache_key(cuda, cuda.source_path, 90)
+    monkeypatch.setattr(cudatools, "nvrtc_version", lambda: "99.9")
+    assert aot._cache_key(cuda, cuda.source_path, 90) != before
 
 
 def test_the_suite_keeps_its_caches_out_of_the_users_home():

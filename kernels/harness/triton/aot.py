@@ -501,8 +501,8 @@ def run_worker(manifest, source, arch, deadline, job_extra, collect, complete, w
 # cache (HOME is the worker's work/): a cache shared between candidates would be one a candidate
 # can write for the next. This cache is written by the harness only, from what the compile of
 # exactly these bytes produced, so an entry is only ever that source's own result.
-# 3: the CPU cases' specialisations through the frontend too (cpu_paths)
-AOT_CACHE_VERSION = 3
+# 3: the CPU cases' specialisations through the frontend too (cpu_paths); 4: NVRTC's version in the key
+AOT_CACHE_VERSION = 4
 
 
 def cache_root():
@@ -524,6 +524,11 @@ def _cache_key(manifest, source, arch):
     if manifest.language == "triton":   # the call the launcher gets comes from the contract
         h.update(b"\0calls\0" + json.dumps(call_arglists(manifest, [manifest.shapes["bench"]] + checked_shapes(manifest)))
                  .encode())
+    else:   # CUDA's PTX is NVRTC's, a wheel of its own beside Triton's
+        try:
+            h.update(b"\0nvrtc\0" + cudatools.nvrtc_version().encode())
+        except Exception:  # noqa: BLE001 - no NVRTC: the compile will say so
+            h.update(b"\0no nvrtc")
     return h.hexdigest()
 
 
