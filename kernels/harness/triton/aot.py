@@ -580,9 +580,16 @@ def _figures(manifest, ptx, cubin, log, target):
 
 
 def _tools(target):
-    """Which assemblers and disassembler read the artifacts (TRITON_PTXAS_PATH can move ptxas)."""
+    """Which assembler and disassembler read the artifacts (TRITON_PTXAS_PATH can move ptxas);
+    None for one that is not there (a Triton compile whose own ptxas log was captured needs none)."""
     num = int("".join(c for c in target if c.isdigit()))
-    return [cudatools.tool("ptxas", num), cudatools.tool("cuobjdump")]
+    found = []
+    for name, arch in (("ptxas", num), ("cuobjdump", num)):
+        try:
+            found.append(cudatools.tool(name, arch))
+        except FileNotFoundError:
+            found.append(None)
+    return found
 
 
 # An entry's figures (SASS, resource usage, the ptxas log) beside its artifacts: a function of the
@@ -601,11 +608,8 @@ def _cached_figures(key, target):
     if not isinstance(meta, dict) or not isinstance(meta.get("resources"), dict) or \
             not isinstance(meta.get("log"), str) or not figures["cubin"] or not figures["sass"]:
         return None   # absent or damaged: read from the artifacts again
-    try:
-        if meta.get("tools") != _tools(target):
-            return None   # other tools: their own figures
-    except FileNotFoundError:
-        return None
+    if meta.get("tools") != _tools(target):
+        return None   # other tools: their own figures
     return {**figures, "resources": meta["resources"], "log": meta["log"]}
 
 
