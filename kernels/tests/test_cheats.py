@@ -365,6 +365,7 @@ def test_a_kernel_that_writes_only_where_the_harness_poisoned_the_buffer_is_caug
         code, out = harness("check", "--kernel", "kda.decode", "--source", str(src), "--quick", "--device", "cpu")
         assert out["status"] in ("failed", "passed"), out
         failures.append(out["status"] == "failed")
-        if failures[-1]:
-            assert any(CALL_2 + "o:" in f for c in out["cases"] for f in c["failures"]), out
+        if failures[-1]:   # caught on a later call of a case, or of a GPU specialization's case: each
+            # draws its own fill, and when every case of the shape matrix drew NaN a specialization's did not
+            assert any(CALL_2 + "o:" in f for f in out["failures"]), out["failures"]
     assert any(failures), "three checks in a row drew NaN for every later call of every case"
