@@ -501,15 +501,11 @@ fn candidates_that_would_win_only_on_a_cpu(source: &str) {
         assert!(reason.contains(words), "{id}: the reason must say {words:?}: {reason}");
     }
     if ours("counts-in-a-device-global") {
-        let ev = by_id(&report, "counts-in-a-device-global");
-        assert_eq!(verdict(ev), ("rejected".to_string(), "static".to_string()), "{ev:#}");
-        let reason = ev["verdict"]["reason"].as_str().unwrap_or("");
+        let reason = static_refusal(&report, "counts-in-a-device-global");
         assert!(reason.contains("outside the kernel: module-level code `__device__ int launches = 0;`"), "{reason}");
     }
     if ours("keeps-a-count-across-launches") {
-        let ev = by_id(&report, "keeps-a-count-across-launches");
-        assert_eq!(verdict(ev), ("rejected".to_string(), "static".to_string()), "{ev:#}");
-        let reason = ev["verdict"]["reason"].as_str().unwrap_or("");
+        let reason = static_refusal(&report, "keeps-a-count-across-launches");
         assert!(
             reason.starts_with(
                 "state or code outside the launches the checks see: `static int calls` (state kept across"
@@ -523,9 +519,7 @@ fn candidates_that_would_win_only_on_a_cpu(source: &str) {
     }
     // its twin on the device path's own macro is the `wrong-on-device-path` above: past static
     if ours("wrong-off-the-host-compiler") {
-        let ev = by_id(&report, "wrong-off-the-host-compiler");
-        assert_eq!(verdict(ev), ("rejected".to_string(), "static".to_string()), "{ev:#}");
-        let reason = ev["verdict"]["reason"].as_str().unwrap_or("");
+        let reason = static_refusal(&report, "wrong-off-the-host-compiler");
         assert!(
             reason.starts_with(
                 "not the device's code on the path the CPU runs: a preprocessor condition on `__x86_64__`"
@@ -597,8 +591,7 @@ fn host_code_on_a_branch_only_the_cpu_takes_is_refused_at_static() {
     assert_eq!(out.status.code(), Some(1), "rejections exit 1: {report:#}");
     for (id, _, construct) in &planted {
         let ev = by_id(&report, id);
-        assert_eq!(verdict(ev), ("rejected".to_string(), "static".to_string()), "{id}: {ev:#}");
-        let reason = ev["verdict"]["reason"].as_str().unwrap_or("");
+        let reason = static_refusal(&report, id);
         assert!(reason.contains("host code in a kernel body: ") && reason.contains(construct), "{id}: {reason}");
         assert!(reason.contains(", line ") && reason.contains(DECODE), "{id}: names the line and file: {reason}");
         // refused before any harness ran: no correctness record
@@ -634,4 +627,11 @@ fn host_code_on_a_branch_only_the_cpu_takes_is_refused_at_static() {
     // and the reviewer reads it in the verdict's reason
     let reason = twin["verdict"]["reason"].as_str().unwrap_or("");
     assert!(reason.contains("branch `if K < 128` (then), line ") && reason.contains("GPU shapes [2]"), "{reason}");
+}
+
+/// The reason of candidate `id`'s verdict, which must be a rejection at the static gate.
+fn static_refusal(report: &serde_json::Value, id: &str) -> String {
+    let ev = by_id(report, id);
+    assert_eq!(verdict(ev), ("rejected".to_string(), "static".to_string()), "{id}: {ev:#}");
+    ev["verdict"]["reason"].as_str().unwrap_or("").to_string()
 }
