@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # The whole suite's time, per phase and per test (issue #42): what scripts/test.sh runs, each phase
-# timed (Python set-up, fmt, clippy, the debug build of every test binary, each test binary, the
-# bench README check, pytest), and every test's own time: Rust tests through libtest's JSON report
+# timed (the Python set-up beside fmt and the debug build of every test binary with clippy's lints
+# in it, each test binary with the integration tests beside the others, the bench README check,
+# pytest), and every test's own time: Rust tests through libtest's JSON report
 # (`--report-time`, an unstable libtest option that RUSTC_BOOTSTRAP=1 unlocks for the test binaries
 # alone: the build is the ordinary one), pytest through its JUnit XML.
 #
@@ -31,18 +32,26 @@ started="$EPOCHREALTIME"
 locks=target/tmp/kidiom-cpu-locks
 mkdir -p "$locks"
 : > "$locks/waits.tsv"
-phase setup-python scripts/setup-python.sh
-phase setup-python-triton36 env KIDIOM_VENV="$root/.venv-triton36" \
-  KIDIOM_REQUIREMENTS=kernels/requirements-triton36.txt scripts/setup-python.sh
-phase setup-chromium scripts/setup-chromium.sh
 . scripts/test-env.sh
-phase fmt cargo fmt --all -- --check
-phase clippy cargo clippy --workspace --all-targets --locked -- -D warnings
-# the test binaries as `cargo test` builds them, then each run from its package's directory
 tmp="$(mktemp -d)"
 trap 'rm -rf "$tmp" "$suite_scratch"' EXIT
+# as scripts/test.sh: the set-up beside the build, clippy's lints inside it (test-env.sh), the other
+# test binaries beside the integration tests
+(
+  phase setup-python scripts/setup-python.sh
+  phase setup-python-triton36 env KIDIOM_VENV="$root/.venv-triton36" \
+    KIDIOM_REQUIREMENTS=kernels/requirements-triton36.txt scripts/setup-python.sh
+  phase setup-chromium scripts/setup-chromium.sh
+) > "$tmp/setup.log" 2>&1 &
+setup=$!
+phase fmt cargo fmt --all -- --check
+if [ "$lint_apart" = 1 ]; then
+  phase clippy cargo clippy --workspace --all-targets --locked -- -D warnings
+fi
+# the test binaries as `cargo test` builds them, then each run from its package's directory
 cargo_json="$tmp/build.json"
 phase build-tests sh -c "cargo test --workspace --locked --no-run --message-format=json > '$cargo_json'"
+wait "$setup" || { cat "$tmp/setup.log" >&2; exit 1; }
 .venv/bin/python - "$cargo_json" > "$tmp/binaries.tsv" <<'PY'
 import json, sys, os
 for line in open(sys.argv[1]):
@@ -54,11 +63,20 @@ for line in open(sys.argv[1]):
         name = m["target"]["name"] + ("-" + m["target"]["kind"][0] if m["target"]["kind"][0] != "lib" else "")
         print(f"{name}\t{os.path.dirname(m['manifest_path'])}\t{m['executable']}")
 PY
+run_binary() {   # run_binary NAME DIR EXE
+  phase "test:$1" sh -c "cd '$2' && RUSTC_BOOTSTRAP=1 '$3' -Z unstable-options --format json --report-time \
+    > '$out/rust/$1.jsonl'"
+}
+# the kidiom package's (the integration tests) beside the other crates' and the doc tests
 while IFS=$'\t' read -r name dir exe; do
-  phase "test:$name" sh -c "cd '$dir' && RUSTC_BOOTSTRAP=1 '$exe' -Z unstable-options --format json --report-time \
-    > '$out/rust/$name.jsonl'"
+  if [ "$dir" = "$root" ]; then run_binary "$name" "$dir" "$exe"; fi
+done < "$tmp/binaries.tsv" &
+kidiom=$!
+while IFS=$'\t' read -r name dir exe; do
+  if [ "$dir" != "$root" ]; then run_binary "$name" "$dir" "$exe"; fi
 done < "$tmp/binaries.tsv"
 phase doctests cargo test --workspace --locked --doc -q
+wait "$kidiom"
 # (this run's own folder has no README yet: you write it, with `bench/readme.py` filling its numbers)
 mapfile -t runs < <(for d in bench/runs/*/; do [ "$(cd "$d" && pwd)" = "$out" ] || echo "$d"; done)
 phase bench-readmes .venv/bin/python bench/readme.py --check "${runs[@]}"

@@ -7,21 +7,51 @@ set -euo pipefail
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$root"
 
-scripts/setup-python.sh
-# The GPU machine's Triton (3.6), for the tests that emit launch specs under it too.
-KIDIOM_VENV="$root/.venv-triton36" KIDIOM_REQUIREMENTS=kernels/requirements-triton36.txt scripts/setup-python.sh
-scripts/setup-chromium.sh
 . scripts/test-env.sh
-trap 'rm -rf "$suite_scratch"' EXIT
+logs="$(mktemp -d)"
+trap 'rm -rf "$suite_scratch" "$logs"' EXIT
+
+# The set-up (mostly downloads and unpacking) runs while the test binaries build (the CPU).
+(
+  scripts/setup-python.sh
+  # the GPU machine's Triton (3.6), for the tests that emit launch specs under it too
+  KIDIOM_VENV="$root/.venv-triton36" KIDIOM_REQUIREMENTS=kernels/requirements-triton36.txt scripts/setup-python.sh
+  scripts/setup-chromium.sh
+) > "$logs/setup.log" 2>&1 &
+setup=$!
 
 echo "== cargo fmt --check"
 cargo fmt --all -- --check
-echo "== cargo clippy"
-cargo clippy --workspace --all-targets --locked -- -D warnings
-echo "== cargo test"
-cargo test --workspace --locked
+# Clippy's lints (-D warnings, every target) run inside this build: test-env.sh makes clippy-driver
+# the workspace's compiler, as `cargo clippy` does, so the workspace compiles once, not twice.
+if [ "$lint_apart" = 1 ]; then
+  echo "== cargo clippy"
+  cargo clippy --workspace --all-targets --locked -- -D warnings
+fi
+echo "== cargo test --no-run (with clippy's lints)"
+cargo test --workspace --locked --no-run
+echo "== set-up (Python environments, Chromium)"
+if ! wait "$setup"; then
+  cat "$logs/setup.log" >&2
+  echo "set-up failed" >&2
+  exit 1
+fi
+cat "$logs/setup.log"
 echo "== bench READMEs agree with their raw files"
 .venv/bin/python bench/readme.py --check bench/runs/*/
+# The other crates' tests (about 30 s, most of it on one core) beside the integration tests.
+echo "== cargo test"
+cargo test --workspace --exclude kidiom --locked > "$logs/crates.log" 2>&1 &
+crates=$!
+kidiom_rc=0
+cargo test -p kidiom --locked || kidiom_rc=$?
+crates_rc=0
+wait "$crates" || crates_rc=$?
+cat "$logs/crates.log"
+if [ "$kidiom_rc" != 0 ] || [ "$crates_rc" != 0 ]; then
+  echo "cargo test failed (kidiom: exit $kidiom_rc, the other crates: exit $crates_rc)" >&2
+  exit 1
+fi
 # After the Rust tests, not beside them: the suite's CPU locks (tests/util.rs, kernels/tests/conftest.py)
 # cover each test's body, not pytest's module fixtures (parallel C++ builds) or the services they
 # leave running (a Ray head), so a timed Rust test beside pytest measured them (a CI run's host bench:
