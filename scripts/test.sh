@@ -39,17 +39,38 @@ fi
 cat "$logs/setup.log"
 echo "== bench READMEs agree with their raw files"
 .venv/bin/python bench/readme.py --check bench/runs/*/
-# The other crates' tests (about 30 s, most of it on one core) beside the integration tests.
+# The integration tests (tests/, one binary) and, beside them, every crate's unit and doc tests
+# (about 30 s). All with --workspace: the features the build unified, so nothing is built again.
+# Every test target must be one of these: a new one names itself here.
+cargo metadata --no-deps --format-version 1 --locked > "$logs/metadata.json"
+.venv/bin/python - "$logs/metadata.json" <<'PY'
+import json, sys
+other = [p["name"] + ": " + t["kind"][0] + " " + t["name"] for p in json.load(open(sys.argv[1]))["packages"]
+         for t in p["targets"] if t.get("test") and t["kind"][0] not in ("lib", "bin")
+         and not (t["kind"][0] == "test" and t["name"] == "tests")]
+if other:
+    sys.exit("scripts/test.sh runs `--lib --bins`, `--test tests` and `--doc`; it does not run " + ", ".join(other))
+PY
 echo "== cargo test"
-cargo test --workspace --exclude kidiom --locked > "$logs/crates.log" 2>&1 &
+locks="${CARGO_TARGET_DIR:-$root/target}/tmp/kidiom-cpu-locks"
+mkdir -p "$locks"
+(
+  # a share of the suite's CPU, as each heavy integration test takes one (tests/util.rs): a timed
+  # test waits for these to end, and a test that waits for one does not start them
+  exec 8>>"$locks/gate" 9>>"$locks/cpu"
+  flock 8
+  flock -s 9
+  flock -u 8
+  cargo test --workspace --locked --lib --bins && cargo test --workspace --locked --doc
+) > "$logs/crates.log" 2>&1 &
 crates=$!
-kidiom_rc=0
-cargo test -p kidiom --locked || kidiom_rc=$?
+tests_rc=0
+cargo test --workspace --locked --test tests || tests_rc=$?
 crates_rc=0
 wait "$crates" || crates_rc=$?
 cat "$logs/crates.log"
-if [ "$kidiom_rc" != 0 ] || [ "$crates_rc" != 0 ]; then
-  echo "cargo test failed (kidiom: exit $kidiom_rc, the other crates: exit $crates_rc)" >&2
+if [ "$tests_rc" != 0 ] || [ "$crates_rc" != 0 ]; then
+  echo "cargo test failed (the integration tests: exit $tests_rc, the unit and doc tests: exit $crates_rc)" >&2
   exit 1
 fi
 # After the Rust tests, not beside them: the suite's CPU locks (tests/util.rs, kernels/tests/conftest.py)

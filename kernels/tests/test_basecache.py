@@ -36,6 +36,9 @@ def test_the_second_check_reads_the_baselines_errors_and_judges_the_same(tmp_pat
     assert second["baseline"]["cache"] == {"hits": 2, "stored": 0}, second["baseline"]
     assert _numbers(plain) == _numbers(first) == _numbers(second)
     assert all(c.get("baseline") for c in second["cases"]), "the baseline's errors are still reported"
+    # with every figure read, the baseline's worker never starts (nothing asked it for anything)
+    assert first["sandbox"]["workers"] == 2 and second["sandbox"]["workers"] == 1, second["sandbox"]
+    assert second["sandbox"]["baseline_worker"].startswith("not started"), second["sandbox"]
     # another seed is other inputs: not served from the cache
     other = _check(cand, tmp_path / "cache", seed=12)
     assert other["baseline"]["cache"]["hits"] == 0

@@ -1284,7 +1284,8 @@ def run_check(manifest, source=None, seeds=(0,), device="cpu", tf32=True, with_c
         runtime_tests = _runtime_tests(manifest, source) if device == "cpu" else []
         cand = ws.start("candidate", {"candidate": KernelSpec.of(manifest, source, sides=runtime_tests)},
                         trusted=False)
-        base = ws.start("baseline", base_specs, trusted=True) if base_specs else None
+        # with a baseline cache the baseline's worker may have nothing to do: it starts when asked
+        base = ws.start("baseline", base_specs, trusted=True, lazy=bcache is not None) if base_specs else None
         cases = []
         for seed in seeds:
             for i, shape in enumerate(shapes):
@@ -1467,7 +1468,8 @@ def _judge_sides(tests, sides, envs=(), language="triton"):
 def _sandbox(cand, base):
     sb = dict(cand.sandbox)
     sb.update(workers=cand.workers + (base.workers if base else 0), crashes=cand.crashes, calls_per_case=2,
-              baseline_worker="its own worker, same sandbox" if base else "none")
+              baseline_worker="none" if base is None else "its own worker, same sandbox" if base.workers else
+              "not started: every baseline figure was read from the baseline cache")
     return sb
 
 

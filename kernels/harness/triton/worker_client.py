@@ -82,7 +82,7 @@ def _tail(text, n=1500):
 
 
 class KernelWorker:
-    def __init__(self, role, kernels, device, tf32, deadline, root, trusted):
+    def __init__(self, role, kernels, device, tf32, deadline, root, trusted, lazy=False):
         self.role, self.device, self.tf32, self.deadline, self.trusted = role, device, tf32, deadline, trusted
         self.scratch = Path(root) / role
         self.scratch.mkdir(mode=0o700)
@@ -110,7 +110,8 @@ class KernelWorker:
         self.sandbox = {}
         self.proc = None
         self._pending_fatal = self._worker_error = None
-        self._start()
+        if not lazy:
+            self._start()
 
     def _note_sides(self, sides):
         """The sides each watched comparison took, over every call of every process so far
@@ -207,6 +208,8 @@ class KernelWorker:
             self.done[rid] = self.fatal
         else:
             self.queue.append(rid)
+            if self.proc is None and self.workers == 0:
+                self._start()   # a lazy worker's first request (_start sends the queue)
             self._pump()
         return rid
 
@@ -354,8 +357,10 @@ class Workers:
         self.root = Path(tempfile.mkdtemp(prefix="kidiom-check-"))
         self.all = []
 
-    def start(self, role, kernels, trusted):
-        w = KernelWorker(role, kernels, self.device, self.tf32, self.deadline, self.root, trusted)
+    def start(self, role, kernels, trusted, lazy=False):
+        """A worker for `kernels`; `lazy`: its process starts with its first request, never when
+        none comes (a baseline whose every figure a check reads from its cache)."""
+        w = KernelWorker(role, kernels, self.device, self.tf32, self.deadline, self.root, trusted, lazy)
         self.all.append(w)
         return w
 
