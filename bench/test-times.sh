@@ -52,6 +52,7 @@ fi
 cargo_json="$tmp/build.json"
 phase build-tests sh -c "cargo test --workspace --locked --no-run --message-format=json > '$cargo_json'"
 wait "$setup" || { cat "$tmp/setup.log" >&2; exit 1; }
+phase compile-harness .venv/bin/python -m compileall -q -j 0 --invalidation-mode checked-hash kernels
 .venv/bin/python - "$cargo_json" > "$tmp/binaries.tsv" <<'PY'
 import json, sys, os
 for line in open(sys.argv[1]):

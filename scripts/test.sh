@@ -37,6 +37,10 @@ if ! wait "$setup"; then
   exit 1
 fi
 cat "$logs/setup.log"
+# The harness's bytecode, compiled once: every harness process the tests start (about 800) would
+# compile what it imports again (about 50 ms each; this machine, as CI, has PYTHONDONTWRITEBYTECODE).
+# Hash-checked, so a copy of kernels/ in a test's project reads it, and a changed source never does.
+.venv/bin/python -m compileall -q -j 0 --invalidation-mode checked-hash kernels > /dev/null
 echo "== bench READMEs agree with their raw files"
 .venv/bin/python bench/readme.py --check bench/runs/*/
 # The integration tests (tests/, one binary) and, beside them, every crate's unit and doc tests
