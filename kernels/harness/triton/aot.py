@@ -32,6 +32,7 @@ import numpy as np
 
 from . import branches, cudatools
 from .arrays import ShapeOnly
+from .autotune import describe_config
 try:
     from ..loader import import_file   # in the repository: kernels.harness.loader
 except ImportError:   # in the sandboxed compile: a copy in the flat kidiom_rt package
@@ -42,7 +43,7 @@ __all__ = ["compile_kernel", "CompileError", "run_worker", "launch_facts_triton"
 HERE = Path(__file__).resolve().parent
 # the worker's runtime (package kidiom_rt in its scratch directory): {name there: source}
 RUNTIME = {"aot.py": HERE / "aot.py", "aotworker.py": HERE / "aotworker.py", "arrays.py": HERE / "arrays.py",
-           "branches.py": HERE / "branches.py",
+           "branches.py": HERE / "branches.py", "autotune.py": HERE / "autotune.py",
            "loader.py": HERE.parent / "loader.py", "cudatools.py": HERE / "cudatools.py"}
 AS_LIMIT = 16 << 30      # address space of the compile (LLVM and ptxas run in it)
 
@@ -97,18 +98,22 @@ class _Recorder:
 
 
 def _unwrap(kernel):
-    """(JITFunction, extra constexprs from heuristics/autotune, launch options)."""
-    extra_fns, options = [], {}
+    """(JITFunction, extra constexprs from heuristics/autotune, launch options, what was chosen of
+    an autotuner: {configs, compiled, why} or None)."""
+    extra_fns, options, tuned = [], {}, None
     k = kernel
     while not hasattr(k, "arg_names") or not hasattr(k, "params"):
         if hasattr(k, "values") and hasattr(k, "fn"):          # triton.heuristics
             extra_fns.append(k.values)
-        elif hasattr(k, "configs") and hasattr(k, "fn"):       # triton.autotune: first config
+        elif hasattr(k, "configs") and hasattr(k, "fn"):       # triton.autotune: its first config
             cfg = k.configs[0]
             extra_fns.append({n: (lambda args, v=v: v) for n, v in cfg.kwargs.items()})
             options.update(num_warps=cfg.num_warps, num_stages=cfg.num_stages)
+            tuned = {"configs": len(k.configs), "compiled": f"config 0 ({describe_config(cfg)})",
+                     "why": "the GPU picks a config at run time by timing them all; these figures are the "
+                            "first config's, and the check runs every config"}
         k = k.fn
-    return k, extra_fns, options
+    return k, extra_fns, options, tuned
 
 
 def _specialise(jit_fn, bound):
@@ -164,7 +169,7 @@ def _record(manifest, source, shape):
     if len(rec.calls) != 1:
         raise RuntimeError(f"launcher made {len(rec.calls)} launches of {manifest.entry}, expected 1")
     grid, args, kwargs = rec.calls[0]
-    jit_fn, extra_fns, options = _unwrap(kernel)
+    jit_fn, extra_fns, options, tuned = _unwrap(kernel)
     bound = dict(zip(jit_fn.arg_names, args))
     bound.update({k: v for k, v in kwargs.items() if k in jit_fn.arg_names})
     for fns in extra_fns:
@@ -182,7 +187,7 @@ def _record(manifest, source, shape):
         raise RuntimeError(f"launch of {manifest.entry} does not bind {', '.join(missing)}")
     signature, constexprs, attrs = _specialise(jit_fn, bound)
     return SimpleNamespace(jit_fn=jit_fn, bound=bound, call=call, grid=grid, options=options,
-                           signature=signature, constexprs=constexprs, attrs=attrs)
+                           signature=signature, constexprs=constexprs, attrs=attrs, autotune=tuned)
 
 
 def _record_and_compile(manifest, source, arch, shape):
@@ -301,6 +306,8 @@ def compile_triton(manifest, source, arch, shape=None):
     }
     if _PTXAS_INFO.search(r.log):
         info["ptxas_log"] = r.log[-4000:]
+    if r.autotune is not None:
+        info["autotune"] = r.autotune
     if manifest.shapes.get("cpu"):
         info["cpu_paths"] = cpu_paths_triton(manifest, source, arch, manifest.shapes["cpu"], _specialization_key(r))
         gpu = [_named_constexprs(_record(manifest, source, shape)) for shape in manifest.shapes.get("gpu", [])]

@@ -34,6 +34,7 @@ What the CPU runs must be what the GPU runs (on a CPU only):
   the state fed back, on long-memory inputs; a candidate whose error grows materially faster than
   the baseline's on the same inputs fails, whatever the per-call margin.
 """
+import copy
 import hashlib
 import json
 import secrets
@@ -390,6 +391,8 @@ class _Case:
         self.base_metrics = None   # the baseline's metrics per set, from the run's cache (basecache.py)
         self.base_key = self.base_cached = None   # a specialization's baseline arrays in that cache
         self.natural = self.natural_rec = None   # call 1's outputs and report (the program-order check)
+        self.autotune = None    # the `@triton.autotune` config this case's calls asked for (None: the default)
+        self.autotuned = []     # the autotuned launches its first call reported (worker.py, AUTOTUNED)
 
     @property
     def id(self):
@@ -401,6 +404,62 @@ class _Case:
             return ""
         return "call 2 (same buffers, " + ("inputs over the contract's ranges, extremes included" if self.ranged
                                            else "new inputs") + "): "
+
+
+MAX_AUTOTUNE = 64   # configs of one autotuned kernel that a check runs (more: an error)
+
+
+def _autotuned(sets):
+    """The autotuned launches a call's first set reported (worker.py, AUTOTUNED), checked as data:
+    [{kernel, config, of, ran, described}]. Reported from inside the candidate's process, so they
+    say which configs exist, not that a kernel could not forge them (as the work profile's counts)."""
+    out = []
+    first = sets[0] if sets and isinstance(sets[0], dict) else {}
+    for a in first.get("autotuned") or []:
+        if not (isinstance(a, dict) and isinstance(a.get("of"), int) and 1 <= a["of"]):
+            continue
+        out.append({"kernel": str(a.get("kernel"))[:100], "of": a["of"],
+                    "config": a["config"] if isinstance(a.get("config"), int) else None,
+                    "ran": a.get("ran") is not False, "described": str(a.get("described", ""))[:300]})
+    return out
+
+
+def _autotune_label(case):
+    """`autotune config 2 of 3 of kernel (BLOCK=64, num_warps=4)`, or "" for a kernel without one."""
+    if not case.autotuned:
+        return ""
+    parts = []
+    for a in case.autotuned:
+        k = a["config"] if a["config"] is not None else "Triton's choice"
+        note = "" if a["ran"] else "; pruned for these arguments, its first remaining config ran"
+        parts.append(f"autotune config {k} of {a['of']} of {a['kernel']} ({a['described']}{note})")
+    return "; ".join(dict.fromkeys(parts))
+
+
+def _autotune_cases(op, cases, cand, device):
+    """Every config of the candidate's autotuned kernels, on every case: a case whose first call
+    launched one is run again with each config the GPU may pick (its own default ran config 0 on
+    a CPU; on a GPU, Triton's autotuning chose). [(config, case)] submitted, judged by the caller."""
+    n = max((a["of"] for c in cases for a in c.autotuned), default=1)
+    if n > MAX_AUTOTUNE:
+        raise ValueError(f"an autotuned kernel has {n} configs: more than the {MAX_AUTOTUNE} a check runs")
+    if n == 1 and not any(a["config"] is None for c in cases for a in c.autotuned):
+        return []
+    out = []
+    for c in cases:
+        if not c.autotuned:
+            continue
+        for i in range(1 if device == "cpu" else 0, n):
+            ci = copy.copy(c)
+            ci.autotune, ci.base_rid = i, None
+            # what the label says until the call reports its own (a worker that died reports nothing)
+            ci.autotuned = [dict(a, config=i % a["of"], ran=True, described="not reported: the call did not end")
+                            for a in c.autotuned]
+            lay = dict(op.layout(c.xs[0]), autotune=i)
+            ci.rid = cand.submit("candidate", op.args, lay, [_arrays(op, x) for x in c.xs],
+                                 label=f"case {c.id} seed {c.seed} autotune config {i}")
+            out.append((i, ci))
+    return out
 
 
 def _not_run(case, why):
@@ -417,6 +476,7 @@ def _judge_case(manifest, op, case, cand, base, bcache=None):
         if res.get("stderr"):
             rec["stderr"] = res["stderr"]
         return rec
+    case.autotuned = _autotuned(res["sets"])
     bres = base.result(case.base_rid) if base is not None and case.base_rid is not None else None
     failures, per_call, base_calls, facts_all, calls = [], [], [], [], []
     for j, x in enumerate(case.xs):
@@ -444,6 +504,8 @@ def _judge_case(manifest, op, case, cand, base, bcache=None):
         base.release(case.base_rid)
         if bcache is not None and len(base_calls) == len(case.xs):
             bcache.put(case, base_calls)
+    if len(base_calls) == len(case.xs):
+        case.base_metrics = base_calls   # the same inputs under the candidate's other autotune configs
     rec = {"id": case.id, "shape": case.shape, "seed": case.seed, "passed": not failures,
            "outputs": _json_safe(_worst(per_call)),
            "padding": _and([f["padding"] for f in facts_all]),
@@ -1320,8 +1382,24 @@ def run_check(manifest, source=None, seeds=(0,), device="cpu", tf32=True, with_c
         for c in cases:
             rec = _judge_case(manifest, op, c, cand, base, bcache)
             records.append(rec)
-            failures += [f"{rec['id']} seed {rec['seed']}: {f}" for f in rec["failures"]]
+            at = f" ({_autotune_label(c)})" if c.autotuned else ""
+            failures += [f"{rec['id']} seed {rec['seed']}{at}: {f}" for f in rec["failures"]]
         result = {"cases": records}
+        # `@triton.autotune`: the same cases under each of the other configs (the rest of the
+        # check, specializations to drift, runs the default: config 0 on a CPU)
+        tuned = _autotune_cases(op, cases, cand, device)
+        if tuned or any(c.autotuned for c in cases):
+            runs = []
+            for i, ci in tuned:
+                rec = _judge_case(manifest, op, ci, cand, None, None)
+                rec["autotune"] = i
+                runs.append(rec)
+                failures += [f"{rec['id']} seed {rec['seed']} ({_autotune_label(ci) or f'autotune config {i}'}): {f}"
+                             for f in rec["failures"]]
+            result["autotune"] = {
+                "kernels": sorted({a["kernel"] for c in cases for a in c.autotuned}),
+                "configs": max((a["of"] for c in cases for a in c.autotuned), default=1),
+                "default": "config 0" if device == "cpu" else "Triton's autotuning", "cases": runs}
         order = _ProgramOrder(op, cases, cand, seeds[0]) if with_order and device == "cpu" else None
         if spec is not None:
             spec.derive(cand)

@@ -26,8 +26,8 @@ import inspect
 import numpy as np
 
 __all__ = ["round_to_tf32", "truncate_to_tf32", "round_to_bf16", "emulated_dot", "tf32_dot", "install_tf32_dot",
-           "uninstall_tf32_dot", "tf32_dot_installed", "install_bounds_check", "MEMORY", "install_program_order",
-           "PROGRAMS", "program_schedule"]
+           "uninstall_tf32_dot", "tf32_dot_installed", "install_bounds_check", "install_comparisons", "MEMORY",
+           "install_program_order", "PROGRAMS", "program_schedule"]
 
 _ORIGINAL = None
 
@@ -562,6 +562,48 @@ def _f32_to_e4m3_bits(x):
     code = np.where(dlo < dhi, lo, np.where(dhi < dlo, hi, np.where(lo % 2 == 0, lo, hi))).astype(np.uint8)
     code = np.where(np.signbit(x), code | 0x80, code)
     return np.where(np.isnan(x), np.uint8(0x7F), code).astype(np.uint8)
+
+
+def install_comparisons():
+    """Comparisons as the GPU makes them (idempotent). Triton's interpreter computes `<`, `==`, ...
+    through its arithmetic path, which labels the result with the left operand's type: `pid < M`
+    holds booleans typed int32, and once splat to a block (`cols_mask & (pid < M)`, the usual mask of
+    a row-and-column kernel) they become int32 data that `tl.load` refuses ("mask has unsupported
+    dtype"), or that arithmetic treats as 32-bit. Here every comparison gives int1 booleans; float
+    comparisons follow LLVM's fcmp predicates on NaN (ordered: false, `ONE` too; unordered: true),
+    and bfloat16 operands (kept as their uint16 bits) compare as the numbers they are."""
+    import triton.language as tl
+    from triton.runtime import interpreter as ti
+    B = ti.InterpreterBuilder
+    if getattr(B, "_kidiom_comparisons", False):
+        return
+
+    def values(h):
+        if h.dtype.scalar == tl.bfloat16 and h.data.dtype == np.uint16:
+            return (h.data.astype(np.uint32) << np.uint32(16)).view(np.float32)
+        return h.data
+
+    def compare(op, unordered=False, ordered_ne=False):
+        def create(self, lhs, rhs):
+            a, b = values(lhs), values(rhs)
+            out = np.asarray(op(a, b), dtype=np.bool_)
+            if ordered_ne or unordered:
+                nan = np.isnan(a) | np.isnan(b)
+                out = (out | nan) if unordered else (out & ~nan)
+            return ti.TensorHandle(out, tl.int1)
+        return create
+
+    ops = {"LT": np.less, "GT": np.greater, "LE": np.less_equal, "GE": np.greater_equal, "EQ": np.equal,
+           "NE": np.not_equal}
+    for name, op in ops.items():
+        if name in ("EQ", "NE"):
+            setattr(B, f"create_icmp{name}", compare(op))
+        else:
+            setattr(B, f"create_icmpS{name}", compare(op))
+            setattr(B, f"create_icmpU{name}", compare(op))
+        setattr(B, f"create_fcmpO{name}", compare(op, ordered_ne=name == "NE"))
+        setattr(B, f"create_fcmpU{name}", compare(op, unordered=name != "NE"))   # UNE: != is true on NaN
+    B._kidiom_comparisons = True
 
 
 def install_faithful_casts():

@@ -53,6 +53,8 @@ import traceback
 
 import numpy as np
 
+from . import autotune
+
 EXIT_WORKER_BUG = 70    # the worker's own machinery failed
 EXIT_LOAD_FAILED = 71   # a kernel source failed to load
 EXIT_NEEDS_GPU = 72     # a CUDA kernel that cannot be emulated on a CPU
@@ -183,6 +185,7 @@ def _fake(a, ShapeOnly):
 def run_record(kern, req):
     """Call the public function on shape-only tensors per argument list, recording the launches."""
     from .arrays import ShapeOnly
+    autotune.choose(req.get("autotune"))
     sets = []
     for arglist in req["record"]:
         RECORDING[0] = []
@@ -324,6 +327,7 @@ def run_call(backend, kern, req, in_dir, out_dir):
     stacks, kept = {}, {}
     on_cpu = kern.observes["provenance"] or kern.emulation is not None
     sampled = kern.set_programs(req.get("programs")) if on_cpu else False
+    autotune.choose(req.get("autotune"))
     backend.begin()
     for j in range(int(req["sets"])):
         for name in inputs + inouts:
@@ -355,6 +359,7 @@ def run_call(backend, kern, req, in_dir, out_dir):
         if on_cpu:
             kern.set_programs(req.get("programs"))   # counts from zero per set
         del kern.launched[:]
+        del autotune.LAUNCHES[:]
         e0, t0 = kern.launches(), kern.total()
         exc = None
         # `profile` {files}: count the call's work per line of those sources (workprofile.py)
@@ -374,7 +379,7 @@ def run_call(backend, kern, req, in_dir, out_dir):
         seconds = time.perf_counter() - start
         if profile:
             workprofile.finish(os.path.join(res_dir, f"r{j}_profile.json"))
-        rec = {"seconds": seconds, "exception": exc,
+        rec = {"seconds": seconds, "exception": exc, "autotuned": list(autotune.LAUNCHES),
                "launches": {"entry": kern.launches() - e0, "total": kern.total() - t0},
                "violations": backend.violations() if kern.observes["out_of_bounds"] else None,
                "inputs": {}, "arrays": {}, "provenance": None}
@@ -436,6 +441,8 @@ def main():
         else:
             from .interp import install_bounds_check, install_fast_device_calls, install_program_order, install_tf32_dot
             from .interp import install_device_exp, install_faithful_casts
+            from .interp import install_comparisons
+            install_comparisons()      # comparisons give int1 booleans, NaN as fcmp's predicates (interp.py)
             install_faithful_casts()   # fp32 -> bf16 / fp8 rounded as the GPU does (interp.py)
             install_device_exp()       # fp32 exp as ex2.approx(x * log2e), as the GPU does
             install_bounds_check()
@@ -446,6 +453,7 @@ def main():
             from .backend import NumpyBackend
             backend = NumpyBackend()
         hook_triton(interpreted=not on_gpu)
+        autotune.install(interpreted=not on_gpu)
         FACTS[0] = not on_gpu
         CHECKPOINT[0] = backend.checkpoint
     except Exception:  # noqa: BLE001

@@ -40,7 +40,8 @@ __all__ = ["KernelSpec", "KernelWorker", "WorkerTimeout", "WorkerFailed", "MAX_C
 HERE = Path(__file__).resolve().parent
 RUNTIME = {"worker.py": HERE / "worker.py", "arrays.py": HERE / "arrays.py",
            "backend.py": HERE / "backend.py", "interp.py": HERE / "interp.py",
-           "workprofile.py": HERE / "workprofile.py", "runtime_tests.py": HERE / "runtime_tests.py"}
+           "workprofile.py": HERE / "workprofile.py", "runtime_tests.py": HERE / "runtime_tests.py",
+           "autotune.py": HERE / "autotune.py"}
 CUDA_RUNTIME = {"cuda_launch.py": HERE.parent / "cuda" / "emulation.py", "cudatools.py": HERE / "cudatools.py",
                 "comparisons.py": HERE.parent / "cuda" / "comparisons.py"}
 MAX_CRASHES = 3          # crashed candidate workers before the remaining requests are given up
