@@ -154,6 +154,13 @@ impl Harness {
         let mut full: Vec<String> = vec!["-m".into(), "kernels.harness".into()];
         full.extend(args.iter().cloned());
         full.extend(["--json".into(), "--timeout".into(), format!("{inner}")]);
+        // The call's own temporary directory, removed when it ends however it ends: a harness
+        // killed at the deadline cannot clean up its workers' trees itself, and on a tmpfs what
+        // it left would hold memory until the machine restarts.
+        let scratch = tempfile::Builder::new()
+            .prefix("kidiom-harness-")
+            .tempdir()
+            .map_err(|e| crate::error::Error::io(std::env::temp_dir(), e))?;
         let env = vec![
             // the harness's package (`kernels.harness`) from the tree it runs in, whatever else
             // the caller's PYTHONPATH holds
@@ -161,10 +168,43 @@ impl Harness {
             ("PYTHONDONTWRITEBYTECODE".to_string(), "1".to_string()),
             ("PYTHONUNBUFFERED".to_string(), "1".to_string()),
             ("TRITON_DEFAULT_FP_FUSION".to_string(), "1".to_string()),
+            ("TMPDIR".to_string(), scratch.path().to_string_lossy().into_owned()),
         ];
-        let process = run_cancellable(&self.python, &full, &self.root, &env, Duration::from_secs_f64(secs), cancel)?;
+        let process = run_cancellable(&self.python, &full, &self.root, &env, Duration::from_secs_f64(secs), cancel);
+        drop(scratch);
+        let process = process?;
         let json = last_object(&process.stdout);
         let status = if process.timed_out { HarnessStatus::TimedOut } else { harness_status(process.code, &json) };
         Ok(HarnessRun { status, process, json, placement: None })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::os::unix::fs::PermissionsExt;
+
+    /// A harness killed at the deadline (or cancelled) cannot remove what its workers wrote under
+    /// its temporary directory; the call's own directory goes with it.
+    #[test]
+    fn a_harness_killed_at_its_deadline_leaves_no_temporary_files() {
+        let d = tempfile::tempdir().unwrap();
+        let said = d.path().join("tmpdir.txt");
+        // stands in for python: a worker's tree under $TMPDIR, then no answer
+        let fake = d.path().join("python");
+        std::fs::write(
+            &fake,
+            format!(
+                "#!/bin/sh\nmkdir -p \"$TMPDIR/kidiom-check-x/candidate\" && echo \"$TMPDIR\" > '{}'\nexec sleep 30\n",
+                said.display()
+            ),
+        )
+        .unwrap();
+        std::fs::set_permissions(&fake, std::fs::Permissions::from_mode(0o755)).unwrap();
+        let run = Harness::new(&fake, d.path()).call(&["check".into()], Duration::from_secs(2)).unwrap();
+        assert_eq!(run.status, HarnessStatus::TimedOut);
+        let tmp = PathBuf::from(std::fs::read_to_string(&said).unwrap().trim());
+        assert!(tmp.starts_with(std::env::temp_dir()) && tmp != std::env::temp_dir(), "{}", tmp.display());
+        assert!(!tmp.exists(), "{} was left behind", tmp.display());
     }
 }
