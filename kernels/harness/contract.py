@@ -324,7 +324,8 @@ class Contract:
                 if not isinstance(v, np.ndarray) or v.shape != dims or v.dtype.name != dt:
                     got = f"{v.dtype.name}{list(v.shape)}" if isinstance(v, np.ndarray) else type(v).__name__
                     raise self.fail(fn, f"{n}: got {got}, tensors() says {dt}{list(dims)}")
-            elif not isinstance(v, (int, float, np.number)) or isinstance(v, bool):
+            elif not isinstance(v, (int, float, bool, np.number, np.bool_)):
+                # a bool is a scalar too: the mode flags upstream launchers take (`use_gate: bool`)
                 raise self.fail(fn, f"{n}: a scalar, got {type(v).__name__}")
 
     def extremes(self, x, rng, share=8):
@@ -468,7 +469,7 @@ class Contract:
         lay = {"inputs": [n for n in self.inputs if isinstance(t[n], tuple) and x.get(n) is not None],
                "inouts": list(self.inouts),
                "outputs": {n: list(t[n][0]) for n in self.outputs},
-               "scalars": {n: (x[n].item() if isinstance(x.get(n), np.number) else x.get(n))
+               "scalars": {n: (x[n].item() if isinstance(x.get(n), (np.number, np.bool_)) else x.get(n))
                            for n in self.inputs if not isinstance(t[n], tuple)}}
         if self.has("launch"):
             lay["launch"] = self.launch(shape)

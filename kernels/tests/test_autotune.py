@@ -2,7 +2,7 @@
 Triton's interpreter nothing can time the configs (Triton itself fails with "0 active drivers"),
 so the check runs every case under every config the GPU may pick, and a failure names the
 config. The kernel is our own, written the upstream way: an autotuned, heuristics-sized row norm
-whose grid is a function of the chosen config."""
+whose grid is a function of the chosen config, with a bool mode flag (a scalar input)."""
 import pytest
 
 from .conftest import HAS_CUDA, harness
@@ -21,7 +21,7 @@ import triton.language as tl
 )
 @triton.heuristics({"BLOCK": lambda args: triton.next_power_of_2(args["N"])})
 @triton.jit
-def rownorm_kernel(x, w, y, eps, M, N, ROWS: tl.constexpr, BLOCK: tl.constexpr):
+def rownorm_kernel(x, w, y, eps, M, N, USE_W: tl.constexpr, ROWS: tl.constexpr, BLOCK: tl.constexpr):
     pid = tl.program_id(0)
     cols = tl.arange(0, BLOCK)                                   # [BLOCK]
     cm = cols < N
@@ -31,39 +31,45 @@ def rownorm_kernel(x, w, y, eps, M, N, ROWS: tl.constexpr, BLOCK: tl.constexpr):
         rm = row < M
         v = tl.load(x + row * N + cols, mask=cm & rm, other=0.0)  # [BLOCK]
         ms = tl.sum(v * v, axis=0) / N
-        tl.store(y + row * N + cols, v / tl.sqrt(ms + eps) * ww, mask=cm & rm)
+        out = v / tl.sqrt(ms + eps)
+        if USE_W:
+            out = out * ww
+        tl.store(y + row * N + cols, out, mask=cm & rm)
 
 
-def rownorm(x, w, eps, y):
+def rownorm(x, w, eps, y, use_w: bool = True):
     M, N = x.shape
     grid = lambda meta: (triton.cdiv(M, meta["ROWS"]),)  # noqa: E731
-    rownorm_kernel[grid](x, w, y, eps, M, N)
+    rownorm_kernel[grid](x, w, y, eps, M, N, USE_W=use_w)
     return y
 '''
 
 CONTRACT = '''
 import numpy as np
 
-ARGS = ["x", "w", "eps", "y"]
-INPUTS = ["x", "w", "eps"]
+ARGS = ["x", "w", "eps", "y", "use_w"]
+INPUTS = ["x", "w", "eps", "use_w"]
 INOUTS = []
 OUTPUTS = ["y"]
 
 
 def tensors(s):
     M, N = s["M"], s["N"]
-    return {"x": ((M, N), "float32"), "w": ((N,), "float32"), "eps": 1e-5, "y": ((M, N), "float32")}
+    return {"x": ((M, N), "float32"), "w": ((N,), "float32"), "eps": 1e-5, "y": ((M, N), "float32"),
+            "use_w": M != 3}
 
 
 def make_inputs(s, rng, variant=None):
     M, N = s["M"], s["N"]
     return {"x": rng.standard_normal((M, N)).astype(np.float32),
-            "w": rng.uniform(0.5, 1.5, N).astype(np.float32), "eps": 1e-5}
+            "w": rng.uniform(0.5, 1.5, N).astype(np.float32), "eps": 1e-5,
+            "use_w": M != 3}   # a mode flag, a bool: both of its values among the cases
 
 
 def reference(x):
     v = x["x"].astype(np.float64)
-    return {"y": v / np.sqrt((v * v).mean(axis=1, keepdims=True) + x["eps"]) * x["w"].astype(np.float64)}
+    y = v / np.sqrt((v * v).mean(axis=1, keepdims=True) + x["eps"])
+    return {"y": y * x["w"].astype(np.float64) if x["use_w"] else y}
 
 
 def smaller(s):
@@ -129,7 +135,8 @@ def test_the_compile_says_which_config_it_compiled_and_the_profile_counts_one(tm
     at = out["triton"]["autotune"]
     assert at["configs"] == 3 and at["compiled"] == "config 0 (ROWS=1, num_warps=1, num_stages=3)", at
     assert "check runs every config" in at["why"]
-    assert out["triton"]["constexprs"]["ROWS"] == 1 and out["triton"]["constexprs"]["BLOCK"] == 256
+    cx = out["triton"]["constexprs"]
+    assert (cx["ROWS"], cx["BLOCK"], cx["USE_W"]) == (1, 256, True), cx   # the bool flag reached a constexpr
     rc, out = harness("profile", "--manifest", str(manifest))
     assert rc == 0 and out["status"] == "ok", out.get("error")
     assert out["launches"] == 1 and out["totals"]["load_bytes"] > 0
