@@ -273,3 +273,40 @@ fn init_refuses_what_it_cannot_read_and_files_it_would_overwrite() {
     assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
     assert!(std::fs::read_to_string(d.path().join("rmsnorm_contract.py")).expect("read").contains("ARGS"));
 }
+
+/// A decode written the upstream way (FLA's launchers): the shape read by a splat and an index in
+/// one assignment, a bool mode flag with its default.
+const UPSTREAM_STYLE: &str = r#"import torch
+import triton
+import triton.language as tl
+
+
+@triton.jit
+def decay_kernel(k, v, o, T, H: tl.constexpr, K: tl.constexpr, V: tl.constexpr, USE_GATE: tl.constexpr):
+    i_t, i_h = tl.program_id(0), tl.program_id(1)
+    b_k = tl.load(k + (i_t * H + i_h) * K + tl.arange(0, K))
+    b_v = tl.load(v + (i_t * H + i_h) * V + tl.arange(0, V))
+    b_o = b_v * tl.sum(b_k, axis=0)
+    if USE_GATE:
+        b_o = b_o * 0.5
+    tl.store(o + (i_t * H + i_h) * V + tl.arange(0, V), b_o)
+
+
+def decay(k, v, use_gate: bool = False):
+    B, T, H, K, V = *k.shape, v.shape[-1]
+    o = torch.empty_like(v)
+    decay_kernel[(B * T, H)](k, v, o, T, H=H, K=K, V=V, USE_GATE=use_gate)
+    return o
+"#;
+
+#[test]
+fn init_reads_an_upstream_launchers_splat_unpacking_and_bool_flag() {
+    let d = workdir("kidiom-init-");
+    write(d.path(), "ops/decay.py", UPSTREAM_STYLE);
+    let (r, _manifest, contract) = init(d.path(), "ops/decay.py");
+    assert_eq!(names(&r["shape_vars"]), ["B", "T", "H", "K", "V"], "{r:#}");
+    assert_eq!(names(&r["inputs"]), ["k", "v", "use_gate"], "{r:#}");
+    assert_eq!(names(&r["outputs"]), ["o"], "{r:#}");
+    assert!(contract.contains("\"k\": ((B, T, H, K), \"float32\")"), "the splat gave k's dims:\n{contract}");
+    assert!(contract.contains("\"use_gate\": False"), "the flag's default:\n{contract}");
+}

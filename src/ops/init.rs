@@ -465,15 +465,15 @@ fn read_triton(text: &str) -> std::result::Result<Read, String> {
                         return true;
                     };
                     let rt = node_text(r, text).trim();
-                    // `M, N = x.shape`
-                    if matches!(l.kind(), "pattern_list" | "tuple_pattern")
-                        && let Some(t) = rt.strip_suffix(".shape").filter(|t| is_name(t))
-                    {
+                    // `M, N = x.shape`, and upstream's `B, T, H, K, V = *k.shape, v.shape[-1]`
+                    if matches!(l.kind(), "pattern_list" | "tuple_pattern") {
                         let mut c = l.walk();
-                        let dims: Vec<String> =
+                        let names: Vec<String> =
                             l.named_children(&mut c).map(|d| node_text(d, text).to_string()).collect();
-                        if dims.iter().all(|d| is_name(d)) {
-                            unpacked.insert(t.to_string(), dims);
+                        if names.iter().all(|d| is_name(d)) {
+                            for (t, dims) in unpack_shapes(&names, r, text, &mut indexed) {
+                                unpacked.insert(t, dims);
+                            }
                         }
                         return true;
                     }
@@ -710,14 +710,74 @@ fn allocation_dims(call: Node<'_>, text: &str) -> Option<Vec<String>> {
     (!dims.is_empty() && dims.iter().all(simple)).then_some(dims)
 }
 
+/// The shapes a tuple assignment to `names` unpacks: `x.shape` (every name a dim of x), or a
+/// list of parts, each `*t.shape` (as many dims as the other parts leave: at most one such part),
+/// `t.shape[i]` / `t.size(i)` / `len(t)` (one dim, pushed to `indexed`). `[(tensor, dims)]`.
+fn unpack_shapes(
+    names: &[String],
+    right: Node<'_>,
+    text: &str,
+    indexed: &mut Vec<(String, i64, String)>,
+) -> Vec<(String, Vec<String>)> {
+    let rt = node_text(right, text).trim();
+    if let Some(t) = rt.strip_suffix(".shape").filter(|t| is_name(t)) {
+        return vec![(t.to_string(), names.to_vec())];
+    }
+    if !matches!(right.kind(), "expression_list" | "tuple") {
+        return Vec::new();
+    }
+    // `*k.shape`: tree-sitter-python reads it as the attribute `shape` of the splat `*k`
+    let splat_of = |p: Node<'_>| -> Option<String> {
+        let inner = match p.kind() {
+            "list_splat" => p.named_child(0).map(|e| node_text(e, text).trim().to_string()),
+            "attribute" => {
+                let obj = p.child_by_field_name("object").filter(|o| o.kind() == "list_splat")?;
+                let attr = p.child_by_field_name("attribute").map(|a| node_text(a, text))?;
+                obj.named_child(0).map(|e| format!("{}.{attr}", node_text(e, text).trim()))
+            }
+            _ => None,
+        }?;
+        inner.strip_suffix(".shape").filter(|t| is_name(t)).map(str::to_string)
+    };
+    let is_splat = |p: &Node<'_>| {
+        p.kind() == "list_splat"
+            || (p.kind() == "attribute" && p.child_by_field_name("object").is_some_and(|o| o.kind() == "list_splat"))
+    };
+    let mut c = right.walk();
+    let parts: Vec<Node<'_>> = right.named_children(&mut c).filter(|p| p.kind() != "comment").collect();
+    let splats = parts.iter().filter(|p| is_splat(p)).count();
+    // a splat takes at least one name; without one, a name per part
+    if splats > 1 || (splats == 0 && parts.len() != names.len()) || (splats == 1 && parts.len() > names.len()) {
+        return Vec::new();
+    }
+    let spread = names.len() + 1 - parts.len(); // the names a splat takes
+    let (mut out, mut at) = (Vec::new(), 0);
+    for p in parts {
+        if is_splat(&p) {
+            let Some(t) = splat_of(p) else { return Vec::new() };
+            out.push((t, names[at..at + spread].to_vec()));
+            at += spread;
+        } else {
+            if let Some((t, i)) = shape_index(node_text(p, text)) {
+                indexed.push((t, i, names[at].clone()));
+            }
+            at += 1;
+        }
+    }
+    out
+}
+
 fn is_name(s: &str) -> bool {
     let mut c = s.chars();
     c.next().is_some_and(|f| f.is_alphabetic() || f == '_') && c.all(|x| x.is_alphanumeric() || x == '_')
 }
 
-/// `x.shape[-1]` or `x.size(1)` -> (`x`, -1).
+/// `x.shape[-1]`, `x.size(1)` or `len(x)` -> (`x`, -1).
 fn shape_index(s: &str) -> Option<(String, i64)> {
     let s = s.trim();
+    if let Some(t) = s.strip_prefix("len(").and_then(|r| r.strip_suffix(')')).map(str::trim) {
+        return is_name(t).then(|| (t.to_string(), 0));
+    }
     if let Some((t, rest)) = s.split_once(".shape[") {
         let i = rest.strip_suffix(']')?.trim().parse().ok()?;
         return is_name(t).then(|| (t.to_string(), i));
@@ -1181,5 +1241,42 @@ mod tests {
         assert_eq!(shape_index("x.size(0)"), Some(("x".into(), 0)));
         assert_eq!(shape_index("x.shape"), None);
         assert_eq!(shape_index("f(x).shape[0]"), None);
+        assert_eq!(shape_index("len(x)"), Some(("x".into(), 0)));
+        assert_eq!(shape_index("len(f(x))"), None);
+    }
+
+    /// (tensor, its dims) unpacked, and (tensor, index, name) indexed.
+    type Unpacked = (Vec<(String, Vec<String>)>, Vec<(String, i64, String)>);
+
+    fn unpacked(line: &str) -> Unpacked {
+        let tree = parse_tree(Lang::Python, line).unwrap().unwrap();
+        let mut found = None;
+        preorder(tree.root_node(), |n| {
+            if n.kind() == "assignment" && found.is_none() {
+                found = Some((n.child_by_field_name("left").unwrap(), n.child_by_field_name("right").unwrap()));
+            }
+            true
+        });
+        let (l, r) = found.unwrap();
+        let mut c = l.walk();
+        let names: Vec<String> = l.named_children(&mut c).map(|d| node_text(d, line).to_string()).collect();
+        let mut indexed = Vec::new();
+        (unpack_shapes(&names, r, line, &mut indexed), indexed)
+    }
+
+    #[test]
+    fn upstream_shape_unpacking_is_read() {
+        let v = |xs: &[&str]| xs.iter().map(|x| x.to_string()).collect::<Vec<_>>();
+        assert_eq!(unpacked("M, N = x.shape\n").0, vec![("x".into(), v(&["M", "N"]))]);
+        // FLA's launchers: the splat takes what the other parts leave
+        let (u, i) = unpacked("B, T, H, K, V = *k.shape, v.shape[-1]\n");
+        assert_eq!(u, vec![("k".into(), v(&["B", "T", "H", "K"]))]);
+        assert_eq!(i, vec![("v".into(), -1, "V".into())]);
+        let (u, i) = unpacked("N, D = len(x), w.shape[0]\n");
+        assert!(u.is_empty());
+        assert_eq!(i, vec![("x".into(), 0, "N".into()), ("w".into(), 0, "D".into())]);
+        // two splats, or more parts than names: nothing is guessed
+        assert!(unpacked("A, B, C = *x.shape, *y.shape\n").0.is_empty());
+        assert!(unpacked("A, B = x.shape[0], y.shape[0], z.shape[0]\n").1.is_empty());
     }
 }
