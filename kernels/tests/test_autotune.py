@@ -6,6 +6,7 @@ whose grid is a function of the chosen config, with a bool mode flag (a scalar i
 import pytest
 
 from .conftest import HAS_CUDA, harness
+from .test_contracts import TOLERANCE
 
 cpu_only = pytest.mark.skipif(HAS_CUDA, reason="the configs are chosen by the harness on the CPU only")
 
@@ -84,12 +85,7 @@ source = "rownorm.py"
 entry = "rownorm_kernel"
 launcher = "rownorm"
 contract = "rownorm_contract.py"
-
-[tolerance]
-rel_l2 = 1e-5
-slice_rel_l2 = 1e-4
-max_abs_rel = 1e-4
-
+''' + TOLERANCE + '''
 [shapes]
 cpu = [{ M = 5, N = 40 }, { M = 3, N = 64 }]
 gpu = [{ M = 64, N = 256 }]
