@@ -235,7 +235,7 @@ fn named(token: &str) -> Vec<u32> {
 }
 
 #[test]
-fn host_module_escapes_and_size_triggered_cheats_are_rejected() {
+fn host_module_escapes_are_rejected() {
     let Some(py) = python() else { return };
     let _cpu = crate::util::cpu_heavy(); // host C++ builds; nothing here is timed (all are rejected before speed)
     let env = project();
@@ -268,6 +268,43 @@ fn host_module_escapes_and_size_triggered_cheats_are_rejected() {
     let include =
         edit(&env, KV, "#include <cstddef>\n", &format!("#include \"{}\"\n#include <cstddef>\n", secret.display()));
     plant(&env, "includes-a-secret", "concurrency", KV, &include);
+
+    let (report, out) = validate(&env, &py, &["--pending", "--seeds", "1", "--no-consistency", "--timeout", "600"]);
+    let mut connected = 0;
+    while listener.accept().is_ok() {
+        connected += 1;
+    }
+    assert_eq!(out.status.code(), Some(1), "rejections exit 1: {report:#}");
+    let reason = |id: &str| by_id(&report, id)["verdict"]["reason"].as_str().unwrap_or("").to_string();
+    for (id, gate_name) in [
+        ("escapes-when-called", "correctness"),
+        ("static-initializer-escapes", "static"),
+        ("includes-a-secret", "static"),
+    ] {
+        let ev = by_id(&report, id);
+        assert_eq!(verdict(ev), ("rejected".to_string(), gate_name.to_string()), "{id}: {ev:#}");
+    }
+    let probe = reason("escapes-when-called");
+    assert!(probe.contains("open=refused") && probe.contains("tcp=refused"), "{probe}");
+    assert!(!written.exists(), "the module wrote outside its sandbox");
+    assert_eq!(connected, 0, "the module connected to the host's loopback");
+    assert!(named(&token).is_empty(), "the module's grandchild survived");
+    let at_load = reason("static-initializer-escapes");
+    assert!(
+        at_load.starts_with("state or code outside the calls the checks see: `std::string probe_result` (state kept")
+            && at_load.contains("`struct Escape"),
+        "{at_load}"
+    );
+    assert!(reason("includes-a-secret").contains("does not compile"), "{}", reason("includes-a-secret"));
+    let all = report.to_string();
+    assert!(!all.contains(&secret_text), "the build log echoed the secret: {all}");
+}
+
+#[test]
+fn host_modules_wrong_only_at_the_bench_sizes_or_breaking_the_worker_are_rejected() {
+    let Some(py) = python() else { return };
+    let _cpu = crate::util::cpu_heavy(); // host C++ builds; nothing here is timed (all are rejected before speed)
+    let env = project();
     // class 6: work skipped at the bench's sizes is caught by correctness
     let check = "    check_page_ids(page_ids, n, p.num_pages, \"gather\");\n";
     plant(
@@ -287,37 +324,12 @@ fn host_module_escapes_and_size_triggered_cheats_are_rejected() {
     plant(&env, "breaks-the-workers-io", "concurrency", KV, &edit(&env, KV, first, &breaks));
 
     let (report, out) = validate(&env, &py, &["--pending", "--seeds", "1", "--no-consistency", "--timeout", "600"]);
-    let mut connected = 0;
-    while listener.accept().is_ok() {
-        connected += 1;
-    }
     assert_eq!(out.status.code(), Some(1), "rejections exit 1: {report:#}");
     let reason = |id: &str| by_id(&report, id)["verdict"]["reason"].as_str().unwrap_or("").to_string();
-    for (id, gate_name) in [
-        ("escapes-when-called", "correctness"),
-        ("static-initializer-escapes", "static"),
-        ("includes-a-secret", "static"),
-        ("skips-at-bench-count", "correctness"),
-        ("half-out-when-large", "correctness"),
-        ("breaks-the-workers-io", "correctness"),
-    ] {
+    for id in ["skips-at-bench-count", "half-out-when-large", "breaks-the-workers-io"] {
         let ev = by_id(&report, id);
-        assert_eq!(verdict(ev), ("rejected".to_string(), gate_name.to_string()), "{id}: {ev:#}");
+        assert_eq!(verdict(ev), ("rejected".to_string(), "correctness".to_string()), "{id}: {ev:#}");
     }
-    let probe = reason("escapes-when-called");
-    assert!(probe.contains("open=refused") && probe.contains("tcp=refused"), "{probe}");
-    assert!(!written.exists(), "the module wrote outside its sandbox");
-    assert_eq!(connected, 0, "the module connected to the host's loopback");
-    assert!(named(&token).is_empty(), "the module's grandchild survived");
-    let at_load = reason("static-initializer-escapes");
-    assert!(
-        at_load.starts_with("state or code outside the calls the checks see: `std::string probe_result` (state kept")
-            && at_load.contains("`struct Escape"),
-        "{at_load}"
-    );
-    assert!(reason("includes-a-secret").contains("does not compile"), "{}", reason("includes-a-secret"));
-    let all = report.to_string();
-    assert!(!all.contains(&secret_text), "the build log echoed the secret: {all}");
     let broke = reason("breaks-the-workers-io");
     assert!(broke.contains("broke the worker's own machinery after loading the module"), "{broke}");
     for id in ["skips-at-bench-count", "half-out-when-large"] {
@@ -327,26 +339,42 @@ fn host_module_escapes_and_size_triggered_cheats_are_rejected() {
 
 const CUDA: &str = "kernels/kda_cuda/decode.cu";
 
-// The candidates that would win only on a CPU, in two tests (one per kernel source) so that neither
-// is the suite's longest: each plants and validates only the candidates of its source, and checks
+// The candidates that would win only on a CPU, in three tests (the Triton source's in two) so that
+// none is over a minute on 2 cores: each plants and validates only its own candidates, and checks
 // those of the verdicts below that are theirs.
 #[test]
-fn triton_candidates_that_would_win_only_on_a_cpu_are_rejected_for_their_class() {
-    candidates_that_would_win_only_on_a_cpu(DECODE);
+fn triton_candidates_wrong_where_only_the_gpu_computes_are_rejected_for_their_class() {
+    candidates_that_would_win_only_on_a_cpu(DECODE, |id| !ON_A_SIDE_THE_GPU_TAKES.contains(&id));
+}
+
+#[test]
+fn triton_candidates_wrong_on_a_side_only_the_gpu_takes_are_rejected_for_their_class() {
+    candidates_that_would_win_only_on_a_cpu(DECODE, |id| ON_A_SIDE_THE_GPU_TAKES.contains(&id));
 }
 
 #[test]
 fn cuda_candidates_that_would_win_only_on_a_cpu_are_rejected_for_their_class() {
-    candidates_that_would_win_only_on_a_cpu(CUDA);
+    candidates_that_would_win_only_on_a_cpu(CUDA, |_| true);
 }
 
-fn candidates_that_would_win_only_on_a_cpu(source: &str) {
+/// Class 5's Triton candidates (and their honest twins): a program, a size or a value range the
+/// CPU's cases do not reach.
+const ON_A_SIDE_THE_GPU_TAKES: &[&str] = &[
+    "wrong-in-one-program",
+    "compares-a-program-id",
+    "clamps-the-decay",
+    "past-every-cpu-grid",
+    "triton-conversion-in-range",
+];
+
+/// Plants and validates the candidates below of `source` that `keep` takes.
+fn candidates_that_would_win_only_on_a_cpu(source: &str, keep: fn(&str) -> bool) {
     let Some(py) = python() else { return };
     let _cpu = crate::util::cpu_heavy();
     let env = project();
     let mut planted: Vec<String> = Vec::new();
     let mut plant = |env: &crate::util::Env, id: &str, category: &str, rel: &str, new: &str| {
-        if rel == source {
+        if rel == source && keep(id) {
             plant(env, id, category, rel, new);
             planted.push(id.to_string());
         }
@@ -475,7 +503,7 @@ fn candidates_that_would_win_only_on_a_cpu(source: &str) {
 
     let planted = planted;
     let ours = |id: &str| planted.iter().any(|p| p == id);
-    assert!(planted.len() >= 8, "{planted:?}");
+    assert!(planted.len() >= 4, "{planted:?}");
     let (report, out) = validate(&env, &py, &["--pending", "--seeds", "1", "--no-consistency", "--timeout", "600"]);
     assert_eq!(out.status.code(), Some(1), "rejections exit 1: {report:#}");
     assert_eq!(report["candidates"].as_array().map(Vec::len), Some(planted.len()), "{report:#}");
