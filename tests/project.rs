@@ -105,10 +105,17 @@ pub fn edit(env: &Env, rel: &str, from: &str, to: &str) -> String {
 }
 
 pub fn validate(env: &Env, py: &Path, args: &[&str]) -> (Value, std::process::Output) {
+    validate_with(env, py, &[], args)
+}
+
+/// [`validate`] with `vars` added to kidiom's environment.
+pub fn validate_with(env: &Env, py: &Path, vars: &[(&str, &Path)], args: &[&str]) -> (Value, std::process::Output) {
     let db = env.db();
     let mut all = vec!["validate", "--db", db.to_str().expect("utf8"), "--device", "cpu", "--json"];
     all.extend_from_slice(args);
-    let out = env.cmd().env("KIDIOM_PYTHON", py).args(&all).output().expect("spawn");
+    let mut cmd = env.cmd();
+    cmd.env("KIDIOM_PYTHON", py).envs(vars.iter().copied());
+    let out = cmd.args(&all).output().expect("spawn");
     let json = serde_json::from_slice(&out.stdout).unwrap_or_else(|e| {
         panic!(
             "not JSON ({e}):\n{}\nstderr:\n{}",

@@ -238,16 +238,8 @@ fn a_hanging_kernel_is_an_error_after_its_time_limit_and_the_run_goes_on() {
     let started = Instant::now();
     // a temporary directory of this run's own: what validation leaves there is left behind
     let tmp = tempfile::tempdir().expect("tempdir");
-    let db = env.db();
-    let out = env
-        .cmd()
-        .env("KIDIOM_PYTHON", &py)
-        .env("TMPDIR", tmp.path())
-        .args(["validate", "--db", db.to_str().expect("utf8"), "--device", "cpu", "--json"])
-        .args(["hang", "manifest", "--seeds", "1", "--timeout", "25"])
-        .output()
-        .expect("spawn");
-    let report: Value = serde_json::from_slice(&out.stdout).expect("JSON");
+    let (report, out) =
+        validate_with(&env, &py, &[("TMPDIR", tmp.path())], &["hang", "manifest", "--seeds", "1", "--timeout", "25"]);
     let secs = started.elapsed().as_secs_f64();
     let left: Vec<_> = std::fs::read_dir(tmp.path()).expect("list").flatten().map(|e| e.file_name()).collect();
     assert!(left.is_empty(), "validation left {left:?} in its temporary directory");

@@ -392,7 +392,7 @@ class _Case:
         self.base_key = self.base_cached = None   # a specialization's baseline arrays in that cache
         self.natural = self.natural_rec = None   # call 1's outputs and report (the program-order check)
         self.autotune = None    # the `@triton.autotune` config this case's calls asked for (None: the default)
-        self.autotuned = []     # the autotuned launches its first call reported (worker.py, AUTOTUNED)
+        self.autotuned = []     # the autotuned launches its first call reported (autotune.py, LAUNCHES)
 
     @property
     def id(self):
@@ -410,7 +410,7 @@ MAX_AUTOTUNE = 64   # configs of one autotuned kernel that a check runs (more: a
 
 
 def _autotuned(sets):
-    """The autotuned launches a call's first set reported (worker.py, AUTOTUNED), checked as data:
+    """The autotuned launches a call's first set reported (autotune.py, LAUNCHES), checked as data:
     [{kernel, config, of, ran, described}]. Reported from inside the candidate's process, so they
     say which configs exist, not that a kernel could not forge them (as the work profile's counts)."""
     out = []
@@ -443,7 +443,7 @@ def _autotune_cases(op, cases, cand, device):
     n = max((a["of"] for c in cases for a in c.autotuned), default=1)
     if n > MAX_AUTOTUNE:
         raise ValueError(f"an autotuned kernel has {n} configs: more than the {MAX_AUTOTUNE} a check runs")
-    if n == 1 and not any(a["config"] is None for c in cases for a in c.autotuned):
+    if n == 1:   # one config: the one the cases ran, whoever chose it
         return []
     out = []
     for c in cases:
@@ -1382,7 +1382,8 @@ def run_check(manifest, source=None, seeds=(0,), device="cpu", tf32=True, with_c
         for c in cases:
             rec = _judge_case(manifest, op, c, cand, base, bcache)
             records.append(rec)
-            at = f" ({_autotune_label(c)})" if c.autotuned else ""
+            label = _autotune_label(c)
+            at = f" ({label})" if label else ""
             failures += [f"{rec['id']} seed {rec['seed']}{at}: {f}" for f in rec["failures"]]
         result = {"cases": records}
         # `@triton.autotune`: the same cases under each of the other configs (the rest of the

@@ -440,8 +440,7 @@ def main():
             backend = TorchBackend()
         else:
             from .interp import install_bounds_check, install_fast_device_calls, install_program_order, install_tf32_dot
-            from .interp import install_device_exp, install_faithful_casts
-            from .interp import install_comparisons
+            from .interp import install_comparisons, install_device_exp, install_faithful_casts
             install_comparisons()      # comparisons give int1 booleans, NaN as fcmp's predicates (interp.py)
             install_faithful_casts()   # fp32 -> bf16 / fp8 rounded as the GPU does (interp.py)
             install_device_exp()       # fp32 exp as ex2.approx(x * log2e), as the GPU does
