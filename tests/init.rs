@@ -124,11 +124,9 @@ fn init_reads_a_row_wise_triton_kernel_with_a_scalar() {
     assert!(contract.contains("\"w\": ((N,), \"float32\"),  # TODO"), "{contract}");
     let todo = r["todo"].to_string();
     assert!(todo.contains("reference(x)") && todo.contains("[shapes]"), "{todo}");
-    // the harness passes outputs in: a launcher that allocates y must take it (it cannot be checked before)
-    assert!(
-        todo.contains("rmsnorm.py: rmsnorm allocates y; the harness allocates every output and passes it in"),
-        "{todo}"
-    );
+    // y is allocated and returned by the launcher: taken from its return value, nothing left to do
+    assert!(contract.contains("RETURNS = [\"y\"]  # allocated and returned by rmsnorm"), "{contract}");
+    assert!(!todo.contains("rmsnorm.py: "), "{todo}");
     // the terminal report says what was filled and what is left
     std::fs::remove_file(d.path().join("ops/rmsnorm.toml")).expect("rm");
     std::fs::remove_file(d.path().join("ops/rmsnorm_contract.py")).expect("rm");
@@ -190,7 +188,8 @@ def row_stats(x: torch.Tensor, acc: torch.Tensor, scale: float = 1.0):
         "\"mean\": ((rows,), \"float32\")",
         "\"rstd\": ((rows,), \"float32\")",
         "\"scale\": 1.0,",
-        "OUTPUTS = [\"mean\", \"rstd\"]  # written by the call; mean, rstd returned by row_stats",
+        "OUTPUTS = [\"mean\", \"rstd\"]  # written by the call",
+        "RETURNS = [\"mean\", \"rstd\"]  # allocated and returned by row_stats, in the order it returns them",
     ] {
         assert!(contract.contains(line), "{line}:\n{contract}");
     }

@@ -30,8 +30,19 @@ class Timeout(Exception):
 
 
 def _has_cuda():
+    """torch and a CUDA device. The driver library is asked first: without it there is no GPU,
+    and torch (2 s to import) is not loaded by every harness process of a CPU machine."""
+    import ctypes
     import importlib.util
     if importlib.util.find_spec("torch") is None:
+        return False
+    for name in ("libcuda.so.1", "libcuda.so"):
+        try:
+            ctypes.CDLL(name)
+            break
+        except OSError:
+            continue
+    else:
         return False
     try:
         import torch

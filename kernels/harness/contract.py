@@ -31,6 +31,18 @@ SHAPE_KEY = "__shape__"
 RESULT_DTYPES = ("float32",)
 
 
+def as_numpy(v):
+    """A contract may compute with torch (CPU tensors, its launcher's own language): its tensors
+    come back as numpy arrays (bf16 and fp16 widened to float32, which holds them exactly); any
+    other value as it is. torch is never imported here: a contract that uses it already has."""
+    if type(v).__module__.split(".")[0] != "torch" or not hasattr(v, "detach"):
+        return v
+    t = v.detach().cpu()
+    if str(t.dtype) in ("torch.bfloat16", "torch.float16"):
+        t = t.float()
+    return t.numpy()
+
+
 class ContractError(Exception):
     """A contract that cannot be used: one line, naming the file and the function."""
 
@@ -122,17 +134,25 @@ class Contract:
         self.outputs = _names(mod, path, "OUTPUTS")
         self.optional = _names(mod, path, "OPTIONAL", required=False)
         self.variants = _names(mod, path, "VARIANTS", required=False)
+        # outputs the launcher allocates and returns (`return o, final_state`), in the order it
+        # returns them: not among ARGS; the others are allocated by the harness and passed in
+        self.returns = _names(mod, path, "RETURNS", required=False)
         self.name = getattr(mod, "OP", None) or self.path.stem
         roles = self.inputs + self.inouts + self.outputs
-        unpassed = [n for n in self.outputs + self.inouts if n not in self.args]
+        bad = [n for n in self.returns if n not in self.outputs or n in self.args]
+        if bad or len(set(self.returns)) != len(self.returns):
+            raise ContractError(f"contract {path}: RETURNS names {', '.join(bad) or 'an output twice'}: each must be "
+                                "one of OUTPUTS, once, and not among ARGS (the launcher allocates and returns it)")
+        unpassed = [n for n in self.outputs + self.inouts if n not in self.args and n not in self.returns]
         if unpassed:
-            # a launcher that allocates and returns its outputs (`kidiom init` lists them so)
-            raise ContractError(f"contract {path}: {', '.join(unpassed)} not among ARGS: the harness allocates every "
-                                "output and in/out tensor and passes it to the launcher; make "
-                                f"{'it' if len(unpassed) == 1 else 'each'} a parameter of the launcher and list it "
-                                "in ARGS")
-        if len(set(roles)) != len(roles) or set(roles) != set(self.args) or len(set(self.args)) != len(self.args):
-            raise ContractError(f"contract {path}: INPUTS, INOUTS and OUTPUTS must name every ARGS name once")
+            raise ContractError(f"contract {path}: {', '.join(unpassed)} not among ARGS or RETURNS: an output is "
+                                "either a parameter of the launcher (ARGS: the harness allocates it and passes it "
+                                "in) or what the launcher returns (RETURNS, in the order it returns them); an in/out "
+                                "tensor is always a parameter")
+        if len(set(roles)) != len(roles) or set(roles) != set(self.args) | set(self.returns) \
+                or len(set(self.args)) != len(self.args):
+            raise ContractError(f"contract {path}: INPUTS, INOUTS and OUTPUTS must name every ARGS and RETURNS "
+                                "name once")
         bad = [n for n in self.optional if n not in self.inputs]
         if bad:
             raise ContractError(f"contract {path}: OPTIONAL names {', '.join(bad)}, which are not INPUTS")
@@ -198,18 +218,19 @@ class Contract:
     # shapes -----------------------------------------------------------------------------------------
 
     def tensors(self, shape):
-        """{name: (shape tuple, dtype name)} for tensors, {name: value} for scalars: every ARGS name."""
+        """{name: (shape tuple, dtype name)} for tensors, {name: value} for scalars: every ARGS and
+        RETURNS name."""
         key = tuple(sorted(shape.items()))
         if key in self._tensors:
             return self._tensors[key]
         t = self._call("tensors", dict(shape))
         if not isinstance(t, dict):
             raise self.fail("tensors", f"returned {type(t).__name__}, not a dict")
-        missing = [n for n in self.args if n not in t]
+        missing = [n for n in self.args + self.returns if n not in t]
         if missing:
             raise self.fail("tensors", f"lacks {', '.join(missing)} at {dict(shape)}")
         out = {}
-        for n in self.args:
+        for n in self.args + self.returns:
             v = t[n]
             if isinstance(v, (tuple, list)) and len(v) == 2 and isinstance(v[0], (tuple, list)):
                 try:
@@ -304,7 +325,7 @@ class Contract:
         x = self._call("make_inputs", dict(shape), rng, variant)
         if not isinstance(x, dict):
             raise self.fail("make_inputs", f"returned {type(x).__name__}, not a dict")
-        x = {n: x.get(n) for n in self.inputs + self.inouts}
+        x = {n: as_numpy(x.get(n)) for n in self.inputs + self.inouts}
         for n in without:
             x[n] = None
         self._validate_inputs("make_inputs", x, shape)
@@ -377,7 +398,7 @@ class Contract:
             raise self.fail("sequence", f"must return a list of {steps} dicts of inputs")
         out = []
         for t, x in enumerate(xs):
-            x = {n: x.get(n) for n in self.inputs + self.inouts}
+            x = {n: as_numpy(x.get(n)) for n in self.inputs + self.inouts}
             check = x if t == 0 else dict(out[0], **{n: v for n, v in x.items() if v is not None})
             self._validate_inputs("sequence", check, shape)
             x[SHAPE_KEY] = dict(shape)
@@ -402,8 +423,8 @@ class Contract:
             if n not in got:
                 raise self.fail("reference", f"lacks {n}")
             try:
-                a = np.asarray(got[n], dtype=np.float64)
-            except (TypeError, ValueError) as e:
+                a = np.asarray(as_numpy(got[n]), dtype=np.float64)
+            except (TypeError, ValueError, RuntimeError) as e:
                 raise self.fail("reference", f"{n}: not an array of numbers ({e})") from None
             if a.shape != t[n][0]:
                 raise self.fail("reference", f"{n}: shape {list(a.shape)}, tensors() says {list(t[n][0])}")
@@ -469,6 +490,7 @@ class Contract:
         lay = {"inputs": [n for n in self.inputs if isinstance(t[n], tuple) and x.get(n) is not None],
                "inouts": list(self.inouts),
                "outputs": {n: list(t[n][0]) for n in self.outputs},
+               "returns": list(self.returns),
                "scalars": {n: (x[n].item() if isinstance(x.get(n), (np.number, np.bool_)) else x.get(n))
                            for n in self.inputs if not isinstance(t[n], tuple)}}
         if self.has("launch"):

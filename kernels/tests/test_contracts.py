@@ -346,12 +346,18 @@ def test_contract_validation_without_a_worker(tmp_path):
     assert c.launch({"M": 3, "N": 5}) == {"grid": [1, 3, 1], "block": [32, 1, 1],
                                            "params": [{"ptr": "x"}, {"ptr": "out"}, {"int": 5}]}
     bad = RMSNORM_CONTRACT.replace('INOUTS = []', 'INOUTS = ["w"]')
-    with pytest.raises(ContractError, match="name every ARGS name once"):
+    with pytest.raises(ContractError, match="name every ARGS and RETURNS name once"):
         load_contract(load_manifest(write_kernel(tmp_path / "b", "rmsnorm", contract=bad)))
-    # a launcher that allocates its output: what to change, not that the roles do not add up
+    # an output neither passed in nor returned: the two ways to say it, not that the roles do not add up
     bad = RMSNORM_CONTRACT.replace('ARGS = ["x", "w", "eps", "y"]', 'ARGS = ["x", "w", "eps"]')
-    with pytest.raises(ContractError, match="y not among ARGS: the harness allocates every output"):
+    with pytest.raises(ContractError, match=r"y not among ARGS or RETURNS: an output is either a parameter"):
         load_contract(load_manifest(write_kernel(tmp_path / "e", "rmsnorm", contract=bad)))
+    # ... and one the launcher returns (RETURNS) loads, with y among the tensors
+    c = load_contract(load_manifest(write_kernel(tmp_path / "f", "rmsnorm", contract=bad + '\nRETURNS = ["y"]\n')))
+    assert list(c.returns) == ["y"] and "y" not in c.args and c.tensors({"M": 3, "N": 4})["y"] == ((3, 4), "float32")
+    bad_returns = RMSNORM_CONTRACT + '\nRETURNS = ["y"]\n'
+    with pytest.raises(ContractError, match="RETURNS names y: each must be one of OUTPUTS, once, and not among ARGS"):
+        load_contract(load_manifest(write_kernel(tmp_path / "g", "rmsnorm", contract=bad_returns)))
     # a slice's index may be a bare int (runs of a 1-D output); what is no (index, sub-array) pair is one line
     con = ROWSUM_CONTRACT.replace("    yield (0,), a\n", "    return [(i, a[i:i + 2]) for i in range(0, a.size, 2)]\n")
     c = load_contract(load_manifest(write_kernel(tmp_path / "c", "rowsum", contract=con)))

@@ -79,6 +79,8 @@ struct Read {
     shape_vars: Vec<String>,
     /// CUDA: the `__global__` parameters in order, for `launch(shape)`.
     cuda_params: Vec<CudaParam>,
+    /// Tensor parameters that default to `None` (a mode the launcher turns off without them).
+    optional: Vec<String>,
     filled: Vec<String>,
 }
 
@@ -605,17 +607,23 @@ fn read_triton(text: &str) -> std::result::Result<Read, String> {
     if shape_vars.is_empty() {
         shape_vars.extend(int_scalars.iter().cloned());
     }
+    let mut optional: Vec<String> = Vec::new();
     for p in &lparams {
         let tensorish = as_pointer.contains_key(&p.name)
             || (!scalar_like(p) && !as_scalar.contains(&p.name) && attr_used.contains(&p.name))
             || p.annotation.as_deref().is_some_and(|a| a.contains("Tensor"));
         if tensorish && !scalar_like(p) {
             let (ld, st) = as_pointer.get(&p.name).copied().unwrap_or((true, false));
-            let (role, why) = match (ld, st) {
+            let (role, mut why) = match (ld, st) {
                 (true, true) => (Role::InOut, format!("{entry} loads from and stores to it (in place)")),
                 (false, true) => (Role::Output, format!("{entry} stores to it")),
                 _ => (Role::Input, format!("{entry} reads it")),
             };
+            if role == Role::Input && p.default.as_deref().map(str::trim) == Some("None") {
+                // `weight=None`: the checks run cases with and without it (OPTIONAL)
+                optional.push(p.name.clone());
+                why.push_str("; optional (None by default)");
+            }
             args.push(Arg { name: p.name.clone(), tensor: None, role, value: None, returned: false, why });
         } else {
             let value = match (&p.default, p.annotation.as_deref()) {
@@ -688,6 +696,7 @@ fn read_triton(text: &str) -> std::result::Result<Read, String> {
         args,
         shape_vars,
         cuda_params: Vec::new(),
+        optional,
         filled,
     })
 }
@@ -989,7 +998,7 @@ fn read_cuda(text: &str) -> std::result::Result<Read, String> {
             a.tensor = Some(Tensor { dims: vec![last.clone()], guessed: true });
         }
     }
-    Ok(Read { language: "cuda", entry, launcher: None, args, shape_vars, cuda_params, filled })
+    Ok(Read { language: "cuda", entry, launcher: None, args, shape_vars, cuda_params, optional: Vec::new(), filled })
 }
 
 /// A C function definition's name and parameter list.
@@ -1120,24 +1129,21 @@ fn contract_text(stem: &str, file: &str, r: &Read) -> (String, Vec<String>) {
     s.push_str(&format!("ARGS = {}  # {what}, in order\n", py_list(&args)));
     s.push_str(&format!("INPUTS = {}  # read only (tensors or scalars)\n", py_list(&of(Role::Input))));
     s.push_str(&format!("INOUTS = {}  # updated in place\n", py_list(&of(Role::InOut))));
-    let out_note = if returned.is_empty() {
-        "written by the call".to_string()
+    if !r.optional.is_empty() {
+        let names: Vec<&str> = r.optional.iter().map(String::as_str).collect();
+        s.push_str(&format!("OPTIONAL = {}  # None by default: cases run with and without them\n", py_list(&names)));
+    }
+    if returned.is_empty() {
+        s.push_str(&format!("OUTPUTS = {}  # written by the call\n\n\n", py_list(&of(Role::Output))));
     } else {
+        // the launcher allocates these and returns them: the worker takes them from its return value
         let launcher = r.launcher.as_deref().unwrap_or("it");
-        // the harness allocates outputs (NaN-poisoned, with sentinel tails) and passes them in:
-        // a launcher that allocates its own cannot be checked until it takes them
-        todo.push(format!(
-            "{file}: {launcher} allocates {}; the harness allocates every output and passes it in, so make {} \
-             a parameter of {launcher} and add it to ARGS",
-            returned.join(", "),
-            if returned.len() == 1 { "it" } else { "each" }
+        s.push_str(&format!("OUTPUTS = {}  # written by the call\n", py_list(&of(Role::Output))));
+        s.push_str(&format!(
+            "RETURNS = {}  # allocated and returned by {launcher}, in the order it returns them\n\n\n",
+            py_list(&returned)
         ));
-        format!(
-            "written by the call; {} returned by {launcher} (not among ARGS; TODO: the harness passes outputs in)",
-            returned.join(", ")
-        )
-    };
-    s.push_str(&format!("OUTPUTS = {}  # {out_note}\n\n\n", py_list(&of(Role::Output))));
+    }
     // tensors(shape)
     s.push_str("def tensors(shape):\n");
     s.push_str("    \"\"\"Every argument at `shape`: tensor -> (dims, numpy dtype name); scalar -> its value.\"\"\"\n");

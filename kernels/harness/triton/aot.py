@@ -31,7 +31,7 @@ from pathlib import Path
 import numpy as np
 
 from . import branches, cudatools
-from .arrays import ShapeOnly
+from .arrays import ShapeOnly, meta_tensor, torch_of
 from .autotune import describe_config
 try:
     from ..loader import import_file   # in the repository: kernels.harness.loader
@@ -74,12 +74,15 @@ def call_arglists(manifest, shapes):
     return out
 
 
-def fake_call(manifest, shape):
-    """Positional arguments of the public function at `shape` (shape-only tensors, scalars), from
-    the argument lists the harness sent (`manifest.calls`, see call_arglists)."""
+def fake_call(manifest, shape, torch=None):
+    """Positional arguments of the public function at `shape` (shape-only tensors: a torch
+    launcher's on torch's "meta" device; scalars), from the argument lists the harness sent
+    (`manifest.calls`, see call_arglists)."""
     arglist = manifest.calls.get(shape_key(shape))
     if arglist is None:
         raise ValueError(f"no argument list for the shape {shape}")
+    if torch is not None:
+        return [meta_tensor(torch, a["shape"], a["dtype"]) if "shape" in a else a.get("value") for a in arglist]
     return [FakeTensor(a["shape"], np.dtype(a["dtype"])) if "shape" in a else a.get("value") for a in arglist]
 
 
@@ -161,7 +164,7 @@ def _record(manifest, source, shape):
     kernel = getattr(mod, manifest.entry)
     rec = _Recorder(kernel)
     setattr(mod, manifest.entry, rec)
-    call = fake_call(manifest, shape)
+    call = fake_call(manifest, shape, torch_of(mod))
     try:
         getattr(mod, manifest.launcher)(*call)
     finally:

@@ -13,9 +13,11 @@ onto itself is a no-op), so the kernel writes straight into the numpy buffer.
 fills the tail with a sentinel: reads past the end of the view then see the sentinel (NaN), and
 writes past it are detected by `tail_intact()`.
 """
+import sys
+
 import numpy as np
 
-__all__ = ["NpTensor", "NpDtype"]
+__all__ = ["NpTensor", "NpDtype", "ShapeOnly", "torch_of", "meta_tensor"]
 
 
 class NpDtype:
@@ -47,6 +49,9 @@ class _Storage:
 
     def data_ptr(self):
         return self.buf.ctypes.data
+
+    def nbytes(self):
+        return int(self.buf.nbytes)
 
     def cpu(self):
         return self
@@ -187,6 +192,17 @@ class ShapeOnly:
 
     def is_contiguous(self):
         return True
+
+
+def torch_of(module):
+    """torch, where a kernel's module uses it (its launcher takes torch tensors), else None."""
+    torch = sys.modules.get("torch")
+    return torch if torch is not None and any(v is torch for v in vars(module).values()) else None
+
+
+def meta_tensor(torch, shape, dtype):
+    """A torch launcher's shape-only tensor: on torch's "meta" device (shapes, no memory)."""
+    return torch.empty(tuple(int(s) for s in shape), dtype=getattr(torch, np.dtype(dtype).name), device="meta")
 
 
 def _contiguous_strides(shape):

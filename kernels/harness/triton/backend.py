@@ -16,7 +16,7 @@ import numpy as np
 
 from .arrays import NpTensor
 
-__all__ = ["NumpyBackend", "TorchBackend", "OUT_SENTINEL", "PAD", "tail_ok"]
+__all__ = ["NumpyBackend", "TorchBackend", "OUT_SENTINEL", "PAD", "tail_ok", "host_array"]
 
 PAD = 64                                 # sentinel elements after each tensor
 OUT_SENTINEL = np.float32(-2.718281e37)  # tail of written tensors; any store changes it
@@ -43,6 +43,7 @@ class NumpyBackend:
         nbytes = t.numel() * t.element_size()
         live = t._storage.buf[: t.numel()].view(np.uint8) if track else None
         self.memory.register(name, t.data_ptr(), nbytes, track=live)
+        self.memory.allocate(t._storage.data_ptr(), t._storage.nbytes())
         return t
 
     def begin(self):
@@ -62,6 +63,32 @@ class NumpyBackend:
 
     def provenance(self, t, name):
         return self.memory.provenance(name, t.element_size())
+
+    def adopt(self, values):
+        """At a launch: the tensors it passes that the harness did not allocate (the launcher's
+        own: an output it returns, a scratch buffer) are registered for the bounds check and
+        tracked for provenance, whole allocations at a time (interp.MemoryMap.adopt)."""
+        for what, v in values:
+            if not (hasattr(v, "data_ptr") and hasattr(v, "untyped_storage")):
+                continue
+            try:
+                if self.memory.covers(int(v.data_ptr())):
+                    continue
+                st = v.untyped_storage()
+                start, nbytes = int(st.data_ptr()), int(st.nbytes())
+            except Exception:  # noqa: BLE001 - not host memory (a meta tensor): nothing to watch
+                continue
+            self.memory.adopt(start, nbytes, st, what)
+
+    def returned_writes(self, t):
+        """Per element of a tensor the launcher returned, in order: (a kernel wrote it, host code
+        wrote it), as far as its allocation was watched (interp.MemoryMap.element_writes)."""
+        itemsize = int(t.element_size())
+        offsets = np.zeros((), dtype=np.int64)
+        for n, st in zip(t.shape, t.stride()):
+            offsets = offsets[..., None] + np.arange(int(n), dtype=np.int64) * int(st)
+        addrs = (np.int64(t.data_ptr()) + offsets.reshape(-1) * itemsize).astype(np.uint64)
+        return self.memory.element_writes(addrs, itemsize)
 
     def put(self, array, pad=PAD, sentinel=np.nan, name="input", track=False):
         array = np.ascontiguousarray(array)
@@ -131,6 +158,9 @@ class TorchBackend:
     def provenance(self, t, name):
         return None   # not observed on a GPU
 
+    def adopt(self, values):
+        pass
+
     def put(self, array, pad=PAD, sentinel=np.nan, name="input", track=False):
         array = np.ascontiguousarray(array)
         return self._alloc(array, pad, sentinel)
@@ -156,6 +186,17 @@ class TorchBackend:
 
     def sync(self):
         self.torch.cuda.synchronize()
+
+
+def host_array(t):
+    """A tensor a launcher returned, as a float32 numpy array on the host (an NpTensor, a torch
+    tensor on any device; bf16 and fp16 widen exactly)."""
+    if isinstance(t, NpTensor):
+        return np.array(t.numpy(), dtype=np.float32)
+    t = t.detach()
+    if str(t.dtype) in ("torch.bfloat16", "torch.float16"):
+        t = t.float()
+    return np.array(t.cpu().numpy(), dtype=np.float32)
 
 
 def tail_ok(backend, t, sentinel):

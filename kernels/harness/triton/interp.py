@@ -256,24 +256,41 @@ def install_fast_device_calls():
 # `kernel_written(name)` which elements a kernel store did write (a call that ran only some of a
 # grid's programs is judged on those). `atomics` counts the atomic operations of a call.
 
+# A launcher that allocates (torch.empty_like, a scratch buffer, a returned output) passes memory the
+# harness never registered: `adopt` registers the whole allocation (its storage) at the launch that
+# first passes it, tracked like an output, and keeps the storage alive until the next set. Its
+# bounds are the allocation's, as compute-sanitizer sees a cudaMalloc'd buffer.
+
 class MemoryMap:
     def __init__(self):
         self.regions = []   # (start, end, name)
         self.violations = {}
         self.tracked = {}   # name -> {start, end, buf (live bytes), shadow, host, kernel}
+        self.adopted = []   # names of the launcher's allocations (this set's)
+        self.allocations = []   # (start, end): whole buffers, padding included
         self.atomics = 0
 
     def clear(self):
         self.regions.clear()
         self.violations.clear()
         self.tracked.clear()
+        self.adopted.clear()
+        self.allocations.clear()
         self.atomics = 0
 
     def reset(self):
-        """Forget violations and host writes; the tracked tensors' bytes now are the harness's
-        (a new call on the same tensors)."""
+        """Forget violations and host writes, and the launcher's allocations of the last set; the
+        tracked tensors' bytes now are the harness's (a new call on the same tensors)."""
         self.violations.clear()
         self.atomics = 0
+        if self.adopted:
+            gone = set(self.adopted)
+            spans = {(tr["start"], tr["end"]) for n, tr in self.tracked.items() if n in gone}
+            self.regions = [r for r in self.regions if r[2] not in gone]
+            self.allocations = [a for a in self.allocations if a not in spans]
+            for name in gone:
+                self.tracked.pop(name, None)
+            self.adopted.clear()
         for tr in self.tracked.values():
             tr["shadow"][:] = tr["buf"]
             tr["host"][:] = False
@@ -287,6 +304,39 @@ class MemoryMap:
                                   "shadow": np.array(track), "host": np.zeros(int(nbytes), bool),
                                   "kernel": np.zeros(int(nbytes), bool)}
 
+    def covers(self, addr):
+        return any(a <= addr < b for a, b, _ in self.regions)
+
+    def adopt(self, start, nbytes, keep, what):
+        """An allocation of the launcher's (`keep`: its storage, held until the next set), seen at
+        a launch: registered and tracked from now on (host writes after this show)."""
+        import ctypes
+        start, nbytes = int(start), int(nbytes)
+        if nbytes <= 0 or self.covers(start):
+            return
+        name = f"{what} (allocated by the launcher)"
+        if name in self.tracked:
+            name = f"{what} #{len(self.adopted) + 1} (allocated by the launcher)"
+        live = np.ctypeslib.as_array((ctypes.c_uint8 * nbytes).from_address(start))
+        self.register(name, start, nbytes, track=live)
+        self.allocate(start, nbytes)
+        self.tracked[name]["keep"] = keep
+        self.adopted.append(name)
+
+    def element_writes(self, addrs, itemsize):
+        """Per element at byte address `addrs` (uint64): (a kernel store wrote every byte of it,
+        host code wrote a byte of it since it was tracked); (False, False) outside tracked memory."""
+        kernel, host = np.zeros(addrs.size, dtype=bool), np.zeros(addrs.size, dtype=bool)
+        for tr in self.tracked.values():
+            sel = (addrs >= np.uint64(tr["start"])) & (addrs + np.uint64(itemsize) <= np.uint64(tr["end"]))
+            if not sel.any():
+                continue
+            off = (addrs[sel] - np.uint64(tr["start"])).astype(np.int64)
+            idx = off[:, None] + np.arange(itemsize, dtype=np.int64)
+            kernel[sel] = tr["kernel"][idx].all(axis=1)
+            host[sel] = tr["host"][idx].any(axis=1)
+        return kernel, host
+
     def checkpoint(self):
         """Bytes of tracked tensors that changed since the shadow was last right were written by
         host code: remember them."""
@@ -296,9 +346,28 @@ class MemoryMap:
                 tr["host"] |= diff
                 tr["shadow"][diff] = tr["buf"][diff]
 
+    def allocate(self, start, nbytes):
+        """A whole allocation (a harness tensor's buffer with its padding, a launcher's storage):
+        a lane outside every one is dropped (`within`), so an out-of-bounds access is reported,
+        never carried out on memory no one owns (the heap's: the worker would crash or lie)."""
+        self.allocations.append((int(start), int(start) + int(nbytes)))
+
+    def within(self, addrs, itemsize):
+        """Per address: inside one allocation."""
+        if not self.allocations:
+            return np.ones(addrs.shape, dtype=bool)
+        al = sorted(self.allocations)
+        starts = np.array([a for a, _ in al], dtype=np.uint64)
+        ends = np.array([b for _, b in al], dtype=np.uint64)
+        idx = np.searchsorted(starts, addrs, side="right") - 1
+        ok = idx >= 0
+        ok[ok] &= addrs[ok] + np.uint64(itemsize) <= ends[idx[ok]]
+        return ok
+
     def check(self, kind, addrs, itemsize):
+        """Records the accesses outside every tensor; False where there were some."""
         if not self.regions or addrs.size == 0:
-            return
+            return True
         regions = sorted(self.regions)
         starts = np.array([r[0] for r in regions], dtype=np.uint64)
         ends = np.array([r[1] for r in regions], dtype=np.uint64)
@@ -306,13 +375,14 @@ class MemoryMap:
         ok = idx >= 0
         ok[ok] &= addrs[ok] + np.uint64(itemsize) <= ends[idx[ok]]
         if ok.all():
-            return
+            return True
         bad = addrs[~ok]
         near = idx[~ok]
         name = regions[int(near[0])][2] if near[0] >= 0 else "below every tensor"
         key = (kind, name)
         v = self.violations.setdefault(key, {"kind": kind, "near": name, "count": 0})
         v["count"] += int(bad.size)
+        return False
 
     def record_store(self, addrs, itemsize):
         """After a store to `addrs`: remember the bytes it left in tracked tensors."""
@@ -354,6 +424,14 @@ def _active(ptrs, mask):
     return np.asarray(ptrs.data[np.broadcast_to(mask.data, ptrs.data.shape)]).ravel()
 
 
+def _confined(ti, ptrs, mask, itemsize):
+    """The mask of an access that went out of bounds, less its lanes outside every allocation."""
+    on = np.ones(ptrs.data.shape, dtype=bool) if mask is None else np.broadcast_to(mask.data, ptrs.data.shape)
+    inside = MEMORY.within(np.asarray(ptrs.data).ravel().astype(np.uint64), itemsize).reshape(ptrs.data.shape)
+    from triton import language as tl
+    return ti.TensorHandle(on & inside, tl.int1 if mask is None else mask.dtype)
+
+
 def install_bounds_check():
     """Patch the interpreter's masked load and store (and atomics) to check addresses against
     MEMORY and to record stores into tracked tensors."""
@@ -372,14 +450,16 @@ def install_bounds_check():
     # and an eviction policy, 3.9: one policy): passed through as they come
     def create_masked_load(self, ptrs, mask, other, *cache, **kw):
         n, addrs = itemsize_of(ptrs), _active(ptrs, mask)
-        MEMORY.check("read", addrs, n)
+        if not MEMORY.check("read", addrs, n):
+            mask = _confined(ti, ptrs, mask, n)
         for obs in ACCESS_OBSERVERS:
             obs("load", addrs, n)
         return load(self, ptrs, mask, other, *cache, **kw)
 
     def create_masked_store(self, ptrs, value, mask, *cache, **kw):
         n, addrs = itemsize_of(ptrs), _active(ptrs, mask)
-        MEMORY.check("write", addrs, n)
+        if not MEMORY.check("write", addrs, n):
+            mask = _confined(ti, ptrs, mask, n)
         for obs in ACCESS_OBSERVERS:
             obs("store", addrs, n)
         r = store(self, ptrs, value, mask, *cache, **kw)

@@ -54,6 +54,7 @@ import traceback
 import numpy as np
 
 from . import autotune
+from .arrays import NpTensor, meta_tensor, torch_of
 
 EXIT_WORKER_BUG = 70    # the worker's own machinery failed
 EXIT_LOAD_FAILED = 71   # a kernel source failed to load
@@ -63,6 +64,7 @@ _RESP = None
 COUNTS = {}             # id(kernel object) -> launches
 TOTAL = [0]             # launches of every Triton kernel
 CHECKPOINT = [lambda: None]   # before and after every launch: see host writes (CPU)
+ADOPT = [None]          # at every launch: the launcher's own allocations it passes (CPU)
 KERNEL_CLASSES = ()
 RECORDING = [None]      # a list while a `record` request runs: launches are recorded, not run
 LAUNCHED = []           # this call's launches (kernel, constexprs, grid): interpreted kernels only
@@ -128,6 +130,8 @@ def _counting(orig):
             LAUNCHED.append(launch_facts(self, args, kwargs))
         COUNTS[id(self)] = COUNTS.get(id(self), 0) + 1
         TOTAL[0] += 1
+        if ADOPT[0] is not None:
+            ADOPT[0](_passed(self, args, kwargs))
         CHECKPOINT[0]()
         try:
             return orig(self, *args, **kwargs)
@@ -135,6 +139,14 @@ def _counting(orig):
             CHECKPOINT[0]()
     run.__wrapped__ = orig
     return run
+
+
+def _passed(kernel, args, kwargs):
+    """(parameter name, value) of a launch's arguments."""
+    code = getattr(getattr(kernel, "fn", kernel), "__code__", None)
+    names = code.co_varnames[:code.co_argcount] if code is not None else ()
+    out = [(names[i] if i < len(names) else f"argument {i}", a) for i, a in enumerate(args)]
+    return out + list(kwargs.items())
 
 
 def _is_constexpr(annotation):
@@ -175,11 +187,16 @@ def launch_facts(kernel, args, kwargs):
     return facts
 
 
-def _fake(a, ShapeOnly):
-    """One argument of a recorded call: a shape-only tensor, a scalar's value, or None."""
+def _fake(a, ShapeOnly, torch=None):
+    """One argument of a recorded call: a shape-only tensor (a torch launcher's: on torch's "meta"
+    device, which has shapes and no memory), a scalar's value, or None."""
     if a is None:
         return None
-    return ShapeOnly(a["shape"], a["dtype"]) if "shape" in a else a.get("value")
+    if "shape" not in a:
+        return a.get("value")
+    if torch is not None:
+        return meta_tensor(torch, a["shape"], a["dtype"])
+    return ShapeOnly(a["shape"], a["dtype"])
 
 
 def run_record(kern, req):
@@ -191,7 +208,7 @@ def run_record(kern, req):
         RECORDING[0] = []
         exc = None
         try:
-            kern.fn(*[_fake(a, ShapeOnly) for a in arglist])
+            kern.fn(*[_fake(a, ShapeOnly, kern.torch) for a in arglist])
         except BaseException as e:  # noqa: BLE001 - the candidate's, reported
             exc = describe_exception(e)
         finally:
@@ -270,6 +287,9 @@ class Hosted:
             if obj is None:
                 raise LoadError(f"{self.entry} is not a @triton.jit kernel")
             self.fn = getattr(mod, spec["launcher"])
+            # a torch launcher (FLA's, SGLang's) gets torch tensors on the CPU too: views of the
+            # harness's own buffers (the same memory, the same sentinel tails)
+            self.torch = torch_of(mod)
             self.launches = lambda: COUNTS.get(id(obj), 0)
             self.total = lambda: TOTAL[0]
             self.launched = LAUNCHED
@@ -284,7 +304,20 @@ class Hosted:
             self.total = lambda: sum(cuda_launch.LAUNCHES.values())
             self.launched = cuda_launch.LAUNCHED
             self.emulation = None if on_gpu else cuda_launch.emulation_info(spec["file"], self.entry)
+            self.torch = None
         self.language = spec["language"]
+        self.on_gpu = on_gpu
+
+    def argument(self, v):
+        """What the launcher is passed for a harness tensor: itself, or (a torch launcher on a
+        CPU) a torch view of its buffer, made once per tensor."""
+        if self.torch is None or self.on_gpu or not isinstance(v, NpTensor):
+            return v
+        view = getattr(v, "_torch", None)
+        if view is None:
+            view = self.torch.from_numpy(v._storage.buf).as_strided(v.shape, v._strides, v._offset)
+            v._torch = view
+        return view
 
     def set_programs(self, programs):
         """Program order (and sample) of the next call's launches; None: natural, every program."""
@@ -311,12 +344,28 @@ class Hosted:
 
 # calls --------------------------------------------------------------------------------------------
 
+def _returned(value, names):
+    """{name: tensor} of what the launcher returned, RETURNS naming the first len(names) values
+    (a lone tensor is a one-value return)."""
+    if not names:
+        return {}
+    values = list(value) if isinstance(value, (tuple, list)) else [value]
+    got = {n: (values[i] if i < len(values) else None) for i, n in enumerate(names)}
+    bad = [n for n, v in got.items() if not (hasattr(v, "shape") and hasattr(v, "data_ptr"))]
+    if bad:
+        raise TypeError(f"the launcher returned {type(value).__name__}"
+                        f"{f' of {len(values)}' if isinstance(value, (tuple, list)) else ''}: "
+                        f"no tensor for {', '.join(bad)} (RETURNS: {', '.join(names)}, in the order it returns them)")
+    return got
+
+
 def run_call(backend, kern, req, in_dir, out_dir):
-    from .backend import OUT_SENTINEL
+    from .backend import OUT_SENTINEL, host_array
     io = os.path.join(in_dir, str(int(req["id"])))
     res_dir = os.path.join(out_dir, str(int(req["id"])))
     os.makedirs(res_dir, exist_ok=True)
     inputs, inouts, outputs = list(req["inputs"]), list(req["inouts"]), dict(req["outputs"])
+    returns = [n for n in req.get("returns") or [] if n in outputs]   # allocated by the launcher
     scalars = dict(req.get("scalars") or {})
     pad = int(req.get("pad", 64))
     tensors, results = {}, []
@@ -350,6 +399,8 @@ def run_call(backend, kern, req, in_dir, out_dir):
         # a sample of the programs leaves the rest unwritten: the judge tells them by their NaN
         fill = "nan" if sampled else output_fill(j)
         for name, shape in outputs.items():
+            if name in returns:
+                continue
             if name not in tensors:
                 tensors[name] = backend.poisoned(tuple(shape), pad=pad, name=name, track=True)
             elif fill != "stale":
@@ -367,10 +418,13 @@ def run_call(backend, kern, req, in_dir, out_dir):
         if profile:
             from . import workprofile
             workprofile.start(profile.get("files"))
+        returned = {}
         start = time.perf_counter()
         try:
             if kern.language == "triton":
-                kern.fn(*[tensors.get(n, scalars.get(n)) if n is not None else None for n in req["args"]])
+                value = kern.fn(*[kern.argument(tensors.get(n, scalars.get(n))) if n is not None else None
+                                  for n in req["args"]])
+                returned = _returned(value, returns)
             else:
                 kern.fn(req.get("launch"), tensors)
             backend.sync()
@@ -392,7 +446,7 @@ def run_call(backend, kern, req, in_dir, out_dir):
             t = tensors[name]
             flat, n = backend.flat(t), t.numel()
             rec["inputs"][name] = {"data": digest(flat[:n]), "tail": digest(flat[n:])}
-        written = inouts + list(outputs)
+        written = inouts + [n for n in outputs if n not in returns]
         for name in written:
             if stacked:
                 kept.setdefault(name, []).append(backend.flat(tensors[name]))
@@ -403,7 +457,28 @@ def run_call(backend, kern, req, in_dir, out_dir):
             rec["arrays"][name] = f
         if kern.observes["provenance"]:
             backend.checkpoint()
+        # The launcher's returned outputs travel as the harness's do (float32, a sentinel tail: their
+        # bounds are their allocation's, which the bounds check watched from their first launch).
+        # What no kernel wrote of one holds whatever its allocation held (a reused block may hold the
+        # last call's right answer): not written by a kernel, so it fails provenance; in a call that
+        # ran a sample of the programs it reads NaN instead, as an unwritten harness output does.
+        writes = {name: backend.returned_writes(t) for name, t in returned.items()} \
+            if kern.observes["provenance"] else {}
+        for name, t in returned.items():
+            f = os.path.join(res_dir, f"r{j}_{name}.npy")
+            a = host_array(t).reshape(-1)
+            if sampled and name in writes:
+                a = np.where(writes[name][0], a, np.float32(np.nan)).astype(np.float32)
+            np.save(f, np.concatenate([a, np.full(pad, OUT_SENTINEL, np.float32)]))
+            rec["arrays"][name] = f
+        if kern.observes["provenance"]:
             rec["provenance"] = {}
+            for name, (kernel, host) in writes.items():
+                f = os.path.join(res_dir, f"r{j}_{name}.prov.npy")
+                np.save(f, np.packbits(~host if sampled else kernel & ~host))
+                rec["provenance"][name] = f
+                if sampled:
+                    np.save(os.path.join(res_dir, f"r{j}_{name}.kw.npy"), np.packbits(kernel))
             for name in written:
                 bits = np.packbits(backend.provenance(tensors[name], name))
                 if stacked:
@@ -415,7 +490,7 @@ def run_call(backend, kern, req, in_dir, out_dir):
                 rec["provenance"][name] = f
             if sampled:
                 # a partial grid is judged on what the programs that ran wrote
-                rec["written"] = {}
+                rec["written"] = {n: os.path.join(res_dir, f"r{j}_{n}.kw.npy") for n in returned}
                 for name in written:
                     f = os.path.join(res_dir, f"r{j}_{name}.kw.npy")
                     t = tensors[name]
@@ -455,6 +530,8 @@ def main():
         autotune.install(interpreted=not on_gpu)
         FACTS[0] = not on_gpu
         CHECKPOINT[0] = backend.checkpoint
+        if not on_gpu:
+            ADOPT[0] = backend.adopt
     except Exception:  # noqa: BLE001
         send({"worker_error": traceback.format_exc()[-3000:]})
         os._exit(EXIT_WORKER_BUG)
