@@ -124,7 +124,7 @@ extern "C" __global__ void square{i}(const float* x, float* y, int n) {{
 
 /// `text` with the one line that starts (after indentation) with `prefix`
 /// replaced by `new`, indented as it was.
-fn set_line(text: &str, prefix: &str, new: &str) -> String {
+pub(crate) fn set_line(text: &str, prefix: &str, new: &str) -> String {
     let hits: Vec<&str> = text.lines().filter(|l| l.trim_start().starts_with(prefix)).collect();
     assert_eq!(hits.len(), 1, "one line starting with {prefix:?} in:\n{text}");
     let old = hits[0];
@@ -134,7 +134,7 @@ fn set_line(text: &str, prefix: &str, new: &str) -> String {
 
 /// `text` with its top-level `def reference(` (the rest of the file: the
 /// skeleton writes it last) replaced by `new`.
-fn set_reference(text: &str, new: &str) -> String {
+pub(crate) fn set_reference(text: &str, new: &str) -> String {
     let at = text.find("\ndef reference(x):").unwrap_or_else(|| panic!("no reference in:\n{text}"));
     assert!(!text[at + 1..].contains("\ndef "), "reference is the skeleton's last function:\n{text}");
     format!("{}\n{new}", &text[..at])
@@ -143,11 +143,11 @@ fn set_reference(text: &str, new: &str) -> String {
 /// What the test writes where `kidiom init` left TODO: lines of the
 /// manifest and of the contract (by their first words), extra contract
 /// functions, and the reference.
-struct Completion {
-    manifest: &'static [(&'static str, &'static str)],
-    contract: &'static [(&'static str, &'static str)],
-    extra: &'static str,
-    reference: &'static str,
+pub(crate) struct Completion {
+    pub manifest: &'static [(&'static str, &'static str)],
+    pub contract: &'static [(&'static str, &'static str)],
+    pub extra: &'static str,
+    pub reference: &'static str,
 }
 
 /// The tolerances of every manifest: loose enough that computing in fp16 or
@@ -157,7 +157,7 @@ struct Completion {
 const TOLERANCE: [(&str, &str); 3] =
     [("rel_l2 =", "rel_l2 = 3e-2"), ("slice_rel_l2 =", "slice_rel_l2 = 1e-1"), ("max_abs_rel =", "max_abs_rel = 3e-2")];
 
-fn complete(env: &Env, stem: &str, c: &Completion) {
+pub(crate) fn complete(env: &Env, stem: &str, c: &Completion) {
     let (toml, py) = (format!("ops/{stem}.toml"), format!("ops/{stem}_contract.py"));
     let mut m = crate::project::read(env, &toml);
     for (prefix, new) in TOLERANCE.iter().chain(c.manifest) {
@@ -239,13 +239,13 @@ fn names(v: &Value) -> Vec<&str> {
 }
 
 /// `text` with `from` (occurring once) replaced by `to`.
-fn edited(text: &str, from: &str, to: &str) -> String {
+pub(crate) fn edited(text: &str, from: &str, to: &str) -> String {
     assert_eq!(text.matches(from).count(), 1, "{from:?} must occur once");
     text.replace(from, to)
 }
 
 /// The correctness gate's failures, from its record.
-fn failures(ev: &Value) -> Vec<String> {
+pub(crate) fn failures(ev: &Value) -> Vec<String> {
     let g = gate(ev, "correctness");
     g["metrics"]["failures"]
         .as_array()
