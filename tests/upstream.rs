@@ -3,12 +3,16 @@
 //! an autograd Function, `@triton.autotune` over three configs, `@triton.heuristics` and four
 //! mode flags. `kidiom init` reads it; the test fills in what a user must (the sizes, the tensor
 //! shapes the launcher does not say, the reference); `kidiom validate` takes an exact rewrite
-//! to `needs-gpu` and rejects one that is right under one autotune config only, naming the
-//! config.
+//! to `needs-gpu`, rejects one that is right under one autotune config only, naming the config,
+//! and calls one inside a branch no case takes (the contract FIXES the flag) `unverified`,
+//! until the flag is left free and a case takes it.
 
 use crate::own_kernels::{Completion, complete, edited, failures};
 use crate::project::{by_id, gate, plant, python, repo, verdict};
 use crate::util::Env;
+
+/// The user's model is RMS-normed only: `is_rms` keeps its one value in every case.
+const FIXED: &str = "FIXED = [\"is_rms\"]\n\n\n";
 
 const DONE: Completion = Completion {
     manifest: &[
@@ -24,7 +28,7 @@ const DONE: Completion = Completion {
         ("\"weight\":", "\"weight\": ((D,), \"float32\"),"),
         ("\"bias\":", "\"bias\": ((D,), \"float32\"),"),
     ],
-    extra: "",
+    extra: FIXED,
     reference: r#"def reference(x):
     v = x["x"].astype(np.float64)
     if not x["is_rms"]:
@@ -73,6 +77,15 @@ fn a_kernel_written_the_upstream_way_goes_from_init_to_needs_gpu() {
     );
     plant(&env, "swapped", "math", rel, &same);
     plant(&env, "unmasked-rows", "math", rel, &edited(&source, "m = m_d & (i_m < M)", "m = m_d"));
+    // a change inside `if not IS_RMS:`, which no case takes while the contract fixes the flag
+    let centre = "b_x = tl.where(m, b_x - tl.sum(b_x, axis=0) / D, 0.0)";
+    plant(
+        &env,
+        "layer-norm-only",
+        "math",
+        rel,
+        &edited(&source, centre, &centre.replace("/ D, 0.0)", "* (1.0 / D), 0.0)")),
+    );
     let (report, _) = crate::project::validate(&env, &py, &["--pending", "--seeds", "1", "--timeout", "300"]);
 
     let ev = by_id(&report, "swapped");
@@ -80,6 +93,12 @@ fn a_kernel_written_the_upstream_way_goes_from_init_to_needs_gpu() {
     for g in ["syntax", "static", "correctness"] {
         assert_eq!(gate(ev, g)["status"], "passed", "{g}: {ev:#}");
     }
+    let ev = by_id(&report, "layer-norm-only");
+    assert_eq!(verdict(ev), ("unverified".to_string(), "correctness".to_string()), "{ev:#}");
+    let line = source.lines().position(|l| l.contains(centre)).expect("the line") + 1;
+    let reason = ev["verdict"]["reason"].as_str().unwrap_or("");
+    assert!(reason.contains(&format!("no CPU case ran the change (line {line})")), "{reason}");
+    assert!(gate(ev, "speed").is_null(), "nothing after the gate that could not verify it: {ev:#}");
     let ev = by_id(&report, "unmasked-rows");
     assert_eq!(verdict(ev), ("rejected".to_string(), "correctness".to_string()), "{ev:#}");
     let f = failures(ev);
@@ -89,4 +108,12 @@ fn a_kernel_written_the_upstream_way_goes_from_init_to_needs_gpu() {
             && l.contains("y (allocated by the launcher)")),
         "{f:#?}"
     );
+
+    // the flag left free, the odd cases take the branch: the same rewrite is verified
+    let py_rel = "ops/gated_norm_contract.py";
+    let contract = crate::project::read(&env, py_rel);
+    env.write(py_rel, edited(&contract, FIXED, ""));
+    let (report, _) = crate::project::validate(&env, &py, &["layer-norm-only", "--seeds", "1", "--timeout", "300"]);
+    let ev = by_id(&report, "layer-norm-only");
+    assert_eq!(verdict(ev), ("needs-gpu".to_string(), "-".to_string()), "{ev:#}");
 }

@@ -159,6 +159,10 @@ class Contract:
         for f in ("tensors", "make_inputs", "reference", "slices", "written", "smaller", "counted", "launch", "sequence"):
             if hasattr(mod, f) and not callable(getattr(mod, f)):
                 raise ContractError(f"contract {path}: {f} must be a function")
+        self.fixed = _names(mod, path, "FIXED", required=False)
+        bad = [n for n in self.fixed if n not in self.inputs]
+        if bad:
+            raise ContractError(f"contract {path}: FIXED names {', '.join(bad)}, which are not INPUTS")
         self.stored = _names(mod, path, "STORED", required=False)
         bad = [n for n in self.stored if n not in self.inouts]
         if bad:
@@ -250,6 +254,10 @@ class Contract:
                 raise self.fail("tensors", f"{n}: expected (shape, dtype) or a number, got {type(v).__name__}")
         self._tensors[key] = out
         return out
+
+    def flags(self, x):
+        """The mode flags of inputs `x` that the checks vary: its bool scalar INPUTS, less FIXED."""
+        return [n for n in self.inputs if n not in self.fixed and isinstance(x.get(n), (bool, np.bool_))]
 
     def is_tensor(self, name, shape):
         return isinstance(self.tensors(shape)[name], tuple)

@@ -31,7 +31,7 @@ RETURNS = ["y", "rstd"]
 def tensors(s):
     B, T, H, D = s["B"], s["T"], s["H"], s["D"]
     return {"x": ((B, T, H, D), "float32"), "g": ((B, T, H), "float32"), "weight": ((D,), "float32"),
-            "bias": ((D,), "float32"), "eps": 1e-5, "is_rms": T != 3, "gate_sigmoid": T == 3,
+            "bias": ((D,), "float32"), "eps": 1e-5, "is_rms": True, "gate_sigmoid": False,
             "y": ((B, T, H, D), "float32"), "rstd": ((B, T, H), "float32")}
 
 
@@ -80,10 +80,10 @@ flops = "8 * B * T * H * D"
 '''
 
 
-def _kernel(d, source=GATED_NORM):
+def _kernel(d, source=GATED_NORM, contract=CONTRACT):
     d.mkdir(parents=True, exist_ok=True)
     (d / "gated_norm.py").write_text(source)
-    (d / "gated_norm_contract.py").write_text(CONTRACT)
+    (d / "gated_norm_contract.py").write_text(contract)
     (d / "gated_norm.toml").write_text(MANIFEST)
     return d / "gated_norm.toml"
 
@@ -99,7 +99,10 @@ def test_a_torch_launcher_is_checked_as_written(tmp_path):
     rc, out = _check(manifest)
     assert rc == 0 and out["status"] == "passed", (out.get("failures"), out.get("error"))
     # the returned outputs were judged like any other: their values, their provenance
-    assert {(c["weight"], c["bias"]) for c in out["cases"]} >= {(True, True)}, out["cases"]
+    # the optional tensors present and absent (HAS_WEIGHT, HAS_BIAS), the bool flags both ways
+    assert {(c["weight"], c["bias"]) for c in out["cases"]} == {(True, True), (False, False)}, out["cases"]
+    assert {tuple(c["flags"].items()) for c in out["cases"]} == {
+        (("is_rms", True), ("gate_sigmoid", True)), (("is_rms", False), ("gate_sigmoid", False))}, out["cases"]
     for c in out["cases"]:
         assert c["passed"] and set(c["outputs"]) == {"y", "rstd"}, c
         assert c["provenance"] == {"y": True, "rstd": True}, c["provenance"]
@@ -142,3 +145,42 @@ def test_a_wrong_autotune_config_of_a_torch_launcher_fails_naming_it(tmp_path):
     named = [f for f in out["failures"] if "autotune config" in f]
     assert any("autotune config 2 of 3 of gated_norm_fwd_kernel (ROWS=4" in f for f in named), out["failures"]
     assert not any("autotune config 0 " in f for f in out["failures"]), out["failures"]
+
+
+@needs_torch
+@cpu_only
+def test_a_change_no_case_runs_is_unverified_until_a_case_runs_it(tmp_path):
+    """A rewrite inside `if not IS_RMS:` passes every case while the contract FIXES is_rms (the
+    branch never runs): the check says which changed lines no case ran, and that the change is
+    unverified. With the flag left free the odd cases run it, and it is verified."""
+    branch = "            b_x = tl.where(m, b_x - tl.sum(b_x, axis=0) / D, 0.0)"
+    assert GATED_NORM.count(branch) == 1
+    line = GATED_NORM[:GATED_NORM.index(branch)].count("\n") + 1
+    cand = tmp_path / "gated_norm_branch.py"
+    cand.write_text(GATED_NORM.replace(branch, branch.replace("/ D, 0.0)", "* (1.0 / D), 0.0)")))
+    fixed = _kernel(tmp_path / "fixed", contract=CONTRACT.replace('OPTIONAL = ["weight", "bias"]',
+                                                                   'OPTIONAL = ["weight", "bias"]\nFIXED = ["is_rms"]'))
+    rc, out = _check(fixed, "--source", str(cand))
+    assert rc == 0 and out["status"] == "passed", (out.get("failures"), out.get("error"))
+    assert all(c["flags"] == {"gate_sigmoid": c["flags"]["gate_sigmoid"]} for c in out["cases"]), out["cases"]
+    cov = out["coverage"]
+    assert cov["changed"] == [line] and cov["unrun"] == [line], cov
+    assert f"no CPU case ran the change (line {line})" in cov["unverified"], cov
+    rc, out = _check(_kernel(tmp_path / "free"), "--source", str(cand))
+    assert rc == 0 and out["status"] == "passed", (out.get("failures"), out.get("error"))
+    assert out["coverage"] == {"changed": [line], "watched": [line], "unrun": []}, out["coverage"]
+
+
+@needs_torch
+@cpu_only
+def test_a_change_to_a_function_no_case_calls_is_unverified(tmp_path):
+    """The autograd Function's forward is not the contract's launcher: a change there (host code,
+    watched from the file's import) runs in no case."""
+    save = "        ctx.save_for_backward(x, g, weight, bias, rstd)"
+    assert GATED_NORM.count(save) == 1
+    line = GATED_NORM[:GATED_NORM.index(save)].count("\n") + 1
+    cand = tmp_path / "gated_norm_forward.py"
+    cand.write_text(GATED_NORM.replace(save, "        ctx.save_for_backward(x, g, rstd)"))
+    rc, out = _check(_kernel(tmp_path / "k"), "--source", str(cand))
+    assert rc == 0 and out["status"] == "passed", (out.get("failures"), out.get("error"))
+    assert out["coverage"]["unrun"] == [line] and "unverified" in out["coverage"], out["coverage"]

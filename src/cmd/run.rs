@@ -407,7 +407,7 @@ fn best_per_kernel(ours: &[kidiom_patterns::Candidate]) -> Vec<String> {
         let tier = match verdict_of(c) {
             Some(VerdictKind::Accepted) => 0,
             Some(VerdictKind::NeedsGpu) => 1,
-            None => 2,
+            None | Some(VerdictKind::Unverified) => 2,
             Some(VerdictKind::Error) => 3,
             Some(VerdictKind::Rejected) => 4,
         };

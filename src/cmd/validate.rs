@@ -143,8 +143,10 @@ pub(crate) fn print_report(r: &Report, wide: bool) -> Result<()> {
             }
         }
     }
+    let unverified =
+        if r.summary.unverified > 0 { format!(", {} unverified", r.summary.unverified) } else { String::new() };
     output::line(&format!(
-        "{} accepted, {} rejected, {} needs-gpu, {} error ({:.1}s)",
+        "{} accepted, {} rejected, {} needs-gpu{unverified}, {} error ({:.1}s)",
         r.summary.accepted, r.summary.rejected, r.summary.needs_gpu, r.summary.error, r.seconds
     ))?;
     Ok(())

@@ -106,6 +106,7 @@ pub(crate) fn verdict_class(verdict: &str) -> &'static str {
         "accepted" => "accepted",
         "rejected" => "rejected",
         "needs-gpu" => "needs-gpu",
+        "unverified" => "unverified",
         "error" => "error",
         _ => "none",
     }

@@ -119,7 +119,7 @@ pub(crate) const TOOLS: &[Tool] = &[
         title: "Accept a candidate",
         description: "Commits a candidate on the review branch (kidiom/review), with its pattern, provenance and \
                       evidence as trailers; the working tree and HEAD are left alone. Refused unless the \
-                      candidate's verdict is `accepted` (needs-gpu, rejected, error and never validated are \
+                      candidate's verdict is `accepted` (needs-gpu, unverified, rejected, error and never validated are \
                       refused with the reason); `force: true` commits it anyway.",
         access: Access::Workspace,
         destructive: false,

@@ -25,7 +25,14 @@ pub(crate) struct Counts {
     pub(crate) accepted: usize,
     pub(crate) rejected: usize,
     pub(crate) needs_gpu: usize,
+    /// Written only when some are (reports before `unverified` read the same).
+    #[serde(skip_serializing_if = "is_zero")]
+    pub(crate) unverified: usize,
     pub(crate) error: usize,
+}
+
+fn is_zero(n: &usize) -> bool {
+    *n == 0
 }
 
 impl Counts {
@@ -34,6 +41,7 @@ impl Counts {
             VerdictKind::Accepted => self.accepted += 1,
             VerdictKind::Rejected => self.rejected += 1,
             VerdictKind::NeedsGpu => self.needs_gpu += 1,
+            VerdictKind::Unverified => self.unverified += 1,
             VerdictKind::Error => self.error += 1,
         }
     }

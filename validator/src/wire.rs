@@ -270,6 +270,26 @@ pub(crate) struct Check {
     /// hints only): why, and the parts of the check not run for it.
     #[serde(default)]
     pub(crate) same_program: Option<SameProgram>,
+    /// Which lines of the change some case ran (a Triton candidate on a CPU).
+    #[serde(default)]
+    pub(crate) coverage: Option<Coverage>,
+}
+
+/// The candidate's changed lines against what the cases ran.
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+pub(crate) struct Coverage {
+    /// Changed lines (1-based, in the candidate).
+    #[serde(default)]
+    pub(crate) changed: Vec<u64>,
+    /// Of them, those inside function bodies, which a run can be seen to reach.
+    #[serde(default)]
+    pub(crate) watched: Vec<u64>,
+    /// Of the watched, those no case ran.
+    #[serde(default)]
+    pub(crate) unrun: Vec<u64>,
+    /// Set when no case ran any of the change: why it is unverified.
+    #[serde(default)]
+    pub(crate) unverified: Option<String>,
 }
 
 /// Why a check ran a reduced plan: the candidate runs the baseline's own

@@ -46,6 +46,7 @@ from .backend import OUT_SENTINEL, PAD
 from .basecache import BaselineCache
 from ..cuda.comparisons import added_comparisons
 from ..gpu_sides import cuda_params, evaluate
+from .coverage import changed_lines, watchable
 from .runtime_tests import new_runtime_comparisons
 from ..contract import SHAPE_KEY, ContractError, load_contract
 from ..manifest import find_manifest, shape_id
@@ -373,7 +374,7 @@ def _and(dicts):
 # cases ------------------------------------------------------------------------------------------
 
 class _Case:
-    def __init__(self, op, shape, seed, index, sets=2, optional=None, salt=()):
+    def __init__(self, op, shape, seed, index, sets=2, optional=None, salt=(), flags=True):
         self.shape, self.seed, self.index = shape, seed, index
         # the contract's OPTIONAL inputs: present in even cases, None in odd ones
         self.optional = index % 2 == 0 if optional is None else optional
@@ -381,6 +382,15 @@ class _Case:
                 np.random.default_rng([seed, 1, *salt])]
         without = () if self.optional else op.optional
         self.xs = [op.make_inputs(shape, rngs[i], without=without) for i in range(sets)]
+        # the mode flags (bool scalar INPUTS, a launcher's `use_gate: bool`): True in even cases, False
+        # in odd ones, whatever the contract drew, so every branch a flag selects runs in some case
+        # (a flag the contract names in FIXED keeps its value: the kernel supports no other; so do
+        # they all in a specialization, which runs a GPU shape's very launch smaller)
+        self.flags = {}
+        for n in op.flags(self.xs[0]) if flags else ():
+            for x in self.xs:
+                x[n] = index % 2 == 0
+            self.flags[n] = index % 2 == 0
         # call 1 realistic; call 2 over the contract's production RANGES, their ends included: a
         # candidate that clamps or approximates outside the realistic draws fails there
         self.ranged = sets > 1 and bool(op.ranges)
@@ -523,6 +533,8 @@ def _judge_case(manifest, op, case, cand, base, bcache=None):
         rec["untouched_intact"] = all(all(f.get("untouched_intact", {"": False}).values()) for f in facts_all)
     for name in op.optional:
         rec[name] = case.xs[0][name] is not None
+    if case.flags:
+        rec["flags"] = dict(case.flags)
     return rec
 
 
@@ -829,7 +841,8 @@ class _Specializations:
         for k, it in enumerate(self.items):
             if it.skipped:
                 continue
-            it.case = c = _Case(op, it.shape, seed, k, sets=1, optional=it.optional is not False, salt=(2, k))
+            it.case = c = _Case(op, it.shape, seed, k, sets=1, optional=it.optional is not False, salt=(2, k),
+                                flags=False)
             self._submit(it, cand, base, self.sample)
 
     def _submit(self, it, cand, base, sample):
@@ -1344,7 +1357,9 @@ def run_check(manifest, source=None, seeds=(0,), device="cpu", tf32=True, with_c
         "emulation" if manifest.language == "cuda" else ("interpreter-tf32" if tf32 else "interpreter"))
     with Workers(device, tf32, deadline) as ws:
         runtime_tests = _runtime_tests(manifest, source) if device == "cpu" else []
-        cand = ws.start("candidate", {"candidate": KernelSpec.of(manifest, source, sides=runtime_tests)},
+        changed = _changed_lines(manifest, source) if device == "cpu" else None
+        cand = ws.start("candidate", {"candidate": KernelSpec.of(manifest, source, sides=runtime_tests,
+                                                                 lines=changed["watched"] if changed else ())},
                         trusted=False)
         # with a baseline cache the baseline's worker may have nothing to do: it starts when asked
         base = ws.start("baseline", base_specs, trusted=True, lazy=bcache is not None) if base_specs else None
@@ -1432,6 +1447,8 @@ def run_check(manifest, source=None, seeds=(0,), device="cpu", tf32=True, with_c
             envs = _gpu_envs(manifest, op, source, spec)
             result["runtime_tests"], fails = _judge_sides(runtime_tests, cand.sides, envs, manifest.language)
             failures += fails
+        if changed:
+            result["coverage"] = _coverage(changed, cand.lines_ran)
         emulation = (info.get("emulation") or {}).get("candidate") if isinstance(info.get("emulation"), dict) else None
         if isinstance(emulation, dict):
             result["emulation"] = emulation
@@ -1453,6 +1470,34 @@ def run_check(manifest, source=None, seeds=(0,), device="cpu", tf32=True, with_c
                       baseline={"compared": against_baseline, "factor": BASELINE_FACTOR, "floor": BASELINE_FLOOR,
                                 **({"cache": bcache.describe()} if bcache is not None else {})})
         return result
+
+
+def _changed_lines(manifest, source):
+    """The candidate's changed lines, and those of them a worker can watch run (coverage.py): a
+    Triton candidate's on a CPU; None without a change to watch."""
+    if manifest.language != "triton" or source is None:
+        return None
+    try:
+        base_text = manifest.source_path.read_text(encoding="utf-8")
+        cand_text = open(source, encoding="utf-8").read()
+        lines = changed_lines(base_text, cand_text)
+        watched = watchable(cand_text, lines)
+    except (OSError, UnicodeDecodeError, SyntaxError, ValueError):
+        return None   # the static gate reports what does not read or parse
+    return {"lines": lines, "watched": watched} if lines else None
+
+
+def _coverage(changed, ran):
+    """Which changed lines some case ran. A change whose every line is in a function body that no
+    case reached is `unverified`: the cases passed without running it (a branch of a mode flag
+    the contract fixes, a launcher it never calls)."""
+    unrun = [n for n in changed["watched"] if n not in ran]
+    rec = {"changed": changed["lines"], "watched": changed["watched"], "unrun": unrun}
+    if unrun and len(unrun) == len(changed["lines"]):
+        rec["unverified"] = (f"no CPU case ran the change (line{'s' if len(unrun) > 1 else ''} "
+                             f"{', '.join(map(str, unrun))}): it lies in code only other inputs, flags or "
+                             "launches reach; a case (a shape, a flag's value, an OPTIONAL input) that runs it verifies it")
+    return rec
 
 
 def _runtime_tests(manifest, source):

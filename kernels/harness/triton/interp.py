@@ -809,15 +809,12 @@ def install_side_watch(path, sites):
     the comparison's `ast.unparse` text) of `path`'s @triton.jit functions, into SIDES. Call
     before the functions first run (the interpreter rewrites a function on its first call)."""
     import ast
-    import os
     import secrets
-    from triton.runtime import interpreter as ti
 
     from .runtime_tests import is_pick
     want = {}
     for s in sites:
         want.setdefault(int(s["line"]), set()).add(str(s["test"]))
-    real = os.path.realpath(path)
     name = "_kidiom_side_" + secrets.token_hex(8)
 
     def record(line, value):
@@ -861,18 +858,55 @@ def install_side_watch(path, sites):
             return ast.copy_location(ast.Call(func=ast.Name(id=name + "_pick", ctx=ast.Load()),
                                               args=[ast.Constant(line), node.func, *node.args], keywords=[]), node)
 
-    orig = ti.FunctionRewriter._transform_ast
+    def wrap(tree, offset, fn_globals):
+        fn_globals[name], fn_globals[name + "_pick"] = record, record_pick
+        return Wrap(offset).visit(tree)
 
-    def transform(self, src):
-        if os.path.realpath(self.filename or "") != real:
-            return orig(self, src)
-        # as Triton's own (3.6 and 3.9 alike), with the comparisons wrapped first
-        offset = self.def_file_lineno - 1
-        tree = Wrap(offset).visit(ast.parse(src))
-        self.fn.__globals__[name], self.fn.__globals__[name + "_pick"] = record, record_pick
-        tree = self.ast_transformer.visit(tree)
-        ast.fix_missing_locations(tree)
-        ast.increment_lineno(tree, offset)
-        return tree
+    _add_pass(path, wrap)
 
-    ti.FunctionRewriter._transform_ast = transform
+
+# Passes over the AST of a file's @triton.jit functions, before Triton's own rewrite (the side
+# watch above, the line watch below): the interpreter rewrites a function on its first call from
+# its source (`FunctionRewriter._transform_ast`, alike in Triton 3.6 and 3.9); every pass of the
+# function's file runs first, in the order installed.
+_PASSES = {}   # realpath -> [pass(tree, offset, fn_globals) -> tree]
+
+
+def _add_pass(path, fn):
+    import ast
+    import os
+    from triton.runtime import interpreter as ti
+    if not _PASSES:
+        orig = ti.FunctionRewriter._transform_ast
+
+        def transform(self, src):
+            passes = _PASSES.get(os.path.realpath(self.filename or ""))
+            if not passes:
+                return orig(self, src)
+            offset = self.def_file_lineno - 1
+            tree = ast.parse(src)
+            for p in passes:
+                tree = p(tree, offset, self.fn.__globals__)
+            tree = self.ast_transformer.visit(tree)
+            ast.fix_missing_locations(tree)
+            ast.increment_lineno(tree, offset)
+            return tree
+
+        ti.FunctionRewriter._transform_ast = transform
+    _PASSES.setdefault(os.path.realpath(path), []).append(fn)
+
+
+def install_line_watch(path, lines):
+    """Record into coverage.RAN which of `lines` (of `path`) the @triton.jit functions ran: a
+    marker before every statement holding one (coverage.Marker). Call before the functions first
+    run."""
+    import secrets
+
+    from . import coverage
+    name = "_kidiom_line_" + secrets.token_hex(8)
+
+    def mark(tree, offset, fn_globals):
+        fn_globals[name] = coverage.record
+        return coverage.Marker(lines, name, offset).visit(tree)
+
+    _add_pass(path, mark)

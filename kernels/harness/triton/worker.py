@@ -257,11 +257,25 @@ def watched_sides(langs):
     return out
 
 
-def import_file(path, name):
+def import_file(path, name, lines=()):
+    """The module at `path`; `lines`: the changed lines whose running is recorded (coverage.py):
+    its launchers and helpers compiled with markers before them (its @triton.jit functions get
+    theirs when the interpreter rewrites them)."""
     spec = importlib.util.spec_from_file_location(name, path)
     mod = importlib.util.module_from_spec(spec)
     sys.modules[name] = mod
-    spec.loader.exec_module(mod)
+    if not lines:
+        spec.loader.exec_module(mod)
+        return mod
+    import ast
+
+    from . import coverage
+    marker = "_kidiom_line_" + hashlib.sha256(str(path).encode()).hexdigest()[:16]
+    with open(path, encoding="utf-8") as f:
+        tree = coverage.Marker(lines, marker).visit(ast.parse(f.read(), filename=str(path)))
+    ast.fix_missing_locations(tree)
+    mod.__dict__[marker] = coverage.record
+    exec(compile(tree, str(path), "exec"), mod.__dict__)   # noqa: S102 - the kernel's own file, as exec_module runs it
     return mod
 
 
@@ -278,7 +292,11 @@ class Hosted:
             if spec.get("sides") and not on_gpu:   # the comparisons whose sides the check counts
                 from .interp import install_side_watch
                 install_side_watch(spec["file"], spec["sides"])
-            mod = import_file(spec["file"], f"kidiom_kernel_{key}")
+            lines = spec.get("lines") if not on_gpu else None
+            if lines:   # the changed lines whose running the check counts (coverage.py)
+                from .interp import install_line_watch
+                install_line_watch(spec["file"], lines)
+            mod = import_file(spec["file"], f"kidiom_kernel_{key}", lines or ())
             if not hasattr(mod, spec["launcher"]):
                 raise LoadError(f"the source defines no {spec['launcher']}()")
             if not hasattr(mod, self.entry):
@@ -547,6 +565,7 @@ def main():
                                  "traceback": traceback.format_exc()[-2000:]}})
             os._exit(EXIT_LOAD_FAILED)
     watching = not on_gpu and any(spec.get("sides") for spec in cfg["kernels"].values())
+    lines_watched = not on_gpu and any(spec.get("lines") for spec in cfg["kernels"].values())
     if not on_gpu:
         hide_the_interpreter()
     langs = {spec["language"] for spec in cfg["kernels"].values()}
@@ -583,6 +602,9 @@ def main():
         done = {"done": req["id"], "sets": sets}
         if watching:
             done["sides"] = watched_sides(langs)
+        if lines_watched:
+            from .coverage import RAN
+            done["lines"] = sorted(RAN)
         send(done)
     sys.stdout.flush()
     os._exit(0)

@@ -41,7 +41,7 @@ HERE = Path(__file__).resolve().parent
 RUNTIME = {"worker.py": HERE / "worker.py", "arrays.py": HERE / "arrays.py",
            "backend.py": HERE / "backend.py", "interp.py": HERE / "interp.py",
            "workprofile.py": HERE / "workprofile.py", "runtime_tests.py": HERE / "runtime_tests.py",
-           "autotune.py": HERE / "autotune.py"}
+           "autotune.py": HERE / "autotune.py", "coverage.py": HERE / "coverage.py"}
 CUDA_RUNTIME = {"cuda_launch.py": HERE.parent / "cuda" / "emulation.py", "cudatools.py": HERE / "cudatools.py",
                 "comparisons.py": HERE.parent / "cuda" / "comparisons.py"}
 MAX_CRASHES = 3          # crashed candidate workers before the remaining requests are given up
@@ -65,16 +65,17 @@ class KernelSpec:
     entry: str
     signature: str = ""      # CUDA: the entry's parameter kinds (p, i, f), from the contract's launch
     sides: tuple = ()        # on a CPU: the comparisons whose sides the worker records ({line, test})
+    lines: tuple = ()        # on a CPU: the changed lines whose running the worker records (coverage.py)
 
     @classmethod
-    def of(cls, manifest, source=None, sides=()):
+    def of(cls, manifest, source=None, sides=(), lines=()):
         sig = ""
         if manifest.language == "cuda":
             from ..contract import load_contract
             from ..cuda.emulation import _signature
             sig = _signature(load_contract(manifest).launch(manifest.shapes["bench"])["params"])
         return cls(manifest.language, Path(source) if source else manifest.source_path, manifest.launcher,
-                   manifest.entry, sig, tuple(sides))
+                   manifest.entry, sig, tuple(sides), tuple(lines))
 
 
 def _tail(text, n=1500):
@@ -98,12 +99,14 @@ class KernelWorker:
             dst = rt / "src" / f"{key}{k.source.suffix}"
             shutil.copy2(k.source, dst)
             self.kernels[key] = {"language": k.language, "file": str(dst), "launcher": k.launcher, "entry": k.entry,
-                                 "signature": k.signature, "sides": [dict(s) for s in k.sides]}
+                                 "signature": k.signature, "sides": [dict(s) for s in k.sides],
+                                 "lines": [int(n) for n in k.lines]}
         (self.scratch / "in").mkdir()
         self.out_dir, self.work_dir = sandbox.writable_dirs(self.scratch)
         self.next_id = 0
         self.lines, self.labels = {}, {}
         self.sides = {}
+        self.lines_ran = set()   # of the watched lines, those some call ran (every process so far)
         self.queue, self.sent, self.done = deque(), [], {}
         self.workers = self.crashes = 0
         self.ready = self.fatal = None   # ready: this process's report; info: the first one's
@@ -293,6 +296,8 @@ class KernelWorker:
                 and isinstance(msg.get("sets"), list):
             self.done[self.running] = {"sets": msg["sets"]}
             self._note_sides(msg.get("sides"))
+            if isinstance(msg.get("lines"), list):
+                self.lines_ran.update(n for n in msg["lines"] if isinstance(n, int))
             self.sent.remove(self.running)
             self.running = None
             self._pump()

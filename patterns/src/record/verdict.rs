@@ -22,7 +22,7 @@ pub enum Gate {
 
 kidiom_syntax::named_enum!(Gate);
 
-/// The four outcomes of a validation (SPEC section 8).
+/// The outcomes of a validation (SPEC section 8, and `unverified`, issue #48).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[derive(strum::Display, strum::EnumString, strum::IntoStaticStr, strum::VariantArray)]
 #[serde(rename_all = "kebab-case")]
@@ -34,6 +34,9 @@ pub enum VerdictKind {
     Rejected,
     /// Every gate a CPU can run passed; speed is not measured yet.
     NeedsGpu,
+    /// The checks passed without running the change: it lies in code no case reached (a branch of
+    /// a mode flag the contract fixes, a launch it never makes). Nothing about it is known yet.
+    Unverified,
     /// The validation could not finish: a timeout, a crash, a broken environment.
     Error,
 }
@@ -66,6 +69,11 @@ impl Verdict {
     /// `gate` failed.
     pub fn rejected(gate: Gate, reason: impl Into<String>) -> Verdict {
         Verdict { kind: VerdictKind::Rejected, gate: Some(gate), reason: reason.into(), log: None, flags: Vec::new() }
+    }
+
+    /// `gate` passed without running the change.
+    pub fn unverified(gate: Gate, reason: impl Into<String>) -> Verdict {
+        Verdict { kind: VerdictKind::Unverified, gate: Some(gate), reason: reason.into(), log: None, flags: Vec::new() }
     }
 
     /// The CPU gates passed; speed needs a GPU.

@@ -39,14 +39,18 @@ impl CandidateStatus {
     /// The status a new verdict moves a candidate in this status to; `None`
     /// when it stays. The latest verdict decides, except for a candidate
     /// already committed (accepted) or stale; one judged earlier and now
-    /// undecided (`needs-gpu`, `error`) is pending again.
+    /// undecided (`needs-gpu`, `unverified`, `error`) is pending again.
     pub fn after(self, verdict: VerdictKind) -> Option<CandidateStatus> {
         use CandidateStatus::*;
         let next = match verdict {
             VerdictKind::Accepted => Passed,
             VerdictKind::Rejected => Rejected,
-            VerdictKind::NeedsGpu | VerdictKind::Error if matches!(self, Passed | Rejected) => Proposed,
-            VerdictKind::NeedsGpu | VerdictKind::Error => return None,
+            VerdictKind::NeedsGpu | VerdictKind::Unverified | VerdictKind::Error
+                if matches!(self, Passed | Rejected) =>
+            {
+                Proposed
+            }
+            VerdictKind::NeedsGpu | VerdictKind::Unverified | VerdictKind::Error => return None,
         };
         (next != self && !matches!(self, Committed | Stale)).then_some(next)
     }

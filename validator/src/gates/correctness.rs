@@ -135,6 +135,25 @@ pub(super) fn judge(run: &mut Validation<'_>, manifest: &Manifest, runs: &Harnes
         }
         None => rec.set_sides(None::<&ErrorSide>, Some(&worst_only)),
     }
+    if let Some(cov) = &check.coverage {
+        if let Some(why) = &cov.unverified {
+            // every case passed, none ran the change: nothing about it is known
+            let summary = format!("{summary}; {why}");
+            return Err(run.stop(
+                rec,
+                GateStatus::Passed,
+                summary,
+                Verdict::unverified(Gate::Correctness, why.clone()),
+            ));
+        }
+        if !cov.unrun.is_empty() {
+            let lines = cov.unrun.iter().map(u64::to_string).collect::<Vec<_>>().join(", ");
+            let note =
+                format!("line{} {lines} of the change ran in no CPU case", if cov.unrun.len() == 1 { "" } else { "s" });
+            summary = format!("{summary}; {note}");
+            run.flags.push(note);
+        }
+    }
     rec.summary = summary;
     run.records.push(rec);
     Ok(mode == "native")
