@@ -6,7 +6,8 @@ Format (documented in kernels/README.md, "Manifests", and docs/CONTRACTS.md): to
 `contract` (the contract module next to the manifest), format 1 `op` (a shipped contract module
 declaring that OP) and `reference`; tables `tolerance`, `shapes` (`cpu`, `gpu`, `bench`), `floor`
 (`bytes`, `flops` as arithmetic expressions in the shape variables), optional `curve`, `drift`,
-`specializations`, `profile` and `[[relation]]`; host C++ kernels (`cpp`) optionally `check` and
+`specializations`, `profile`, `python` (`path`: the kernel's own project, project.py) and
+`[[relation]]`; host C++ kernels (`cpp`) optionally `check` and
 `service` (kernels/harness/host/).
 """
 import ast
@@ -44,6 +45,7 @@ class Manifest:
     format: int = 1
     contract: str = ""
     relations: list = field(default_factory=list)
+    python_path: list = field(default_factory=list)   # [python] path: the kernel's project (project.py)
 
     @property
     def contract_path(self):
@@ -120,7 +122,20 @@ def load_manifest(path):
                     source=raw["source"], entry=raw["entry"], launcher=raw.get("launcher", ""),
                     reference=raw.get("reference", ""), tolerance=raw["tolerance"], shapes=raw["shapes"],
                     floor=raw["floor"], curve=raw.get("curve", {}), raw=raw, format=fmt,
-                    contract=raw.get("contract", ""), relations=relations)
+                    contract=raw.get("contract", ""), relations=relations, python_path=_python_path(path, raw))
+
+
+def _python_path(path, raw):
+    """`[python] path`: directories (relative to the manifest) holding the kernel's own project."""
+    table = raw.get("python", {})
+    dirs = table.get("path", []) if isinstance(table, dict) else None
+    if not isinstance(dirs, list) or not all(isinstance(d, str) and not Path(d).is_absolute() for d in dirs):
+        raise ManifestError(f"manifest {path}: [python] path must be a list of directories relative to the manifest")
+    out = [(path.parent / d).resolve() for d in dirs]
+    missing = [str(d) for d, o in zip(dirs, out) if not o.is_dir()]
+    if missing:
+        raise ManifestError(f"manifest {path}: [python] path: no directory {', '.join(missing)}")
+    return out
 
 
 def _check_optional_tables(path, raw):

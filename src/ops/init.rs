@@ -512,15 +512,11 @@ fn read_triton(text: &str) -> std::result::Result<Read, String> {
                 "return_statement" => {
                     let mut c = n.walk();
                     for e in n.named_children(&mut c) {
-                        if e.kind() == "identifier" {
-                            returned.push(node_text(e, text).to_string());
-                        } else if matches!(e.kind(), "expression_list" | "tuple") {
+                        if matches!(e.kind(), "expression_list" | "tuple") {
                             let mut c2 = e.walk();
-                            returned.extend(
-                                e.named_children(&mut c2)
-                                    .filter(|x| x.kind() == "identifier")
-                                    .map(|x| node_text(x, text).to_string()),
-                            );
+                            returned.extend(e.named_children(&mut c2).filter_map(|x| returned_tensor(x, text)));
+                        } else if let Some(name) = returned_tensor(e, text) {
+                            returned.push(name);
                         }
                     }
                 }
@@ -699,6 +695,22 @@ fn read_triton(text: &str) -> std::result::Result<Read, String> {
         optional,
         filled,
     })
+}
+
+/// The local a returned expression is: `y`, or `y` seen through the methods that give the same
+/// memory another shape or layout (`y.view(x_shape)`, `rstd.view(*lead).contiguous()`).
+fn returned_tensor(e: Node<'_>, text: &str) -> Option<String> {
+    const SAME_MEMORY: [&str; 8] = ["view", "reshape", "view_as", "reshape_as", "contiguous", "squeeze", "unsqueeze", "flatten"];
+    match e.kind() {
+        "identifier" => Some(node_text(e, text).to_string()),
+        "call" => {
+            let f = e.child_by_field_name("function").filter(|f| f.kind() == "attribute")?;
+            let method = f.child_by_field_name("attribute").map(|a| node_text(a, text))?;
+            SAME_MEMORY.contains(&method).then_some(())?;
+            returned_tensor(f.child_by_field_name("object")?, text)
+        }
+        _ => None,
+    }
 }
 
 /// The dims of `torch.empty((M, N), ...)` or `torch.empty(M, N, ...)`:

@@ -471,6 +471,7 @@ def run_worker(manifest, source, arch, deadline, job_extra, collect, complete, w
     Raises CompileError (the source's failure), sandbox.JobTimeout (past `deadline`),
     RuntimeError (the worker died or left no complete result)."""
     from .. import sandbox
+    from ..project import import_hint, install_packages, project_packages
     root = Path(tempfile.mkdtemp(prefix="kidiom-aot-"))
     try:
         scratch = root / "compile"
@@ -479,6 +480,10 @@ def run_worker(manifest, source, arch, deadline, job_extra, collect, complete, w
         (scratch / "rt" / "src").mkdir()
         dst = scratch / "rt" / "src" / f"candidate{Path(source).suffix}"
         shutil.copyfile(source, dst)
+        path = [str(scratch / "rt")]
+        packages = project_packages(manifest, source) if manifest.language == "triton" else []
+        if packages:   # the kernel's own project, without its manifest and contract
+            path.append(str(install_packages(scratch / "rt" / "pkgs", packages, manifest)))
         out_dir, _ = sandbox.writable_dirs(scratch)
         job = {"name": manifest.name, "op": manifest.op, "entry": manifest.entry, "launcher": manifest.launcher,
                "language": manifest.language, "shape": manifest.shapes["bench"], "arch": arch, "source": str(dst),
@@ -487,7 +492,7 @@ def run_worker(manifest, source, arch, deadline, job_extra, collect, complete, w
             job["calls"] = call_arglists(manifest, [manifest.shapes["bench"]] + list(job_extra.get("shapes", []))
                                          + list(job_extra.get("cpu_shapes", [])) + list(job_extra.get("gpu_shapes", [])))
         (scratch / "job.json").write_text(json.dumps(job))
-        cfg = {"module": "kidiom_rt.aotworker", "path": [str(scratch / "rt")], "args": [str(scratch / "job.json")]}
+        cfg = {"module": "kidiom_rt.aotworker", "path": path, "args": [str(scratch / "job.json")]}
         env = {"TRITON_DEFAULT_FP_FUSION": os.environ.get("TRITON_DEFAULT_FP_FUSION", "1")}
         run = sandbox.run_job(scratch, cfg, deadline, what, env_extra=env,
                               address_space=AS_LIMIT,
@@ -501,7 +506,7 @@ def run_worker(manifest, source, arch, deadline, job_extra, collect, complete, w
             death = sandbox.death_text(run["rc"], run["exit"]) or "exited without a result"
             raise RuntimeError(f"{what}'s worker {death}: {_tail(run['stderr'])}")
         if "error" in result:
-            raise CompileError(f"{result['error']}\n{_tail(str(result.get('traceback')), 1200)}")
+            raise CompileError(f"{import_hint(result['error'])}\n{_tail(str(result.get('traceback')), 1200)}")
         return collect(lambda rel, binary: sandbox.read_file(scratch, rel, binary=binary), result), run["sandbox"]
     finally:
         shutil.rmtree(root, ignore_errors=True)
@@ -531,6 +536,8 @@ def _cache_key(manifest, source, arch):
     for f in [Path(manifest.path)] + list(RUNTIME.values()):
         h.update(b"\0" + f.name.encode() + b"\0" + f.read_bytes())
     h.update(b"\0source\0" + Path(source).read_bytes())
+    from ..project import project_digest
+    h.update(b"\0project\0" + project_digest(manifest, source).encode())
     if manifest.language == "triton":   # the call the launcher gets comes from the contract
         h.update(b"\0calls\0" + json.dumps(call_arglists(manifest, [manifest.shapes["bench"]] + checked_shapes(manifest)))
                  .encode())

@@ -43,6 +43,8 @@ class BaselineCache:
                      _context(str(manifest.path), Path(manifest.source).name)):
             h.update(part.encode() + b"\0")
         h.update(manifest.source_path.read_bytes())
+        from ..project import project_digest
+        h.update(project_digest(manifest).encode())
         self.base = h.hexdigest()
         self.hits = self.stored = 0
 

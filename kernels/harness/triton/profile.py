@@ -657,6 +657,8 @@ def _cache_key(manifest, source, bench=None, exact=False):
         from ..host.build import compiler_version
         h.update(compiler_version().encode())
     files_digest(h, _inputs(manifest, source))
+    from ..project import project_digest
+    h.update(project_digest(manifest, source).encode())
     return h.hexdigest()
 
 

@@ -33,6 +33,7 @@ from pathlib import Path
 import numpy as np
 
 from .. import sandbox
+from ..project import import_hint, install_packages, project_packages
 from ..sandbox import load_result
 
 __all__ = ["KernelSpec", "KernelWorker", "WorkerTimeout", "WorkerFailed", "MAX_CRASHES", "load_result"]
@@ -66,6 +67,8 @@ class KernelSpec:
     signature: str = ""      # CUDA: the entry's parameter kinds (p, i, f), from the contract's launch
     sides: tuple = ()        # on a CPU: the comparisons whose sides the worker records ({line, test})
     lines: tuple = ()        # on a CPU: the changed lines whose running the worker records (coverage.py)
+    packages: tuple = ()     # the kernel's own project: [(name, path)] copied importable (project.py)
+    manifest: object = None  # whose files the copy leaves out
 
     @classmethod
     def of(cls, manifest, source=None, sides=(), lines=()):
@@ -75,7 +78,8 @@ class KernelSpec:
             from ..cuda.emulation import _signature
             sig = _signature(load_contract(manifest).launch(manifest.shapes["bench"])["params"])
         return cls(manifest.language, Path(source) if source else manifest.source_path, manifest.launcher,
-                   manifest.entry, sig, tuple(sides), tuple(lines))
+                   manifest.entry, sig, tuple(sides), tuple(lines),
+                   tuple(project_packages(manifest, source)) if manifest.language == "triton" else (), manifest)
 
 
 def _tail(text, n=1500):
@@ -94,6 +98,12 @@ class KernelWorker:
         pkg = sandbox.install_runtime(self.scratch, files)
         rt = pkg.parent
         (rt / "src").mkdir()
+        self.path = [str(self.scratch / "rt")]
+        for k in kernels.values():
+            if k.packages:   # the kernel's own project, without its manifest and contract
+                install_packages(rt / "pkgs", k.packages, k.manifest)
+        if (rt / "pkgs").is_dir():
+            self.path.append(str(rt / "pkgs"))
         self.kernels = {}
         for key, k in kernels.items():
             dst = rt / "src" / f"{key}{k.source.suffix}"
@@ -134,7 +144,7 @@ class KernelWorker:
         (self.scratch / "worker.json").write_text(json.dumps(
             {"req_fd": req_r, "resp_fd": resp_w, "device": self.device, "tf32": self.tf32, "kernels": self.kernels,
              "in_dir": str(self.scratch / "in"), "out_dir": str(self.out_dir)}))
-        cfg = {"module": "kidiom_rt.worker", "path": [str(self.scratch / "rt")], "report_fd": resp_w,
+        cfg = {"module": "kidiom_rt.worker", "path": list(self.path), "report_fd": resp_w,
                "close_in_parent": [req_r], "args": [str(self.scratch / "worker.json")]}
         on_gpu = self.device == "cuda"
         cmd, net, pid = sandbox.command(self.scratch, cfg, gpu=on_gpu)   # on a GPU: /dev/nvidia* reachable
@@ -305,7 +315,7 @@ class KernelWorker:
             self._pending_fatal = {"needs_gpu": str(msg["needs_gpu"].get("reason"))}
         elif "load_error" in msg and self.ready is None:
             le = msg["load_error"]
-            self._pending_fatal = {"failed": f"{self.role} source failed to load: {le.get('error')}",
+            self._pending_fatal = {"failed": f"{self.role} source failed to load: {import_hint(le.get('error'))}",
                                    "traceback": le.get("traceback")}
         elif "worker_error" in msg:
             self._worker_error = str(msg["worker_error"])

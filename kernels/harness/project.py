@@ -1,0 +1,119 @@
+"""A kernel's own project in its sandbox (issue #48): FLA's kernels import `fla.utils`,
+`fla.ops.utils`, ... A sandboxed worker imports only its runtime, the kernel's file and kidiom's
+Python installation, never the user's tree (where the contract and its reference live). The
+manifest's `[python] path` names the directories that hold the project's packages (relative to
+the manifest); each top-level package the kernel's file imports that kidiom's Python cannot is
+copied from there into the worker's importable tree, without the manifest's own files (its
+manifest and contract). A package installed in kidiom's Python is imported from there as it is.
+
+`import_hint` says what to do when an import still fails, on the line that reports it.
+"""
+import ast
+import importlib.util
+import os
+import re
+import shutil
+from pathlib import Path
+
+__all__ = ["project_packages", "install_packages", "import_hint", "project_digest"]
+
+
+def _imported_tops(text):
+    """Top-level module names the source imports absolutely."""
+    try:
+        tree = ast.parse(text)
+    except (SyntaxError, ValueError):
+        return []
+    out = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            out += [a.name.split(".")[0] for a in node.names]
+        elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
+            out.append(node.module.split(".")[0])
+    return sorted(set(out))
+
+
+def project_packages(manifest, source=None):
+    """[(name, path)]: the packages (a directory) or modules (a .py) to copy, found in the
+    manifest's `[python] path` directories, first directory first."""
+    dirs = list(getattr(manifest, "python_path", []) or [])
+    if not dirs:
+        return []
+    try:
+        text = Path(source or manifest.source_path).read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError):
+        return []
+    found = []
+    for name in _imported_tops(text):
+        try:
+            if importlib.util.find_spec(name) is not None:
+                continue   # kidiom's Python has it
+        except (ImportError, ValueError):
+            pass
+        for d in dirs:
+            pkg, mod = d / name, d / f"{name}.py"
+            if (pkg / "__init__.py").is_file() or pkg.is_dir():
+                found.append((name, pkg))
+                break
+            if mod.is_file():
+                found.append((name, mod))
+                break
+    return found
+
+
+def install_packages(dst, packages, manifest):
+    """Copies `packages` into the directory `dst` (created), leaving out the manifest, its
+    contract, compiled bytecode and anything that is not a regular file or directory."""
+    dst = Path(dst)
+    dst.mkdir(parents=True, exist_ok=True)
+    withheld = {os.path.realpath(p) for p in (manifest.path, manifest.contract_path) if p is not None}
+
+    def ignore(folder, names):
+        return [n for n in names if n == "__pycache__" or os.path.realpath(os.path.join(folder, n)) in withheld
+                or os.path.islink(os.path.join(folder, n))]
+
+    for name, path in packages:
+        if path.is_dir():
+            shutil.copytree(path, dst / name, ignore=ignore)
+        elif os.path.realpath(path) not in withheld:
+            shutil.copyfile(path, dst / path.name)
+    return dst
+
+
+_MISSING = re.compile(r"No module named '([^']+)'")
+
+
+def import_hint(message):
+    """`message` with what to do about an import it reports failing, or as it is."""
+    m = _MISSING.search(str(message or ""))
+    if not m:
+        return message
+    top = m.group(1).split(".")[0]
+    return (f"{message} (kidiom's Python cannot import {top}: a package of the kernel's own project is "
+            f"copied into the sandbox from the directories the manifest's `[python] path` names (relative to "
+            f"the manifest, e.g. `[python]` then `path = [\"../..\"]` for the folder that holds {top}/); a "
+            f"third-party package must be installed in the Python kidiom runs (KIDIOM_PYTHON))")
+
+
+def project_digest(manifest, source=None):
+    """What a cache entry made from this kernel must also be keyed by: the bytes of its project's
+    copied packages (by relative path), and torch's installed version when the file imports torch
+    (its launcher's tensors are torch's). Empty when neither applies."""
+    import hashlib
+    h = hashlib.sha256()
+    for name, path in project_packages(manifest, source):
+        files = sorted(p for p in path.rglob("*") if p.is_file() and "__pycache__" not in p.parts) \
+            if path.is_dir() else [path]
+        for f in files:
+            h.update(f"\0{name}/{f.relative_to(path) if path.is_dir() else f.name}\0".encode() + f.read_bytes())
+    try:
+        text = Path(source or manifest.source_path).read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError):
+        text = ""
+    if "torch" in _imported_tops(text):
+        from importlib import metadata
+        try:
+            h.update(b"\0torch " + metadata.version("torch").encode())
+        except metadata.PackageNotFoundError:
+            h.update(b"\0no torch")
+    return h.hexdigest()
