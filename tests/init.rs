@@ -309,3 +309,62 @@ fn init_reads_an_upstream_launchers_splat_unpacking_and_bool_flag() {
     assert!(contract.contains("\"k\": ((B, T, H, K), \"float32\")"), "the splat gave k's dims:\n{contract}");
     assert!(contract.contains("\"use_gate\": False"), "the flag's default:\n{contract}");
 }
+
+/// A file that launches several kernels (FLA's norms: a forward, a backward, a row variant):
+/// init writes one contract, says which others are here, and `--entry` writes another's.
+const TWO_KERNELS: &str = r#"import torch
+import triton
+import triton.language as tl
+
+
+@triton.jit
+def scale_fwd_kernel(x, y, N, BLOCK: tl.constexpr):
+    o = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    tl.store(y + o, tl.load(x + o, mask=o < N) * 2.0, mask=o < N)
+
+
+@triton.jit
+def scale_bwd_kernel(dy, dx, N, BLOCK: tl.constexpr):
+    o = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    tl.store(dx + o, tl.load(dy + o, mask=o < N) * 2.0, mask=o < N)
+
+
+def scale_fwd(x):
+    y = torch.empty_like(x)
+    N = x.numel()
+    scale_fwd_kernel[(triton.cdiv(N, 128),)](x, y, N, BLOCK=128)
+    return y.view(x.shape)
+
+
+def scale_bwd(dy):
+    dx = torch.empty_like(dy)
+    N = dy.numel()
+    scale_bwd_kernel[(triton.cdiv(N, 128),)](dy, dx, N, BLOCK=128)
+    return dx
+"#;
+
+#[test]
+fn init_names_a_files_other_kernels_and_writes_the_one_asked_for() {
+    let d = workdir("kidiom-init-");
+    write(d.path(), "scale.py", TWO_KERNELS);
+    let (r, _, contract) = init(d.path(), "scale.py");
+    assert_eq!(r["entry"], "scale_fwd_kernel");
+    assert_eq!(names(&r["others"]), ["scale_bwd_kernel (launched by scale_bwd)"], "{r:#}");
+    // the output seen through .view(...) is the allocation it views
+    assert!(contract.contains("RETURNS = [\"y\"]"), "{contract}");
+    let out = kidiom(d.path(), &["init", "scale.py", "--entry", "scale_bwd_kernel", "--json"]);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let r: Value = serde_json::from_slice(&out.stdout).expect("json");
+    assert_eq!((r["entry"].as_str(), r["launcher"].as_str()), (Some("scale_bwd_kernel"), Some("scale_bwd")));
+    assert_eq!(r["manifest"], "scale_scale_bwd_kernel.toml");
+    let contract = std::fs::read_to_string(d.path().join("scale_scale_bwd_kernel_contract.py")).expect("contract");
+    assert!(contract.contains("RETURNS = [\"dx\"]") && contract.contains("ARGS = [\"dy\"]"), "{contract}");
+    assert!(d.path().join("scale.toml").is_file(), "the first contract is left as it was");
+    let out = kidiom(d.path(), &["init", "scale.py", "--entry", "nope"]);
+    assert!(!out.status.success());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("no kernel nope with a launcher here (launched: scale_fwd_kernel (launched by scale_fwd)"),
+        "{err}"
+    );
+}

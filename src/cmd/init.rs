@@ -18,12 +18,16 @@ pub(crate) struct Args {
     /// Replace an existing manifest or contract module.
     #[arg(long)]
     force: bool,
+    /// The kernel to write the contract of, where the file launches several (its files are then
+    /// named `<stem>_<KERNEL>`); without it, the first one a public function launches.
+    #[arg(long, value_name = "KERNEL")]
+    entry: Option<String>,
     #[command(flatten)]
     output: OutputArgs,
 }
 
 pub(crate) fn run(a: Args) -> Result<ExitCode> {
-    let r = ops::init::init(&a.path, a.force)?;
+    let r = ops::init::init(&a.path, a.force, a.entry.as_deref())?;
     if a.output.json {
         output::json(&r)?;
         return Ok(ExitCode::SUCCESS);
@@ -44,6 +48,13 @@ pub(crate) fn run(a: Args) -> Result<ExitCode> {
     out.extend(r.filled.iter().map(|f| format!("  {f}")));
     out.push("left for you (marked TODO; `kidiom validate` says what is missing until it is written):".into());
     out.extend(r.todo.iter().map(|t| format!("  {t}")));
+    if !r.others.is_empty() {
+        out.push(format!(
+            "also here: {} (kidiom init {} --entry KERNEL writes the contract of one of them)",
+            r.others.join(", "),
+            a.path.display()
+        ));
+    }
     out.push(format!("then: kidiom validate --patch YOUR.diff, or kidiom apply {}", parent_or_dot(&a.path)));
     for line in out {
         output::line(&line)?;

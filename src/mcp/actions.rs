@@ -107,7 +107,8 @@ pub(crate) const TOOLS: &[Tool] = &[
                 "type": "object",
                 "properties": {
                     "path": {"type": "string", "description": "the kernel file (.py or .cu), relative to the workspace root"},
-                    "force": {"type": "boolean", "default": false, "description": "replace an existing manifest or contract module"}
+                    "force": {"type": "boolean", "default": false, "description": "replace an existing manifest or contract module"},
+                    "entry": {"type": "string", "description": "the kernel to write the contract of, where the file launches several (the result's `others` lists them)"}
                 },
                 "required": ["path"],
                 "additionalProperties": false
@@ -265,7 +266,8 @@ fn validate_reporting(
 fn init_contract(args: &Value, ctx: &Ctx) -> ToolResult {
     let path = confine(ctx, str_arg(args, "path").unwrap_or(""))?;
     let force = args.get("force").and_then(Value::as_bool).unwrap_or(false);
-    let mut report = ops::init::init(&path, force).map_err(|e| ToolError(format!("{e:#}")))?;
+    let entry = str_arg(args, "entry");
+    let mut report = ops::init::init(&path, force, entry).map_err(|e| ToolError(format!("{e:#}")))?;
     // paths as the agent names them: relative to the workspace root
     for p in [&mut report.manifest, &mut report.contract] {
         if let Ok(rel) = p.strip_prefix(&ctx.root) {

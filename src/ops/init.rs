@@ -36,6 +36,9 @@ pub(crate) struct Report {
     pub(crate) filled: Vec<String>,
     /// What the user must complete, one line each.
     pub(crate) todo: Vec<String>,
+    /// The file's other kernels and their launchers (`kernel (launched by f)`): `--entry KERNEL`
+    /// writes the contract of one of them instead.
+    pub(crate) others: Vec<String>,
 }
 
 /// How a kernel argument is used, as far as the syntax tells.
@@ -81,6 +84,8 @@ struct Read {
     cuda_params: Vec<CudaParam>,
     /// Tensor parameters that default to `None` (a mode the launcher turns off without them).
     optional: Vec<String>,
+    /// The file's other kernels with a launcher (Triton).
+    others: Vec<String>,
     filled: Vec<String>,
 }
 
@@ -94,7 +99,9 @@ enum CudaParam {
 
 /// Writes `<stem>.toml` and `<stem>_contract.py` next to `path` (refusing
 /// to replace either unless `force`).
-pub(crate) fn init(path: &Path, force: bool) -> Result<Report> {
+/// `entry`: the kernel to write the contract of, where the file launches several (default: the
+/// first launched by a public function); its files are then named `<stem>_<entry>`.
+pub(crate) fn init(path: &Path, force: bool, entry: Option<&str>) -> Result<Report> {
     let bytes = std::fs::read(path).with_context(|| format!("reading {}", path.display()))?;
     let lang = Lang::from_path(path).filter(|l| matches!(l, Lang::Python | Lang::Cuda)).ok_or_else(|| {
         anyhow::anyhow!("{}: kidiom init reads a Triton kernel (.py) or a CUDA kernel (.cu)", path.display())
@@ -108,10 +115,15 @@ pub(crate) fn init(path: &Path, force: bool) -> Result<Report> {
         .ok_or_else(|| anyhow::anyhow!("{}: no file name", path.display()))?;
     let file_name = path.file_name().map(|s| s.to_string_lossy().into_owned()).unwrap_or_default();
     let read = match lang {
-        Lang::Python => read_triton(text),
+        Lang::Python => read_triton(text, entry),
+        _ if entry.is_some() => Err("--entry chooses among a Python file's Triton kernels".to_string()),
         _ => read_cuda(text),
     }
     .map_err(|e| anyhow::anyhow!("{}: {e}", path.display()))?;
+    let stem = match entry {
+        Some(e) => format!("{stem}_{e}"),
+        None => stem,
+    };
     let dir = path.parent().map(Path::to_path_buf).unwrap_or_default();
     let manifest = dir.join(format!("{stem}.toml"));
     let contract_name = format!("{stem}_contract.py");
@@ -141,6 +153,7 @@ pub(crate) fn init(path: &Path, force: bool) -> Result<Report> {
         shape_vars: read.shape_vars.clone(),
         filled: read.filled,
         todo,
+        others: read.others,
     })
 }
 
@@ -252,7 +265,7 @@ const ALLOCATORS: &[&str] = &[
     "empty_strided",
 ];
 
-fn read_triton(text: &str) -> std::result::Result<Read, String> {
+fn read_triton(text: &str, want: Option<&str>) -> std::result::Result<Read, String> {
     let tree = parse_tree(Lang::Python, text).map_err(|s| s.to_string())?.ok_or("no parser for Python")?;
     let root = tree.root_node();
     let kernels: Vec<Node<'_>> = kernel_ranges(Lang::Python, text, &tree)
@@ -295,7 +308,29 @@ fn read_triton(text: &str) -> std::result::Result<Read, String> {
     }
     // a public launcher first (a name without a leading underscore)
     found.sort_by_key(|(_, f, _)| kernel_name(*f).is_none_or(|n| n.starts_with('_')));
-    let Some(&(kernel, launcher, call)) = found.first() else {
+    let pair = |(k, f, _): &(Node<'_>, Node<'_>, Node<'_>)| {
+        format!("{} (launched by {})", kernel_name(*k).unwrap_or_default(), kernel_name(*f).unwrap_or_default())
+    };
+    let chosen = match want {
+        None => found.first(),
+        Some(w) => Some(found.iter().find(|(k, _, _)| kernel_name(*k).as_deref() == Some(w)).ok_or_else(|| {
+            let launched: Vec<String> = found.iter().map(pair).collect();
+            format!(
+                "no kernel {w} with a launcher here (launched: {})",
+                if launched.is_empty() { "none".to_string() } else { launched.join(", ") }
+            )
+        })?),
+    };
+    let others: Vec<String> = {
+        let mut seen = BTreeSet::new();
+        found
+            .iter()
+            .filter(|p| chosen.is_none_or(|c| c.0 != p.0))
+            .filter(|(k, _, _)| seen.insert(kernel_name(*k)))
+            .map(pair)
+            .collect()
+    };
+    let Some(&(kernel, launcher, call)) = chosen else {
         let names: Vec<String> = kernels.iter().filter_map(|k| kernel_name(*k)).collect();
         return Err(format!(
             "the Triton kernel {} has no launcher here (a plain def that calls {}[grid](...)); \
@@ -693,6 +728,7 @@ fn read_triton(text: &str) -> std::result::Result<Read, String> {
         shape_vars,
         cuda_params: Vec::new(),
         optional,
+        others,
         filled,
     })
 }
@@ -700,7 +736,8 @@ fn read_triton(text: &str) -> std::result::Result<Read, String> {
 /// The local a returned expression is: `y`, or `y` seen through the methods that give the same
 /// memory another shape or layout (`y.view(x_shape)`, `rstd.view(*lead).contiguous()`).
 fn returned_tensor(e: Node<'_>, text: &str) -> Option<String> {
-    const SAME_MEMORY: [&str; 8] = ["view", "reshape", "view_as", "reshape_as", "contiguous", "squeeze", "unsqueeze", "flatten"];
+    const SAME_MEMORY: [&str; 8] =
+        ["view", "reshape", "view_as", "reshape_as", "contiguous", "squeeze", "unsqueeze", "flatten"];
     match e.kind() {
         "identifier" => Some(node_text(e, text).to_string()),
         "call" => {
@@ -1010,7 +1047,17 @@ fn read_cuda(text: &str) -> std::result::Result<Read, String> {
             a.tensor = Some(Tensor { dims: vec![last.clone()], guessed: true });
         }
     }
-    Ok(Read { language: "cuda", entry, launcher: None, args, shape_vars, cuda_params, optional: Vec::new(), filled })
+    Ok(Read {
+        language: "cuda",
+        entry,
+        launcher: None,
+        args,
+        shape_vars,
+        cuda_params,
+        optional: Vec::new(),
+        others: Vec::new(),
+        filled,
+    })
 }
 
 /// A C function definition's name and parameter list.
