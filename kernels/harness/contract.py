@@ -135,8 +135,14 @@ class Contract:
         self.optional = _names(mod, path, "OPTIONAL", required=False)
         self.variants = _names(mod, path, "VARIANTS", required=False)
         # outputs the launcher allocates and returns (`return o, final_state`), in the order it
-        # returns them: not among ARGS; the others are allocated by the harness and passed in
-        self.returns = _names(mod, path, "RETURNS", required=False)
+        # returns them: not among ARGS; the others are allocated by the harness and passed in. None
+        # holds the place of a returned value that is not one (`return out, final_state` where
+        # `out` is a parameter: RETURNS = [None, "final_state"])
+        raw = getattr(mod, "RETURNS", ())
+        if isinstance(raw, str) or not all(n is None or isinstance(n, str) for n in raw):
+            raise ContractError(f"contract {path}: RETURNS must be a list of output names (None: a place skipped)")
+        self.return_places = tuple(raw)
+        self.returns = tuple(n for n in raw if n is not None)
         self.name = getattr(mod, "OP", None) or self.path.stem
         roles = self.inputs + self.inouts + self.outputs
         bad = [n for n in self.returns if n not in self.outputs or n in self.args]
@@ -498,7 +504,7 @@ class Contract:
         lay = {"inputs": [n for n in self.inputs if isinstance(t[n], tuple) and x.get(n) is not None],
                "inouts": list(self.inouts),
                "outputs": {n: list(t[n][0]) for n in self.outputs},
-               "returns": list(self.returns),
+               "returns": list(self.return_places),
                "scalars": {n: (x[n].item() if isinstance(x.get(n), (np.number, np.bool_)) else x.get(n))
                            for n in self.inputs if not isinstance(t[n], tuple)}}
         if self.has("launch"):

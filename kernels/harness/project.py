@@ -33,9 +33,30 @@ def _imported_tops(text):
     return sorted(set(out))
 
 
+_IMPORT_LINE = re.compile(r"^\s*(?:from\s+([A-Za-z_]\w*)[\w.]*\s+import|import\s+([A-Za-z_][\w., ]*))", re.M)
+
+
+def _tops_in(path):
+    """Top-level names a copied package's files import (a line scan: cheap over hundreds of files,
+    and an import it misses only fails later with the hint)."""
+    files = [p for p in path.rglob("*.py") if "__pycache__" not in p.parts] if path.is_dir() else [path]
+    out = set()
+    for f in files:
+        try:
+            text = f.read_text(encoding="utf-8", errors="replace")
+        except OSError:
+            continue
+        for m in _IMPORT_LINE.finditer(text):
+            names = [m.group(1)] if m.group(1) else [n.strip().split(".")[0].split(" ")[0] for n in m.group(2).split(",")]
+            out.update(n for n in names if n.isidentifier())
+    return out
+
+
 def project_packages(manifest, source=None):
     """[(name, path)]: the packages (a directory) or modules (a .py) to copy, found in the
-    manifest's `[python] path` directories, first directory first."""
+    manifest's `[python] path` directories (first directory first): those the kernel's file
+    imports that kidiom's Python cannot, and theirs in turn (FLA's `einops`, where a directory
+    holds it)."""
     dirs = list(getattr(manifest, "python_path", []) or [])
     if not dirs:
         return []
@@ -43,8 +64,13 @@ def project_packages(manifest, source=None):
         text = Path(source or manifest.source_path).read_text(encoding="utf-8")
     except (OSError, UnicodeDecodeError):
         return []
-    found = []
-    for name in _imported_tops(text):
+    found, seen = [], set()
+    todo = list(_imported_tops(text))
+    while todo:
+        name = todo.pop(0)
+        if name in seen:
+            continue
+        seen.add(name)
         try:
             if importlib.util.find_spec(name) is not None:
                 continue   # kidiom's Python has it
@@ -52,11 +78,10 @@ def project_packages(manifest, source=None):
             pass
         for d in dirs:
             pkg, mod = d / name, d / f"{name}.py"
-            if (pkg / "__init__.py").is_file() or pkg.is_dir():
-                found.append((name, pkg))
-                break
-            if mod.is_file():
-                found.append((name, mod))
+            hit = pkg if pkg.is_dir() else mod if mod.is_file() else None
+            if hit is not None:
+                found.append((name, hit))
+                todo.extend(sorted(_tops_in(hit) - seen))
                 break
     return found
 

@@ -184,3 +184,18 @@ def test_a_change_to_a_function_no_case_calls_is_unverified(tmp_path):
     rc, out = _check(_kernel(tmp_path / "k"), "--source", str(cand))
     assert rc == 0 and out["status"] == "passed", (out.get("failures"), out.get("error"))
     assert out["coverage"]["unrun"] == [line] and "unverified" in out["coverage"], out["coverage"]
+
+
+@needs_torch
+@cpu_only
+def test_a_returned_value_that_is_no_output_holds_its_place(tmp_path):
+    """`return out, final_state` where `out` is a parameter (FLA's fused recurrent): RETURNS names
+    the outputs by their place, None for the others."""
+    assert GATED_NORM.count("\n    return y, rstd\n") == 1
+    source = GATED_NORM.replace("\n    return y, rstd\n", "\n    return x, y, rstd\n")
+    contract = CONTRACT.replace('RETURNS = ["y", "rstd"]', 'RETURNS = [None, "y", "rstd"]')
+    rc, out = _check(_kernel(tmp_path / "k", source=source, contract=contract))
+    assert rc == 0 and out["status"] == "passed", (out.get("failures"), out.get("error"))
+    # without the place, x is judged as y: wrong
+    rc, out = _check(_kernel(tmp_path / "w", source=source))
+    assert rc == 1 and any("y: " in f for f in out["failures"]), out.get("failures")

@@ -86,6 +86,9 @@ struct Read {
     optional: Vec<String>,
     /// The file's other kernels with a launcher (Triton).
     others: Vec<String>,
+    /// What the launcher's `return` gives, in order: an output it allocates, or None (a value
+    /// that is not one: a parameter it returns, a constant).
+    return_places: Vec<Option<String>>,
     filled: Vec<String>,
 }
 
@@ -163,6 +166,35 @@ fn write_new(path: &Path, text: &str) -> Result<()> {
 
 fn node_text<'a>(n: Node<'_>, text: &'a str) -> &'a str {
     text.get(n.byte_range()).unwrap_or("")
+}
+
+/// The identifiers an address is computed from: [`identifiers`] less those inside a load
+/// (`ht + tl.load(indices + i) * stride` addresses `ht`: what is loaded from `indices` is an
+/// offset, and `indices` is only read).
+fn address_identifiers(n: Node<'_>, text: &str) -> Vec<String> {
+    let mut out = Vec::new();
+    preorder(n, |c| {
+        if c.kind() == "call" && callee_name(c, text) == "load" {
+            return false;
+        }
+        if c.kind() == "attribute" {
+            if let Some(o) = c.child_by_field_name("object") {
+                out.extend(address_identifiers(o, text));
+            }
+            return false;
+        }
+        if c.kind() == "keyword_argument" {
+            if let Some(v) = c.child_by_field_name("value") {
+                out.extend(address_identifiers(v, text));
+            }
+            return false;
+        }
+        if c.kind() == "identifier" {
+            out.push(node_text(c, text).to_string());
+        }
+        true
+    });
+    out
 }
 
 /// Every identifier under `n`, in source order (attribute names excluded:
@@ -364,7 +396,7 @@ fn read_triton(text: &str, want: Option<&str>) -> std::result::Result<Read, Stri
                     if let (Some(l), Some(r)) = (n.child_by_field_name("left"), n.child_by_field_name("right"))
                         && l.kind() == "identifier"
                     {
-                        let ids = identifiers(r, text);
+                        let ids = address_identifiers(r, text);
                         let name = node_text(l, text).to_string();
                         if let Some(first) = ids.first() {
                             alias_first.entry(name.clone()).or_insert_with(|| first.clone());
@@ -393,7 +425,7 @@ fn read_triton(text: &str, want: Option<&str>) -> std::result::Result<Read, Stri
     }
     let params_of = |exprs: &[Node<'_>]| -> BTreeSet<String> {
         let mut out = BTreeSet::new();
-        let mut todo: Vec<String> = exprs.iter().flat_map(|e| identifiers(*e, text)).collect();
+        let mut todo: Vec<String> = exprs.iter().flat_map(|e| address_identifiers(*e, text)).collect();
         let mut seen = BTreeSet::new();
         while let Some(id) = todo.pop() {
             if !seen.insert(id.clone()) {
@@ -678,6 +710,16 @@ fn read_triton(text: &str, want: Option<&str>) -> std::result::Result<Read, Stri
             args.push(Arg { name: who, tensor: None, role: Role::Output, value: None, returned: true, why });
         }
     }
+    let mut return_places: Vec<Option<String>> = returned
+        .iter()
+        .map(|r| {
+            let who = resolve(r);
+            args.iter().any(|a| a.name == who && a.returned).then_some(who)
+        })
+        .collect();
+    while return_places.last().is_some_and(Option::is_none) {
+        return_places.pop();
+    }
     // dims: unpacked or indexed; an allocation `*_like(t)` has t's; else a guess
     if shape_vars.is_empty() {
         shape_vars.push("N".into());
@@ -729,6 +771,7 @@ fn read_triton(text: &str, want: Option<&str>) -> std::result::Result<Read, Stri
         cuda_params: Vec::new(),
         optional,
         others,
+        return_places,
         filled,
     })
 }
@@ -1055,6 +1098,7 @@ fn read_cuda(text: &str) -> std::result::Result<Read, String> {
         shape_vars,
         cuda_params,
         optional: Vec::new(),
+        return_places: Vec::new(),
         others: Vec::new(),
         filled,
     })
@@ -1198,9 +1242,12 @@ fn contract_text(stem: &str, file: &str, r: &Read) -> (String, Vec<String>) {
         // the launcher allocates these and returns them: the worker takes them from its return value
         let launcher = r.launcher.as_deref().unwrap_or("it");
         s.push_str(&format!("OUTPUTS = {}  # written by the call\n", py_list(&of(Role::Output))));
+        let places: Vec<String> =
+            r.return_places.iter().map(|p| p.as_ref().map_or("None".to_string(), |n| format!("\"{n}\""))).collect();
         s.push_str(&format!(
-            "RETURNS = {}  # allocated and returned by {launcher}, in the order it returns them\n\n\n",
-            py_list(&returned)
+            "RETURNS = [{}]  # allocated and returned by {launcher}, in the order it returns them{}\n\n\n",
+            places.join(", "),
+            if places.iter().any(|p| p == "None") { " (None: a returned value that is not one)" } else { "" }
         ));
     }
     // tensors(shape)

@@ -362,18 +362,18 @@ class Hosted:
 
 # calls --------------------------------------------------------------------------------------------
 
-def _returned(value, names):
-    """{name: tensor} of what the launcher returned, RETURNS naming the first len(names) values
-    (a lone tensor is a one-value return)."""
-    if not names:
+def _returned(value, places):
+    """{name: tensor} of what the launcher returned: RETURNS names its first len(places) values
+    (None: a place skipped; a lone tensor is a one-value return)."""
+    if not any(places):
         return {}
     values = list(value) if isinstance(value, (tuple, list)) else [value]
-    got = {n: (values[i] if i < len(values) else None) for i, n in enumerate(names)}
+    got = {n: (values[i] if i < len(values) else None) for i, n in enumerate(places) if n is not None}
     bad = [n for n, v in got.items() if not (hasattr(v, "shape") and hasattr(v, "data_ptr"))]
     if bad:
         raise TypeError(f"the launcher returned {type(value).__name__}"
-                        f"{f' of {len(values)}' if isinstance(value, (tuple, list)) else ''}: "
-                        f"no tensor for {', '.join(bad)} (RETURNS: {', '.join(names)}, in the order it returns them)")
+                        f"{f' of {len(values)}' if isinstance(value, (tuple, list)) else ''}: no tensor for "
+                        f"{', '.join(bad)} (RETURNS: {', '.join(str(n) for n in places)}, in the order it returns them)")
     return got
 
 
@@ -383,7 +383,8 @@ def run_call(backend, kern, req, in_dir, out_dir):
     res_dir = os.path.join(out_dir, str(int(req["id"])))
     os.makedirs(res_dir, exist_ok=True)
     inputs, inouts, outputs = list(req["inputs"]), list(req["inouts"]), dict(req["outputs"])
-    returns = [n for n in req.get("returns") or [] if n in outputs]   # allocated by the launcher
+    places = [n if n in outputs else None for n in req.get("returns") or []]   # allocated by the launcher
+    returns = [n for n in places if n is not None]
     scalars = dict(req.get("scalars") or {})
     pad = int(req.get("pad", 64))
     tensors, results = {}, []
@@ -442,7 +443,7 @@ def run_call(backend, kern, req, in_dir, out_dir):
             if kern.language == "triton":
                 value = kern.fn(*[kern.argument(tensors.get(n, scalars.get(n))) if n is not None else None
                                   for n in req["args"]])
-                returned = _returned(value, returns)
+                returned = _returned(value, places)
             else:
                 kern.fn(req.get("launch"), tensors)
             backend.sync()
