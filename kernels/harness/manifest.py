@@ -125,13 +125,34 @@ def load_manifest(path):
                     contract=raw.get("contract", ""), relations=relations, python_path=_python_path(path, raw))
 
 
+SOURCE_ROOT_MARKER = ".kidiom-source-root"   # validator/src/tree.rs
+
+
+def _original_dir(path):
+    """Where a manifest was copied from, when it lies in a validation's tree (a copy of the
+    manifests' directories alone, with a marker naming the root they came from), else its own
+    directory: the project `[python] path` names is read where it is, never copied whole."""
+    d = Path(path).resolve().parent
+    for top in [d, *d.parents][:32]:
+        marker = top / SOURCE_ROOT_MARKER
+        if marker.is_file():
+            try:
+                return Path(marker.read_text().strip()) / d.relative_to(top)
+            except (OSError, ValueError):
+                break
+    return d
+
+
 def _python_path(path, raw):
     """`[python] path`: directories (relative to the manifest) holding the kernel's own project."""
     table = raw.get("python", {})
     dirs = table.get("path", []) if isinstance(table, dict) else None
     if not isinstance(dirs, list) or not all(isinstance(d, str) and not Path(d).is_absolute() for d in dirs):
         raise ManifestError(f"manifest {path}: [python] path must be a list of directories relative to the manifest")
-    out = [(path.parent / d).resolve() for d in dirs]
+    if not dirs:
+        return []
+    base = _original_dir(path)
+    out = [(base / d).resolve() for d in dirs]
     missing = [str(d) for d, o in zip(dirs, out) if not o.is_dir()]
     if missing:
         raise ManifestError(f"manifest {path}: [python] path: no directory {', '.join(missing)}")

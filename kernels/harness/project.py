@@ -52,6 +52,24 @@ def _tops_in(path):
     return out
 
 
+def _installed(name):
+    """Whether the Python installation itself (what a sandboxed worker can import) holds `name`:
+    not the working directory or PYTHONPATH (a validation's tree holds a namespace `fla/` of
+    copied manifests, which is not FLA)."""
+    import sys
+    try:
+        spec = importlib.util.find_spec(name)
+    except (ImportError, ValueError):
+        return False
+    if spec is None:
+        return False
+    if spec.origin in ("built-in", "frozen"):
+        return True
+    roots = {os.path.realpath(p) for p in (sys.prefix, sys.base_prefix, sys.exec_prefix, sys.base_exec_prefix)}
+    places = list(spec.submodule_search_locations or []) + ([spec.origin] if spec.origin else [])
+    return bool(places) and all(any(os.path.realpath(p).startswith(r + os.sep) for r in roots) for p in places)
+
+
 def project_packages(manifest, source=None):
     """[(name, path)]: the packages (a directory) or modules (a .py) to copy, found in the
     manifest's `[python] path` directories (first directory first): those the kernel's file
@@ -71,11 +89,8 @@ def project_packages(manifest, source=None):
         if name in seen:
             continue
         seen.add(name)
-        try:
-            if importlib.util.find_spec(name) is not None:
-                continue   # kidiom's Python has it
-        except (ImportError, ValueError):
-            pass
+        if _installed(name):
+            continue   # kidiom's Python has it
         for d in dirs:
             pkg, mod = d / name, d / f"{name}.py"
             hit = pkg if pkg.is_dir() else mod if mod.is_file() else None

@@ -182,7 +182,9 @@ fn normalize(dir: &str, file: &str) -> Option<String> {
             p => out.push(p),
         }
     }
-    Some(out.join("/"))
+    // a manifest outside the root (`kidiom run --targets /elsewhere`) keeps its absolute path
+    let joined = out.join("/");
+    Some(if dir.starts_with('/') { format!("/{joined}") } else { joined })
 }
 
 /// A file name next to a manifest: no directories, no escape.
@@ -576,6 +578,14 @@ impl Kernels {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn files_beside_a_manifest_outside_the_root_keep_its_absolute_path() {
+        assert_eq!(normalize("/elsewhere/fla/ops", "fused.py").as_deref(), Some("/elsewhere/fla/ops/fused.py"));
+        assert_eq!(normalize("/elsewhere/fla/ops", "../c.py").as_deref(), Some("/elsewhere/fla/c.py"));
+        assert_eq!(normalize("kernels/kda", "decode.py").as_deref(), Some("kernels/kda/decode.py"));
+        assert_eq!(normalize("kernels", "../../x.py"), None);
+    }
 
     const PREFILL: &str = r#"
 format = 1

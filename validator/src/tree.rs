@@ -22,6 +22,9 @@ pub(crate) fn copy_tree(from: &Path, to: &Path) -> Result<()> {
     Ok(())
 }
 
+/// The file in a validation tree that names the root its manifests were copied from.
+pub(crate) const SOURCE_ROOT_MARKER: &str = ".kidiom-source-root";
+
 /// Files copied from the directory of a manifest outside the harness tree:
 /// what a kernel, its contract and its relations are made of (and may import).
 const CONTRACT_DIR_FILES: &[&str] = &["py", "toml", "cu", "cuh", "h", "hpp", "cpp", "cc", "cxx", "c", "json"];
@@ -35,6 +38,11 @@ const CONTRACT_DIR_FILES: &[&str] = &["py", "toml", "cu", "cuh", "h", "hpp", "cp
 pub(crate) fn baseline_tree(v: &crate::validator::Validator, tree: &Path) -> Result<()> {
     let dir = &v.kernels.dir;
     copy_tree(&v.harness_root.join(dir), &tree.join(dir))?;
+    // where the copied manifests came from: a manifest's `[python] path` (the kernel's own project,
+    // which is not copied) is read from there (kernels/harness/manifest.py)
+    let root = std::fs::canonicalize(&v.opts.root).unwrap_or_else(|_| v.opts.root.clone());
+    let marker = tree.join(SOURCE_ROOT_MARKER);
+    std::fs::write(&marker, root.to_string_lossy().as_bytes()).map_err(|e| Error::io(&marker, e))?;
     for rel in v.kernels.outside_dirs() {
         let from = v.opts.root.join(&rel);
         let to = tree.join(&rel);
