@@ -6,7 +6,7 @@ the raw files beside it (whichever exist): mine.json (bench/mine.py), history.tx
 (bench/history.sh), apply.txt (bench/apply.sh), gil.json (bench/gil.sh), sites.json
 (bench/sites.sh), sites_mixes.json (bench/sites_mixes.py), ray.json (bench/ray_scaling.sh), ray_mine.json (bench/ray_mine.sh), html.txt (bench/html.sh), profile.json (bench/profile.py),
 families.json (bench/history-families.sh), run-phases-*.json (bench/run-phases.sh), phases.tsv and
-where.json (bench/test-times.sh, bench/where-time-goes.sh), precision/*.json
+where.json (bench/test-times.sh, bench/where-time-goes.sh), setup.tsv (bench/setup-size.sh), verdicts.tsv (a run's verdicts), precision/*.json
 and precision-before/*.json (bench/precision.py --json). A number
 that is in no raw file is not in the table.
 
@@ -324,6 +324,28 @@ def phases_rows(run):
     return rows
 
 
+def verdict_rows(text):
+    """verdicts.tsv (candidate, verdict, seconds): how many of each verdict, and their seconds."""
+    from collections import Counter
+    lines = [ln.split("\t") for ln in text.splitlines()[1:] if ln.count("\t") == 2]
+    n, secs = Counter(v for _, v, _ in lines), Counter()
+    for _, v, s in lines:
+        secs[v] += float(s)
+    rows = ["| verdict | candidates | validation s, summed |", "|---|---|---|"]
+    rows += [f"| {v} | {n[v]} | {secs[v]:.1f} |" for v in sorted(n)]
+    return rows + [f"| **all** | **{len(lines)}** | **{sum(secs.values()):.1f}** |"]
+
+
+def setup_rows(text):
+    """bench/setup-size.sh: per requirements set, a fresh environment's set-up time and size."""
+    rows = ["| requirements | set-up, wall s | exit | environment size |", "|---|---|---|---|"]
+    for line in text.splitlines():
+        parts = line.split("\t")
+        if len(parts) == 4:
+            rows.append(f"| {parts[0]} | {float(parts[1]):.1f} | {parts[2]} | {parts[3]} |")
+    return rows
+
+
 def block(run):
     run = Path(run)
     table, notes = [], []
@@ -377,6 +399,10 @@ def block(run):
     if (run / "where.json").exists():   # bench/where-time-goes.sh
         import where_time_goes
         parts.append(where_time_goes.table(run))
+    if (run / "verdicts.tsv").exists():   # a run's verdicts, one candidate a line
+        parts.append("\n".join(verdict_rows((run / "verdicts.tsv").read_text())))
+    if (run / "setup.tsv").exists():   # bench/setup-size.sh
+        parts.append("\n".join(setup_rows((run / "setup.tsv").read_text())))
     parts += notes
     return "\n\n".join([BEGIN] + parts + [END])
 
