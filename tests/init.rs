@@ -368,3 +368,36 @@ fn init_names_a_files_other_kernels_and_writes_the_one_asked_for() {
         "{err}"
     );
 }
+
+/// FLA's decode allocates its final state with a size it computes (`N = B if cu_seqlens is None
+/// else len(cu_seqlens) - 1`): a shape variable of the skeleton's, so its formulas name nothing
+/// undefined and the contract loads.
+const COMPUTED_SIZE: &str = r#"import torch
+import triton
+import triton.language as tl
+
+
+@triton.jit
+def last_kernel(x, ht, T, K: tl.constexpr):
+    i_n = tl.program_id(0)
+    tl.store(ht + i_n * K + tl.arange(0, K), tl.load(x + (i_n * T + T - 1) * K + tl.arange(0, K)))
+
+
+def last(x, cu_seqlens=None):
+    B, T, K = x.shape
+    N = B if cu_seqlens is None else len(cu_seqlens) - 1
+    ht = x.new_empty(N, K)
+    last_kernel[(N,)](x, ht, T, K=K)
+    return ht
+"#;
+
+#[test]
+fn init_makes_a_size_the_launcher_computes_a_shape_variable() {
+    let d = workdir("kidiom-init-");
+    write(d.path(), "last.py", COMPUTED_SIZE);
+    let (r, manifest, contract) = init(d.path(), "last.py");
+    assert_eq!(names(&r["shape_vars"]), ["B", "T", "K", "N"], "{r:#}");
+    assert!(contract.contains("\"ht\": ((N, K), \"float32\")"), "{contract}");
+    assert!(contract.contains("N = shape[\"B\"], shape[\"T\"], shape[\"K\"], shape[\"N\"]"), "{contract}");
+    assert!(manifest.contains("N = "), "the sizes name N:\n{manifest}");
+}

@@ -117,3 +117,21 @@ def test_without_the_setting_the_failure_names_the_import_and_the_setting(tmp_pa
     assert rc != 0, out
     text = json.dumps(out)
     assert "No module named 'myproj'" in text and "[python] path" in text, text[:2000]
+
+
+def test_a_validation_tree_reads_the_project_where_the_manifest_came_from(tmp_path):
+    """The validator copies a manifest's directory alone into its tree, with a marker naming the
+    root it came from (validator/src/tree.rs): `[python] path` is read from the original."""
+    from kernels.harness.manifest import load_manifest
+    original = _project(tmp_path / "user")
+    tree = tmp_path / "tree"
+    copied = tree / "myproj" / "ops"
+    copied.mkdir(parents=True)
+    for f in ("halve.py", "halve_contract.py", "halve.toml"):
+        (copied / f).write_text((original.parent / f).read_text())
+    (tree / ".kidiom-source-root").write_text(str(tmp_path / "user"))
+    m = load_manifest(copied / "halve.toml")
+    assert m.python_path == [(tmp_path / "user").resolve()], m.python_path
+    # without the marker, relative to the copy: the tree's root, which holds no project
+    (tree / ".kidiom-source-root").unlink()
+    assert load_manifest(copied / "halve.toml").python_path == [tree.resolve()]

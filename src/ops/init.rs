@@ -759,6 +759,22 @@ fn read_triton(text: &str, want: Option<&str>) -> std::result::Result<Read, Stri
     if !unpacked.is_empty() || !indexed.is_empty() {
         filled.push(format!("shape variables {} from {launcher_name}", shape_vars.join(", ")));
     }
+    // a size the launcher computes and allocates with (`N = B if cu_seqlens is None else ...`,
+    // then `q.new_empty(N, HV, K, V)`): a shape variable of its own, so the contract and the
+    // manifest's formulas name nothing undefined (its relation to the others is the user's)
+    let computed: Vec<String> = args
+        .iter()
+        .filter_map(|a| a.tensor.as_ref())
+        .flat_map(|t| t.dims.iter())
+        .filter(|d| is_python_name(d) && !shape_vars.contains(*d))
+        .cloned()
+        .collect::<BTreeSet<String>>()
+        .into_iter()
+        .collect();
+    for v in computed {
+        filled.push(format!("{v}: a size {launcher_name} computes and allocates with; a shape variable here"));
+        shape_vars.push(v);
+    }
     for a in &args {
         filled.push(format!("{}: {}", a.name, a.why));
     }
@@ -774,6 +790,12 @@ fn read_triton(text: &str, want: Option<&str>) -> std::result::Result<Read, Stri
         return_places,
         filled,
     })
+}
+
+/// A plain Python name (a dimension that is a variable, not an expression or a number).
+fn is_python_name(s: &str) -> bool {
+    let mut c = s.chars();
+    c.next().is_some_and(|f| f.is_ascii_alphabetic() || f == '_') && c.all(|ch| ch.is_ascii_alphanumeric() || ch == '_')
 }
 
 /// The local a returned expression is: `y`, or `y` seen through the methods that give the same

@@ -103,5 +103,8 @@ mod tests {
         assert!(!tree.join("ops/weights.bin").exists(), "source-like files only");
         assert!(!tree.join("ops/sub").exists(), "not the subdirectories");
         assert_eq!(m.harness_arg(&tree).1, tree.join("ops/rmsnorm.toml").to_string_lossy());
+        // the root they came from, for what a manifest reads beside them (`[python] path`)
+        let named = std::fs::read_to_string(tree.join(SOURCE_ROOT_MARKER)).unwrap();
+        assert_eq!(std::path::PathBuf::from(named), std::fs::canonicalize(&root).unwrap());
     }
 }
