@@ -29,20 +29,23 @@ class Timeout(Exception):
     pass
 
 
-def _has_cuda():
-    """torch and a CUDA device. The driver library is asked first: without it there is no GPU,
-    and torch (2 s to import) is not loaded by every harness process of a CPU machine."""
+def _libcuda():
+    """Whether the CUDA driver library loads here."""
     import ctypes
-    import importlib.util
-    if importlib.util.find_spec("torch") is None:
-        return False
     for name in ("libcuda.so.1", "libcuda.so"):
         try:
             ctypes.CDLL(name)
-            break
+            return True
         except OSError:
             continue
-    else:
+    return False
+
+
+def _has_cuda():
+    """torch and a CUDA device. The driver library is asked first: without it there is no GPU,
+    and torch (2 s to import) is not loaded by every harness process of a CPU machine."""
+    import importlib.util
+    if importlib.util.find_spec("torch") is None or not _libcuda():
         return False
     try:
         import torch
@@ -55,16 +58,9 @@ def _cuda_missing():
     """Why `--device cuda` cannot run on this machine (the CUDA driver library, torch, a device), or
     None. Asked before any candidate code runs: a check that cannot run here is never the
     candidate's failure."""
-    import ctypes
     import importlib.util
     missing = []
-    for name in ("libcuda.so.1", "libcuda.so"):
-        try:
-            ctypes.CDLL(name)
-            break
-        except OSError:
-            continue
-    else:
+    if not _libcuda():
         missing.append("no CUDA driver library (libcuda.so) on this machine")
     if importlib.util.find_spec("torch") is None:
         missing.append("torch is not importable (the CUDA check and bench run through it)")

@@ -172,52 +172,36 @@ fn node_text<'a>(n: Node<'_>, text: &'a str) -> &'a str {
 /// (`ht + tl.load(indices + i) * stride` addresses `ht`: what is loaded from `indices` is an
 /// offset, and `indices` is only read).
 fn address_identifiers(n: Node<'_>, text: &str) -> Vec<String> {
-    let mut out = Vec::new();
-    preorder(n, |c| {
-        if c.kind() == "call" && callee_name(c, text) == "load" {
-            return false;
-        }
-        if c.kind() == "attribute" {
-            if let Some(o) = c.child_by_field_name("object") {
-                out.extend(address_identifiers(o, text));
-            }
-            return false;
-        }
-        if c.kind() == "keyword_argument" {
-            if let Some(v) = c.child_by_field_name("value") {
-                out.extend(address_identifiers(v, text));
-            }
-            return false;
-        }
-        if c.kind() == "identifier" {
-            out.push(node_text(c, text).to_string());
-        }
-        true
-    });
-    out
+    names_under(n, text, true)
 }
 
 /// Every identifier under `n`, in source order (attribute names excluded:
 /// `x.shape` is `x`).
 fn identifiers(n: Node<'_>, text: &str) -> Vec<String> {
+    names_under(n, text, false)
+}
+
+/// [`identifiers`], or ([`address_identifiers`]) those outside loads.
+fn names_under(n: Node<'_>, text: &str, skip_loads: bool) -> Vec<String> {
     let mut out = Vec::new();
     preorder(n, |c| {
-        if c.kind() == "attribute" {
-            if let Some(o) = c.child_by_field_name("object") {
-                out.extend(identifiers(o, text));
-            }
+        if skip_loads && c.kind() == "call" && callee_name(c, text) == "load" {
             return false;
         }
-        if c.kind() == "keyword_argument" {
-            if let Some(v) = c.child_by_field_name("value") {
-                out.extend(identifiers(v, text));
+        let inner = match c.kind() {
+            "attribute" => c.child_by_field_name("object"),
+            "keyword_argument" => c.child_by_field_name("value"),
+            _ => {
+                if c.kind() == "identifier" {
+                    out.push(node_text(c, text).to_string());
+                }
+                return true;
             }
-            return false;
+        };
+        if let Some(i) = inner {
+            out.extend(names_under(i, text, skip_loads));
         }
-        if c.kind() == "identifier" {
-            out.push(node_text(c, text).to_string());
-        }
-        true
+        false
     });
     out
 }
