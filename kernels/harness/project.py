@@ -70,6 +70,11 @@ def _installed(name):
     return bool(places) and all(any(os.path.realpath(p).startswith(r + os.sep) for r in roots) for p in places)
 
 
+# per process, by the source's bytes and the directories: a check asks for each of its workers and
+# its cache key, a compile for its sandbox and its key, and FLA's project is hundreds of files to scan
+_FOUND = {}
+
+
 def project_packages(manifest, source=None):
     """[(name, path)]: the packages (a directory) or modules (a .py) to copy, found in the
     manifest's `[python] path` directories (first directory first): those the kernel's file
@@ -79,9 +84,16 @@ def project_packages(manifest, source=None):
     if not dirs:
         return []
     try:
-        text = Path(source or manifest.source_path).read_text(encoding="utf-8")
-    except (OSError, UnicodeDecodeError):
+        text = Path(source or manifest.source_path).read_bytes()
+    except OSError:
         return []
+    key = (text, tuple(map(str, dirs)))
+    if key not in _FOUND:
+        _FOUND[key] = _find_packages(text.decode("utf-8", errors="replace"), dirs)
+    return list(_FOUND[key])
+
+
+def _find_packages(text, dirs):
     found, seen = [], set()
     todo = list(_imported_tops(text))
     while todo:

@@ -195,9 +195,14 @@ class ShapeOnly:
 
 
 def torch_of(module):
-    """torch, where a kernel's module uses it (its launcher takes torch tensors), else None."""
+    """torch, where a kernel's module uses it (its launcher takes torch tensors: `import torch`,
+    `import torch.nn as nn`, `from torch import empty_like`), else None."""
     torch = sys.modules.get("torch")
-    return torch if torch is not None and any(v is torch for v in vars(module).values()) else None
+
+    def of_torch(v):
+        name = getattr(v, "__name__", "") if isinstance(v, type(sys)) else getattr(v, "__module__", "")
+        return isinstance(name, str) and (name == "torch" or name.startswith("torch."))
+    return torch if torch is not None and any(of_torch(v) for v in vars(module).values()) else None
 
 
 def meta_tensor(torch, shape, dtype):
