@@ -40,6 +40,8 @@ enum Command {
     Accept(cmd::accept::Args),
     /// Write a kernel's manifest and contract skeleton next to it (format 2), from what its source says.
     Init(cmd::init::Args),
+    /// Check the unmodified kernel against its own contract, at its CPU sizes and at odd sizes.
+    Check(cmd::check::Args),
     /// Validate candidates: syntax, static, correctness and speed gates, with the evidence stored.
     Validate(cmd::validate::Args),
     /// A kernel's work counted on the CPU by source line, against its floor, with the predicted time.
@@ -78,6 +80,7 @@ pub(crate) fn run(args: impl IntoIterator<Item = OsString>) -> ExitCode {
         Command::Review(a) => cmd::review::run(a),
         Command::Accept(a) => cmd::accept::run(a),
         Command::Init(a) => cmd::init::run(a),
+        Command::Check(a) => cmd::check::run(a),
         Command::Validate(a) => cmd::validate::run(a),
         Command::Profile(a) => cmd::profile::run(a),
         Command::Mcp(a) => crate::mcp::run(a),

@@ -1,5 +1,9 @@
 //! `kidiom.toml`: the project defaults that `kidiom run` and option-less
-//! commands use. Missing file or keys fall back to built-in defaults.
+//! commands use. Missing keys fall back to built-in defaults; a folder with
+//! no kidiom.toml gets one written by `kidiom init` or its first `kidiom run`
+//! ([`DEFAULT_TOML`]): kidiom's own corpora, named `kidiom:NAME`, which
+//! resolve to the corpus manifests and snapshot kidiom ships (beside its
+//! harness), so any folder is a project without copied files.
 
 use std::path::{Path, PathBuf};
 
@@ -20,7 +24,33 @@ pub(crate) struct Config {
     /// Where the file was found (for resolving relative paths).
     #[serde(skip)]
     pub(crate) root: PathBuf,
+    /// The file read, `None` when there was none (built-in defaults).
+    #[serde(skip)]
+    pub(crate) file: Option<PathBuf>,
 }
+
+/// The kidiom.toml that `kidiom init` and a first `kidiom run` write in a
+/// folder that has none (`{targets}`: the `[run] targets` array).
+pub(crate) const DEFAULT_TOML: &str = r#"# kidiom's settings for this folder (written by kidiom; docs: kidiom.toml in kidiom's repository).
+
+[catalog]
+# Relative to this file's directory.
+path = ".kidiom/catalog.sqlite"
+
+[mine]
+# kidiom's own corpora: `kidiom:NAME` is the corpus manifest kidiom ships (FLA, DeepGEMM, SGLang
+# and Mooncake at pinned revisions). A git corpus is read from the user cache
+# (~/.cache/kidiom/git), cloned there once; where it cannot be reached, its idioms come from the
+# snapshot below, and `kidiom run` says which. Add your own manifests, repositories or directories.
+corpora = ["kidiom:fla", "kidiom:deepgemm", "kidiom:sglang", "kidiom:mooncake"]
+history = true
+snapshot = "kidiom:snapshot"
+
+[run]
+# The folders whose kernels `kidiom run` rewrites and validates, each kernel with the manifest
+# `kidiom init KERNEL_FILE` writes beside it. Relative to this file's directory.
+targets = {targets}
+"#;
 
 #[derive(Debug, Deserialize)]
 #[serde(default, deny_unknown_fields)]
@@ -154,13 +184,77 @@ impl Config {
 
     pub(crate) fn load_from(path: &Path) -> Result<Config> {
         let root = path.parent().map(Path::to_path_buf).unwrap_or_default();
-        let mut cfg = match std::fs::read_to_string(path) {
-            Ok(text) => toml::from_str::<Config>(&text).with_context(|| format!("reading {}", path.display()))?,
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Config::default(),
-            Err(e) => return Err(e).with_context(|| format!("reading {}", path.display())),
+        let (mut cfg, file) = match std::fs::read_to_string(path) {
+            Ok(text) => (
+                toml::from_str::<Config>(&text)
+                    .with_context(|| format!("reading {} (fix it, or delete it for kidiom's defaults)", shown(path)))?,
+                Some(path.to_path_buf()),
+            ),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => (Config::default(), None),
+            Err(e) => return Err(e).with_context(|| format!("reading {}", shown(path))),
         };
         cfg.root = root;
+        cfg.file = file;
         Ok(cfg)
+    }
+
+    /// Writes kidiom's default kidiom.toml at `path` with `targets` as its
+    /// `[run] targets` (relative to its directory), never over an existing
+    /// file. Returns whether it wrote one.
+    pub(crate) fn write_default(path: &Path, targets: &[String]) -> Result<bool> {
+        use std::io::Write;
+        let list = toml::Value::Array(targets.iter().map(|t| toml::Value::String(t.clone())).collect());
+        let text = DEFAULT_TOML.replace("{targets}", &list.to_string());
+        let mut f = match std::fs::OpenOptions::new().write(true).create_new(true).open(path) {
+            Ok(f) => f,
+            Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => return Ok(false),
+            Err(e) => return Err(e).with_context(|| format!("writing {}", shown(path))),
+        };
+        f.write_all(text.as_bytes()).with_context(|| format!("writing {}", shown(path)))?;
+        Ok(true)
+    }
+
+    /// Where the settings came from, for a message: the file, or that there is none.
+    pub(crate) fn origin(&self) -> String {
+        match &self.file {
+            Some(f) => shown(f),
+            None => "no kidiom.toml here (kidiom's defaults)".into(),
+        }
+    }
+
+    /// `[mine] corpora`, each resolved: `kidiom:NAME` to the corpus manifest
+    /// kidiom ships, anything else against kidiom.toml's directory.
+    pub(crate) fn corpora(&self) -> Result<Vec<PathBuf>> {
+        self.mine.corpora.iter().map(|p| self.resolve_shipped(p, "toml")).collect()
+    }
+
+    /// `[mine] snapshot`, resolved as [`Self::corpora`] (`kidiom:snapshot`).
+    pub(crate) fn snapshot(&self) -> Result<Option<PathBuf>> {
+        self.mine.snapshot.as_ref().map(|p| self.resolve_shipped(p, "json")).transpose()
+    }
+
+    fn resolve_shipped(&self, p: &Path, ext: &str) -> Result<PathBuf> {
+        let Some(name) = p.to_str().and_then(|s| s.strip_prefix("kidiom:")) else { return Ok(self.resolve(p)) };
+        let dir = shipped_corpora().with_context(|| format!("{}: resolving {}", self.origin(), p.display()))?;
+        let file = dir.join(format!("{name}.{ext}"));
+        if !file.is_file() {
+            let known: Vec<String> = std::fs::read_dir(&dir)
+                .into_iter()
+                .flatten()
+                .flatten()
+                .filter_map(|e| {
+                    e.file_name().to_str().and_then(|n| n.strip_suffix(".toml")).map(|n| format!("kidiom:{n}"))
+                })
+                .collect();
+            anyhow::bail!(
+                "{}: {} names no file kidiom ships ({} is missing; known: {})",
+                self.origin(),
+                p.display(),
+                file.display(),
+                if known.is_empty() { "none".to_string() } else { known.join(", ") }
+            );
+        }
+        Ok(file)
     }
 
     /// `[run] targets`, resolved against kidiom.toml's directory.
@@ -206,6 +300,21 @@ impl Config {
     pub(crate) fn limits(&self) -> kidiom_syntax::Limits {
         kidiom_syntax::Limits { max_bytes: self.mine.max_file_bytes, max_depth: self.mine.max_nesting }
     }
+}
+
+/// Where `kidiom:NAME` corpora lie: `$KIDIOM_CORPORA` when set (a folder of
+/// corpus manifests and `snapshot.json`), else `corpora/` of the kidiom
+/// checkout that runs the harness.
+fn shipped_corpora() -> Result<PathBuf> {
+    match std::env::var_os("KIDIOM_CORPORA").filter(|v| !v.is_empty()) {
+        Some(d) => Ok(PathBuf::from(d)),
+        None => Ok(crate::ops::kidiom_home()?.join("corpora")),
+    }
+}
+
+/// A path as a message shows it: absolute where it can be.
+fn shown(p: &Path) -> String {
+    std::path::absolute(p).unwrap_or_else(|_| p.to_path_buf()).display().to_string()
 }
 
 #[cfg(test)]

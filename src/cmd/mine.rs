@@ -72,13 +72,13 @@ impl Args {
 
 pub(crate) fn run(args: Args) -> Result<ExitCode> {
     let cfg = Config::load()?;
-    let inputs: Vec<PathBuf> = if args.inputs.is_empty() {
-        cfg.mine.corpora.iter().map(|p| cfg.resolve(p)).collect()
-    } else {
-        args.inputs.clone()
-    };
+    let inputs: Vec<PathBuf> = if args.inputs.is_empty() { cfg.corpora()? } else { args.inputs.clone() };
     if inputs.is_empty() {
-        anyhow::bail!("nothing to mine: name a manifest, repository or directory, or list corpora in kidiom.toml");
+        anyhow::bail!(
+            "nothing to mine: name a manifest, repository or directory, or list corpora under [mine] corpora in \
+             kidiom.toml ({})",
+            cfg.origin()
+        );
     }
     let manifests = manifests_for(&inputs, &args.path_inputs())?;
     if args.history {

@@ -7,6 +7,7 @@ pub(crate) mod accept;
 pub(crate) mod apply;
 pub(crate) mod args;
 pub(crate) mod catalog;
+pub(crate) mod check;
 pub(crate) mod debug;
 pub(crate) mod export;
 pub(crate) mod gpu_gate;

@@ -61,6 +61,24 @@ pub(crate) struct Args {
 }
 
 pub(crate) fn run(args: Args) -> Result<ExitCode> {
+    // a folder with no kidiom.toml is a project on kidiom's defaults, written down for the user
+    let path = std::path::Path::new("kidiom.toml");
+    if !path.exists() {
+        let targets: Vec<String> = if !args.targets.is_empty() {
+            args.targets.iter().map(|t| t.display().to_string()).collect()
+        } else if std::path::Path::new("kernels").is_dir() {
+            vec!["kernels".into()]
+        } else {
+            vec![".".into()]
+        };
+        if Config::write_default(path, &targets)? && !args.common.output.quiet {
+            eprintln!(
+                "kidiom: wrote kidiom.toml (there was none here): kidiom's own corpora (kidiom:fla, kidiom:deepgemm, \
+                 kidiom:sglang, kidiom:mooncake; from the user cache, else the snapshot kidiom ships), [run] targets {}",
+                targets.join(", ")
+            );
+        }
+    }
     let cfg = Config::load()?;
     let mut catalog = args.common.catalog.open(&cfg)?;
     let progress = !args.common.output.quiet && !args.common.output.json;

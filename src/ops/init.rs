@@ -1256,6 +1256,29 @@ fn contract_text(stem: &str, file: &str, r: &Read) -> (String, Vec<String>) {
             if places.iter().any(|p| p == "None") { " (None: a returned value that is not one)" } else { "" }
         ));
     }
+    // what could not be read, guessed: `kidiom check` runs the contract at odd sizes too, and names
+    // these when only the odd sizes fail
+    let mut guesses: Vec<(String, String)> = Vec::new();
+    for a in &r.args {
+        match (&a.tensor, &a.value) {
+            (Some(t), _) if t.guessed => guesses.push((a.name.clone(), format!("its shape ({})", t.dims.join(", ")))),
+            (None, Some((v, true))) => guesses.push((a.name.clone(), format!("its value {v}"))),
+            _ => {}
+        }
+    }
+    if r.language == "cuda" {
+        let first = r.shape_vars.first().cloned().unwrap_or_else(|| "N".into());
+        guesses.push(("launch".into(), format!("the grid and block: one thread an element of {first}")));
+    }
+    if !guesses.is_empty() {
+        s.push_str("# What kidiom init guessed (not readable in the source). `kidiom check` also runs the contract\n");
+        s.push_str("# at odd sizes, where a wrong guess shows; delete an entry once you have checked it.\n");
+        s.push_str("GUESSES = {\n");
+        for (k, v) in &guesses {
+            s.push_str(&format!("    \"{k}\": \"{}\",\n", v.replace('"', "'")));
+        }
+        s.push_str("}\n\n\n");
+    }
     // tensors(shape)
     s.push_str("def tensors(shape):\n");
     s.push_str("    \"\"\"Every argument at `shape`: tensor -> (dims, numpy dtype name); scalar -> its value.\"\"\"\n");

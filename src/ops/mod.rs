@@ -8,6 +8,7 @@ pub(crate) mod accept;
 pub(crate) mod apply;
 pub(crate) mod branch;
 pub(crate) mod candidates;
+pub(crate) mod check;
 pub(crate) mod init;
 pub(crate) mod mine;
 pub(crate) mod profile;
@@ -53,6 +54,13 @@ pub(crate) fn harness_dir(root: &Path) -> Result<PathBuf> {
         root.display(),
         built_from.display()
     )
+}
+
+/// The kidiom checkout this binary runs with: the one whose harness runs a
+/// user's kernels ([`harness_dir`] of the current directory), where the
+/// corpus manifests and the snapshot kidiom ships lie (`corpora/`).
+pub(crate) fn kidiom_home() -> Result<PathBuf> {
+    harness_dir(&root()?)
 }
 
 /// The kernel manifests beside the files `paths` (relative to `root`): the

@@ -258,10 +258,14 @@ fn mine_all(
     phases: &mut Phases,
 ) -> Result<(Vec<kidiom_miner::Manifest>, MineReport, Option<crate::ops::mine::history::HistoryReport>)> {
     let t = Instant::now();
-    let corpora: Vec<PathBuf> = cfg.mine.corpora.iter().map(|p| cfg.resolve(p)).collect();
+    let corpora = cfg.corpora()?;
     let manifests = manifests_for(&corpora, &PathInputs::default())?;
     if manifests.is_empty() {
-        anyhow::bail!("kidiom.toml lists no corpora under [mine] corpora");
+        anyhow::bail!(
+            "{} lists no corpora under [mine] corpora: name corpus manifests, repositories or directories there \
+             (kidiom's own: corpora = [\"kidiom:fla\", \"kidiom:sglang\"]), or delete the file for kidiom's defaults",
+            cfg.origin()
+        );
     }
     // one fleet driver for the run's mining, usage and history alike
     let remote = super::mine::Remote::for_executor(&o.executor)?;
@@ -302,7 +306,7 @@ fn fill_from_snapshot(
     history: Option<&crate::ops::mine::history::HistoryReport>,
     tell: &(dyn Fn(Event) + Sync),
 ) -> Result<Vec<super::snapshot::Filled>> {
-    let Some(snap) = cfg.mine.snapshot.as_ref().map(|p| cfg.resolve(p)) else { return Ok(Vec::new()) };
+    let Some(snap) = cfg.snapshot()? else { return Ok(Vec::new()) };
     let mut gaps: Vec<(String, Vec<Kind>)> = Vec::new();
     for m in manifests.iter().filter(|m| m.kind == SourceKind::Git) {
         let mut kinds = Vec::new();

@@ -50,6 +50,7 @@
 #![deny(missing_docs)]
 
 pub mod backend;
+mod contract;
 mod device;
 mod devicepath;
 mod error;
@@ -75,6 +76,7 @@ mod wire;
 
 pub use backend::cpu::StaticMetrics;
 pub use backend::python::{Harness, HarnessRun, HarnessStatus};
+pub use contract::{ContractOutcome, ContractReport};
 pub use device::Device;
 pub use error::{Error, Result};
 pub use evidence::{EVIDENCE_FORMAT, Evidence, GateRecord, GateStatus, Predicted};

@@ -56,6 +56,10 @@ pub struct Shapes {
     pub gpu: Vec<Shape>,
     /// The shape benchmarked (and compiled ahead of time).
     pub bench: Shape,
+    /// Size variables the kernel needs as given: the contract check's odd
+    /// sizes keep them (a power-of-two head dimension, a fixed tile).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub exact: Vec<String>,
 }
 
 /// The error-versus-length curve of a prefill kernel.

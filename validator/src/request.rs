@@ -34,6 +34,14 @@ pub(crate) enum Request<'a> {
         /// the run's other checks (the validator's own directory; `None`: none).
         baseline_cache: Option<&'a str>,
     },
+    /// `check --odd-sizes`: the manifest's own kernel against its contract,
+    /// at its CPU shapes and at odd sizes, one fixed seed (the contract check).
+    Contract {
+        /// The kernel: its manifest's name, or its manifest's path.
+        kernel: Kernel<'a>,
+        /// The harness's own time limit in seconds.
+        timeout: u64,
+    },
     /// `profile`: the work profile of one launch.
     Profile {
         /// The kernel: its manifest's name, or its manifest's path.
@@ -155,6 +163,10 @@ impl Request<'_> {
                 if let Some(dir) = baseline_cache {
                     push(&["--baseline-cache", dir]);
                 }
+            }
+            Request::Contract { kernel, timeout } => {
+                push(&["check", kernel.flag, kernel.value, "--seeds", "1", "--seed", "0", "--device", "cpu"]);
+                push(&["--no-curve", "--odd-sizes", "--timeout", &timeout.to_string()]);
             }
             Request::Profile { kernel, source, timeout } => {
                 push(&["profile", kernel.flag, kernel.value]);

@@ -223,6 +223,7 @@ impl ValidatorBuilder {
             profiled: BaselineRuns::default(),
             checked: BaselineRuns::default(),
             specced: BaselineRuns::default(),
+            contracts: BaselineRuns::default(),
             run_seed: crate::gates::fresh_seed(),
             baseline_cache,
             fleet,
@@ -248,6 +249,8 @@ pub struct Validator {
     pub(crate) checked: BaselineRuns,
     /// The baseline's GPU gate specs (written under `baseline_cache`).
     pub(crate) specced: BaselineRuns,
+    /// The contract checks ([`crate::contract`]), passed or failed.
+    pub(crate) contracts: BaselineRuns,
     /// The base seed of every candidate's check when none is fixed.
     pub(crate) run_seed: u64,
     /// Where the harness keeps the baseline's errors per case between the
@@ -278,6 +281,15 @@ impl BaselineRuns {
         key: &(String, String),
         run: impl FnOnce() -> Result<HarnessRun>,
     ) -> (Result<HarnessRun>, bool) {
+        self.get_or_run_with(key, run, false)
+    }
+
+    fn get_or_run_with(
+        &self,
+        key: &(String, String),
+        run: impl FnOnce() -> Result<HarnessRun>,
+        keep_failed: bool,
+    ) -> (Result<HarnessRun>, bool) {
         let slot = {
             let mut m = self.0.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
             m.entry(key.clone()).or_default().clone()
@@ -288,11 +300,21 @@ impl BaselineRuns {
         }
         let r = run();
         if let Ok(ok) = &r
-            && ok.status == HarnessStatus::Ok
+            && (ok.status == HarnessStatus::Ok || (keep_failed && ok.status == HarnessStatus::Failed))
         {
             *held = Some(ok.clone());
         }
         (r, false)
+    }
+
+    /// As [`Self::get_or_run`], keeping a failed answer too (a check that
+    /// ran to its end: the same inputs fail the same way).
+    pub(crate) fn get_or_run_answered(
+        &self,
+        key: &(String, String),
+        run: impl FnOnce() -> Result<HarnessRun>,
+    ) -> (Result<HarnessRun>, bool) {
+        self.get_or_run_with(key, run, true)
     }
 }
 
@@ -404,6 +426,20 @@ impl Validator {
         let mut validation = Validation::new(self, c);
         let verdict = crate::gates::in_order(&mut validation)?;
         Ok(validation.finish(verdict))
+    }
+
+    /// The contract check of the kernel `name` as it is in the root: the
+    /// unmodified kernel against its contract at every CPU shape and at odd
+    /// sizes ([`crate::contract`]; `kidiom check`).
+    pub fn check_contract(&self, name: &str) -> Result<crate::ContractReport> {
+        let manifest = self.kernels.manifests.iter().find(|m| m.name == name).ok_or_else(|| {
+            let known: Vec<&str> = self.kernels.manifests.iter().map(|m| m.name.as_str()).collect();
+            Error::UnknownKernel { name: name.to_string(), known: known.join(", ") }
+        })?;
+        let harness = Harness { python: self.python.clone(), root: self.harness_root.clone(), fleet: None };
+        // in the harness's own directory, the manifest by name there or by its path in the root
+        let run = crate::contract::run(&harness, &self.opts.root, manifest, self.opts.timeout)?;
+        Ok(crate::contract::report(manifest, &run))
     }
 
     /// The work profile of the kernel `name` (its manifest's source, or

@@ -1304,6 +1304,39 @@ def interpreter_identical(baseline_path, source):
             "baseline's program")
 
 
+def odd_shapes(manifest):
+    """A second set of sizes for each CPU shape, none a multiple of a block size: every integer size
+    variable made odd and different from its first size and from the other variables' (3 -> 5,
+    64 -> 65; a size of 1 stays), so that a grid, a mask or a tensor shape that holds only at the
+    first sizes fails here. Variables the manifest lists in `[shapes] exact` keep their sizes, as do
+    values that are not positive integers (flags, dtypes). Shapes that would not change are left out."""
+    exact = set(manifest.shapes.get("exact") or [])
+    out = []
+    for shape in manifest.shapes.get("cpu") or []:
+        new, used = dict(shape), set()
+        for k, v in shape.items():
+            if k in exact or isinstance(v, bool) or not isinstance(v, int) or v <= 1:
+                continue
+            w = v + 1 if v % 2 == 0 else v + 2
+            while w in used:
+                w += 2
+            used.add(w)
+            new[k] = w
+        if new != shape and new not in out:
+            out.append(new)
+    return out
+
+
+def contract_guesses(manifest):
+    """The contract's GUESSES ({what: the guess}, written by `kidiom init` for what it could not read
+    in the source), as strings; {} when it has none."""
+    try:
+        g = getattr(load_contract(manifest).mod, "GUESSES", None)
+    except ContractError:   # a contract that does not load says so in the check itself
+        return {}
+    return {str(k): str(v) for k, v in g.items()} if isinstance(g, dict) else {}
+
+
 def run_check(manifest, source=None, seeds=(0,), device="cpu", tf32=True, with_curve=True,
               with_consistency=True, with_baseline=True, deadline=None, shapes=None,
               with_specializations=None, with_order=None, with_drift=None, baseline_cache=None):

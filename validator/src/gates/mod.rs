@@ -41,7 +41,7 @@ use crate::backend::python::{HarnessRun, HarnessStatus};
 use crate::error::Result;
 use crate::evidence::GateRecord;
 use crate::patch::{self, FilePatch};
-use crate::verdict::Verdict;
+use crate::verdict::{Gate, Verdict};
 use crate::wire::Header;
 
 /// A speedup beyond this for an edit of at most [`SMALL_EDIT_LINES`] changed lines is flagged.
@@ -123,6 +123,11 @@ pub(crate) fn in_order(run: &mut Validation<'_>) -> Result<Verdict> {
     let manifest = scan.manifest.clone();
     run.kernel = Some(manifest.clone());
     let prepared = launch::prepare(v, &touched[scan.touched])?;
+    // the unmodified kernel against its own contract, once per kernel and baseline text, before
+    // any figure of a candidate: a contract it fails is the contract's error, not the candidate's
+    if let Some(v) = contract_first(v, run, &prepared, &manifest, &scan.rec, &touched[scan.touched]) {
+        return Ok(v);
+    }
     let runs = launch::launch(v, run, &prepared, &manifest, scan.precision)?;
     // a contract the harness cannot use (e.g. a reference `kidiom init` left to write) stops
     // here, before any figure of the candidate is judged: its own line, verbatim
@@ -141,6 +146,42 @@ pub(crate) fn in_order(run: &mut Validation<'_>) -> Result<Verdict> {
     // 4. speed
     drop(sharing);
     Ok(speed::gate(run, &prepared, &manifest, scan.changed_lines, scan.precision, native))
+}
+
+/// The contract check of the candidate's kernel ([`crate::contract`]) on the
+/// baseline tree; the verdict that stops the candidate when the unmodified
+/// kernel fails it (at the static gate, as every contract error: `error`,
+/// never the candidate's rejection). A check that could not finish lets the
+/// gates go on: they meet the same problem and name it.
+fn contract_first(
+    v: &crate::validator::Validator,
+    run: &mut Validation<'_>,
+    p: &launch::Prepared,
+    manifest: &crate::manifest::Manifest,
+    rec: &GateRecord,
+    t: &Touched,
+) -> Option<Verdict> {
+    if manifest.language == crate::manifest::KernelLanguage::Cpp {
+        return None; // host C++: its checks are its own (ThreadSanitizer, the service figures)
+    }
+    let key = (manifest.name.clone(), blob_id(t.base.as_bytes()));
+    let limit = run.remaining();
+    let (checked, cached) =
+        v.contracts.get_or_run_answered(&key, || crate::contract::run(&p.harness, &p.harness.root, manifest, limit));
+    let h = checked.ok()?;
+    let report = crate::contract::report(manifest, &h);
+    let line = report.problem()?;
+    let mut rec = rec.clone();
+    note(&mut rec, &h);
+    if cached {
+        run.notes.push("the contract check: this run's, made for an earlier candidate of the kernel".into());
+    }
+    Some(run.stop(
+        rec,
+        crate::evidence::GateStatus::Error,
+        line.clone(),
+        Verdict::error(Some(Gate::Static), line, h.log()),
+    ))
 }
 
 /// Baseline and candidate texts of every file the diff touches. Files a
