@@ -136,7 +136,7 @@ pub(crate) fn run(args: Args) -> Result<ExitCode> {
             if !stored.is_empty() {
                 output::line("")?;
                 output::line("this run's candidates (as `kidiom review` lists them):")?;
-                super::review::print_candidates(&stored, args.wide)?;
+                super::review::print_candidates(&stored, args.wide, &Default::default())?;
             }
             output::line("")?;
         }

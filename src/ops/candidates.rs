@@ -29,6 +29,35 @@ pub(crate) fn is_pending(c: &Candidate) -> bool {
     matches!(c.status, CandidateStatus::Proposed | CandidateStatus::Applied)
 }
 
+/// The digest of each kernel's contract as it is now under `root` (the
+/// kernels of kernels/ and of `targets`), by kernel name; kernels whose
+/// manifests cannot be read are left out (their verdicts cannot be judged
+/// stale).
+pub(crate) fn contract_digests(
+    root: &std::path::Path,
+    targets: &[std::path::PathBuf],
+) -> std::collections::HashMap<String, String> {
+    let mut kernels = kidiom_validator::Kernels::load(root, "kernels").unwrap_or(kidiom_validator::Kernels {
+        dir: "kernels".into(),
+        manifests: Vec::new(),
+        variants: Vec::new(),
+    });
+    if kernels.discover(root, targets).is_err() {
+        return Default::default();
+    }
+    kernels.manifests.iter().map(|m| (m.name.clone(), m.contract_digest(root))).collect()
+}
+
+/// Whether `c`'s verdict was given under a contract that has changed since
+/// (its evidence's digest against `digests`, [`contract_digests`]).
+pub(crate) fn contract_changed(c: &Candidate, digests: &std::collections::HashMap<String, String>) -> bool {
+    let Some(e) = c.evidence.evidence() else { return false };
+    match (&e.kernel, &e.contract) {
+        (Some(k), Some(d)) => digests.get(k).is_some_and(|now| now != d),
+        _ => false,
+    }
+}
+
 /// Stores an edit that did not come from the catalog (a unified diff against
 /// the files under `root`) as a candidate of the pattern `manual`.
 pub(crate) fn store_patch(

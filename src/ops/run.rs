@@ -160,14 +160,18 @@ pub(crate) enum Event<'a> {
 }
 
 /// Whether a candidate needs this run's validation: pending, and not
-/// already judged `needs-gpu` on a machine that still has no GPU.
+/// already judged `needs-gpu` on a machine that still has no GPU; or judged
+/// under a contract that has changed since (`stale`), unless accepted.
 /// A site search's alternatives on its front wait for `kidiom validate ID`;
 /// the loop validates its choice and the all-sites variants it compares with.
 /// `gpu_here` is asked only for a candidate that waits for a GPU.
-fn worth_validating(c: &Candidate, gpu_here: impl FnOnce() -> bool) -> bool {
+fn worth_validating(c: &Candidate, stale: bool, gpu_here: impl FnOnce() -> bool) -> bool {
     let roles = c.provenance.search_roles();
     if !roles.is_empty() && !roles.iter().any(|r| r == "chosen" || r == "all-sites") {
         return false;
+    }
+    if stale && c.status != kidiom_patterns::CandidateStatus::Committed {
+        return true;
     }
     let waiting_for_gpu = c.evidence.verdict().is_some_and(|v| v.kind == kidiom_validator::VerdictKind::NeedsGpu);
     super::candidates::is_pending(c) && (!waiting_for_gpu || gpu_here())
@@ -411,8 +415,20 @@ fn validate_ours(
 ) -> Result<Option<super::validate::Report>> {
     let root = super::root()?;
     let gpu = gpu_here(o.device, &root);
-    let mut pending: Vec<_> =
-        catalog.candidates(None)?.into_iter().filter(|c| ours.contains(&c.id) && worth_validating(c, &gpu)).collect();
+    let digests = super::candidates::contract_digests(&root, &o.targets);
+    let stale = |c: &Candidate| super::candidates::contract_changed(c, &digests);
+    let mut pending: Vec<_> = catalog
+        .candidates(None)?
+        .into_iter()
+        .filter(|c| ours.contains(&c.id) && worth_validating(c, stale(c), &gpu))
+        .collect();
+    let again = pending.iter().filter(|c| stale(c)).count();
+    if again > 0 {
+        tell(Event::Note(format!(
+            "{again} verdict{} given under a contract that has changed since: judged again",
+            if again == 1 { "" } else { "s" }
+        )));
+    }
     // the longest validations first, so the last to finish is a short one (the cores stay busy
     // to the end): host C++ (builds, ThreadSanitizer, a speed measurement), then by the size of
     // the kernel's source, precision rewrites (an error curve more) before the rest

@@ -102,8 +102,7 @@ pub(crate) fn run(
     limit: Duration,
 ) -> Result<HarnessRun> {
     let arg = manifest.harness_arg(tree);
-    let args = Request::Contract { kernel: Kernel::of(&arg), timeout: limit.as_secs().max(1) }.argv();
-    harness.call(&args, limit + Duration::from_secs(10))
+    harness.call(&Request::Contract { kernel: Kernel::of(&arg) }.argv(), limit)
 }
 
 /// Reads the harness's answer `run` for `manifest`.

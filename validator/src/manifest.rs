@@ -259,6 +259,28 @@ impl Manifest {
         self.contract.as_deref().map(|c| self.beside(c))
     }
 
+    /// A digest of the contract as it is under `root`: every file of
+    /// [`Self::contract_files`] and a format-1 reference module, by name
+    /// and bytes (a missing file counts as missing). A verdict records it;
+    /// a different digest later means the contract changed since.
+    pub fn contract_digest(&self, root: &Path) -> String {
+        let mut files = self.contract_files();
+        if let Some((module, _)) = self.reference.as_deref().and_then(|r| r.split_once(':')) {
+            files.push(format!("{}.py", module.replace('.', "/")));
+        }
+        let mut all = Vec::new();
+        for f in &files {
+            all.extend_from_slice(f.as_bytes());
+            all.push(0);
+            match std::fs::read(root.join(f)) {
+                Ok(b) => all.extend_from_slice(&b),
+                Err(_) => all.extend_from_slice(b"<missing>"),
+            }
+            all.push(0);
+        }
+        kidiom_syntax::blob_id(&all)
+    }
+
     /// The files of this manifest's contract, relative to the root: the
     /// manifest, its contract module and the modules its relations name.
     pub fn contract_files(&self) -> Vec<String> {

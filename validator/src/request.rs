@@ -39,8 +39,6 @@ pub(crate) enum Request<'a> {
     Contract {
         /// The kernel: its manifest's name, or its manifest's path.
         kernel: Kernel<'a>,
-        /// The harness's own time limit in seconds.
-        timeout: u64,
     },
     /// `profile`: the work profile of one launch.
     Profile {
@@ -164,9 +162,9 @@ impl Request<'_> {
                     push(&["--baseline-cache", dir]);
                 }
             }
-            Request::Contract { kernel, timeout } => {
+            Request::Contract { kernel } => {
                 push(&["check", kernel.flag, kernel.value, "--seeds", "1", "--seed", "0", "--device", "cpu"]);
-                push(&["--no-curve", "--odd-sizes", "--timeout", &timeout.to_string()]);
+                push(&["--no-curve", "--odd-sizes"]);
             }
             Request::Profile { kernel, source, timeout } => {
                 push(&["profile", kernel.flag, kernel.value]);

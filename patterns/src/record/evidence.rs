@@ -114,6 +114,11 @@ pub struct Evidence {
     /// candidate (absent where no profile could be made).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub prediction: Option<Predicted>,
+    /// The digest of the kernel's contract (manifest, contract module,
+    /// reference) it was judged under: a verdict whose contract has changed
+    /// since is stale, and `kidiom run` judges the candidate again.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub contract: Option<String>,
 }
 
 /// A candidate's predicted time against its baseline's: roofline times from

@@ -1,6 +1,7 @@
 //! `kidiom review` without an id: the candidates, strongest predicted
 //! speedup first, with their verdicts.
 
+use std::collections::HashSet;
 use std::process::ExitCode;
 
 use anyhow::Result;
@@ -8,21 +9,28 @@ use kidiom_patterns::{Candidate, CandidateStatus, Catalog};
 
 use crate::output::{self, Keep};
 
-pub(super) fn run(cat: &Catalog, status: Option<CandidateStatus>, json: bool, wide: bool) -> Result<ExitCode> {
+pub(super) fn run(
+    cat: &Catalog,
+    status: Option<CandidateStatus>,
+    json: bool,
+    wide: bool,
+    stale: &HashSet<String>,
+) -> Result<ExitCode> {
     let cands = cat.candidates(status)?;
     if json {
         output::json(&cands)?;
     } else {
-        print_candidates(&cands, wide)?;
+        print_candidates(&cands, wide, stale)?;
     }
     Ok(if cands.is_empty() { ExitCode::from(1) } else { ExitCode::SUCCESS })
 }
 
 /// The candidates' table (`kidiom run -v` prints this run's): fitted to
 /// [`output::WIDTH`] columns with short ids, or every field in full with
-/// `wide`.
-pub(crate) fn print_candidates(cands: &[Candidate], wide: bool) -> Result<()> {
-    let rows = rows(cands, wide);
+/// `wide`. A verdict given under a contract that has changed since (the ids
+/// in `stale`) reads `stale`.
+pub(crate) fn print_candidates(cands: &[Candidate], wide: bool, stale: &HashSet<String>) -> Result<()> {
+    let rows = rows(cands, wide, stale);
     // the pattern keeps its start, the file its end; every other column stays whole
     let rows = if wide { rows } else { output::fit(&rows, output::WIDTH, &[(1, Keep::Head), (2, Keep::Tail)], 12) };
     output::table(&rows)?;
@@ -30,6 +38,9 @@ pub(crate) fn print_candidates(cands: &[Candidate], wide: bool) -> Result<()> {
         output::line(
             "verdict -: not validated yet. ids are short: `kidiom review ID` takes one (or its start); --wide: full",
         )?;
+    }
+    if !stale.is_empty() && cands.iter().any(|c| stale.contains(&c.id)) {
+        output::line("stale: judged under a contract that has changed since; `kidiom run` judges it again")?;
     }
     print_precision(cands)
 }
@@ -60,7 +71,7 @@ pub(crate) fn print_precision(cands: &[Candidate]) -> Result<()> {
 /// the pattern, the file and the verdict with its gate each in a column of
 /// its own; `wide` adds the full id, status, sites, creation time and the
 /// site search's roles.
-fn rows(cands: &[Candidate], wide: bool) -> Vec<Vec<String>> {
+fn rows(cands: &[Candidate], wide: bool, stale: &HashSet<String>) -> Vec<Vec<String>> {
     let head: &[&str] = if wide {
         &["id", "pattern", "file", "status", "sites", "created", "verdict", "measured", "predicted", "search"]
     } else {
@@ -84,7 +95,10 @@ fn rows(cands: &[Candidate], wide: bool) -> Vec<Vec<String>> {
     }
     for c in listed {
         let ev = c.evidence.evidence();
-        let verdict = crate::view::verdict_cell(c);
+        let verdict = match crate::view::verdict_cell(c) {
+            v if stale.contains(&c.id) => format!("stale: {v}"),
+            v => v,
+        };
         let speed = ev.and_then(|e| e.speed_headline()).unwrap_or_else(|| "-".into());
         let predicted = ev.and_then(|e| e.prediction.as_ref());
         rows.push(if wide {

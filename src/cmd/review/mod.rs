@@ -88,7 +88,16 @@ pub(crate) fn run(a: Args) -> Result<ExitCode> {
         return html(&cat, &a, &dir);
     }
     match &a.id {
-        None => list::run(&cat, a.status, a.common.output.json, a.wide),
+        None => {
+            let digests = crate::ops::candidates::contract_digests(&crate::ops::root()?, &cfg.targets());
+            let stale = cat
+                .candidates(a.status)?
+                .iter()
+                .filter(|c| crate::ops::candidates::contract_changed(c, &digests))
+                .map(|c| c.id.clone())
+                .collect();
+            list::run(&cat, a.status, a.common.output.json, a.wide, &stale)
+        }
         Some(id) => show::run(&cat, id, a.common.output.json),
     }
 }

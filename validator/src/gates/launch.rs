@@ -110,7 +110,10 @@ pub(crate) fn launch(
         // the profiles run beside the rest; each is a sandboxed run of the kernel on the CPU
         let profiles = profile.then(|| {
             s.spawn(|| {
-                let (base, _) = v.profiled.get_or_run(&key, || harness.call(&profile_args(None), limit));
+                // cancelled with the candidate's runs: a candidate stopped at its compile needs no
+                // baseline profile (a cancelled run is not kept; the next candidate makes it)
+                let (base, _) =
+                    v.profiled.get_or_run(&key, || harness.call_cancellable(&profile_args(None), limit, &cancel));
                 let cand = harness.call_cancellable(&profile_args(Some(&p.cand_src)), limit, &cancel);
                 (base, cand)
             })

@@ -134,6 +134,7 @@ impl Validation<'_> {
             pattern: self.c.pattern_id.clone(),
             category: self.c.category.map(|c| c.name().to_string()),
             target: self.c.path.clone(),
+            contract: self.kernel.as_ref().map(|m| m.contract_digest(&self.v.opts.root)),
             kernel: self.kernel.map(|m| m.name),
             verdict,
             gates: self.records,
