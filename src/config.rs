@@ -349,4 +349,33 @@ mod tests {
         let off: Config = toml::from_str("[predict]\nenabled = false").unwrap();
         assert!(off.device_model().unwrap().is_none());
     }
+
+    #[test]
+    fn the_default_file_names_kidiom_s_shipped_corpora_which_resolve_beside_the_harness() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("kidiom.toml");
+        assert!(Config::write_default(&path, &["ops".into()]).unwrap());
+        assert!(!Config::write_default(&path, &["other".into()]).unwrap(), "never over a file");
+        let cfg = Config::load_from(&path).unwrap();
+        assert_eq!(cfg.file.as_deref(), Some(path.as_path()));
+        assert_eq!(cfg.run.targets, [PathBuf::from("ops")]);
+        // kidiom's checkout (the one this test is built from) ships each of them
+        let shipped = Path::new(env!("CARGO_MANIFEST_DIR")).join("corpora");
+        let corpora = cfg.corpora().unwrap();
+        let names: Vec<&str> = corpora.iter().filter_map(|p| p.file_name()?.to_str()).collect();
+        assert_eq!(names, ["fla.toml", "deepgemm.toml", "sglang.toml", "mooncake.toml"]);
+        assert!(corpora.iter().all(|p| p.starts_with(&shipped) && p.is_file()), "{corpora:?}");
+        assert_eq!(cfg.snapshot().unwrap(), Some(shipped.join("snapshot.json")));
+        // a name kidiom does not ship: the file read, the missing one and the known ones
+        let bad: Config = toml::from_str("[mine]\ncorpora = [\"kidiom:nope\"]").unwrap();
+        let e = bad.corpora().unwrap_err().to_string();
+        assert!(
+            e.contains("no kidiom.toml here") && e.contains("nope.toml is missing") && e.contains("kidiom:fla"),
+            "{e}"
+        );
+        // an unreadable file says which, and the way out
+        std::fs::write(&path, "[mine\n").unwrap();
+        let e = format!("{:#}", Config::load_from(&path).unwrap_err());
+        assert!(e.contains(&path.display().to_string()) && e.contains("delete it for kidiom's defaults"), "{e}");
+    }
 }

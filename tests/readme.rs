@@ -21,6 +21,7 @@ const PARSE_ONLY: &[(&str, &str)] = &[
     ("validate", "a validation runs the kernel harness: up to a minute a candidate"),
     ("run", "the whole loop takes minutes"),
     ("init", "it needs the reader's kernel file (docs/OWN-KERNEL.md's test runs it)"),
+    ("check", "it needs the reader's kernel and its finished contract (tests/contract_check.rs runs it)"),
 ];
 
 fn readme() -> String {

@@ -58,6 +58,8 @@ mod init;
 mod own_kernel;
 // Issue #26 end to end on three kernels of our own: init, a mined catalog applied, the gates, a wrong and a lower-precision rewrite rejected, the review site.
 mod own_kernels;
+// Issue #43: a folder of our own from init to a checked contract (odd sizes, guesses), contract mistakes the contract's, stale verdicts judged again.
+mod contract_check;
 // Issue #48: a kernel written the upstream way (torch launcher, autotune, heuristics, an autograd Function) from init to needs-gpu.
 mod upstream;
 // State precision (issue #27): the precision idioms, `validate --kernel VARIANT` through the precision gate, the reviews side by side.

@@ -89,6 +89,12 @@ struct Read {
     /// What the launcher's `return` gives, in order: an output it allocates, or None (a value
     /// that is not one: a parameter it returns, a constant).
     return_places: Vec<Option<String>>,
+    /// Outputs the kernel stores a reduction's result to (Triton): judged
+    /// against the scale of the whole output, not element by element.
+    reductions: Vec<String>,
+    /// Shape variables the launcher passes to a `tl.constexpr` parameter
+    /// (Triton): the contract check's odd sizes keep them (`[shapes] exact`).
+    constexpr_sizes: Vec<String>,
     filled: Vec<String>,
 }
 
@@ -373,6 +379,10 @@ fn read_triton(text: &str, want: Option<&str>) -> std::result::Result<Read, Stri
     // and the first name of each (the base of an address: `x_ptr` in `x_ptr + pid * stride`)
     let mut alias_first: BTreeMap<String, String> = BTreeMap::new();
     let (mut loads, mut stores) = (Vec::<Node<'_>>::new(), Vec::<Node<'_>>::new());
+    // what each local name is assigned (all its right-hand sides), and each store's value: a store
+    // of a reduction's result (tl.sum, tl.max, ...) writes a reduction output
+    let mut assigned: BTreeMap<String, String> = BTreeMap::new();
+    let mut stored_values: Vec<(Node<'_>, String)> = Vec::new();
     if let Some(body) = body {
         preorder(body, |n| {
             match n.kind() {
@@ -382,6 +392,9 @@ fn read_triton(text: &str, want: Option<&str>) -> std::result::Result<Read, Stri
                     {
                         let ids = address_identifiers(r, text);
                         let name = node_text(l, text).to_string();
+                        let rhs = assigned.entry(name.clone()).or_default();
+                        rhs.push(' ');
+                        rhs.push_str(node_text(r, text));
                         if let Some(first) = ids.first() {
                             alias_first.entry(name.clone()).or_insert_with(|| first.clone());
                         }
@@ -396,6 +409,9 @@ fn read_triton(text: &str, want: Option<&str>) -> std::result::Result<Read, Stri
                             loads.push(first);
                         } else if name == "store" || name.starts_with("atomic_") {
                             stores.push(first);
+                            if let Some(v) = store_value(n, text) {
+                                stored_values.push((first, v));
+                            }
                         }
                         if name.starts_with("atomic_") {
                             loads.push(first);
@@ -443,6 +459,18 @@ fn read_triton(text: &str, want: Option<&str>) -> std::result::Result<Read, Stri
         .map(|(p, _)| p.clone())
         .collect();
     let stored = params_of(&stores);
+    // a reduction's result is stored to fewer positions than its inputs are loaded from: its
+    // address has no tl.arange where a load's has (RMSNorm stores a row derived from a tl.sum
+    // through its arange: not a reduction)
+    let loads_ranged = loads.iter().any(|l| mentions(node_text(*l, text), &assigned, &["tl.arange("]));
+    let reduced_stores: Vec<Node<'_>> = stored_values
+        .iter()
+        .filter(|(a, v)| {
+            loads_ranged && is_reduction(v, &assigned) && !mentions(node_text(*a, text), &assigned, &["tl.arange("])
+        })
+        .map(|(a, _)| *a)
+        .collect();
+    let reduced = params_of(&reduced_stores);
     // pointers: parameters a load or store reaches (strides and sizes are among them too:
     // a pointer is a parameter that is not constexpr and is the *base* of an address, which
     // the syntax reads as the first name of the address expression)
@@ -593,15 +621,23 @@ fn read_triton(text: &str, want: Option<&str>) -> std::result::Result<Read, Stri
     // launcher name -> (loaded, stored) through the kernel parameters it is passed as
     let mut as_pointer: BTreeMap<String, (bool, bool)> = BTreeMap::new();
     let mut as_scalar: BTreeSet<String> = BTreeSet::new();
+    // launcher names the kernel stores a reduction's result to, and those passed as constexprs
+    let mut reductions: BTreeSet<String> = BTreeSet::new();
+    let mut as_constexpr: BTreeSet<String> = BTreeSet::new();
     for (kp, node) in &passed_nodes {
         let Some(first) = identifiers(*node, text).into_iter().next() else { continue };
         let who = resolve(&first);
         if pointers.contains(kp) {
+            if reduced.contains(kp) {
+                reductions.insert(who.clone());
+            }
             let e = as_pointer.entry(who).or_default();
             e.0 |= loaded.contains(kp);
             e.1 |= stored.contains(kp);
         } else if !constexpr.contains(kp) && node.kind() == "identifier" {
             as_scalar.insert(who);
+        } else if constexpr.contains(kp) && node.kind() == "identifier" {
+            as_constexpr.insert(who);
         }
     }
 
@@ -737,7 +773,13 @@ fn read_triton(text: &str, want: Option<&str>) -> std::result::Result<Read, Stri
         .max_by_key(|d| d.len());
     if let Some(widest) = widest {
         for a in args.iter_mut().filter(|a| a.role != Role::Input && unread.contains(&a.name)) {
-            a.tensor = Some(Tensor { dims: widest.clone(), guessed: true });
+            // a reduction's result has one dimension fewer (the reduced one, the last assumed)
+            let dims = if reductions.contains(&a.name) && widest.len() > 1 {
+                widest[..widest.len() - 1].to_vec()
+            } else {
+                widest.clone()
+            };
+            a.tensor = Some(Tensor { dims, guessed: true });
         }
     }
     if !unpacked.is_empty() || !indexed.is_empty() {
@@ -760,8 +802,12 @@ fn read_triton(text: &str, want: Option<&str>) -> std::result::Result<Read, Stri
         shape_vars.push(v);
     }
     for a in &args {
-        filled.push(format!("{}: {}", a.name, a.why));
+        let reduction = if reductions.contains(&a.name) { " (a reduction's result)" } else { "" };
+        filled.push(format!("{}: {}{reduction}", a.name, a.why));
     }
+    let reductions: Vec<String> =
+        args.iter().filter(|a| a.role != Role::Input && reductions.contains(&a.name)).map(|a| a.name.clone()).collect();
+    let constexpr_sizes: Vec<String> = shape_vars.iter().filter(|v| as_constexpr.contains(*v)).cloned().collect();
     Ok(Read {
         language: "triton",
         entry,
@@ -772,6 +818,8 @@ fn read_triton(text: &str, want: Option<&str>) -> std::result::Result<Read, Stri
         optional,
         others,
         return_places,
+        reductions,
+        constexpr_sizes,
         filled,
     })
 }
@@ -1106,6 +1154,8 @@ fn read_cuda(text: &str) -> std::result::Result<Read, String> {
         optional: Vec::new(),
         return_places: Vec::new(),
         others: Vec::new(),
+        reductions: Vec::new(),
+        constexpr_sizes: Vec::new(),
         filled,
     })
 }
@@ -1179,6 +1229,14 @@ fn manifest_text(stem: &str, file: &str, contract: &str, r: &Read) -> (String, V
     s.push_str(&format!("cpu = [{}]   # TODO: sizes checked on the CPU (small)\n", sizes(vars, true)));
     s.push_str(&format!("gpu = [{}]   # TODO: sizes checked on a GPU\n", sizes(vars, false)));
     s.push_str(&format!("bench = {}     # TODO: the size timed\n", sizes(vars, false)));
+    if !r.constexpr_sizes.is_empty() {
+        // a tl.constexpr size (a tl.arange's length) may have to be a power of two: the contract
+        // check's odd sizes keep it
+        s.push_str(&format!(
+            "exact = {}   # passed to a tl.constexpr: kept as given at the contract check's odd sizes\n",
+            py_list(&r.constexpr_sizes.iter().map(String::as_str).collect::<Vec<_>>())
+        ));
+    }
     todo.push(format!("{stem}.toml: the [shapes] sizes (TODO) for {}", vars.join(", ")));
     // the floor: every tensor read or written once, 4 bytes an element (a guess)
     let mut terms = Vec::new();
@@ -1196,6 +1254,59 @@ fn manifest_text(stem: &str, file: &str, contract: &str, r: &Read) -> (String, V
     s.push_str(&format!("flops = \"{flops}\"   # TODO: the useful floating-point operations\n"));
     todo.push(format!("{stem}.toml: the [floor] bytes and flops (TODO)"));
     (s, todo)
+}
+
+/// The value a `tl.store(ptr, value, ...)` (or an atomic) writes: its
+/// second positional argument or its `val`/`value` keyword, as text.
+fn store_value(call: Node<'_>, text: &str) -> Option<String> {
+    let args = call.child_by_field_name("arguments")?;
+    let mut c = args.walk();
+    let mut positional = 0;
+    for a in args.named_children(&mut c) {
+        if a.kind() == "keyword_argument" {
+            let key = a.child_by_field_name("name").map(|k| node_text(k, text));
+            if matches!(key, Some("val" | "value")) {
+                return a.child_by_field_name("value").map(|v| node_text(v, text).to_string());
+            }
+        } else {
+            positional += 1;
+            if positional == 2 {
+                return Some(node_text(a, text).to_string());
+            }
+        }
+    }
+    None
+}
+
+/// Whether a stored value is a reduction's result: it calls one (`tl.sum`,
+/// `tl.max`, `tl.min`, `tl.reduce`, `tl.xor_sum`, a `.sum(...)` method),
+/// directly or through the local names it is computed from (`assigned`).
+fn is_reduction(value: &str, assigned: &BTreeMap<String, String>) -> bool {
+    mentions(
+        value,
+        assigned,
+        &["tl.sum(", "tl.max(", "tl.min(", "tl.reduce(", "tl.xor_sum(", ".sum(", ".max(", ".min("],
+    )
+}
+
+/// Whether `expr` contains one of `calls`, directly or through the local
+/// names it is computed from (`assigned`: each name's right-hand sides).
+fn mentions(expr: &str, assigned: &BTreeMap<String, String>, calls: &[&str]) -> bool {
+    let mut seen: BTreeSet<&str> = BTreeSet::new();
+    let mut todo = vec![expr];
+    while let Some(t) = todo.pop() {
+        if calls.iter().any(|c| t.contains(c)) {
+            return true;
+        }
+        for word in t.split(|ch: char| !(ch.is_alphanumeric() || ch == '_')) {
+            if let Some((k, rhs)) = assigned.get_key_value(word)
+                && seen.insert(k.as_str())
+            {
+                todo.push(rhs.as_str());
+            }
+        }
+    }
+    false
 }
 
 fn toml_str(s: &str) -> String {
@@ -1256,19 +1367,30 @@ fn contract_text(stem: &str, file: &str, r: &Read) -> (String, Vec<String>) {
             if places.iter().any(|p| p == "None") { " (None: a returned value that is not one)" } else { "" }
         ));
     }
+    if !r.reductions.is_empty() {
+        // a reduction's element may nearly cancel: its error is judged against the whole output's
+        // scale (one slice), not its own
+        let axes: Vec<String> = r.reductions.iter().map(|n| format!("\"{n}\": 0")).collect();
+        s.push_str(&format!(
+            "SLICE_AXES = {{{}}}  # reductions: the worst-slice error over the whole output, not per element\n\n",
+            axes.join(", ")
+        ));
+    }
     // what could not be read, guessed: `kidiom check` runs the contract at odd sizes too, and names
     // these when only the odd sizes fail
     let mut guesses: Vec<(String, String)> = Vec::new();
     for a in &r.args {
         match (&a.tensor, &a.value) {
-            (Some(t), _) if t.guessed => guesses.push((a.name.clone(), format!("its shape ({})", t.dims.join(", ")))),
-            (None, Some((v, true))) => guesses.push((a.name.clone(), format!("its value {v}"))),
+            (Some(t), _) if t.guessed => {
+                guesses.push((format!("shape of {}", a.name), format!("({})", t.dims.join(", "))))
+            }
+            (None, Some((v, true))) => guesses.push((format!("value of {}", a.name), v.clone())),
             _ => {}
         }
     }
     if r.language == "cuda" {
         let first = r.shape_vars.first().cloned().unwrap_or_else(|| "N".into());
-        guesses.push(("launch".into(), format!("the grid and block: one thread an element of {first}")));
+        guesses.push(("launch".into(), format!("grid and block: one thread an element of {first}")));
     }
     if !guesses.is_empty() {
         s.push_str("# What kidiom init guessed (not readable in the source). `kidiom check` also runs the contract\n");
@@ -1403,6 +1525,27 @@ mod tests {
         let names: Vec<String> = l.named_children(&mut c).map(|d| node_text(d, line).to_string()).collect();
         let mut indexed = Vec::new();
         (unpack_shapes(&names, r, line, &mut indexed), indexed)
+    }
+
+    #[test]
+    fn a_reduction_is_a_stored_sum_at_an_address_without_a_range() {
+        let assigned: BTreeMap<String, String> = [
+            ("acc", " tl.zeros([B], dtype=tl.float32) acc + x * tl.sigmoid(g)"),
+            ("total", " tl.sum(acc, axis=0)"),
+            ("cols", " c0 + tl.arange(0, B)"),
+            ("ms", " tl.sum(x * x, axis=0) / N"),
+            ("y", " x / tl.sqrt(ms + eps) * w"),
+        ]
+        .into_iter()
+        .map(|(k, v)| (k.to_string(), v.to_string()))
+        .collect();
+        assert!(is_reduction("total * scale / n_cols", &assigned));
+        assert!(is_reduction("tl.max(x, axis=1)", &assigned));
+        assert!(!is_reduction("tl.maximum(x, 0.0)", &assigned), "elementwise, not a reduction");
+        assert!(!is_reduction("x * 2", &assigned));
+        // RMSNorm's output comes from a sum too, but is stored through the row's range
+        assert!(is_reduction("y", &assigned) && mentions("y_ptr + row * N + cols", &assigned, &["tl.arange("]));
+        assert!(!mentions("out_ptr + row", &assigned, &["tl.arange("]));
     }
 
     #[test]

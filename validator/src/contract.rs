@@ -49,8 +49,11 @@ pub struct ContractReport {
 pub enum ContractOutcome {
     /// The unmodified kernel meets its contract at every size.
     Passed,
-    /// It fails at the manifest's own sizes (or fails to load).
+    /// It fails at the manifest's own sizes.
     Failed,
+    /// The harness cannot use the contract (a reference left to write, a
+    /// shape it contradicts): the harness's line names the contract itself.
+    Unusable,
     /// It passes at the manifest's sizes and fails only at the odd ones.
     FailedAtOddSizes,
     /// The kernel cannot run here (a GPU-only kernel on a CPU): the reason.
@@ -71,10 +74,11 @@ impl ContractReport {
         let guesses = if self.guesses.is_empty() {
             String::new()
         } else {
-            let g: Vec<String> = self.guesses.iter().map(|(k, v)| format!("{k} ({v})")).collect();
-            format!("; kidiom init guessed {}: check these in the contract", g.join(", "))
+            let g: Vec<String> = self.guesses.iter().map(|(k, v)| format!("{k} = {v}")).collect();
+            format!("; kidiom init guessed {} (GUESSES): check these in the contract", g.join(", "))
         };
         match self.outcome {
+            ContractOutcome::Unusable => Some(first.to_string()),
             ContractOutcome::Failed => {
                 Some(format!("the contract or the kernel is wrong: the unmodified kernel fails {first}{more}{guesses}"))
             }
@@ -128,7 +132,7 @@ pub(crate) fn report(manifest: &Manifest, run: &HarnessRun) -> ContractReport {
         _ => match run.contract_error() {
             Some(line) => {
                 failures = vec![line.to_string()];
-                ContractOutcome::Failed
+                ContractOutcome::Unusable
             }
             None => ContractOutcome::Error(run.log()),
         },

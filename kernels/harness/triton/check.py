@@ -1306,16 +1306,17 @@ def interpreter_identical(baseline_path, source):
 
 def odd_shapes(manifest):
     """A second set of sizes for each CPU shape, none a multiple of a block size: every integer size
-    variable made odd and different from its first size and from the other variables' (3 -> 5,
-    64 -> 65; a size of 1 stays), so that a grid, a mask or a tensor shape that holds only at the
-    first sizes fails here. Variables the manifest lists in `[shapes] exact` keep their sizes, as do
-    values that are not positive integers (flags, dtypes). Shapes that would not change are left out."""
+    variable made odd and different from its first size and from the other variables' (1 -> 3,
+    3 -> 5, 64 -> 65), so that a grid, a mask or a tensor shape that holds only at the first sizes
+    (a multiple of a block, a batch of one, two sizes equal) fails here. Variables the manifest lists
+    in `[shapes] exact` keep their sizes, as do values that are not positive integers (flags,
+    dtypes). Shapes that would not change are left out."""
     exact = set(manifest.shapes.get("exact") or [])
     out = []
     for shape in manifest.shapes.get("cpu") or []:
         new, used = dict(shape), set()
         for k, v in shape.items():
-            if k in exact or isinstance(v, bool) or not isinstance(v, int) or v <= 1:
+            if k in exact or isinstance(v, bool) or not isinstance(v, int) or v < 1:
                 continue
             w = v + 1 if v % 2 == 0 else v + 2
             while w in used:
