@@ -262,7 +262,11 @@ fn summary_lines(
         return out;
     };
     let counts: Vec<String> = r.verdicts.iter().map(|(k, n)| format!("{n} {k}")).collect();
-    out.push(format!("candidates on {}: {} ({})", r.targets, apply.candidates.len(), counts.join(", ")));
+    let counts = if counts.is_empty() { String::new() } else { format!(" ({})", counts.join(", ")) };
+    out.push(format!("candidates on {}: {}{counts}", r.targets, apply.candidates.len()));
+    for (kernel, why) in &apply.contracts_failed {
+        out.push(format!("  no candidates for {kernel}: {why}"));
+    }
     if let Some(line) = apply.held_back.line() {
         let parts: Vec<String> = line.split("; ").map(String::from).collect();
         let (head, rest) = parts.split_first().map_or(("", &[][..]), |(h, r)| (h.as_str(), r));

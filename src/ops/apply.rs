@@ -103,6 +103,10 @@ pub(crate) struct Report {
     /// With a search: candidates proposed with one value on every site instead, and why.
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub(crate) not_searched: Vec<Dropped>,
+    /// `kidiom run`: kernels left out because the unmodified kernel fails
+    /// its contract (its source, and the contract check's line).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub(crate) contracts_failed: Vec<(String, String)>,
     pub(crate) seconds: f64,
 }
 
@@ -484,6 +488,7 @@ pub(crate) fn apply(cat: &mut Catalog, root: &Path, req: &Request) -> Result<Rep
         patterns: rws.len(),
         searches,
         not_searched,
+        contracts_failed: Vec::new(),
         seconds: started.elapsed().as_secs_f64(),
         candidates,
         dropped,

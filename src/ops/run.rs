@@ -360,6 +360,13 @@ fn apply_to_kernels(
     if manifests.manifests.is_empty() {
         anyhow::bail!("no kernel manifest under {shown} (write one beside each kernel: `kidiom init KERNEL_FILE`)");
     }
+    // each kernel's contract first: one the unmodified kernel fails (or a skeleton not finished)
+    // gets no candidate, and the summary says why
+    let failed = contracts_failed(&root, o, &manifests.manifests)?;
+    for (kernel, why) in &failed {
+        tell(Event::Note(format!("no candidates for {kernel}: {why}")));
+    }
+    manifests.manifests.retain(|m| !failed.iter().any(|(k, _)| *k == m.source_path()));
     let mut kernels: Vec<std::path::PathBuf> = manifests.manifests.iter().map(|m| root.join(m.source_path())).collect();
     kernels.sort();
     kernels.dedup();
@@ -389,11 +396,56 @@ fn apply_to_kernels(
             measured: Some(&measured),
         }),
     };
-    let report = super::apply::apply(catalog, &root, &req)?;
+    let mut report = super::apply::apply(catalog, &root, &req)?;
     for s in &report.searches {
         tell(Event::Searched(s));
     }
+    report.contracts_failed = failed;
     Ok(report)
+}
+
+/// The kernels of `manifests` whose unmodified code fails its contract
+/// (the contract check, `kidiom check`): each one's source and the check's
+/// line. The checks run a kernel a CPU at a time; each answer is kept in
+/// the harness's content cache, so an unchanged contract costs a lookup.
+fn contracts_failed(
+    root: &std::path::Path,
+    o: &Options,
+    manifests: &[kidiom_validator::Manifest],
+) -> Result<Vec<(String, String)>> {
+    let checked: Vec<&kidiom_validator::Manifest> =
+        manifests.iter().filter(|m| m.language != kidiom_validator::KernelLanguage::Cpp).collect();
+    if checked.is_empty() {
+        return Ok(Vec::new());
+    }
+    let validator = kidiom_validator::ValidatorBuilder::new(root)
+        .harness(Some(super::harness_dir(root)?))
+        .targets(o.targets.clone())
+        .timeout(o.timeout)
+        .build()
+        .context("reading the kernel manifests")?;
+    let jobs = std::thread::available_parallelism().map(|n| n.get()).unwrap_or(1).max(1);
+    let next = std::sync::atomic::AtomicUsize::new(0);
+    let found = std::sync::Mutex::new(Vec::new());
+    std::thread::scope(|s| {
+        for _ in 0..jobs.min(checked.len()) {
+            s.spawn(|| {
+                loop {
+                    let i = next.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                    let Some(m) = checked.get(i) else { break };
+                    // a check that cannot run here is left to validation, which names its problem
+                    if let Ok(r) = validator.check_contract(&m.name)
+                        && let Some(why) = r.problem()
+                    {
+                        found.lock().unwrap_or_else(std::sync::PoisonError::into_inner).push((m.source_path(), why));
+                    }
+                }
+            });
+        }
+    });
+    let mut found = found.into_inner().unwrap_or_else(std::sync::PoisonError::into_inner);
+    found.sort();
+    Ok(found)
 }
 
 /// The targets as a line shows them: `kernels/`, or each relative to the root.
