@@ -324,7 +324,9 @@ fn run_takes_its_targets_from_the_flag_or_kidiom_toml() {
     assert_eq!(code, Some(0), "{text}");
     let (code, text) = run(&["run", "--no-search"]);
     assert!(text.contains("applying the catalog to ops (dry run)"), "{text}");
-    assert!(text.contains("candidates on ops:"), "{code:?}: {text}");
+    assert!(text.contains("candidates on ops: 0"), "{code:?}: {text}");
+    // the skeleton's contract is not finished: no candidate for it, and the summary says why
+    assert!(text.contains("no candidates for ops/rmsnorm.py") && text.contains("is not written yet"), "{text}");
     // `apply` with no target looks there too (a catalog from the run above)
     let (code, text) = run(&["apply", "--json"]);
     assert!(matches!(code, Some(0 | 1)), "{text}");

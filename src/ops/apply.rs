@@ -83,7 +83,7 @@ pub(crate) struct Dropped {
 }
 
 /// What one `apply` did; also the JSON of `apply --json` and of the MCP tools.
-#[derive(Debug, Serialize)]
+#[derive(Debug, Default, Serialize)]
 pub(crate) struct Report {
     pub(crate) write: bool,
     /// Files met while walking the targets that could not be read as sources.

@@ -370,6 +370,10 @@ fn apply_to_kernels(
     let mut kernels: Vec<std::path::PathBuf> = manifests.manifests.iter().map(|m| root.join(m.source_path())).collect();
     kernels.sort();
     kernels.dedup();
+    if kernels.is_empty() {
+        // every kernel's contract failed: nothing to rewrite until one passes
+        return Ok(super::apply::Report { contracts_failed: failed, ..Default::default() });
+    }
     let validator = if cfg.search.enabled && !o.no_search {
         let mut opts = super::apply::search_validator_options(cfg, o.timeout * 3);
         opts.targets = o.targets.clone();
