@@ -1,0 +1,108 @@
+#!/usr/bin/env bash
+# Issue #43's path, timed: a kernel of our own in a folder outside the repository, with no
+# kidiom.toml, from `kidiom init` to verdicts, then a contract change judged again.
+#
+#   bench/own-folder.sh OUT_DIR        writes OUT_DIR/transcript.txt and OUT_DIR/verdicts.tsv
+#
+# The folder is a fresh temporary one; the harness's content caches (compiles, profiles, contract
+# checks) start empty ($KIDIOM_CONTENT_CACHE points at a new folder), the corpora come from the
+# user cache as `kidiom run` finds them (or the snapshot). $KIDIOM_BIN: the binary (default:
+# target/release/kidiom, else target/debug/kidiom; build it first: a stale one lacks commands).
+set -euo pipefail
+root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+out="$(mkdir -p "${1:?usage: bench/own-folder.sh OUT_DIR}" && cd "$1" && pwd)"
+bin="${KIDIOM_BIN:-}"
+if [ -z "$bin" ]; then
+  bin="$root/target/release/kidiom"
+  [ -x "$bin" ] || bin="$root/target/debug/kidiom"
+fi
+tmp="$(mktemp -d)"
+trap 'rm -rf "$tmp"' EXIT
+export KIDIOM_CONTENT_CACHE="$tmp/content-cache"
+dir="$tmp/project"
+mkdir -p "$dir/mine"
+cat > "$dir/mine/gated_mean.py" <<'PY'
+import triton
+import triton.language as tl
+
+
+@triton.jit
+def gated_mean_kernel(x_ptr, g_ptr, out_ptr, n_rows, n_cols, scale, BLOCK_C: tl.constexpr):
+    # x, g: [n_rows, n_cols]; out: [n_rows]
+    row = tl.program_id(0)
+    acc = tl.zeros([BLOCK_C], dtype=tl.float32)
+    for c0 in range(0, n_cols, BLOCK_C):
+        cols = c0 + tl.arange(0, BLOCK_C)
+        m = cols < n_cols
+        x = tl.load(x_ptr + row * n_cols + cols, mask=m, other=0.0)
+        g = tl.load(g_ptr + row * n_cols + cols, mask=m, other=0.0)
+        acc += x * tl.sigmoid(g)
+    total = tl.sum(acc, axis=0)
+    tl.store(out_ptr + row, total * scale / n_cols)
+
+
+def gated_mean(x, g, out, scale=1.0):
+    n_rows, n_cols = x.shape
+    gated_mean_kernel[(n_rows,)](x, g, out, n_rows, n_cols, scale, BLOCK_C=64)
+    return out
+PY
+git -C "$dir" init -q
+log="$out/transcript.txt"
+: > "$log"
+step() {   # step TITLE CMD...: runs CMD in the folder, its output and wall time in the transcript
+  local title="$1"; shift
+  local t0=$EPOCHREALTIME rc=0
+  printf '## %s\n$ %s\n' "$title" "$*" >> "$log"
+  (cd "$dir" && "$@") >> "$log" 2>&1 || rc=$?
+  awk -v a="$t0" -v b="$EPOCHREALTIME" -v rc="$rc" 'BEGIN{printf "(exit %d, %.1f s)\n\n", rc, b-a}' >> "$log"
+}
+fill() {   # the user's part: the reference, the shape init could not read, the sizes
+  python3 - "$dir" "$1" "$tmp/skeleton.py" <<'PY'
+import re, sys
+d, ref, skeleton = sys.argv[1], sys.argv[2], sys.argv[3]
+c = f"{d}/mine/gated_mean_contract.py"
+s = open(skeleton).read()
+s = re.sub(r"    raise NotImplementedError\(.*\)\n", ref, s)
+s = s.replace('"g": ((n_cols,), "float32"),', '"g": ((n_rows, n_cols), "float32"),')
+open(c, "w").write(s)
+m = f"{d}/mine/gated_mean.toml"
+t = open(m).read()
+t = re.sub(r"^cpu = .*$", "cpu = [{ n_rows = 3, n_cols = 64 }]", t, flags=re.M)
+t = re.sub(r"^bench = .*$", "bench = { n_rows = 4096, n_cols = 512 }", t, flags=re.M)
+open(m, "w").write(t)
+PY
+}
+right='    xx, gg = x["x"].astype(np.float64), x["g"].astype(np.float64)
+    return {"out": (xx / (1 + np.exp(-gg))).sum(axis=-1) * x["scale"] / xx.shape[-1]}
+'
+step "init (no kidiom.toml here)" "$bin" init mine/gated_mean.py
+cp "$dir/mine/gated_mean_contract.py" "$tmp/skeleton.py"
+step "check before the reference is written" "$bin" check mine
+fill "${right/ \/ xx.shape\[-1\]/}"
+step "check with a planted contract mistake (the sum where the mean is meant)" "$bin" check mine
+fill "$right"
+step "check with the contract right" "$bin" check mine
+step "run (mine kidiom's corpora, apply to mine/, validate)" "$bin" run
+step "review" "$bin" review
+sed -i 's/^rel_l2 = 1e-5/rel_l2 = 2e-5/' "$dir/mine/gated_mean.toml"
+step "review after a contract change" "$bin" review
+step "run again" "$bin" run
+# each candidate's verdict and seconds (verdicts.tsv), and each gate's seconds (gates.txt: what a
+# candidate costs beyond its gates), as the catalog holds them
+(cd "$dir" && "$bin" review --json) > "$tmp/review.json"
+python3 - "$tmp/review.json" "$out" <<'PY'
+import json, sys
+cands, out = json.load(open(sys.argv[1])), sys.argv[2]
+rows, gates = ["candidate\tverdict\tseconds"], ["candidate\tseconds\tgates\tgate seconds"]
+for c in cands:
+    e = c.get("evidence") or {}
+    if not e.get("verdict"):
+        continue
+    g = e.get("gates") or []
+    rows.append("\t".join([c["id"], e["verdict"]["kind"], "%.1f" % e["seconds"]]))
+    each = ", ".join("%s %.1f" % (r["gate"], r["seconds"]) for r in g)
+    gates.append("\t".join([c["id"], "%.1f" % e["seconds"], "%.1f" % sum(r["seconds"] for r in g), each]))
+open(f"{out}/verdicts.tsv", "w").write("\n".join(rows) + "\n")
+open(f"{out}/gates.txt", "w").write("\n".join(gates) + "\n")
+PY
+echo "wrote $log, $out/verdicts.tsv and $out/gates.txt"
