@@ -9,30 +9,7 @@ use std::path::Path;
 use std::process::Output;
 
 /// A kernel of our own (not one of kidiom's): each row's mean of `x * sigmoid(g)`, a reduction.
-const GATED_MEAN: &str = r#"import triton
-import triton.language as tl
-
-
-@triton.jit
-def gated_mean_kernel(x_ptr, g_ptr, out_ptr, n_rows, n_cols, scale, BLOCK_C: tl.constexpr):
-    # x, g: [n_rows, n_cols]; out: [n_rows]
-    row = tl.program_id(0)
-    acc = tl.zeros([BLOCK_C], dtype=tl.float32)
-    for c0 in range(0, n_cols, BLOCK_C):
-        cols = c0 + tl.arange(0, BLOCK_C)
-        m = cols < n_cols
-        x = tl.load(x_ptr + row * n_cols + cols, mask=m, other=0.0)
-        g = tl.load(g_ptr + row * n_cols + cols, mask=m, other=0.0)
-        acc += x * tl.sigmoid(g)
-    total = tl.sum(acc, axis=0)
-    tl.store(out_ptr + row, total * scale / n_cols)
-
-
-def gated_mean(x, g, out, scale=1.0):
-    n_rows, n_cols = x.shape
-    gated_mean_kernel[(n_rows,)](x, g, out, n_rows, n_cols, scale, BLOCK_C=64)
-    return out
-"#;
+const GATED_MEAN: &str = include_str!("fixtures/own_folder/gated_mean.py");
 
 /// The reference the user writes (and a wrong one: the sum, not the mean).
 const REFERENCE: &str = r#"    xx, gg = x["x"].astype(np.float64), x["g"].astype(np.float64)
@@ -99,19 +76,28 @@ fn fill(dir: &Path, skeleton: &str, reference: &str, g_shape: &str) {
     let g = text.lines().find(|l| l.trim_start().starts_with("\"g\":")).expect("g's line").to_string();
     text = text.replace(&g, &format!("        \"g\": ({g_shape}, \"float32\"),"));
     std::fs::write(&contract, text).expect("write");
-    let manifest = dir.join("mine/gated_mean.toml");
-    let text = std::fs::read_to_string(&manifest).expect("read");
+    sizes(
+        &dir.join("mine/gated_mean.toml"),
+        "n_rows = 3, n_cols = 64",
+        "n_rows = 4096, n_cols = 1024",
+        "n_rows = 8, n_cols = 128",
+    );
+}
+
+/// The user's sizes in a skeleton's manifest: its `cpu`, `gpu` and `bench` lines.
+fn sizes(manifest: &Path, cpu: &str, gpu: &str, bench: &str) {
+    let text = std::fs::read_to_string(manifest).expect("read");
     let text: String = text
         .lines()
         .map(|l| match l.split_whitespace().next() {
-            Some("cpu") => "cpu = [{ n_rows = 3, n_cols = 64 }]".to_string(),
-            Some("gpu") => "gpu = [{ n_rows = 4096, n_cols = 1024 }]".to_string(),
-            Some("bench") => "bench = { n_rows = 8, n_cols = 128 }".to_string(),
+            Some("cpu") => format!("cpu = [{{ {cpu} }}]"),
+            Some("gpu") => format!("gpu = [{{ {gpu} }}]"),
+            Some("bench") => format!("bench = {{ {bench} }}"),
             _ => l.to_string(),
         })
         .collect::<Vec<_>>()
         .join("\n");
-    std::fs::write(&manifest, text).expect("write");
+    std::fs::write(manifest, text).expect("write");
 }
 
 #[test]
@@ -200,20 +186,8 @@ fn a_folder_of_our_own_from_init_to_a_checked_contract_and_stale_verdicts() {
             ),
     )
     .expect("write");
-    let scale_manifest = dir.join("other/scale.toml");
-    let text = std::fs::read_to_string(&scale_manifest).expect("read");
     // every size a multiple of the block, as a first contract often has
-    let text: String = text
-        .lines()
-        .map(|l| match l.split_whitespace().next() {
-            Some("cpu") => "cpu = [{ n = 128 }]".to_string(),
-            Some("gpu") => "gpu = [{ n = 1048576 }]".to_string(),
-            Some("bench") => "bench = { n = 1048576 }".to_string(),
-            _ => l.to_string(),
-        })
-        .collect::<Vec<_>>()
-        .join("\n");
-    std::fs::write(&scale_manifest, text).expect("write");
+    sizes(&dir.join("other/scale.toml"), "n = 128", "n = 1048576", "n = 1048576");
     let (code, text) = kidiom(&dir, &corpora, &["check", "other/scale.toml"]);
     assert_eq!(code, Some(1), "{text}");
     assert!(text.contains("fails at odd sizes {n:129}") && text.contains("[shapes] exact"), "{text}");

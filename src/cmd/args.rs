@@ -8,6 +8,23 @@ use kidiom_patterns::Catalog;
 
 use crate::config::Config;
 
+/// `--timeout`, `--python`: how a command that runs the kernel harness itself runs it.
+#[derive(Debug, Clone, clap::Args)]
+pub(crate) struct HarnessArgs {
+    /// Time limit of one kernel's harness run, in seconds.
+    #[arg(long, value_name = "SECS", default_value_t = 600)]
+    pub(crate) timeout: u64,
+    /// The Python that runs the harness (default: $KIDIOM_PYTHON, .venv/bin/python, python3).
+    #[arg(long, value_name = "PATH")]
+    pub(crate) python: Option<PathBuf>,
+}
+
+impl HarnessArgs {
+    pub(crate) fn timeout(&self) -> std::time::Duration {
+        std::time::Duration::from_secs(self.timeout.max(1))
+    }
+}
+
 /// `--db`: which catalog.
 #[derive(Debug, Clone, clap::Args)]
 pub(crate) struct CatalogArgs {

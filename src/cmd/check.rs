@@ -6,12 +6,11 @@
 
 use std::path::PathBuf;
 use std::process::ExitCode;
-use std::time::Duration;
 
 use anyhow::Result;
 use kidiom_validator::{ContractOutcome, ContractReport};
 
-use crate::cmd::args::OutputArgs;
+use crate::cmd::args::{HarnessArgs, OutputArgs};
 use crate::config::Config;
 use crate::{ops, output};
 
@@ -21,19 +20,15 @@ pub(crate) struct Args {
     /// kidiom.toml's [run] targets).
     #[arg(value_name = "PATH")]
     path: Option<PathBuf>,
-    /// Time limit of one kernel's check, in seconds.
-    #[arg(long, value_name = "SECS", default_value_t = 600)]
-    timeout: u64,
-    /// The Python that runs the harness (default: $KIDIOM_PYTHON, .venv/bin/python, python3).
-    #[arg(long, value_name = "PATH")]
-    python: Option<PathBuf>,
+    #[command(flatten)]
+    harness: HarnessArgs,
     #[command(flatten)]
     output: OutputArgs,
 }
 
 pub(crate) fn run(a: Args) -> Result<ExitCode> {
     let cfg = Config::load()?;
-    let opts = ops::check::Options { path: a.path, python: a.python, timeout: Duration::from_secs(a.timeout.max(1)) };
+    let opts = ops::check::Options { path: a.path, python: a.harness.python.clone(), timeout: a.harness.timeout() };
     let reports = ops::check::check(&cfg, &opts)?;
     if a.output.json {
         output::json(&serde_json::json!({"version": 1, "contracts": reports}))?;

@@ -7,12 +7,11 @@
 
 use std::path::PathBuf;
 use std::process::ExitCode;
-use std::time::Duration;
 
 use anyhow::{Result, bail};
 use kidiom_validator::ProfileReport;
 
-use crate::cmd::args::OutputArgs;
+use crate::cmd::args::{HarnessArgs, OutputArgs};
 use crate::config::Config;
 use crate::{ops, output};
 
@@ -24,12 +23,8 @@ pub(crate) struct Args {
     /// A file to profile in the kernel's place (a candidate); needs --kernel.
     #[arg(long, value_name = "FILE", requires = "kernel")]
     source: Option<PathBuf>,
-    /// Time limit of one profile, in seconds.
-    #[arg(long, value_name = "SECS", default_value_t = 600)]
-    timeout: u64,
-    /// The Python that runs the harness (default: $KIDIOM_PYTHON, .venv/bin/python, python3).
-    #[arg(long, value_name = "PATH")]
-    python: Option<PathBuf>,
+    #[command(flatten)]
+    harness: HarnessArgs,
     #[command(flatten)]
     output: OutputArgs,
 }
@@ -199,8 +194,8 @@ pub(crate) fn run(a: Args) -> Result<ExitCode> {
     let opts = ops::profile::Options {
         kernel: a.kernel,
         source: a.source,
-        python: a.python,
-        timeout: Duration::from_secs(a.timeout.max(1)),
+        python: a.harness.python.clone(),
+        timeout: a.harness.timeout(),
     };
     let reports = ops::profile::profile(&cfg, &opts)?;
     if a.output.json {
