@@ -102,6 +102,38 @@ def reductions(manifest, bench):
     return ordered + [dict(bench)]
 
 
+def default_reductions(manifest, bench):
+    """Reductions kidiom chooses itself when the contract names none (no `counted`, no `smaller`;
+    a Triton kernel walking no chunks): one size variable at a time, halved while it divides evenly
+    (4096 -> 2048 -> ... -> 1), most reduced first. Each is a candidate only: the profile counts at
+    one only when the grid shrinks exactly as the variable does and the counts at twice that size
+    are exactly twice its counts (`_linear`), so the programs it scales by do the same work."""
+    if manifest.language != "triton" or _chunked(manifest) is not None:
+        return []
+    op = load_contract(manifest)
+    if op.has("counted") or op.has("smaller"):
+        return []
+    out = []
+    for k, v in bench.items():
+        if isinstance(v, bool) or not isinstance(v, int):
+            continue
+        r = v
+        while r > 1 and r % 2 == 0:
+            r //= 2
+            out.append((k, r))
+    return sorted(out, key=lambda kr: kr[1] / bench[kr[0]])
+
+
+def _linear(reports):
+    """Whether the second counted call (the reduced variable doubled) did exactly twice the first's
+    work, line by line and kind by kind: the programs kidiom scales by are uniform."""
+    (l1, s1, _), (l2, s2, _) = reports
+    if set(l1) != set(l2) or set(s1) != set(s2):
+        return False
+    return all(all(b == 2 * a for a, b in zip(l1[n], l2[n])) for n in l1) and \
+        all(s2[n].get(k, 0) == 2 * s1[n].get(k, 0) for n in s1 for k in set(s1[n]) | set(s2[n]))
+
+
 def counted_plan(manifest, bench, base=None):
     """What to run for the bench shape `bench`, at the reduction `base` (default: the most
     reduced): {shapes: [shape] or [shape at c1 chunks, at c2], chunks: None or (c1, c2, chunks at
@@ -417,6 +449,20 @@ def _record_diff(bench_grids, rec, varied):
         return str(e)
 
 
+def _scales_grid(bench_grids, recs, var, shapes, bench):
+    """Whether each recorded launch of a kidiom reduction runs exactly the bench's programs scaled as
+    `var` is (the grid grows with it, and with nothing it leaves alone)."""
+    total = sum(g[2] for g in bench_grids)
+    for shape, rec in zip(shapes, recs):
+        try:
+            programs = sum(g[2] for g in _grids(rec.get("launched") if isinstance(rec, dict) else None, "a shape"))
+        except ProfileError:
+            return False
+        if programs < 1 or programs * bench[var] != total * shape[var]:
+            return False
+    return True
+
+
 def _cost(manifest, plan, recs):
     """Programs (prefill: program-chunks) a plan's counted calls would interpret."""
     ch = _chunked(manifest)
@@ -443,6 +489,12 @@ def profile_kernel(manifest, source=None, bench=None, exact=False, deadline=None
     bench = {k: int(v) for k, v in (bench or manifest.shapes["bench"]).items()}
     plans = [{"shapes": [dict(bench)], "chunks": None, "note": None}] if exact else \
         [counted_plan(manifest, bench, r) for r in reductions(manifest, bench)]
+    if not exact and len(plans) == 1:
+        # the contract reduces nothing: kidiom's own reductions, each counted at r and checked at 2r
+        plans = [{"shapes": [dict(bench, **{k: r}), dict(bench, **{k: 2 * r})], "chunks": None, "var": k,
+                  "note": f"{k} reduced by kidiom: the grid shrinks with it exactly, and twice {k} counts exactly "
+                          "twice the work"}
+                 for k, r in default_reductions(manifest, bench)] + plans
     src_path = Path(source) if source else manifest.source_path
     text = _source_lines(src_path)
     flag = True if op.optional else None
@@ -471,6 +523,7 @@ def profile_kernel(manifest, source=None, bench=None, exact=False, deadline=None
                 why = (w.fatal or {}).get("failed") or "the worker did not start"
                 raise ProfileError(str(why))
         info = cand.info
+        linear_plans = []   # kidiom's own reductions that qualify, most reduced first
         if cuda:
             # no constexprs; the contract's reductions keep what its launch depends on: the most reduced
             bench_grids, plan = _cuda_grids(manifest, bench), plans[0]
@@ -493,8 +546,16 @@ def profile_kernel(manifest, source=None, bench=None, exact=False, deadline=None
             bench_grids = _grids(sets[0].get("launched"), "the bench shape")
             # the most reduced shape that specialises as the bench shape does
             plan, first_diff, i = None, None, 1
-            for k, pl in enumerate(plans):
+            j = 0   # index among the contract's plans (kidiom's own come first in `plans`)
+            for pl in plans:
                 recs, i = sets[i:i + len(pl["shapes"])], i + len(pl["shapes"])
+                if "var" in pl:   # kidiom's own: only where the grid scales exactly with the variable
+                    if _scales_grid(bench_grids, recs, pl["var"], pl["shapes"], bench) and \
+                            _cost(manifest, pl, recs) <= int((manifest.raw.get("profile") or {}).get("budget", BUDGET)) \
+                            and not [d for d in (_record_diff(bench_grids, r, {pl["var"]}) for r in recs) if d]:
+                        linear_plans.append(pl)
+                    continue
+                k, j = j, j + 1
                 diffs = [d for d in (_record_diff(bench_grids, r, _varied(bench, pl["shapes"])) for r in recs) if d]
                 if k and _cost(manifest, pl, recs) > int((manifest.raw.get("profile") or {}).get("budget", BUDGET)):
                     first_diff = first_diff or (diffs[0] if diffs else "the smallest that does is over the CPU budget")
@@ -506,33 +567,50 @@ def profile_kernel(manifest, source=None, bench=None, exact=False, deadline=None
                     break
                 first_diff = first_diff or diffs[0]
             if plan is None:
-                plan = plans[0]
+                plan = next(pl for pl in plans if "var" not in pl)
                 notes.append(f"not uniform: no reduced shape specialises as the bench shape does ({first_diff})")
-        rids = []
-        for i, shape in enumerate(plan["shapes"]):
-            w = workers[-1 - i] if len(plan["shapes"]) == len(workers) else workers[0]
-            x = op.make_inputs(shape, np.random.default_rng([SEED, i]))
-            if cuda:   # the emulation counts in the order "profile"; the seed names its report
-                token = secrets.randbits(48)
-                lay = dict(op.layout(x), programs={"order": "profile", "seed": token})
-                report = f"work/{CUDA_REPORT.format(token=token)}"
+
+        def count(plan):
+            """The counted calls of `plan`: (reports, facts, extras), one per shape."""
+            rids = []
+            for i, shape in enumerate(plan["shapes"]):
+                w = workers[-1 - i] if len(plan["shapes"]) == len(workers) else workers[0]
+                x = op.make_inputs(shape, np.random.default_rng([SEED, i]))
+                if cuda:   # the emulation counts in the order "profile"; the seed names its report
+                    token = secrets.randbits(48)
+                    lay = dict(op.layout(x), programs={"order": "profile", "seed": token})
+                    report = f"work/{CUDA_REPORT.format(token=token)}"
+                else:
+                    lay = dict(op.layout(x), profile={"files": [w.kernels["candidate"]["file"]]})
+                    report = None
+                rid = w.submit("candidate", op.args, lay, [_arrays(op, x)], label=f"counted call {i + 1}")
+                rids.append((w, rid, report or f"out/{rid}/r0_profile.json"))
+            reports, facts, extras = [], [], []
+            for i, (w, rid, report) in enumerate(rids):
+                res = w.result(rid)
+                label = f"counted call {i + 1} ({', '.join(f'{k}={v}' for k, v in plan['shapes'][i].items())})"
+                if not isinstance(res.get("sets"), list) or not res["sets"]:
+                    raise ProfileError(f"{label}: {res.get('failed', 'no result')}")
+                facts.append(_call_facts(res["sets"][0], manifest.entry, label))
+                obj = read_report(w.scratch, report)
+                reports.append(validate_report(obj, len(text)))
+                extras.append(obj)
+                w.release(rid)
+            return reports, facts, extras
+
+        reports = None
+        if linear_plans:
+            lp = linear_plans[0]
+            reports, facts, extras = count(lp)
+            if _linear(reports):
+                # counted at the reduced shape; its double only proved the programs uniform
+                plan, reports, facts, extras = dict(lp, shapes=lp["shapes"][:1]), reports[:1], facts[:1], extras[:1]
             else:
-                lay = dict(op.layout(x), profile={"files": [w.kernels["candidate"]["file"]]})
-                report = None
-            rid = w.submit("candidate", op.args, lay, [_arrays(op, x)], label=f"counted call {i + 1}")
-            rids.append((w, rid, report or f"out/{rid}/r0_profile.json"))
-        reports, facts = [], []
-        extras = []
-        for i, (w, rid, report) in enumerate(rids):
-            res = w.result(rid)
-            label = f"counted call {i + 1} ({', '.join(f'{k}={v}' for k, v in plan['shapes'][i].items())})"
-            if not isinstance(res.get("sets"), list) or not res["sets"]:
-                raise ProfileError(f"{label}: {res.get('failed', 'no result')}")
-            facts.append(_call_facts(res["sets"][0], manifest.entry, label))
-            obj = read_report(w.scratch, report)
-            reports.append(validate_report(obj, len(text)))
-            extras.append(obj)
-            w.release(rid)
+                notes.append(f"not uniform in {lp['var']}: twice it is not twice the work, counted as the contract "
+                             "says")
+                reports = None
+        if reports is None:
+            reports, facts, extras = count(plan)
         sandbox = dict(cand.sandbox)
     programs = facts[-1]["programs"]
     if any(f["programs"] != programs for f in facts):
@@ -602,8 +680,8 @@ def profile_kernel(manifest, source=None, bench=None, exact=False, deadline=None
 
 # Profiles, cached by every input they are made from (`_cache_key`): one kernel's profile, asked
 # for again by the next validation or test, costs reading a file, not a counted run.
-# 1: the first
-PROFILE_CACHE_VERSION = 1
+# 1: the first; 2: kidiom's own reductions (`default_reductions`)
+PROFILE_CACHE_VERSION = 2
 HARNESS = Path(__file__).resolve().parent.parent
 
 
