@@ -2,11 +2,13 @@
 # Issue #43's path, timed: a kernel of our own in a folder outside the repository, with no
 # kidiom.toml, from `kidiom init` to verdicts, then a contract change judged again.
 #
-#   bench/own-folder.sh OUT_DIR        writes OUT_DIR/transcript.txt and OUT_DIR/verdicts.tsv
+#   bench/own-folder.sh OUT_DIR        writes OUT_DIR/transcript.txt, verdicts.tsv, gates.txt, phases.txt
 #
 # The folder is a fresh temporary one; the harness's content caches (compiles, profiles, contract
 # checks) start empty ($KIDIOM_CONTENT_CACHE points at a new folder), the corpora come from the
-# user cache as `kidiom run` finds them (or the snapshot). $KIDIOM_BIN: the binary (default:
+# user cache as `kidiom run` finds them (or the snapshot). $PROFILE_BUDGET, when set, goes in the
+# manifest as `[profile] budget` (1: the profile counted at the bench shape, as before kidiom
+# reduced it itself). $KIDIOM_BIN: the binary (default:
 # target/release/kidiom, else target/debug/kidiom; build it first: a stale one lacks commands).
 set -euo pipefail
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
@@ -34,7 +36,7 @@ step() {   # step TITLE CMD...: runs CMD in the folder, its output and wall time
   awk -v a="$t0" -v b="$EPOCHREALTIME" -v rc="$rc" 'BEGIN{printf "(exit %d, %.1f s)\n\n", rc, b-a}' >> "$log"
 }
 fill() {   # the user's part: the reference, the shape init could not read, the sizes
-  python3 - "$dir" "$1" "$tmp/skeleton.py" <<'PY'
+  python3 - "$dir" "$1" "$tmp/skeleton.py" "${PROFILE_BUDGET:-}" <<'PY'
 import re, sys
 d, ref, skeleton = sys.argv[1], sys.argv[2], sys.argv[3]
 c = f"{d}/mine/gated_mean_contract.py"
@@ -46,6 +48,8 @@ m = f"{d}/mine/gated_mean.toml"
 t = open(m).read()
 t = re.sub(r"^cpu = .*$", "cpu = [{ n_rows = 3, n_cols = 64 }]", t, flags=re.M)
 t = re.sub(r"^bench = .*$", "bench = { n_rows = 4096, n_cols = 512 }", t, flags=re.M)
+if sys.argv[4] and "[profile]" not in t:
+    t += f"\n[profile]\nbudget = {int(sys.argv[4])}\n"
 open(m, "w").write(t)
 PY
 }
@@ -81,5 +85,13 @@ for c in cands:
     gates.append("\t".join([c["id"], "%.1f" % e["seconds"], "%.1f" % sum(r["seconds"] for r in g), each]))
 open(f"{out}/verdicts.tsv", "w").write("\n".join(rows) + "\n")
 open(f"{out}/gates.txt", "w").write("\n".join(gates) + "\n")
+# the harness calls each candidate paid for, summed by kind over the candidates (evidence `phases`)
+per = {}
+for c in cands:
+    for ph in (c.get("evidence") or {}).get("phases") or []:
+        n, w, cpu = per.get(ph["name"], (0, 0.0, 0.0))
+        per[ph["name"]] = (n + 1, w + ph["seconds"], cpu + (ph.get("cpu_seconds") or 0.0))
+lines = ["phase\tcalls\twall s\tcpu s"] + ["%s\t%d\t%.1f\t%.1f" % (k, *per[k]) for k in sorted(per)]
+open(f"{out}/phases.txt", "w").write("\n".join(lines) + "\n")
 PY
-echo "wrote $log, $out/verdicts.tsv and $out/gates.txt"
+echo "wrote $log, $out/verdicts.tsv, $out/gates.txt and $out/phases.txt"

@@ -31,6 +31,9 @@ pub(crate) struct HarnessResults {
     pub(crate) base_check: Option<HarnessRun>,
     /// Whether the baseline compile came from this validator's cache.
     pub(crate) cached: bool,
+    /// Whether the baseline's check and profile did (another candidate of the run made them).
+    pub(crate) base_check_cached: bool,
+    pub(crate) base_profile_cached: bool,
     /// The work profiles of baseline and candidate, for the prediction
     /// (`None`: no device model, or a host C++ kernel, measured directly).
     pub(crate) profiles: Option<(HarnessRun, HarnessRun)>,
@@ -112,10 +115,10 @@ pub(crate) fn launch(
             s.spawn(|| {
                 // cancelled with the candidate's runs: a candidate stopped at its compile needs no
                 // baseline profile (a cancelled run is not kept; the next candidate makes it)
-                let (base, _) =
+                let (base, base_cached) =
                     v.profiled.get_or_run(&key, || harness.call_cancellable(&profile_args(None), limit, &cancel));
                 let cand = harness.call_cancellable(&profile_args(Some(&p.cand_src)), limit, &cancel);
-                (base, cand)
+                (base, cand, base_cached)
             })
         });
         let b = s.spawn(|| {
@@ -125,7 +128,6 @@ pub(crate) fn launch(
             let check = (curve && ok).then(|| {
                 v.checked
                     .get_or_run(&key, || harness.call_cancellable(&check(None, 1, true, false, None), limit, &cancel))
-                    .0
             });
             (compiled, check, cached)
         });
@@ -145,12 +147,15 @@ pub(crate) fn launch(
         let (compiled, check, cached) = b.join().unwrap_or_else(|_| (Err(panicked("baseline")), None, false));
         let cc = c.join().unwrap_or_else(|_| Err(panicked("check")));
         let profiles =
-            profiles.map(|h| h.join().unwrap_or_else(|_| (Err(panicked("profile")), Err(panicked("profile")))));
+            profiles.map(|h| h.join().unwrap_or_else(|_| (Err(panicked("profile")), Err(panicked("profile")), false)));
         (compiled, cr, cc, (check, cached), profiles)
     });
     let (base_check, cached) = base_check;
+    let base_check_cached = base_check.as_ref().is_some_and(|(_, c)| *c);
+    let base_check = base_check.map(|(r, _)| r);
+    let base_profile_cached = profiles.as_ref().is_some_and(|(_, _, c)| *c);
     let profiles = match profiles {
-        Some((b, c)) => Some((b?, c?)),
+        Some((b, c, _)) => Some((b?, c?)),
         None => None,
     };
     Ok(HarnessResults {
@@ -159,6 +164,8 @@ pub(crate) fn launch(
         cand_check: cand_check?,
         base_check: base_check.transpose()?,
         cached,
+        base_check_cached,
+        base_profile_cached,
         profiles,
     })
 }

@@ -129,6 +129,24 @@ pub(crate) fn in_order(run: &mut Validation<'_>) -> Result<Verdict> {
         return Ok(v);
     }
     let runs = launch::launch(v, run, &prepared, &manifest, scan.precision)?;
+    // what this candidate's harness calls cost (a baseline run another candidate made is not its)
+    let mut paid: Vec<(&str, &HarnessRun)> = Vec::new();
+    if !runs.cached {
+        paid.push(("compile baseline", &runs.base_compile));
+    }
+    paid.extend([("compile candidate", &runs.cand_compile), ("check candidate", &runs.cand_check)]);
+    if let Some(b) = runs.base_check.as_ref().filter(|_| !runs.base_check_cached) {
+        paid.push(("check baseline", b));
+    }
+    if let Some((b, c)) = &runs.profiles {
+        if !runs.base_profile_cached {
+            paid.push(("profile baseline", b));
+        }
+        paid.push(("profile candidate", c));
+    }
+    for (name, h) in paid {
+        run.phase(name, h);
+    }
     // a contract the harness cannot use (e.g. a reference `kidiom init` left to write) stops
     // here, before any figure of the candidate is judged: its own line, verbatim
     if let Some(v) = static_gate::contract_error(run, &scan.rec, &runs) {
@@ -169,6 +187,9 @@ fn contract_first(
     let (checked, cached) =
         v.contracts.get_or_run_answered(&key, || crate::contract::run(&p.harness, &p.harness.root, manifest, limit));
     let h = checked.ok()?;
+    if !cached {
+        run.phase("contract", &h);
+    }
     let report = crate::contract::report(manifest, &h);
     let line = report.problem()?;
     let mut rec = rec.clone();
@@ -317,6 +338,8 @@ flops = "N"
             cand_check,
             base_check: None,
             cached: false,
+            base_check_cached: false,
+            base_profile_cached: false,
             profiles,
         };
         let rec = GateRecord::new(Gate::Static, GateStatus::Passed, "");
@@ -348,6 +371,8 @@ flops = "N"
                 cand_check: harness_run(HarnessStatus::Error, reply.clone()),
                 base_check: None,
                 cached: false,
+                base_check_cached: false,
+                base_profile_cached: false,
                 profiles: None,
             };
             let rec = GateRecord::new(Gate::Static, GateStatus::Passed, "");

@@ -26,6 +26,8 @@ pub(crate) struct Validation<'a> {
     pub(crate) marks: Vec<String>,
     pub(crate) notes: Vec<String>,
     pub(crate) prediction: Option<Predicted>,
+    /// The harness calls this validation paid for (`Evidence::phases`).
+    pub(crate) phases: Vec<crate::evidence::Phase>,
 }
 
 impl<'a> Validation<'a> {
@@ -42,6 +44,7 @@ impl<'a> Validation<'a> {
             marks: Vec::new(),
             notes: Vec::new(),
             prediction: None,
+            phases: Vec::new(),
         }
     }
 }
@@ -52,6 +55,17 @@ impl Validation<'_> {
     }
 
     /// Ends `rec` as `status` with `summary` and returns `verdict`.
+    /// Records the harness call `h` as the phase `name` (its wall time, and
+    /// the CPU time the harness reports for itself and its workers).
+    pub(crate) fn phase(&mut self, name: &str, h: &HarnessRun) {
+        let cpu = h.json.get("cpu_seconds").and_then(serde_json::Value::as_f64).filter(|c| c.is_finite() && *c >= 0.0);
+        self.phases.push(crate::evidence::Phase {
+            name: name.to_string(),
+            seconds: h.process.seconds,
+            cpu_seconds: cpu,
+        });
+    }
+
     pub(crate) fn stop(
         &mut self,
         mut rec: GateRecord,
@@ -149,6 +163,7 @@ impl Validation<'_> {
             seconds: self.started.elapsed().as_secs_f64(),
             validator: env!("CARGO_PKG_VERSION").to_string(),
             prediction: self.prediction,
+            phases: self.phases,
         }
     }
 }
