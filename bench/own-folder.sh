@@ -89,9 +89,9 @@ open(f"{out}/gates.txt", "w").write("\n".join(gates) + "\n")
 per = {}
 for c in cands:
     for ph in (c.get("evidence") or {}).get("phases") or []:
-        n, w, cpu = per.get(ph["name"], (0, 0.0, 0.0))
-        per[ph["name"]] = (n + 1, w + ph["seconds"], cpu + (ph.get("cpu_seconds") or 0.0))
-lines = ["phase\tcalls\twall s\tcpu s"] + ["%s\t%d\t%.1f\t%.1f" % (k, *per[k]) for k in sorted(per)]
+        n, w = per.get(ph["name"], (0, 0.0))
+        per[ph["name"]] = (n + 1, w + ph["seconds"])
+lines = ["phase\tcalls\twall s"] + ["%s\t%d\t%.1f" % (k, *per[k]) for k in sorted(per)]
 open(f"{out}/phases.txt", "w").write("\n".join(lines) + "\n")
 PY
 echo "wrote $log, $out/verdicts.tsv, $out/gates.txt and $out/phases.txt"

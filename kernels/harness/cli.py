@@ -206,11 +206,6 @@ def main(argv=None):
         signal.alarm(0)
         sandbox.reap_orphans(everything=True)   # every descendant still here: the work is done
     out["seconds"] = round(time.time() - t0, 3)
-    # this process's CPU and its reaped descendants' (the sandboxed workers, compilers): what the
-    # call cost the machine, beside its wall time
-    import resource
-    me, kids = resource.getrusage(resource.RUSAGE_SELF), resource.getrusage(resource.RUSAGE_CHILDREN)
-    out["cpu_seconds"] = round(me.ru_utime + me.ru_stime + kids.ru_utime + kids.ru_stime, 3)
     print(json.dumps(out, default=_default))
     sys.stdout.flush()
     return code

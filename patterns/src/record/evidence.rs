@@ -119,10 +119,10 @@ pub struct Evidence {
     /// since is stale, and `kidiom run` judges the candidate again.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub contract: Option<String>,
-    /// The harness calls this validation made itself, in order: what each
-    /// cost (a baseline's compile or profile another candidate of the run
-    /// made is not among them). They overlap in time: wall seconds do not
-    /// add up to [`Evidence::seconds`]; CPU seconds are what the machine spent.
+    /// The harness calls this validation made itself, in order, with their
+    /// wall time (a baseline's compile or profile another candidate of the
+    /// run made is not among them). They overlap in time: they do not add up
+    /// to [`Evidence::seconds`].
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub phases: Vec<Phase>,
 }
@@ -135,10 +135,6 @@ pub struct Phase {
     pub name: String,
     /// Its wall time.
     pub seconds: f64,
-    /// The CPU time of the harness process and its reaped descendants
-    /// (sandboxed workers, compilers), as the harness reports it.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub cpu_seconds: Option<f64>,
 }
 
 /// A candidate's predicted time against its baseline's: roofline times from

@@ -54,18 +54,12 @@ impl Validation<'_> {
         self.v.opts.timeout.saturating_sub(self.started.elapsed())
     }
 
-    /// Ends `rec` as `status` with `summary` and returns `verdict`.
-    /// Records the harness call `h` as the phase `name` (its wall time, and
-    /// the CPU time the harness reports for itself and its workers).
+    /// Records the harness call `h` as the phase `name` (its wall time).
     pub(crate) fn phase(&mut self, name: &str, h: &HarnessRun) {
-        let cpu = h.json.get("cpu_seconds").and_then(serde_json::Value::as_f64).filter(|c| c.is_finite() && *c >= 0.0);
-        self.phases.push(crate::evidence::Phase {
-            name: name.to_string(),
-            seconds: h.process.seconds,
-            cpu_seconds: cpu,
-        });
+        self.phases.push(crate::evidence::Phase { name: name.to_string(), seconds: h.process.seconds });
     }
 
+    /// Ends `rec` as `status` with `summary` and returns `verdict`.
     pub(crate) fn stop(
         &mut self,
         mut rec: GateRecord,
