@@ -6,6 +6,8 @@ import textwrap
 from kernels.harness.manifest import load_manifest
 from kernels.harness.triton.profile import profile_kernel
 
+from .test_contracts import ROWSUM_CONTRACT
+
 # each row's sum: one program a row, the same work in each
 ROWS = '''
 import triton
@@ -34,26 +36,8 @@ ALL_ROWS = ROWS.replace("row * N + offs", "r * N + offs").replace(
     "    for c in range(0, N, BLOCK):", "    for r in range(0, M):\n      for c in range(0, N, BLOCK):").replace(
     "        offs = c", "          offs = c").replace("        acc += tl.load", "          acc += tl.load")
 
-CONTRACT = '''
-import numpy as np
-
-ARGS = ["x", "out"]
-INPUTS = ["x"]
-INOUTS = []
-OUTPUTS = ["out"]
-
-
-def tensors(s):
-    return {"x": ((s["M"], s["N"]), "float32"), "out": ((s["M"],), "float32")}
-
-
-def make_inputs(s, rng, variant=None):
-    return {"x": rng.standard_normal((s["M"], s["N"])).astype(np.float32)}
-
-
-def reference(x):
-    return {"out": x["x"].astype(np.float64).sum(axis=1)}
-'''
+# the row sums' contract of test_contracts.py, without its CUDA launch
+CONTRACT = ROWSUM_CONTRACT.split("\n\ndef launch")[0] + "\n"
 
 
 def _manifest(tmp_path, name, source, bench):
