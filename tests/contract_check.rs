@@ -191,6 +191,17 @@ fn a_folder_of_our_own_from_init_to_a_checked_contract_and_stale_verdicts() {
     let (code, text) = kidiom(&dir, &corpora, &["check", "other/scale.toml"]);
     assert_eq!(code, Some(1), "{text}");
     assert!(text.contains("fails at odd sizes {n:129}") && text.contains("[shapes] exact"), "{text}");
+    // a contract that says its sizes are whole blocks (its reference refuses others): the odd sizes
+    // prove nothing then, and say so, rather than blame the kernel for sizes the contract excludes
+    edit(
+        &dir.join("other/scale_contract.py"),
+        "    return {\"y\": x[\"x\"]",
+        "    assert x[\"x\"].shape[0] % 64 == 0, \"whole blocks only\"\n    return {\"y\": x[\"x\"]",
+    );
+    let (code, text) = kidiom(&dir, &corpora, &["check", "other/scale.toml"]);
+    assert_eq!(code, Some(0), "{text}");
+    assert!(text.contains("the odd sizes proved nothing where the contract cannot make them"), "{text}");
+    assert!(text.contains("whole blocks only"), "{text}");
 
     // the contract right: it passes at both sets of sizes, and the second check is remembered
     fill(&dir, skeleton, REFERENCE, "(n_rows, n_cols)");

@@ -67,6 +67,9 @@ fn print_one(r: &ContractReport) -> Result<()> {
             g.join(", ")
         ))?;
     }
+    if let Some(why) = &r.odd_inconclusive {
+        output::line(&format!("  the odd sizes proved nothing where {why}"))?;
+    }
     for f in r.failures.iter().skip(1).take(4) {
         output::line(&format!("  also: {f}"))?;
     }

@@ -33,6 +33,9 @@ pub struct ContractReport {
     pub odd_shapes: Vec<serde_json::Value>,
     /// Cases judged at the odd sizes.
     pub odd_cases: usize,
+    /// Why (some of) the odd sizes proved nothing: the contract cannot make
+    /// them, or the kernel raised at them (sizes it does not take).
+    pub odd_inconclusive: Option<String>,
     /// What `kidiom init` guessed (the contract's `GUESSES`): what -> the guess.
     pub guesses: BTreeMap<String, String>,
     /// Every failure, as the harness words it.
@@ -148,6 +151,7 @@ pub(crate) fn report(manifest: &Manifest, run: &HarnessRun) -> ContractReport {
         cases: j["cases"].as_array().map_or(0, Vec::len),
         odd_shapes: odd["shapes"].as_array().cloned().unwrap_or_default(),
         odd_cases: odd["cases"].as_array().map_or(0, Vec::len),
+        odd_inconclusive: odd["inconclusive"].as_str().map(String::from),
         guesses,
         failures,
         cached: j["cached"].as_bool().unwrap_or(false),
