@@ -377,37 +377,14 @@ def _check(args, out, manifest, device):
                    sandbox=res.get("sandbox"))
         return EXIT_SKIPPED
     if args.odd_sizes and args.source is None and device == "cpu" and manifest.language in ("triton", "cuda"):
-        from .contract import ContractError
-        from .triton.check import contract_guesses, odd_shapes
-        shapes = odd_shapes(manifest)
-        odd = {"shapes": shapes, "exact": manifest.shapes.get("exact") or [], "guesses": contract_guesses(manifest)}
-        if shapes:
-            try:
-                r = run_check(manifest, None, seeds[:1], device, tf32=not args.no_tf32, with_curve=False,
-                              with_consistency=False, with_baseline=False, deadline=args.deadline, shapes=shapes,
-                              with_specializations=False, with_order=False, with_drift=False)
-            except WorkerTimeout as e:
-                out.update(status="error", error=f"timed out at the odd sizes: {e}", versions=versions())
-                return EXIT_ERROR
-            except ContractError as e:
-                # the contract cannot make these sizes (its reference or tensors() asserts a relation
-                # between them, HV a multiple of H): no evidence against the kernel or a guess
-                r = None
-                odd.update(passed=True, cases=[], failures=[],
-                           inconclusive=f"the contract cannot make them: {e}")
-            if r is not None:
-                # a case whose kernel or launcher raised (a power-of-two tl.arange, an assert on the
-                # sizes) says the kernel does not take those sizes, not that a guess is wrong: only
-                # wrong, unwritten or out-of-bounds values count against the contract
-                raised = {c.get("id") for c in r.get("cases", [])
-                          if any(str(f).startswith("raised ") for f in c.get("failures") or [])}
-                kept = [f for f in r.get("failures", []) if not any(str(f).startswith(f"{i} ") for i in raised)]
-                odd.update(passed=not kept, cases=r.get("cases", []), failures=[f"odd sizes: {f}" for f in kept])
-                if raised:
-                    odd["inconclusive"] = (f"the kernel raised at {', '.join(sorted(str(i) for i in raised))} "
-                                           "(sizes it does not take)")
-            res["failures"] = res.get("failures", []) + odd["failures"]
-            res["passed"] = res.get("passed", False) and odd["passed"]
+        from .triton.check import check_odd_sizes
+        try:
+            odd = check_odd_sizes(manifest, seeds[0], device, not args.no_tf32, args.deadline)
+        except WorkerTimeout as e:
+            out.update(status="error", error=f"timed out at the odd sizes: {e}", versions=versions())
+            return EXIT_ERROR
+        res["failures"] = res.get("failures", []) + odd["failures"]
+        res["passed"] = res.get("passed", False) and odd["passed"]
         res["odd_sizes"] = odd
     out.update(res)
     out["status"] = "passed" if res["passed"] else "failed"

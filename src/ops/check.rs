@@ -59,5 +59,9 @@ pub(crate) fn check(cfg: &Config, opts: &Options) -> Result<Vec<ContractReport>>
             "no Triton or CUDA kernel manifest for {what} (write one beside the kernel: `kidiom init KERNEL_FILE`)"
         );
     }
-    chosen.iter().map(|n| validator.check_contract(n).with_context(|| format!("checking {n}'s contract"))).collect()
+    chosen
+        .iter()
+        .zip(validator.check_contracts(&chosen))
+        .map(|(n, r)| r.with_context(|| format!("checking {n}'s contract")))
+        .collect()
 }

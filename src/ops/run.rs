@@ -410,8 +410,8 @@ fn apply_to_kernels(
 
 /// The kernels of `manifests` whose unmodified code fails its contract
 /// (the contract check, `kidiom check`): each one's source and the check's
-/// line. The checks run a kernel a CPU at a time; each answer is kept in
-/// the harness's content cache, so an unchanged contract costs a lookup.
+/// line. Each answer is kept in the harness's content cache, so an
+/// unchanged contract costs a lookup.
 fn contracts_failed(
     root: &std::path::Path,
     o: &Options,
@@ -428,26 +428,13 @@ fn contracts_failed(
         .timeout(o.timeout)
         .build()
         .context("reading the kernel manifests")?;
-    let jobs = std::thread::available_parallelism().map(|n| n.get()).unwrap_or(1).max(1);
-    let next = std::sync::atomic::AtomicUsize::new(0);
-    let found = std::sync::Mutex::new(Vec::new());
-    std::thread::scope(|s| {
-        for _ in 0..jobs.min(checked.len()) {
-            s.spawn(|| {
-                loop {
-                    let i = next.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-                    let Some(m) = checked.get(i) else { break };
-                    // a check that cannot run here is left to validation, which names its problem
-                    if let Ok(r) = validator.check_contract(&m.name)
-                        && let Some(why) = r.problem()
-                    {
-                        found.lock().unwrap_or_else(std::sync::PoisonError::into_inner).push((m.source_path(), why));
-                    }
-                }
-            });
-        }
-    });
-    let mut found = found.into_inner().unwrap_or_else(std::sync::PoisonError::into_inner);
+    let names: Vec<String> = checked.iter().map(|m| m.name.clone()).collect();
+    let mut found: Vec<(String, String)> = checked
+        .iter()
+        .zip(validator.check_contracts(&names))
+        // a check that cannot run here is left to validation, which names its problem
+        .filter_map(|(m, r)| Some((m.source_path(), r.ok()?.problem()?)))
+        .collect();
     found.sort();
     Ok(found)
 }

@@ -428,6 +428,36 @@ impl Validator {
         Ok(validation.finish(verdict))
     }
 
+    /// [`Validator::check_contract`] of each of `names`, one per CPU of this
+    /// machine at once (each runs here, never on a cluster); the answers in
+    /// `names`' order.
+    pub fn check_contracts(&self, names: &[String]) -> Vec<Result<crate::ContractReport>> {
+        let width = std::thread::available_parallelism().map(|n| n.get()).unwrap_or(1).clamp(1, names.len().max(1));
+        let next = std::sync::atomic::AtomicUsize::new(0);
+        let answers: Vec<Mutex<Option<Result<crate::ContractReport>>>> =
+            names.iter().map(|_| Mutex::new(None)).collect();
+        std::thread::scope(|s| {
+            for _ in 0..width {
+                s.spawn(|| {
+                    loop {
+                        let i = next.fetch_add(1, Ordering::SeqCst);
+                        let Some(n) = names.get(i) else { break };
+                        *answers[i].lock().unwrap_or_else(std::sync::PoisonError::into_inner) =
+                            Some(self.check_contract(n));
+                    }
+                });
+            }
+        });
+        answers
+            .into_iter()
+            .map(|a| {
+                a.into_inner()
+                    .unwrap_or_else(std::sync::PoisonError::into_inner)
+                    .unwrap_or_else(|| Err(Error::Internal("a contract check's thread ended without an answer".into())))
+            })
+            .collect()
+    }
+
     /// The contract check of the kernel `name` as it is in the root: the
     /// unmodified kernel against its contract at every CPU shape and at odd
     /// sizes ([`crate::contract`]; `kidiom check`).

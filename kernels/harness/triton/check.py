@@ -1328,6 +1328,32 @@ def odd_shapes(manifest):
     return out
 
 
+def check_odd_sizes(manifest, seed, device, tf32, deadline):
+    """The manifest's own kernel at `odd_shapes` (one seed, the cases only): {shapes, exact, guesses,
+    passed, cases, failures (each prefixed "odd sizes: "), inconclusive?}. Only wrong, unwritten or
+    out-of-bounds values count: sizes the contract cannot make (its reference or tensors() asserts a
+    relation between them, HV a multiple of H) and cases whose kernel or launcher raised (a
+    power-of-two tl.arange) are no evidence against the kernel or a guess, and `inconclusive` says
+    which. Raises workers.WorkerTimeout past `deadline`."""
+    shapes = odd_shapes(manifest)
+    odd = {"shapes": shapes, "exact": manifest.shapes.get("exact") or [], "guesses": contract_guesses(manifest),
+           "passed": True, "cases": [], "failures": []}
+    if not shapes:
+        return odd
+    try:
+        r = run_check(manifest, None, [seed], device, tf32=tf32, with_curve=False, with_consistency=False,
+                      with_baseline=False, deadline=deadline, shapes=shapes, with_specializations=False,
+                      with_order=False, with_drift=False)
+    except ContractError as e:
+        return dict(odd, inconclusive=f"the contract cannot make them: {e}")
+    raised = {c.get("id") for c in r.get("cases", []) if any(str(f).startswith("raised ") for f in c.get("failures") or [])}
+    kept = [f for f in r.get("failures", []) if not any(str(f).startswith(f"{i} ") for i in raised)]
+    odd.update(passed=not kept, cases=r.get("cases", []), failures=[f"odd sizes: {f}" for f in kept])
+    if raised:
+        odd["inconclusive"] = f"the kernel raised at {', '.join(sorted(str(i) for i in raised))} (sizes it does not take)"
+    return odd
+
+
 def contract_guesses(manifest):
     """The contract's GUESSES ({what: the guess}, written by `kidiom init` for what it could not read
     in the source), as strings; {} when it has none."""
