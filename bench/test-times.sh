@@ -64,17 +64,13 @@ for line in open(sys.argv[1]):
         name = m["target"]["name"] + ("-" + m["target"]["kind"][0] if m["target"]["kind"][0] != "lib" else "")
         print(f"{name}\t{os.path.dirname(m['manifest_path'])}\t{m['executable']}")
 PY
-run_binary() {   # run_binary NAME DIR EXE [TEST ARGS...]
-  local name="$1" dir="$2" exe="$3"; shift 3
-  phase "test:$name" sh -c "cd '$dir' && RUSTC_BOOTSTRAP=1 '$exe' -Z unstable-options --format json --report-time $* \
-    > '$out/rust/$name.jsonl'"
+run_binary() {   # run_binary NAME DIR EXE
+  phase "test:$1" sh -c "cd '$2' && RUSTC_BOOTSTRAP=1 '$3' -Z unstable-options --format json --report-time \
+    > '$out/rust/$1.jsonl'"
 }
-# as scripts/test.sh: the kidiom package's tests (the integration tests) but the timed ones, beside
-# the other crates' and the doc tests and beside pytest; then the timed tests alone
-mapfile -t runs < <(for d in bench/runs/*/; do [ "$(cd "$d" && pwd)" = "$out" ] || echo "$d"; done)
-phase bench-readmes .venv/bin/python bench/readme.py --check "${runs[@]}"
+# the kidiom package's (the integration tests) beside the other crates' and the doc tests
 while IFS=$'\t' read -r name dir exe; do
-  if [ "$dir" = "$root" ]; then run_binary "$name" "$dir" "$exe" --skip ::timed::; fi
+  if [ "$dir" = "$root" ]; then run_binary "$name" "$dir" "$exe"; fi
 done < "$tmp/binaries.tsv" &
 kidiom=$!
 (
@@ -87,14 +83,12 @@ kidiom=$!
     if [ "$dir" != "$root" ]; then run_binary "$name" "$dir" "$exe"; fi
   done < "$tmp/binaries.tsv"
   phase doctests cargo test --workspace --locked --doc -q
-) &
-crates=$!
-phase pytest .venv/bin/python -m pytest kernels/tests -q -n "$test_jobs" --junitxml="$out/pytest.xml" > "$tmp/pytest.log" 2>&1 &
-pytest=$!
-wait "$kidiom" "$crates" "$pytest"
-while IFS=$'\t' read -r name dir exe; do
-  if [ "$name" = tests-test ]; then run_binary "$name-timed" "$dir" "$exe" ::timed::; fi
-done < "$tmp/binaries.tsv"
+)
+wait "$kidiom"
+# (this run's own folder has no README yet: you write it, with `bench/readme.py` filling its numbers)
+mapfile -t runs < <(for d in bench/runs/*/; do [ "$(cd "$d" && pwd)" = "$out" ] || echo "$d"; done)
+phase bench-readmes .venv/bin/python bench/readme.py --check "${runs[@]}"
+phase pytest .venv/bin/python -m pytest kernels/tests -q -n "$test_jobs" --junitxml="$out/pytest.xml"
 cp "$locks/waits.tsv" "$out/waits.tsv"
 awk -v a="$started" -v b="$EPOCHREALTIME" 'BEGIN { printf "%.1f\n", b - a }' > "$out/wall.txt"
 .venv/bin/python bench/test_times.py "$out"

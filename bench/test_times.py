@@ -103,7 +103,7 @@ def table(run, top=20):
         return "\n".join(lines), bool(failed) or any(rc != "0" for _, _, rc in phases)
     # a test's own time: its time less its wait for the CPU locks (a share waits while a timed test
     # has the CPU alone; a timed test waits for the shares running to end)
-    own = [(b, n, max(0.0, s - waits.get((b.removesuffix("-timed"), n), 0.0)), s, o) for b, n, s, o in tests]
+    own = [(b, n, max(0.0, s - waits.get((b, n), 0.0)), s, o) for b, n, s, o in tests]
     over_own = [t for t in own if t[2] > 60]
     lines += ["", f"{len(tests)} tests; {len(over_own)} over 60 s of their own time ({len(over)} counting their "
               f"waits for the CPU locks, {sum(waits.values()):.0f} s of waits in all); {len(failed)} failed", "",

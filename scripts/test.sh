@@ -55,15 +55,12 @@ other = [p["name"] + ": " + t["kind"][0] + " " + t["name"] for p in json.load(op
 if other:
     sys.exit("scripts/test.sh runs `--lib --bins`, `--test tests` and `--doc`; it does not run " + ", ".join(other))
 PY
-echo "== cargo test, pytest kernels/tests"
-# Everything at once but the timed tests: the integration tests (tests/, one binary), every crate's
-# unit and doc tests (about 30 s) and the kernel tests under pytest. All with --workspace: the
-# features the build unified, so nothing is built again. Side by side they keep both cores busy
-# where each alone leaves one idle while its slowest tests end (Rust 84%, pytest 92% of 2 cores).
+echo "== cargo test"
 locks="${CARGO_TARGET_DIR:-$root/target}/tmp/kidiom-cpu-locks"
 mkdir -p "$locks"
 (
-  # a share of the suite's CPU, as each heavy integration test takes one (tests/util.rs)
+  # a share of the suite's CPU, as each heavy integration test takes one (tests/util.rs): a timed
+  # test waits for these to end, and a test that waits for one does not start them
   exec 8>>"$locks/gate" 9>>"$locks/cpu"
   flock 8
   flock -s 9
@@ -71,23 +68,18 @@ mkdir -p "$locks"
   cargo test --workspace --locked --lib --bins && cargo test --workspace --locked --doc
 ) > "$logs/crates.log" 2>&1 &
 crates=$!
-.venv/bin/python -m pytest kernels/tests -q -n "$test_jobs" --durations=15 > "$logs/pytest.log" 2>&1 &
-pytest=$!
 tests_rc=0
-cargo test --workspace --locked --test tests -- --skip ::timed:: || tests_rc=$?
+cargo test --workspace --locked --test tests || tests_rc=$?
 crates_rc=0
 wait "$crates" || crates_rc=$?
-pytest_rc=0
-wait "$pytest" || pytest_rc=$?
-cat "$logs/crates.log" "$logs/pytest.log"
-if [ "$tests_rc" != 0 ] || [ "$crates_rc" != 0 ] || [ "$pytest_rc" != 0 ]; then
-  echo "tests failed (the integration tests: exit $tests_rc, the unit and doc tests: exit $crates_rc," \
-    "pytest: exit $pytest_rc)" >&2
+cat "$logs/crates.log"
+if [ "$tests_rc" != 0 ] || [ "$crates_rc" != 0 ]; then
+  echo "cargo test failed (the integration tests: exit $tests_rc, the unit and doc tests: exit $crates_rc)" >&2
   exit 1
 fi
-# Last and alone, the tests that time something on this CPU (their `timed` modules, tests/util.rs
-# `cpu_alone`): the locks cover each test's body, not pytest's module fixtures (parallel C++ builds)
-# or the services tests leave running (a Ray head), and a timed test beside them measured them (a CI
-# run's host bench: noise floor 29.9%, the GIL release not accepted).
-echo "== cargo test (timed, alone)"
-cargo test --workspace --locked --test tests -- ::timed::
+# After the Rust tests, not beside them: the suite's CPU locks (tests/util.rs, kernels/tests/conftest.py)
+# cover each test's body, not pytest's module fixtures (parallel C++ builds) or the services they
+# leave running (a Ray head), so a timed Rust test beside pytest measured them (a CI run's host bench:
+# noise floor 29.9%, the GIL release not accepted).
+echo "== pytest kernels/tests"
+.venv/bin/python -m pytest kernels/tests -q -n "$test_jobs" --durations=15

@@ -112,72 +112,63 @@ fn the_release_is_mined_and_refused_where_python_objects_follow() {
     assert!(err.contains("dropped") && err.contains("py::list"), "{err}");
 }
 
-/// Timed on this CPU, which it takes alone (`cpu_alone`): a `timed` module, which scripts/test.sh
-/// runs after every other test, so that nothing the suite starts (pytest's fixtures, Ray heads) shares the CPU.
-mod timed {
-    use super::*;
+#[test]
+fn the_release_in_our_kv_transfer_module_is_accepted_on_this_cpu() {
+    let Some(py) = python() else { return };
+    let _cpu = crate::util::cpu_alone();
+    let env = project();
+    mine_upstream(&env);
+    let target = "kernels/kv_transfer/kv_transfer.cpp";
+    let report = apply(&env, target, GUARD);
+    let cands = report["candidates"].as_array().expect("candidates");
+    assert_eq!(cands.len(), 1, "{report:#}");
+    let id = cands[0]["id"].as_str().expect("id").to_string();
+    let diff = cands[0]["diff"].as_str().expect("diff");
+    assert!(cands[0]["sites"].as_u64().is_some_and(|n| n >= 3), "gather, scatter and checksum: {diff}");
 
-    #[test]
-    fn the_release_in_our_kv_transfer_module_is_accepted_on_this_cpu() {
-        let Some(py) = python() else { return };
-        let _cpu = crate::util::cpu_alone();
-        let env = project();
-        mine_upstream(&env);
-        let target = "kernels/kv_transfer/kv_transfer.cpp";
-        let report = apply(&env, target, GUARD);
-        let cands = report["candidates"].as_array().expect("candidates");
-        assert_eq!(cands.len(), 1, "{report:#}");
-        let id = cands[0]["id"].as_str().expect("id").to_string();
-        let diff = cands[0]["diff"].as_str().expect("diff");
-        assert!(cands[0]["sites"].as_u64().is_some_and(|n| n >= 3), "gather, scatter and checksum: {diff}");
+    // a planted candidate that crashes the module: isolated, rejected with the signal
+    let text = std::fs::read_to_string(env.path().join(target)).expect("read");
+    let anchor = text.find("std::memcpy").expect("the module copies with std::memcpy");
+    let crash = format!("{}*(volatile int*)nullptr = 1; {}", &text[..anchor], &text[anchor..]);
+    plant(&env, "crash", "concurrency", target, &crash);
 
-        // a planted candidate that crashes the module: isolated, rejected with the signal
-        let text = std::fs::read_to_string(env.path().join(target)).expect("read");
-        let anchor = text.find("std::memcpy").expect("the module copies with std::memcpy");
-        let crash = format!("{}*(volatile int*)nullptr = 1; {}", &text[..anchor], &text[anchor..]);
-        plant(&env, "crash", "concurrency", target, &crash);
+    let (report, _) = validate(&env, &py, &[&id, "crash", "--seeds", "1", "--timeout", "600"]);
+    let ev = by_id(&report, &id);
+    assert_eq!(ev["verdict"]["kind"], "accepted", "{ev:#}");
+    let speed = gate(ev, "speed");
+    assert_eq!(speed["status"], "passed", "{speed:#}");
+    assert_eq!(speed["metrics"]["metric"], "service-requests", "{speed:#}");
+    let rps = |side: &str| speed[side]["requests_per_s"].as_f64().expect("requests/s");
+    let noise = speed["metrics"]["noise_floor"].as_f64().expect("noise");
+    assert!(
+        rps("after") / rps("before") - 1.0 > noise,
+        "requests/s {} -> {}, noise {noise}",
+        rps("before"),
+        rps("after")
+    );
+    let p99 = |side: &str| speed[side]["p99_us"].as_f64().expect("p99");
+    assert!(p99("after") <= p99("before") * (1.0 + noise), "p99 {} -> {} us", p99("before"), p99("after"));
+    // the scheduler's throughput and the transfers' bandwidth are shown beside the verdict's figures
+    let gap = |side: &str| speed[side]["gap"].as_f64().expect("gap");
+    assert!(gap("before") > gap("after"), "scheduler gap {} -> {}", gap("before"), gap("after"));
+    assert!(speed["after"]["transfer_gbps"].as_f64().is_some_and(|g| g > 0.0), "{speed:#}");
+    let order: Vec<&str> =
+        speed["metrics"]["order"].as_array().expect("order").iter().filter_map(Value::as_str).collect();
+    assert!(order.contains(&"baseline") && order.contains(&"candidate"), "{order:?}");
+    eprintln!("{}", speed["summary"]);
 
-        let (report, _) = validate(&env, &py, &[&id, "crash", "--seeds", "1", "--timeout", "600"]);
-        let ev = by_id(&report, &id);
-        assert_eq!(ev["verdict"]["kind"], "accepted", "{ev:#}");
-        let speed = gate(ev, "speed");
-        assert_eq!(speed["status"], "passed", "{speed:#}");
-        assert_eq!(speed["metrics"]["metric"], "service-requests", "{speed:#}");
-        let rps = |side: &str| speed[side]["requests_per_s"].as_f64().expect("requests/s");
-        let noise = speed["metrics"]["noise_floor"].as_f64().expect("noise");
-        assert!(
-            rps("after") / rps("before") - 1.0 > noise,
-            "requests/s {} -> {}, noise {noise}",
-            rps("before"),
-            rps("after")
-        );
-        let p99 = |side: &str| speed[side]["p99_us"].as_f64().expect("p99");
-        assert!(p99("after") <= p99("before") * (1.0 + noise), "p99 {} -> {} us", p99("before"), p99("after"));
-        // the scheduler's throughput and the transfers' bandwidth are shown beside the verdict's figures
-        let gap = |side: &str| speed[side]["gap"].as_f64().expect("gap");
-        assert!(gap("before") > gap("after"), "scheduler gap {} -> {}", gap("before"), gap("after"));
-        assert!(speed["after"]["transfer_gbps"].as_f64().is_some_and(|g| g > 0.0), "{speed:#}");
-        let order: Vec<&str> =
-            speed["metrics"]["order"].as_array().expect("order").iter().filter_map(Value::as_str).collect();
-        assert!(order.contains(&"baseline") && order.contains(&"candidate"), "{order:?}");
-        eprintln!("{}", speed["summary"]);
+    let crashed = by_id(&report, "crash");
+    assert_eq!(crashed["verdict"]["kind"], "rejected", "{crashed:#}");
+    assert_eq!(crashed["verdict"]["gate"], "correctness", "{crashed:#}");
+    assert!(crashed["verdict"]["reason"].as_str().is_some_and(|r| r.contains("SIGSEGV")), "{crashed:#}");
 
-        let crashed = by_id(&report, "crash");
-        assert_eq!(crashed["verdict"]["kind"], "rejected", "{crashed:#}");
-        assert_eq!(crashed["verdict"]["gate"], "correctness", "{crashed:#}");
-        assert!(crashed["verdict"]["reason"].as_str().is_some_and(|r| r.contains("SIGSEGV")), "{crashed:#}");
-
-        // the review table and the review of the candidate show the gap
-        let db = env.db();
-        let out = env.run(&["review", "--db", db.to_str().expect("utf8")]);
-        let table = String::from_utf8_lossy(&out.stdout);
-        let short = id.rsplit('#').next().unwrap_or(&id);
-        assert!(table.lines().any(|l| l.starts_with(short) && l.contains("requests/s")), "{table}");
-        let out = env.run(&["review", &id, "--db", db.to_str().expect("utf8")]);
-        let one = String::from_utf8_lossy(&out.stdout);
-        assert!(
-            one.contains("requests/s") && one.contains("p99 latency") && one.contains("gil_scoped_release"),
-            "{one}"
-        );
-    }
+    // the review table and the review of the candidate show the gap
+    let db = env.db();
+    let out = env.run(&["review", "--db", db.to_str().expect("utf8")]);
+    let table = String::from_utf8_lossy(&out.stdout);
+    let short = id.rsplit('#').next().unwrap_or(&id);
+    assert!(table.lines().any(|l| l.starts_with(short) && l.contains("requests/s")), "{table}");
+    let out = env.run(&["review", &id, "--db", db.to_str().expect("utf8")]);
+    let one = String::from_utf8_lossy(&out.stdout);
+    assert!(one.contains("requests/s") && one.contains("p99 latency") && one.contains("gil_scoped_release"), "{one}");
 }

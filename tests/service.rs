@@ -63,127 +63,111 @@ const SPIN_AND_MARK: &str = r#"    m.def("_spin", [] {
     m.def("_me", [] { return true; });
 "#;
 
-/// Timed on this CPU, which it takes alone (`cpu_alone`): a `timed` module, which scripts/test.sh
-/// runs after every other test, so that nothing the suite starts (pytest's fixtures, Ray heads) shares the CPU.
-mod timed {
-    use super::*;
+#[test]
+fn the_host_speed_gate_cannot_be_bought() {
+    let Some(py) = python() else { return };
+    let _cpu = crate::util::cpu_alone(); // four service benches, timed
+    let env = project();
+    let base = std::fs::read_to_string(env.path().join(KV)).expect("read");
+    assert_eq!(base.matches(MODULE).count(), 1);
+    assert_eq!(base.matches(GATHER_LOOP).count(), 1);
 
-    #[test]
-    fn the_host_speed_gate_cannot_be_bought() {
-        let Some(py) = python() else { return };
-        let _cpu = crate::util::cpu_alone(); // four service benches, timed
-        let env = project();
-        let base = std::fs::read_to_string(env.path().join(KV)).expect("read");
-        assert_eq!(base.matches(MODULE).count(), 1);
-        assert_eq!(base.matches(GATHER_LOOP).count(), 1);
-
-        let honest = release_gil(&base);
-        plant(&env, "releases-the-gil", "concurrency", KV, &honest);
-        plant(
-            &env,
-            "slows-the-baseline-when-called",
-            "concurrency",
-            KV,
-            &base
-                .replace(
-                    "#include <pybind11/pybind11.h>\n",
-                    "#include <pybind11/pybind11.h>\n#include <pybind11/eval.h>\n#include <chrono>\n",
-                )
-                .replace(MODULE, &format!("{MODULE}{SPIN_AND_MARK}"))
-                .replacen(GATHER_LOOP, &format!("{SLOW_THE_OTHER}{GATHER_LOOP}"), 1),
+    let honest = release_gil(&base);
+    plant(&env, "releases-the-gil", "concurrency", KV, &honest);
+    plant(
+        &env,
+        "slows-the-baseline-when-called",
+        "concurrency",
+        KV,
+        &base
+            .replace(
+                "#include <pybind11/pybind11.h>\n",
+                "#include <pybind11/pybind11.h>\n#include <pybind11/eval.h>\n#include <chrono>\n",
+            )
+            .replace(MODULE, &format!("{MODULE}{SPIN_AND_MARK}"))
+            .replacen(GATHER_LOOP, &format!("{SLOW_THE_OTHER}{GATHER_LOOP}"), 1),
+    );
+    let sleeps =
+        honest.replace("#include <vector>\n", "#include <vector>\n#include <chrono>\n#include <thread>\n").replacen(
+            GATHER_LOOP,
+            &format!("    std::this_thread::sleep_for(std::chrono::milliseconds(2));\n{GATHER_LOOP}"),
+            1,
         );
-        let sleeps = honest
-            .replace("#include <vector>\n", "#include <vector>\n#include <chrono>\n#include <thread>\n")
-            .replacen(
-                GATHER_LOOP,
-                &format!("    std::this_thread::sleep_for(std::chrono::milliseconds(2));\n{GATHER_LOOP}"),
-                1,
-            );
-        plant(&env, "releases-the-gil-then-sleeps", "concurrency", KV, &sleeps);
-        let (report, _) = validate(&env, &py, &["--pending", "--seeds", "1", "--no-consistency", "--timeout", "900"]);
-        let reason = |id: &str| by_id(&report, id)["verdict"]["reason"].as_str().unwrap_or("").to_string();
-        let speed = |id: &str| gate(by_id(&report, id), "speed").clone();
-        let rps = |s: &Value, side: &str| s[side]["requests_per_s"].as_f64().unwrap_or(f64::NAN);
+    plant(&env, "releases-the-gil-then-sleeps", "concurrency", KV, &sleeps);
+    let (report, _) = validate(&env, &py, &["--pending", "--seeds", "1", "--no-consistency", "--timeout", "900"]);
+    let reason = |id: &str| by_id(&report, id)["verdict"]["reason"].as_str().unwrap_or("").to_string();
+    let speed = |id: &str| gate(by_id(&report, id), "speed").clone();
+    let rps = |s: &Value, side: &str| s[side]["requests_per_s"].as_f64().unwrap_or(f64::NAN);
 
-        // the twin: accepted on the service's figures, in processes of its own
-        let ev = by_id(&report, "releases-the-gil");
-        assert_eq!(ev["verdict"]["kind"], "accepted", "{ev:#}");
-        let s = speed("releases-the-gil");
-        assert_eq!(s["metrics"]["metric"], "service-requests", "{s:#}");
-        assert!(
-            reason("releases-the-gil").contains("processes: one per variant and window"),
-            "{}",
-            reason("releases-the-gil")
-        );
-        let honest_base = rps(&s, "before");
+    // the twin: accepted on the service's figures, in processes of its own
+    let ev = by_id(&report, "releases-the-gil");
+    assert_eq!(ev["verdict"]["kind"], "accepted", "{ev:#}");
+    let s = speed("releases-the-gil");
+    assert_eq!(s["metrics"]["metric"], "service-requests", "{s:#}");
+    assert!(
+        reason("releases-the-gil").contains("processes: one per variant and window"),
+        "{}",
+        reason("releases-the-gil")
+    );
+    let honest_base = rps(&s, "before");
 
-        // class 1: what the module does cannot reach the baseline's windows
-        let ev = by_id(&report, "slows-the-baseline-when-called");
-        assert_eq!(verdict(ev), ("rejected".to_string(), "speed".to_string()), "{ev:#}");
-        let s = speed("slows-the-baseline-when-called");
-        let r = reason("slows-the-baseline-when-called");
-        assert!(r.contains("processes: one per variant and window"), "{r}");
-        // the baseline served as many requests as in the twin's bench: nothing slowed it
-        let b = rps(&s, "before");
-        assert!(
-            (b / honest_base - 1.0).abs() < 0.25,
-            "baseline {b} requests/s here, {honest_base} beside the twin: {r}"
-        );
+    // class 1: what the module does cannot reach the baseline's windows
+    let ev = by_id(&report, "slows-the-baseline-when-called");
+    assert_eq!(verdict(ev), ("rejected".to_string(), "speed".to_string()), "{ev:#}");
+    let s = speed("slows-the-baseline-when-called");
+    let r = reason("slows-the-baseline-when-called");
+    assert!(r.contains("processes: one per variant and window"), "{r}");
+    // the baseline served as many requests as in the twin's bench: nothing slowed it
+    let b = rps(&s, "before");
+    assert!((b / honest_base - 1.0).abs() < 0.25, "baseline {b} requests/s here, {honest_base} beside the twin: {r}");
 
-        // class 2: a freer scheduler is no gain when the requests wait for their transfers
-        let ev = by_id(&report, "releases-the-gil-then-sleeps");
-        assert_eq!(verdict(ev), ("rejected".to_string(), "speed".to_string()), "{ev:#}");
-        let r = reason("releases-the-gil-then-sleeps");
-        assert!(r.starts_with("the service is slower: requests/s"), "{r}");
-        let s = speed("releases-the-gil-then-sleeps");
-        let gap = |side: &str| s[side]["gap"].as_f64().unwrap_or(f64::NAN);
-        assert!(
-            gap("after") < gap("before"),
-            "the scheduler's own figure improves ({} -> {}): {r}",
-            gap("before"),
-            gap("after")
-        );
-        let gbps = |side: &str| s[side]["transfer_gbps"].as_f64().unwrap_or(f64::NAN);
-        assert!(
-            gbps("after") < gbps("before"),
-            "the transfers slow ({} -> {} GB/s): {r}",
-            gbps("before"),
-            gbps("after")
-        );
+    // class 2: a freer scheduler is no gain when the requests wait for their transfers
+    let ev = by_id(&report, "releases-the-gil-then-sleeps");
+    assert_eq!(verdict(ev), ("rejected".to_string(), "speed".to_string()), "{ev:#}");
+    let r = reason("releases-the-gil-then-sleeps");
+    assert!(r.starts_with("the service is slower: requests/s"), "{r}");
+    let s = speed("releases-the-gil-then-sleeps");
+    let gap = |side: &str| s[side]["gap"].as_f64().unwrap_or(f64::NAN);
+    assert!(
+        gap("after") < gap("before"),
+        "the scheduler's own figure improves ({} -> {}): {r}",
+        gap("before"),
+        gap("after")
+    );
+    let gbps = |side: &str| s[side]["transfer_gbps"].as_f64().unwrap_or(f64::NAN);
+    assert!(gbps("after") < gbps("before"), "the transfers slow ({} -> {} GB/s): {r}", gbps("before"), gbps("after"));
 
-        // class 1: the baseline's history is the catalog's, one row per bench key (baseline build,
-        // service, shape, machine), a figure per unflagged bench
-        let conn = rusqlite::Connection::open(env.db()).expect("open the catalog");
-        let rows: Vec<(String, String, String, String)> = conn
-            .prepare("SELECT key, kernel, machine, requests_per_s FROM host_baselines")
-            .and_then(|mut st| st.query_map([], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?)))?.collect())
-            .expect("host_baselines");
-        assert_eq!(rows.len(), 1, "one baseline, one machine: {rows:?}");
-        let (key, kernel, machine, figures) = &rows[0];
-        let figures: Vec<f64> = serde_json::from_str(figures).expect("figures");
-        let machine: Value = serde_json::from_str(machine).expect("machine");
-        assert_eq!(kernel, "kv_transfer");
-        assert!(machine["cpus"].as_u64().is_some_and(|n| n > 0) && machine["host"].is_string(), "{machine}");
-        // the twin, the module that slows the other and the one that sleeps were benched
-        assert!(figures.len() >= 3 && figures.iter().all(|f| *f > 0.0), "{figures:?}");
-        assert!(figures.iter().any(|f| (f / honest_base - 1.0).abs() < 1e-9), "the twin's baseline: {figures:?}");
-        // a history far above today's figures (as if the machine had always served 20x more): the
-        // twin's next bench is out of its history, and is not accepted
-        let high = serde_json::to_string(&vec![honest_base * 20.0; 3]).expect("json");
-        conn.execute("UPDATE host_baselines SET requests_per_s = ?1 WHERE key = ?2", rusqlite::params![high, key])
-            .expect("update");
-        let (again, _) =
-            validate(&env, &py, &["releases-the-gil", "--seeds", "1", "--no-consistency", "--timeout", "900"]);
-        let ev = by_id(&again, "releases-the-gil");
-        assert_ne!(ev["verdict"]["kind"], "accepted", "{ev:#}");
-        let flags = ev["verdict"]["flags"].to_string();
-        assert!(flags.contains("far below its history on this machine"), "{ev:#}");
-        // a flagged figure does not join the history
-        let after: String = conn
-            .query_row("SELECT requests_per_s FROM host_baselines WHERE key = ?1", [key], |r| r.get(0))
-            .expect("history");
-        assert_eq!(serde_json::from_str::<Vec<f64>>(&after).expect("figures"), vec![honest_base * 20.0; 3]);
-    }
+    // class 1: the baseline's history is the catalog's, one row per bench key (baseline build,
+    // service, shape, machine), a figure per unflagged bench
+    let conn = rusqlite::Connection::open(env.db()).expect("open the catalog");
+    let rows: Vec<(String, String, String, String)> = conn
+        .prepare("SELECT key, kernel, machine, requests_per_s FROM host_baselines")
+        .and_then(|mut st| st.query_map([], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?)))?.collect())
+        .expect("host_baselines");
+    assert_eq!(rows.len(), 1, "one baseline, one machine: {rows:?}");
+    let (key, kernel, machine, figures) = &rows[0];
+    let figures: Vec<f64> = serde_json::from_str(figures).expect("figures");
+    let machine: Value = serde_json::from_str(machine).expect("machine");
+    assert_eq!(kernel, "kv_transfer");
+    assert!(machine["cpus"].as_u64().is_some_and(|n| n > 0) && machine["host"].is_string(), "{machine}");
+    // the twin, the module that slows the other and the one that sleeps were benched
+    assert!(figures.len() >= 3 && figures.iter().all(|f| *f > 0.0), "{figures:?}");
+    assert!(figures.iter().any(|f| (f / honest_base - 1.0).abs() < 1e-9), "the twin's baseline: {figures:?}");
+    // a history far above today's figures (as if the machine had always served 20x more): the
+    // twin's next bench is out of its history, and is not accepted
+    let high = serde_json::to_string(&vec![honest_base * 20.0; 3]).expect("json");
+    conn.execute("UPDATE host_baselines SET requests_per_s = ?1 WHERE key = ?2", rusqlite::params![high, key])
+        .expect("update");
+    let (again, _) = validate(&env, &py, &["releases-the-gil", "--seeds", "1", "--no-consistency", "--timeout", "900"]);
+    let ev = by_id(&again, "releases-the-gil");
+    assert_ne!(ev["verdict"]["kind"], "accepted", "{ev:#}");
+    let flags = ev["verdict"]["flags"].to_string();
+    assert!(flags.contains("far below its history on this machine"), "{ev:#}");
+    // a flagged figure does not join the history
+    let after: String = conn
+        .query_row("SELECT requests_per_s FROM host_baselines WHERE key = ?1", [key], |r| r.get(0))
+        .expect("history");
+    assert_eq!(serde_json::from_str::<Vec<f64>>(&after).expect("figures"), vec![honest_base * 20.0; 3]);
 }
 
 /// The memos: wrong results that only a repeated call shows, caught before any timing (their

@@ -108,14 +108,12 @@ impl Lcg {
     }
 }
 
-/// The CPU as the whole suite shares it: this binary's test threads and, beside
-/// them, the crates' unit tests and the kernel tests' pytest workers
-/// (kernels/tests/conftest.py takes the same locks for each test's body). A
-/// test that times something on this CPU (the host speed gate) takes it alone
-/// and lives in a `timed` module: `scripts/test.sh` runs those after every
-/// other test has ended, as pytest's module fixtures (parallel C++ builds) and
-/// the Ray heads tests leave running take no lock; on two cores a measurement
-/// shared with them measures them. The CPU-heavy tests take a share. Two lock
+/// The CPU as the whole suite shares it: this binary's test threads and, in a
+/// run beside them, the kernel tests' pytest workers (kernels/tests/conftest.py
+/// takes the same locks for each test's body; `scripts/test.sh` runs them after
+/// this binary, as their module fixtures are not covered). A test that times something
+/// on this CPU (the host speed gate) takes it alone; the CPU-heavy tests take a
+/// share; on two cores a measurement shared with them measures them. Two lock
 /// files: `gate`, held by whoever enters while it takes its lock on `cpu`, and
 /// for its whole test by one that takes `cpu` alone, so that no new share
 /// starts while it waits or runs (a timed test is never starved by a stream of
@@ -167,14 +165,7 @@ pub fn cpu_heavy() -> CpuGuard {
     cpu_lock(false)
 }
 
-/// The CPU alone, for a timed test: one in a `timed` module (`scripts/test.sh`
-/// runs them apart, after everything else), or it would share the CPU with what
-/// no lock covers.
+/// The CPU alone, for a timed test.
 pub fn cpu_alone() -> CpuGuard {
-    let name = std::thread::current().name().unwrap_or("").to_string();
-    assert!(
-        name.contains("::timed::"),
-        "{name}: a test that takes the CPU alone belongs in a `timed` module (scripts/test.sh runs those last, alone)"
-    );
     cpu_lock(true)
 }

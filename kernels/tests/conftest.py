@@ -49,8 +49,8 @@ os.environ["KIDIOM_CACHE"] = str(SUITE_CACHE)
 # The CPU as the whole suite shares it (tests/util.rs, `cpu_heavy` and `cpu_alone`): a Rust test that
 # times something on this CPU takes it alone. Each test here takes a share for its body: `gate` for a
 # moment (held for its whole test by one that takes the CPU alone, so no new share starts while it
-# waits), then `cpu` shared. Module fixtures are not covered, so scripts/test.sh runs the Rust tests
-# that time something (their `timed` modules) after these and every other test have ended.
+# waits), then `cpu` shared. Module fixtures are not covered, so scripts/test.sh runs these tests after
+# the Rust tests.
 SUITE_LOCKS = ROOT / "target" / "tmp" / "kidiom-cpu-locks"
 
 
