@@ -401,3 +401,87 @@ fn init_makes_a_size_the_launcher_computes_a_shape_variable() {
     assert!(contract.contains("N = shape[\"B\"], shape[\"T\"], shape[\"K\"], shape[\"N\"]"), "{contract}");
     assert!(manifest.contains("N = "), "the sizes name N:\n{manifest}");
 }
+
+/// FLA's recurrent decode, as it writes its launcher: the state is updated in place unless a
+/// flag says to allocate a new one (`if inplace_final_state: final_state = initial_state`),
+/// varlen offsets and state slots the kernel reads only to address other tensors, `v`'s rank
+/// known only from `v.shape[2]` and `v.shape[-1]`, and `q` addressed as `k` is.
+const IN_PLACE_STATE: &str = r#"import torch
+import triton
+import triton.language as tl
+
+
+@triton.jit
+def step_kernel(q, k, v, o, h0, ht, offsets, slots, T, H: tl.constexpr, HV: tl.constexpr,
+                K: tl.constexpr, V: tl.constexpr, IS_VARLEN: tl.constexpr, HAS_SLOTS: tl.constexpr,
+                IN_PLACE: tl.constexpr):
+    i_n, i_hv = tl.program_id(0), tl.program_id(1)
+    i_h = i_hv // (HV // H)
+    if IS_VARLEN:
+        bos, eos = tl.load(offsets + i_n).to(tl.int64), tl.load(offsets + i_n + 1).to(tl.int64)
+        T = eos - bos
+    else:
+        bos, eos = i_n * T, i_n * T + T
+    o_k, o_v = tl.arange(0, K), tl.arange(0, V)
+    p_q = q + (bos * H + i_h) * K + o_k
+    p_k = k + (bos * H + i_h) * K + o_k
+    p_v = v + (bos * HV + i_hv) * V + o_v
+    p_o = o + (bos * HV + i_hv) * V + o_v
+    if HAS_SLOTS:
+        p_h = h0 + tl.load(slots + i_n).to(tl.int64) * HV * K * V
+    else:
+        p_h = h0 + i_n * HV * K * V
+    p_h = p_h + i_hv * K * V + o_k[:, None] * V + o_v[None, :]
+    b_h = tl.load(p_h)
+    for _ in range(0, T):
+        b_k = tl.load(p_k)
+        b_h += b_k[:, None] * tl.load(p_v)[None, :]
+        tl.store(p_o, tl.sum(b_h * tl.load(p_q)[:, None], 0))
+        p_q += H * K
+        p_k += H * K
+        p_v += HV * V
+        p_o += HV * V
+    p_t = ht + (i_n * HV + i_hv) * K * V + o_k[:, None] * V + o_v[None, :]
+    tl.store(p_t, b_h)
+
+
+def step(q, k, v, initial_state, offsets: torch.LongTensor | None = None, slots: torch.Tensor | None = None,
+         inplace_final_state: bool = True, use_l2norm: bool = False):
+    B, T, H, K = k.shape
+    HV, V = v.shape[2], v.shape[-1]
+    N = B if offsets is None else len(offsets) - 1
+    o = torch.empty_like(v)
+    if inplace_final_state:
+        final_state = initial_state
+    else:
+        final_state = q.new_empty(N, HV, K, V, dtype=torch.float32)
+    if use_l2norm:
+        q = q / q.norm(dim=-1, keepdim=True)
+    step_kernel[(N, HV)](q, k, v, o, initial_state, final_state, offsets, slots, T, H=H, HV=HV, K=K, V=V,
+                         IS_VARLEN=offsets is not None, HAS_SLOTS=slots is not None,
+                         IN_PLACE=inplace_final_state)
+    return o, final_state
+"#;
+
+#[test]
+fn init_reads_the_default_path_of_an_upstream_launcher() {
+    let d = workdir("kidiom-init-");
+    write(d.path(), "step.py", IN_PLACE_STATE);
+    let (r, _manifest, contract) = init(d.path(), "step.py");
+    // with the flag at its default the state is written in place and returned, not allocated
+    assert_eq!(names(&r["inouts"]), ["initial_state"], "{r:#}");
+    assert_eq!(names(&r["outputs"]), ["o"], "{r:#}");
+    assert!(contract.contains("RETURNS = [\"o\"]"), "the returned state is the in/out one:\n{contract}");
+    assert!(contract.contains("\"initial_state\": ((N, HV, K, V), \"float32\")"), "{contract}");
+    // the flag that decides it is held at its default; the one that only changes the math is not
+    assert!(contract.contains("FIXED = [\"inplace_final_state\"]"), "{contract}");
+    // offsets and slots only address other tensors: integers, and the optional ones left out
+    assert!(contract.contains("\"offsets\": None,  # TODO: an index tensor"), "{contract}");
+    assert!(contract.contains("\"slots\": None,  # TODO: an index tensor"), "{contract}");
+    assert!(!contract.lines().any(|l| l.starts_with("OPTIONAL")), "no random offsets:\n{contract}");
+    // v's rank from its indexed sizes, its leading sizes from k; q addressed as k is
+    assert!(contract.contains("\"v\": ((B, T, HV, V), \"float32\")"), "{contract}");
+    assert!(contract.contains("\"o\": ((B, T, HV, V), \"float32\")"), "{contract}");
+    assert!(contract.contains("\"q\": ((B, T, H, K), \"float32\")"), "{contract}");
+    python_parses(&contract);
+}

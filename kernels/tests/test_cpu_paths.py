@@ -111,3 +111,91 @@ def test_a_test_on_a_module_constant_is_decided_per_specialisation():
 
     [arm] = branches.coverage(kernel, [{"K": 16}, {"K": 32}], [{"K": 128}])
     assert (arm["test"], arm["cpu"], arm["gpu"]) == ("K < LIMIT", [0, 1], [])
+
+
+def test_the_branches_a_mode_flag_selects_are_reached_by_the_cases_that_set_it(tmp_path):
+    # FLA's decode as it is written: a flag (`use_gate`) the cases vary and an OPTIONAL input whose
+    # presence a heuristic turns into a constexpr; case 0 sets the flag and passes the input, case 1
+    # neither, and a GPU shape may take both arms whatever its caller passes
+    src = tmp_path / "gated.py"
+    src.write_text('''import triton
+import triton.language as tl
+
+
+@triton.heuristics({"HAS_BIAS": lambda args: args["bias"] is not None})
+@triton.jit
+def gated_kernel(x, bias, y, N, USE_GATE: tl.constexpr, HAS_BIAS: tl.constexpr, BLOCK: tl.constexpr):
+    o = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    m = o < N
+    b_x = tl.load(x + o, mask=m, other=0.0)
+    if USE_GATE:
+        b_x = b_x * tl.sigmoid(b_x)
+    if HAS_BIAS:
+        b_x = b_x + tl.load(bias + o, mask=m, other=0.0)
+    tl.store(y + o, b_x, mask=m)
+
+
+def gated(x, bias, y, use_gate: bool = False):
+    N = x.shape[0]
+    gated_kernel[(triton.cdiv(N, 64),)](x, bias, y, N, USE_GATE=use_gate, BLOCK=64)
+''')
+    (tmp_path / "gated_contract.py").write_text('''import numpy as np
+
+ARGS = ["x", "bias", "y", "use_gate"]
+INPUTS = ["x", "bias", "use_gate"]
+INOUTS = []
+OUTPUTS = ["y"]
+OPTIONAL = ["bias"]
+
+
+def tensors(shape):
+    N = shape["N"]
+    return {"x": ((N,), "float32"), "bias": ((N,), "float32"), "y": ((N,), "float32"), "use_gate": False}
+
+
+def make_inputs(shape, rng, variant=None):
+    return {"x": rng.standard_normal(shape["N"]).astype(np.float32),
+            "bias": rng.standard_normal(shape["N"]).astype(np.float32), "use_gate": False}
+
+
+def reference(x):
+    v = x["x"].astype(np.float64)
+    if x["use_gate"]:
+        v = v / (1.0 + np.exp(-v))
+    if x["bias"] is not None:
+        v = v + x["bias"]
+    return {"y": v}
+''')
+    (tmp_path / "gated.toml").write_text('''format = 2
+name = "gated"
+language = "triton"
+source = "gated.py"
+entry = "gated_kernel"
+launcher = "gated"
+contract = "gated_contract.py"
+
+[tolerance]
+rel_l2 = 1e-5
+slice_rel_l2 = 1e-4
+max_abs_rel = 1e-4
+
+[shapes]
+cpu = [{ N = 100 }, { N = 70 }]
+gpu = [{ N = 4096 }]
+bench = { N = 4096 }
+
+[floor]
+bytes = "12 * N"
+flops = "4 * N"
+''')
+    code, out = harness("compile", "--manifest", str(tmp_path / "gated.toml"),
+                        env={"KIDIOM_CACHE": str(tmp_path / "cache")})
+    assert code == 0 and out["status"] == "ok", out.get("error")
+    paths = out["triton"]["cpu_paths"]
+    assert [(p["constexprs"]["USE_GATE"], p["constexprs"]["HAS_BIAS"]) for p in paths] == [(True, True), (False, False)]
+    arms = {(a["test"], a["arm"]): (a["cpu"], a["gpu"]) for a in out["triton"]["branches"]}
+    assert arms[("USE_GATE", "then")] == ([0], [0]), arms
+    assert arms[("HAS_BIAS", "then")] == ([0], [0]), arms
+    code, out = harness("check", "--manifest", str(tmp_path / "gated.toml"), "--quick", "--seed", "0")
+    assert code == 0 and out["status"] == "passed", out.get("failures") or out.get("error")
+    assert [c["flags"] for c in out["cases"]] == [{"use_gate": True}, {"use_gate": False}]

@@ -74,11 +74,52 @@ def call_arglists(manifest, shapes):
     return out
 
 
-def fake_call(manifest, shape, torch=None):
+def case_arglists(manifest, shapes):
+    """[arglist] of the public function's arguments in each of the check's cases at `shapes` (the
+    CPU's, in order), as check.py's `_Case` varies them: the mode flags (bool scalar INPUTS, less
+    FIXED) True and the OPTIONAL inputs present in even cases, the flags False and those inputs None
+    in odd ones. The compile records each case's launch so, and the branches it reports are those
+    the check's cases take."""
+    from ..contract import load_contract
+    op = load_contract(manifest)
+    return [_variant_arglist(op, shape, i % 2 == 0) for i, shape in enumerate(shapes)]
+
+
+def variant_arglists(manifest, shapes):
+    """[[arglist]] per shape: each distinct setting of the mode flags and OPTIONAL inputs the
+    cases use (both parities; one where the contract has neither), for the branches a GPU may take
+    at that shape whatever flags its caller passes."""
+    from ..contract import load_contract
+    op = load_contract(manifest)
+    out = []
+    for shape in shapes:
+        both = [_variant_arglist(op, shape, even) for even in (True, False)]
+        out.append(both[:1] if both[0] == both[1] else both)
+    return out
+
+
+def _variant_arglist(op, shape, even):
+    t = op.tensors(shape)
+    args = []
+    for n in op.args:
+        v = t[n]
+        if n in op.optional and not even:
+            args.append({"value": None})
+        elif isinstance(v, tuple):
+            args.append({"shape": list(v[0]), "dtype": v[1]})
+        elif isinstance(v, bool) and n in op.inputs and n not in op.fixed:
+            args.append({"value": even})
+        else:
+            args.append({"value": v})
+    return args
+
+
+def fake_call(manifest, shape, torch=None, arglist=None):
     """Positional arguments of the public function at `shape` (shape-only tensors: a torch
     launcher's on torch's "meta" device; scalars), from the argument lists the harness sent
-    (`manifest.calls`, see call_arglists)."""
-    arglist = manifest.calls.get(shape_key(shape))
+    (`manifest.calls`, see call_arglists), or `arglist`."""
+    if arglist is None:
+        arglist = manifest.calls.get(shape_key(shape))
     if arglist is None:
         raise ValueError(f"no argument list for the shape {shape}")
     if torch is not None:
@@ -155,16 +196,17 @@ def _imported(source):
     return _MODULES[source]
 
 
-def _record(manifest, source, shape):
-    """The launcher's one launch of the entry kernel at `shape` (on shape-only tensors), specialised
-    as Triton's JIT would: a namespace of the JIT function, the bound arguments, the fake call's
-    arguments, the grid, the launch options and the specialisation."""
+def _record(manifest, source, shape, arglist=None):
+    """The launcher's one launch of the entry kernel at `shape` (on shape-only tensors; `arglist`:
+    a case's own arguments, else the shape's), specialised as Triton's JIT would: a namespace of the
+    JIT function, the bound arguments, the fake call's arguments, the grid, the launch options and
+    the specialisation."""
     from types import SimpleNamespace
     mod = _imported(source)
     kernel = getattr(mod, manifest.entry)
     rec = _Recorder(kernel)
     setattr(mod, manifest.entry, rec)
-    call = fake_call(manifest, shape, torch_of(mod))
+    call = fake_call(manifest, shape, torch_of(mod), arglist)
     try:
         getattr(mod, manifest.launcher)(*call)
     finally:
@@ -239,16 +281,17 @@ class NotTritonOnCpuPath(RuntimeError):
     """A specialisation the CPU's correctness runs does not pass Triton's frontend."""
 
 
-def cpu_paths_triton(manifest, source, arch, shapes, compiled_key):
+def cpu_paths_triton(manifest, source, arch, shapes, compiled_key, calls=()):
     """Every specialisation the CPU's cases launch (`shapes`: manifest.shapes["cpu"]) through
     Triton's frontend for `arch`, each distinct one once (`compiled_key`: the bench shape's,
     already compiled whole). Under the interpreter a branch that only the CPU's constexprs take
     runs as Python, so a path the GPU compile never sees could hold code no GPU would run; here it
-    must be Triton too. Returns [{"shape", "constexprs", "checked"}]; raises NotTritonOnCpuPath
-    with the construct and its line."""
+    must be Triton too. `calls`: each case's arguments (case_arglists: its flags and OPTIONAL
+    inputs), else the shape's. Returns [{"shape", "constexprs", "checked"}]; raises
+    NotTritonOnCpuPath with the construct and its line."""
     seen, out = {compiled_key}, []
-    for shape in shapes:
-        r = _record(manifest, source, shape)
+    for i, shape in enumerate(shapes):
+        r = _record(manifest, source, shape, calls[i] if i < len(calls) else None)
         key = _specialization_key(r)
         new = key not in seen
         if new:
@@ -312,9 +355,24 @@ def compile_triton(manifest, source, arch, shape=None):
     if r.autotune is not None:
         info["autotune"] = r.autotune
     if manifest.shapes.get("cpu"):
-        info["cpu_paths"] = cpu_paths_triton(manifest, source, arch, manifest.shapes["cpu"], _specialization_key(r))
-        gpu = [_named_constexprs(_record(manifest, source, shape)) for shape in manifest.shapes.get("gpu", [])]
-        info["branches"] = branches.coverage(r.jit_fn, [p["constexprs"] for p in info["cpu_paths"]], gpu)
+        info["cpu_paths"] = cpu_paths_triton(manifest, source, arch, manifest.shapes["cpu"], _specialization_key(r),
+                                             getattr(manifest, "case_calls", None) or ())
+        # a GPU shape reaches what its launch reaches under any setting of the flags the cases vary
+        gpu, owner = [], []
+        variants = getattr(manifest, "gpu_calls", None) or []
+        for j, shape in enumerate(manifest.shapes.get("gpu", [])):
+            for arglist in [None, *(variants[j] if j < len(variants) else ())]:
+                try:
+                    gpu.append(_named_constexprs(_record(manifest, source, shape, arglist)))
+                except Exception:  # noqa: BLE001 - a setting the launcher refuses at this shape reaches nothing
+                    if arglist is None:
+                        raise
+                    continue
+                owner.append(j)
+        arms = branches.coverage(r.jit_fn, [p["constexprs"] for p in info["cpu_paths"]], gpu)
+        for arm in arms:
+            arm["gpu"] = sorted({owner[i] for i in arm["gpu"]})
+        info["branches"] = arms
     return r.compiled.asm["ptx"], r.compiled.asm["cubin"], info
 
 
@@ -491,6 +549,8 @@ def run_worker(manifest, source, arch, deadline, job_extra, collect, complete, w
         if manifest.language == "triton":
             job["calls"] = call_arglists(manifest, [manifest.shapes["bench"]] + list(job_extra.get("shapes", []))
                                          + list(job_extra.get("cpu_shapes", [])) + list(job_extra.get("gpu_shapes", [])))
+            job["case_calls"] = case_arglists(manifest, job_extra.get("cpu_shapes", []))
+            job["gpu_calls"] = variant_arglists(manifest, job_extra.get("gpu_shapes", []))
         (scratch / "job.json").write_text(json.dumps(job))
         cfg = {"module": "kidiom_rt.aotworker", "path": path, "args": [str(scratch / "job.json")]}
         env = {"TRITON_DEFAULT_FP_FUSION": os.environ.get("TRITON_DEFAULT_FP_FUSION", "1")}
@@ -516,8 +576,9 @@ def run_worker(manifest, source, arch, deadline, job_extra, collect, complete, w
 # cache (HOME is the worker's work/): a cache shared between candidates would be one a candidate
 # can write for the next. This cache is written by the harness only, from what the compile of
 # exactly these bytes produced, so an entry is only ever that source's own result.
-# 3: the CPU cases' specialisations through the frontend too (cpu_paths); 4: NVRTC's version in the key
-AOT_CACHE_VERSION = 4
+# 3: the CPU cases' specialisations through the frontend too (cpu_paths); 4: NVRTC's version in the key;
+# 5: each CPU case's own flags and OPTIONAL inputs (case_arglists), a GPU shape's under both
+AOT_CACHE_VERSION = 5
 
 
 def cache_root():
@@ -541,6 +602,8 @@ def _cache_key(manifest, source, arch):
     if manifest.language == "triton":   # the call the launcher gets comes from the contract
         h.update(b"\0calls\0" + json.dumps(call_arglists(manifest, [manifest.shapes["bench"]] + checked_shapes(manifest)))
                  .encode())
+        h.update(b"\0cases\0" + json.dumps([case_arglists(manifest, manifest.shapes.get("cpu", [])),
+                                             variant_arglists(manifest, manifest.shapes.get("gpu", []))]).encode())
     else:   # CUDA's PTX is NVRTC's, a wheel of its own beside Triton's
         try:
             h.update(b"\0nvrtc\0" + cudatools.nvrtc_version().encode())

@@ -14,6 +14,8 @@ use kidiom_syntax::{KernelKind, Lang, Limits, decode, kernel_launches, kernel_ra
 use serde::Serialize;
 use tree_sitter::Node;
 
+mod flow;
+
 /// What `kidiom init` wrote and what it leaves to the user.
 #[derive(Debug, Serialize)]
 pub(crate) struct Report {
@@ -70,6 +72,21 @@ struct Tensor {
     dims: Vec<String>,
     /// Whether the dimensions are a guess.
     guessed: bool,
+    /// The numpy dtype name: float32 unless the source says otherwise.
+    dtype: &'static str,
+    /// Whether the dtype is read (an annotation), not assumed.
+    dtype_read: bool,
+    /// Read by the kernel only as indices (its values address other tensors): random values
+    /// would address out of bounds.
+    index: bool,
+    /// An optional index tensor the skeleton leaves out (None): valid indices are the user's.
+    absent: bool,
+}
+
+impl Tensor {
+    fn new(dims: Vec<String>, guessed: bool) -> Tensor {
+        Tensor { dims, guessed, dtype: "float32", dtype_read: false, index: false, absent: false }
+    }
 }
 
 /// What is read from a kernel file, before it is written out.
@@ -95,6 +112,9 @@ struct Read {
     /// Shape variables the launcher passes to a `tl.constexpr` parameter
     /// (Triton): the contract check's odd sizes keep them (`[shapes] exact`).
     constexpr_sizes: Vec<String>,
+    /// Mode flags that change what the launcher allocates or aliases (Triton): checked at their
+    /// defaults only (the contract's FIXED).
+    fixed: Vec<String>,
     filled: Vec<String>,
 }
 
@@ -383,10 +403,18 @@ fn read_triton(text: &str, want: Option<&str>) -> std::result::Result<Read, Stri
     // of a reduction's result (tl.sum, tl.max, ...) writes a reduction output
     let mut assigned: BTreeMap<String, String> = BTreeMap::new();
     let mut stored_values: Vec<(Node<'_>, String)> = Vec::new();
+    // each local's right-hand sides as nodes, tuple assignments element by element
+    // (`bos, eos = tl.load(cu_seqlens + i_n), ...`): what an address is computed from
+    let mut rhs_nodes: BTreeMap<String, Vec<Node<'_>>> = BTreeMap::new();
     if let Some(body) = body {
         preorder(body, |n| {
             match n.kind() {
                 "assignment" | "augmented_assignment" => {
+                    if let (Some(l), Some(r)) = (n.child_by_field_name("left"), n.child_by_field_name("right")) {
+                        for (name, part) in assigned_parts(l, r, text) {
+                            rhs_nodes.entry(name).or_default().push(part);
+                        }
+                    }
                     if let (Some(l), Some(r)) = (n.child_by_field_name("left"), n.child_by_field_name("right"))
                         && l.kind() == "identifier"
                     {
@@ -496,6 +524,14 @@ fn read_triton(text: &str, want: Option<&str>) -> std::result::Result<Read, Stri
     pointers.extend(base_of(&stores));
     let (loaded, stored): (BTreeSet<String>, BTreeSet<String>) =
         (loaded.intersection(&pointers).cloned().collect(), stored.intersection(&pointers).cloned().collect());
+    // pointers read only as offsets into others (cu_seqlens, state indices), and pointers
+    // addressed alike (q as k)
+    let addresses: Vec<Node<'_>> = loads.iter().chain(&stores).copied().collect();
+    let index_of: BTreeSet<String> = flow::index_params(&addresses, &rhs_nodes, text, &|e| params_of(e))
+        .into_iter()
+        .filter(|p| pointers.contains(p) && !stored.contains(p))
+        .collect();
+    let addressed = flow::address_shapes(&rhs_nodes, &alias_first, &pointers, text);
 
     // the launch: which launcher name goes to which kernel parameter
     let mut passed: BTreeMap<String, String> = BTreeMap::new(); // kernel param -> launch argument text
@@ -529,8 +565,60 @@ fn read_triton(text: &str, want: Option<&str>) -> std::result::Result<Read, Stri
     let mut indexed: Vec<(String, i64, String)> = Vec::new(); // (tensor, index, var)
     let mut returned: Vec<String> = Vec::new();
     let mut attr_used: BTreeSet<String> = BTreeSet::new(); // names with .shape/.stride/... used
+    // the mode flags (bool parameters with a default) and the branches their defaults take: the
+    // skeleton describes the call with every flag at its default (`if inplace_final_state:
+    // final_state = initial_state` makes the state in/out); a flag whose branches allocate or
+    // alias a tensor is checked at its default only (FIXED)
+    let flags: BTreeMap<String, bool> = lparams
+        .iter()
+        .filter_map(|p| match p.default.as_deref().map(str::trim) {
+            Some("True") => Some((p.name.clone(), true)),
+            Some("False") => Some((p.name.clone(), false)),
+            _ => None,
+        })
+        .collect();
+    let pointer_args: BTreeSet<String> = passed_nodes
+        .iter()
+        .filter(|(kp, n)| pointers.contains(*kp) && n.kind() == "identifier")
+        .map(|(_, n)| node_text(*n, text).to_string())
+        .collect();
+    let is_tensor_param = |name: &str| {
+        lparams.iter().any(|p| {
+            p.name == name
+                && (pointer_args.contains(name) || p.annotation.as_deref().is_some_and(|a| a.contains("Tensor")))
+        })
+    };
+    let paths = match launcher.child_by_field_name("body") {
+        Some(body) => flow::default_paths(body, text, &flags, &is_tensor_param),
+        None => flow::Paths::default(),
+    };
+    // allocations in branches the defaults skip: a hint of the shape of the tensor a taken
+    // branch names instead (`final_state = q.new_empty(N, HV, K, V)` where the default makes it
+    // `initial_state`), from the branch fewest skipped branches hold
+    let mut alloc_hints: BTreeMap<String, (usize, Vec<String>)> = BTreeMap::new();
     if let Some(body) = launcher.child_by_field_name("body") {
         preorder(body, |n| {
+            if n.kind() == "assignment"
+                && let (Some(l), Some(r)) = (n.child_by_field_name("left"), n.child_by_field_name("right"))
+                && l.kind() == "identifier"
+                && r.kind() == "call"
+                && ALLOCATORS.contains(&callee_name(r, text).as_str())
+                && let Some(dims) = allocation_dims(r, text)
+            {
+                let depth = paths.depth(n);
+                let e = alloc_hints.entry(node_text(l, text).to_string()).or_insert((usize::MAX, Vec::new()));
+                if depth < e.0 {
+                    *e = (depth, dims);
+                }
+            }
+            !matches!(n.kind(), "function_definition" | "class_definition" | "lambda")
+        });
+    }
+    if let Some(body) = launcher.child_by_field_name("body") {
+        preorder(body, |n| {
+            if paths.skips(n) {
+                return false;
+            }
             match n.kind() {
                 "function_definition" | "class_definition" | "lambda" => return false,
                 "attribute" => {
@@ -668,7 +756,14 @@ fn read_triton(text: &str, want: Option<&str>) -> std::result::Result<Read, Stri
             indexed.iter().filter(|(u, _, _)| u == t).map(|(_, i, v)| (*i, v.clone())).collect();
         idx.sort_by_key(|(i, _)| if *i < 0 { i64::MAX / 2 + i } else { *i });
         let exact = idx.iter().enumerate().all(|(k, (i, _))| *i == k as i64);
-        dims_of.insert(t.clone(), (idx.into_iter().map(|(_, v)| v).collect(), !exact));
+        // `HV = v.shape[2]`, `V = v.shape[-1]`: at least four dims, the first two unnamed; a
+        // tensor the launcher unpacks whole with as many dims names them (`B, T` of `k`)
+        let placed = (!exact).then(|| flow::placed_dims(&idx)).flatten().and_then(|placed| {
+            let like = unpacked.values().filter(|d| d.len() == placed.len()).max_by_key(|d| d.len())?;
+            Some(placed.iter().zip(like).map(|(p, l)| p.clone().unwrap_or_else(|| l.clone())).collect())
+        });
+        let dims = placed.unwrap_or_else(|| idx.into_iter().map(|(_, v)| v).collect());
+        dims_of.insert(t.clone(), (dims, !exact));
     }
 
     // the launcher's parameters: tensors and scalars, in order
@@ -762,7 +857,39 @@ fn read_triton(text: &str, want: Option<&str>) -> std::result::Result<Read, Stri
             unread.push(a.name.clone());
         }
         let dims = dims.unwrap_or_else(|| (vec![last.clone()], true));
-        a.tensor = Some(Tensor { dims: dims.0, guessed: dims.1 });
+        a.tensor = Some(Tensor::new(dims.0, dims.1));
+    }
+    // what else says an unread tensor's shape: an allocation the defaults skip for a name that
+    // becomes this tensor (`final_state = initial_state`), or a tensor the kernel addresses alike
+    let kernel_params_of = |name: &str| -> Vec<String> {
+        passed_nodes
+            .iter()
+            .filter(|(_, n)| identifiers(**n, text).first().is_some_and(|f| resolve(f) == name))
+            .map(|(kp, _)| kp.clone())
+            .collect()
+    };
+    let known: BTreeMap<String, Vec<String>> = args
+        .iter()
+        .filter(|a| !unread.contains(&a.name))
+        .filter_map(|a| a.tensor.as_ref().map(|t| (a.name.clone(), t.dims.clone())))
+        .collect();
+    let still: Vec<String> = unread.clone();
+    for a in args.iter_mut().filter(|a| still.contains(&a.name)) {
+        let hinted = local_alias
+            .iter()
+            .filter(|(local, to)| *to == &a.name && resolve(local) == a.name)
+            .find_map(|(local, _)| alloc_hints.get(local).map(|(_, d)| d.clone()));
+        let alike = || {
+            let mine: Vec<&String> = kernel_params_of(&a.name).iter().filter_map(|kp| addressed.get(kp)).collect();
+            known.iter().find_map(|(other, dims)| {
+                let theirs = kernel_params_of(other);
+                theirs.iter().filter_map(|kp| addressed.get(kp)).any(|sig| mine.contains(&sig)).then(|| dims.clone())
+            })
+        };
+        if let Some(dims) = hinted.or_else(alike) {
+            a.tensor = Some(Tensor::new(dims, true));
+            unread.retain(|u| u != &a.name);
+        }
     }
     // a written tensor whose shape nothing says is most often shaped like the largest input
     // (row-wise and element-wise kernels): a better guess than one dimension, still marked TODO
@@ -779,7 +906,7 @@ fn read_triton(text: &str, want: Option<&str>) -> std::result::Result<Read, Stri
             } else {
                 widest.clone()
             };
-            a.tensor = Some(Tensor { dims, guessed: true });
+            a.tensor = Some(Tensor::new(dims, true));
         }
     }
     if !unpacked.is_empty() || !indexed.is_empty() {
@@ -801,6 +928,42 @@ fn read_triton(text: &str, want: Option<&str>) -> std::result::Result<Read, Stri
         filled.push(format!("{v}: a size {launcher_name} computes and allocates with; a shape variable here"));
         shape_vars.push(v);
     }
+    // dtypes an annotation names (`torch.LongTensor`), and index tensors: integers; an optional
+    // one is left out of the cases (None), as random values would address out of bounds
+    for a in args.iter_mut() {
+        let annotation = lparams.iter().find(|p| p.name == a.name).and_then(|p| p.annotation.clone());
+        let index = kernel_params_of(&a.name).iter().any(|kp| index_of.contains(kp));
+        let Some(t) = a.tensor.as_mut() else { continue };
+        match annotation.as_deref() {
+            Some(an) if an.contains("LongTensor") => (t.dtype, t.dtype_read) = ("int64", true),
+            Some(an) if an.contains("IntTensor") => (t.dtype, t.dtype_read) = ("int32", true),
+            _ if index => t.dtype = "int32",
+            _ => {}
+        }
+        if index && a.role == Role::Input {
+            t.index = true;
+            if optional.contains(&a.name) {
+                t.absent = true;
+                optional.retain(|o| o != &a.name);
+                a.why = format!(
+                    "{entry} reads it as indices (its values address other tensors); optional: left None, \
+                     valid indices are yours to make"
+                );
+            } else {
+                a.why = format!("{entry} reads it as indices (its values address other tensors)");
+            }
+        }
+    }
+    let fixed: Vec<String> = args
+        .iter()
+        .filter(|a| a.role == Role::Input && a.tensor.is_none() && paths.structural.contains(&a.name))
+        .map(|a| a.name.clone())
+        .collect();
+    for f in &fixed {
+        let default = flags.get(f).map_or("its default", |v| if *v { "True" } else { "False" });
+        filled
+            .push(format!("{f}: changes what {launcher_name} allocates or aliases; checked at {default} only (FIXED)"));
+    }
     for a in &args {
         let reduction = if reductions.contains(&a.name) { " (a reduction's result)" } else { "" };
         filled.push(format!("{}: {}{reduction}", a.name, a.why));
@@ -809,6 +972,7 @@ fn read_triton(text: &str, want: Option<&str>) -> std::result::Result<Read, Stri
         args.iter().filter(|a| a.role != Role::Input && reductions.contains(&a.name)).map(|a| a.name.clone()).collect();
     let constexpr_sizes: Vec<String> = shape_vars.iter().filter(|v| as_constexpr.contains(*v)).cloned().collect();
     Ok(Read {
+        fixed,
         language: "triton",
         entry,
         launcher: Some(launcher_name),
@@ -920,6 +1084,32 @@ fn unpack_shapes(
         }
     }
     out
+}
+
+/// The (name, right-hand side) pairs an assignment binds: `x = e`; `a, b = e1, e2` (or
+/// `(e1, e2)`) element by element; `a, b = e` binds each name to all of `e`.
+fn assigned_parts<'t>(l: Node<'t>, r: Node<'t>, text: &str) -> Vec<(String, Node<'t>)> {
+    match l.kind() {
+        "identifier" => vec![(node_text(l, text).to_string(), r)],
+        "pattern_list" | "tuple_pattern" => {
+            let mut c = l.walk();
+            let names: Vec<Node<'t>> = l.named_children(&mut c).collect();
+            let r = if r.kind() == "parenthesized_expression" { r.named_child(0).unwrap_or(r) } else { r };
+            let parts: Vec<Node<'t>> = if matches!(r.kind(), "expression_list" | "tuple") {
+                let mut c = r.walk();
+                r.named_children(&mut c).filter(|p| p.kind() != "comment").collect()
+            } else {
+                Vec::new()
+            };
+            names
+                .iter()
+                .enumerate()
+                .filter(|(_, n)| n.kind() == "identifier")
+                .map(|(i, n)| (node_text(*n, text).to_string(), if parts.len() == names.len() { parts[i] } else { r }))
+                .collect()
+        }
+        _ => Vec::new(),
+    }
 }
 
 fn is_name(s: &str) -> bool {
@@ -1141,10 +1331,11 @@ fn read_cuda(text: &str) -> std::result::Result<Read, String> {
     let last = shape_vars.last().cloned().unwrap_or_else(|| "N".into());
     for (a, p) in args.iter_mut().zip(params.iter().filter(|p| p.pointer || !is_int(&p.ty))) {
         if p.pointer {
-            a.tensor = Some(Tensor { dims: vec![last.clone()], guessed: true });
+            a.tensor = Some(Tensor::new(vec![last.clone()], true));
         }
     }
     Ok(Read {
+        fixed: Vec::new(),
         language: "cuda",
         entry,
         launcher: None,
@@ -1353,6 +1544,14 @@ fn contract_text(stem: &str, file: &str, r: &Read) -> (String, Vec<String>) {
         let names: Vec<&str> = r.optional.iter().map(String::as_str).collect();
         s.push_str(&format!("OPTIONAL = {}  # None by default: cases run with and without them\n", py_list(&names)));
     }
+    if !r.fixed.is_empty() {
+        let names: Vec<&str> = r.fixed.iter().map(String::as_str).collect();
+        s.push_str(&format!(
+            "FIXED = {}  # mode flags that change what the launcher allocates or aliases: checked at their \
+             defaults only (a change behind them is unverified until a case runs it)\n",
+            py_list(&names)
+        ));
+    }
     if returned.is_empty() {
         s.push_str(&format!("OUTPUTS = {}  # written by the call\n\n\n", py_list(&of(Role::Output))));
     } else {
@@ -1381,8 +1580,14 @@ fn contract_text(stem: &str, file: &str, r: &Read) -> (String, Vec<String>) {
     let mut guesses: Vec<(String, String)> = Vec::new();
     for a in &r.args {
         match (&a.tensor, &a.value) {
-            (Some(t), _) if t.guessed => {
-                guesses.push((format!("shape of {}", a.name), format!("({})", t.dims.join(", "))))
+            (Some(t), _) if t.absent => {}
+            (Some(t), _) => {
+                if t.guessed {
+                    guesses.push((format!("shape of {}", a.name), format!("({})", t.dims.join(", "))));
+                }
+                if t.index && !t.dtype_read {
+                    guesses.push((format!("dtype of {}", a.name), t.dtype.to_string()));
+                }
             }
             (None, Some((v, true))) => guesses.push((format!("value of {}", a.name), v.clone())),
             _ => {}
@@ -1417,16 +1622,33 @@ fn contract_text(stem: &str, file: &str, r: &Read) -> (String, Vec<String>) {
     s.push_str("    return {\n");
     for a in &r.args {
         match (&a.tensor, &a.value) {
+            (Some(t), _) if t.absent => {
+                todo.push(format!("{stem}_contract.py: {}, an index tensor left None (optional)", a.name));
+                s.push_str(&format!(
+                    "        \"{}\": None,  # TODO: an index tensor (its values address other tensors), left out: \
+                     make valid ones in make_inputs and list it in OPTIONAL to check the mode it turns on\n",
+                    a.name
+                ));
+            }
             (Some(t), _) => {
                 let dims =
                     if t.dims.len() == 1 { format!("({},)", t.dims[0]) } else { format!("({})", t.dims.join(", ")) };
+                let dtype = if t.dtype_read { String::new() } else { format!("; {} assumed", t.dtype) };
                 let note = if t.guessed {
                     todo.push(format!("{stem}_contract.py: the shape of {} (TODO, a guess)", a.name));
-                    format!("  # TODO: {}'s shape is not readable in {file}; float32 assumed", a.name)
+                    format!("  # TODO: {}'s shape is not readable in {file}{dtype}", a.name)
+                } else if dtype.is_empty() {
+                    String::new()
                 } else {
-                    "  # float32 assumed".to_string()
+                    format!("  # {}", &dtype[2..])
                 };
-                s.push_str(&format!("        \"{}\": ({dims}, \"float32\"),{note}\n", a.name));
+                let note = if t.index {
+                    todo.push(format!("{stem}_contract.py: valid indices for {} (zeros until then)", a.name));
+                    format!("{note}  # TODO: indices (zeros in make_inputs until you make valid ones)")
+                } else {
+                    note
+                };
+                s.push_str(&format!("        \"{}\": ({dims}, \"{}\"),{note}\n", a.name, t.dtype));
             }
             (None, Some((v, guessed))) => {
                 let note = if *guessed {
@@ -1450,7 +1672,10 @@ fn contract_text(stem: &str, file: &str, r: &Read) -> (String, Vec<String>) {
          \x20   for name in INPUTS + INOUTS:\n\
          \x20       if isinstance(t[name], tuple):\n\
          \x20           dims, dtype = t[name]\n\
-         \x20           x[name] = rng.standard_normal(dims).astype(dtype)\n\
+         \x20           if np.issubdtype(np.dtype(dtype), np.integer):  # indices: zeros address in bounds\n\
+         \x20               x[name] = np.zeros(dims, dtype)\n\
+         \x20           else:\n\
+         \x20               x[name] = rng.standard_normal(dims).astype(dtype)\n\
          \x20       else:\n\
          \x20           x[name] = t[name]\n\
          \x20   return x\n\n\n",
