@@ -485,3 +485,36 @@ fn init_reads_the_default_path_of_an_upstream_launcher() {
     assert!(contract.contains("\"q\": ((B, T, H, K), \"float32\")"), "{contract}");
     python_parses(&contract);
 }
+
+/// A default that is no value kidiom can pass (`torch.float32`): the launcher keeps its own at the
+/// end of its parameters; before another, None is passed and marked TODO. The contract loads.
+const DTYPE_DEFAULTS: &str = r#"import torch
+import triton
+import triton.language as tl
+
+
+@triton.jit
+def cast_kernel(x, y, N, BLOCK: tl.constexpr):
+    o = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    tl.store(y + o, tl.load(x + o, mask=o < N), mask=o < N)
+
+
+def cast(x, acc_dtype: torch.dtype = torch.float32, scale: float = 1.0, output_dtype: torch.dtype = torch.float32):
+    N = x.shape[0]
+    y = torch.empty(N, dtype=output_dtype, device=x.device)
+    cast_kernel[(triton.cdiv(N, 128),)](x, y, N, BLOCK=128)
+    return y
+"#;
+
+#[test]
+fn init_passes_no_default_it_cannot_write_as_a_value() {
+    let d = workdir("kidiom-init-");
+    write(d.path(), "cast.py", DTYPE_DEFAULTS);
+    let (r, _, contract) = init(d.path(), "cast.py");
+    assert_eq!(names(&r["args"]), ["x", "acc_dtype", "scale"], "{r:#}");
+    assert!(contract.contains("\"acc_dtype\": None,  # TODO"), "{contract}");
+    assert!(!contract.contains("torch."), "no name the contract does not import:\n{contract}");
+    let filled: Vec<&str> = r["filled"].as_array().expect("filled").iter().filter_map(Value::as_str).collect();
+    assert!(filled.iter().any(|l| l.starts_with("output_dtype: left to cast's own default")), "{filled:?}");
+    python_parses(&contract);
+}

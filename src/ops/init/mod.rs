@@ -818,6 +818,25 @@ fn read_triton(text: &str, want: Option<&str>) -> std::result::Result<Read, Stri
             args.push(Arg { name: p.name.clone(), tensor: None, role: Role::Input, value, returned: false, why });
         }
     }
+    // a default that is no value the harness can pass (`output_dtype: torch.dtype = torch.float32`):
+    // at the end of the parameters the launcher keeps its own (the parameter leaves ARGS); before
+    // others, None is passed and marked TODO
+    let literal = |d: &str| {
+        let d = d.trim();
+        is_numeric_literal(d) || matches!(d, "True" | "False" | "None") || d.starts_with(['"', '\''])
+    };
+    let not_a_value =
+        |a: &Arg| a.value.as_ref().is_some_and(|(v, guessed)| !guessed && !v.starts_with("shape[") && !literal(v));
+    while let Some(a) = args.pop_if(|a| not_a_value(a)) {
+        let default = a.value.map(|(v, _)| v).unwrap_or_default();
+        filled
+            .push(format!("{}: left to {launcher_name}'s own default `{default}` (no value kidiom can pass)", a.name));
+    }
+    for a in args.iter_mut().filter(|a| not_a_value(a)) {
+        let default = a.value.take().map(|(v, _)| v).unwrap_or_default();
+        a.why = format!("a scalar whose default `{default}` is no value kidiom can pass: None given");
+        a.value = Some(("None".into(), true));
+    }
     for r in &returned {
         let who = resolve(r);
         if allocated.contains_key(&who) && !args.iter().any(|a| a.name == who) {
