@@ -518,3 +518,23 @@ fn init_passes_no_default_it_cannot_write_as_a_value() {
     assert!(filled.iter().any(|l| l.starts_with("output_dtype: left to cast's own default")), "{filled:?}");
     python_parses(&contract);
 }
+
+/// A kernel inside its own package that imports it (`fla/ops/kda/x.py` importing `fla.ops.utils`):
+/// the manifest's `[python] path` names the folder holding the package, so the sandboxed worker
+/// gets it; a file outside any package it imports gets none.
+#[test]
+fn init_points_a_kernel_in_its_own_package_at_that_package() {
+    let d = workdir("kidiom-init-");
+    write(d.path(), "proj/pkg/__init__.py", "");
+    write(d.path(), "proj/pkg/utils.py", "def helper():\n    return 1\n");
+    write(d.path(), "proj/pkg/ops/__init__.py", "");
+    let inside = TWO_KERNELS.replace("import torch\n", "import torch\nfrom pkg.utils import helper\n");
+    write(d.path(), "proj/pkg/ops/scale.py", &inside);
+    let (r, manifest, _) = init(d.path(), "proj/pkg/ops/scale.py");
+    assert!(manifest.contains("[python]\npath = [\"../..\"]"), "{manifest}");
+    let filled: Vec<&str> = r["filled"].as_array().expect("filled").iter().filter_map(Value::as_str).collect();
+    assert!(filled.iter().any(|l| l.contains("the folder holding `pkg`")), "{filled:?}");
+    write(d.path(), "alone/scale.py", TWO_KERNELS);
+    let (_, manifest, _) = init(d.path(), "alone/scale.py");
+    assert!(!manifest.contains("[python]"), "{manifest}");
+}

@@ -143,7 +143,7 @@ pub(crate) fn init(path: &Path, force: bool, entry: Option<&str>) -> Result<Repo
         .filter(|s| !s.is_empty())
         .ok_or_else(|| anyhow::anyhow!("{}: no file name", path.display()))?;
     let file_name = path.file_name().map(|s| s.to_string_lossy().into_owned()).unwrap_or_default();
-    let read = match lang {
+    let mut read = match lang {
         Lang::Python => read_triton(text, entry),
         _ if entry.is_some() => Err("--entry chooses among a Python file's Triton kernels".to_string()),
         _ => read_cuda(text),
@@ -162,7 +162,19 @@ pub(crate) fn init(path: &Path, force: bool, entry: Option<&str>) -> Result<Repo
             bail!("{} exists; kidiom init does not overwrite it (pass --force to)", p.display());
         }
     }
-    let (manifest_text, mut todo) = manifest_text(&stem, &file_name, &contract_name, &read);
+    let (mut manifest_text, mut todo) = manifest_text(&stem, &file_name, &contract_name, &read);
+    if lang == Lang::Python
+        && let Some((rel, package)) = own_project(path, text)
+    {
+        // FLA's kernels import `fla.ops.utils` from the package they live in: the sandboxed
+        // worker gets that package from this folder (kernels/harness/project.py)
+        manifest_text.push_str(&format!(
+            "\n[python]\npath = [{}]   # the folder holding `{package}`, the package {file_name} lives in and \
+             imports\n",
+            toml_str(&rel)
+        ));
+        read.filled.push(format!("[python] path {rel}: the folder holding `{package}`, which {file_name} imports"));
+    }
     let (contract_text, contract_todo) = contract_text(&stem, &file_name, &read);
     todo.extend(contract_todo);
     write_new(&contract, &contract_text)?;
@@ -184,6 +196,30 @@ pub(crate) fn init(path: &Path, force: bool, entry: Option<&str>) -> Result<Repo
         todo,
         others: read.others,
     })
+}
+
+/// The package a Python kernel file lives in and imports absolutely (`fla/ops/kda/x.py` importing
+/// `fla.ops.utils`), as the folder holding it relative to the file's folder (`../../..`) and its
+/// name. None where the file imports no package it lies in.
+fn own_project(path: &Path, text: &str) -> Option<(String, String)> {
+    let dir = path.parent().filter(|d| !d.as_os_str().is_empty()).unwrap_or(Path::new("."));
+    let dir = std::fs::canonicalize(dir).ok()?;
+    let imported: BTreeSet<&str> = text
+        .lines()
+        .filter_map(|l| {
+            let l = l.trim_start();
+            let rest = l.strip_prefix("from ").or_else(|| l.strip_prefix("import "))?;
+            let top = rest.split(|c: char| !(c.is_alphanumeric() || c == '_')).next()?;
+            (!top.is_empty()).then_some(top)
+        })
+        .collect();
+    for (up, folder) in dir.ancestors().enumerate() {
+        let name = folder.file_name()?.to_str()?;
+        if imported.contains(name) && folder.join("__init__.py").is_file() {
+            return Some((vec![".."; up + 1].join("/"), name.to_string()));
+        }
+    }
+    None
 }
 
 fn write_new(path: &Path, text: &str) -> Result<()> {
@@ -1451,7 +1487,7 @@ fn manifest_text(stem: &str, file: &str, contract: &str, r: &Read) -> (String, V
     // the floor: every tensor read or written once, 4 bytes an element (a guess)
     let mut terms = Vec::new();
     for a in &r.args {
-        if let Some(t) = &a.tensor {
+        if let Some(t) = a.tensor.as_ref().filter(|t| !t.absent) {
             let n = t.dims.join(" * ");
             let times = if a.role == Role::InOut { "2 * " } else { "" };
             terms.push(format!("{times}{n}"));
