@@ -528,7 +528,11 @@ fn init_points_a_kernel_in_its_own_package_at_that_package() {
     write(d.path(), "proj/pkg/__init__.py", "");
     write(d.path(), "proj/pkg/utils.py", "def helper():\n    return 1\n");
     write(d.path(), "proj/pkg/ops/__init__.py", "");
-    let inside = TWO_KERNELS.replace("import torch\n", "import torch\nfrom pkg.utils import helper\n");
+    // `ops` too: the name of the folder it lies in, imported as another project (FLA's causal_conv1d)
+    let inside = TWO_KERNELS.replace(
+        "import torch\n",
+        "import torch\nfrom pkg.utils import helper\ntry:\n    from ops import fast\nexcept ImportError:\n    fast = None\n",
+    );
     write(d.path(), "proj/pkg/ops/scale.py", &inside);
     let (r, manifest, _) = init(d.path(), "proj/pkg/ops/scale.py");
     assert!(manifest.contains("[python]\npath = [\"../..\"]"), "{manifest}");
@@ -537,4 +541,75 @@ fn init_points_a_kernel_in_its_own_package_at_that_package() {
     write(d.path(), "alone/scale.py", TWO_KERNELS);
     let (_, manifest, _) = init(d.path(), "alone/scale.py");
     assert!(!manifest.contains("[python]"), "{manifest}");
+}
+
+/// What a launcher returns, place by place (FLA's ATK forward): an allocation seen through a
+/// dtype conversion is that output; a slice of one is not; the same output again is not twice.
+const RETURNED_PLACES: &str = r#"import torch
+import triton
+import triton.language as tl
+
+
+@triton.jit
+def rows_kernel(x, y, s, D: tl.constexpr):
+    i = tl.program_id(0)
+    b_x = tl.load(x + i * D + tl.arange(0, D))
+    tl.store(y + i * D + tl.arange(0, D), b_x * 2.0)
+    tl.store(s + i, tl.sum(b_x, axis=0))
+
+
+def rows(x):
+    N, D = x.shape
+    y = torch.empty_like(x, dtype=torch.float32)
+    s = x.new_empty(N)
+    rows_kernel[(N,)](x, y, s, D=D)
+    last = y[-1].contiguous()
+    return y.to(x.dtype), s, last, s
+"#;
+
+#[test]
+fn init_places_each_returned_value_once() {
+    let d = workdir("kidiom-init-");
+    write(d.path(), "rows.py", RETURNED_PLACES);
+    let (r, _, contract) = init(d.path(), "rows.py");
+    assert!(contract.contains("RETURNS = [\"y\", \"s\"]"), "{contract}");
+    assert_eq!(names(&r["outputs"]), ["y", "s"], "{r:#}");
+}
+
+/// An autograd Function whose `forward` launches the kernel (FLA's fused chunk kernels): the
+/// launcher is the Function's `apply`, its arguments forward's after `ctx`.
+const FUNCTION_LAUNCH: &str = r#"import torch
+import triton
+import triton.language as tl
+
+
+@triton.jit
+def twice_kernel(x, y, N, BLOCK: tl.constexpr):
+    o = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    tl.store(y + o, tl.load(x + o, mask=o < N) * 2.0, mask=o < N)
+
+
+class TwiceFunction(torch.autograd.Function):
+
+    @staticmethod
+    def forward(ctx, x, scale=1):
+        N = x.shape[0]
+        y = torch.empty_like(x)
+        twice_kernel[(triton.cdiv(N, 128),)](x, y, N, BLOCK=128)
+        return y
+
+    @staticmethod
+    def backward(ctx, dy):
+        return dy * 2.0, None
+"#;
+
+#[test]
+fn init_launches_through_an_autograd_functions_apply() {
+    let d = workdir("kidiom-init-");
+    write(d.path(), "twice.py", FUNCTION_LAUNCH);
+    let (r, manifest, contract) = init(d.path(), "twice.py");
+    assert_eq!(r["launcher"], "TwiceFunction.apply", "{r:#}");
+    assert!(manifest.contains("launcher = \"TwiceFunction.apply\""), "{manifest}");
+    assert!(contract.contains("ARGS = [\"x\", \"scale\"]"), "ctx is not an argument:\n{contract}");
+    assert!(contract.contains("RETURNS = [\"y\"]"), "{contract}");
 }

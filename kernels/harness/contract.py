@@ -252,12 +252,13 @@ class Contract:
                 if n in self.results and n not in self.stored and dt not in RESULT_DTYPES:
                     raise self.fail("tensors", f"{n}: outputs and in/out tensors must be float32, not {dt}")
                 out[n] = (dims, dt)
-            elif isinstance(v, (bool, int, float)) or v is None:
+            elif isinstance(v, (bool, int, float, str)) or v is None:
+                # a str too: upstream launchers take modes by name (`reduction: str = 'batchmean'`)
                 if n in self.results:
                     raise self.fail("tensors", f"{n} is an output or in/out: it must be a tensor (shape, dtype)")
                 out[n] = v
             else:
-                raise self.fail("tensors", f"{n}: expected (shape, dtype) or a number, got {type(v).__name__}")
+                raise self.fail("tensors", f"{n}: expected (shape, dtype), a number or a str, got {type(v).__name__}")
         self._tensors[key] = out
         return out
 
@@ -359,8 +360,9 @@ class Contract:
                 if not isinstance(v, np.ndarray) or v.shape != dims or v.dtype.name != dt:
                     got = f"{v.dtype.name}{list(v.shape)}" if isinstance(v, np.ndarray) else type(v).__name__
                     raise self.fail(fn, f"{n}: got {got}, tensors() says {dt}{list(dims)}")
-            elif not isinstance(v, (int, float, bool, np.number, np.bool_)):
-                # a bool is a scalar too: the mode flags upstream launchers take (`use_gate: bool`)
+            elif not isinstance(v, (int, float, bool, str, np.number, np.bool_)):
+                # a bool is a scalar too: the mode flags upstream launchers take (`use_gate: bool`), and
+                # a str (`reduction: str = 'batchmean'`)
                 raise self.fail(fn, f"{n}: a scalar, got {type(v).__name__}")
 
     def extremes(self, x, rng, share=8):

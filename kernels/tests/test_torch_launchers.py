@@ -199,3 +199,34 @@ def test_a_returned_value_that_is_no_output_holds_its_place(tmp_path):
     # without the place, x is judged as y: wrong
     rc, out = _check(_kernel(tmp_path / "w", source=source))
     assert rc == 1 and any("y: " in f for f in out["failures"]), out.get("failures")
+
+
+@needs_torch
+@cpu_only
+def test_an_autograd_functions_apply_is_a_launcher_and_a_str_a_scalar(tmp_path):
+    """The launcher `GatedNormFunction.apply` (what `kidiom init` writes where the launch is in a
+    Function's forward: FLA's fused chunk kernels), and a mode passed by name (`reduction: str`)."""
+    marker = "\ndef gated_norm(x, g,"
+    assert GATED_NORM.count(marker) == 1
+    source = GATED_NORM.replace(marker, '''
+def by_name(x, g, weight, bias, eps, is_rms, gate_sigmoid, gate: str = "sigmoid"):
+    assert gate in ("sigmoid", "identity"), gate
+    return GatedNormFunction.apply(x, g, weight, bias, eps, is_rms, gate == "sigmoid")
+''' + marker)
+    d = tmp_path / "k"
+    _kernel(d, source=source)
+    (d / "gated_norm.toml").write_text(MANIFEST.replace('launcher = "gated_norm_fwd"',
+                                                        'launcher = "GatedNormFunction.apply"'))
+    rc, out = _check(d / "gated_norm.toml")
+    assert rc == 0 and out["status"] == "passed", (out.get("failures"), out.get("error"))
+    contract = CONTRACT.replace('ARGS = ["x", "g", "weight", "bias", "eps", "is_rms", "gate_sigmoid"]',
+                                'ARGS = ["x", "g", "weight", "bias", "eps", "is_rms", "gate_sigmoid", "gate"]')
+    contract = contract.replace('INPUTS = ["x", "g", "weight", "bias", "eps", "is_rms", "gate_sigmoid"]',
+                                'INPUTS = ["x", "g", "weight", "bias", "eps", "is_rms", "gate_sigmoid", "gate"]')
+    contract = contract.replace('"gate_sigmoid": False,', '"gate_sigmoid": False, "gate": "identity",')
+    contract = contract.replace("gate_sigmoid=t[\"gate_sigmoid\"])", "gate_sigmoid=t[\"gate_sigmoid\"], gate=t[\"gate\"])")
+    contract = contract.replace('if x["gate_sigmoid"] else g', 'if x["gate"] == "sigmoid" else g')
+    (d / "gated_norm_contract.py").write_text(contract)
+    (d / "gated_norm.toml").write_text(MANIFEST.replace('launcher = "gated_norm_fwd"', 'launcher = "by_name"'))
+    rc, out = _check(d / "gated_norm.toml")
+    assert rc == 0 and out["status"] == "passed", (out.get("failures"), out.get("error"))

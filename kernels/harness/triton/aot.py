@@ -31,7 +31,7 @@ from pathlib import Path
 import numpy as np
 
 from . import branches, cudatools
-from .arrays import ShapeOnly, meta_tensor, torch_of
+from .arrays import ShapeOnly, launcher_of, meta_tensor, torch_of
 from .autotune import describe_config
 try:
     from ..loader import import_file   # in the repository: kernels.harness.loader
@@ -208,7 +208,10 @@ def _record(manifest, source, shape, arglist=None):
     setattr(mod, manifest.entry, rec)
     call = fake_call(manifest, shape, torch_of(mod), arglist)
     try:
-        getattr(mod, manifest.launcher)(*call)
+        launcher = launcher_of(mod, manifest.launcher)
+        if launcher is None:
+            raise AttributeError(f"the source defines no {manifest.launcher}()")
+        launcher(*call)
     finally:
         setattr(mod, manifest.entry, kernel)
     if len(rec.calls) != 1:

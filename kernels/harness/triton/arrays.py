@@ -216,3 +216,15 @@ def _contiguous_strides(shape):
         strides.append(acc)
         acc *= int(s)
     return tuple(reversed(strides))
+
+
+def launcher_of(mod, name):
+    """The launcher `name` of a kernel's module, or None: a function (`l2norm_fwd`) or a dotted
+    attribute path (`FusedChunkBasedFunction.apply`, an autograd Function's, as `kidiom init`
+    writes it where the launch is in the Function's `forward`)."""
+    obj = mod
+    for part in name.split("."):
+        obj = getattr(obj, part, None)
+        if obj is None:
+            return None
+    return obj if callable(obj) else None

@@ -42,9 +42,11 @@ def load_variant(key, spec, on_gpu):
     kind = spec["kind"]
     if kind == "triton":
         mod = import_file(spec["file"], f"kidiom_bench_{key}")
-        if not hasattr(mod, spec["launcher"]):
+        from .arrays import launcher_of
+        launcher = launcher_of(mod, spec["launcher"])
+        if launcher is None:
             raise AttributeError(f"{key}: the source defines no {spec['launcher']}()")
-        return getattr(mod, spec["launcher"])
+        return launcher
     if kind == "cuda":
         from . import cuda_launch
         cuda_launch.prepare(spec["file"], spec["entry"], spec.get("signature", ""), on_gpu=on_gpu)

@@ -54,7 +54,7 @@ import traceback
 import numpy as np
 
 from . import autotune
-from .arrays import NpTensor, meta_tensor, torch_of
+from .arrays import NpTensor, launcher_of, meta_tensor, torch_of
 
 EXIT_WORKER_BUG = 70    # the worker's own machinery failed
 EXIT_LOAD_FAILED = 71   # a kernel source failed to load
@@ -297,14 +297,15 @@ class Hosted:
                 from .interp import install_line_watch
                 install_line_watch(spec["file"], lines)
             mod = import_file(spec["file"], f"kidiom_kernel_{key}", lines or ())
-            if not hasattr(mod, spec["launcher"]):
+            launcher = launcher_of(mod, spec["launcher"])
+            if launcher is None:
                 raise LoadError(f"the source defines no {spec['launcher']}()")
             if not hasattr(mod, self.entry):
                 raise LoadError(f"the source defines no kernel {self.entry}")
             obj = kernel_object(getattr(mod, self.entry))
             if obj is None:
                 raise LoadError(f"{self.entry} is not a @triton.jit kernel")
-            self.fn = getattr(mod, spec["launcher"])
+            self.fn = launcher
             # a torch launcher (FLA's, SGLang's) gets torch tensors on the CPU too: views of the
             # harness's own buffers (the same memory, the same sentinel tails)
             self.torch = torch_of(mod)

@@ -213,13 +213,12 @@ fn own_project(path: &Path, text: &str) -> Option<(String, String)> {
             (!top.is_empty()).then_some(top)
         })
         .collect();
-    for (up, folder) in dir.ancestors().enumerate() {
-        let name = folder.file_name()?.to_str()?;
-        if imported.contains(name) && folder.join("__init__.py").is_file() {
-            return Some((vec![".."; up + 1].join("/"), name.to_string()));
-        }
-    }
-    None
+    // the top of the packages the file lies in (each folder up with an `__init__.py`), as Python
+    // names the file: `fla` for fla/modules/causal_conv1d/ops.py, not `causal_conv1d`, which that
+    // file imports as another project
+    let (up, top) = dir.ancestors().enumerate().take_while(|(_, f)| f.join("__init__.py").is_file()).last()?;
+    let name = top.file_name()?.to_str()?;
+    imported.contains(name).then(|| (vec![".."; up + 1].join("/"), name.to_string()))
 }
 
 fn write_new(path: &Path, text: &str) -> Result<()> {
@@ -418,7 +417,13 @@ fn read_triton(text: &str, want: Option<&str>) -> std::result::Result<Read, Stri
         ));
     };
     let entry = kernel_name(kernel).unwrap_or_default();
-    let launcher_name = kernel_name(launcher).unwrap_or_default();
+    // an autograd Function's `forward` launches it (FLA's `FusedChunkBasedFunction`): the harness
+    // calls `Function.apply`, whose arguments are forward's after `ctx`
+    let function_class = autograd_function_of(launcher, text);
+    let launcher_name = match &function_class {
+        Some(class) => format!("{class}.apply"),
+        None => kernel_name(launcher).unwrap_or_default(),
+    };
     let mut filled = vec![format!("kernel {entry}, launched by {launcher_name}")];
 
     // the kernel: its parameters, which are constexpr, which are loaded from and stored to
@@ -592,14 +597,20 @@ fn read_triton(text: &str, want: Option<&str>) -> std::result::Result<Read, Stri
     }
 
     // the launcher: its parameters, allocations, shape unpacking, returns, local aliases
-    let lparams = python_params(launcher, text);
+    let mut lparams = python_params(launcher, text);
+    if function_class.is_some() && !lparams.is_empty() {
+        lparams.remove(0); // ctx
+    }
     let lnames: BTreeSet<String> = lparams.iter().map(|p| p.name.clone()).collect();
     let mut local_alias: BTreeMap<String, String> = BTreeMap::new(); // local -> first name it is made from
     let mut allocated: BTreeMap<String, Option<String>> = BTreeMap::new(); // local -> like whom
     let mut alloc_dims: BTreeMap<String, Vec<String>> = BTreeMap::new(); // local -> its dims
     let mut unpacked: BTreeMap<String, Vec<String>> = BTreeMap::new(); // tensor -> its dims
     let mut indexed: Vec<(String, i64, String)> = Vec::new(); // (tensor, index, var)
-    let mut returned: Vec<String> = Vec::new();
+    // the values the launcher's (last) `return` gives, each the local it is where it is one
+    let mut returned: Vec<Option<String>> = Vec::new();
+    // locals that are another name's very value (`final_state = initial_state`, `o = y.view(...)`)
+    let mut exact_alias: BTreeMap<String, String> = BTreeMap::new();
     let mut attr_used: BTreeSet<String> = BTreeSet::new(); // names with .shape/.stride/... used
     // the mode flags (bool parameters with a default) and the branches their defaults take: the
     // skeleton describes the call with every flag at its default (`if inplace_final_state:
@@ -708,18 +719,22 @@ fn read_triton(text: &str, want: Option<&str>) -> std::result::Result<Read, Stri
                         allocated.insert(lt, like);
                         return true;
                     }
+                    if let Some(same) = returned_tensor(r, text) {
+                        exact_alias.insert(lt.clone(), same);
+                    }
                     if let Some(first) = identifiers(r, text).into_iter().next() {
                         local_alias.insert(lt, first);
                     }
                 }
                 "return_statement" => {
+                    returned.clear();
                     let mut c = n.walk();
                     for e in n.named_children(&mut c) {
                         if matches!(e.kind(), "expression_list" | "tuple") {
                             let mut c2 = e.walk();
-                            returned.extend(e.named_children(&mut c2).filter_map(|x| returned_tensor(x, text)));
-                        } else if let Some(name) = returned_tensor(e, text) {
-                            returned.push(name);
+                            returned.extend(e.named_children(&mut c2).map(|x| returned_tensor(x, text)));
+                        } else {
+                            returned.push(returned_tensor(e, text));
                         }
                     }
                 }
@@ -873,18 +888,35 @@ fn read_triton(text: &str, want: Option<&str>) -> std::result::Result<Read, Stri
         a.why = format!("a scalar whose default `{default}` is no value kidiom can pass: None given");
         a.value = Some(("None".into(), true));
     }
-    for r in &returned {
-        let who = resolve(r);
+    // what a returned value is: the allocation or parameter it is the very value of
+    let resolve_exact = |name: &str| -> String {
+        let mut n = name.to_string();
+        for _ in 0..16 {
+            if lnames.contains(&n) || allocated.contains_key(&n) {
+                break;
+            }
+            match exact_alias.get(&n) {
+                Some(f) => n = f.clone(),
+                None => break,
+            }
+        }
+        n
+    };
+    for r in returned.iter().flatten() {
+        let who = resolve_exact(r);
         if allocated.contains_key(&who) && !args.iter().any(|a| a.name == who) {
             let why = format!("{launcher_name} allocates and returns it");
             args.push(Arg { name: who, tensor: None, role: Role::Output, value: None, returned: true, why });
         }
     }
+    // each returned value's place: an allocation the first time it is returned, else None (a
+    // parameter, a slice or sum of one, the same output again)
+    let mut placed: BTreeSet<String> = BTreeSet::new();
     let mut return_places: Vec<Option<String>> = returned
         .iter()
         .map(|r| {
-            let who = resolve(r);
-            args.iter().any(|a| a.name == who && a.returned).then_some(who)
+            let who = resolve_exact(r.as_deref()?);
+            (args.iter().any(|a| a.name == who && a.returned) && placed.insert(who.clone())).then_some(who)
         })
         .collect();
     while return_places.last().is_some_and(Option::is_none) {
@@ -1049,17 +1081,48 @@ fn is_python_name(s: &str) -> bool {
     c.next().is_some_and(|f| f.is_ascii_alphabetic() || f == '_') && c.all(|ch| ch.is_ascii_alphanumeric() || ch == '_')
 }
 
-/// The local a returned expression is: `y`, or `y` seen through the methods that give the same
-/// memory another shape or layout (`y.view(x_shape)`, `rstd.view(*lead).contiguous()`).
+/// The class whose `forward` `f` is, where that class is an autograd Function
+/// (`class F(torch.autograd.Function)`, `class F(Function)`).
+fn autograd_function_of(f: Node<'_>, text: &str) -> Option<String> {
+    if f.child_by_field_name("name").map(|n| node_text(n, text)) != Some("forward") {
+        return None;
+    }
+    let mut p = f.parent()?;
+    if p.kind() == "decorated_definition" {
+        p = p.parent()?;
+    }
+    let class = p.parent().filter(|c| p.kind() == "block" && c.kind() == "class_definition")?;
+    let bases = class.child_by_field_name("superclasses").map(|b| node_text(b, text))?;
+    bases.contains("Function").then(|| class.child_by_field_name("name").map(|n| node_text(n, text).to_string()))?
+}
+
+/// The local a returned expression is: `y`, or `y` seen through the methods that give its values
+/// another shape, layout or dtype (`y.view(x_shape)`, `rstd.view(*lead).contiguous()`,
+/// `k_precond.to(k.dtype)`); not a slice or an expression of it.
 fn returned_tensor(e: Node<'_>, text: &str) -> Option<String> {
-    const SAME_MEMORY: [&str; 8] =
-        ["view", "reshape", "view_as", "reshape_as", "contiguous", "squeeze", "unsqueeze", "flatten"];
+    const SAME_VALUES: [&str; 15] = [
+        "view",
+        "reshape",
+        "view_as",
+        "reshape_as",
+        "contiguous",
+        "squeeze",
+        "unsqueeze",
+        "flatten",
+        "to",
+        "float",
+        "half",
+        "bfloat16",
+        "type_as",
+        "clone",
+        "detach",
+    ];
     match e.kind() {
         "identifier" => Some(node_text(e, text).to_string()),
         "call" => {
             let f = e.child_by_field_name("function").filter(|f| f.kind() == "attribute")?;
             let method = f.child_by_field_name("attribute").map(|a| node_text(a, text))?;
-            SAME_MEMORY.contains(&method).then_some(())?;
+            SAME_VALUES.contains(&method).then_some(())?;
             returned_tensor(f.child_by_field_name("object")?, text)
         }
         _ => None,
