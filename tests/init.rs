@@ -577,7 +577,8 @@ fn init_places_each_returned_value_once() {
 }
 
 /// An autograd Function whose `forward` launches the kernel (FLA's fused chunk kernels): the
-/// launcher is the Function's `apply`, its arguments forward's after `ctx`.
+/// launcher is the Function's `apply`, its arguments forward's after `ctx`; a shape kept on `ctx`
+/// and unpacked from there (FLA's GRPO loss) is read.
 const FUNCTION_LAUNCH: &str = r#"import torch
 import triton
 import triton.language as tl
@@ -593,7 +594,8 @@ class TwiceFunction(torch.autograd.Function):
 
     @staticmethod
     def forward(ctx, x, scale=1):
-        N = x.shape[0]
+        ctx.input_shape = x.shape
+        N, = ctx.input_shape
         y = torch.empty_like(x)
         twice_kernel[(triton.cdiv(N, 128),)](x, y, N, BLOCK=128)
         return y
@@ -612,4 +614,6 @@ fn init_launches_through_an_autograd_functions_apply() {
     assert!(manifest.contains("launcher = \"TwiceFunction.apply\""), "{manifest}");
     assert!(contract.contains("ARGS = [\"x\", \"scale\"]"), "ctx is not an argument:\n{contract}");
     assert!(contract.contains("RETURNS = [\"y\"]"), "{contract}");
+    // the shape kept on ctx, then unpacked
+    assert!(contract.contains("\"x\": ((N,), \"float32\"),  # float32 assumed"), "{contract}");
 }

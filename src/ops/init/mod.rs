@@ -611,6 +611,8 @@ fn read_triton(text: &str, want: Option<&str>) -> std::result::Result<Read, Stri
     let mut returned: Vec<Option<String>> = Vec::new();
     // locals that are another name's very value (`final_state = initial_state`, `o = y.view(...)`)
     let mut exact_alias: BTreeMap<String, String> = BTreeMap::new();
+    // names a tensor's shape is kept under (`ctx.input_shape = logits.shape`)
+    let mut shape_alias: BTreeMap<String, String> = BTreeMap::new();
     let mut attr_used: BTreeSet<String> = BTreeSet::new(); // names with .shape/.stride/... used
     // the mode flags (bool parameters with a default) and the branches their defaults take: the
     // skeleton describes the call with every flag at its default (`if inplace_final_state:
@@ -681,12 +683,22 @@ fn read_triton(text: &str, want: Option<&str>) -> std::result::Result<Read, Stri
                         return true;
                     };
                     let rt = node_text(r, text).trim();
+                    // `ctx.input_shape = logits.shape`, unpacked later (FLA's GRPO loss)
+                    if let Some(t) = rt.strip_suffix(".shape").filter(|t| is_name(t))
+                        && matches!(l.kind(), "identifier" | "attribute")
+                    {
+                        shape_alias.insert(node_text(l, text).trim().to_string(), t.to_string());
+                    }
                     // `M, N = x.shape`, and upstream's `B, T, H, K, V = *k.shape, v.shape[-1]`
                     if matches!(l.kind(), "pattern_list" | "tuple_pattern") {
                         let mut c = l.walk();
                         let names: Vec<String> =
                             l.named_children(&mut c).map(|d| node_text(d, text).to_string()).collect();
                         if names.iter().all(|d| is_name(d)) {
+                            if let Some(t) = shape_alias.get(rt) {
+                                unpacked.insert(t.clone(), names);
+                                return true;
+                            }
                             for (t, dims) in unpack_shapes(&names, r, text, &mut indexed) {
                                 unpacked.insert(t, dims);
                             }
