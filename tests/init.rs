@@ -487,7 +487,9 @@ fn init_reads_the_default_path_of_an_upstream_launcher() {
 }
 
 /// A default that is no value kidiom can pass (`torch.float32`): the launcher keeps its own at the
-/// end of its parameters; before another, None is passed and marked TODO. The contract loads.
+/// end of its parameters; before another, None is passed and marked TODO. A keyword-only
+/// parameter (FLA's `attn_decoding_one_step(..., *, window_size=None)`) keeps its default. The
+/// contract loads.
 const DTYPE_DEFAULTS: &str = r#"import torch
 import triton
 import triton.language as tl
@@ -499,7 +501,8 @@ def cast_kernel(x, y, N, BLOCK: tl.constexpr):
     tl.store(y + o, tl.load(x + o, mask=o < N), mask=o < N)
 
 
-def cast(x, acc_dtype: torch.dtype = torch.float32, scale: float = 1.0, output_dtype: torch.dtype = torch.float32):
+def cast(x, acc_dtype: torch.dtype = torch.float32, scale: float = 1.0, output_dtype: torch.dtype = torch.float32,
+         *, window: int | None = None):
     N = x.shape[0]
     y = torch.empty(N, dtype=output_dtype, device=x.device)
     cast_kernel[(triton.cdiv(N, 128),)](x, y, N, BLOCK=128)
@@ -516,6 +519,8 @@ fn init_passes_no_default_it_cannot_write_as_a_value() {
     assert!(!contract.contains("torch."), "no name the contract does not import:\n{contract}");
     let filled: Vec<&str> = r["filled"].as_array().expect("filled").iter().filter_map(Value::as_str).collect();
     assert!(filled.iter().any(|l| l.starts_with("output_dtype: left to cast's own default")), "{filled:?}");
+    // a keyword-only parameter is never passed by place
+    assert!(filled.iter().any(|l| l.starts_with("window: keyword-only, left to its default")), "{filled:?}");
     python_parses(&contract);
 }
 

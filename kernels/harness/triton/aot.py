@@ -196,6 +196,34 @@ def _imported(source):
     return _MODULES[source]
 
 
+@contextlib.contextmanager
+def _other_launches_recorded(names):
+    """Every other Triton kernel the launcher launches (FLA's launchers run several, some
+    autotuned, some from other modules) is recorded by name and not run: on shape-only tensors
+    there is nothing to compute, and an autotuner would ask for a GPU ("0 active drivers")."""
+    from triton.runtime import autotuner, jit
+    classes = [c for c in (jit.JITFunction, getattr(autotuner, "Autotuner", None),
+                           getattr(autotuner, "Heuristics", None)) if c is not None]
+    saved = {c: c.__dict__.get("run") for c in classes}
+
+    def run(self, *args, **kwargs):
+        fn = self
+        while getattr(fn, "fn", None) is not None and not hasattr(fn, "arg_names"):
+            fn = fn.fn
+        names.append(getattr(fn, "__name__", None) or getattr(getattr(fn, "fn", None), "__name__", "a kernel"))
+
+    for c in classes:
+        c.run = run
+    try:
+        yield
+    finally:
+        for c, orig in saved.items():
+            if orig is None:
+                del c.run
+            else:
+                c.run = orig
+
+
 def _record(manifest, source, shape, arglist=None):
     """The launcher's one launch of the entry kernel at `shape` (on shape-only tensors; `arglist`:
     a case's own arguments, else the shape's), specialised as Triton's JIT would: a namespace of the
@@ -207,15 +235,20 @@ def _record(manifest, source, shape, arglist=None):
     rec = _Recorder(kernel)
     setattr(mod, manifest.entry, rec)
     call = fake_call(manifest, shape, torch_of(mod), arglist)
+    others = []
     try:
         launcher = launcher_of(mod, manifest.launcher)
         if launcher is None:
             raise AttributeError(f"the source defines no {manifest.launcher}()")
-        launcher(*call)
+        with _other_launches_recorded(others):
+            launcher(*call)
     finally:
         setattr(mod, manifest.entry, kernel)
     if len(rec.calls) != 1:
-        raise RuntimeError(f"launcher made {len(rec.calls)} launches of {manifest.entry}, expected 1")
+        also = f" (it launched {', '.join(sorted(set(others)))} instead: at these sizes the launcher chooses " \
+               "another kernel; the manifest's sizes must be ones where it launches the entry)" if others else ""
+        raise RuntimeError(f"launcher made {len(rec.calls)} launches of {manifest.entry} at {dict(shape)}, "
+                           f"expected 1{also}")
     grid, args, kwargs = rec.calls[0]
     jit_fn, extra_fns, options, tuned = _unwrap(kernel)
     bound = dict(zip(jit_fn.arg_names, args))

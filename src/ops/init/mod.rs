@@ -272,25 +272,38 @@ struct Param {
     name: String,
     annotation: Option<String>,
     default: Option<String>,
+    /// After a `*` or `*args`: passed by name only.
+    keyword_only: bool,
 }
 
 fn python_params(def: Node<'_>, text: &str) -> Vec<Param> {
     let mut out = Vec::new();
     let Some(params) = def.child_by_field_name("parameters") else { return out };
     let mut c = params.walk();
+    let mut keyword_only = false;
     for p in params.named_children(&mut c) {
         let field = |f: &str| p.child_by_field_name(f).map(|n| node_text(n, text).to_string());
         let param = match p.kind() {
-            "identifier" => Param { name: node_text(p, text).to_string(), annotation: None, default: None },
+            "identifier" => {
+                Param { name: node_text(p, text).to_string(), annotation: None, default: None, keyword_only }
+            }
             "typed_parameter" => {
                 let name =
                     p.named_child(0).filter(|n| n.kind() == "identifier").map(|n| node_text(n, text).to_string());
-                let Some(name) = name else { continue };
-                Param { name, annotation: field("type"), default: None }
+                let Some(name) = name else {
+                    // `*args: T`
+                    keyword_only |= p.named_child(0).is_some_and(|n| n.kind() == "list_splat_pattern");
+                    continue;
+                };
+                Param { name, annotation: field("type"), default: None, keyword_only }
             }
             "default_parameter" | "typed_default_parameter" => {
                 let Some(name) = field("name") else { continue };
-                Param { name, annotation: field("type"), default: field("value") }
+                Param { name, annotation: field("type"), default: field("value"), keyword_only }
+            }
+            "keyword_separator" | "list_splat_pattern" => {
+                keyword_only = true;
+                continue;
             }
             _ => continue,
         };
@@ -601,6 +614,17 @@ fn read_triton(text: &str, want: Option<&str>) -> std::result::Result<Read, Stri
     if function_class.is_some() && !lparams.is_empty() {
         lparams.remove(0); // ctx
     }
+    // keyword-only parameters (after `*`): the harness calls the launcher with positional
+    // arguments, so these keep the launcher's defaults
+    for p in lparams.iter().filter(|p| p.keyword_only) {
+        match &p.default {
+            Some(d) => filled.push(format!("{}: keyword-only, left to its default `{d}`", p.name)),
+            None => {
+                filled.push(format!("{}: keyword-only without a default: kidiom passes arguments by place", p.name))
+            }
+        }
+    }
+    lparams.retain(|p| !p.keyword_only);
     let lnames: BTreeSet<String> = lparams.iter().map(|p| p.name.clone()).collect();
     let mut local_alias: BTreeMap<String, String> = BTreeMap::new(); // local -> first name it is made from
     let mut allocated: BTreeMap<String, Option<String>> = BTreeMap::new(); // local -> like whom
