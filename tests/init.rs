@@ -501,7 +501,7 @@ def cast_kernel(x, y, N, BLOCK: tl.constexpr):
     tl.store(y + o, tl.load(x + o, mask=o < N), mask=o < N)
 
 
-def cast(x, acc_dtype: torch.dtype = torch.float32, scale: float = 1.0, output_dtype: torch.dtype = torch.float32,
+def cast(x, group: object | None, acc_dtype: torch.dtype = torch.float32, scale: float = 1.0, output_dtype: torch.dtype = torch.float32,
          *, window: int | None = None):
     N = x.shape[0]
     y = torch.empty(N, dtype=output_dtype, device=x.device)
@@ -514,7 +514,9 @@ fn init_passes_no_default_it_cannot_write_as_a_value() {
     let d = workdir("kidiom-init-");
     write(d.path(), "cast.py", DTYPE_DEFAULTS);
     let (r, _, contract) = init(d.path(), "cast.py");
-    assert_eq!(names(&r["args"]), ["x", "acc_dtype", "scale"], "{r:#}");
+    assert_eq!(names(&r["args"]), ["x", "group", "acc_dtype", "scale"], "{r:#}");
+    // an optional object without a default (FLA's `process_group: ProcessGroup | None`): None
+    assert!(contract.contains("\"group\": None,\n"), "{contract}");
     assert!(contract.contains("\"acc_dtype\": None,  # TODO"), "{contract}");
     assert!(!contract.contains("torch."), "no name the contract does not import:\n{contract}");
     let filled: Vec<&str> = r["filled"].as_array().expect("filled").iter().filter_map(Value::as_str).collect();

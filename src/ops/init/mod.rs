@@ -894,6 +894,13 @@ fn read_triton(text: &str, want: Option<&str>) -> std::result::Result<Read, Stri
             let value = match (&p.default, p.annotation.as_deref()) {
                 (Some(d), _) => Some((d.clone(), false)),
                 _ if shape_vars.contains(&p.name) => Some((format!("shape[\"{}\"]", p.name), false)),
+                // an optional object that is no number (`process_group: ProcessGroup | None`)
+                (None, Some(a))
+                    if (a.split('|').map(str::trim).any(|t| t == "None") || a.trim().starts_with("Optional["))
+                        && !["int", "float", "bool"].iter().any(|t| a.contains(t)) =>
+                {
+                    Some(("None".into(), false))
+                }
                 (None, Some("float")) => Some(("1.0".into(), true)),
                 (None, Some("bool")) => Some(("False".into(), true)),
                 _ => Some(("1".into(), true)),
