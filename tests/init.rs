@@ -624,3 +624,42 @@ fn init_launches_through_an_autograd_functions_apply() {
     // the shape kept on ctx, then unpacked
     assert!(contract.contains("\"x\": ((N,), \"float32\"),  # float32 assumed"), "{contract}");
 }
+
+/// `scale: float | None = None` passed to the kernel's arithmetic (FLA's inner `fused_recurrent_fwd`,
+/// whose public wrapper fills it in): None would reach the kernel, so a number is guessed; where the
+/// launcher or the kernel's heuristics test it for None (`lower_bound`), None stays.
+const NONE_SCALE: &str = r#"import torch
+import triton
+import triton.language as tl
+
+
+@triton.heuristics({"USE_BOUND": lambda args: args["bound"] is not None})
+@triton.jit
+def scaled_kernel(x, y, scale, bound, N, USE_BOUND: tl.constexpr, BLOCK: tl.constexpr):
+    o = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    b = tl.load(x + o, mask=o < N) * scale
+    if USE_BOUND:
+        b = tl.minimum(b, bound)
+    tl.store(y + o, b, mask=o < N)
+
+
+def scaled(x, scale: float | None = None, bound: float | None = None):
+    N = x.shape[0]
+    y = torch.empty_like(x)
+    scaled_kernel[(triton.cdiv(N, 128),)](x, y, scale, bound, N, BLOCK=128)
+    return y
+"#;
+
+#[test]
+fn init_guesses_a_number_where_none_would_reach_the_kernels_arithmetic() {
+    let d = workdir("kidiom-init-");
+    write(d.path(), "scaled.py", NONE_SCALE);
+    let (_, _, contract) = init(d.path(), "scaled.py");
+    assert!(contract.contains("\"scale\": 1.0,  # TODO"), "{contract}");
+    assert!(contract.contains("\"bound\": None,\n"), "{contract}");
+    let tested =
+        NONE_SCALE.replace("    N = x.shape[0]\n", "    N = x.shape[0]\n    scale = 1.0 if scale is None else scale\n");
+    write(d.path(), "tested/scaled.py", tested);
+    let (_, _, contract) = init(d.path(), "tested/scaled.py");
+    assert!(contract.contains("\"scale\": None,\n"), "{contract}");
+}

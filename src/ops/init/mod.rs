@@ -891,7 +891,31 @@ fn read_triton(text: &str, want: Option<&str>) -> std::result::Result<Read, Stri
             }
             args.push(Arg { name: p.name.clone(), tensor: None, role, value: None, returned: false, why });
         } else {
+            // a number defaulting to None (`scale: float | None = None`) that neither the launcher
+            // nor the kernel's heuristics test for None reaches the kernel's arithmetic as None
+            let none_reaches_math = |d: &str, a: Option<&str>| {
+                let number = a.is_some_and(|a| a.contains("float") || a.contains("int"));
+                let tested = |n: &str| {
+                    [format!("{n} is None"), format!("{n} is not None"), format!("\"{n}\"] is not None")]
+                        .iter()
+                        .any(|t| node_text(launcher, text).contains(t.as_str()) || text.contains(&format!("\"{n}\"]")))
+                };
+                let kernel_names: Vec<String> = passed_nodes
+                    .iter()
+                    .filter(|(_, n)| n.kind() == "identifier" && node_text(**n, text) == p.name)
+                    .map(|(kp, _)| kp.clone())
+                    .collect();
+                d.trim() == "None"
+                    && number
+                    && !kernel_names.is_empty()
+                    && !tested(&p.name)
+                    && !kernel_names.iter().any(|k| tested(k))
+            };
             let value = match (&p.default, p.annotation.as_deref()) {
+                (Some(d), a) if none_reaches_math(d, a) => {
+                    let float = a.is_some_and(|a| a.contains("float"));
+                    Some((if float { "1.0" } else { "1" }.to_string(), true))
+                }
                 (Some(d), _) => Some((d.clone(), false)),
                 _ if shape_vars.contains(&p.name) => Some((format!("shape[\"{}\"]", p.name), false)),
                 // an optional object that is no number (`process_group: ProcessGroup | None`)
