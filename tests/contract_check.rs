@@ -243,3 +243,27 @@ fn a_folder_of_our_own_from_init_to_a_checked_contract_and_stale_verdicts() {
     // the run judges its own candidates; the edit of one's own is judged again by `kidiom validate`
     assert!(row(&review, "manual").contains("stale"), "{review}");
 }
+
+/// A manifest named outright that does not parse (a `[python]` table written twice) says why,
+/// not that there is no manifest.
+#[test]
+fn a_manifest_that_does_not_parse_is_named_with_its_error() {
+    let d = crate::init::workdir("kidiom-check-");
+    let dir = d.path().join("project");
+    std::fs::create_dir_all(dir.join("ops")).expect("mkdir");
+    std::fs::write(dir.join("ops/scale.py"), SCALE).expect("write");
+    let (code, out) = kidiom(&dir, &d.path().join("shipped"), &["init", "ops/scale.py"]);
+    assert_eq!(code, Some(0), "{out}");
+    let manifest = dir.join("ops/scale.toml");
+    let text = std::fs::read_to_string(&manifest).expect("manifest");
+    std::fs::write(&manifest, format!("{text}\n[python]\npath = [\"..\"]\n[python]\npath = [\"..\"]\n"))
+        .expect("write");
+    let (code, out) = kidiom(&dir, &d.path().join("shipped"), &["check", "ops/scale.toml"]);
+    assert_eq!(code, Some(2), "{out}");
+    assert!(
+        out.contains("not a kernel manifest kidiom can read: manifest ") && out.contains("ops/scale.toml"),
+        "{out}"
+    );
+    assert!(out.contains("duplicate key `python`"), "{out}");
+    assert!(!out.contains("no Triton or CUDA kernel manifest"), "{out}");
+}

@@ -54,6 +54,14 @@ pub(crate) fn check(cfg: &Config, opts: &Options) -> Result<Vec<ContractReport>>
         .map(|m| m.name.clone())
         .collect();
     if chosen.is_empty() {
+        // a manifest named outright that does not parse says why (discovery passes over any .toml
+        // that is no manifest: pyproject.toml, a broken one among many)
+        if let Some(p) = given.as_ref().filter(|p| p.extension().is_some_and(|x| x == "toml")) {
+            let text = std::fs::read_to_string(p).with_context(|| format!("reading {}", p.display()))?;
+            if let Err(e) = kidiom_validator::Manifest::parse(&text, &p.display().to_string()) {
+                anyhow::bail!("not a kernel manifest kidiom can read: {e}");
+            }
+        }
         let what = given.as_ref().map_or("kernels/ or [run] targets".to_string(), |p| p.display().to_string());
         anyhow::bail!(
             "no Triton or CUDA kernel manifest for {what} (write one beside the kernel: `kidiom init KERNEL_FILE`)"
