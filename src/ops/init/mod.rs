@@ -780,19 +780,8 @@ fn read_triton(text: &str, want: Option<&str>) -> std::result::Result<Read, Stri
         });
     }
     // the launcher name (parameter or allocation) behind a local
-    let resolve = |name: &str| -> String {
-        let mut n = name.to_string();
-        for _ in 0..16 {
-            if lnames.contains(&n) || allocated.contains_key(&n) {
-                break;
-            }
-            match local_alias.get(&n) {
-                Some(f) => n = f.clone(),
-                None => break,
-            }
-        }
-        n
-    };
+    let is_launcher_name = |n: &str| lnames.contains(n) || allocated.contains_key(n);
+    let resolve = |name: &str| follow(name, &local_alias, &is_launcher_name);
     // launcher name -> (loaded, stored) through the kernel parameters it is passed as
     let mut as_pointer: BTreeMap<String, (bool, bool)> = BTreeMap::new();
     let mut as_scalar: BTreeSet<String> = BTreeSet::new();
@@ -956,19 +945,7 @@ fn read_triton(text: &str, want: Option<&str>) -> std::result::Result<Read, Stri
         a.value = Some(("None".into(), true));
     }
     // what a returned value is: the allocation or parameter it is the very value of
-    let resolve_exact = |name: &str| -> String {
-        let mut n = name.to_string();
-        for _ in 0..16 {
-            if lnames.contains(&n) || allocated.contains_key(&n) {
-                break;
-            }
-            match exact_alias.get(&n) {
-                Some(f) => n = f.clone(),
-                None => break,
-            }
-        }
-        n
-    };
+    let resolve_exact = |name: &str| follow(name, &exact_alias, &is_launcher_name);
     for r in returned.iter().flatten() {
         let who = resolve_exact(r);
         if allocated.contains_key(&who) && !args.iter().any(|a| a.name == who) {
@@ -1146,6 +1123,22 @@ fn read_triton(text: &str, want: Option<&str>) -> std::result::Result<Read, Stri
 fn is_python_name(s: &str) -> bool {
     let mut c = s.chars();
     c.next().is_some_and(|f| f.is_ascii_alphabetic() || f == '_') && c.all(|ch| ch.is_ascii_alphanumeric() || ch == '_')
+}
+
+/// The name `name` stands for: followed through `alias` (local -> the name it is made from) until
+/// `stop` holds or the chain ends (at most 16 steps: a cycle ends too).
+fn follow(name: &str, alias: &BTreeMap<String, String>, stop: &dyn Fn(&str) -> bool) -> String {
+    let mut n = name.to_string();
+    for _ in 0..16 {
+        if stop(&n) {
+            break;
+        }
+        match alias.get(&n) {
+            Some(f) => n = f.clone(),
+            None => break,
+        }
+    }
+    n
 }
 
 /// The class whose `forward` `f` is, where that class is an autograd Function
