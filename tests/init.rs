@@ -519,7 +519,7 @@ fn init_passes_no_default_it_cannot_write_as_a_value() {
     assert!(contract.contains("\"group\": None,\n"), "{contract}");
     assert!(contract.contains("\"acc_dtype\": None,  # TODO"), "{contract}");
     assert!(!contract.contains("torch."), "no name the contract does not import:\n{contract}");
-    let filled: Vec<&str> = r["filled"].as_array().expect("filled").iter().filter_map(Value::as_str).collect();
+    let filled = names(&r["filled"]);
     assert!(filled.iter().any(|l| l.starts_with("output_dtype: left to cast's own default")), "{filled:?}");
     // a keyword-only parameter is never passed by place
     assert!(filled.iter().any(|l| l.starts_with("window: keyword-only, left to its default")), "{filled:?}");
@@ -543,7 +543,7 @@ fn init_points_a_kernel_in_its_own_package_at_that_package() {
     write(d.path(), "proj/pkg/ops/scale.py", &inside);
     let (r, manifest, _) = init(d.path(), "proj/pkg/ops/scale.py");
     assert!(manifest.contains("[python]\npath = [\"../..\"]"), "{manifest}");
-    let filled: Vec<&str> = r["filled"].as_array().expect("filled").iter().filter_map(Value::as_str).collect();
+    let filled = names(&r["filled"]);
     assert!(filled.iter().any(|l| l.contains("the folder holding `pkg`")), "{filled:?}");
     write(d.path(), "alone/scale.py", TWO_KERNELS);
     let (_, manifest, _) = init(d.path(), "alone/scale.py");
