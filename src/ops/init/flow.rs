@@ -213,7 +213,11 @@ pub(super) fn address_shapes(
 pub(super) fn placed_dims(idx: &[(i64, String)]) -> Option<Vec<Option<String>>> {
     let front = idx.iter().filter(|(i, _)| *i >= 0).map(|(i, _)| *i + 1).max().unwrap_or(0);
     let back = idx.iter().filter(|(i, _)| *i < 0).map(|(i, _)| -*i).max().unwrap_or(0);
-    let rank = usize::try_from(front + back).ok()?;
+    placed_dims_at(idx, usize::try_from(front + back).ok()?)
+}
+
+/// [`placed_dims`] at a given rank (at least the fewest that places them all).
+pub(super) fn placed_dims_at(idx: &[(i64, String)], rank: usize) -> Option<Vec<Option<String>>> {
     let mut dims: Vec<Option<String>> = vec![None; rank];
     for (i, v) in idx {
         let at = if *i >= 0 { usize::try_from(*i).ok()? } else { rank.checked_sub(usize::try_from(-*i).ok()?)? };
@@ -223,4 +227,26 @@ pub(super) fn placed_dims(idx: &[(i64, String)]) -> Option<Vec<Option<String>>> 
         }
     }
     Some(dims)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn idx(pairs: &[(i64, &str)]) -> Vec<(i64, String)> {
+        pairs.iter().map(|(i, n)| (*i, n.to_string())).collect()
+    }
+
+    #[test]
+    fn indexed_sizes_take_their_places_at_the_fewest_dims_or_a_given_rank() {
+        let some = |v: &[Option<&str>]| Some(v.iter().map(|o| o.map(str::to_string)).collect::<Vec<_>>());
+        // `HV = v.shape[2]`, `V = v.shape[-1]`: four dims at least
+        assert_eq!(placed_dims(&idx(&[(2, "HV"), (-1, "V")])), some(&[None, None, Some("HV"), Some("V")]));
+        // `HQ = q.shape[2]` beside a tensor of four: q at four
+        assert_eq!(placed_dims_at(&idx(&[(2, "HQ")]), 4), some(&[None, None, Some("HQ"), None]));
+        assert_eq!(placed_dims_at(&idx(&[(-1, "V")]), 4), some(&[None, None, None, Some("V")]));
+        // two names for one place, or a rank too small to hold them: no placing
+        assert_eq!(placed_dims_at(&idx(&[(1, "A"), (-1, "B")]), 2), None);
+        assert_eq!(placed_dims_at(&idx(&[(3, "A")]), 2), None);
+    }
 }

@@ -834,8 +834,10 @@ fn read_triton(text: &str, want: Option<&str>) -> std::result::Result<Read, Stri
         let exact = idx.iter().enumerate().all(|(k, (i, _))| *i == k as i64);
         // `HV = v.shape[2]`, `V = v.shape[-1]`: at least four dims, the first two unnamed; a
         // tensor the launcher unpacks whole with as many dims names them (`B, T` of `k`)
+        // (`HQ = q.shape[2]` beside `*k.shape` of four: q is taken as k's rank, HQ in its third place)
         let placed = (!exact).then(|| flow::placed_dims(&idx)).flatten().and_then(|placed| {
-            let like = unpacked.values().filter(|d| d.len() == placed.len()).max_by_key(|d| d.len())?;
+            let like = unpacked.values().filter(|d| d.len() >= placed.len()).max_by_key(|d| d.len())?;
+            let placed = flow::placed_dims_at(&idx, like.len())?;
             Some(placed.iter().zip(like).map(|(p, l)| p.clone().unwrap_or_else(|| l.clone())).collect())
         });
         let dims = placed.unwrap_or_else(|| idx.into_iter().map(|(_, v)| v).collect());
