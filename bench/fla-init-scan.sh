@@ -1,10 +1,12 @@
 #!/bin/bash
-# every FLA ops/modules kernel file: kidiom init in place; the skeleton loaded; the unmodified baseline compiled ahead of time
+# every FLA ops/modules kernel file (or the files given): kidiom init in place; the skeleton loaded; the unmodified baseline compiled ahead of time
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd ${FLA_SCRATCH:?a scratch copy of fla-core 0.6.0 with einops beside fla/}
 export TMPDIR=$(mktemp -d /dev/shm/x.XXXX) KIDIOM_CACHE=${FLA_SCRATCH:?a scratch copy of fla-core 0.6.0 with einops beside fla/}-cache
-find fla -name "*.toml" -o -name "*_contract.py" | xargs rm -f
-for f in $(find fla -name "*.py" \( -path "*ops*" -o -path "*modules*" \) | grep -v __init__ | grep -v triton_ascend | grep -v _contract.py | sort); do
+[ $# -gt 0 ] || find fla -name "*.toml" -o -name "*_contract.py" | xargs rm -f
+files="$*"  # the files given, else every one
+[ -n "$files" ] || files=$(find fla -name "*.py" \( -path "*ops*" -o -path "*modules*" \) | grep -v __init__ | grep -v triton_ascend | grep -v _contract.py | sort)
+for f in $files; do
   rm -f "${f%.py}.toml" "${f%.py}_contract.py"
   if ! $root/target/debug/kidiom init "$f" > /dev/null 2>&1; then echo -e "$f\tno-init"; continue; fi
   m="${f%.py}.toml"

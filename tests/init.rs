@@ -486,6 +486,73 @@ fn init_reads_the_default_path_of_an_upstream_launcher() {
     python_parses(&contract);
 }
 
+/// FLA's gated recurrence, as its launcher leaves it: `q`, `k` and `v` unpacked, the gate, the
+/// beta, the bias and the decay rate only passed on (their shapes are in a docstring). The
+/// kernel's address arithmetic says them: `g + (bos * HV + i_hv) * K + o_k` is (.., HV, K), `bos`
+/// ranging over (B, T) as it does in `v`'s address. `w` is addressed through a stride argument:
+/// nothing to read there.
+const STRIDED_GATES: &str = r#"import torch
+import triton
+import triton.language as tl
+
+
+@triton.jit
+def gated_kernel(q, k, v, g, beta, dt_bias, A, w, o, T, stride_w, H: tl.constexpr, HV: tl.constexpr,
+                 K: tl.constexpr, V: tl.constexpr):
+    i_n, i_hv = tl.program_id(0), tl.program_id(1)
+    i_h = i_hv // (HV // H)
+    bos = i_n * T
+    o_k, o_v = tl.arange(0, K), tl.arange(0, V)
+    p_q = q + (bos * H + i_h) * K + o_k
+    p_k = k + (bos * H + i_h) * K + o_k
+    p_v = v + (bos * HV + i_hv) * V + o_v
+    p_g = g + (bos * HV + i_hv) * K + o_k
+    p_beta = beta + bos * HV + i_hv
+    p_o = o + (bos * HV + i_hv) * V + o_v
+    b_a = tl.load(A + i_hv)
+    b_bias = tl.load(dt_bias + i_hv * K + o_k)
+    b_w = tl.load(w + i_n * stride_w + o_k)
+    b_h = tl.zeros([K, V], dtype=tl.float32)
+    for _ in range(0, T):
+        b_g = -tl.exp(b_a) * (tl.load(p_g) + b_bias) * b_w
+        b_h = b_h * tl.exp(b_g)[:, None] + tl.load(p_k)[:, None] * (tl.load(p_v) * tl.load(p_beta))[None, :]
+        tl.store(p_o, tl.sum(b_h * tl.load(p_q)[:, None], 0))
+        p_q += H * K
+        p_k += H * K
+        p_v += HV * V
+        p_g += HV * K
+        p_beta += HV
+        p_o += HV * V
+
+
+def gated(q, k, v, g, beta, dt_bias, A, w):
+    B, T, H, K, V = *k.shape, v.shape[-1]
+    HV = v.shape[2]
+    o = torch.empty_like(v)
+    gated_kernel[(B, HV)](q, k, v, g, beta, dt_bias, A, w, o, T, w.stride(0), H=H, HV=HV, K=K, V=V)
+    return o
+"#;
+
+#[test]
+fn init_reads_a_tensors_dims_from_the_strides_of_its_address() {
+    let d = workdir("kidiom-init-");
+    write(d.path(), "gated.py", STRIDED_GATES);
+    let (_r, _manifest, contract) = init(d.path(), "gated.py");
+    assert!(
+        contract
+            .contains("\"g\": ((B, T, HV, K), \"float32\"),  # TODO: g's shape read from the strides of its address"),
+        "{contract}"
+    );
+    assert!(contract.contains("\"beta\": ((B, T, HV), \"float32\")"), "{contract}");
+    assert!(contract.contains("\"dt_bias\": ((HV, K), \"float32\")"), "{contract}");
+    assert!(contract.contains("\"A\": ((HV,), \"float32\")"), "{contract}");
+    // still guesses: the user checks them
+    assert!(contract.contains("\"shape of g\": \"(B, T, HV, K)\""), "{contract}");
+    // a stride the launcher passes says nothing kidiom can read: w keeps the one-size guess
+    assert!(contract.contains("\"w\": ((HV,), \"float32\"),  # TODO: w's shape is not readable"), "{contract}");
+    python_parses(&contract);
+}
+
 /// A default that is no value kidiom can pass (`torch.float32`): the launcher keeps its own at the
 /// end of its parameters; before another, None is passed and marked TODO. A keyword-only
 /// parameter (FLA's `attn_decoding_one_step(..., *, window_size=None)`) keeps its default. The

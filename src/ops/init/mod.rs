@@ -15,6 +15,7 @@ use serde::Serialize;
 use tree_sitter::Node;
 
 mod flow;
+mod strides;
 
 /// What `kidiom init` wrote and what it leaves to the user.
 #[derive(Debug, Serialize)]
@@ -72,6 +73,8 @@ struct Tensor {
     dims: Vec<String>,
     /// Whether the dimensions are a guess.
     guessed: bool,
+    /// Where a guess came from, when the launcher does not say (its address's strides).
+    guessed_from: Option<&'static str>,
     /// The numpy dtype name: float32 unless the source says otherwise.
     dtype: &'static str,
     /// Whether the dtype is read (an annotation), not assumed.
@@ -85,7 +88,7 @@ struct Tensor {
 
 impl Tensor {
     fn new(dims: Vec<String>, guessed: bool) -> Tensor {
-        Tensor { dims, guessed, dtype: "float32", dtype_read: false, index: false, absent: false }
+        Tensor { dims, guessed, guessed_from: None, dtype: "float32", dtype_read: false, index: false, absent: false }
     }
 }
 
@@ -586,6 +589,58 @@ fn read_triton(text: &str, want: Option<&str>) -> std::result::Result<Read, Stri
         .filter(|p| pointers.contains(p) && !stored.contains(p))
         .collect();
     let addressed = flow::address_shapes(&rhs_nodes, &alias_first, &pointers, text);
+    // each pointer's first address in the source: a local made from it (`p_g = g + ...`) or a
+    // load or store's own (`tl.load(A_log + i_hv)`); the pointer's own moves (`q = q + ...`)
+    // are added to it where its layout is read
+    let mut first_address: BTreeMap<String, Node<'_>> = BTreeMap::new();
+    let made: Vec<Node<'_>> = rhs_nodes
+        .iter()
+        .filter(|(local, _)| {
+            !pointers.contains(*local) && alias_first.get(*local).is_some_and(|p| pointers.contains(p))
+        })
+        .filter_map(|(_, rhs)| rhs.first().copied())
+        .chain(addresses.iter().copied())
+        .collect();
+    // the first block pointer over each pointer: `tl.make_block_ptr(base, shape, strides, ...)`
+    let mut block_pointers: BTreeMap<String, (Node<'_>, Vec<Node<'_>>)> = BTreeMap::new();
+    if let Some(body) = body {
+        preorder(body, |n| {
+            if n.kind() == "call"
+                && callee_name(n, text) == "make_block_ptr"
+                && let Some(args) = n.child_by_field_name("arguments")
+            {
+                let arg = |at: usize, name: &str| {
+                    let mut c = args.walk();
+                    let all: Vec<Node<'_>> = args.named_children(&mut c).filter(|a| a.kind() != "comment").collect();
+                    all.iter()
+                        .find_map(|a| {
+                            (a.kind() == "keyword_argument"
+                                && a.child_by_field_name("name").is_some_and(|k| node_text(k, text) == name))
+                            .then(|| a.child_by_field_name("value"))
+                            .flatten()
+                        })
+                        .or_else(|| all.get(at).copied().filter(|a| a.kind() != "keyword_argument"))
+                };
+                if let (Some(base), Some(st)) = (arg(0, "base"), arg(2, "strides"))
+                    && st.kind() == "tuple"
+                    && let Some(p) = identifiers(base, text).into_iter().next().filter(|p| pointers.contains(p))
+                {
+                    let mut c = st.walk();
+                    let elems: Vec<Node<'_>> = st.named_children(&mut c).collect();
+                    block_pointers.entry(p).or_insert((base, elems));
+                }
+            }
+            true
+        });
+    }
+    for e in made {
+        if let Some(p) = identifiers(e, text).into_iter().next().filter(|p| pointers.contains(p)) {
+            let slot = first_address.entry(p).or_insert(e);
+            if e.start_byte() < slot.start_byte() {
+                *slot = e;
+            }
+        }
+    }
 
     // the launch: which launcher name goes to which kernel parameter
     let mut passed: BTreeMap<String, String> = BTreeMap::new(); // kernel param -> launch argument text
@@ -1007,6 +1062,36 @@ fn read_triton(text: &str, want: Option<&str>) -> std::result::Result<Read, Stri
         .filter_map(|a| a.tensor.as_ref().map(|t| (a.name.clone(), t.dims.clone())))
         .collect();
     let still: Vec<String> = unread.clone();
+    // the dims each pointer's address arithmetic gives (strides in sizes the launcher names)
+    let size = |kname: &str| {
+        let arg = passed.get(kname)?.trim();
+        shape_vars.iter().find(|v| v.as_str() == arg).cloned()
+    };
+    // with what the kernel adds to the pointer itself (`q += (bos * H + i_h) * K`)
+    // or a block pointer's base and strides
+    let moves = |p: &str| rhs_nodes.get(p).into_iter().flatten().copied();
+    let mut layouts: BTreeMap<String, strides::Layout> = first_address
+        .iter()
+        .filter_map(|(p, e)| {
+            let parts: Vec<Node<'_>> = std::iter::once(*e).chain(moves(p)).collect();
+            Some((p.clone(), strides::layout(&parts, &[], p, text, &size)?))
+        })
+        .collect();
+    for (p, (base, block_strides)) in &block_pointers {
+        if !layouts.contains_key(p) {
+            let parts: Vec<Node<'_>> = std::iter::once(*base).chain(moves(p)).collect();
+            if let Some(l) = strides::layout(&parts, block_strides, p, text, &size) {
+                layouts.insert(p.clone(), l);
+            }
+        }
+    }
+    let known_layouts: Vec<(&strides::Layout, &[String])> = known
+        .iter()
+        .flat_map(|(name, dims)| {
+            kernel_params_of(name).into_iter().filter_map(|kp| layouts.get(&kp)).map(move |l| (l, dims.as_slice()))
+        })
+        .collect();
+    let index_ranges = strides::index_ranges(&layouts.values().collect::<Vec<_>>(), &known_layouts);
     for a in args.iter_mut().filter(|a| still.contains(&a.name)) {
         let hinted = local_alias
             .iter()
@@ -1019,8 +1104,19 @@ fn read_triton(text: &str, want: Option<&str>) -> std::result::Result<Read, Stri
                 theirs.iter().filter_map(|kp| addressed.get(kp)).any(|sig| mine.contains(&sig)).then(|| dims.clone())
             })
         };
-        if let Some(dims) = hinted.or_else(alike) {
-            a.tensor = Some(Tensor::new(dims, true));
+        let strided = || {
+            kernel_params_of(&a.name)
+                .iter()
+                .filter_map(|kp| layouts.get(kp))
+                .find_map(|l| strides::dims(l, &index_ranges))
+        };
+        let from_strides = hinted.is_none().then(strided).flatten();
+        if let Some(dims) = hinted.or(from_strides.clone()).or_else(alike) {
+            let mut t = Tensor::new(dims, true);
+            if from_strides.is_some() {
+                t.guessed_from = Some("the strides of its address in the kernel");
+            }
+            a.tensor = Some(t);
             unread.retain(|u| u != &a.name);
         }
     }
@@ -1816,7 +1912,10 @@ fn contract_text(stem: &str, file: &str, r: &Read) -> (String, Vec<String>) {
                 let dtype = if t.dtype_read { String::new() } else { format!("; {} assumed", t.dtype) };
                 let note = if t.guessed {
                     todo.push(format!("{stem}_contract.py: the shape of {} (TODO, a guess)", a.name));
-                    format!("  # TODO: {}'s shape is not readable in {file}{dtype}", a.name)
+                    match t.guessed_from {
+                        Some(from) => format!("  # TODO: {}'s shape read from {from}{dtype}", a.name),
+                        None => format!("  # TODO: {}'s shape is not readable in {file}{dtype}", a.name),
+                    }
                 } else if dtype.is_empty() {
                     String::new()
                 } else {
