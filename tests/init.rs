@@ -595,7 +595,8 @@ fn init_passes_no_default_it_cannot_write_as_a_value() {
 
 /// A kernel inside its own package that imports it (`fla/ops/kda/x.py` importing `fla.ops.utils`):
 /// the manifest's `[python] path` names the folder holding the package, so the sandboxed worker
-/// gets it; a file outside any package it imports gets none.
+/// gets it, as does a file that imports within it relatively; a file outside any package it
+/// imports gets none.
 #[test]
 fn init_points_a_kernel_in_its_own_package_at_that_package() {
     let d = workdir("kidiom-init-");
@@ -612,6 +613,11 @@ fn init_points_a_kernel_in_its_own_package_at_that_package() {
     assert!(manifest.contains("[python]\npath = [\"../..\"]"), "{manifest}");
     let filled = names(&r["filled"]);
     assert!(filled.iter().any(|l| l.contains("the folder holding `pkg`")), "{filled:?}");
+    // a file that imports only relatively (FLA's `from . import invcum`) needs its package too
+    let relative = TWO_KERNELS.replace("import torch\n", "import torch\nfrom ..utils import helper\n");
+    write(d.path(), "proj/pkg/ops/rel.py", &relative);
+    let (_, manifest, _) = init(d.path(), "proj/pkg/ops/rel.py");
+    assert!(manifest.contains("[python]\npath = [\"../..\"]"), "{manifest}");
     write(d.path(), "alone/scale.py", TWO_KERNELS);
     let (_, manifest, _) = init(d.path(), "alone/scale.py");
     assert!(!manifest.contains("[python]"), "{manifest}");

@@ -8,16 +8,19 @@ from pathlib import Path
 __all__ = ["load_launcher", "import_file"]
 
 
-def import_file(path):
+def import_file(path, package=None):
     """Import a Python file as a fresh module (unique name per path and content), so that a
-    rewritten variant and the baseline can live in one process."""
+    rewritten variant and the baseline can live in one process. `package`: the package its
+    relative imports are relative to (the manifest's `python_package`)."""
     path = Path(path).resolve()
-    digest = hashlib.sha256(path.read_bytes() + str(path).encode()).hexdigest()[:12]
+    digest = hashlib.sha256(path.read_bytes() + str(path).encode() + str(package).encode()).hexdigest()[:12]
     name = f"kidiom_kernel_{path.stem}_{digest}"
     if name in sys.modules:
         return sys.modules[name]
     spec = importlib.util.spec_from_file_location(name, path)
     mod = importlib.util.module_from_spec(spec)
+    if package:
+        mod.__package__ = package
     sys.modules[name] = mod
     try:
         spec.loader.exec_module(mod)
@@ -38,7 +41,7 @@ def load_launcher(manifest, source=None):
     if not path.exists():
         raise FileNotFoundError(f"source file {path} does not exist")
     if manifest.language == "triton":
-        mod = import_file(path)
+        mod = import_file(path, getattr(manifest, "python_package", None))
         try:
             from .triton.arrays import launcher_of   # in the repository: kernels.harness.triton.arrays
         except ImportError:   # a sandbox's flat runtime (kidiom_rt)

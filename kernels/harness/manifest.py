@@ -46,6 +46,9 @@ class Manifest:
     contract: str = ""
     relations: list = field(default_factory=list)
     python_path: list = field(default_factory=list)   # [python] path: the kernel's project (project.py)
+    # the dotted package the kernel's file lives in under a [python] path directory (`fla.ops.cyfa`):
+    # what its relative imports are relative to; None outside any
+    python_package: str | None = None
 
     @property
     def contract_path(self):
@@ -122,7 +125,8 @@ def load_manifest(path):
                     source=raw["source"], entry=raw["entry"], launcher=raw.get("launcher", ""),
                     reference=raw.get("reference", ""), tolerance=raw["tolerance"], shapes=raw["shapes"],
                     floor=raw["floor"], curve=raw.get("curve", {}), raw=raw, format=fmt,
-                    contract=raw.get("contract", ""), relations=relations, python_path=_python_path(path, raw))
+                    contract=raw.get("contract", ""), relations=relations, python_path=(pp := _python_path(path, raw)),
+                    python_package=_package_of(_original_dir(path) / raw["source"], pp))
 
 
 SOURCE_ROOT_MARKER = ".kidiom-source-root"   # validator/src/tree.rs
@@ -141,6 +145,20 @@ def _original_dir(path):
             except (OSError, ValueError):
                 break
     return d
+
+
+def _package_of(source, dirs):
+    """The dotted package `source` lives in under one of `dirs`, every folder between holding an
+    __init__.py (`fla/ops/cyfa/chunk.py` under `.` is `fla.ops.cyfa`), else None."""
+    folder = Path(source).resolve().parent
+    for d in dirs:
+        try:
+            parts = folder.relative_to(d).parts
+        except ValueError:
+            continue
+        if parts and all((Path(d).joinpath(*parts[:i + 1]) / "__init__.py").is_file() for i in range(len(parts))):
+            return ".".join(parts)
+    return None
 
 
 def _python_path(path, raw):

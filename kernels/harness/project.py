@@ -87,15 +87,17 @@ def project_packages(manifest, source=None):
         text = Path(source or manifest.source_path).read_bytes()
     except OSError:
         return []
-    key = (text, tuple(map(str, dirs)))
+    # a file that imports relatively (`from .utils import x`) needs the package it lives in
+    own = (getattr(manifest, "python_package", None) or "").split(".")[0]
+    key = (text, tuple(map(str, dirs)), own)
     if key not in _FOUND:
-        _FOUND[key] = _find_packages(text.decode("utf-8", errors="replace"), dirs)
+        _FOUND[key] = _find_packages(text.decode("utf-8", errors="replace"), dirs, [own] if own else [])
     return list(_FOUND[key])
 
 
-def _find_packages(text, dirs):
+def _find_packages(text, dirs, also=()):
     found, seen = [], set()
-    todo = list(_imported_tops(text))
+    todo = list(_imported_tops(text)) + list(also)
     while todo:
         name = todo.pop(0)
         if name in seen:
@@ -153,6 +155,9 @@ def project_digest(manifest, source=None):
     (its launcher's tensors are torch's). Empty when neither applies."""
     import hashlib
     h = hashlib.sha256()
+    package = getattr(manifest, "python_package", None)
+    if package:   # what its relative imports resolve against
+        h.update(f"\0package {package}".encode())
     for name, path in project_packages(manifest, source):
         files = sorted(p for p in path.rglob("*") if p.is_file() and "__pycache__" not in p.parts) \
             if path.is_dir() else [path]

@@ -135,3 +135,23 @@ def test_a_validation_tree_reads_the_project_where_the_manifest_came_from(tmp_pa
     # without the marker, relative to the copy: the tree's root, which holds no project
     (tree / ".kidiom-source-root").unlink()
     assert load_manifest(copied / "halve.toml").python_path == [tree.resolve()]
+
+
+def test_a_kernel_that_imports_relatively_runs_in_its_package(tmp_path):
+    """`from .helpers import cdiv_rows` (FLA's cyfa and deltaformer files): the file is imported
+    as a module of the package it lies in under `[python] path`, whose top is copied although
+    the file never names it; outside any package the manifest says none."""
+    from kernels.harness.manifest import load_manifest
+    manifest = _project(tmp_path)
+    kernel = manifest.parent / "halve.py"
+    kernel.write_text(KERNEL.replace("from myproj.ops.helpers import", "from .helpers import")
+                      .replace("from myproj.ops.math import", "from .math import"))
+    assert "myproj" not in kernel.read_text()
+    assert load_manifest(manifest).python_package == "myproj.ops"
+    rc, out = harness("check", "--manifest", str(manifest), "--quick", "--seed", "3")
+    assert rc == 0 and out["status"] == "passed", (out.get("failures"), out.get("error"))
+    rc, out = harness("compile", "--manifest", str(manifest))
+    assert rc == 0 and out["status"] == "ok", out.get("error")
+    # a folder without __init__.py is no package: nothing to be relative to
+    (tmp_path / "myproj" / "ops" / "__init__.py").unlink()
+    assert load_manifest(manifest).python_package is None

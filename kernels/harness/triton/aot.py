@@ -189,10 +189,11 @@ def _specialise(jit_fn, bound):
 _MODULES = {}
 
 
-def _imported(source):
-    """The source's module, imported once per process: each shape's launch is recorded on it."""
+def _imported(source, package=None):
+    """The source's module, imported once per process: each shape's launch is recorded on it.
+    `package`: what its relative imports are relative to."""
     if source not in _MODULES:
-        _MODULES[source] = import_file(source)
+        _MODULES[source] = import_file(source, package)
     return _MODULES[source]
 
 
@@ -230,7 +231,7 @@ def _record(manifest, source, shape, arglist=None):
     JIT function, the bound arguments, the fake call's arguments, the grid, the launch options and
     the specialisation."""
     from types import SimpleNamespace
-    mod = _imported(source)
+    mod = _imported(source, getattr(manifest, "python_package", None))
     kernel = getattr(mod, manifest.entry)
     rec = _Recorder(kernel)
     setattr(mod, manifest.entry, rec)
@@ -581,7 +582,7 @@ def run_worker(manifest, source, arch, deadline, job_extra, collect, complete, w
         out_dir, _ = sandbox.writable_dirs(scratch)
         job = {"name": manifest.name, "op": manifest.op, "entry": manifest.entry, "launcher": manifest.launcher,
                "language": manifest.language, "shape": manifest.shapes["bench"], "arch": arch, "source": str(dst),
-               "out_dir": str(out_dir), **job_extra}
+               "out_dir": str(out_dir), "package": getattr(manifest, "python_package", None), **job_extra}
         if manifest.language == "triton":
             job["calls"] = call_arglists(manifest, [manifest.shapes["bench"]] + list(job_extra.get("shapes", []))
                                          + list(job_extra.get("cpu_shapes", [])) + list(job_extra.get("gpu_shapes", [])))

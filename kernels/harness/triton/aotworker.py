@@ -55,7 +55,7 @@ def main():
                                    shapes={"bench": job["shape"], "cpu": job.get("cpu_shapes") or [],
                                            "gpu": job.get("gpu_shapes") or []},
                                    calls=job.get("calls") or {}, case_calls=job.get("case_calls") or [],
-                                   gpu_calls=job.get("gpu_calls") or [])
+                                   gpu_calls=job.get("gpu_calls") or [], python_package=job.get("package"))
         if job.get("mode") == "spec":
             result = _spec(aot, manifest, job, out_dir)
         elif job["language"] == "triton":

@@ -59,7 +59,8 @@ def _variant_spec(manifest, source, key, pkg):
     dst = pkg.parent / "src" / f"{key}{src.suffix}"
     shutil.copyfile(src, dst)
     if manifest.language == "triton":
-        return {"kind": "triton", "file": str(dst), "launcher": manifest.launcher}
+        return {"kind": "triton", "file": str(dst), "launcher": manifest.launcher,
+                "package": getattr(manifest, "python_package", None)}
     from .worker_client import KernelSpec
     return {"kind": "cuda", "file": str(dst), "entry": manifest.entry,
             "signature": KernelSpec.of(manifest).signature}

@@ -29,9 +29,11 @@ import traceback
 import numpy as np
 
 
-def import_file(path, name):
+def import_file(path, name, package=None):
     spec = importlib.util.spec_from_file_location(name, path)
     mod = importlib.util.module_from_spec(spec)
+    if package:   # what its relative imports are relative to
+        mod.__package__ = package
     sys.modules[name] = mod
     spec.loader.exec_module(mod)
     return mod
@@ -41,7 +43,7 @@ def load_variant(key, spec, on_gpu):
     """The public function of one variant."""
     kind = spec["kind"]
     if kind == "triton":
-        mod = import_file(spec["file"], f"kidiom_bench_{key}")
+        mod = import_file(spec["file"], f"kidiom_bench_{key}", spec.get("package"))
         from .arrays import launcher_of
         launcher = launcher_of(mod, spec["launcher"])
         if launcher is None:

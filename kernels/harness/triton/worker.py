@@ -257,12 +257,15 @@ def watched_sides(langs):
     return out
 
 
-def import_file(path, name, lines=()):
+def import_file(path, name, lines=(), package=None):
     """The module at `path`; `lines`: the changed lines whose running is recorded (coverage.py):
     its launchers and helpers compiled with markers before them (its @triton.jit functions get
-    theirs when the interpreter rewrites them)."""
+    theirs when the interpreter rewrites them). `package`: what its relative imports are
+    relative to."""
     spec = importlib.util.spec_from_file_location(name, path)
     mod = importlib.util.module_from_spec(spec)
+    if package:
+        mod.__package__ = package
     sys.modules[name] = mod
     if not lines:
         spec.loader.exec_module(mod)
@@ -296,7 +299,7 @@ class Hosted:
             if lines:   # the changed lines whose running the check counts (coverage.py)
                 from .interp import install_line_watch
                 install_line_watch(spec["file"], lines)
-            mod = import_file(spec["file"], f"kidiom_kernel_{key}", lines or ())
+            mod = import_file(spec["file"], f"kidiom_kernel_{key}", lines or (), spec.get("package"))
             launcher = launcher_of(mod, spec["launcher"])
             if launcher is None:
                 raise LoadError(f"the source defines no {spec['launcher']}()")

@@ -110,7 +110,8 @@ class KernelWorker:
             shutil.copy2(k.source, dst)
             self.kernels[key] = {"language": k.language, "file": str(dst), "launcher": k.launcher, "entry": k.entry,
                                  "signature": k.signature, "sides": [dict(s) for s in k.sides],
-                                 "lines": [int(n) for n in k.lines]}
+                                 "lines": [int(n) for n in k.lines],
+                                 "package": getattr(k.manifest, "python_package", None)}
         (self.scratch / "in").mkdir()
         self.out_dir, self.work_dir = sandbox.writable_dirs(self.scratch)
         self.next_id = 0

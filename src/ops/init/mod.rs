@@ -201,7 +201,7 @@ pub(crate) fn init(path: &Path, force: bool, entry: Option<&str>) -> Result<Repo
     })
 }
 
-/// The package a Python kernel file lives in and imports absolutely (`fla/ops/kda/x.py` importing
+/// The package a Python kernel file lives in and imports (absolutely or relatively) (`fla/ops/kda/x.py` importing
 /// `fla.ops.utils`), as the folder holding it relative to the file's folder (`../../..`) and its
 /// name. None where the file imports no package it lies in.
 fn own_project(path: &Path, text: &str) -> Option<(String, String)> {
@@ -221,7 +221,9 @@ fn own_project(path: &Path, text: &str) -> Option<(String, String)> {
     // file imports as another project
     let (up, top) = dir.ancestors().enumerate().take_while(|(_, f)| f.join("__init__.py").is_file()).last()?;
     let name = top.file_name()?.to_str()?;
-    imported.contains(name).then(|| (vec![".."; up + 1].join("/"), name.to_string()))
+    // `from .utils import x`: relative to the package it lies in, which must be importable
+    let relative = text.lines().any(|l| l.trim_start().starts_with("from ."));
+    (relative || imported.contains(name)).then(|| (vec![".."; up + 1].join("/"), name.to_string()))
 }
 
 fn write_new(path: &Path, text: &str) -> Result<()> {
