@@ -230,3 +230,23 @@ def by_name(x, g, weight, bias, eps, is_rms, gate_sigmoid, gate: str = "sigmoid"
     (d / "gated_norm.toml").write_text(MANIFEST.replace('launcher = "gated_norm_fwd"', 'launcher = "by_name"'))
     rc, out = _check(d / "gated_norm.toml")
     assert rc == 0 and out["status"] == "passed", (out.get("failures"), out.get("error"))
+
+
+@needs_torch
+def test_a_launcher_that_computes_on_its_tensors_values_is_recorded_on_zeros(tmp_path):
+    """FLA's varlen launchers size their grids with `repeat_interleave` without `output_size`,
+    which the shape-only (meta) tensors a launch is recorded on cannot run: the record runs the
+    launcher again on zero-filled CPU tensors, under a memory budget it names when exceeded."""
+    marker = "    M = B * T * H\n"
+    assert GATED_NORM.count(marker) == 1
+    source = GATED_NORM.replace(marker, "    rows = torch.repeat_interleave(torch.arange(B, device=x.device), "
+                                        "torch.full((B,), T * H, device=x.device))\n    M = rows.numel()\n")
+    d = tmp_path / "k"
+    manifest = _kernel(d, source=source)
+    rc, out = harness("compile", "--manifest", str(manifest))
+    assert rc == 0 and out["status"] == "ok", out.get("error")
+    # at sizes whose real tensors would not fit the budget, the error says so and what to change
+    (d / "gated_norm.toml").write_text(MANIFEST.replace("bench = { B = 4, T = 64, H = 4, D = 128 }",
+                                                        "bench = { B = 4096, T = 4096, H = 16, D = 128 }"))
+    rc, out = harness("compile", "--manifest", str(manifest))
+    assert rc != 0 and "meta tensor" in out.get("error", "") and "smaller sizes" in out["error"], out.get("error")

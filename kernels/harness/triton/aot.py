@@ -225,9 +225,27 @@ def _other_launches_recorded(names):
                 c.run = orig
 
 
+RECORD_BUDGET = 1 << 30   # bytes of real CPU tensors a launch may be recorded on
+
+
+def _real_call(torch, call, error):
+    """`call` on zero-filled CPU tensors, for a launcher that computes on its tensors' values
+    (FLA's `repeat_interleave` without `output_size`, `.item()`), which shape-only tensors cannot
+    do: re-raises `error` where it is no such failure, or where they would exceed RECORD_BUDGET."""
+    if torch is None or "meta" not in str(error).lower():
+        raise error
+    tensors = [a for a in call if isinstance(a, torch.Tensor)]
+    size = sum(t.numel() * t.element_size() for t in tensors)
+    if size > RECORD_BUDGET:
+        raise RuntimeError(f"{error} (the launcher computes on its tensors' values, which the shape-only tensors "
+                           f"kidiom records a launch on do not have; real ones at these sizes would take {size:,} "
+                           f"bytes, over the {RECORD_BUDGET:,} kidiom allows: smaller sizes in the manifest)") from error
+    return [torch.zeros(a.shape, dtype=a.dtype) if isinstance(a, torch.Tensor) else a for a in call]
+
+
 def _record(manifest, source, shape, arglist=None):
-    """The launcher's one launch of the entry kernel at `shape` (on shape-only tensors; `arglist`:
-    a case's own arguments, else the shape's), specialised as Triton's JIT would: a namespace of the
+    """The launcher's one launch of the entry kernel at `shape` (on shape-only tensors, or on zeros
+    where the launcher needs values; `arglist`: a case's own arguments, else the shape's), specialised as Triton's JIT would: a namespace of the
     JIT function, the bound arguments, the fake call's arguments, the grid, the launch options and
     the specialisation."""
     from types import SimpleNamespace
@@ -235,14 +253,22 @@ def _record(manifest, source, shape, arglist=None):
     kernel = getattr(mod, manifest.entry)
     rec = _Recorder(kernel)
     setattr(mod, manifest.entry, rec)
-    call = fake_call(manifest, shape, torch_of(mod), arglist)
+    torch = torch_of(mod)
+    call = fake_call(manifest, shape, torch, arglist)
     others = []
     try:
         launcher = launcher_of(mod, manifest.launcher)
         if launcher is None:
             raise AttributeError(f"the source defines no {manifest.launcher}()")
         with _other_launches_recorded(others):
-            launcher(*call)
+            try:
+                launcher(*call)
+            except Exception as e:   # noqa: BLE001 - a launcher that computes on its tensors' values
+                real = _real_call(torch, call, e)
+                rec.calls.clear()
+                others.clear()
+                call = real
+                launcher(*call)
     finally:
         setattr(mod, manifest.entry, kernel)
     if len(rec.calls) != 1:
@@ -615,7 +641,7 @@ def run_worker(manifest, source, arch, deadline, job_extra, collect, complete, w
 # exactly these bytes produced, so an entry is only ever that source's own result.
 # 3: the CPU cases' specialisations through the frontend too (cpu_paths); 4: NVRTC's version in the key;
 # 5: each CPU case's own flags and OPTIONAL inputs (case_arglists), a GPU shape's under both
-AOT_CACHE_VERSION = 5
+AOT_CACHE_VERSION = 6
 
 
 def cache_root():
