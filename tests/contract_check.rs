@@ -163,9 +163,13 @@ fn a_folder_of_our_own_from_init_to_a_checked_contract_and_stale_verdicts() {
         "not the candidate's fault: {report:#}"
     );
 
-    // init's guess of g's shape, kept by a user who checks one row only on the CPU: out of bounds
-    // where more rows run (the GPU sizes' specializations, the odd sizes), and the guess named
-    fill(&dir, skeleton, REFERENCE, "(n_cols,)");
+    // a wrong guess of g's shape (init reads (n_rows, n_cols) from g's address; here it is the
+    // one-size guess init makes where nothing says), kept by a user who checks one row only on
+    // the CPU: out of bounds where more rows run (the GPU sizes' specializations, the odd sizes),
+    // and the guess named
+    let guessed = "\"shape of g\": \"(n_rows, n_cols)\"";
+    assert!(skeleton.contains(guessed), "{skeleton}");
+    fill(&dir, &skeleton.replace(guessed, "\"shape of g\": \"(n_cols)\""), REFERENCE, "(n_cols,)");
     edit(
         &dir.join("mine/gated_mean.toml"),
         "cpu = [{ n_rows = 3, n_cols = 64 }]",

@@ -1,8 +1,8 @@
 //! Issue #48: a kernel written the upstream way, as it is. tests/fixtures/upstream/gated_norm.py
 //! (our own) has a torch launcher that allocates and returns its outputs, `*g.shape` unpacking,
 //! an autograd Function, `@triton.autotune` over three configs, `@triton.heuristics` and four
-//! mode flags. `kidiom init` reads it; the test fills in what a user must (the sizes, the tensor
-//! shapes the launcher does not say, the reference); `kidiom validate` takes an exact rewrite
+//! mode flags. `kidiom init` reads it, every tensor's shape included; the test fills in what a
+//! user must (the sizes, the floor, the reference); `kidiom validate` takes an exact rewrite
 //! to `needs-gpu`, rejects one that is right under one autotune config only, naming the config,
 //! and calls one inside a branch no case takes (the contract FIXES the flag) `unverified`,
 //! until the flag is left free and a case takes it.
@@ -22,12 +22,8 @@ const DONE: Completion = Completion {
         ("bytes =", "bytes = \"4 * (2 * B * T * H * D + 2 * B * T * H + 2 * D)\""),
         ("flops =", "flops = \"8 * B * T * H * D\""),
     ],
-    contract: &[
-        ("\"x\":", "\"x\": ((B, T, H, D), \"float32\"),"),
-        ("\"y\":", "\"y\": ((B, T, H, D), \"float32\"),"),
-        ("\"weight\":", "\"weight\": ((D,), \"float32\"),"),
-        ("\"bias\":", "\"bias\": ((D,), \"float32\"),"),
-    ],
+    // every tensor's shape is init's: `*g.shape` unpacked, the rest from the kernel's strides
+    contract: &[],
     extra: FIXED,
     reference: r#"def reference(x):
     v = x["x"].astype(np.float64)
@@ -62,6 +58,12 @@ fn a_kernel_written_the_upstream_way_goes_from_init_to_needs_gpu() {
         "OPTIONAL = [\"weight\", \"bias\"]",
         "\"g\": ((B, T, H), \"float32\")",
         "\"rstd\": ((B, T, H), \"float32\")",
+        // `D = x.shape[-1]` alone would give x three dims; its address `x + i_m * D + o_d`, with
+        // i_m ranging over g's (B, T, H), gives four
+        "\"x\": ((B, T, H, D), \"float32\")",
+        "\"y\": ((B, T, H, D), \"float32\")",
+        "\"weight\": ((D,), \"float32\")",
+        "\"bias\": ((D,), \"float32\")",
         "\"is_rms\": True,",
         "\"gate_sigmoid\": False,",
     ] {

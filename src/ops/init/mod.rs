@@ -1030,27 +1030,6 @@ fn read_triton(text: &str, want: Option<&str>) -> std::result::Result<Read, Stri
         shape_vars.push("N".into());
     }
     let last = shape_vars.last().cloned().unwrap_or_else(|| "N".into());
-    let snapshot: BTreeMap<String, (Vec<String>, bool)> = dims_of.clone();
-    let mut unread: Vec<String> = Vec::new();
-    for a in args.iter_mut() {
-        let is_tensor = a.returned || as_pointer.contains_key(&a.name) || a.value.is_none();
-        if !is_tensor {
-            continue;
-        }
-        let like = allocated.get(&a.name).cloned().flatten();
-        let dims = snapshot
-            .get(&a.name)
-            .cloned()
-            .or_else(|| alloc_dims.get(&a.name).map(|d| (d.clone(), !d.iter().all(|x| shape_vars.contains(x)))))
-            .or_else(|| like.as_ref().and_then(|l| snapshot.get(l).cloned()));
-        if dims.is_none() {
-            unread.push(a.name.clone());
-        }
-        let dims = dims.unwrap_or_else(|| (vec![last.clone()], true));
-        a.tensor = Some(Tensor::new(dims.0, dims.1));
-    }
-    // what else says an unread tensor's shape: an allocation the defaults skip for a name that
-    // becomes this tensor (`final_state = initial_state`), or a tensor the kernel addresses alike
     let kernel_params_of = |name: &str| -> Vec<String> {
         passed_nodes
             .iter()
@@ -1058,12 +1037,6 @@ fn read_triton(text: &str, want: Option<&str>) -> std::result::Result<Read, Stri
             .map(|(kp, _)| kp.clone())
             .collect()
     };
-    let known: BTreeMap<String, Vec<String>> = args
-        .iter()
-        .filter(|a| !unread.contains(&a.name))
-        .filter_map(|a| a.tensor.as_ref().map(|t| (a.name.clone(), t.dims.clone())))
-        .collect();
-    let still: Vec<String> = unread.clone();
     // the dims each pointer's address arithmetic gives (strides in sizes the launcher names)
     let size = |kname: &str| {
         let arg = passed.get(kname)?.trim();
@@ -1087,6 +1060,78 @@ fn read_triton(text: &str, want: Option<&str>) -> std::result::Result<Read, Stri
             }
         }
     }
+    // a tensor whose rank only its indexed sizes guessed (`D = x.shape[-1]` beside `*g.shape`):
+    // the strides of its address say more where they keep each indexed size in its place
+    // (ranges from the tensors the launcher unpacks whole only: the guesses are what is in doubt)
+    let mut strided_names: BTreeSet<String> = BTreeSet::new();
+    let exact_layouts: Vec<(&strides::Layout, &[String])> = dims_of
+        .iter()
+        .filter(|(_, (_, guessed))| !*guessed)
+        .flat_map(|(name, (dims, _))| {
+            kernel_params_of(name).into_iter().filter_map(|kp| layouts.get(&kp)).map(move |l| (l, dims.as_slice()))
+        })
+        .collect();
+    let exact_ranges = strides::index_ranges(&layouts.values().collect::<Vec<_>>(), &exact_layouts);
+    let mut better: Vec<(String, Vec<String>)> = Vec::new();
+    for (name, (dims, guessed)) in &dims_of {
+        let Some(d) = guessed
+            .then(|| {
+                kernel_params_of(name)
+                    .iter()
+                    .filter_map(|kp| layouts.get(kp))
+                    .find_map(|l| strides::dims(l, &exact_ranges))
+            })
+            .flatten()
+        else {
+            continue;
+        };
+        let keeps = indexed.iter().filter(|(t, _, _)| t == name).all(|(_, i, v)| {
+            let at = if *i >= 0 {
+                usize::try_from(*i).ok()
+            } else {
+                usize::try_from(-*i).ok().and_then(|b| d.len().checked_sub(b))
+            };
+            at.and_then(|a| d.get(a)) == Some(v)
+        });
+        if keeps && d != *dims {
+            better.push((name.clone(), d));
+        }
+    }
+    for (name, d) in better {
+        dims_of.insert(name.clone(), (d, true));
+        strided_names.insert(name);
+    }
+    let snapshot: BTreeMap<String, (Vec<String>, bool)> = dims_of.clone();
+    let mut unread: Vec<String> = Vec::new();
+    for a in args.iter_mut() {
+        let is_tensor = a.returned || as_pointer.contains_key(&a.name) || a.value.is_none();
+        if !is_tensor {
+            continue;
+        }
+        let like = allocated.get(&a.name).cloned().flatten();
+        let dims = snapshot
+            .get(&a.name)
+            .cloned()
+            .or_else(|| alloc_dims.get(&a.name).map(|d| (d.clone(), !d.iter().all(|x| shape_vars.contains(x)))))
+            .or_else(|| like.as_ref().and_then(|l| snapshot.get(l).cloned()));
+        if dims.is_none() {
+            unread.push(a.name.clone());
+        }
+        let dims = dims.unwrap_or_else(|| (vec![last.clone()], true));
+        let mut t = Tensor::new(dims.0, dims.1);
+        if strided_names.contains(&a.name) || like.as_ref().is_some_and(|l| strided_names.contains(l)) {
+            t.guessed_from = Some("the strides of its address in the kernel");
+        }
+        a.tensor = Some(t);
+    }
+    // what else says an unread tensor's shape: an allocation the defaults skip for a name that
+    // becomes this tensor (`final_state = initial_state`), or a tensor the kernel addresses alike
+    let known: BTreeMap<String, Vec<String>> = args
+        .iter()
+        .filter(|a| !unread.contains(&a.name))
+        .filter_map(|a| a.tensor.as_ref().map(|t| (a.name.clone(), t.dims.clone())))
+        .collect();
+    let still: Vec<String> = unread.clone();
     let known_layouts: Vec<(&strides::Layout, &[String])> = known
         .iter()
         .flat_map(|(name, dims)| {
