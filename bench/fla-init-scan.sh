@@ -1,5 +1,6 @@
 #!/bin/bash
-# every FLA ops/modules kernel file (or the files given): kidiom init in place; the skeleton loaded; the unmodified baseline compiled ahead of time
+# every FLA ops/modules kernel file (or the files given): kidiom init in place; the skeleton loaded; the unmodified
+# baseline compiled ahead of time, at init's placeholder sizes (or, SIZES=small, at its CPU placeholders everywhere)
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd ${FLA_SCRATCH:?a scratch copy of fla-core 0.6.0 with einops beside fla/}
 export TMPDIR=$(mktemp -d /dev/shm/x.XXXX) KIDIOM_CACHE=${FLA_SCRATCH:?a scratch copy of fla-core 0.6.0 with einops beside fla/}-cache
@@ -17,6 +18,17 @@ spec = importlib.util.spec_from_file_location("c", m.replace(".toml", "_contract
 s = man["shapes"]["cpu"][0]; mod.tensors(s); mod.make_inputs(s, np.random.default_rng(0)); print("loads")
 PY
 )
+  # SIZES=small: the user's part (the sizes) stood in for by init's own CPU placeholders at every shape
+  if [ "${SIZES:-}" = small ]; then
+    $root/.venv/bin/python - "$m" <<'PY'
+import re, sys
+m = sys.argv[1]; t = open(m).read()
+cpu = re.search(r"^cpu = \[(\{.*?\})\]", t, re.M).group(1)
+t = re.sub(r"^gpu = .*$", f"gpu = [{cpu}]", t, flags=re.M)
+t = re.sub(r"^bench = .*$", f"bench = {cpu}", t, flags=re.M)
+open(m, "w").write(t)
+PY
+  fi
   out=$(cd $root && timeout 120 .venv/bin/python -m kernels.harness compile --manifest "${FLA_SCRATCH:?a scratch copy of fla-core 0.6.0 with einops beside fla/}/$m" --json --timeout 100 2>/dev/null)
   echo "$out" | $root/.venv/bin/python -c "
 import json,sys

@@ -6,7 +6,7 @@ the raw files beside it (whichever exist): mine.json (bench/mine.py), history.tx
 (bench/history.sh), apply.txt (bench/apply.sh), gil.json (bench/gil.sh), sites.json
 (bench/sites.sh), sites_mixes.json (bench/sites_mixes.py), ray.json (bench/ray_scaling.sh), ray_mine.json (bench/ray_mine.sh), html.txt (bench/html.sh), profile.json (bench/profile.py),
 families.json (bench/history-families.sh), run-phases-*.json (bench/run-phases.sh), phases.tsv and
-where.json (bench/test-times.sh, bench/where-time-goes.sh), setup.tsv (bench/setup-size.sh), verdicts.tsv (a run's verdicts), precision/*.json
+where.json (bench/test-times.sh, bench/where-time-goes.sh), setup.tsv (bench/setup-size.sh), verdicts.tsv (a run's verdicts), init-scan*.tsv (bench/fla-init-scan.sh), precision/*.json
 and precision-before/*.json (bench/precision.py --json). A number
 that is in no raw file is not in the table.
 
@@ -336,6 +336,23 @@ def verdict_rows(text):
     return rows + [f"| **all** | **{len(lines)}** | **{sum(secs.values()):.1f}** |"]
 
 
+def scan_rows(name, text):
+    """bench/fla-init-scan.sh (file, skeleton, compile status, first error line): how many files
+    init reads, whose skeletons load, whose baselines compile, and the errors by their kind."""
+    import re
+    from collections import Counter
+    lines = [ln.split("\t") for ln in text.splitlines() if ln.strip()]
+    read = [ln for ln in lines if len(ln) > 1 and ln[1] != "no-init"]
+    loads = [ln for ln in read if ln[1] == "loads"]
+    ok = [ln for ln in loads if len(ln) > 2 and ln[2] == "ok"]
+    kinds = Counter(re.sub(r"\(.*|at \{.*|[0-9.]+ s", "", ln[3] if len(ln) > 3 else "?")[:80].strip()
+                    for ln in loads if ln not in ok)
+    rows = [f"| {name} | files | init reads | skeleton loads | baseline compiles |", "|---|---|---|---|---|",
+            f"| | {len(lines)} | {len(read)} | {len(loads)} | {len(ok)} |", "",
+            f"| {name}: why the others do not compile | files |", "|---|---|"]
+    return rows + [f"| {k or '?'} | {n} |" for k, n in sorted(kinds.items(), key=lambda kv: (-kv[1], kv[0]))]
+
+
 def setup_rows(text):
     """bench/setup-size.sh: per requirements set, a fresh environment's set-up time and size."""
     rows = ["| requirements | set-up, wall s | exit | environment size |", "|---|---|---|---|"]
@@ -401,6 +418,8 @@ def block(run):
         parts.append(where_time_goes.table(run))
     if (run / "verdicts.tsv").exists():   # a run's verdicts, one candidate a line
         parts.append("\n".join(verdict_rows((run / "verdicts.tsv").read_text())))
+    for scan in sorted(run.glob("init-scan*.tsv")):   # bench/fla-init-scan.sh
+        parts.append("\n".join(scan_rows(scan.name, scan.read_text())))
     if (run / "setup.tsv").exists():   # bench/setup-size.sh
         parts.append("\n".join(setup_rows((run / "setup.tsv").read_text())))
     parts += notes

@@ -553,6 +553,92 @@ fn init_reads_a_tensors_dims_from_the_strides_of_its_address() {
     python_parses(&contract);
 }
 
+/// SGLang's copy of FLA's chunk kernels: block pointers over pointers moved first
+/// (`q += (bos * H + i_h) * K`, then `tl.make_block_ptr(q, (T, K), (H * K, 1), ...)`), one of
+/// them transposed (`k` read as (K, T) with strides (1, H * K)). Each is a tensor; the output's
+/// shape comes from its strides, the launcher saying only q's.
+const BLOCK_POINTERS: &str = r#"import torch
+import triton
+import triton.language as tl
+
+
+@triton.jit
+def bp_kernel(q, k, g, o, T, H: tl.constexpr, K: tl.constexpr, BT: tl.constexpr, BK: tl.constexpr):
+    i_t, i_bh = tl.program_id(0), tl.program_id(1)
+    i_b, i_h = i_bh // H, i_bh % H
+    bos = i_b * T
+    q += (bos * H + i_h) * K
+    k += (bos * H + i_h) * K
+    g += bos * H + i_h
+    o += (bos * H + i_h) * K
+    p_q = tl.make_block_ptr(q, (T, K), (H * K, 1), (i_t * BT, 0), (BT, BK), (1, 0))
+    p_k = tl.make_block_ptr(k, (K, T), (1, H * K), (0, i_t * BT), (BK, BT), (0, 1))
+    p_g = tl.make_block_ptr(g, (T,), (H,), (i_t * BT,), (BT,), (0,))
+    p_o = tl.make_block_ptr(base=o, shape=(T, K), strides=(H * K, 1), offsets=(i_t * BT, 0), block_shape=(BT, BK),
+                            order=(1, 0))
+    b_q = tl.load(p_q, boundary_check=(0, 1))
+    b_k = tl.load(p_k, boundary_check=(0, 1))
+    b_g = tl.load(p_g, boundary_check=(0,))
+    tl.store(p_o, (b_q + tl.trans(b_k)) * b_g[:, None], boundary_check=(0, 1))
+
+
+def bp(q, k, g):
+    B, T, H, K = q.shape
+    o = k.new_empty(B, T, H, K)
+    bp_kernel[(triton.cdiv(T, 64), B * H)](q, k, g, o, T, H=H, K=K, BT=64, BK=triton.next_power_of_2(K))
+    return o
+"#;
+
+#[test]
+fn init_reads_block_pointers_as_tensors_and_their_strides_as_shapes() {
+    let d = workdir("kidiom-init-");
+    write(d.path(), "bp.py", BLOCK_POINTERS);
+    let (r, _manifest, contract) = init(d.path(), "bp.py");
+    assert_eq!(names(&r["inputs"]), ["q", "k", "g"], "{r:#}");
+    assert_eq!(names(&r["outputs"]), ["o"], "{r:#}");
+    assert!(contract.contains("\"k\": ((B, T, H, K), \"float32\")"), "{contract}");
+    assert!(contract.contains("\"g\": ((B, T, H), \"float32\")"), "{contract}");
+    python_parses(&contract);
+}
+
+/// FLA's `qk_rmsnorm_fwd(x, weight, eps, *, store_rstd)`: a keyword-only parameter without a
+/// default is passed (the harness binds ARGS beyond the positional parameters to the keyword-only
+/// ones, in order), and so is each keyword-only one before it.
+const KEYWORD_ONLY: &str = r#"import torch
+import triton
+import triton.language as tl
+
+
+@triton.jit
+def norm_kernel(x, y, r, N, STORE: tl.constexpr, BLOCK: tl.constexpr):
+    o = tl.arange(0, BLOCK)
+    b = tl.load(x + tl.program_id(0) * N + o, mask=o < N, other=0.0)
+    s = 1.0 / tl.sqrt(tl.sum(b * b, axis=0) / N + 1e-6)
+    tl.store(y + tl.program_id(0) * N + o, b * s, mask=o < N)
+    if STORE:
+        tl.store(r + tl.program_id(0), s)
+
+
+def norm(x, *, eps: float = 1e-6, store_rstd: bool):
+    M, N = x.shape
+    y = torch.empty_like(x)
+    r = x.new_empty(M)
+    norm_kernel[(M,)](x, y, r, N, STORE=store_rstd, BLOCK=triton.next_power_of_2(N))
+    return y, r
+"#;
+
+#[test]
+fn init_passes_keyword_only_parameters_where_one_has_no_default() {
+    let d = workdir("kidiom-init-");
+    write(d.path(), "norm.py", KEYWORD_ONLY);
+    let (r, _, contract) = init(d.path(), "norm.py");
+    assert_eq!(names(&r["args"]), ["x", "eps", "store_rstd"], "{r:#}");
+    let filled = names(&r["filled"]);
+    assert!(filled.iter().any(|l| l.starts_with("store_rstd: keyword-only, passed by name")), "{filled:?}");
+    assert!(contract.contains("\"store_rstd\": False,"), "{contract}");
+    python_parses(&contract);
+}
+
 /// A default that is no value kidiom can pass (`torch.float32`): the launcher keeps its own at the
 /// end of its parameters; before another, None is passed and marked TODO. A keyword-only
 /// parameter (FLA's `attn_decoding_one_step(..., *, window_size=None)`) keeps its default. The

@@ -155,3 +155,24 @@ def test_a_kernel_that_imports_relatively_runs_in_its_package(tmp_path):
     # a folder without __init__.py is no package: nothing to be relative to
     (tmp_path / "myproj" / "ops" / "__init__.py").unlink()
     assert load_manifest(manifest).python_package is None
+
+
+def test_arguments_beyond_a_launchers_places_go_to_its_keyword_only_parameters():
+    """FLA's `qk_rmsnorm_fwd(x, weight, eps, *, store_rstd)`: the contract's ARGS are passed by
+    place, those beyond the positional parameters bound to the keyword-only ones in order."""
+    import types
+
+    from kernels.harness.triton.arrays import launcher_of
+
+    def norm(x, weight, eps=1e-6, *, store_rstd, dtype=None):
+        return (x, weight, eps, store_rstd, dtype)
+
+    mod = types.SimpleNamespace(norm=norm, Fn=types.SimpleNamespace(apply=max))
+    f = launcher_of(mod, "norm")
+    assert f(1, 2, 3, True) == (1, 2, 3, True, None)
+    assert f(1, 2, 3, False, "bf16") == (1, 2, 3, False, "bf16")
+    # without keyword-only parameters, or a builtin whose signature is unknown: the function itself
+    mod.plain = lambda x, y: x + y
+    assert launcher_of(mod, "plain") is mod.plain
+    assert launcher_of(mod, "Fn.apply") is max
+    assert launcher_of(mod, "missing") is None

@@ -221,10 +221,30 @@ def _contiguous_strides(shape):
 def launcher_of(mod, name):
     """The launcher `name` of a kernel's module, or None: a function (`l2norm_fwd`) or a dotted
     attribute path (`FusedChunkBasedFunction.apply`, an autograd Function's, as `kidiom init`
-    writes it where the launch is in the Function's `forward`)."""
+    writes it where the launch is in the Function's `forward`). The harness passes a contract's
+    ARGS by place: those beyond a launcher's positional parameters go to its keyword-only ones,
+    in order (FLA's `qk_rmsnorm_fwd(x, ..., *, store_rstd)`)."""
     obj = mod
     for part in name.split("."):
         obj = getattr(obj, part, None)
         if obj is None:
             return None
-    return obj if callable(obj) else None
+    return _keyword_only_by_place(obj) if callable(obj) else None
+
+
+def _keyword_only_by_place(fn):
+    import functools
+    import inspect
+    try:
+        params = list(inspect.signature(fn).parameters.values())
+    except (TypeError, ValueError):   # a builtin (`Function.apply`): called as it is
+        return fn
+    named = [p.name for p in params if p.kind == p.KEYWORD_ONLY]
+    if not named or any(p.kind == p.VAR_POSITIONAL for p in params):
+        return fn
+    places = sum(p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD) for p in params)
+
+    @functools.wraps(fn)
+    def call(*args, **kwargs):
+        return fn(*args[:places], **dict(zip(named, args[places:])), **kwargs)
+    return call

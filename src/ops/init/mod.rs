@@ -242,7 +242,7 @@ fn address_identifiers(n: Node<'_>, text: &str) -> Vec<String> {
 }
 
 /// Every identifier under `n`, in source order (attribute names excluded:
-/// `x.shape` is `x`).
+/// `x.shape` is `x`; `tl.` and `triton.` left out: `tl.make_block_ptr(q, ...)` is `q`, ...).
 fn identifiers(n: Node<'_>, text: &str) -> Vec<String> {
     names_under(n, text, false)
 }
@@ -255,6 +255,13 @@ fn names_under(n: Node<'_>, text: &str, skip_loads: bool) -> Vec<String> {
             return false;
         }
         let inner = match c.kind() {
+            // `tl.make_block_ptr(q, ...)` is made from q: Triton's module is no name of the kernel's
+            "attribute"
+                if c.child_by_field_name("object")
+                    .is_some_and(|o| o.kind() == "identifier" && matches!(node_text(o, text), "tl" | "triton")) =>
+            {
+                return false;
+            }
             "attribute" => c.child_by_field_name("object"),
             "keyword_argument" => c.child_by_field_name("value"),
             _ => {
@@ -671,17 +678,19 @@ fn read_triton(text: &str, want: Option<&str>) -> std::result::Result<Read, Stri
     if function_class.is_some() && !lparams.is_empty() {
         lparams.remove(0); // ctx
     }
-    // keyword-only parameters (after `*`): the harness calls the launcher with positional
-    // arguments, so these keep the launcher's defaults
+    // keyword-only parameters (after `*`): where each has a default, left to it; where one has
+    // none, all are ARGS after the positional ones (the harness binds the arguments beyond a
+    // launcher's positional parameters to its keyword-only ones, in order)
+    let required_by_name = lparams.iter().any(|p| p.keyword_only && p.default.is_none());
     for p in lparams.iter().filter(|p| p.keyword_only) {
         match &p.default {
-            Some(d) => filled.push(format!("{}: keyword-only, left to its default `{d}`", p.name)),
-            None => {
-                filled.push(format!("{}: keyword-only without a default: kidiom passes arguments by place", p.name))
-            }
+            Some(d) if !required_by_name => filled.push(format!("{}: keyword-only, left to its default `{d}`", p.name)),
+            _ => filled.push(format!("{}: keyword-only, passed by name after the positional arguments", p.name)),
         }
     }
-    lparams.retain(|p| !p.keyword_only);
+    if !required_by_name {
+        lparams.retain(|p| !p.keyword_only);
+    }
     let lnames: BTreeSet<String> = lparams.iter().map(|p| p.name.clone()).collect();
     let mut local_alias: BTreeMap<String, String> = BTreeMap::new(); // local -> first name it is made from
     let mut allocated: BTreeMap<String, Option<String>> = BTreeMap::new(); // local -> like whom
