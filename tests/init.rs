@@ -490,7 +490,7 @@ fn init_reads_the_default_path_of_an_upstream_launcher() {
 /// beta, the bias and the decay rate only passed on (their shapes are in a docstring). The
 /// kernel's address arithmetic says them: `g + (bos * HV + i_hv) * K + o_k` is (.., HV, K), `bos`
 /// ranging over (B, T) as it does in `v`'s address. `w` is addressed through a stride argument:
-/// nothing to read there.
+/// nothing to read there. `u` the launcher hands to torch, not to the kernel.
 const STRIDED_GATES: &str = r#"import torch
 import triton
 import triton.language as tl
@@ -525,12 +525,12 @@ def gated_kernel(q, k, v, g, beta, dt_bias, A, w, o, T, stride_w, H: tl.constexp
         p_o += HV * V
 
 
-def gated(q, k, v, g, beta, dt_bias, A, w):
+def gated(q, k, v, g, beta, dt_bias, A, w, u: torch.Tensor):
     B, T, H, K, V = *k.shape, v.shape[-1]
     HV = v.shape[2]
     o = torch.empty_like(v)
     gated_kernel[(B, HV)](q, k, v, g, beta, dt_bias, A, w, o, T, w.stride(0), H=H, HV=HV, K=K, V=V)
-    return o
+    return o, torch.cumsum(u, dim=1)
 "#;
 
 #[test]
@@ -548,6 +548,8 @@ fn init_reads_a_tensors_dims_from_the_strides_of_its_address() {
     assert!(contract.contains("\"A\": ((HV,), \"float32\")"), "{contract}");
     // still guesses: the user checks them
     assert!(contract.contains("\"shape of g\": \"(B, T, HV, K)\""), "{contract}");
+    // an input the kernel never receives is guessed shaped like the widest the launcher unpacks
+    assert!(contract.contains("\"u\": ((B, T, H, K), \"float32\"),  # TODO"), "{contract}");
     // a stride the launcher passes says nothing kidiom can read: w keeps the one-size guess
     assert!(contract.contains("\"w\": ((HV,), \"float32\"),  # TODO: w's shape is not readable"), "{contract}");
     python_parses(&contract);
@@ -636,6 +638,41 @@ fn init_passes_keyword_only_parameters_where_one_has_no_default() {
     let filled = names(&r["filled"]);
     assert!(filled.iter().any(|l| l.starts_with("store_rstd: keyword-only, passed by name")), "{filled:?}");
     assert!(contract.contains("\"store_rstd\": False,"), "{contract}");
+    python_parses(&contract);
+}
+
+/// FLA's gate launchers: `H, K = g.shape[-2:]` names the last two sizes, and the kernel keeps its
+/// offset in a local (`p = (i_t * H + i_h) * K + o_k`, then `tl.load(g + p)`), which kidiom reads
+/// through: `A + i_h` is (H,), i_h ranging over H in p.
+const SLICED_GATE: &str = r#"import torch
+import triton
+import triton.language as tl
+
+
+@triton.jit
+def gate_kernel(g, A, y, H: tl.constexpr, K: tl.constexpr):
+    i_t, i_h = tl.program_id(0), tl.program_id(1)
+    o_k = tl.arange(0, K)
+    p = (i_t * H + i_h) * K + o_k
+    tl.store(y + p, tl.load(g + p) * tl.exp(tl.load(A + i_h)))
+
+
+def gate(g, A):
+    H, K = g.shape[-2:]
+    y = torch.empty_like(g)
+    gate_kernel[(g.numel() // (H * K), H)](g, A, y, H=H, K=K)
+    return y
+"#;
+
+#[test]
+fn init_reads_a_slice_of_a_shape_and_an_offset_kept_in_a_local() {
+    let d = workdir("kidiom-init-");
+    write(d.path(), "gate.py", SLICED_GATE);
+    let (r, _, contract) = init(d.path(), "gate.py");
+    assert_eq!(names(&r["shape_vars"]), ["H", "K"], "{r:#}");
+    assert!(contract.contains("\"g\": ((H, K), \"float32\")"), "{contract}");
+    assert!(contract.contains("\"A\": ((H,), \"float32\"),  # TODO: A's shape read from the strides"), "{contract}");
+    assert!(contract.contains("\"y\": ((H, K), \"float32\")"), "{contract}");
     python_parses(&contract);
 }
 

@@ -1054,21 +1054,35 @@ fn read_triton(text: &str, want: Option<&str>) -> std::result::Result<Read, Stri
     // with what the kernel adds to the pointer itself (`q += (bos * H + i_h) * K`)
     // or a block pointer's base and strides
     let moves = |p: &str| rhs_nodes.get(p).into_iter().flatten().copied();
-    let mut layouts: BTreeMap<String, strides::Layout> = first_address
-        .iter()
-        .filter_map(|(p, e)| {
-            let parts: Vec<Node<'_>> = std::iter::once(*e).chain(moves(p)).collect();
-            Some((p.clone(), strides::layout(&parts, &[], p, text, &size)?))
-        })
-        .collect();
-    for (p, (base, block_strides)) in &block_pointers {
-        if !layouts.contains_key(p) {
-            let parts: Vec<Node<'_>> = std::iter::once(*base).chain(moves(p)).collect();
-            if let Some(l) = strides::layout(&parts, block_strides, p, text, &size) {
-                layouts.insert(p.clone(), l);
-            }
-        }
-    }
+    // a local offset assigned once (`p = (i_t * H + i_h) * K + o_k`, then `tl.load(g + p)`) is read
+    // through where the address alone says no dims (its layout is kept apart: `o_k` stays `o_k`)
+    let once = |name: &str| match rhs_nodes.get(name).map(Vec::as_slice) {
+        Some([one]) if !pnames.contains(name) => Some(*one),
+        _ => None,
+    };
+    let layout_of = |p: &String, through: bool| {
+        let none = |_: &str| None;
+        let local: strides::Locals<'_, '_> = if through { &once } else { &none };
+        first_address
+            .get(p)
+            .and_then(|e| {
+                let parts: Vec<Node<'_>> = std::iter::once(*e).chain(moves(p)).collect();
+                strides::layout(&parts, &[], p, text, &size, local)
+            })
+            .or_else(|| {
+                let (base, block_strides) = block_pointers.get(p)?;
+                let parts: Vec<Node<'_>> = std::iter::once(*base).chain(moves(p)).collect();
+                strides::layout(&parts, block_strides, p, text, &size, local)
+            })
+    };
+    let pointer_names: BTreeSet<&String> = first_address.keys().chain(block_pointers.keys()).collect();
+    let layouts: BTreeMap<String, strides::Layout> =
+        pointer_names.iter().filter_map(|p| Some(((*p).clone(), layout_of(p, false)?))).collect();
+    let read_through: BTreeMap<String, strides::Layout> =
+        pointer_names.iter().filter_map(|p| Some(((*p).clone(), layout_of(p, true)?))).collect();
+    // a kernel parameter's layouts, as addressed and read through its locals
+    let layouts_of = |kp: &str| [layouts.get(kp), read_through.get(kp)].into_iter().flatten();
+    let all_layouts: Vec<&strides::Layout> = layouts.values().chain(read_through.values()).collect();
     // a tensor whose rank only its indexed sizes guessed (`D = x.shape[-1]` beside `*g.shape`):
     // the strides of its address say more where they keep each indexed size in its place
     // (ranges from the tensors the launcher unpacks whole only: the guesses are what is in doubt)
@@ -1077,17 +1091,17 @@ fn read_triton(text: &str, want: Option<&str>) -> std::result::Result<Read, Stri
         .iter()
         .filter(|(_, (_, guessed))| !*guessed)
         .flat_map(|(name, (dims, _))| {
-            kernel_params_of(name).into_iter().filter_map(|kp| layouts.get(&kp)).map(move |l| (l, dims.as_slice()))
+            kernel_params_of(name).into_iter().flat_map(|kp| layouts_of(&kp)).map(move |l| (l, dims.as_slice()))
         })
         .collect();
-    let exact_ranges = strides::index_ranges(&layouts.values().collect::<Vec<_>>(), &exact_layouts);
+    let exact_ranges = strides::index_ranges(&all_layouts, &exact_layouts);
     let mut better: Vec<(String, Vec<String>)> = Vec::new();
     for (name, (dims, guessed)) in &dims_of {
         let Some(d) = guessed
             .then(|| {
                 kernel_params_of(name)
                     .iter()
-                    .filter_map(|kp| layouts.get(kp))
+                    .flat_map(|kp| layouts_of(kp))
                     .find_map(|l| strides::dims(l, &exact_ranges))
             })
             .flatten()
@@ -1144,10 +1158,10 @@ fn read_triton(text: &str, want: Option<&str>) -> std::result::Result<Read, Stri
     let known_layouts: Vec<(&strides::Layout, &[String])> = known
         .iter()
         .flat_map(|(name, dims)| {
-            kernel_params_of(name).into_iter().filter_map(|kp| layouts.get(&kp)).map(move |l| (l, dims.as_slice()))
+            kernel_params_of(name).into_iter().flat_map(|kp| layouts_of(&kp)).map(move |l| (l, dims.as_slice()))
         })
         .collect();
-    let index_ranges = strides::index_ranges(&layouts.values().collect::<Vec<_>>(), &known_layouts);
+    let index_ranges = strides::index_ranges(&all_layouts, &known_layouts);
     for a in args.iter_mut().filter(|a| still.contains(&a.name)) {
         let hinted = local_alias
             .iter()
@@ -1161,10 +1175,7 @@ fn read_triton(text: &str, want: Option<&str>) -> std::result::Result<Read, Stri
             })
         };
         let strided = || {
-            kernel_params_of(&a.name)
-                .iter()
-                .filter_map(|kp| layouts.get(kp))
-                .find_map(|l| strides::dims(l, &index_ranges))
+            kernel_params_of(&a.name).iter().flat_map(|kp| layouts_of(kp)).find_map(|l| strides::dims(l, &index_ranges))
         };
         let from_strides = hinted.is_none().then(strided).flatten();
         if let Some(dims) = hinted.or(from_strides.clone()).or_else(alike) {
@@ -1177,14 +1188,17 @@ fn read_triton(text: &str, want: Option<&str>) -> std::result::Result<Read, Stri
         }
     }
     // a written tensor whose shape nothing says is most often shaped like the largest input
-    // (row-wise and element-wise kernels): a better guess than one dimension, still marked TODO
+    // (row-wise and element-wise kernels): a better guess than one dimension, still marked TODO;
+    // so is an input the kernel never receives (the launcher hands it to another function: FLA's
+    // `v` in its intra-chunk launchers)
     let widest = args
         .iter()
         .filter(|a| a.role == Role::Input && !unread.contains(&a.name))
         .filter_map(|a| a.tensor.as_ref().filter(|t| !t.guessed).map(|t| t.dims.clone()))
         .max_by_key(|d| d.len());
     if let Some(widest) = widest {
-        for a in args.iter_mut().filter(|a| a.role != Role::Input && unread.contains(&a.name)) {
+        let elsewhere = |a: &Arg| a.role == Role::Input && kernel_params_of(&a.name).is_empty();
+        for a in args.iter_mut().filter(|a| (a.role != Role::Input || elsewhere(a)) && unread.contains(&a.name)) {
             // a reduction's result has one dimension fewer (the reduced one, the last assumed)
             let dims = if reductions.contains(&a.name) && widest.len() > 1 {
                 widest[..widest.len() - 1].to_vec()
@@ -1374,6 +1388,13 @@ fn unpack_shapes(
     if let Some(t) = rt.strip_suffix(".shape").filter(|t| is_name(t)) {
         return vec![(t.to_string(), names.to_vec())];
     }
+    // `H, K = g.shape[-2:]`, `B, T = x.shape[:2]`: each name a size in its place
+    if let Some(places) = shape_slice(rt, names.len()) {
+        for (name, (t, i)) in names.iter().zip(places) {
+            indexed.push((t, i, name.clone()));
+        }
+        return Vec::new();
+    }
     if !matches!(right.kind(), "expression_list" | "tuple") {
         return Vec::new();
     }
@@ -1450,6 +1471,22 @@ fn is_name(s: &str) -> bool {
 }
 
 /// `x.shape[-1]`, `x.size(1)` or `len(x)` -> (`x`, -1).
+/// The places `n` names take in a slice of a shape (`g.shape[-2:]` with two names: -2 and -1;
+/// `x.shape[1:3]`: 1 and 2), each with the tensor; None where the slice's length is not `n`,
+/// and for a slice from the front (`x.shape[:2]`), which would read as the whole shape.
+fn shape_slice(s: &str, n: usize) -> Option<Vec<(String, i64)>> {
+    let (t, rest) = s.trim().split_once(".shape[")?;
+    let (a, b) = rest.strip_suffix(']')?.split_once(':')?;
+    let (a, b) = (a.trim(), b.trim());
+    let n = i64::try_from(n).ok()?;
+    let start: i64 = if a.is_empty() { 0 } else { a.parse().ok()? };
+    let end: i64 = if b.is_empty() { if start < 0 { 0 } else { start + n } } else { b.parse().ok()? };
+    // both ends on one side of the shape, `n` long
+    let fits = (start >= 0 && end >= start) || (start < 0 && end <= 0);
+    (is_name(t) && n > 0 && start != 0 && fits && end - start == n)
+        .then(|| (start..end).map(|i| (t.to_string(), i)).collect())
+}
+
 fn shape_index(s: &str) -> Option<(String, i64)> {
     let s = s.trim();
     if let Some(t) = s.strip_prefix("len(").and_then(|r| r.strip_suffix(')')).map(str::trim) {
@@ -2057,6 +2094,20 @@ fn contract_text(stem: &str, file: &str, r: &Read) -> (String, Vec<String>) {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_slice_of_a_shape_places_each_name() {
+        let at = |s: &str, n| shape_slice(s, n).map(|v| v.into_iter().map(|(_, i)| i).collect::<Vec<_>>());
+        assert_eq!(at("g.shape[-2:]", 2), Some(vec![-2, -1]));
+        // from the front: a prefix of unknown rank, left unread
+        assert_eq!(at("x.shape[:2]", 2), None);
+        assert_eq!(at("x.shape[1:3]", 2), Some(vec![1, 2]));
+        assert_eq!(at("x.shape[1:]", 3), Some(vec![1, 2, 3]));
+        // a length that is not the names', or ends on both sides of the shape: nothing placed
+        assert_eq!(at("g.shape[-2:]", 3), None);
+        assert_eq!(at("x.shape[1:-1]", 2), None);
+        assert_eq!(at("x.shape[0]", 1), None);
+    }
 
     #[test]
     fn shape_indexing_is_read() {

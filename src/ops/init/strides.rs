@@ -16,29 +16,40 @@ type Monomial = (i64, Vec<String>);
 /// The most monomials an address may expand to (beyond that it is not a plain row-major address).
 const MOST_TERMS: usize = 64;
 
+/// What a kernel's local name stands for, where kidiom may read through it (`p = (i_t * H + i_h)
+/// * K + o_k`, assigned once), else None: the name is a factor of its own.
+pub(super) type Locals<'a, 't> = &'a dyn Fn(&str) -> Option<Node<'t>>;
+
+/// Names are not read through more deeply than this (a chain of locals, never a cycle).
+const DEEPEST: u8 = 6;
+
 /// An address expanded into a sum of products. A factor is a name, or an expression kidiom does
 /// not expand (`i_nh // HV`, a call) spelled without spaces. `x[:, None]` is `x` broadcast.
-fn expand(n: Node<'_>, text: &str) -> Option<Vec<Monomial>> {
+fn expand<'t>(n: Node<'t>, text: &str, local: Locals<'_, 't>, depth: u8) -> Option<Vec<Monomial>> {
     let atom = |s: String| Some(vec![(1, vec![s])]);
+    let expand = |n: Node<'t>| expand(n, text, local, depth);
     match n.kind() {
-        "parenthesized_expression" => expand(n.named_child(0)?, text),
+        "parenthesized_expression" => expand(n.named_child(0)?),
         "integer" => Some(vec![(node_text(n, text).parse().ok()?, Vec::new())]),
-        "identifier" => atom(node_text(n, text).to_string()),
+        "identifier" => match local(node_text(n, text)).filter(|_| depth < DEEPEST) {
+            Some(rhs) => self::expand(rhs, text, local, depth + 1),
+            None => atom(node_text(n, text).to_string()),
+        },
         "unary_operator" if node_text(n, text).starts_with('-') => {
-            Some(expand(n.child_by_field_name("argument")?, text)?.into_iter().map(|(c, f)| (-c, f)).collect())
+            Some(expand(n.child_by_field_name("argument")?)?.into_iter().map(|(c, f)| (-c, f)).collect())
         }
         "binary_operator" => {
             let (l, r) = (n.child_by_field_name("left")?, n.child_by_field_name("right")?);
             let op = node_text(n.child_by_field_name("operator")?, text);
             match op {
                 "+" | "-" => {
-                    let mut out = expand(l, text)?;
+                    let mut out = expand(l)?;
                     let sign = if op == "-" { -1 } else { 1 };
-                    out.extend(expand(r, text)?.into_iter().map(|(c, f)| (sign * c, f)));
+                    out.extend(expand(r)?.into_iter().map(|(c, f)| (sign * c, f)));
                     (out.len() <= MOST_TERMS).then_some(out)
                 }
                 "*" => {
-                    let (a, b) = (expand(l, text)?, expand(r, text)?);
+                    let (a, b) = (expand(l)?, expand(r)?);
                     if a.len() * b.len() > MOST_TERMS {
                         return None;
                     }
@@ -62,7 +73,7 @@ fn expand(n: Node<'_>, text: &str) -> Option<Vec<Monomial>> {
                     && f.child_by_field_name("attribute").is_some_and(|a| node_text(a, text) == "to")
             }) =>
         {
-            expand(n.child_by_field_name("function")?.child_by_field_name("object")?, text)
+            expand(n.child_by_field_name("function")?.child_by_field_name("object")?)
         }
         // `o_k[:, None]`: o_k along another axis, the same index
         "subscript"
@@ -99,19 +110,21 @@ pub(super) struct Layout {
 /// address of sizes (strides passed as arguments, a coefficient, a term with two indices).
 /// `block_strides`: a block pointer's strides (`tl.make_block_ptr(q, (T, K), (H*K, 1), ...)`),
 /// each an index of its own times its stride.
-pub(super) fn layout(
-    parts: &[Node<'_>],
-    block_strides: &[Node<'_>],
+/// `local`: the kernel's locals read through (see [`Locals`]).
+pub(super) fn layout<'t>(
+    parts: &[Node<'t>],
+    block_strides: &[Node<'t>],
     base: &str,
     text: &str,
     size: &dyn Fn(&str) -> Option<String>,
+    local: Locals<'_, 't>,
 ) -> Option<Layout> {
     let mut terms = Vec::new();
     for p in parts {
-        terms.extend(expand(*p, text)?);
+        terms.extend(expand(*p, text, local, 0)?);
     }
     for (j, st) in block_strides.iter().enumerate() {
-        let mut stride = match expand(*st, text)?.as_slice() {
+        let mut stride = match expand(*st, text, local, 0)?.as_slice() {
             [(1, f)] => f.clone(),
             _ => return None,
         };
@@ -215,7 +228,7 @@ mod tests {
         let tree = parse_tree(Lang::Python, expr).ok()??;
         let e = tree.root_node().named_child(0)?.named_child(0)?;
         let size = |s: &str| s.chars().next().is_some_and(|c| c.is_ascii_uppercase()).then(|| s.to_string());
-        layout(&[e], &[], base, expr, &size)
+        layout(&[e], &[], base, expr, &size, &|_| None)
     }
 
     fn strs(v: &[&str]) -> Vec<String> {
@@ -251,17 +264,30 @@ mod tests {
         let root = tree.root_node();
         let parts: Vec<Node<'_>> = (0..3).filter_map(|i| root.named_child(i)?.named_child(0)).collect();
         let size = |s: &str| matches!(s, "H" | "K").then(|| s.to_string());
-        let l = layout(&parts, &[], "q", src, &size).expect("q");
+        let l = layout(&parts, &[], "q", src, &size, &|_| None).expect("q");
         assert_eq!(l.inner, strs(&["H", "K"]));
         assert_eq!(l.outer.len(), 2, "bos and o_t both step by H * K: {l:?}");
         // without the pointer itself, no address of it
-        assert_eq!(layout(&parts[1..], &[], "q", src, &size), None);
+        assert_eq!(layout(&parts[1..], &[], "q", src, &size, &|_| None), None);
         // a block pointer over the moved q: `tl.make_block_ptr(q, (T, K), (H*K, 1), ...)`
         let src = "q\n(bos * H + i_h) * K\nH*K\n1\n";
         let tree = parse_tree(Lang::Python, src).ok().flatten().expect("parse");
         let n: Vec<Node<'_>> = (0..4).filter_map(|i| tree.root_node().named_child(i)?.named_child(0)).collect();
-        let l = layout(&n[..2], &n[2..], "q", src, &size).expect("block");
+        let l = layout(&n[..2], &n[2..], "q", src, &size, &|_| None).expect("block");
         assert_eq!(l.inner, strs(&["H", "K"]));
+    }
+
+    #[test]
+    fn a_local_offset_is_read_through() {
+        // `p = (i_t * H + i_h) * K + o_k` then `tl.load(g + p)`
+        let src = "g + p\n(i_t * H + i_h) * K + o_k\n";
+        let tree = parse_tree(Lang::Python, src).ok().flatten().expect("parse");
+        let n: Vec<Node<'_>> = (0..2).filter_map(|i| tree.root_node().named_child(i)?.named_child(0)).collect();
+        let size = |s: &str| matches!(s, "H" | "K").then(|| s.to_string());
+        assert_eq!(layout(&n[..1], &[], "g", src, &size, &|_| None).map(|l| l.inner), Some(vec![]));
+        let local = |name: &str| (name == "p").then_some(n[1]);
+        let l = layout(&n[..1], &[], "g", src, &size, &local).expect("through p");
+        assert_eq!((l.inner, l.outer), (strs(&["H", "K"]), strs(&["i_t"])));
     }
 
     #[test]
