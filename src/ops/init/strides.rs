@@ -23,29 +23,36 @@ pub(super) type Locals<'a, 't> = &'a dyn Fn(&str) -> Option<Node<'t>>;
 /// Names are not read through more deeply than this (a chain of locals, never a cycle).
 const DEEPEST: u8 = 6;
 
+/// Expressions nested more deeply than this are no address kidiom reads (a generated
+/// `x + 1 + 1 + ...` would otherwise recurse as deep as it is long).
+const NESTED: u16 = 256;
+
 /// An address expanded into a sum of products. A factor is a name, or an expression kidiom does
 /// not expand (`i_nh // HV`, a call) spelled without spaces. `x[:, None]` is `x` broadcast.
-fn expand<'t>(n: Node<'t>, text: &str, local: Locals<'_, 't>, depth: u8) -> Option<Vec<Monomial>> {
+/// `depth`: locals read through so far; `nest`: how deep in the expression.
+fn expand<'t>(n: Node<'t>, text: &str, local: Locals<'_, 't>, depth: u8, nest: u16) -> Option<Vec<Monomial>> {
+    if nest > NESTED {
+        return None;
+    }
     let atom = |s: String| Some(vec![(1, vec![s])]);
-    let expand = |n: Node<'t>| expand(n, text, local, depth);
+    let expand = |n: Node<'t>| expand(n, text, local, depth, nest + 1);
+    let negated = |terms: Vec<Monomial>| terms.into_iter().map(|(c, f)| Some((c.checked_neg()?, f))).collect();
     match n.kind() {
         "parenthesized_expression" => expand(n.named_child(0)?),
         "integer" => Some(vec![(node_text(n, text).parse().ok()?, Vec::new())]),
         "identifier" => match local(node_text(n, text)).filter(|_| depth < DEEPEST) {
-            Some(rhs) => self::expand(rhs, text, local, depth + 1),
+            Some(rhs) => self::expand(rhs, text, local, depth + 1, nest + 1),
             None => atom(node_text(n, text).to_string()),
         },
-        "unary_operator" if node_text(n, text).starts_with('-') => {
-            Some(expand(n.child_by_field_name("argument")?)?.into_iter().map(|(c, f)| (-c, f)).collect())
-        }
+        "unary_operator" if node_text(n, text).starts_with('-') => negated(expand(n.child_by_field_name("argument")?)?),
         "binary_operator" => {
             let (l, r) = (n.child_by_field_name("left")?, n.child_by_field_name("right")?);
             let op = node_text(n.child_by_field_name("operator")?, text);
             match op {
                 "+" | "-" => {
                     let mut out = expand(l)?;
-                    let sign = if op == "-" { -1 } else { 1 };
-                    out.extend(expand(r)?.into_iter().map(|(c, f)| (sign * c, f)));
+                    let right = expand(r)?;
+                    out.extend(if op == "-" { negated(right)? } else { right });
                     (out.len() <= MOST_TERMS).then_some(out)
                 }
                 "*" => {
@@ -121,10 +128,10 @@ pub(super) fn layout<'t>(
 ) -> Option<Layout> {
     let mut terms = Vec::new();
     for p in parts {
-        terms.extend(expand(*p, text, local, 0)?);
+        terms.extend(expand(*p, text, local, 0, 0)?);
     }
     for (j, st) in block_strides.iter().enumerate() {
-        let mut stride = match expand(*st, text, local, 0)?.as_slice() {
+        let mut stride = match expand(*st, text, local, 0, 0)?.as_slice() {
             [(1, f)] => f.clone(),
             _ => return None,
         };
@@ -300,5 +307,11 @@ mod tests {
         assert_eq!(layout_of("x + i * N + N", "x"), None);
         // two sizes between strides: their order is not readable
         assert_eq!(layout_of("x + i * H * K + j", "x"), None);
+        // nested past what an address is, or a coefficient that cannot be negated: nothing, no panic
+        let deep = format!("x + {}j{} + i * N", "(".repeat(300), ")".repeat(300));
+        assert_eq!(layout_of(&deep, "x"), None);
+        let long = format!("x + i * N + j{}", " + 1".repeat(5000));
+        assert_eq!(layout_of(&long, "x"), None);
+        assert_eq!(layout_of("x - -9223372036854775808 * i + j", "x"), None);
     }
 }
