@@ -34,16 +34,28 @@ impl Paths {
     }
 }
 
+/// Conditions nested more deeply than this depend, as far as kidiom reads, on something else (a
+/// generated `f and f and ...` would otherwise recurse as deep as it is long).
+const DEEPEST_CONDITION: u16 = 64;
+
 /// A condition's value when each flag has its default: `flag`, `not flag`, `a and b`, `a or b`
 /// (None: it depends on something else).
 fn value(cond: Node<'_>, text: &str, flags: &BTreeMap<String, bool>) -> Option<bool> {
+    value_at(cond, text, flags, 0)
+}
+
+fn value_at(cond: Node<'_>, text: &str, flags: &BTreeMap<String, bool>, depth: u16) -> Option<bool> {
+    if depth > DEEPEST_CONDITION {
+        return None;
+    }
+    let value = |c: Node<'_>| value_at(c, text, flags, depth + 1);
     match cond.kind() {
         "identifier" => flags.get(node_text(cond, text)).copied(),
-        "parenthesized_expression" => cond.named_child(0).and_then(|c| value(c, text, flags)),
-        "not_operator" => cond.child_by_field_name("argument").and_then(|c| value(c, text, flags)).map(|v| !v),
+        "parenthesized_expression" => cond.named_child(0).and_then(value),
+        "not_operator" => cond.child_by_field_name("argument").and_then(value).map(|v| !v),
         "boolean_operator" => {
-            let l = cond.child_by_field_name("left").and_then(|c| value(c, text, flags));
-            let r = cond.child_by_field_name("right").and_then(|c| value(c, text, flags));
+            let l = cond.child_by_field_name("left").and_then(value);
+            let r = cond.child_by_field_name("right").and_then(value);
             let op = cond.child_by_field_name("operator").map(|o| node_text(o, text)).unwrap_or("");
             match (op, l, r) {
                 ("and", Some(false), _) | ("and", _, Some(false)) => Some(false),
