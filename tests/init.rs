@@ -860,22 +860,28 @@ fn init_guesses_a_number_where_none_would_reach_the_kernels_arithmetic() {
     assert!(contract.contains("\"scale\": None,\n"), "{contract}");
 }
 
-/// A generated launcher whose condition is as long as the file (`f and f and ...`, 200,000
-/// deep) and an address summed as long: init reads what it can and never overflows its stack.
+/// A generated launcher whose condition is as long as the file (`f and f and ...`, 100,000
+/// deep), an address summed as long, an attribute chain and a returned value converted as often:
+/// init reads what it can and never overflows its stack.
 #[test]
 fn init_reads_a_launcher_with_a_condition_and_an_address_as_long_as_the_file() {
     let d = workdir("kidiom-init-");
-    let chain = vec!["f"; 200_000].join(" and ");
-    let sum = " + 0".repeat(100_000);
+    let chain = vec!["f"; 100_000].join(" and ");
+    let sum = " + 0".repeat(50_000);
+    let attrs = ".a".repeat(50_000);
+    let converted = ".float()".repeat(10_000);
     let source = format!(
         "import torch\nimport triton\nimport triton.language as tl\n\n\n@triton.jit\n\
          def k_kernel(x, y, N, BLOCK: tl.constexpr):\n    o = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)\n    \
+         z = x{attrs}\n    \
          tl.store(y + o{sum}, tl.load(x + o, mask=o < N), mask=o < N)\n\n\n\
          def k(x, f: bool = False):\n    N = x.shape[0]\n    y = torch.empty_like(x)\n    if {chain}:\n        \
-         y = x\n    k_kernel[(triton.cdiv(N, 128),)](x, y, N, BLOCK=128)\n    return y\n"
+         y = x\n    k_kernel[(triton.cdiv(N, 128),)](x, y, N, BLOCK=128)\n    return y{converted}\n"
     );
     write(d.path(), "k.py", &source);
     let (r, _, contract) = init(d.path(), "k.py");
-    assert_eq!(names(&r["outputs"]), ["y"], "{r:#}");
+    assert_eq!(names(&r["inputs"]), ["x", "f"], "{r:#}");
     assert!(contract.contains("\"x\": ((N,), \"float32\")"), "{contract}");
+    // a value converted past 64 times is not followed back to the allocation it returns
+    assert_eq!(names(&r["outputs"]), Vec::<&str>::new(), "{r:#}");
 }

@@ -250,31 +250,27 @@ fn identifiers(n: Node<'_>, text: &str) -> Vec<String> {
 /// [`identifiers`], or ([`address_identifiers`]) those outside loads.
 fn names_under(n: Node<'_>, text: &str, skip_loads: bool) -> Vec<String> {
     let mut out = Vec::new();
+    // without recursion (a chain `x.a.a.a...` is as deep as it is long): an attribute's name
+    // (`x.shape` is `x`) and a keyword's (`mask=m` is `m`) are no names, noted at their parent
+    let mut not_names: BTreeSet<usize> = BTreeSet::new();
     preorder(n, |c| {
         if skip_loads && c.kind() == "call" && callee_name(c, text) == "load" {
             return false;
         }
-        let inner = match c.kind() {
-            // `tl.make_block_ptr(q, ...)` is made from q: Triton's module is no name of the kernel's
-            "attribute"
-                if c.child_by_field_name("object")
-                    .is_some_and(|o| o.kind() == "identifier" && matches!(node_text(o, text), "tl" | "triton")) =>
-            {
-                return false;
-            }
-            "attribute" => c.child_by_field_name("object"),
-            "keyword_argument" => c.child_by_field_name("value"),
-            _ => {
-                if c.kind() == "identifier" {
-                    out.push(node_text(c, text).to_string());
-                }
-                return true;
-            }
-        };
-        if let Some(i) = inner {
-            out.extend(names_under(i, text, skip_loads));
+        // `tl.make_block_ptr(q, ...)` is made from q: Triton's module is no name of the kernel's
+        if c.kind() == "attribute"
+            && c.child_by_field_name("object")
+                .is_some_and(|o| o.kind() == "identifier" && matches!(node_text(o, text), "tl" | "triton"))
+        {
+            return false;
         }
-        false
+        match c.kind() {
+            "attribute" => not_names.extend(c.child_by_field_name("attribute").map(|a| a.id())),
+            "keyword_argument" => not_names.extend(c.child_by_field_name("name").map(|a| a.id())),
+            "identifier" if !not_names.contains(&c.id()) => out.push(node_text(c, text).to_string()),
+            _ => {}
+        }
+        true
     });
     out
 }
@@ -1345,16 +1341,21 @@ fn returned_tensor(e: Node<'_>, text: &str) -> Option<String> {
         "clone",
         "detach",
     ];
-    match e.kind() {
-        "identifier" => Some(node_text(e, text).to_string()),
-        "call" => {
-            let f = e.child_by_field_name("function").filter(|f| f.kind() == "attribute")?;
-            let method = f.child_by_field_name("attribute").map(|a| node_text(a, text))?;
-            SAME_VALUES.contains(&method).then_some(())?;
-            returned_tensor(f.child_by_field_name("object")?, text)
+    // `y.float().contiguous()...`: through every same-value method, without recursion
+    let mut e = e;
+    for _ in 0..64 {
+        match e.kind() {
+            "identifier" => return Some(node_text(e, text).to_string()),
+            "call" => {
+                let f = e.child_by_field_name("function").filter(|f| f.kind() == "attribute")?;
+                let method = f.child_by_field_name("attribute").map(|a| node_text(a, text))?;
+                SAME_VALUES.contains(&method).then_some(())?;
+                e = f.child_by_field_name("object")?;
+            }
+            _ => return None,
         }
-        _ => None,
     }
+    None
 }
 
 /// The dims of `torch.empty((M, N), ...)` or `torch.empty(M, N, ...)`:
