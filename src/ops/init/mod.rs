@@ -1389,7 +1389,7 @@ fn unpack_shapes(
     if let Some(t) = rt.strip_suffix(".shape").filter(|t| is_name(t)) {
         return vec![(t.to_string(), names.to_vec())];
     }
-    // `H, K = g.shape[-2:]`, `B, T = x.shape[:2]`: each name a size in its place
+    // `H, K = g.shape[-2:]`, `T, H = x.shape[1:3]`: each name a size in its place
     if let Some(places) = shape_slice(rt, names.len()) {
         for (name, (t, i)) in names.iter().zip(places) {
             indexed.push((t, i, name.clone()));
@@ -1471,7 +1471,6 @@ fn is_name(s: &str) -> bool {
     c.next().is_some_and(|f| f.is_alphabetic() || f == '_') && c.all(|x| x.is_alphanumeric() || x == '_')
 }
 
-/// `x.shape[-1]`, `x.size(1)` or `len(x)` -> (`x`, -1).
 /// The places `n` names take in a slice of a shape (`g.shape[-2:]` with two names: -2 and -1;
 /// `x.shape[1:3]`: 1 and 2), each with the tensor; None where the slice's length is not `n`,
 /// and for a slice from the front (`x.shape[:2]`), which would read as the whole shape.
@@ -1488,6 +1487,7 @@ fn shape_slice(s: &str, n: usize) -> Option<Vec<(String, i64)>> {
         .then(|| (start..end).map(|i| (t.to_string(), i)).collect())
 }
 
+/// `x.shape[-1]`, `x.size(1)` or `len(x)` -> (`x`, -1).
 fn shape_index(s: &str) -> Option<(String, i64)> {
     let s = s.trim();
     if let Some(t) = s.strip_prefix("len(").and_then(|r| r.strip_suffix(')')).map(str::trim) {
