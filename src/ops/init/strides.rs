@@ -135,7 +135,7 @@ pub(super) fn layout<'t>(
             [(1, f)] => f.clone(),
             _ => return None,
         };
-        stride.push(format!("#block_dim{j}"));
+        stride.push(format!("#{base}.block_dim{j}")); // an index of this pointer's block alone
         terms.push((1, stride));
     }
     let is_base = |(c, f): &Monomial| *c == 1 && f.len() == 1 && f[0] == base;
