@@ -150,7 +150,10 @@ def _original_dir(path):
 def _package_of(source, dirs):
     """The dotted package `source` lives in under one of `dirs`, every folder between holding an
     __init__.py (`fla/ops/cyfa/chunk.py` under `.` is `fla.ops.cyfa`), else None."""
-    folder = Path(source).resolve().parent
+    try:
+        folder = Path(source).resolve().parent
+    except (OSError, RuntimeError):   # a symlink loop: in no package
+        return None
     for d in dirs:
         try:
             parts = folder.relative_to(d).parts
