@@ -741,6 +741,13 @@ fn init_points_a_kernel_in_its_own_package_at_that_package() {
     write(d.path(), "proj/pkg/ops/rel.py", &relative);
     let (_, manifest, _) = init(d.path(), "proj/pkg/ops/rel.py");
     assert!(manifest.contains("[python]\npath = [\"../..\"]"), "{manifest}");
+    // a namespace package (SGLang's sglang/srt/layers/... has no `__init__.py` below `sglang`):
+    // the outermost folder the file lies in that it imports by name
+    write(d.path(), "ns/top/__init__.py", "");
+    let namespaced = TWO_KERNELS.replace("import torch\n", "import torch\nfrom top.srt.ops.utils import helper\n");
+    write(d.path(), "ns/top/srt/ops/scale.py", &namespaced);
+    let (_, manifest, _) = init(d.path(), "ns/top/srt/ops/scale.py");
+    assert!(manifest.contains("[python]\npath = [\"../../..\"]"), "{manifest}");
     write(d.path(), "alone/scale.py", TWO_KERNELS);
     let (_, manifest, _) = init(d.path(), "alone/scale.py");
     assert!(!manifest.contains("[python]"), "{manifest}");

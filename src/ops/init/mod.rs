@@ -219,11 +219,24 @@ fn own_project(path: &Path, text: &str) -> Option<(String, String)> {
     // the top of the packages the file lies in (each folder up with an `__init__.py`), as Python
     // names the file: `fla` for fla/modules/causal_conv1d/ops.py, not `causal_conv1d`, which that
     // file imports as another project
-    let (up, top) = dir.ancestors().enumerate().take_while(|(_, f)| f.join("__init__.py").is_file()).last()?;
-    let name = top.file_name()?.to_str()?;
+    let packaged = dir.ancestors().enumerate().take_while(|(_, f)| f.join("__init__.py").is_file()).last();
     // `from .utils import x`: relative to the package it lies in, which must be importable
     let relative = text.lines().any(|l| l.trim_start().starts_with("from ."));
-    (relative || imported.contains(name)).then(|| (vec![".."; up + 1].join("/"), name.to_string()))
+    let named = |(up, f): (usize, &Path)| Some((up, f.file_name()?.to_str()?.to_string()));
+    if let Some((up, name)) = packaged.and_then(named)
+        && (relative || imported.contains(name.as_str()))
+    {
+        return Some((vec![".."; up + 1].join("/"), name));
+    }
+    // a namespace package (SGLang's `sglang/srt/...` has no `__init__.py` below its top): the
+    // outermost folder the file lies in that it imports by name
+    dir.ancestors()
+        .take(32)
+        .enumerate()
+        .filter_map(named)
+        .filter(|(_, name)| imported.contains(name.as_str()))
+        .last()
+        .map(|(up, name)| (vec![".."; up + 1].join("/"), name))
 }
 
 fn write_new(path: &Path, text: &str) -> Result<()> {
