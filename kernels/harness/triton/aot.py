@@ -245,9 +245,9 @@ def _real_call(torch, call, error):
 
 def _record(manifest, source, shape, arglist=None):
     """The launcher's one launch of the entry kernel at `shape` (on shape-only tensors, or on zeros
-    where the launcher needs values; `arglist`: a case's own arguments, else the shape's), specialised as Triton's JIT would: a namespace of the
-    JIT function, the bound arguments, the fake call's arguments, the grid, the launch options and
-    the specialisation."""
+    where the launcher needs values; `arglist`: a case's own arguments, else the shape's),
+    specialised as Triton's JIT would: a namespace of the JIT function, the bound arguments, the
+    fake call's arguments, the grid, the launch options and the specialisation."""
     from types import SimpleNamespace
     mod = _imported(source, getattr(manifest, "python_package", None))
     kernel = getattr(mod, manifest.entry)
@@ -640,7 +640,8 @@ def run_worker(manifest, source, arch, deadline, job_extra, collect, complete, w
 # can write for the next. This cache is written by the harness only, from what the compile of
 # exactly these bytes produced, so an entry is only ever that source's own result.
 # 3: the CPU cases' specialisations through the frontend too (cpu_paths); 4: NVRTC's version in the key;
-# 5: each CPU case's own flags and OPTIONAL inputs (case_arglists), a GPU shape's under both
+# 5: each CPU case's own flags and OPTIONAL inputs (case_arglists), a GPU shape's under both;
+# 6: a launch recorded on zero-filled tensors where shape-only ones fail, relative imports resolved
 AOT_CACHE_VERSION = 6
 
 
