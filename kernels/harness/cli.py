@@ -104,6 +104,7 @@ def parse_args(argv):
     k = sub.add_parser("compile", parents=[common], help="ahead-of-time compile for sm_90; instruction mix")
     k.add_argument("--arch", type=int, default=90)
     k.add_argument("--keep", help="directory to keep the PTX/cubin/SASS in")
+    k.add_argument("--shape", help="JSON object: a shape in place of the manifest's bench shape (its variables)")
     s = sub.add_parser("spec", parents=[common], help="launch specs for the Rust GPU gate, per gpu and bench shape "
                                                       "(triton/spec.py; no GPU needed)")
     s.add_argument("--out", required=True, help="directory to write one spec directory per shape in")
@@ -116,7 +117,8 @@ def parse_args(argv):
     w.add_argument("--jobs", type=int, default=os.cpu_count() or 1, help="variants measured at a time")
     w.add_argument("--seed", type=int, default=0, help="seed of the curve's inputs (fixed: variants compare)")
     sub.add_parser("profile", parents=[common],
-                   help="work per source line, counted on the CPU and scaled to the bench shape (profile.py)")
+                   help="work per source line, counted on the CPU and scaled to the bench shape (profile.py)") \
+        .add_argument("--shape", help="JSON object: a shape in place of the manifest's bench shape (its variables)")
     r = sub.add_parser("precision", parents=[common], help="a storage variant (bf16 / fp8 / int8 state) against "
                        "float64 and its simulated reference, with its drift and budget (triton/precision.py)")
     r.add_argument("--seed", type=int, default=0, help="seed of the inputs")
@@ -233,7 +235,7 @@ def _select_device(args):
 
 
 def dispatch(args, out):
-    from .manifest import all_manifests, manifest_from_args
+    from .manifest import all_manifests, bench_shape_override, manifest_from_args
     if args.command == "list":
         out["status"] = "ok"
         out["kernels"] = [{"name": m.name, "op": m.op, "language": m.language, "format": m.format,
@@ -242,6 +244,9 @@ def dispatch(args, out):
                           for m in all_manifests().values()]
         return EXIT_OK
     manifest = manifest_from_args(args)
+    if getattr(args, "shape", None) is not None:
+        # `kidiom predict --check`: a published measurement's shape (the caches key on the bench shape)
+        manifest.shapes["bench"] = bench_shape_override(manifest, args.shape)
     out["kernel"] = manifest.name
     out["manifest"] = str(manifest.path)
     if manifest.raw.get("variant_of") and args.command not in ("precision", "compile"):

@@ -11,6 +11,7 @@ declaring that OP) and `reference`; tables `tolerance`, `shapes` (`cpu`, `gpu`, 
 `service` (kernels/harness/host/).
 """
 import ast
+import json
 import operator
 import tomllib
 from dataclasses import dataclass, field
@@ -235,6 +236,23 @@ def manifest_from_args(args):
     if not getattr(args, "kernel", None):
         raise ManifestError("give --kernel NAME or --manifest PATH")
     return find_manifest(args.kernel)
+
+
+def bench_shape_override(manifest, text):
+    """`--shape JSON`: a shape with exactly the bench shape's variables, each a positive integer
+    (up to 2**31), to profile or compile at in the bench shape's place."""
+    try:
+        shape = json.loads(text)
+    except ValueError as e:
+        raise ManifestError(f"--shape: not JSON ({e})") from None
+    bench = manifest.shapes.get("bench") or {}
+    if not isinstance(shape, dict) or set(shape) != set(bench):
+        got = sorted(shape) if isinstance(shape, dict) else type(shape).__name__
+        raise ManifestError(f"--shape: {manifest.name}'s shapes have the variables {sorted(bench)}, not {got}")
+    for k, v in shape.items():
+        if not isinstance(v, int) or isinstance(v, bool) or not 0 < v <= 1 << 31:
+            raise ManifestError(f"--shape: {k} = {str(v)[:40]} is not a positive integer")
+    return {k: shape[k] for k in bench}
 
 
 _OPS = {ast.Add: operator.add, ast.Sub: operator.sub, ast.Mult: operator.mul,

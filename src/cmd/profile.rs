@@ -108,18 +108,9 @@ fn print_one(r: &ProfileReport) -> Result<()> {
         }
     }
     if let Some(pr) = &r.prediction {
-        output::line(&format!(
-            "  predicted {:.1} us on {}, {}-bound (memory {:.1}, compute {:.1}, special functions {:.1}, \
-             tensor cores {:.1}, launch {:.1} us): a prediction, not a measurement",
-            pr.us,
-            pr.device,
-            pr.bound.name(),
-            pr.memory_us,
-            pr.compute_us,
-            pr.special_us,
-            pr.tensor_us,
-            pr.launch_us
-        ))?;
+        for l in prediction_lines(pr, r.launch_problem.as_deref()) {
+            output::line(&format!("  {l}"))?;
+        }
     }
     let mut rows = vec![vec![
         "line".to_string(),
@@ -213,6 +204,34 @@ pub(crate) fn run(a: Args) -> Result<ExitCode> {
 }
 
 /// One kernel's JSON: the profile's fields at the top, `predicted` beside them.
+/// A prediction in lines: the time and what decides it, the launch's
+/// occupancy, then each term with its share of the time.
+pub(crate) fn prediction_lines(
+    pr: &kidiom_validator::predict::Prediction,
+    launch_problem: Option<&str>,
+) -> Vec<String> {
+    let mut out = vec![format!(
+        "predicted {:.2} us on {} under a {}, {}-bound: a prediction, not a measurement",
+        pr.us,
+        pr.device,
+        pr.timing.name(),
+        pr.bound.name()
+    )];
+    match (&pr.launch, launch_problem) {
+        (Some(l), _) => out.push(format!(
+            "launch: {} programs of {} threads, {} resident per SM, {:.2} waves; the bytes move at {:.0} GB/s",
+            l.programs, l.threads, l.resident_per_sm, l.waves, l.achieved_gbps
+        )),
+        (None, Some(why)) => out.push(format!("launch: no configuration ({why}): the roofs alone")),
+        (None, None) => {}
+    }
+    for t in pr.shares() {
+        let how = if t.adds { "" } else { ", under the deciding term" };
+        out.push(format!("  {:>6.1}%  {:>8.2} us  {}{how}", 100.0 * t.share, t.us, t.name));
+    }
+    out
+}
+
 fn report_json(r: &ProfileReport) -> serde_json::Value {
     let mut v = match &r.profile {
         Some(p) => serde_json::to_value(p).unwrap_or_default(),
@@ -223,6 +242,15 @@ fn report_json(r: &ProfileReport) -> serde_json::Value {
         o.insert("source".into(), r.source.clone().into());
         o.insert("device".into(), serde_json::json!(r.device));
         o.insert("predicted".into(), serde_json::json!(r.prediction));
+        o.insert("launch".into(), serde_json::json!(r.launch));
+        if let Some(pr) = &r.prediction {
+            let shares: Vec<_> = pr
+                .shares()
+                .iter()
+                .map(|t| serde_json::json!({"term": t.name, "us": t.us, "share": t.share, "adds": t.adds}))
+                .collect();
+            o.insert("prediction_terms".into(), shares.into());
+        }
         o.insert("redundancy".into(), serde_json::json!(r.redundancy));
         if let Some(e) = &r.problem {
             o.insert("error".into(), e.clone().into());

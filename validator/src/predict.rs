@@ -1,16 +1,27 @@
-//! Predicted time from a work profile: a roofline over the counts the
-//! harness's `profile` made on the CPU (bytes, flops, special-function
-//! evaluations, dot multiply-accumulates) and a named device's constants
-//! (`kidiom.toml` `[devices.NAME]`).
+//! Predicted time from a work profile and a launch's configuration: the
+//! counts the harness's `profile` made on the CPU (bytes, flops,
+//! special-function evaluations, dot multiply-accumulates), the compile's
+//! figures (programs, threads, registers, shared memory) and a named
+//! device's constants (`kidiom.toml` `[devices.NAME]`).
 //!
-//! The prediction is the slowest of the four rates plus the launch overhead,
-//! and `bound` names which one decides. It is always a *prediction*: every
-//! record of it says so, and the device check prints it beside what a GPU
-//! measures so the model's error is known.
+//! One term per effect, each in microseconds so a reviewer sees why:
+//! - `memory_us`: the bytes at the measured copy bandwidth (the roof);
+//! - `latency_us`: what Little's law adds when the resident programs keep
+//!   too few bytes in flight to reach the roof (bandwidth = bytes in flight
+//!   / memory latency; resident programs from registers, shared memory and
+//!   threads per program);
+//! - `waves_us`: what a last, partial wave of programs adds (wave quantization);
+//! - `compute_us`, `special_us`, `tensor_us`: the compute roofs;
+//! - `min_kernel_us`: what the device's minimum kernel time adds to a tiny kernel;
+//! - `launch_us`: the launch, eager (the host's cost per launch, overlapping
+//!   the kernels of back-to-back calls) or under a CUDA graph (per kernel node).
+//!
+//! It is always a *prediction*: every record of it says so, and
+//! `kidiom predict --check` scores it against published measurements.
 
 use serde::{Deserialize, Serialize};
 
-/// A device's throughput constants, each with where the number comes from.
+/// A device's constants, each with where the number comes from.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct DeviceModel {
@@ -30,11 +41,66 @@ pub struct DeviceModel {
     pub sm_count: f64,
     /// Boost clock, GHz.
     pub clock_ghz: f64,
-    /// Overhead of one kernel launch, microseconds.
+    /// The host's cost of one eager kernel launch, microseconds.
     pub launch_us: f64,
+    /// One kernel node of a CUDA graph's replay, microseconds.
+    #[serde(default = "defaults::launch_graph_us")]
+    pub launch_graph_us: f64,
+    /// The shortest a kernel takes, launched and retired, microseconds.
+    #[serde(default = "defaults::min_kernel_us")]
+    pub min_kernel_us: f64,
+    /// Latency of a load from device memory, nanoseconds.
+    #[serde(default = "defaults::mem_latency_ns")]
+    pub mem_latency_ns: f64,
+    /// Bytes one thread keeps in flight (loads issued before the first is
+    /// waited for); fitted on published measurements.
+    #[serde(default = "defaults::inflight_bytes_per_thread")]
+    pub inflight_bytes_per_thread: f64,
+    /// Resident threads per SM.
+    #[serde(default = "defaults::max_threads_per_sm")]
+    pub max_threads_per_sm: f64,
+    /// Resident programs (thread blocks) per SM.
+    #[serde(default = "defaults::max_programs_per_sm")]
+    pub max_programs_per_sm: f64,
+    /// 32-bit registers per SM.
+    #[serde(default = "defaults::registers_per_sm")]
+    pub registers_per_sm: f64,
+    /// Shared memory per SM, bytes.
+    #[serde(default = "defaults::shared_per_sm_bytes")]
+    pub shared_per_sm_bytes: f64,
     /// Where each number comes from.
     #[serde(default)]
     pub sources: std::collections::BTreeMap<String, String>,
+}
+
+/// Hopper's and Blackwell's per-SM limits (the CUDA C++ Programming Guide's
+/// table of compute capabilities 9.0 and 10.0), and the latency terms' values
+/// before a fit.
+mod defaults {
+    pub(super) fn launch_graph_us() -> f64 {
+        1.0
+    }
+    pub(super) fn min_kernel_us() -> f64 {
+        2.0
+    }
+    pub(super) fn mem_latency_ns() -> f64 {
+        450.0
+    }
+    pub(super) fn inflight_bytes_per_thread() -> f64 {
+        64.0
+    }
+    pub(super) fn max_threads_per_sm() -> f64 {
+        2048.0
+    }
+    pub(super) fn max_programs_per_sm() -> f64 {
+        32.0
+    }
+    pub(super) fn registers_per_sm() -> f64 {
+        65536.0
+    }
+    pub(super) fn shared_per_sm_bytes() -> f64 {
+        233472.0
+    }
 }
 
 impl DeviceModel {
@@ -61,6 +127,14 @@ impl DeviceModel {
             sm_count: 132.0,
             clock_ghz: 1.98,
             launch_us: 3.0,
+            launch_graph_us: defaults::launch_graph_us(),
+            min_kernel_us: defaults::min_kernel_us(),
+            mem_latency_ns: defaults::mem_latency_ns(),
+            inflight_bytes_per_thread: defaults::inflight_bytes_per_thread(),
+            max_threads_per_sm: defaults::max_threads_per_sm(),
+            max_programs_per_sm: defaults::max_programs_per_sm(),
+            registers_per_sm: defaults::registers_per_sm(),
+            shared_per_sm_bytes: defaults::shared_per_sm_bytes(),
             sources: sources.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect(),
         }
     }
@@ -76,16 +150,107 @@ impl DeviceModel {
             ("sfu_per_sm_clock", self.sfu_per_sm_clock),
             ("sm_count", self.sm_count),
             ("clock_ghz", self.clock_ghz),
+            ("mem_latency_ns", self.mem_latency_ns),
+            ("inflight_bytes_per_thread", self.inflight_bytes_per_thread),
+            ("max_threads_per_sm", self.max_threads_per_sm),
+            ("max_programs_per_sm", self.max_programs_per_sm),
+            ("registers_per_sm", self.registers_per_sm),
+            ("shared_per_sm_bytes", self.shared_per_sm_bytes),
         ];
         for (k, v) in rates {
             if !(v.is_finite() && v > 0.0) {
                 return Err(format!("device {}: {k} must be a positive number, not {v}", self.name));
             }
         }
-        if !(self.launch_us.is_finite() && self.launch_us >= 0.0) {
-            return Err(format!("device {}: launch_us must be zero or more, not {}", self.name, self.launch_us));
+        for (k, v) in [
+            ("launch_us", self.launch_us),
+            ("launch_graph_us", self.launch_graph_us),
+            ("min_kernel_us", self.min_kernel_us),
+        ] {
+            if !(v.is_finite() && v >= 0.0) {
+                return Err(format!("device {}: {k} must be zero or more, not {v}", self.name));
+            }
         }
         Ok(())
+    }
+
+    /// Programs of `launch` resident on one SM at a time: the fewest that
+    /// threads, registers (allocated per warp, 256 at a time) and shared
+    /// memory allow, at least one.
+    pub fn resident_per_sm(&self, launch: &LaunchShape) -> f64 {
+        let threads = launch.threads.max(1) as f64;
+        let warps = (threads / 32.0).ceil();
+        let mut n = self.max_programs_per_sm.min((self.max_threads_per_sm / (warps * 32.0)).floor());
+        if let Some(r) = launch.registers.filter(|r| *r > 0) {
+            let per_warp = ((r as f64 * 32.0) / 256.0).ceil() * 256.0;
+            n = n.min((self.registers_per_sm / (per_warp * warps)).floor());
+        }
+        if let Some(b) = launch.shared_bytes.filter(|b| *b > 0) {
+            n = n.min((self.shared_per_sm_bytes / b as f64).floor());
+        }
+        n.max(1.0)
+    }
+}
+
+/// How calls are timed: eager launches back to back (the host's launch cost
+/// overlaps the kernels before it) or a CUDA graph's replay.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, Default)]
+#[serde(rename_all = "lowercase")]
+pub enum Timing {
+    /// Plain calls, one after another.
+    Eager,
+    /// A CUDA graph: each kernel a node, no host work per call.
+    #[default]
+    Graph,
+}
+
+impl Timing {
+    /// Its name in prose.
+    pub fn name(self) -> &'static str {
+        match self {
+            Timing::Eager => "eager",
+            Timing::Graph => "CUDA graph",
+        }
+    }
+}
+
+/// A launch's configuration: what decides how many programs are resident
+/// and how many bytes they keep in flight.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct LaunchShape {
+    /// Programs (Triton) or thread blocks (CUDA) of the grid.
+    pub programs: u64,
+    /// Threads per program (Triton: num_warps x 32).
+    pub threads: u64,
+    /// Registers per thread, where the compile says.
+    #[serde(default)]
+    pub registers: Option<u64>,
+    /// Shared memory per program, bytes, where the compile says.
+    #[serde(default)]
+    pub shared_bytes: Option<u64>,
+}
+
+impl LaunchShape {
+    /// From a compile's figures (the harness's `compile` JSON) and the
+    /// profile's programs and threads per program (CUDA: the contract's
+    /// block; Triton: none, the compile's num_warps says). `None` where
+    /// neither says how many threads a program has.
+    pub fn from_compile(compile: &serde_json::Value, programs: u64, threads: Option<u64>) -> Option<LaunchShape> {
+        let int = |v: &serde_json::Value| v.as_u64().filter(|n| *n > 0);
+        let triton = &compile["triton"];
+        let threads = threads.filter(|t| *t > 0).or_else(|| int(&triton["num_warps"]).map(|w| 32 * w))?;
+        let res = &compile["resources"];
+        let shared = int(&triton["shared_bytes"]).or_else(|| {
+            let s =
+                res["shared_static_bytes"].as_u64().unwrap_or(0) + res["shared_dynamic_bytes"].as_u64().unwrap_or(0);
+            (s > 0).then_some(s)
+        });
+        Some(LaunchShape {
+            programs: programs.max(1),
+            threads,
+            registers: int(&res["registers"]),
+            shared_bytes: shared,
+        })
     }
 }
 
@@ -117,10 +282,10 @@ pub struct WorkTotals {
 /// What decides a predicted time (stored in the evidence, so defined with it).
 pub use kidiom_patterns::record::Bound;
 
-/// A predicted time: each roofline term and the one that decides.
+/// A predicted time: each term and the one that decides.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Prediction {
-    /// Always `"prediction"`: a roofline over CPU counts, not a measurement.
+    /// Always `"prediction"`: a model over CPU counts, not a measurement.
     pub label: String,
     /// The device's name.
     pub device: String,
@@ -136,43 +301,189 @@ pub struct Prediction {
     pub special_us: f64,
     /// Dot MACs at the tensor-core rate, µs.
     pub tensor_us: f64,
-    /// Launch overhead, µs.
+    /// The launch's share of the call, µs (eager: what the host's launches
+    /// take beyond the kernels; graph: the nodes).
     pub launch_us: f64,
+    /// What too few bytes in flight add to the memory time, µs (Little's law).
+    #[serde(default)]
+    pub latency_us: f64,
+    /// What the last, partial wave adds, µs.
+    #[serde(default)]
+    pub waves_us: f64,
+    /// What the device's minimum kernel time adds, µs.
+    #[serde(default)]
+    pub min_kernel_us: f64,
+    /// How the call is timed.
+    #[serde(default)]
+    pub timing: Timing,
+    /// The launch's configuration the latency terms came from (`None`: no
+    /// compile figures, the roofs and the launch alone).
+    #[serde(default)]
+    pub launch: Option<LaunchFigures>,
 }
 
-/// The roofline time of `w` on `d`, for `launches` kernel launches per call.
+/// The occupancy a prediction assumed.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+pub struct LaunchFigures {
+    /// Programs of the grid.
+    pub programs: u64,
+    /// Threads per program.
+    pub threads: u64,
+    /// Programs resident per SM.
+    pub resident_per_sm: f64,
+    /// Waves: programs over the SMs' resident programs.
+    pub waves: f64,
+    /// The bandwidth the resident programs reach, GB/s.
+    pub achieved_gbps: f64,
+}
+
+impl Prediction {
+    /// Each term with its share of the predicted time, largest first, terms
+    /// of zero left out: those that add up to the time, then the roofs that
+    /// run under the deciding one (`adds` false): why the prediction is what
+    /// it is.
+    pub fn shares(&self) -> Vec<Share> {
+        let total = if self.us > 0.0 { self.us } else { 1.0 };
+        let memory = self.memory_us + self.latency_us + self.waves_us;
+        let roofs = [
+            ("fp32 compute", self.compute_us),
+            ("special functions", self.special_us),
+            ("tensor cores", self.tensor_us),
+        ];
+        let top = roofs.iter().map(|r| r.1).fold(0.0, f64::max);
+        let mut terms: Vec<(&'static str, f64, bool)> = vec![
+            ("memory (bytes at the copy bandwidth)", self.memory_us, memory >= top),
+            ("memory latency (bytes in flight)", self.latency_us, memory >= top),
+            ("waves (a partial last wave)", self.waves_us, memory >= top),
+            ("minimum kernel time", self.min_kernel_us, true),
+            ("launch", self.launch_us, true),
+        ];
+        let mut decided = memory >= top;
+        for (name, us) in roofs {
+            // the first roof at the top decides; the rest run under it
+            let adds = !decided && us == top;
+            decided |= adds;
+            terms.push((name, us, adds));
+        }
+        let mut out: Vec<Share> = terms
+            .into_iter()
+            .filter(|t| t.1 > 0.0)
+            .map(|(name, us, adds)| Share { name, us, share: us / total, adds })
+            .collect();
+        out.sort_by(|a, b| b.adds.cmp(&a.adds).then(b.us.total_cmp(&a.us)));
+        out
+    }
+}
+
+/// One term of a prediction (`Prediction::shares`).
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Share {
+    /// The term, in prose.
+    pub name: &'static str,
+    /// Its microseconds.
+    pub us: f64,
+    /// Its microseconds over the predicted time.
+    pub share: f64,
+    /// Whether it adds to the time (false: a roof under the deciding one).
+    pub adds: bool,
+}
+
+/// The roofline time of `w` on `d`, for `launches` kernel launches per call
+/// under a CUDA graph (how a serving engine runs a decode step), without a
+/// launch's configuration: the roofs, the minimum kernel time and the nodes.
 pub fn predict(w: &WorkTotals, launches: u64, d: &DeviceModel) -> Prediction {
+    predict_launch(w, launches, None, Timing::Graph, d)
+}
+
+/// The time of `w` on `d` for `launches` launches of the configuration
+/// `launch` (`None`: the roofs alone), timed as `timing`.
+///
+/// The memory time runs wave by wave: `capacity` programs resident (SMs x
+/// resident per SM), each moving its share of the bytes with at most
+/// `threads x inflight_bytes_per_thread` in flight, so one wave of `n`
+/// programs takes `bytes_per_program x max(latency / in_flight, n / roof)`.
+/// Compute terms are the roofs over the whole grid. A kernel takes at least
+/// `min_kernel_us`. Eager calls overlap the host's launches with the kernels
+/// (the call takes the longer of the two); a graph adds a node per launch.
+pub fn predict_launch(
+    w: &WorkTotals,
+    launches: u64,
+    launch: Option<&LaunchShape>,
+    timing: Timing,
+    d: &DeviceModel,
+) -> Prediction {
+    let launches = launches.max(1) as f64;
     let bytes = (w.load_bytes + w.store_bytes) as f64;
-    let memory_us = bytes / (d.copy_gbps * 1e3);
+    let roof = d.copy_gbps * 1e3; // bytes per µs
+    let memory_us = bytes / roof;
     let compute_us = w.flops as f64 / (d.fp32_tflops * 1e6);
     let special_us = w.special_calls as f64 / (d.sfu_per_sm_clock * d.sm_count * d.clock_ghz * 1e3);
     let tensor_us = 2.0 * w.dot_macs as f64 / (d.tensor_tflops * 1e6);
-    let launch_us = d.launch_us * launches.max(1) as f64;
+    let (mut latency_us, mut waves_us, mut figures) = (0.0, 0.0, None);
+    if let Some(l) = launch.filter(|l| l.programs > 0 && bytes > 0.0) {
+        let programs = l.programs as f64;
+        let resident = d.resident_per_sm(l);
+        let capacity = (d.sm_count * resident).max(1.0);
+        let per_program = bytes / programs;
+        let in_flight = per_program.min(l.threads.max(1) as f64 * d.inflight_bytes_per_thread);
+        let latency = d.mem_latency_ns / 1e3; // µs
+        // one wave of n programs (µs)
+        let wave = |n: f64| per_program * (latency / in_flight).max(n / roof);
+        let full = (programs / capacity).floor();
+        let rest = programs - full * capacity;
+        let quantized = full * wave(capacity) + if rest > 0.0 { wave(rest) } else { 0.0 };
+        let smooth = bytes * (latency / (in_flight * programs.min(capacity))).max(1.0 / roof);
+        latency_us = (smooth - memory_us).max(0.0);
+        waves_us = (quantized - smooth).max(0.0);
+        figures = Some(LaunchFigures {
+            programs: l.programs,
+            threads: l.threads,
+            resident_per_sm: resident,
+            waves: programs / capacity,
+            achieved_gbps: if quantized > 0.0 { bytes / quantized / 1e3 } else { d.copy_gbps },
+        });
+    }
     let terms = [
-        (Bound::Memory, memory_us),
+        (Bound::Memory, memory_us + latency_us + waves_us),
         (Bound::Compute, compute_us),
         (Bound::SpecialFunctions, special_us),
         (Bound::TensorCores, tensor_us),
     ];
-    let (mut bound, mut work) = (Bound::Launch, 0.0);
+    let (mut bound, mut body) = (Bound::Launch, 0.0);
     for (b, t) in terms {
-        if t > work {
-            (bound, work) = (b, t);
+        if t > body {
+            (bound, body) = (b, t);
         }
     }
-    if launch_us > work {
+    if bound == Bound::Memory && latency_us + waves_us > memory_us {
+        bound = Bound::Latency;
+    }
+    // each launch is a kernel of at least the minimum time; the work spreads over them
+    let per_kernel = body / launches;
+    let min_kernel_us = launches * (d.min_kernel_us - per_kernel).max(0.0);
+    let kernels = body + min_kernel_us;
+    let launch_us = match timing {
+        Timing::Eager => (d.launch_us * launches - kernels).max(0.0),
+        Timing::Graph => d.launch_graph_us * launches,
+    };
+    if min_kernel_us + launch_us > body {
         bound = Bound::Launch;
     }
     Prediction {
         label: "prediction".into(),
         device: d.name.clone(),
-        us: work + launch_us,
+        us: kernels + launch_us,
         bound,
         memory_us,
         compute_us,
         special_us,
         tensor_us,
         launch_us,
+        latency_us,
+        waves_us,
+        min_kernel_us,
+        timing,
+        launch: figures,
     }
 }
 
@@ -205,11 +516,15 @@ mod tests {
         d.check().unwrap();
         let (twice, once) = (predict(&decode(2), 1, &d), predict(&decode(1), 1, &d));
         assert_eq!(twice.bound, Bound::Memory);
-        // 403 MB at 4.3 TB/s = 93.6 us, 268 MB = 62.4 us (+ 3 us launch)
+        // 403 MB at 4.3 TB/s = 93.6 us, 268 MB = 62.4 us, each + 1 us for its graph node
         assert!((twice.memory_us - 93.6).abs() < 0.5, "{twice:?}");
         assert!((once.memory_us - 62.4).abs() < 0.5, "{once:?}");
+        assert_eq!((twice.launch_us, twice.us), (1.0, twice.memory_us + 1.0));
         let s = speedup(&twice, &once);
-        assert!((1.40..1.50).contains(&s), "{s}");
+        assert!((1.45..1.50).contains(&s), "{s}");
+        // eager, the host's 3 us launch runs under the kernel before it
+        let eager = predict_launch(&decode(2), 1, None, Timing::Eager, &d);
+        assert_eq!((eager.launch_us, eager.us), (0.0, eager.memory_us));
         assert_eq!(twice.label, "prediction");
         // 67 M special functions at 16 x 132 x 1.98 GHz: 16 us, well under the bytes
         assert!((twice.special_us - 16.0).abs() < 0.5, "{twice:?}");
@@ -224,10 +539,82 @@ mod tests {
         assert_eq!(predict(&dots, 1, &d).bound, Bound::TensorCores);
         let flops = WorkTotals { flops: 1 << 40, ..Default::default() };
         assert_eq!(predict(&flops, 1, &d).bound, Bound::Compute);
+        // two launches of a tiny kernel: two minimum kernels (2 x 2 us) under the host's 2 x 3 us
         let tiny = WorkTotals { load_bytes: 1024, ..Default::default() };
-        let p = predict(&tiny, 2, &d);
-        assert_eq!((p.bound, p.launch_us), (Bound::Launch, 6.0));
+        let p = predict_launch(&tiny, 2, None, Timing::Eager, &d);
+        assert_eq!(p.bound, Bound::Launch);
+        assert!((p.us - 6.0).abs() < 1e-9 && (p.min_kernel_us - 4.0).abs() < 0.01, "{p:?}");
+        let g = predict_launch(&tiny, 2, None, Timing::Graph, &d);
+        assert!((g.us - (4.0 + 2.0)).abs() < 0.01 && g.launch_us == 2.0, "{g:?}");
         let bad = DeviceModel { copy_gbps: 0.0, ..DeviceModel::h200() };
         assert!(bad.check().unwrap_err().contains("copy_gbps"));
+        let bad = DeviceModel { mem_latency_ns: f64::NAN, ..DeviceModel::h200() };
+        assert!(bad.check().unwrap_err().contains("mem_latency_ns"));
+    }
+
+    /// A decode's state, `n` sequences of 32 heads, K = V = 128, fp32, read and written once.
+    fn state(n: u64) -> WorkTotals {
+        let kv = n * 32 * 128 * 128 * 4;
+        WorkTotals { load_bytes: kv, store_bytes: kv, ..Default::default() }
+    }
+
+    #[test]
+    fn a_small_batch_keeps_too_few_bytes_in_flight_to_reach_the_roof() {
+        let d = DeviceModel::h200();
+        // one sequence: 4 V-tiles x 32 heads = 128 programs of 64 threads, 32 kB each
+        let launch = LaunchShape { programs: 128, threads: 64, registers: Some(64), shared_bytes: None };
+        let p = predict_launch(&state(1), 1, Some(&launch), Timing::Graph, &d);
+        // 4.2 MB at the roof is about 1 us; 64 threads x 64 B in flight per program take
+        // 8 round trips of 450 ns: 3.6 us
+        assert!((p.memory_us - 0.98).abs() < 0.01, "{p:?}");
+        assert!((p.memory_us + p.latency_us - 3.6).abs() < 0.01, "{p:?}");
+        assert_eq!((p.bound, p.waves_us), (Bound::Latency, 0.0));
+        let f = p.launch.unwrap();
+        assert!(f.achieved_gbps < 0.3 * d.copy_gbps, "{f:?}");
+        // 64 sequences: 8192 programs of 128 threads, 8 resident per SM (64 registers); the roof decides
+        let big = LaunchShape { programs: 8192, threads: 128, ..launch };
+        let q = predict_launch(&state(64), 1, Some(&big), Timing::Graph, &d);
+        assert_eq!(q.bound, Bound::Memory);
+        assert!(q.latency_us == 0.0 && (q.launch.unwrap().resident_per_sm - 8.0).abs() < 1e-9, "{q:?}");
+    }
+
+    #[test]
+    fn occupancy_comes_from_threads_registers_and_shared_memory() {
+        let d = DeviceModel::h200();
+        let l = |threads, registers, shared_bytes| LaunchShape { programs: 1, threads, registers, shared_bytes };
+        assert_eq!(d.resident_per_sm(&l(128, None, None)), 16.0); // 2048 threads
+        assert_eq!(d.resident_per_sm(&l(32, None, None)), 32.0); // 32 programs at most
+        assert_eq!(d.resident_per_sm(&l(128, Some(255), None)), 2.0); // 65536 / (8192 x 4 warps)
+        assert_eq!(d.resident_per_sm(&l(128, None, Some(90112))), 2.0); // 228 kB / 88 kB
+        assert_eq!(d.resident_per_sm(&l(1024, Some(255), Some(300_000))), 1.0); // never below one
+    }
+
+    #[test]
+    fn a_launch_configuration_changes_the_prediction() {
+        let d = DeviceModel::h200();
+        // 128 programs of 256 kB: 4 warps keep half the bytes in flight that 8 warps do
+        // (32 round trips of 450 ns against 16, under the roof's 7.8 us)
+        let w = WorkTotals { load_bytes: 128 * 262144, ..Default::default() };
+        let four = LaunchShape { programs: 128, threads: 128, registers: Some(64), shared_bytes: None };
+        let eight = LaunchShape { threads: 256, ..four };
+        let (a, b) = (
+            predict_launch(&w, 1, Some(&four), Timing::Graph, &d),
+            predict_launch(&w, 1, Some(&eight), Timing::Graph, &d),
+        );
+        assert!(a.us > 1.5 * b.us && (a.us - 1.0 - 14.4).abs() < 0.1, "{a:?} {b:?}");
+        // one program past a full wave (132 x 8 + 1) waits its latency alone
+        let programs = 132 * 8 + 1;
+        let bytes = WorkTotals { load_bytes: programs * 32768, ..Default::default() };
+        let full = LaunchShape { programs, ..four };
+        let q = predict_launch(&bytes, 1, Some(&full), Timing::Graph, &d);
+        assert!((q.waves_us - 1.8).abs() < 0.02 && q.launch.unwrap().waves > 1.0, "{q:?}");
+        let shares = a.shares();
+        let adding: f64 = shares.iter().filter(|s| s.adds).map(|s| s.share).sum();
+        assert!((adding - 1.0).abs() < 1e-9, "{shares:?}");
+        assert_eq!(shares[0].name, "memory (bytes at the copy bandwidth)");
+        // a roof under the memory time is shown, not added
+        let mixed = WorkTotals { flops: 1 << 20, ..w };
+        let m = predict_launch(&mixed, 1, Some(&four), Timing::Graph, &d).shares();
+        assert!(m.iter().any(|s| s.name == "fp32 compute" && !s.adds), "{m:?}");
     }
 }

@@ -13,6 +13,8 @@ pub(crate) enum Request<'a> {
         kernel: Kernel<'a>,
         /// A source in place of the manifest's (the candidate's).
         source: Option<&'a str>,
+        /// A shape (JSON object) in place of the manifest's bench shape.
+        shape: Option<&'a str>,
     },
     /// `check`: correctness against the reference.
     Check {
@@ -48,6 +50,8 @@ pub(crate) enum Request<'a> {
         source: Option<&'a str>,
         /// The harness's own time limit in seconds (`None`: its default).
         timeout: Option<u64>,
+        /// A shape (JSON object) in place of the manifest's bench shape.
+        shape: Option<&'a str>,
     },
     /// `bench`: baseline and candidate interleaved in one process.
     Bench {
@@ -139,10 +143,13 @@ impl Request<'_> {
         let mut a: Vec<String> = Vec::new();
         let mut push = |xs: &[&str]| a.extend(xs.iter().map(|s| s.to_string()));
         match self {
-            Request::Compile { kernel, source } => {
+            Request::Compile { kernel, source, shape } => {
                 push(&["compile", kernel.flag, kernel.value]);
                 if let Some(s) = source {
                     push(&["--source", s]);
+                }
+                if let Some(s) = shape {
+                    push(&["--shape", s]);
                 }
             }
             Request::Check { kernel, source, seeds, seed, device, curve, consistency, baseline_cache } => {
@@ -166,10 +173,13 @@ impl Request<'_> {
                 push(&["check", kernel.flag, kernel.value, "--seeds", "1", "--seed", "0", "--device", "cpu"]);
                 push(&["--no-curve", "--odd-sizes"]);
             }
-            Request::Profile { kernel, source, timeout } => {
+            Request::Profile { kernel, source, timeout, shape } => {
                 push(&["profile", kernel.flag, kernel.value]);
                 if let Some(s) = source {
                     push(&["--source", s]);
+                }
+                if let Some(s) = shape {
+                    push(&["--shape", s]);
                 }
                 if let Some(t) = timeout {
                     push(&["--timeout", &t.to_string()]);
@@ -256,9 +266,14 @@ mod tests {
             cached.argv().join(" "),
             "check --kernel k --seeds 1 --seed 2 --device cpu --no-consistency --baseline-cache /tmp/b"
         );
-        assert_eq!(Request::Compile { kernel: Kernel::name("k"), source: None }.argv().join(" "), "compile --kernel k");
-        let profile = Request::Profile { kernel: Kernel::name("k"), source: None, timeout: Some(9) };
+        assert_eq!(
+            Request::Compile { kernel: Kernel::name("k"), source: None, shape: None }.argv().join(" "),
+            "compile --kernel k"
+        );
+        let profile = Request::Profile { kernel: Kernel::name("k"), source: None, timeout: Some(9), shape: None };
         assert_eq!(profile.argv().join(" "), "profile --kernel k --timeout 9");
+        let at = Request::Profile { kernel: Kernel::name("k"), source: None, timeout: None, shape: Some("{\"N\":1}") };
+        assert_eq!(at.argv().join(" "), "profile --kernel k --shape {\"N\":1}");
         let bench = Request::Bench {
             kernel: Kernel::name("k"),
             source: "s.py",
@@ -291,7 +306,7 @@ mod tests {
         assert_eq!(sweep.argv().join(" "), "sweep --kernel k --variants v.json --jobs 1");
         // a manifest the harness does not find by name goes by its path, wherever --kernel would
         let arg = ("--manifest", "/t/tree/ops/rmsnorm.toml".to_string());
-        let compile = Request::Compile { kernel: Kernel::of(&arg), source: Some("/t/c/rmsnorm.py") };
+        let compile = Request::Compile { kernel: Kernel::of(&arg), source: Some("/t/c/rmsnorm.py"), shape: None };
         assert_eq!(compile.argv().join(" "), "compile --manifest /t/tree/ops/rmsnorm.toml --source /t/c/rmsnorm.py");
     }
 }

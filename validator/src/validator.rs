@@ -336,8 +336,13 @@ pub struct ProfileReport {
     pub device: Option<String>,
     /// The profile, when one was made.
     pub profile: Option<crate::wire::Profile>,
-    /// Its roofline prediction, when there is a device model.
+    /// Its prediction under a CUDA graph, when there is a device model.
     pub prediction: Option<crate::predict::Prediction>,
+    /// The launch's configuration from the compile at the same shape, when
+    /// it compiled (`None`: the prediction has the roofs alone).
+    pub launch: Option<crate::predict::LaunchShape>,
+    /// Why there is no launch configuration, when there is none.
+    pub launch_problem: Option<String>,
     /// Why there is no profile.
     pub problem: Option<String>,
     /// What the profile shows the kernel does more than once, largest
@@ -476,6 +481,18 @@ impl Validator {
     /// `source` in its place) from the harness's `profile`, in the check's
     /// sandbox, and its roofline prediction on the device model.
     pub fn profile(&self, name: &str, source: Option<&Path>) -> Result<ProfileReport> {
+        self.profile_at(name, source, None)
+    }
+
+    /// [`Validator::profile`] at `shape` (the manifest's shape variables,
+    /// each given) in place of the manifest's bench shape: the counts and the
+    /// compile's launch configuration there (`kidiom predict --check`).
+    pub fn profile_at(
+        &self,
+        name: &str,
+        source: Option<&Path>,
+        shape: Option<&std::collections::BTreeMap<String, u64>>,
+    ) -> Result<ProfileReport> {
         let manifest = self.kernels.manifests.iter().find(|m| m.name == name).ok_or_else(|| {
             let known: Vec<&str> = self.kernels.manifests.iter().map(|m| m.name.as_str()).collect();
             Error::UnknownKernel { name: name.to_string(), known: known.join(", ") }
@@ -488,9 +505,26 @@ impl Validator {
         let timeout = Some(self.opts.timeout.as_secs().max(1));
         // in the harness's own directory, the manifest by name there or by its path in the root
         let arg = manifest.harness_arg(&self.opts.root);
-        let args = Request::Profile { kernel: Kernel::of(&arg), source: source.as_deref(), timeout }.argv();
+        let shape = shape.map(|s| serde_json::to_string(s).unwrap_or_default());
+        let shape = shape.as_deref();
+        let args = Request::Profile { kernel: Kernel::of(&arg), source: source.as_deref(), timeout, shape }.argv();
+        let compile_args = Request::Compile { kernel: Kernel::of(&arg), source: source.as_deref(), shape }.argv();
         let harness = Harness { python: self.python.clone(), root: self.harness_root.clone(), fleet: None };
-        let run = harness.call(&args, self.opts.timeout + Duration::from_secs(10))?;
+        let limit = self.opts.timeout + Duration::from_secs(10);
+        // the compile (its launch configuration) beside the profile; a host kernel has neither
+        let device_code = manifest.language != KernelLanguage::Cpp;
+        let (run, compiled) = std::thread::scope(|s| {
+            let compiled = device_code.then(|| s.spawn(|| harness.call(&compile_args, limit)));
+            let run = harness.call(&args, limit);
+            let compiled =
+                compiled.map(|h| h.join().map_err(|_| Error::Internal("the compile thread panicked".into())));
+            (run, compiled)
+        });
+        let run = run?;
+        let compiled = match compiled {
+            Some(c) => Some(c??),
+            None => None,
+        };
         let parsed = match run.status {
             HarnessStatus::Ok => crate::wire::header(&run, "profile")
                 .and_then(|_| crate::wire::body::<crate::wire::Profile>(&run, "profile"))
@@ -505,8 +539,28 @@ impl Validator {
             Ok(p) => (Some(p), None),
             Err(e) => (None, Some(e)),
         };
+        let (launch, launch_problem) = match (&profile, &compiled) {
+            (Some(p), Some(c)) if c.status == HarnessStatus::Ok => {
+                match crate::predict::LaunchShape::from_compile(
+                    &c.json,
+                    p.counted.programs_total,
+                    p.threads_per_program,
+                ) {
+                    Some(l) => (Some(l), None),
+                    None => (None, Some("the compile gives no threads per program".to_string())),
+                }
+            }
+            (Some(_), Some(c)) => (None, Some(format!("the compile failed: {}", kidiom_exec::tail(&c.log(), 300)))),
+            _ => (None, None),
+        };
         let prediction = match (&profile, &self.opts.device_model) {
-            (Some(p), Some(d)) => Some(crate::predict::predict(&p.totals, p.launches, d)),
+            (Some(p), Some(d)) => Some(crate::predict::predict_launch(
+                &p.totals,
+                p.launches,
+                launch.as_ref(),
+                crate::predict::Timing::Graph,
+                d,
+            )),
             _ => None,
         };
         let device = run.json["device"].as_str().map(String::from);
@@ -533,6 +587,8 @@ impl Validator {
             device,
             profile,
             prediction,
+            launch,
+            launch_problem,
             problem,
             redundancy,
         })

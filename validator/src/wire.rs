@@ -161,6 +161,10 @@ pub struct Profile {
     pub traffic_ratio: f64,
     /// Kernel launches per call.
     pub launches: u64,
+    /// Threads per program where the launch says (CUDA: the contract's
+    /// block); absent: the compile's num_warps says.
+    #[serde(default)]
+    pub threads_per_program: Option<u64>,
     /// Counts by source line (bench-scaled), lines with any count.
     #[serde(default)]
     pub lines: Vec<ProfileLine>,

@@ -421,6 +421,26 @@ def _cuda_grids(manifest, shape):
     return [(manifest.entry, {}, g[0] * g[1] * g[2])]
 
 
+def _threads_per_program(op, shape):
+    """A CUDA launch's threads per block (the contract's `block`), None when it gives none."""
+    block = op.launch(shape).get("block")
+    if not isinstance(block, list) or not block or \
+            not all(isinstance(b, int) and not isinstance(b, bool) and b > 0 for b in block):
+        return None
+    return int(np.prod(block, dtype=np.int64))
+
+
+def _recorded_threads(rec):
+    """A Triton launch's threads per program where the launcher passed num_warps (every launch the
+    same), None otherwise: the compile's num_warps then says."""
+    launched = rec.get("launched") if isinstance(rec, dict) else None
+    warps = {l.get("num_warps") for l in launched or [] if isinstance(l, dict)}
+    if len(warps) != 1:
+        return None
+    w = warps.pop()
+    return 32 * w if isinstance(w, int) and not isinstance(w, bool) and 0 < w <= 64 else None
+
+
 def _cuda_notes(extras, factor, floor_bytes):
     """What the emulation's counts mean, and what they leave out."""
     lane = sum(Fraction(o.get("lane_bytes", 0)) for o in extras) / max(1, len(extras)) * factor
@@ -659,6 +679,7 @@ def profile_kernel(manifest, source=None, bench=None, exact=False, deadline=None
         entry.update(zip(FIELDS, row))
         out_lines.append(entry)
     exact_run = plan["chunks"] is None and counted_shape == bench
+    threads = _threads_per_program(op, bench) if cuda else _recorded_threads(sets[0])
     checked = sum(1 for (_, _, d), g in zip(probes, probe_grids) if d is None and g is not None)
     return {
         "launch_limits": {"shapes": checked, "findings": launch_limit_findings(probes, probe_grids, probe_args)},
@@ -671,6 +692,8 @@ def profile_kernel(manifest, source=None, bench=None, exact=False, deadline=None
         "floor": floor,
         "traffic_ratio": moved / floor["bytes"] if floor["bytes"] > 0 else 0.0,
         "launches": launches,
+        # what the device model's occupancy and bytes in flight need (None: the compile says)
+        "threads_per_program": threads,
         "lines": out_lines,
         "device": str((info if isinstance(info, dict) else {}).get("device", "cpu (triton interpreter)")),
         "mode": "emulation" if cuda else "interpreter-tf32",
@@ -681,7 +704,7 @@ def profile_kernel(manifest, source=None, bench=None, exact=False, deadline=None
 # Profiles, cached by every input they are made from (`_cache_key`): one kernel's profile, asked
 # for again by the next validation or test, costs reading a file, not a counted run.
 # 1: the first; 2: kidiom's own reductions (`default_reductions`)
-PROFILE_CACHE_VERSION = 2
+PROFILE_CACHE_VERSION = 3   # 3: threads_per_program
 HARNESS = Path(__file__).resolve().parent.parent
 
 

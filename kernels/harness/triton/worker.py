@@ -179,6 +179,8 @@ def launch_facts(kernel, args, kwargs):
         # the runtime sizes it passes (what a comparison on them reads at this shape: gpu_sides.py)
         facts["scalars"] = {n: v for n, v in bound.arguments.items() if n not in facts["constexprs"]
                             and isinstance(v, (int, float)) and not isinstance(v, bool)}
+        if isinstance(kwargs.get("num_warps"), int):
+            facts["num_warps"] = kwargs["num_warps"]
         grid = kwargs.get("grid")
         grid = grid(dict(bound.arguments)) if callable(grid) else grid
         facts["grid"] = [int(g) for g in grid]

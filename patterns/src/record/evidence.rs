@@ -213,6 +213,9 @@ pub enum Bound {
     TensorCores,
     /// Launch overhead (the work itself is smaller).
     Launch,
+    /// Memory latency: too few bytes in flight to reach the bandwidth (few
+    /// resident programs, each waiting on its loads).
+    Latency,
 }
 
 impl Bound {
@@ -224,6 +227,7 @@ impl Bound {
             Bound::SpecialFunctions => "special functions",
             Bound::TensorCores => "tensor cores",
             Bound::Launch => "launch",
+            Bound::Latency => "memory latency",
         }
     }
 }

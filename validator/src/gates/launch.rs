@@ -96,8 +96,8 @@ pub(crate) fn launch(
     let curve = precision && manifest.curve.is_some();
     let arg = manifest.harness_arg(&p.harness.root);
     let (kernel, device) = (Kernel::of(&arg), v.opts.device.name());
-    let compile = |source: Option<&'_ str>| Request::Compile { kernel, source }.argv();
-    let profile_args = |source: Option<&'_ str>| Request::Profile { kernel, source, timeout: None }.argv();
+    let compile = |source: Option<&'_ str>| Request::Compile { kernel, source, shape: None }.argv();
+    let profile_args = |source: Option<&'_ str>| Request::Profile { kernel, source, timeout: None, shape: None }.argv();
     let check = |source, seeds, curve, consistency, baseline_cache| {
         Request::Check { kernel, source, seeds, seed, device, curve, consistency, baseline_cache }.argv()
     };

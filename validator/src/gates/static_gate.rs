@@ -19,7 +19,7 @@ use crate::evidence::{GateRecord, GateStatus, Predicted};
 use crate::hostcode::{DecoratorIdiom, changed_host_code};
 use crate::manifest::{KernelLanguage, Manifest};
 use crate::patch::FilePatch;
-use crate::predict::{predict, speedup};
+use crate::predict::{LaunchShape, Timing, predict_launch, speedup};
 use crate::scan::{FlagChange, flag_changes};
 use crate::validator::Validator;
 use crate::verdict::{Gate, Verdict};
@@ -506,7 +506,18 @@ fn judge_profiles(run: &mut Validation<'_>, rec: &mut GateRecord, runs: &Harness
             return None;
         }
     };
-    let (pb, pc) = (predict(&b.totals, b.launches, &model), predict(&c.totals, c.launches, &model));
+    // each side's launch configuration from its own compile: num_warps, registers and shared
+    // memory decide how many programs are resident and how many bytes they keep in flight
+    let launch = |p: &Profile, compile: &crate::backend::python::HarnessRun| {
+        (compile.status == HarnessStatus::Ok)
+            .then(|| LaunchShape::from_compile(&compile.json, p.counted.programs_total, p.threads_per_program))
+            .flatten()
+    };
+    let (lb, lc) = (launch(&b, &runs.base_compile), launch(&c, &runs.cand_compile));
+    let (pb, pc) = (
+        predict_launch(&b.totals, b.launches, lb.as_ref(), Timing::Graph, &model),
+        predict_launch(&c.totals, c.launches, lc.as_ref(), Timing::Graph, &model),
+    );
     let s = speedup(&pb, &pc);
     let predicted = Predicted {
         label: "prediction".into(),
