@@ -46,6 +46,8 @@ enum Command {
     Validate(cmd::validate::Args),
     /// A kernel's work counted on the CPU by source line, against its floor, with the predicted time.
     Profile(cmd::profile::Args),
+    /// The device model against published GPU measurements (`--check bench/published`).
+    Predict(cmd::predict::Args),
     /// Serve the catalog, rewrites and validation to an agent over MCP (stdio).
     Mcp(crate::mcp::Args),
     /// Run the whole loop on the defaults of kidiom.toml.
@@ -83,6 +85,7 @@ pub(crate) fn run(args: impl IntoIterator<Item = OsString>) -> ExitCode {
         Command::Check(a) => cmd::check::run(a),
         Command::Validate(a) => cmd::validate::run(a),
         Command::Profile(a) => cmd::profile::run(a),
+        Command::Predict(a) => cmd::predict::run(a),
         Command::Mcp(a) => crate::mcp::run(a),
         Command::Run(a) => cmd::run::run(a),
         Command::Debug(c) => cmd::debug::run(c),

@@ -111,11 +111,14 @@ pub(crate) struct PredictSection {
     pub(crate) device: String,
     /// Profile every candidate and predict its speedup.
     pub(crate) enabled: bool,
+    /// The held-out errors of `kidiom predict --check` (relative to the
+    /// project's root): every printed prediction names its expected error.
+    pub(crate) expected_error: Option<PathBuf>,
 }
 
 impl Default for PredictSection {
     fn default() -> Self {
-        PredictSection { device: "h200".into(), enabled: true }
+        PredictSection { device: "h200".into(), enabled: true, expected_error: None }
     }
 }
 
@@ -295,6 +298,32 @@ impl Config {
         };
         model.check().map_err(|e| anyhow::anyhow!("kidiom.toml: {e}"))?;
         Ok(Some(model))
+    }
+
+    /// Every device model of kidiom.toml, the built-in h200 where it has none.
+    pub(crate) fn device_models(
+        &self,
+    ) -> Result<std::collections::BTreeMap<String, kidiom_validator::predict::DeviceModel>> {
+        let mut out = self.devices.clone();
+        out.entry("h200".into()).or_insert_with(kidiom_validator::predict::DeviceModel::h200);
+        for (name, m) in &out {
+            m.check().map_err(|e| anyhow::anyhow!("kidiom.toml: [devices.{name}]: {e}"))?;
+        }
+        Ok(out)
+    }
+
+    #[allow(dead_code)] // wired in with the printed predictions
+    /// The expected errors `[predict] expected_error` names (relative to
+    /// `root`): `None` when it names none or cannot be read (a prediction then
+    /// says its error is unknown, and why).
+    pub(crate) fn expected_errors(
+        &self,
+        root: &Path,
+    ) -> std::result::Result<kidiom_validator::published::ExpectedErrors, String> {
+        let Some(p) = &self.predict.expected_error else {
+            return Err("no [predict] expected_error in kidiom.toml".into());
+        };
+        kidiom_validator::published::ExpectedErrors::read(&root.join(p)).map_err(|e| e.to_string())
     }
 
     pub(crate) fn limits(&self) -> kidiom_syntax::Limits {

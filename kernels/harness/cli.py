@@ -249,9 +249,10 @@ def dispatch(args, out):
         manifest.shapes["bench"] = bench_shape_override(manifest, args.shape)
     out["kernel"] = manifest.name
     out["manifest"] = str(manifest.path)
-    if manifest.raw.get("variant_of") and args.command not in ("precision", "compile"):
+    if manifest.raw.get("variant_of") and args.command not in ("precision", "compile", "profile"):
         # a storage variant is another contract: its own gate judges it (triton/precision.py); its
-        # contract's stored tensors are not float32 (STORED, contract.py), which the generic checks need
+        # contract's stored tensors are not float32 (STORED, contract.py), which the generic checks need;
+        # its work profile (its own bytes: the narrower state) and its compile are its own
         raise ValueError(f"{manifest.name} is a precision variant of {manifest.raw['variant_of']}: "
                          f"judge it with `precision --kernel {manifest.name}`")
     if not manifest.is_host:

@@ -14,6 +14,7 @@ pub(crate) mod gpu_gate;
 pub(crate) mod import;
 pub(crate) mod init;
 pub(crate) mod mine;
+pub(crate) mod predict;
 pub(crate) mod profile;
 pub(crate) mod review;
 pub(crate) mod run;

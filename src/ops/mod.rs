@@ -11,6 +11,7 @@ pub(crate) mod candidates;
 pub(crate) mod check;
 pub(crate) mod init;
 pub(crate) mod mine;
+pub(crate) mod predict;
 pub(crate) mod profile;
 pub(crate) mod run;
 pub(crate) mod sitesearch;

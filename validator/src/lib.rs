@@ -65,6 +65,7 @@ mod manifest;
 mod patch;
 mod precision_wire;
 pub mod predict;
+pub mod published;
 pub mod redundancy;
 mod request;
 pub mod scan;

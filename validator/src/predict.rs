@@ -202,6 +202,8 @@ pub enum Timing {
     /// A CUDA graph: each kernel a node, no host work per call.
     #[default]
     Graph,
+    /// The kernels' own device time (a profiler's), no launch.
+    Kernel,
 }
 
 impl Timing {
@@ -210,6 +212,7 @@ impl Timing {
         match self {
             Timing::Eager => "eager",
             Timing::Graph => "CUDA graph",
+            Timing::Kernel => "profiler (kernel time alone)",
         }
     }
 }
@@ -465,6 +468,7 @@ pub fn predict_launch(
     let launch_us = match timing {
         Timing::Eager => (d.launch_us * launches - kernels).max(0.0),
         Timing::Graph => d.launch_graph_us * launches,
+        Timing::Kernel => 0.0,
     };
     if min_kernel_us + launch_us > body {
         bound = Bound::Launch;

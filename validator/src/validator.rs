@@ -493,10 +493,20 @@ impl Validator {
         source: Option<&Path>,
         shape: Option<&std::collections::BTreeMap<String, u64>>,
     ) -> Result<ProfileReport> {
-        let manifest = self.kernels.manifests.iter().find(|m| m.name == name).ok_or_else(|| {
-            let known: Vec<&str> = self.kernels.manifests.iter().map(|m| m.name.as_str()).collect();
+        // a state-precision variant is profiled as itself (its own bytes) on its kernel's manifest
+        let variant = self.kernels.variants.iter().find(|v| v.name == name);
+        let base = variant.map_or(name, |v| v.variant_of.as_str());
+        let manifest = self.kernels.manifests.iter().find(|m| m.name == base).ok_or_else(|| {
+            let known: Vec<&str> = self
+                .kernels
+                .manifests
+                .iter()
+                .map(|m| m.name.as_str())
+                .chain(self.kernels.variants.iter().map(|v| v.name.as_str()))
+                .collect();
             Error::UnknownKernel { name: name.to_string(), known: known.join(", ") }
         })?;
+        let source_path = variant.map_or_else(|| manifest.source_path(), |v| v.source_path(manifest));
         let given = source;
         let source = match source {
             Some(s) => Some(std::path::absolute(s).map_err(|e| Error::io(s, e))?.to_string_lossy().into_owned()),
@@ -504,7 +514,10 @@ impl Validator {
         };
         let timeout = Some(self.opts.timeout.as_secs().max(1));
         // in the harness's own directory, the manifest by name there or by its path in the root
-        let arg = manifest.harness_arg(&self.opts.root);
+        let arg = match variant {
+            Some(v) => ("--manifest", self.opts.root.join(&v.path).to_string_lossy().into_owned()),
+            None => manifest.harness_arg(&self.opts.root),
+        };
         let shape = shape.map(|s| serde_json::to_string(s).unwrap_or_default());
         let shape = shape.as_deref();
         let args = Request::Profile { kernel: Kernel::of(&arg), source: source.as_deref(), timeout, shape }.argv();
@@ -569,7 +582,7 @@ impl Validator {
                 // the text the profile's lines are of: the file given, else the kernel's own
                 let (path, file) = match given {
                     Some(g) => (g.display().to_string(), g.to_path_buf()),
-                    None => (manifest.source_path(), self.opts.root.join(manifest.source_path())),
+                    None => (source_path.clone(), self.opts.root.join(&source_path)),
                 };
                 let text = std::fs::read_to_string(&file).map_err(|e| Error::io(&file, e))?;
                 let lang = match manifest.language {
@@ -582,8 +595,8 @@ impl Validator {
             None => Vec::new(),
         };
         Ok(ProfileReport {
-            kernel: manifest.name.clone(),
-            source: manifest.source_path(),
+            kernel: name.to_string(),
+            source: source_path,
             device,
             profile,
             prediction,
