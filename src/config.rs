@@ -312,18 +312,12 @@ impl Config {
         Ok(out)
     }
 
-    #[allow(dead_code)] // wired in with the printed predictions
     /// The expected errors `[predict] expected_error` names (relative to
-    /// `root`): `None` when it names none or cannot be read (a prediction then
-    /// says its error is unknown, and why).
-    pub(crate) fn expected_errors(
-        &self,
-        root: &Path,
-    ) -> std::result::Result<kidiom_validator::published::ExpectedErrors, String> {
-        let Some(p) = &self.predict.expected_error else {
-            return Err("no [predict] expected_error in kidiom.toml".into());
-        };
-        kidiom_validator::published::ExpectedErrors::read(&root.join(p)).map_err(|e| e.to_string())
+    /// kidiom.toml's folder): `None` when it names none or the file cannot be
+    /// read (a prediction then says its error is unknown).
+    pub(crate) fn expected_errors(&self) -> Option<kidiom_validator::published::ExpectedErrors> {
+        let p = self.predict.expected_error.as_ref()?;
+        kidiom_validator::published::ExpectedErrors::read(&self.resolve(p)).ok()
     }
 
     pub(crate) fn limits(&self) -> kidiom_syntax::Limits {

@@ -10,6 +10,7 @@ use std::process::ExitCode;
 
 use anyhow::{Result, bail};
 use kidiom_validator::ProfileReport;
+use kidiom_validator::published::ExpectedErrors;
 
 use crate::cmd::args::{HarnessArgs, OutputArgs};
 use crate::config::Config;
@@ -51,7 +52,7 @@ fn shape(s: &std::collections::BTreeMap<String, serde_json::Value>) -> String {
     s.iter().map(|(k, v)| format!("{k}={v}")).collect::<Vec<_>>().join(" ")
 }
 
-fn print_one(r: &ProfileReport) -> Result<()> {
+fn print_one(r: &ProfileReport, errors: Option<&ExpectedErrors>) -> Result<()> {
     let Some(p) = &r.profile else {
         output::line(&format!("{} ({}): no profile: {}", r.kernel, r.source, r.problem.as_deref().unwrap_or("?")))?;
         return Ok(());
@@ -111,6 +112,7 @@ fn print_one(r: &ProfileReport) -> Result<()> {
         for l in prediction_lines(pr, r.launch_problem.as_deref()) {
             output::line(&format!("  {l}"))?;
         }
+        output::line(&format!("  {}", time_error(errors, &r.kernel)))?;
     }
     let mut rows = vec![vec![
         "line".to_string(),
@@ -189,15 +191,16 @@ pub(crate) fn run(a: Args) -> Result<ExitCode> {
         timeout: a.harness.timeout(),
     };
     let reports = ops::profile::profile(&cfg, &opts)?;
+    let errors = cfg.expected_errors();
     if a.output.json {
-        let out: Vec<serde_json::Value> = reports.iter().map(report_json).collect();
+        let out: Vec<serde_json::Value> = reports.iter().map(|r| report_json(r, errors.as_ref())).collect();
         output::json(&serde_json::json!({"version": 1, "profiles": out}))?;
     } else {
         for (i, r) in reports.iter().enumerate() {
             if i > 0 {
                 output::line("")?;
             }
-            print_one(r)?;
+            print_one(r, errors.as_ref())?;
         }
     }
     Ok(if reports.iter().all(|r| r.profile.is_some()) { ExitCode::SUCCESS } else { ExitCode::from(1) })
@@ -232,7 +235,28 @@ pub(crate) fn prediction_lines(
     out
 }
 
-fn report_json(r: &ProfileReport) -> serde_json::Value {
+/// How far off a predicted time of `kernel` was on published measurements
+/// (`kidiom predict --check`'s held-out rows).
+fn time_error(errors: Option<&ExpectedErrors>, kernel: &str) -> String {
+    let Some(e) = errors else {
+        return "expected error unknown: no `kidiom predict --check` figures ([predict] expected_error)".into();
+    };
+    match e.for_kernel(kernel) {
+        Some(k) => format!(
+            "expected error {:.0}% (worst {:.0}%, {} held-out published times predicted with {kernel})",
+            100.0 * k.time.median,
+            100.0 * k.time.worst,
+            k.time.n
+        ),
+        None => format!(
+            "expected error unknown for {kernel}: no published row is predicted with it (every row's: {:.0}%, worst {:.0}%)",
+            100.0 * e.all.time.median,
+            100.0 * e.all.time.worst
+        ),
+    }
+}
+
+fn report_json(r: &ProfileReport, errors: Option<&ExpectedErrors>) -> serde_json::Value {
     let mut v = match &r.profile {
         Some(p) => serde_json::to_value(p).unwrap_or_default(),
         None => serde_json::json!({}),
@@ -243,6 +267,8 @@ fn report_json(r: &ProfileReport) -> serde_json::Value {
         o.insert("device".into(), serde_json::json!(r.device));
         o.insert("predicted".into(), serde_json::json!(r.prediction));
         o.insert("launch".into(), serde_json::json!(r.launch));
+        // the held-out error of this kernel's predicted times (null: none known)
+        o.insert("expected_error".into(), serde_json::json!(errors.and_then(|e| e.for_kernel(&r.kernel))));
         if let Some(pr) = &r.prediction {
             let shares: Vec<_> = pr
                 .shares()

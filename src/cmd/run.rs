@@ -456,7 +456,7 @@ fn best_per_kernel(ours: &[kidiom_patterns::Candidate]) -> Vec<String> {
         if let Some(e) = c.evidence.evidence() {
             nums.extend(e.speed_headline());
             nums.extend(
-                e.prediction.as_ref().filter(|p| p.speedup.is_finite()).map(|p| format!("predicted {:.2}x", p.speedup)),
+                e.prediction.as_ref().filter(|p| p.speedup.is_finite()).map(|p| format!("predicted {}", p.short())),
             );
         }
         let also = c.provenance.also().len();

@@ -255,6 +255,7 @@ pub(crate) fn run(a: Args) -> Result<ExitCode> {
         executor: a.executor,
         static_limits: (!a.allow_static_regression).then_some(cfg.validate.static_limits),
         device_model: cfg.device_model()?,
+        expected_errors: cfg.expected_errors(),
         untrusted_bench: a.untrusted_bench,
         targets: cfg.targets(),
     };

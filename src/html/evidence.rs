@@ -202,7 +202,9 @@ pub(crate) fn predicted(ev: Option<&Evidence>) -> Cell {
     let Some(p) = ev.and_then(|e| e.prediction.as_ref()).filter(|p| p.speedup.is_finite()) else {
         return Cell::none();
     };
-    Cell::num(format!("{:.2}x", p.speedup), format!("predicted, {}-bound", p.bound.name()), p.speedup)
+    // sorted by the speedup discounted by its expected error on published measurements
+    let error = p.expected_error.as_ref().map_or_else(|| "expected error unknown".to_string(), |e| e.text());
+    Cell::num(p.short(), format!("predicted, {}-bound; {error}", p.bound.name()), p.discounted())
 }
 
 /// `passed`, `failed`, `skipped`, `error`.

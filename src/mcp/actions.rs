@@ -211,6 +211,7 @@ fn options(args: &Value, ctx: &Ctx) -> Result<validate::Options, ToolError> {
         executor: kidiom_validator::Executor::Local,
         static_limits: Some(ctx.static_limits),
         device_model: ctx.device_model.clone(),
+        expected_errors: ctx.expected_errors.clone(),
         untrusted_bench: false,
         targets: ctx.targets.clone(),
     })

@@ -57,6 +57,8 @@ pub(crate) struct Ctx {
     pub(crate) static_limits: kidiom_validator::StaticLimits,
     /// The device the work profiles predict times for.
     pub(crate) device_model: Option<kidiom_validator::predict::DeviceModel>,
+    /// `kidiom predict --check`'s held-out errors.
+    pub(crate) expected_errors: Option<kidiom_validator::published::ExpectedErrors>,
     /// kidiom.toml's `[run] targets`: where the validator also looks for manifests.
     pub(crate) targets: Vec<PathBuf>,
 }
@@ -82,6 +84,7 @@ pub(crate) fn run(args: Args) -> Result<ExitCode> {
         allow_exec: args.allow_exec,
         static_limits: cfg.validate.static_limits,
         device_model: cfg.device_model()?,
+        expected_errors: cfg.expected_errors(),
         targets: cfg.targets(),
     };
     let stdin = std::io::stdin();

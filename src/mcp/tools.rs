@@ -161,18 +161,19 @@ fn list_candidates(args: &Value, ctx: &Ctx) -> ToolResult {
     let cat = open(ctx)?;
     let status = str_arg(args, "status").and_then(CandidateStatus::from_name);
     let cands = cat.candidates(status)?;
-    let mut rows: Vec<(Value, Option<f64>)> = cands
+    let mut rows: Vec<(Value, Option<(f64, f64)>)> = cands
         .iter()
         .map(|c| {
             let prediction = c.evidence.evidence().and_then(|e| e.prediction.as_ref());
             let row = json!({"id": c.id, "pattern_id": c.pattern_id, "patterns": c.provenance.patterns(), "path": c.path, "status": c.status.name(),
                    "sites": c.sites, "verdict": c.evidence.verdict(), "prediction": prediction});
-            (row, prediction.map(|p| p.speedup).filter(|s| s.is_finite()))
+            (row, prediction.filter(|p| p.speedup.is_finite()).map(|p| (p.discounted(), p.speedup)))
         })
         .collect();
-    // strongest predicted speedup first (a prediction from CPU work profiles); the rest keep their order
+    // the predicted speedup one can count on first (discounted by its expected error on published
+    // measurements, then the speedup); the rest keep their order
     rows.sort_by(|(_, a), (_, b)| match (a, b) {
-        (Some(x), Some(y)) => y.total_cmp(x),
+        (Some(x), Some(y)) => y.0.total_cmp(&x.0).then(y.1.total_cmp(&x.1)),
         (Some(_), None) => std::cmp::Ordering::Less,
         (None, Some(_)) => std::cmp::Ordering::Greater,
         (None, None) => std::cmp::Ordering::Equal,

@@ -510,6 +510,7 @@ pub(crate) fn search_validator_options(cfg: &Config, timeout: std::time::Duratio
         static_limits: Some(cfg.validate.static_limits),
         // the search measures error and static cost only
         device_model: None,
+        expected_errors: None,
         untrusted_bench: false,
         targets: cfg.targets(),
     }

@@ -30,6 +30,7 @@ pub(crate) fn profile(cfg: &Config, opts: &Options) -> Result<Vec<ProfileReport>
         .python(opts.python.clone())
         .timeout(opts.timeout)
         .device_model(cfg.device_model()?)
+        .expected_errors(cfg.expected_errors())
         .build()
         .context("reading the kernel manifests")?;
     let names: Vec<String> = match &opts.kernel {

@@ -491,6 +491,7 @@ fn validate_ours(
         executor: o.executor.clone(),
         static_limits: (!o.allow_static_regression).then_some(cfg.validate.static_limits),
         device_model: cfg.device_model()?,
+        expected_errors: cfg.expected_errors(),
         untrusted_bench: false,
         targets: o.targets.clone(),
     };

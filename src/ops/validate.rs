@@ -86,6 +86,8 @@ pub(crate) struct Options {
     pub(crate) static_limits: Option<kidiom_validator::StaticLimits>,
     /// The device the work profiles predict times for (`None`: no profiles).
     pub(crate) device_model: Option<kidiom_validator::predict::DeviceModel>,
+    /// `kidiom predict --check`'s held-out errors: each prediction names its own.
+    pub(crate) expected_errors: Option<kidiom_validator::published::ExpectedErrors>,
     /// Time GPU kernels with the harness's in-process bench (evidence marked untrusted).
     pub(crate) untrusted_bench: bool,
     /// Directories walked for kernel manifests besides kernels/ (a user's own
@@ -111,6 +113,7 @@ pub(crate) fn build_validator(
         .consistency(opts.consistency)
         .static_limits(opts.static_limits)
         .device_model(opts.device_model.clone())
+        .expected_errors(opts.expected_errors.clone())
         .untrusted_bench(opts.untrusted_bench)
         .executor(opts.executor.clone())
         .host_history(host_history.map(std::path::Path::to_path_buf))

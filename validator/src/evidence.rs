@@ -2,4 +2,4 @@
 //! candidate. The types are the catalog's stored record
 //! ([`kidiom_patterns::record`]); the validator produces them.
 
-pub use kidiom_patterns::record::{EVIDENCE_FORMAT, Evidence, GateRecord, GateStatus, Phase, Predicted};
+pub use kidiom_patterns::record::{EVIDENCE_FORMAT, Evidence, ExpectedError, GateRecord, GateStatus, Phase, Predicted};

@@ -402,6 +402,17 @@ impl ExpectedErrors {
         self.by_kernel.get(kernel).filter(|e| e.time.n > 0)
     }
 
+    /// The expected error of a predicted speedup of `kernel`: its own
+    /// held-out rows', else every row's (marked as such); `None` when the
+    /// check scored no speedup.
+    pub fn speedup_error(&self, kernel: &str) -> Option<crate::evidence::ExpectedError> {
+        let (of, s) = match self.for_kernel(kernel).filter(|e| e.speedup.n > 0) {
+            Some(e) => (Some(kernel.to_string()), e.speedup),
+            None => (None, self.all.speedup),
+        };
+        (s.n > 0).then_some(crate::evidence::ExpectedError { kernel: of, median: s.median, worst: s.worst, rows: s.n })
+    }
+
     /// Reads it from `path`.
     pub fn read(path: &Path) -> Result<ExpectedErrors, PublishedError> {
         let bytes = std::fs::read(path).map_err(|e| PublishedError::Io { path: path.to_path_buf(), source: e })?;

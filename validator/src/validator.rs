@@ -50,6 +50,8 @@ pub struct ValidatorBuilder {
     pub(crate) static_limits: Option<StaticLimits>,
     pub(crate) executor: Executor,
     pub(crate) device_model: Option<DeviceModel>,
+    /// The held-out errors of `kidiom predict --check`: each prediction says its own.
+    pub(crate) expected_errors: Option<crate::published::ExpectedErrors>,
     /// Where the host speed gate's baseline history is read and written.
     pub(crate) host_history: Option<PathBuf>,
 }
@@ -74,6 +76,7 @@ impl ValidatorBuilder {
             static_limits: Some(StaticLimits::default()),
             executor: Executor::Local,
             device_model: Some(DeviceModel::h200()),
+            expected_errors: None,
             host_history: None,
         }
     }
@@ -181,6 +184,13 @@ impl ValidatorBuilder {
     /// [`DeviceModel::h200`]); `None`: no profiles, no predictions.
     pub fn device_model(&mut self, model: Option<DeviceModel>) -> &mut Self {
         self.device_model = model;
+        self
+    }
+
+    /// The held-out errors of `kidiom predict --check` (`None`: a
+    /// prediction says its error is unknown).
+    pub fn expected_errors(&mut self, errors: Option<crate::published::ExpectedErrors>) -> &mut Self {
+        self.expected_errors = errors;
         self
     }
 

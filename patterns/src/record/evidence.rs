@@ -157,12 +157,69 @@ pub struct Predicted {
     pub traffic_ratio: (f64, f64),
     /// Bytes re-read by the same program or thread, baseline and candidate.
     pub reread_bytes: (u64, u64),
+    /// How far off such a predicted speedup was on published measurements
+    /// (`kidiom predict --check`'s held-out rows); `None`: not known.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub expected_error: Option<ExpectedError>,
+}
+
+/// The held-out error of predicted speedups of one kind of kernel
+/// (`kidiom predict --check`).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ExpectedError {
+    /// The kernel whose published rows it is of; `None`: no row predicted
+    /// with this kernel, the figures are every row's.
+    #[serde(default)]
+    pub kernel: Option<String>,
+    /// The median of |predicted / published speedup - 1|.
+    pub median: f64,
+    /// The largest.
+    pub worst: f64,
+    /// Over how many held-out rows.
+    pub rows: usize,
+}
+
+impl ExpectedError {
+    /// `expected error 8% (worst 43%, 54 published speedups of kda.decode)`.
+    pub fn text(&self) -> String {
+        let of = match &self.kernel {
+            Some(k) => format!("{} published speedups of {k}", self.rows),
+            None => format!("no published row of this kernel; {} of other kernels", self.rows),
+        };
+        format!("expected error {:.0}% (worst {:.0}%, {of})", 100.0 * self.median, 100.0 * self.worst)
+    }
+
+    /// The speedup discounted by the median error: what a reviewer can
+    /// count on, the order the review lists predictions in (an unknown
+    /// kernel's is discounted by every row's worst).
+    pub fn discounted(&self, speedup: f64) -> f64 {
+        let e = if self.kernel.is_some() { self.median } else { self.worst };
+        speedup * (1.0 - e).max(0.0)
+    }
 }
 
 impl Predicted {
-    /// `predicted 1.42x (memory-bound, H200)`.
+    /// `predicted 1.42x (memory-bound, H200; expected error 8% (worst 43%, ...))`.
     pub fn headline(&self) -> String {
-        format!("predicted {:.2}x ({}-bound, {})", self.speedup, self.bound.name(), self.device)
+        let error = self.expected_error.as_ref().map_or_else(
+            || "expected error unknown: no `kidiom predict --check` figures".to_string(),
+            ExpectedError::text,
+        );
+        format!("predicted {:.2}x ({}-bound, {}; {error})", self.speedup, self.bound.name(), self.device)
+    }
+
+    /// `1.42x ±8%` (`±?` where the error is not known).
+    pub fn short(&self) -> String {
+        match &self.expected_error {
+            Some(e) => format!("{:.2}x ±{:.0}%", self.speedup, 100.0 * if e.kernel.is_some() { e.median } else { e.worst }),
+            None => format!("{:.2}x ±?", self.speedup),
+        }
+    }
+
+    /// The speedup a reviewer can count on ([`ExpectedError::discounted`];
+    /// an unknown error counts as none known: the speedup discounted to 0).
+    pub fn discounted(&self) -> f64 {
+        self.expected_error.as_ref().map_or(0.0, |e| e.discounted(self.speedup))
     }
 }
 

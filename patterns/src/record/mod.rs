@@ -20,7 +20,7 @@ mod provenance;
 mod verdict;
 
 pub use evidence::{
-    Bound, EVIDENCE_FORMAT, Evidence, GateRecord, GateStatus, Phase, Placement, Predicted, StoredEvidence,
+    Bound, EVIDENCE_FORMAT, Evidence, ExpectedError, GateRecord, GateStatus, Phase, Placement, Predicted, StoredEvidence,
     speed_headline,
 };
 pub use figures::{

@@ -78,12 +78,16 @@ fn rows(cands: &[Candidate], wide: bool, stale: &HashSet<String>) -> Vec<Vec<Str
         &["id", "pattern", "file", "verdict", "measured", "predicted"]
     };
     let mut rows = vec![head.iter().map(|h| h.to_string()).collect::<Vec<_>>()];
-    // strongest predicted speedup first; candidates without a prediction keep their order after
-    let predicted =
-        |c: &Candidate| c.evidence.evidence()?.prediction.as_ref().map(|p| p.speedup).filter(|s| s.is_finite());
+    // the predicted speedup a reviewer can count on first: discounted by its expected error on
+    // published measurements (`kidiom predict --check`), then the speedup itself; candidates
+    // without a prediction keep their order after
+    let predicted = |c: &Candidate| {
+        let p = c.evidence.evidence()?.prediction.as_ref().filter(|p| p.speedup.is_finite())?;
+        Some((p.discounted(), p.speedup))
+    };
     let mut listed: Vec<&Candidate> = cands.iter().collect();
     listed.sort_by(|a, b| match (predicted(a), predicted(b)) {
-        (Some(x), Some(y)) => y.total_cmp(&x),
+        (Some(x), Some(y)) => y.0.total_cmp(&x.0).then(y.1.total_cmp(&x.1)),
         (Some(_), None) => std::cmp::Ordering::Less,
         (None, Some(_)) => std::cmp::Ordering::Greater,
         (None, None) => std::cmp::Ordering::Equal,
@@ -111,7 +115,7 @@ fn rows(cands: &[Candidate], wide: bool, stale: &HashSet<String>) -> Vec<Vec<Str
                 c.created_at.clone(),
                 verdict,
                 speed,
-                predicted.map_or_else(|| "-".into(), |p| format!("{:.2}x {}", p.speedup, p.bound.name())),
+                predicted.map_or_else(|| "-".into(), |p| format!("{} {}", p.short(), p.bound.name())),
                 c.provenance.search_roles().join(","),
             ]
         } else {
@@ -122,7 +126,7 @@ fn rows(cands: &[Candidate], wide: bool, stale: &HashSet<String>) -> Vec<Vec<Str
                 verdict,
                 // the noise floor and the bound are in `kidiom review ID` and --wide
                 speed.split(" (noise").next().unwrap_or(&speed).to_string(),
-                predicted.map_or_else(|| "-".into(), |p| format!("{:.2}x", p.speedup)),
+                predicted.map_or_else(|| "-".into(), |p| p.short()),
             ]
         });
     }

@@ -528,6 +528,12 @@ fn judge_profiles(run: &mut Validation<'_>, rec: &mut GateRecord, runs: &Harness
         bound: pc.bound,
         traffic_ratio: (b.traffic_ratio, c.traffic_ratio),
         reread_bytes: (b.totals.reread_bytes, c.totals.reread_bytes),
+        expected_error: run
+            .v
+            .opts
+            .expected_errors
+            .as_ref()
+            .and_then(|e| e.speedup_error(&run.kernel.as_ref().map(|k| k.name.clone()).unwrap_or_default())),
     };
     let side = |p: &Profile| json!({"totals": p.totals, "traffic_ratio": p.traffic_ratio, "counted": p.counted});
     figures.prediction = Some(PredictionFigures {
