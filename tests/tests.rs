@@ -48,6 +48,8 @@ mod cheats;
 mod service;
 // `kidiom profile` and the predicted speedup every validation records.
 mod profile;
+// `kidiom predict --check`: the device model against published measurements.
+mod predict;
 // Trust, round two: candidates that try to escape the sandbox or to win on a CPU, each blocked and rejected.
 mod trust;
 // `kidiom review --html`: the site in headless Chromium, links, plots, escaping; `run --html`, `--open`.

@@ -274,6 +274,40 @@ def test_the_command_speaks_the_wire_format():
     assert any("grid axis 1 grows with N" in f and "from N = 2048" in f for f in limits["findings"]), limits
 
 
+def test_profile_and_compile_at_a_shape_in_place_of_the_bench_shape():
+    """`--shape` (kidiom predict --check): the counts, the launch and the compile's grid are the given
+    shape's; the threads per program of a CUDA launch come from the contract's block."""
+    shape = {"N": 2, "H": 1, "HV": 4, "K": 64, "V": 64, "S": 2}
+    rc, out = harness("profile", "--kernel", "kda.decode", "--shape", json.dumps(shape), "--timeout", "120")
+    assert rc == 0, out
+    assert out["shape"] == shape and out["counted"]["programs_total"] == 2 * 2 * 4, out["counted"]
+    state = 2 * 4 * 64 * 64 * 4
+    assert state <= out["totals"]["store_bytes"] < 1.1 * state, out["totals"]
+    # a launcher without num_warps: the compile says it
+    assert out["threads_per_program"] is None
+    rc, comp = harness("compile", "--kernel", "kda.decode", "--shape", json.dumps(shape), "--timeout", "300")
+    assert rc == 0, comp
+    assert comp["triton"]["grid"] == [2, 8, 1] and comp["triton"]["num_warps"] == 4, comp["triton"]
+    rc, cuda = harness("profile", "--kernel", "kda_cuda.decode", "--shape", json.dumps(shape), "--timeout", "120")
+    assert rc == 0 and cuda["threads_per_program"] == 64 and cuda["counted"]["programs_total"] == 8, cuda
+    # a state-precision variant is profiled as itself: half the state's bytes
+    rc, bf16 = harness("profile", "--kernel", "kda.decode.state-bf16", "--shape", json.dumps(shape), "--timeout", "120")
+    assert rc == 0, bf16
+    assert bf16["totals"]["store_bytes"] < 0.6 * out["totals"]["store_bytes"], (bf16["totals"], out["totals"])
+
+
+@pytest.mark.parametrize("shape, why", [
+    ('{"N": 2}', "have the variables"),
+    ('{"N": 2, "H": 1, "HV": 4, "K": 64, "V": 64, "S": 0}', "S = 0 is not a positive integer"),
+    ('{"N": 2, "H": 1, "HV": 4, "K": 64, "V": 64, "S": 1.5}', "S = 1.5 is not a positive integer"),
+    ('[1, 2]', "have the variables"),
+    ('{N: 2', "not JSON"),
+])
+def test_a_shape_that_is_not_the_kernel_s_is_an_error(shape, why):
+    rc, out = harness("profile", "--kernel", "kda.decode", "--shape", shape, "--timeout", "60")
+    assert rc != 0 and out["status"] == "error" and why in out["error"], out
+
+
 def test_launch_limits_name_what_each_axis_grows_with_and_where_it_fails():
     from kernels.harness.triton.profile import GRID_LIMITS, launch_limit_findings
     probes = [("gpu[0]", {"N": 4, "HV": 8}, None), ("gpu[0]", {"N": 8, "HV": 8}, "N"),

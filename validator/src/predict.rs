@@ -583,6 +583,22 @@ mod tests {
     }
 
     #[test]
+    fn a_launch_reads_from_the_compile_and_the_profile() {
+        // Triton: num_warps and shared memory from Triton's figures, registers from ptxas
+        let triton = serde_json::json!({"triton": {"num_warps": 4, "shared_bytes": 90112},
+            "resources": {"registers": 168, "shared_static_bytes": 0}});
+        let l = LaunchShape::from_compile(&triton, 128, None).unwrap();
+        assert_eq!((l.programs, l.threads, l.registers, l.shared_bytes), (128, 128, Some(168), Some(90112)));
+        // CUDA: the contract's block from the profile, static and dynamic shared memory added
+        let cuda = serde_json::json!({"resources": {"registers": 32, "shared_static_bytes": 512, "shared_dynamic_bytes": 256}});
+        let l = LaunchShape::from_compile(&cuda, 2048, Some(128)).unwrap();
+        assert_eq!((l.threads, l.registers, l.shared_bytes), (128, Some(32), Some(768)));
+        // neither says how many threads: no launch (the roofs alone)
+        assert!(LaunchShape::from_compile(&cuda, 2048, None).is_none());
+        assert!(LaunchShape::from_compile(&serde_json::json!({"triton": {"num_warps": 0}}), 1, None).is_none());
+    }
+
+    #[test]
     fn occupancy_comes_from_threads_registers_and_shared_memory() {
         let d = DeviceModel::h200();
         let l = |threads, registers, shared_bytes| LaunchShape { programs: 1, threads, registers, shared_bytes };

@@ -211,7 +211,9 @@ impl Predicted {
     /// `1.42x ±8%` (`±?` where the error is not known).
     pub fn short(&self) -> String {
         match &self.expected_error {
-            Some(e) => format!("{:.2}x ±{:.0}%", self.speedup, 100.0 * if e.kernel.is_some() { e.median } else { e.worst }),
+            Some(e) => {
+                format!("{:.2}x ±{:.0}%", self.speedup, 100.0 * if e.kernel.is_some() { e.median } else { e.worst })
+            }
             None => format!("{:.2}x ±?", self.speedup),
         }
     }

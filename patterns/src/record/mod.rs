@@ -20,8 +20,8 @@ mod provenance;
 mod verdict;
 
 pub use evidence::{
-    Bound, EVIDENCE_FORMAT, Evidence, ExpectedError, GateRecord, GateStatus, Phase, Placement, Predicted, StoredEvidence,
-    speed_headline,
+    Bound, EVIDENCE_FORMAT, Evidence, ExpectedError, GateRecord, GateStatus, Phase, Placement, Predicted,
+    StoredEvidence, speed_headline,
 };
 pub use figures::{
     BranchCoverage, BytesPerStep, CompileFigures, CorrectnessFigures, CurvePoint, DriftCurve, ErrorSide, FileSyntax,

@@ -1,0 +1,169 @@
+//! `kidiom predict --check` (issue #40): published rows predicted from our
+//! kernels' profiles at each row's shape, scored, the latency terms fitted on
+//! the declared half, the held-out errors written and named by every
+//! prediction `kidiom profile` prints.
+
+use crate::project::*;
+
+/// A published source of three rows of small decodes on the built-in h200.
+const SOURCE: &str = r#"
+url = "https://example.org/pr/1"
+device = "h200"
+kind = "decode"
+timed = "graph"
+method = "CUDA graphs, median of 100"
+baseline = "a V-tiled decode, fp32 state"
+improved = "the same, bf16 state"
+[predict]
+baseline = "kda.decode"
+improved = "kda.decode.state-bf16"
+why = "the same step, the state in fp32 and in bf16"
+shape = { N = "B", S = "B" }
+[[rows]]
+B = 1
+H = 1
+HV = 2
+K = 32
+V = 32
+baseline_us = 3.0
+improved_us = 2.5
+[[rows]]
+B = 2
+H = 2
+HV = 2
+K = 32
+V = 32
+baseline_us = 3.2
+improved_us = 2.6
+[[rows]]
+B = 4
+H = 1
+HV = 2
+K = 32
+V = 32
+baseline_us = 3.5
+improved_us = 2.8
+"#;
+
+const CHAIN: &str = r#"
+url = "https://example.org/pr/2"
+device = "h200"
+kind = "chain"
+timed = "graph"
+method = "CUDA graphs"
+baseline = "conv -> KDA -> norm"
+improved = "one fused kernel"
+[predict]
+skip = "no conv or norm kernels of ours"
+[[rows]]
+B = 1
+baseline_us = 12.4
+improved_us = 8.3
+"#;
+
+#[test]
+fn published_rows_are_predicted_scored_and_their_errors_named_by_every_prediction() {
+    let Some(py) = python() else { return };
+    let _cpu = crate::util::cpu_heavy();
+    let env = project();
+    let dir = env.path().join("published");
+    std::fs::create_dir_all(&dir).unwrap();
+    std::fs::write(dir.join("decode.toml"), SOURCE).unwrap();
+    std::fs::write(dir.join("chain.toml"), CHAIN).unwrap();
+    let out = env
+        .cmd()
+        .env("KIDIOM_PYTHON", &py)
+        .args(["predict", "--check", "published", "--json", "--write", "errors.json"])
+        .output()
+        .expect("spawn");
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).expect("json");
+    let c = &v["check"];
+    let rows = c["rows"].as_array().expect("rows");
+    assert_eq!(rows.len(), 3, "{c:#}");
+    // rows 0 and 2 of the file trained the fit, row 1 is held out
+    let halves: Vec<bool> = rows.iter().map(|r| r["train"].as_bool().unwrap()).collect();
+    assert_eq!(halves, [true, false, true]);
+    for r in rows {
+        for side in ["baseline", "improved"] {
+            let s = &r[side];
+            let (pred, publ) = (s["predicted_us"].as_f64().unwrap(), s["published_us"].as_f64().unwrap());
+            assert!(pred > 0.0 && (s["ratio"].as_f64().unwrap() - pred / publ).abs() < 1e-9, "{s}");
+            assert!((s["error"].as_f64().unwrap() - (pred / publ - 1.0).abs()).abs() < 1e-9, "{s}");
+            let p = &s["prediction"];
+            assert_eq!((p["label"].as_str(), p["timing"].as_str()), (Some("prediction"), Some("graph")), "{p}");
+            // the compile at the row's shape gave the launch: 4 warps, the row's programs
+            assert_eq!(p["launch"]["threads"], 128, "{p}");
+        }
+        // the bf16 state moves fewer bytes: never predicted slower
+        assert!(r["predicted_speedup"].as_f64().unwrap() >= 1.0, "{r}");
+    }
+    assert_eq!(rows[0]["baseline"]["prediction"]["launch"]["programs"], 2, "one V-tile x 1 x 2 heads");
+    // the held-out errors: one row, two sides
+    assert_eq!(c["expected"]["all"]["time"]["n"], 2, "{c:#}");
+    assert_eq!(c["expected"]["all"]["speedup"]["n"], 1);
+    let unscored = c["unscored"].as_array().unwrap();
+    assert_eq!(unscored.len(), 1, "{unscored:?}");
+    assert_eq!((unscored[0]["source"].as_str(), unscored[0]["declared"].as_bool()), (Some("chain"), Some(true)));
+    let written: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(env.path().join("errors.json")).unwrap()).unwrap();
+    assert_eq!(written, c["expected"]);
+    assert_eq!(written["by_kernel"]["kda.decode"]["time"]["n"], 1);
+
+    // the table a person reads
+    let text = env.cmd().env("KIDIOM_PYTHON", &py).args(["predict", "--check", "published"]).output().expect("spawn");
+    let text = String::from_utf8_lossy(&text.stdout);
+    assert!(text.contains("2 trained the fit") && text.contains("1 held out"), "{text}");
+    assert!(text.contains("not predicted (the source says why): chain"), "{text}");
+
+    // every prediction `kidiom profile` prints names the error kidiom.toml points at
+    std::fs::write(env.path().join("kidiom.toml"), "[predict]\nexpected_error = \"errors.json\"\n").unwrap();
+    let profile = |k: &str| {
+        let out = env.cmd().env("KIDIOM_PYTHON", &py).args(["profile", "--kernel", k]).output().expect("spawn");
+        assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+        String::from_utf8_lossy(&out.stdout).into_owned()
+    };
+    let decode = profile("kda.decode");
+    assert!(decode.contains("1 held-out published times predicted with kda.decode"), "{decode}");
+    assert!(decode.contains("memory (bytes at the copy bandwidth)") && decode.contains("resident per SM"), "{decode}");
+    let cuda = profile("kda_cuda.decode");
+    assert!(cuda.contains("expected error unknown for kda_cuda.decode"), "{cuda}");
+}
+
+#[test]
+fn sources_that_cannot_be_read_or_predicted_say_why() {
+    let Some(py) = python() else { return };
+    let env = project();
+    let dir = env.path().join("published");
+    std::fs::create_dir_all(&dir).unwrap();
+    let check = |what: &str| {
+        env.cmd().env("KIDIOM_PYTHON", &py).args(["predict", "--check", "published"]).output().expect(what)
+    };
+    // a kernel that is not there: the rows are listed, not scored (exit 1)
+    std::fs::write(dir.join("x.toml"), SOURCE.replace("improved = \"kda.decode.state-bf16\"", "improved = \"nope\""))
+        .unwrap();
+    let out = check("unknown kernel");
+    assert_eq!(out.status.code(), Some(1), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(String::from_utf8_lossy(&out.stdout).contains("not scored: x rows [0, 1, 2]: no kernel nope here"));
+    // a device kidiom.toml does not have
+    std::fs::write(dir.join("x.toml"), SOURCE.replace("device = \"h200\"", "device = \"z9\"")).unwrap();
+    let out = check("unknown device");
+    assert_eq!(out.status.code(), Some(1));
+    assert!(String::from_utf8_lossy(&out.stdout).contains("no [devices.z9] in kidiom.toml"));
+    // not TOML, not UTF-8, a negative time: an error naming the file (exit 2)
+    for (bytes, expect) in [
+        (b"url = \n".to_vec(), "x.toml"),
+        (vec![0xff, 0xfe, 0x00], "not UTF-8"),
+        (SOURCE.replace("baseline_us = 3.0", "baseline_us = -3.0").into_bytes(), "baseline_us"),
+    ] {
+        std::fs::write(dir.join("x.toml"), bytes).unwrap();
+        let out = check(expect);
+        assert_eq!(out.status.code(), Some(2));
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(err.contains("x.toml") && err.contains(expect), "{err}");
+    }
+    std::fs::remove_file(dir.join("x.toml")).unwrap();
+    let out = check("empty");
+    assert_eq!(out.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("no *.toml published source"));
+}
