@@ -6,7 +6,7 @@ the raw files beside it (whichever exist): mine.json (bench/mine.py), history.tx
 (bench/history.sh), apply.txt (bench/apply.sh), gil.json (bench/gil.sh), sites.json
 (bench/sites.sh), sites_mixes.json (bench/sites_mixes.py), ray.json (bench/ray_scaling.sh), ray_mine.json (bench/ray_mine.sh), html.txt (bench/html.sh), profile.json (bench/profile.py),
 families.json (bench/history-families.sh), run-phases-*.json (bench/run-phases.sh), phases.tsv and
-where.json (bench/test-times.sh, bench/where-time-goes.sh), setup.tsv (bench/setup-size.sh), verdicts.tsv (a run's verdicts), init-scan*.tsv (bench/fla-init-scan.sh), precision/*.json
+where.json (bench/test-times.sh, bench/where-time-goes.sh), setup.tsv (bench/setup-size.sh), verdicts.tsv (a run's verdicts), init-scan*.tsv (bench/fla-init-scan.sh), predict-check.json (bench/predict-check.sh), precision/*.json
 and precision-before/*.json (bench/precision.py --json). A number
 that is in no raw file is not in the table.
 
@@ -363,6 +363,40 @@ def setup_rows(text):
     return rows
 
 
+def predict_check_rows(j):
+    """bench/predict-check.sh (`kidiom predict --check --json`): per source, its rows and the median
+    time and speedup errors of its held-out rows; then the held-out errors of each model."""
+    import statistics
+    c = j["check"]
+    rows = ["| source (`predict-check.json`) | device | timed | rows scored | held out | held-out time error, "
+            "median | held-out speedup error, median |", "|---|---|---|---|---|---|---|"]
+    by = {}
+    for r in c["rows"]:
+        by.setdefault(r["source"], []).append(r)
+    for s in c["sources"]:
+        rs = by.get(s["id"], [])
+        held = [r for r in rs if not r["train"]]
+        t = [x for r in held for x in (r["baseline"]["error"], r["improved"]["error"])]
+        sp = [r["speedup_error"] for r in held]
+        med = lambda v: f"{statistics.median(v):.0%}" if v else "-"
+        rows.append(f"| {s['id']} | {s['device']} | {s['timed']} | {len(rs)} of {s['rows']} | {len(held)} | "
+                    f"{med(t)} | {med(sp)} |")
+    e = lambda x: (f"{x['time']['median']:.0%} / {x['time']['worst']:.0%} ({x['time']['n']}) | "
+                   f"{x['speedup']['median']:.0%} / {x['speedup']['worst']:.0%} ({x['speedup']['n']})")
+    models = ["| model, held-out rows | time error, median / worst (predictions) | speedup error, median / worst "
+              "(rows) |", "|---|---|---|",
+              f"| the device model, fitted | {e(c['expected']['all'])} |",
+              f"| the roofs with the launch costs fitted, no occupancy terms | {e(c['roofs_fitted']['all'])} |",
+              f"| the roofs alone, 3 us a launch (the model before) | {e(c['roofs_only']['all'])} |"]
+    models += [f"| the device model, {k}'s rows | {e(v)} |" for k, v in sorted(c["expected"]["by_kernel"].items())]
+    f = c["fitted"]
+    note = (f"Fitted on {sum(1 for r in c['rows'] if r['train'])} training rows: "
+            f"{f['inflight_bytes_per_thread']:g} B in flight per thread, minimum kernel {f['min_kernel_us']:g} us, "
+            f"graph node {f['launch_graph_us']:g} us, eager launch {f['launch_us']:g} us. Not predicted: "
+            + "; ".join(f"{u['source']} ({len(u['rows'])} rows)" for u in c["unscored"]) + ".")
+    return rows, models, [note]
+
+
 def block(run):
     run = Path(run)
     table, notes = [], []
@@ -420,6 +454,10 @@ def block(run):
         parts.append("\n".join(verdict_rows((run / "verdicts.tsv").read_text())))
     for scan in sorted(run.glob("init-scan*.tsv")):   # bench/fla-init-scan.sh
         parts.append("\n".join(scan_rows(scan.name, scan.read_text())))
+    if (run / "predict-check.json").exists():   # bench/predict-check.sh
+        rows, models, more = predict_check_rows(json.loads((run / "predict-check.json").read_text()))
+        parts += ["\n".join(rows), "\n".join(models)]
+        notes += more
     if (run / "setup.tsv").exists():   # bench/setup-size.sh
         parts.append("\n".join(setup_rows((run / "setup.tsv").read_text())))
     parts += notes
