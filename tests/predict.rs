@@ -167,3 +167,42 @@ fn sources_that_cannot_be_read_or_predicted_say_why() {
     assert_eq!(out.status.code(), Some(2));
     assert!(String::from_utf8_lossy(&out.stderr).contains("no *.toml published source"));
 }
+
+/// The check on the committed measurements (bench/published) from the committed work
+/// (work.json): fresh (no kernel of ours or harness code changed since it was made), the errors
+/// it gives are the committed ones every prediction names, and they are what the README says.
+#[test]
+fn the_published_check_reproduces_its_committed_errors() {
+    let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR"));
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_kidiom"))
+        .current_dir(root)
+        .args(["predict", "--check", "bench/published", "--json"])
+        .output()
+        .expect("spawn");
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).expect("json");
+    let c = &v["check"];
+    assert_eq!(
+        c["work"]["profiled"], 0,
+        "the stored work is stale (a kernel of ours or the harness changed): run \
+         `kidiom predict --check bench/published --refresh --write bench/published/expected-error.json` \
+         and commit work.json and expected-error.json: {}",
+        c["work"]
+    );
+    let committed: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(root.join("bench/published/expected-error.json")).unwrap())
+            .unwrap();
+    assert_eq!(c["expected"], committed, "rewrite bench/published/expected-error.json with --write");
+    // at least 25 rows from at least 4 sources, every held-out time within 2x of the published one
+    let rows = c["rows"].as_array().unwrap();
+    let sources: std::collections::BTreeSet<&str> = rows.iter().map(|r| r["source"].as_str().unwrap()).collect();
+    assert!(rows.len() >= 25 && sources.len() >= 4, "{} rows, {sources:?}", rows.len());
+    for r in rows.iter().filter(|r| r["train"] == false) {
+        for side in ["baseline", "improved"] {
+            let ratio = r[side]["ratio"].as_f64().unwrap();
+            assert!((0.5..=2.0).contains(&ratio), "{} row {}: {side} {ratio}", r["source"], r["index"]);
+        }
+    }
+    // kidiom.toml's values are the fitted ones
+    assert_eq!(c["expected_configured"]["all"], c["expected"]["all"], "kidiom.toml's latency terms are not the fit's");
+}

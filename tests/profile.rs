@@ -93,6 +93,10 @@ fn a_candidate_that_reads_its_state_again_is_predicted_slower() {
     let out = env.run(&["review", "--wide", "--db", db.to_str().unwrap()]);
     let wide = String::from_utf8_lossy(&out.stdout);
     assert!(wide.contains("x memory"), "{wide}");
+    // every prediction names its expected error: unknown here (the project has no check figures)
+    let id = env.run(&["review", "exp2", "--db", db.to_str().unwrap()]);
+    let one = String::from_utf8_lossy(&id.stdout);
+    assert!(one.contains("expected error unknown"), "{one}");
 }
 
 /// The redundancy report of our CUDA decode (issue #24): the second loop's

@@ -25,6 +25,9 @@ pub(crate) struct Args {
     /// Kernels profiled at a time (0: one per CPU).
     #[arg(long, default_value_t = 0)]
     jobs: usize,
+    /// Profile every row's kernels again and rewrite DIR/work.json (the work the check reads).
+    #[arg(long)]
+    refresh: bool,
     #[command(flatten)]
     harness: HarnessArgs,
     #[command(flatten)]
@@ -38,6 +41,7 @@ pub(crate) fn run(a: Args) -> Result<ExitCode> {
         python: a.harness.python.clone(),
         timeout: a.harness.timeout(),
         jobs: a.jobs,
+        refresh: a.refresh,
     };
     let check = ops::predict::check(&cfg, &opts)?;
     if let Some(w) = &a.write {
@@ -120,8 +124,13 @@ fn print(c: &ops::predict::Check) -> Result<()> {
     output::line("")?;
     let f = |p: &kidiom_validator::published::Fitted| {
         format!(
-            "{} B in flight per thread, minimum kernel {} us, graph node {} us, eager launch {} us",
-            p.inflight_bytes_per_thread, p.min_kernel_us, p.launch_graph_us, p.launch_us
+            "{} B in flight per thread, {} dependent round trips, minimum kernel {} us, graph node {} us, eager launch {} us{}",
+            p.inflight_bytes_per_thread,
+            p.dependent_trips,
+            p.min_kernel_us,
+            p.launch_graph_us,
+            p.launch_us,
+            p.copy_gbps.iter().map(|(k, v)| format!(", {k} copy {v:.0} GB/s")).collect::<String>()
         )
     };
     let train = c.rows.iter().filter(|r| r.train).count();
@@ -131,6 +140,15 @@ fn print(c: &ops::predict::Check) -> Result<()> {
         c.sources.len(),
         train,
         c.rows.len() - train
+    ))?;
+    let w = &c.work;
+    output::line(&format!(
+        "work: {} kernel shapes from {}, {} profiled now{}{}",
+        w.stored + w.profiled,
+        ops::predict::WORK_FILE,
+        w.profiled,
+        if w.stale > 0 { format!(" ({} stale: their kernel or the harness changed)", w.stale) } else { String::new() },
+        if w.written { format!("; {} rewritten", ops::predict::WORK_FILE) } else { String::new() }
     ))?;
     output::line(&format!("fitted: {}", f(&c.fitted)))?;
     output::line(&format!("held-out error, fitted: {}", expected(&c.expected.all)))?;
@@ -146,6 +164,34 @@ fn print(c: &ops::predict::Check) -> Result<()> {
     ))?;
     for (k, e) in &c.expected.by_kernel {
         output::line(&format!("  {k}: {}", expected(e)))?;
+    }
+    // the held-out predictions off by more than 30%, with the term that decides each
+    let misses: Vec<String> = c
+        .rows
+        .iter()
+        .filter(|r| !r.train)
+        .flat_map(|r| [("baseline", &r.baseline, r), ("improved", &r.improved, r)])
+        .filter(|(_, s, _)| s.error > 0.3)
+        .map(|(side, s, r)| {
+            let top = s.prediction.shares().into_iter().find(|t| t.adds);
+            format!(
+                "  {} row {} {side} ({}): {:.1} us predicted, {:.1} published ({:.2}x); decided by {}-bound, its largest term {}",
+                r.source,
+                r.index,
+                s.kernel,
+                s.predicted_us,
+                s.published_us,
+                s.ratio,
+                s.prediction.bound.name(),
+                top.map_or("-".to_string(), |t| format!("{} ({:.0}%)", t.name, 100.0 * t.share))
+            )
+        })
+        .collect();
+    if !misses.is_empty() {
+        output::line(&format!("held-out predictions off by more than 30% ({}):", misses.len()))?;
+        for m in misses {
+            output::line(&m)?;
+        }
     }
     for u in &c.unscored {
         let how = if u.declared { "not predicted (the source says why)" } else { "not scored" };

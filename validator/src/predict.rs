@@ -9,7 +9,8 @@
 //! - `latency_us`: what Little's law adds when the resident programs keep
 //!   too few bytes in flight to reach the roof (bandwidth = bytes in flight
 //!   / memory latency; resident programs from registers, shared memory and
-//!   threads per program);
+//!   threads per program), each program also waiting `dependent_trips`
+//!   round trips one after another;
 //! - `waves_us`: what a last, partial wave of programs adds (wave quantization);
 //! - `compute_us`, `special_us`, `tensor_us`: the compute roofs;
 //! - `min_kernel_us`: what the device's minimum kernel time adds to a tiny kernel;
@@ -56,6 +57,16 @@ pub struct DeviceModel {
     /// waited for); fitted on published measurements.
     #[serde(default = "defaults::inflight_bytes_per_thread")]
     pub inflight_bytes_per_thread: f64,
+    /// Round trips to memory a program waits for one after another before
+    /// its bytes stream (an index loaded before the row it names, a store
+    /// after the load it needs); fitted on published measurements.
+    #[serde(default = "defaults::dependent_trips")]
+    pub dependent_trips: f64,
+    /// Whether `copy_gbps` is fitted on published measurements (no copy
+    /// bandwidth of this device has been measured): `kidiom predict --check`
+    /// fits it on the training rows of the device.
+    #[serde(default)]
+    pub copy_fitted: bool,
     /// Resident threads per SM.
     #[serde(default = "defaults::max_threads_per_sm")]
     pub max_threads_per_sm: f64,
@@ -88,6 +99,9 @@ mod defaults {
     }
     pub(super) fn inflight_bytes_per_thread() -> f64 {
         64.0
+    }
+    pub(super) fn dependent_trips() -> f64 {
+        1.0
     }
     pub(super) fn max_threads_per_sm() -> f64 {
         2048.0
@@ -131,6 +145,8 @@ impl DeviceModel {
             min_kernel_us: defaults::min_kernel_us(),
             mem_latency_ns: defaults::mem_latency_ns(),
             inflight_bytes_per_thread: defaults::inflight_bytes_per_thread(),
+            dependent_trips: defaults::dependent_trips(),
+            copy_fitted: false,
             max_threads_per_sm: defaults::max_threads_per_sm(),
             max_programs_per_sm: defaults::max_programs_per_sm(),
             registers_per_sm: defaults::registers_per_sm(),
@@ -163,6 +179,7 @@ impl DeviceModel {
             }
         }
         for (k, v) in [
+            ("dependent_trips", self.dependent_trips),
             ("launch_us", self.launch_us),
             ("launch_graph_us", self.launch_graph_us),
             ("min_kernel_us", self.min_kernel_us),
@@ -430,12 +447,14 @@ pub fn predict_launch(
         let per_program = bytes / programs;
         let in_flight = per_program.min(l.threads.max(1) as f64 * d.inflight_bytes_per_thread);
         let latency = d.mem_latency_ns / 1e3; // µs
-        // one wave of n programs (µs)
-        let wave = |n: f64| per_program * (latency / in_flight).max(n / roof);
+        // a program alone: its dependent round trips, then its bytes a round trip per in-flight load
+        let alone = latency * (d.dependent_trips + per_program / in_flight);
+        // one wave of n programs (µs): each as if alone, unless together they pass the roof
+        let wave = |n: f64| alone.max(per_program * n / roof);
         let full = (programs / capacity).floor();
         let rest = programs - full * capacity;
         let quantized = full * wave(capacity) + if rest > 0.0 { wave(rest) } else { 0.0 };
-        let smooth = bytes * (latency / (in_flight * programs.min(capacity))).max(1.0 / roof);
+        let smooth = (alone * programs / programs.min(capacity)).max(memory_us);
         latency_us = (smooth - memory_us).max(0.0);
         waves_us = (quantized - smooth).max(0.0);
         figures = Some(LaunchFigures {
@@ -566,7 +585,7 @@ mod tests {
     fn a_small_batch_keeps_too_few_bytes_in_flight_to_reach_the_roof() {
         let d = DeviceModel::h200();
         // one sequence: 4 V-tiles x 32 heads = 128 programs of 64 threads, 32 kB each
-        let launch = LaunchShape { programs: 128, threads: 64, registers: Some(64), shared_bytes: None };
+        let launch = LaunchShape { programs: 128, threads: 64, registers: Some(64), ..Default::default() };
         let p = predict_launch(&state(1), 1, Some(&launch), Timing::Graph, &d);
         // 4.2 MB at the roof is about 1 us; 64 threads x 64 B in flight per program take
         // 8 round trips of 450 ns: 3.6 us
@@ -601,7 +620,13 @@ mod tests {
     #[test]
     fn occupancy_comes_from_threads_registers_and_shared_memory() {
         let d = DeviceModel::h200();
-        let l = |threads, registers, shared_bytes| LaunchShape { programs: 1, threads, registers, shared_bytes };
+        let l = |threads, registers, shared_bytes| LaunchShape {
+            programs: 1,
+            threads,
+            registers,
+            shared_bytes,
+            tile_bytes: None,
+        };
         assert_eq!(d.resident_per_sm(&l(128, None, None)), 16.0); // 2048 threads
         assert_eq!(d.resident_per_sm(&l(32, None, None)), 32.0); // 32 programs at most
         assert_eq!(d.resident_per_sm(&l(128, Some(255), None)), 2.0); // 65536 / (8192 x 4 warps)
@@ -615,7 +640,7 @@ mod tests {
         // 128 programs of 256 kB: 4 warps keep half the bytes in flight that 8 warps do
         // (32 round trips of 450 ns against 16, under the roof's 7.8 us)
         let w = WorkTotals { load_bytes: 128 * 262144, ..Default::default() };
-        let four = LaunchShape { programs: 128, threads: 128, registers: Some(64), shared_bytes: None };
+        let four = LaunchShape { programs: 128, threads: 128, registers: Some(64), ..Default::default() };
         let eight = LaunchShape { threads: 256, ..four };
         let (a, b) = (
             predict_launch(&w, 1, Some(&four), Timing::Graph, &d),

@@ -9,8 +9,9 @@
 //! each row's shape, predicts both sides on the row's device as the row was
 //! timed, and scores the predictions: each time's error, each speedup's.
 //!
-//! The latency terms' parameters (bytes in flight per thread, the minimum
-//! kernel time, a graph node's and an eager launch's cost) are fitted on a
+//! The latency terms' parameters (bytes in flight per thread, an SM's time
+//! to start a program, the minimum kernel time, a graph node's and an eager
+//! launch's cost) are fitted on a
 //! declared half of the rows (within each file, rows 0, 2, 4, ... train) and
 //! the errors that count are the other half's.
 
@@ -121,6 +122,14 @@ pub struct Mapping {
     /// The improved version's kernel.
     #[serde(default)]
     pub improved: Option<String>,
+    /// Text edits of the baseline kernel's source, each `[old, new]` made
+    /// exactly once: the source's launch configuration where it differs
+    /// from ours (FLA's `BV = 8`, one warp).
+    #[serde(default)]
+    pub baseline_edits: Vec<(String, String)>,
+    /// The same for the improved kernel.
+    #[serde(default)]
+    pub improved_edits: Vec<(String, String)>,
     /// Why these kernels are the same computation, and what differs.
     #[serde(default)]
     pub why: String,
@@ -156,6 +165,19 @@ pub struct Row {
     /// The shape's variables (`B`, `T`, `H`, `HV`, `K`, `V`).
     #[serde(flatten)]
     pub vars: BTreeMap<String, u64>,
+}
+
+/// `text` with each of `edits` (`[old, new]`) made; an `old` that is not in
+/// the text exactly once is an error naming it.
+pub fn apply_edits(text: &str, edits: &[(String, String)]) -> Result<String, String> {
+    let mut out = text.to_string();
+    for (old, new) in edits {
+        match out.matches(old.as_str()).count() {
+            1 => out = out.replacen(old.as_str(), new, 1),
+            n => return Err(format!("the edit of {old:?} finds it {n} times in the kernel's source, not once")),
+        }
+    }
+    Ok(out)
 }
 
 impl Source {
@@ -266,37 +288,48 @@ pub struct RowInput {
     pub work: (Work, Work),
 }
 
-/// The fitted parameters: the latency terms, the same on every device.
-#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+/// The fitted parameters: the latency terms, the same on every device, and
+/// the copy bandwidth of each device none has measured.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Fitted {
     /// Bytes one thread keeps in flight.
     pub inflight_bytes_per_thread: f64,
+    /// Round trips a program waits for one after another.
+    pub dependent_trips: f64,
     /// The minimum kernel time, µs.
     pub min_kernel_us: f64,
     /// One CUDA graph node, µs.
     pub launch_graph_us: f64,
     /// The host's cost of one eager launch, µs.
     pub launch_us: f64,
+    /// The copy bandwidth of each device whose `copy_fitted` is set, GB/s.
+    #[serde(default)]
+    pub copy_gbps: BTreeMap<String, f64>,
 }
 
 impl Fitted {
-    /// The parameters as `d` has them.
-    pub fn of(d: &DeviceModel) -> Fitted {
+    /// The parameters as `devices` have them (the latency terms of
+    /// `configured`, the device kidiom predicts for).
+    pub fn of(configured: &DeviceModel, devices: &BTreeMap<String, DeviceModel>) -> Fitted {
         Fitted {
-            inflight_bytes_per_thread: d.inflight_bytes_per_thread,
-            min_kernel_us: d.min_kernel_us,
-            launch_graph_us: d.launch_graph_us,
-            launch_us: d.launch_us,
+            inflight_bytes_per_thread: configured.inflight_bytes_per_thread,
+            dependent_trips: configured.dependent_trips,
+            min_kernel_us: configured.min_kernel_us,
+            launch_graph_us: configured.launch_graph_us,
+            launch_us: configured.launch_us,
+            copy_gbps: devices.iter().filter(|(_, d)| d.copy_fitted).map(|(k, d)| (k.clone(), d.copy_gbps)).collect(),
         }
     }
 
-    /// `d` with these parameters.
-    pub fn apply(&self, d: &DeviceModel) -> DeviceModel {
+    /// Device `name`'s model `d` with these parameters.
+    pub fn apply(&self, name: &str, d: &DeviceModel) -> DeviceModel {
         DeviceModel {
             inflight_bytes_per_thread: self.inflight_bytes_per_thread,
+            dependent_trips: self.dependent_trips,
             min_kernel_us: self.min_kernel_us,
             launch_graph_us: self.launch_graph_us,
             launch_us: self.launch_us,
+            copy_gbps: self.copy_gbps.get(name).copied().unwrap_or(d.copy_gbps),
             ..d.clone()
         }
     }
@@ -425,7 +458,7 @@ impl ExpectedErrors {
 pub fn score(rows: &[RowInput], devices: &BTreeMap<String, DeviceModel>, fitted: &Fitted) -> Vec<RowScore> {
     rows.iter()
         .filter_map(|r| {
-            let d = fitted.apply(devices.get(&r.device)?);
+            let d = fitted.apply(&r.device, devices.get(&r.device)?);
             let side = |w: &Work, published: f64| {
                 let p = predict_launch(&w.totals, w.launches, w.launch.as_ref(), r.timed.timing(), &d);
                 let ratio = p.us / published;
@@ -458,60 +491,90 @@ pub fn score(rows: &[RowInput], devices: &BTreeMap<String, DeviceModel>, fitted:
         .collect()
 }
 
-/// The time errors' loss: the median of |ln(predicted / published)| over
-/// both sides of `scores`, the mean breaking ties.
+/// The time errors' loss: the mean of |ln(predicted / published)| over both
+/// sides of `scores` (every row counts, none dominates), the median
+/// breaking ties.
 fn loss(scores: &[RowScore]) -> (f64, f64) {
     let logs: Vec<f64> =
         scores.iter().flat_map(|s| [s.baseline.ratio.ln().abs(), s.improved.ratio.ln().abs()]).collect();
-    let stats = ErrorStats::of(logs.iter().copied());
-    (stats.median, logs.iter().sum::<f64>() / logs.len().max(1) as f64)
+    let mean = logs.iter().sum::<f64>() / logs.len().max(1) as f64;
+    (mean, ErrorStats::of(logs.iter().copied()).median)
 }
 
-/// The values the fit tries for each parameter.
-const INFLIGHT: [f64; 11] = [16.0, 24.0, 32.0, 48.0, 64.0, 96.0, 128.0, 192.0, 256.0, 384.0, 512.0];
+/// `n + 1` values from 0 by `step`.
+fn steps(n: usize, step: f64) -> Vec<f64> {
+    (0..=n).map(|i| i as f64 * step).collect()
+}
 
-/// Fits the latency terms on the training rows of `rows` (a grid over
-/// each parameter, the least median log error), starting from `start`.
+/// Fits the latency terms on the training rows of `rows`: a joint grid over
+/// the bytes in flight per thread, the dependent round trips, the minimum
+/// kernel time and a graph node's cost (they trade against each other on
+/// the same rows), then each parameter alone on a finer grid, with the eager
+/// launch's cost and each unmeasured device's copy bandwidth (a share of its
+/// data sheet's), until nothing improves; the least mean log error wins.
+/// `start` is kept where no value does better.
 pub fn fit(rows: &[RowInput], devices: &BTreeMap<String, DeviceModel>, start: &Fitted) -> Fitted {
     let train: Vec<RowInput> = rows.iter().filter(|r| Source::trains(r.index)).cloned().collect();
     if train.is_empty() {
-        return *start;
+        return start.clone();
     }
-    let quarter = |n: usize| (0..=n).map(|i| i as f64 * 0.25).collect::<Vec<f64>>();
-    let min_kernel = quarter(20); // 0 .. 5 µs
-    let graph = quarter(12); // 0 .. 3 µs
-    let eager: Vec<f64> = (0..=40).map(|i| i as f64 * 2.0).collect(); // 0 .. 80 µs
-    let mut best = *start;
-    let mut best_loss = loss(&score(&train, devices, &best));
-    // coordinate descent: each parameter over its grid with the others held, until nothing improves
-    for _ in 0..6 {
-        let before = best_loss;
-        for which in 0..4 {
-            let values: &[f64] = match which {
-                0 => &INFLIGHT,
-                1 => &min_kernel,
-                2 => &graph,
-                _ => &eager,
-            };
-            for &v in values {
-                let mut f = best;
-                match which {
-                    0 => f.inflight_bytes_per_thread = v,
-                    1 => f.min_kernel_us = v,
-                    2 => f.launch_graph_us = v,
-                    _ => f.launch_us = v,
-                }
-                let l = loss(&score(&train, devices, &f));
-                if l < best_loss {
-                    (best, best_loss) = (f, l);
+    let loss_of = |f: &Fitted| loss(&score(&train, devices, f));
+    let mut best = (start.clone(), loss_of(start));
+    let consider = |f: Fitted, best: &mut (Fitted, (f64, f64))| {
+        let l = loss_of(&f);
+        if l < best.1 {
+            *best = (f, l);
+        }
+    };
+    let inflight = [8.0, 16.0, 24.0, 32.0, 48.0, 64.0, 96.0, 128.0, 256.0, 512.0];
+    let trips = steps(8, 0.5);
+    for &i in &inflight {
+        for &t in &trips {
+            for &m in &steps(20, 0.25) {
+                for &g in &steps(4, 0.5) {
+                    let f = Fitted {
+                        inflight_bytes_per_thread: i,
+                        dependent_trips: t,
+                        min_kernel_us: m,
+                        launch_graph_us: g,
+                        ..start.clone()
+                    };
+                    consider(f, &mut best);
                 }
             }
         }
-        if best_loss >= before {
+    }
+    // the devices whose copy bandwidth the rows fit
+    let fitted_devices: Vec<&String> = devices
+        .iter()
+        .filter(|(k, d)| d.copy_fitted && train.iter().any(|r| &r.device == *k))
+        .map(|(k, _)| k)
+        .collect();
+    for _ in 0..8 {
+        let before = best.1;
+        let mut tries: Vec<Fitted> = Vec::new();
+        let b = best.0.clone();
+        tries.extend(steps(64, 8.0).into_iter().skip(1).map(|v| Fitted { inflight_bytes_per_thread: v, ..b.clone() }));
+        tries.extend(steps(32, 0.125).into_iter().map(|v| Fitted { dependent_trips: v, ..b.clone() }));
+        tries.extend(steps(40, 0.125).into_iter().map(|v| Fitted { min_kernel_us: v, ..b.clone() }));
+        tries.extend(steps(24, 0.125).into_iter().map(|v| Fitted { launch_graph_us: v, ..b.clone() }));
+        tries.extend(steps(80, 1.0).into_iter().map(|v| Fitted { launch_us: v, ..b.clone() }));
+        for name in &fitted_devices {
+            let hbm = devices[*name].hbm_gbps;
+            for share in (30..=100).step_by(2) {
+                let mut f = b.clone();
+                f.copy_gbps.insert((*name).clone(), hbm * share as f64 / 100.0);
+                tries.push(f);
+            }
+        }
+        for f in tries {
+            consider(f, &mut best);
+        }
+        if best.1 >= before {
             break;
         }
     }
-    best
+    best.0
 }
 
 /// The held-out errors of `scores`, in all and per kernel.
@@ -615,7 +678,7 @@ improved_us = 5.0
             kernel: k.into(),
             totals: WorkTotals { load_bytes: b, ..Default::default() },
             launches: 1,
-            launch: Some(LaunchShape { programs, threads: 128, registers: Some(32), shared_bytes: None }),
+            launch: Some(LaunchShape { programs, threads: 128, registers: Some(32), ..Default::default() }),
         };
         RowInput {
             source: "s".into(),
@@ -631,10 +694,10 @@ improved_us = 5.0
     #[test]
     fn the_fit_learns_from_the_training_rows_and_is_scored_on_the_others() {
         let devices = BTreeMap::from([("h200".to_string(), DeviceModel::h200())]);
-        let start = Fitted::of(&DeviceModel::h200());
+        let start = Fitted::of(&DeviceModel::h200(), &devices);
         // rows made by the model itself at 256 bytes in flight and a 3 us minimum kernel: few
         // programs of 1 MB each, latency-bound (the bytes in flight decide), and two tiny ones
-        let truth = Fitted { inflight_bytes_per_thread: 256.0, min_kernel_us: 3.0, ..start };
+        let truth = Fitted { inflight_bytes_per_thread: 256.0, min_kernel_us: 3.0, ..start.clone() };
         let shapes = [(16, 16 << 20), (32, 32 << 20), (48, 48 << 20), (64, 64 << 20), (64, 4096), (128, 8192)];
         let mut rows: Vec<RowInput> = shapes
             .iter()
@@ -647,7 +710,7 @@ improved_us = 5.0
         }
         let fitted = fit(&rows, &devices, &start);
         let scores = score(&rows, &devices, &fitted);
-        let e = expected(&scores, "test", Some(fitted));
+        let e = expected(&scores, "test", Some(fitted.clone()));
         assert!(e.all.time.n == 6 && e.all.time.worst < 0.05, "{fitted:?} {e:?}");
         assert!(e.by_kernel["a"].time.n == 3 && e.by_kernel["b"].speedup.n == 3, "{e:?}");
         // the untrained start is further off on the same held-out rows
@@ -657,6 +720,14 @@ improved_us = 5.0
         let mut moved = rows.clone();
         moved[1].published = (1000.0, 1000.0);
         assert_eq!(fit(&moved, &devices, &start), fitted);
+    }
+
+    #[test]
+    fn edits_are_made_once_each_or_are_an_error() {
+        let e = |a: &str, b: &str| vec![(a.to_string(), b.to_string())];
+        assert_eq!(apply_edits("BV = 32\nw = 4", &e("BV = 32", "BV = 8")).unwrap(), "BV = 8\nw = 4");
+        assert!(apply_edits("x x", &e("x", "y")).unwrap_err().contains("2 times"));
+        assert!(apply_edits("x", &e("z", "y")).unwrap_err().contains("0 times"));
     }
 
     #[test]

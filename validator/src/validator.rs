@@ -564,11 +564,7 @@ impl Validator {
         };
         let (launch, launch_problem) = match (&profile, &compiled) {
             (Some(p), Some(c)) if c.status == HarnessStatus::Ok => {
-                match crate::predict::LaunchShape::from_compile(
-                    &c.json,
-                    p.counted.programs_total,
-                    p.threads_per_program,
-                ) {
+                match p.launch(&c.json) {
                     Some(l) => (Some(l), None),
                     None => (None, Some("the compile gives no threads per program".to_string())),
                 }

@@ -173,6 +173,16 @@ pub struct Profile {
     pub launch_limits: Option<LaunchLimits>,
 }
 
+impl Profile {
+    /// The launch this profile's kernel makes, from its compile's figures:
+    /// programs and threads (the contract's block for CUDA, else num_warps),
+    /// registers and shared memory. `None` where nothing says how many
+    /// threads a program has.
+    pub fn launch(&self, compile: &Value) -> Option<crate::predict::LaunchShape> {
+        crate::predict::LaunchShape::from_compile(compile, self.counted.programs_total, self.threads_per_program)
+    }
+}
+
 /// `launch_limits` of a profile: the kernel's own launch defects.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct LaunchLimits {

@@ -208,13 +208,14 @@ impl Predicted {
         format!("predicted {:.2}x ({}-bound, {}; {error})", self.speedup, self.bound.name(), self.device)
     }
 
-    /// `1.42x ±8%` (`±?` where the error is not known).
+    /// `1.42x ±8%`; `1.42x` where the error is not known (a record made
+    /// before `kidiom predict --check`, or without its figures).
     pub fn short(&self) -> String {
         match &self.expected_error {
             Some(e) => {
                 format!("{:.2}x ±{:.0}%", self.speedup, 100.0 * if e.kernel.is_some() { e.median } else { e.worst })
             }
-            None => format!("{:.2}x ±?", self.speedup),
+            None => format!("{:.2}x", self.speedup),
         }
     }
 

@@ -19,7 +19,7 @@ use crate::evidence::{GateRecord, GateStatus, Predicted};
 use crate::hostcode::{DecoratorIdiom, changed_host_code};
 use crate::manifest::{KernelLanguage, Manifest};
 use crate::patch::FilePatch;
-use crate::predict::{LaunchShape, Timing, predict_launch, speedup};
+use crate::predict::{Timing, predict_launch, speedup};
 use crate::scan::{FlagChange, flag_changes};
 use crate::validator::Validator;
 use crate::verdict::{Gate, Verdict};
@@ -509,9 +509,7 @@ fn judge_profiles(run: &mut Validation<'_>, rec: &mut GateRecord, runs: &Harness
     // each side's launch configuration from its own compile: num_warps, registers and shared
     // memory decide how many programs are resident and how many bytes they keep in flight
     let launch = |p: &Profile, compile: &crate::backend::python::HarnessRun| {
-        (compile.status == HarnessStatus::Ok)
-            .then(|| LaunchShape::from_compile(&compile.json, p.counted.programs_total, p.threads_per_program))
-            .flatten()
+        (compile.status == HarnessStatus::Ok).then(|| p.launch(&compile.json)).flatten()
     };
     let (lb, lc) = (launch(&b, &runs.base_compile), launch(&c, &runs.cand_compile));
     let (pb, pc) = (
