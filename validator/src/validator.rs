@@ -563,12 +563,10 @@ impl Validator {
             Err(e) => (None, Some(e)),
         };
         let (launch, launch_problem) = match (&profile, &compiled) {
-            (Some(p), Some(c)) if c.status == HarnessStatus::Ok => {
-                match p.launch(&c.json) {
-                    Some(l) => (Some(l), None),
-                    None => (None, Some("the compile gives no threads per program".to_string())),
-                }
-            }
+            (Some(p), Some(c)) if c.status == HarnessStatus::Ok => match p.launch(&c.json) {
+                Some(l) => (Some(l), None),
+                None => (None, Some("the compile gives no threads per program".to_string())),
+            },
             (Some(_), Some(c)) => (None, Some(format!("the compile failed: {}", kidiom_exec::tail(&c.log(), 300)))),
             _ => (None, None),
         };
