@@ -6,7 +6,7 @@ the raw files beside it (whichever exist): mine.json (bench/mine.py), history.tx
 (bench/history.sh), apply.txt (bench/apply.sh), gil.json (bench/gil.sh), sites.json
 (bench/sites.sh), sites_mixes.json (bench/sites_mixes.py), ray.json (bench/ray_scaling.sh), ray_mine.json (bench/ray_mine.sh), html.txt (bench/html.sh), profile.json (bench/profile.py),
 families.json (bench/history-families.sh), run-phases-*.json (bench/run-phases.sh), phases.tsv and
-where.json (bench/test-times.sh, bench/where-time-goes.sh), setup.tsv (bench/setup-size.sh), verdicts.tsv (a run's verdicts), init-scan*.tsv (bench/fla-init-scan.sh), predict-check.json (bench/predict-check.sh), precision/*.json
+where.json (bench/test-times.sh, bench/where-time-goes.sh), setup.tsv (bench/setup-size.sh), verdicts.tsv (a run's verdicts), init-scan*.tsv (bench/fla-init-scan.sh), predict-check.json (bench/predict-check.sh), launch-configs.json (bench/launch_configs.py), precision/*.json
 and precision-before/*.json (bench/precision.py --json). A number
 that is in no raw file is not in the table.
 
@@ -391,10 +391,32 @@ def predict_check_rows(j):
     models += [f"| the device model, {k}'s rows | {e(v)} |" for k, v in sorted(c["expected"]["by_kernel"].items())]
     f = c["fitted"]
     note = (f"Fitted on {sum(1 for r in c['rows'] if r['train'])} training rows: "
-            f"{f['inflight_bytes_per_thread']:g} B in flight per thread, minimum kernel {f['min_kernel_us']:g} us, "
-            f"graph node {f['launch_graph_us']:g} us, eager launch {f['launch_us']:g} us. Not predicted: "
+            f"{f['inflight_bytes_per_thread']:g} B in flight per thread, {f.get('dependent_trips', 0):g} dependent round "
+            f"trips, minimum kernel {f['min_kernel_us']:g} us, graph node {f['launch_graph_us']:g} us, eager launch "
+            f"{f['launch_us']:g} us"
+            + "".join(f", {k} copy {v:.0f} GB/s" for k, v in sorted((f.get("copy_gbps") or {}).items()))
+            + ". Not predicted: "
             + "; ".join(f"{u['source']} ({len(u['rows'])} rows)" for u in c["unscored"]) + ".")
     return rows, models, [note]
+
+
+def launch_config_rows(j):
+    """bench/launch_configs.py: each kernel, shape and num_warps with its predicted time, what
+    decides it, its programs resident per SM, the latency term's share, and its speedup over our
+    launcher's own num_warps (4) at the same shape."""
+    rows = ["| kernel (`launch-configs.json`) | shape | num_warps | predicted us | decided by | resident per SM | "
+            "memory latency, share | vs num_warps 4 |", "|---|---|---|---|---|---|---|---|"]
+    ours = {(r["kernel"], json.dumps(r["shape"], sort_keys=True)): r["predicted"]["us"]
+            for r in j["rows"] if r["num_warps"] == 4}
+    for r in j["rows"]:
+        p = r["predicted"]
+        shape = " ".join(f"{k}={v}" for k, v in sorted(r["shape"].items()) if k in ("N", "B", "T"))
+        lat = next((t["share"] for t in r["terms"] if t["term"].startswith("memory latency")), 0.0)
+        base = ours.get((r["kernel"], json.dumps(r["shape"], sort_keys=True)))
+        ratio = f"{base / p['us']:.2f}x" if base else "-"
+        rows.append(f"| {r['kernel']} | {shape} | {r['num_warps']} | {p['us']:.2f} | {p['bound']} | "
+                    f"{(p.get('launch') or {}).get('resident_per_sm', '-')} | {lat:.0%} | {ratio} |")
+    return rows
 
 
 def block(run):
@@ -458,6 +480,8 @@ def block(run):
         rows, models, more = predict_check_rows(json.loads((run / "predict-check.json").read_text()))
         parts += ["\n".join(rows), "\n".join(models)]
         notes += more
+    if (run / "launch-configs.json").exists():   # bench/launch_configs.py
+        parts.append("\n".join(launch_config_rows(json.loads((run / "launch-configs.json").read_text()))))
     if (run / "setup.tsv").exists():   # bench/setup-size.sh
         parts.append("\n".join(setup_rows((run / "setup.tsv").read_text())))
     parts += notes

@@ -24,10 +24,31 @@ pub(crate) struct Args {
     /// A file to profile in the kernel's place (a candidate); needs --kernel.
     #[arg(long, value_name = "FILE", requires = "kernel")]
     source: Option<PathBuf>,
+    /// A shape in place of the manifest's bench shape, every variable given: `N=1,H=16,HV=32,K=128,V=128,S=1`.
+    #[arg(long, value_name = "VAR=N,...", requires = "kernel")]
+    shape: Option<String>,
     #[command(flatten)]
     harness: HarnessArgs,
     #[command(flatten)]
     output: OutputArgs,
+}
+
+/// `N=1,H=16` as a shape: each variable once, a positive integer.
+fn parse_shape(text: &str) -> Result<std::collections::BTreeMap<String, u64>> {
+    let mut out = std::collections::BTreeMap::new();
+    for part in text.split(',').map(str::trim).filter(|p| !p.is_empty()) {
+        let Some((k, v)) = part.split_once('=') else { bail!("--shape {text:?}: {part:?} is not VAR=N") };
+        let n: u64 = v.trim().parse().ok().filter(|n| *n > 0).ok_or_else(|| {
+            anyhow::anyhow!("--shape {text:?}: {} = {v:?} is not a positive integer", k.trim())
+        })?;
+        if out.insert(k.trim().to_string(), n).is_some() {
+            bail!("--shape {text:?}: {} given twice", k.trim());
+        }
+    }
+    if out.is_empty() {
+        bail!("--shape {text:?}: no VAR=N");
+    }
+    Ok(out)
 }
 
 /// `n` in the largest of `units` it reaches, one decimal; below them all, whole with `base`.
@@ -52,16 +73,17 @@ fn shape(s: &std::collections::BTreeMap<String, serde_json::Value>) -> String {
     s.iter().map(|(k, v)| format!("{k}={v}")).collect::<Vec<_>>().join(" ")
 }
 
-fn print_one(r: &ProfileReport, errors: Option<&ExpectedErrors>) -> Result<()> {
+fn print_one(r: &ProfileReport, errors: Option<&ExpectedErrors>, shape_given: bool) -> Result<()> {
     let Some(p) = &r.profile else {
         output::line(&format!("{} ({}): no profile: {}", r.kernel, r.source, r.problem.as_deref().unwrap_or("?")))?;
         return Ok(());
     };
     let t = &p.totals;
     output::line(&format!(
-        "{} ({}) at the bench shape {}, on {}",
+        "{} ({}) at {} {}, on {}",
         r.kernel,
         r.source,
+        if shape_given { "the shape" } else { "the bench shape" },
         shape(&p.shape),
         r.device.as_deref().unwrap_or("the CPU")
     ))?;
@@ -184,9 +206,12 @@ pub(crate) fn run(a: Args) -> Result<ExitCode> {
     if a.source.is_some() && a.kernel.is_none() {
         bail!("--source needs --kernel: the file is profiled in that kernel's place");
     }
+    let shape = a.shape.as_deref().map(parse_shape).transpose()?;
+    let shape_given = shape.is_some();
     let opts = ops::profile::Options {
         kernel: a.kernel,
         source: a.source,
+        shape,
         python: a.harness.python.clone(),
         timeout: a.harness.timeout(),
     };
@@ -200,7 +225,7 @@ pub(crate) fn run(a: Args) -> Result<ExitCode> {
             if i > 0 {
                 output::line("")?;
             }
-            print_one(r, errors.as_ref())?;
+            print_one(r, errors.as_ref(), shape_given)?;
         }
     }
     Ok(if reports.iter().all(|r| r.profile.is_some()) { ExitCode::SUCCESS } else { ExitCode::from(1) })

@@ -16,6 +16,8 @@ pub(crate) struct Options {
     pub(crate) kernel: Option<String>,
     /// A file in the kernel's place (needs `kernel`).
     pub(crate) source: Option<PathBuf>,
+    /// A shape in place of the manifest's bench shape (needs `kernel`).
+    pub(crate) shape: Option<std::collections::BTreeMap<String, u64>>,
     pub(crate) python: Option<PathBuf>,
     pub(crate) timeout: Duration,
 }
@@ -47,5 +49,10 @@ pub(crate) fn profile(cfg: &Config, opts: &Options) -> Result<Vec<ProfileReport>
     if let Some(s) = &source {
         std::fs::metadata(s).with_context(|| format!("reading {}", s.display()))?;
     }
-    names.iter().map(|n| validator.profile(n, source.as_deref()).with_context(|| format!("profiling {n}"))).collect()
+    names
+        .iter()
+        .map(|n| {
+            validator.profile_at(n, source.as_deref(), opts.shape.as_ref()).with_context(|| format!("profiling {n}"))
+        })
+        .collect()
 }
