@@ -38,9 +38,12 @@ fn parse_shape(text: &str) -> Result<std::collections::BTreeMap<String, u64>> {
     let mut out = std::collections::BTreeMap::new();
     for part in text.split(',').map(str::trim).filter(|p| !p.is_empty()) {
         let Some((k, v)) = part.split_once('=') else { bail!("--shape {text:?}: {part:?} is not VAR=N") };
-        let n: u64 = v.trim().parse().ok().filter(|n| *n > 0).ok_or_else(|| {
-            anyhow::anyhow!("--shape {text:?}: {} = {v:?} is not a positive integer", k.trim())
-        })?;
+        let n: u64 = v
+            .trim()
+            .parse()
+            .ok()
+            .filter(|n| *n > 0)
+            .ok_or_else(|| anyhow::anyhow!("--shape {text:?}: {} = {v:?} is not a positive integer", k.trim()))?;
         if out.insert(k.trim().to_string(), n).is_some() {
             bail!("--shape {text:?}: {} given twice", k.trim());
         }
