@@ -128,6 +128,21 @@ fn published_rows_are_predicted_scored_and_their_errors_named_by_every_predictio
     assert!(decode.contains("memory (bytes at the copy bandwidth)") && decode.contains("resident per SM"), "{decode}");
     let cuda = profile("kda_cuda.decode");
     assert!(cuda.contains("expected error unknown for kda_cuda.decode"), "{cuda}");
+    // at a small batch: few programs, too few bytes in flight for the roof
+    let small = env
+        .cmd()
+        .env("KIDIOM_PYTHON", &py)
+        .args(["profile", "--kernel", "kda.decode", "--shape", "N=1,H=16,HV=32,K=128,V=128,S=1"])
+        .output()
+        .expect("spawn");
+    let small = String::from_utf8_lossy(&small.stdout);
+    assert!(small.contains("at the shape H=16 HV=32 K=128 N=1 S=1 V=128"), "{small}");
+    assert!(small.contains("memory latency-bound") && small.contains("128 programs of 128 threads"), "{small}");
+    for bad in ["N=0,H=16,HV=32,K=128,V=128,S=1", "N=1,N=2", "N1"] {
+        let out = env.cmd().args(["profile", "--kernel", "kda.decode", "--shape", bad]).output().expect("spawn");
+        assert_eq!(out.status.code(), Some(2), "{bad}");
+        assert!(String::from_utf8_lossy(&out.stderr).contains("--shape"), "{bad}");
+    }
 }
 
 #[test]
