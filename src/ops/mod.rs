@@ -32,6 +32,26 @@ pub(crate) fn root() -> Result<PathBuf> {
     root.canonicalize().with_context(|| format!("resolving {}", root.display()))
 }
 
+/// The validator that profiles the kernels of `root` (kernels/ and
+/// kidiom.toml's targets) with kidiom.toml's device model and the expected
+/// errors every prediction names: `kidiom profile` and `kidiom predict`.
+pub(crate) fn profiling_validator(
+    cfg: &crate::config::Config,
+    root: &Path,
+    python: Option<PathBuf>,
+    timeout: std::time::Duration,
+) -> Result<kidiom_validator::Validator> {
+    kidiom_validator::ValidatorBuilder::new(root)
+        .harness(Some(harness_dir(root)?))
+        .targets(cfg.targets())
+        .python(python)
+        .timeout(timeout)
+        .device_model(cfg.device_model()?)
+        .expected_errors(cfg.expected_errors())
+        .build()
+        .context("reading the kernel manifests")
+}
+
 /// The directory whose `kernels/harness` runs the kernels of the tree at
 /// `root`: the root itself when it holds the harness (kidiom's own
 /// repository: its harness is part of the frozen contract), else

@@ -11,7 +11,6 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
 use anyhow::{Context, Result};
-use kidiom_validator::ValidatorBuilder;
 use kidiom_validator::published::{self, ExpectedErrors, Fitted, RowInput, RowScore, Work};
 
 use crate::config::Config;
@@ -147,14 +146,7 @@ pub(crate) fn check(cfg: &Config, opts: &Options) -> Result<Check> {
     let root = super::root()?;
     let sources = published::read_dir(&opts.dir)?;
     let devices = cfg.device_models()?;
-    let validator = ValidatorBuilder::new(&root)
-        .harness(Some(super::harness_dir(&root)?))
-        .targets(cfg.targets())
-        .python(opts.python.clone())
-        .timeout(opts.timeout)
-        .device_model(cfg.device_model()?)
-        .build()
-        .context("reading the kernel manifests")?;
+    let validator = super::profiling_validator(cfg, &root, opts.python.clone(), opts.timeout)?;
     // a state-precision variant has its kernel's shape variables; its files are its own and its kernel's
     let kernel_files = |name: &str| -> Option<(Vec<String>, String, Vec<String>)> {
         let k = validator.kernels();

@@ -6,7 +6,7 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use anyhow::{Context, Result};
-use kidiom_validator::{KernelLanguage, ProfileReport, ValidatorBuilder};
+use kidiom_validator::{KernelLanguage, ProfileReport};
 
 use crate::config::Config;
 
@@ -26,15 +26,7 @@ pub(crate) struct Options {
 pub(crate) fn profile(cfg: &Config, opts: &Options) -> Result<Vec<ProfileReport>> {
     let root = super::root()?;
     // the kernels of kernels/ and of [run] targets, run by the harness kidiom finds for this tree
-    let validator = ValidatorBuilder::new(&root)
-        .harness(Some(super::harness_dir(&root)?))
-        .targets(cfg.targets())
-        .python(opts.python.clone())
-        .timeout(opts.timeout)
-        .device_model(cfg.device_model()?)
-        .expected_errors(cfg.expected_errors())
-        .build()
-        .context("reading the kernel manifests")?;
+    let validator = super::profiling_validator(cfg, &root, opts.python.clone(), opts.timeout)?;
     let names: Vec<String> = match &opts.kernel {
         Some(k) => vec![k.clone()],
         None => validator
