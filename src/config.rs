@@ -314,10 +314,17 @@ impl Config {
 
     /// The expected errors `[predict] expected_error` names (relative to
     /// kidiom.toml's folder): `None` when it names none or the file cannot be
-    /// read (a prediction then says its error is unknown).
+    /// read (said on stderr; a prediction then says its error is unknown).
     pub(crate) fn expected_errors(&self) -> Option<kidiom_validator::published::ExpectedErrors> {
         let p = self.predict.expected_error.as_ref()?;
-        kidiom_validator::published::ExpectedErrors::read(&self.resolve(p)).ok()
+        match kidiom_validator::published::ExpectedErrors::read(&self.resolve(p)) {
+            Ok(e) => Some(e),
+            Err(e) => {
+                // named, not fatal: every prediction then says its error is unknown
+                eprintln!("kidiom: [predict] expected_error: {e}; predictions say their expected error is unknown");
+                None
+            }
+        }
     }
 
     pub(crate) fn limits(&self) -> kidiom_syntax::Limits {

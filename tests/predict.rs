@@ -126,6 +126,13 @@ fn published_rows_are_predicted_scored_and_their_errors_named_by_every_predictio
     let decode = profile("kda.decode");
     assert!(decode.contains("1 held-out published times predicted with kda.decode"), "{decode}");
     assert!(decode.contains("memory (bytes at the copy bandwidth)") && decode.contains("resident per SM"), "{decode}");
+    // a damaged file: said, and the predictions say their error is unknown
+    std::fs::write(env.path().join("errors.json"), "{not json").unwrap();
+    let out = env.cmd().env("KIDIOM_PYTHON", &py).args(["profile", "--kernel", "kda.decode"]).output().expect("spawn");
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("[predict] expected_error"), "{out:?}");
+    assert!(String::from_utf8_lossy(&out.stdout).contains("expected error unknown"), "{out:?}");
+    std::fs::write(env.path().join("errors.json"), serde_json::to_string(&written).unwrap()).unwrap();
     let cuda = profile("kda_cuda.decode");
     assert!(cuda.contains("expected error unknown for kda_cuda.decode"), "{cuda}");
     // at a small batch: few programs, too few bytes in flight for the roof
